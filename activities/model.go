@@ -1,0 +1,217 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/llm"
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// Error types of failed model activities (visible in the Web UI).
+const (
+	ErrTypeModel       = "model_error"
+	ErrTypeModelConfig = "model_config"
+	ErrTypeDefinition  = "definition_error"
+	ErrTypeStore       = "store_error"
+)
+
+// argsPreviewLen bounds the argument preview kept in workflow history.
+const argsPreviewLen = 120
+
+// ModelMarker names the feed marker published after a model step's events.
+func ModelMarker(turn string, step int) string { return fmt.Sprintf("%s/m%d", turn, step) }
+
+// ToolMarker names the feed marker published after a tool call's events.
+func ToolMarker(turn, call string) string { return fmt.Sprintf("%s/t/%s", turn, call) }
+
+// RunModel appends the step's pending entries, calls the model with the
+// session's context, streams deltas to the feed and appends the reply under
+// call.EntryID. If that entry already exists (an earlier attempt stored it
+// and its worker died before reporting), the stored reply is returned and
+// the model is not called again.
+func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, attempt int) (agentloop.ModelResult, error) {
+	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
+	pub.send(ctx, feed.Message{Kind: feed.KindAttempt, Step: call.Step, Attempt: attempt, MaxAttempts: call.MaxAttempts})
+
+	if err := a.Store.Append(ctx, call.Session, call.Prepend...); err != nil {
+		return agentloop.ModelResult{}, storeError(err)
+	}
+	leaf := call.Leaf
+	if n := len(call.Prepend); n > 0 {
+		leaf = call.Prepend[n-1].ID
+	}
+	def, err := a.Definitions.Load(ctx)
+	if err != nil {
+		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(
+			"the agent definition could not be loaded: "+err.Error()+" (fix the file and send the turn again)",
+			ErrTypeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	settings := settingsOf(def)
+	marker := ModelMarker(call.Turn, call.Step)
+
+	if prev, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && prev.Message != nil {
+		pub.send(ctx, feed.Message{Kind: feed.KindEnd, Marker: marker})
+		pub.flush(ctx)
+		return resultOf(def, call.EntryID, prev.Message, settings, marker), nil
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return agentloop.ModelResult{}, storeError(err)
+	}
+
+	model, err := a.Models.Model(def.Config.Model)
+	if err != nil {
+		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeModelConfig,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	branch, err := a.Store.Branch(ctx, call.Session, leaf)
+	if err != nil {
+		return agentloop.ModelResult{}, storeError(err)
+	}
+	req := llm.Request{
+		System:   def.SystemPrompt(),
+		Messages: transcript.Context(branch),
+		Tools:    def.ActiveSpecs(call.Activated),
+	}
+	streamed := false
+	msg, err := model.Generate(ctx, req, func(d llm.Delta) {
+		streamed = true
+		ev := agent.Text(d.Text)
+		if d.Kind == "thinking" {
+			ev = agent.Thinking(d.Text)
+		}
+		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
+	})
+	if err != nil {
+		return agentloop.ModelResult{}, a.modelError(ctx, pub, call, attempt, streamed, err)
+	}
+	entry := transcript.Entry{
+		ID:       call.EntryID,
+		ParentID: leaf,
+		Type:     transcript.TypeMessage,
+		Time:     time.Now().UTC(),
+		Message:  &msg,
+	}
+	if err := a.Store.Append(ctx, call.Session, entry); err != nil {
+		return agentloop.ModelResult{}, storeError(err)
+	}
+	// A concurrent attempt may have stored its reply first; the stored one is
+	// the truth.
+	if stored, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && stored.Message != nil {
+		msg = *stored.Message
+	}
+	pub.send(ctx, feed.Message{Kind: feed.KindEnd, Marker: marker})
+	pub.flush(ctx)
+	return resultOf(def, call.EntryID, &msg, settings, marker), nil
+}
+
+// modelError classifies a failed model call for Temporal's retry policy and
+// tells the client to drop partial text when a retry follows streamed deltas.
+func (a *Activities) modelError(ctx context.Context, pub publisher, call agentloop.ModelCall, attempt int, streamed bool, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var le *llm.Error
+	if !errors.As(err, &le) {
+		le = &llm.Error{Retryable: true, Kind: "unknown", Message: err.Error()}
+	}
+	if !le.Retryable {
+		return temporal.NewApplicationErrorWithOptions(le.Error(), ErrTypeModel,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if streamed && (call.MaxAttempts == 0 || attempt < call.MaxAttempts) {
+		ev := agent.Event{
+			Type:        agent.TypeRetrying,
+			Attempt:     attempt + 1,
+			MaxAttempts: call.MaxAttempts,
+			DelayMs:     le.RetryAfter.Milliseconds(),
+			Reason:      le.Error(),
+		}
+		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
+		pub.flush(ctx)
+	}
+	a.log().Warn("model call failed; Temporal will retry", "session", call.Session, "step", call.Step, "attempt", attempt, "error", le.Error())
+	return temporal.NewApplicationErrorWithOptions(le.Error(), ErrTypeModel, temporal.ApplicationErrorOptions{
+		NextRetryDelay: le.RetryAfter,
+	})
+}
+
+func storeError(err error) error {
+	return temporal.NewApplicationErrorWithOptions("session store: "+err.Error(), ErrTypeStore, temporal.ApplicationErrorOptions{})
+}
+
+func settingsOf(def *workspace.Definition) agentloop.Settings {
+	return agentloop.Settings{
+		MaxSteps:      def.Config.MaxSteps,
+		ModelAttempts: def.Config.Retry.ModelAttempts,
+		ModelTimeout:  time.Duration(def.Config.Retry.ModelTimeout),
+		Heartbeat:     time.Duration(def.Config.Retry.Heartbeat),
+	}
+}
+
+// resultOf describes a stored reply to the loop, annotating each tool call
+// with what the definition says about its tool.
+func resultOf(def *workspace.Definition, id string, msg *transcript.Message, settings agentloop.Settings, marker string) agentloop.ModelResult {
+	res := agentloop.ModelResult{
+		EntryID:      id,
+		StopReason:   msg.StopReason,
+		ErrorMessage: msg.ErrorMessage,
+		Settings:     settings,
+		Marker:       marker,
+	}
+	for _, tc := range msg.ToolCalls {
+		c := agentloop.Call{ID: tc.ID, Name: tc.Name, ArgsPreview: preview(tc.Args)}
+		if t, ok := def.Tool(tc.Name); ok {
+			s := t.Spec()
+			c.Known = true
+			c.Idempotent = s.Idempotent
+			c.Sequential = s.Sequential
+			c.RequiresApproval = s.RequiresApproval
+			c.Timeout = s.Timeout
+			c.MaxAttempts = def.MaxAttempts(tc.Name)
+		}
+		res.Calls = append(res.Calls, c)
+	}
+	return res
+}
+
+func preview(args json.RawMessage) string {
+	s := strings.Join(strings.Fields(string(args)), " ")
+	if len(s) > argsPreviewLen {
+		s = s[:argsPreviewLen] + "…"
+	}
+	return s
+}
+
+// publisher sends a turn's messages to the live feed. The feed is advisory
+// (deltas are not durable), so a failed publish is logged, not fatal.
+type publisher struct {
+	bus     feed.Bus
+	session string
+	turn    string
+}
+
+func (p publisher) send(ctx context.Context, m feed.Message) {
+	if p.bus == nil {
+		return
+	}
+	m.Session, m.Turn = p.session, p.turn
+	_ = p.bus.Publish(ctx, m)
+}
+
+func (p publisher) flush(ctx context.Context) {
+	if p.bus == nil {
+		return
+	}
+	_ = p.bus.Flush(ctx)
+}

@@ -1,0 +1,45 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// OpenSession returns the session's current leaf. A session that has no
+// entries yet and names a parent starts from a copy of the parent's
+// transcript (up to the last branch hint found in it, else its leaf).
+func (a *Activities) OpenSession(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+	leaf, err := a.Store.Leaf(ctx, in.Session)
+	if err != nil {
+		return workflows.OpenResult{}, storeError(err)
+	}
+	if leaf != "" || in.ParentSession == "" {
+		return workflows.OpenResult{Leaf: leaf}, nil
+	}
+	cut, err := a.Store.Leaf(ctx, in.ParentSession)
+	if err != nil {
+		return workflows.OpenResult{}, storeError(err)
+	}
+	for i := len(in.BranchHints) - 1; i >= 0; i-- {
+		if _, err := a.Store.Get(ctx, in.ParentSession, in.BranchHints[i]); err == nil {
+			cut = in.BranchHints[i]
+			break
+		}
+	}
+	if cut == "" {
+		return workflows.OpenResult{}, nil
+	}
+	branch, err := a.Store.Branch(ctx, in.ParentSession, cut)
+	if err != nil {
+		return workflows.OpenResult{}, storeError(fmt.Errorf("read parent session %q: %w", in.ParentSession, err))
+	}
+	copied := make([]transcript.Entry, len(branch))
+	copy(copied, branch)
+	if err := a.Store.Append(ctx, in.Session, copied...); err != nil {
+		return workflows.OpenResult{}, storeError(err)
+	}
+	return workflows.OpenResult{Leaf: copied[len(copied)-1].ID}, nil
+}

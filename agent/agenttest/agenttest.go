@@ -1,0 +1,376 @@
+// Package agenttest is the Agent contract's conformance suite, reusable by
+// any implementation: call Run with a Harness that can script the model
+// behind the agent. The eight cases follow FastAgent's spec conformance
+// tests (success, engine failure, consumer break, JSON round-trip,
+// portability, failure after output, retry before output, no tool re-run).
+package agenttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+// Scenario is a model behaviour a harness scripts for the next turn.
+type Scenario int
+
+const (
+	// Reply answers Answer in at least two text deltas.
+	Reply Scenario = iota + 1
+	// Fail rejects the call non-retryably (like an invalid API key) before any output.
+	Fail
+	// Echo answers with every user text of the conversation so far, joined by "|".
+	Echo
+	// FailAfterOutput streams Partial, then the connection breaks; the next
+	// attempt answers Answer.
+	FailAfterOutput
+	// TransientThenReply fails transiently (HTTP 500) before any output, then answers Answer.
+	TransientThenReply
+	// ToolThenTransient calls the tool "counter" once; the next model call
+	// fails transiently once, then answers Answer.
+	ToolThenTransient
+	// Slow streams one delta, then hangs until the call is cancelled.
+	Slow
+)
+
+// Answer is the text scripted replies carry; Partial is what FailAfterOutput
+// streams before breaking.
+const (
+	Answer  = "hello world"
+	Partial = "partial answ"
+)
+
+// Harness adapts one Agent implementation to the suite.
+type Harness interface {
+	// Agent returns instance 0 or 1; both share one backend (store, engine).
+	Agent(t *testing.T, instance int) agent.Agent
+	// Script programs the model for the next turn of session.
+	Script(t *testing.T, session string, s Scenario)
+	// ToolRuns reports how many times the "counter" tool ran in session.
+	ToolRuns(t *testing.T, session string) int
+	// WaitAborted returns nil once the in-flight model call of session has
+	// been cancelled at the model provider, or an error after timeout.
+	WaitAborted(t *testing.T, session string, timeout time.Duration) error
+}
+
+// Run runs every case as a subtest, one after another (the harness scripts
+// one model shared by all of them).
+func Run(t *testing.T, h Harness) {
+	prefix := fmt.Sprintf("conf-%d-", time.Now().UnixNano()%1_000_000)
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, h Harness, session string)
+	}{
+		{"1_success_stream", successStream},
+		{"2_engine_failure", engineFailure},
+		{"3_consumer_break", consumerBreak},
+		{"4_json_round_trip", jsonRoundTrip},
+		{"5_portable", portable},
+		{"6_failure_after_output_is_not_silent", failureAfterOutput},
+		{"7_failure_before_output_is_retried", retryBeforeOutput},
+		{"8_executed_tool_not_rerun", toolNotRerun},
+	}
+	for _, c := range cases {
+		session := prefix + c.name
+		if c.name == "5_portable" {
+			session = "-1001234567890" + "-" + prefix
+		}
+		t.Run(c.name, func(t *testing.T) { c.fn(t, h, session) })
+	}
+}
+
+// invoke collects every event of one turn, failing the test on a hang.
+func invoke(t *testing.T, a agent.Agent, session, text string) []agent.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var evs []agent.Event
+	for ev := range a.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: text}) {
+		evs = append(evs, ev)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("turn did not finish within 2 minutes; events so far: %s", dump(evs))
+	}
+	return evs
+}
+
+// CheckTerminal asserts exactly one terminal, last, and returns it.
+func CheckTerminal(t *testing.T, evs []agent.Event) agent.Event {
+	t.Helper()
+	n := 0
+	for _, ev := range evs {
+		if ev.IsTerminal() {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("want exactly one terminal event, got %d: %s", n, dump(evs))
+	}
+	last := evs[len(evs)-1]
+	if !last.IsTerminal() {
+		t.Fatalf("the terminal is not the last event: %s", dump(evs))
+	}
+	return last
+}
+
+// TextAfterLastRetry is the answer text a client keeps: deltas after the
+// last retrying event.
+func TextAfterLastRetry(evs []agent.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		switch ev.Type {
+		case agent.TypeRetrying:
+			b.Reset()
+		case agent.TypeText:
+			b.WriteString(ev.Delta)
+		}
+	}
+	return b.String()
+}
+
+func successStream(t *testing.T, h Harness, session string) {
+	h.Script(t, session, Reply)
+	evs := invoke(t, h.Agent(t, 0), session, "say hello")
+	term := CheckTerminal(t, evs)
+	if term.Type != agent.TypeCompleted {
+		t.Fatalf("want completed, got %s", dump(evs))
+	}
+	texts := 0
+	for _, ev := range evs {
+		if ev.Type == agent.TypeText {
+			texts++
+		}
+	}
+	if texts < 2 {
+		t.Errorf("want the answer streamed in several deltas, got %d text events", texts)
+	}
+	if got := TextAfterLastRetry(evs); got != Answer {
+		t.Errorf("answer = %q, want %q", got, Answer)
+	}
+	res, err := agent.Collect(sliceSeq(evs))
+	if err != nil || res.Text != Answer {
+		t.Errorf("Collect = %+v, %v; want text %q", res, err, Answer)
+	}
+}
+
+func engineFailure(t *testing.T, h Harness, session string) {
+	h.Script(t, session, Fail)
+	evs := invoke(t, h.Agent(t, 0), session, "this will fail")
+	term := CheckTerminal(t, evs)
+	if term.Type != agent.TypeFailed {
+		t.Fatalf("want failed, got %s", dump(evs))
+	}
+	if strings.TrimSpace(term.Details) == "" {
+		t.Errorf("failed.details is empty")
+	}
+	if term.Retryable {
+		t.Errorf("a rejected call must not be retryable: %s", dump(evs))
+	}
+	raw, _ := json.Marshal(term)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	if _, ok := m["details"].(string); !ok {
+		t.Errorf("details is not a JSON string: %s", raw)
+	}
+	if _, ok := m["retryable"].(bool); !ok {
+		t.Errorf("retryable is not a JSON bool: %s", raw)
+	}
+	_, err := agent.Collect(sliceSeq(evs))
+	if f, ok := err.(*agent.Failure); !ok || f.Details == "" {
+		t.Errorf("Collect error = %v, want *agent.Failure with details", err)
+	}
+}
+
+func consumerBreak(t *testing.T, h Harness, session string) {
+	h.Script(t, session, Slow)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var evs []agent.Event
+	for ev := range h.Agent(t, 0).Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: "stream slowly"}) {
+		evs = append(evs, ev)
+		if ev.Type == agent.TypeText || ev.IsTerminal() {
+			break
+		}
+	}
+	for _, ev := range evs {
+		if ev.IsTerminal() {
+			t.Fatalf("the stream ended before the consumer broke off: %s", dump(evs))
+		}
+	}
+	if len(evs) == 0 {
+		t.Fatalf("no event before the break")
+	}
+	if err := h.WaitAborted(t, session, 3*time.Second); err != nil {
+		t.Fatalf("engine cleanup: the model call was not cancelled within 3 s after the consumer stopped: %v", err)
+	}
+}
+
+func jsonRoundTrip(t *testing.T, h Harness, session string) {
+	check := func(evs []agent.Event) {
+		for _, ev := range evs {
+			b, err := json.Marshal(ev)
+			if err != nil {
+				t.Fatalf("marshal %+v: %v", ev, err)
+			}
+			var back agent.Event
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatalf("unmarshal %s: %v", b, err)
+			}
+			b2, _ := json.Marshal(back)
+			if string(b) != string(b2) || !reflect.DeepEqual(normalize(ev), normalize(back)) {
+				t.Errorf("event does not round-trip: %s -> %s", b, b2)
+			}
+		}
+	}
+	h.Script(t, session, ToolThenTransient)
+	ok := invoke(t, h.Agent(t, 0), session, "use the counter")
+	if CheckTerminal(t, ok).Type != agent.TypeCompleted {
+		t.Fatalf("want completed: %s", dump(ok))
+	}
+	check(ok)
+	h.Script(t, session, Fail)
+	bad := invoke(t, h.Agent(t, 0), session, "fail now")
+	if CheckTerminal(t, bad).Type != agent.TypeFailed {
+		t.Fatalf("want failed: %s", dump(bad))
+	}
+	check(bad)
+}
+
+func normalize(ev agent.Event) agent.Event {
+	if len(ev.Args) > 0 {
+		var v any
+		if json.Unmarshal(ev.Args, &v) == nil {
+			ev.Args, _ = json.Marshal(v)
+		}
+	}
+	if ev.Type == agent.TypeToolStarted && len(ev.Args) == 0 {
+		ev.Args = json.RawMessage("{}")
+	}
+	return ev
+}
+
+func portable(t *testing.T, h Harness, session string) {
+	h.Script(t, session, Echo)
+	first := invoke(t, h.Agent(t, 0), session, "alpha")
+	if CheckTerminal(t, first).Type != agent.TypeCompleted {
+		t.Fatalf("instance A: want completed: %s", dump(first))
+	}
+	h.Script(t, session, Echo)
+	second := invoke(t, h.Agent(t, 1), session, "beta")
+	if CheckTerminal(t, second).Type != agent.TypeCompleted {
+		t.Fatalf("instance B: want completed: %s", dump(second))
+	}
+	if got := TextAfterLastRetry(second); got != "alpha|beta" {
+		t.Errorf("instance B saw the conversation %q, want %q (A's turn missing)", got, "alpha|beta")
+	}
+}
+
+func failureAfterOutput(t *testing.T, h Harness, session string) {
+	h.Script(t, session, FailAfterOutput)
+	evs := invoke(t, h.Agent(t, 0), session, "break mid-stream")
+	term := CheckTerminal(t, evs)
+	sawPartial, retried := false, false
+	var after strings.Builder
+	for _, ev := range evs {
+		switch ev.Type {
+		case agent.TypeText:
+			if retried {
+				after.WriteString(ev.Delta)
+			} else {
+				sawPartial = true
+			}
+		case agent.TypeRetrying:
+			retried = true
+			after.Reset()
+		}
+	}
+	if !sawPartial {
+		t.Fatalf("the scripted partial output never reached the client: %s", dump(evs))
+	}
+	switch term.Type {
+	case agent.TypeFailed:
+		// Final failure: allowed, as long as nothing was silently re-sent.
+		if !retried && TextAfterLastRetry(evs) != strings.Join(textDeltas(evs), "") {
+			t.Errorf("text re-sent without a retrying event: %s", dump(evs))
+		}
+	case agent.TypeCompleted:
+		if !retried {
+			t.Fatalf("the call was re-run after output without a retrying event (silent re-run): %s", dump(evs))
+		}
+		if after.String() != Answer {
+			t.Errorf("text after retrying = %q, want %q", after.String(), Answer)
+		}
+	}
+}
+
+func retryBeforeOutput(t *testing.T, h Harness, session string) {
+	h.Script(t, session, TransientThenReply)
+	evs := invoke(t, h.Agent(t, 0), session, "fail once then answer")
+	if CheckTerminal(t, evs).Type != agent.TypeCompleted {
+		t.Fatalf("a failure before any output must be retried; got %s", dump(evs))
+	}
+	if got := strings.Join(textDeltas(evs), ""); got != Answer {
+		t.Errorf("text = %q, want %q exactly once", got, Answer)
+	}
+}
+
+func toolNotRerun(t *testing.T, h Harness, session string) {
+	h.Script(t, session, ToolThenTransient)
+	evs := invoke(t, h.Agent(t, 0), session, "use the counter")
+	if CheckTerminal(t, evs).Type != agent.TypeCompleted {
+		t.Fatalf("want completed: %s", dump(evs))
+	}
+	if n := h.ToolRuns(t, session); n != 1 {
+		t.Errorf("counter tool ran %d times, want 1 (a retry re-ran an executed tool)", n)
+	}
+	started, ended := 0, 0
+	for _, ev := range evs {
+		switch ev.Type {
+		case agent.TypeToolStarted:
+			started++
+		case agent.TypeToolEnded:
+			ended++
+		}
+	}
+	if started != 1 || ended != 1 {
+		t.Errorf("want one tool_started and one tool_ended, got %d and %d: %s", started, ended, dump(evs))
+	}
+	if got := TextAfterLastRetry(evs); got != Answer {
+		t.Errorf("answer = %q, want %q", got, Answer)
+	}
+}
+
+func textDeltas(evs []agent.Event) []string {
+	var out []string
+	for _, ev := range evs {
+		if ev.Type == agent.TypeText {
+			out = append(out, ev.Delta)
+		}
+	}
+	return out
+}
+
+func sliceSeq(evs []agent.Event) func(func(agent.Event) bool) {
+	return func(yield func(agent.Event) bool) {
+		for _, ev := range evs {
+			if !yield(ev) {
+				return
+			}
+		}
+	}
+}
+
+func dump(evs []agent.Event) string {
+	var parts []string
+	for _, ev := range evs {
+		b, _ := json.Marshal(ev)
+		parts = append(parts, string(b))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}

@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Event types. Callers treat {completed, failed} as a frozen terminal set and
+// ignore (relays pass through) types they do not know.
+const (
+	TypeText        = "text"
+	TypeThinking    = "thinking"
+	TypeToolStarted = "tool_started"
+	TypeToolEnded   = "tool_ended"
+	TypeRetrying    = "retrying"
+	TypeCompleted   = "completed"
+	TypeFailed      = "failed"
+)
+
+// Failure codes carried by failed events and control-plane rejections.
+const (
+	// CodeSessionBusy: the turn never started; replaying it is safe.
+	CodeSessionBusy = "session_busy"
+	// CodeAborted: a deliberate stop; channels treat it as settled.
+	CodeAborted = "aborted"
+	// CodeMaxSteps: the turn hit the configured bound on model calls.
+	CodeMaxSteps = "max_steps"
+	// CodeNoActiveRun: a control command found no turn to act on.
+	CodeNoActiveRun = "no_active_run"
+	// CodeInvalidCommand: a control command was malformed.
+	CodeInvalidCommand = "invalid_command"
+	// CodeNoSuchSession: the session does not exist.
+	CodeNoSuchSession = "no_such_session"
+	// CodeUnsupportedCapability: the engine cannot do what was asked.
+	CodeUnsupportedCapability = "unsupported_capability"
+)
+
+// Event is one element of a turn's stream. Which fields are meaningful depends
+// on Type; MarshalJSON writes exactly the wire fields of that type.
+type Event struct {
+	Type string
+
+	// text, thinking
+	Delta string
+
+	// tool_started, tool_ended
+	ID      string
+	Name    string
+	Args    json.RawMessage
+	IsError bool
+	Content string
+
+	// retrying
+	Attempt     int
+	MaxAttempts int
+	DelayMs     int64
+	Reason      string
+
+	// completed
+	Data json.RawMessage
+
+	// failed
+	Details   string
+	Retryable bool
+	Code      string
+
+	// Extra keeps the fields of an event type this version does not know,
+	// so that relays pass it through unchanged.
+	Extra map[string]json.RawMessage
+}
+
+// Text returns a text delta event.
+func Text(delta string) Event { return Event{Type: TypeText, Delta: delta} }
+
+// Thinking returns a reasoning delta event.
+func Thinking(delta string) Event { return Event{Type: TypeThinking, Delta: delta} }
+
+// ToolStarted returns a tool_started event.
+func ToolStarted(id, name string, args json.RawMessage) Event {
+	return Event{Type: TypeToolStarted, ID: id, Name: name, Args: args}
+}
+
+// ToolEnded returns a tool_ended event.
+func ToolEnded(id string, isError bool, content string) Event {
+	return Event{Type: TypeToolEnded, ID: id, IsError: isError, Content: content}
+}
+
+// Completed returns a completed terminal; data may be nil.
+func Completed(data json.RawMessage) Event { return Event{Type: TypeCompleted, Data: data} }
+
+// Failed returns a failed terminal.
+func Failed(details string, retryable bool, code string) Event {
+	return Event{Type: TypeFailed, Details: details, Retryable: retryable, Code: code}
+}
+
+// IsTerminal reports whether the event ends the stream.
+func (e Event) IsTerminal() bool { return e.Type == TypeCompleted || e.Type == TypeFailed }
+
+type wireText struct {
+	Type  string `json:"type"`
+	Delta string `json:"delta"`
+}
+
+type wireToolStarted struct {
+	Type string          `json:"type"`
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+type wireToolEnded struct {
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	IsError bool   `json:"isError"`
+	Content string `json:"content"`
+}
+
+type wireRetrying struct {
+	Type        string `json:"type"`
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"maxAttempts"`
+	DelayMs     int64  `json:"delayMs"`
+	Reason      string `json:"reason"`
+}
+
+type wireCompleted struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+type wireFailed struct {
+	Type      string `json:"type"`
+	Details   string `json:"details"`
+	Retryable bool   `json:"retryable"`
+	Code      string `json:"code,omitempty"`
+}
+
+// MarshalJSON writes the wire form of the event.
+func (e Event) MarshalJSON() ([]byte, error) {
+	switch e.Type {
+	case TypeText, TypeThinking:
+		return json.Marshal(wireText{e.Type, e.Delta})
+	case TypeToolStarted:
+		args := e.Args
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		return json.Marshal(wireToolStarted{e.Type, e.ID, e.Name, args})
+	case TypeToolEnded:
+		return json.Marshal(wireToolEnded{e.Type, e.ID, e.IsError, e.Content})
+	case TypeRetrying:
+		return json.Marshal(wireRetrying{e.Type, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
+	case TypeCompleted:
+		return json.Marshal(wireCompleted{e.Type, e.Data})
+	case TypeFailed:
+		return json.Marshal(wireFailed{e.Type, e.Details, e.Retryable, e.Code})
+	case "":
+		return nil, fmt.Errorf("agent: event without type")
+	default:
+		m := make(map[string]json.RawMessage, len(e.Extra)+1)
+		for k, v := range e.Extra {
+			m[k] = v
+		}
+		t, _ := json.Marshal(e.Type)
+		m["type"] = t
+		return json.Marshal(m)
+	}
+}
+
+// UnmarshalJSON reads the wire form; unknown types keep their fields in Extra.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return fmt.Errorf("agent: decode event: %w", err)
+	}
+	*e = Event{Type: head.Type}
+	var err error
+	switch head.Type {
+	case TypeText, TypeThinking:
+		var w wireText
+		err = json.Unmarshal(b, &w)
+		e.Delta = w.Delta
+	case TypeToolStarted:
+		var w wireToolStarted
+		err = json.Unmarshal(b, &w)
+		e.ID, e.Name, e.Args = w.ID, w.Name, w.Args
+	case TypeToolEnded:
+		var w wireToolEnded
+		err = json.Unmarshal(b, &w)
+		e.ID, e.IsError, e.Content = w.ID, w.IsError, w.Content
+	case TypeRetrying:
+		var w wireRetrying
+		err = json.Unmarshal(b, &w)
+		e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason = w.Attempt, w.MaxAttempts, w.DelayMs, w.Reason
+	case TypeCompleted:
+		var w wireCompleted
+		err = json.Unmarshal(b, &w)
+		e.Data = w.Data
+	case TypeFailed:
+		var w wireFailed
+		err = json.Unmarshal(b, &w)
+		e.Details, e.Retryable, e.Code = w.Details, w.Retryable, w.Code
+	case "":
+		return fmt.Errorf("agent: decode event: missing type")
+	default:
+		var m map[string]json.RawMessage
+		err = json.Unmarshal(b, &m)
+		delete(m, "type")
+		e.Extra = m
+	}
+	if err != nil {
+		return fmt.Errorf("agent: decode %s event: %w", head.Type, err)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+//go:build !nodevserver
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fastagent/fastagent/internal/devserver"
+	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/tclient"
+)
+
+func devCommand(g *globals) *cobra.Command {
+	f := &serveFlags{}
+	var (
+		temporalPort int
+		uiPort       int
+		noUI         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything in one process: embedded Temporal + Web UI, worker, HTTP ingress",
+		Long: "Starts an embedded Temporal server (SQLite file under the state dir), the Temporal Web UI,\n" +
+			"a worker and the HTTP ingress in one process. State survives restarts. Ctrl-C stops it cleanly.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			for name, p := range map[string]int{"--port": f.port, "--temporal-port": temporalPort, "--ui-port": uiPort} {
+				if p <= 0 || p > 65535 {
+					return usageError("%s %d is not a TCP port", name, p)
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			started := time.Now()
+			cfg := f.config(g, log)
+			parts, err := serve.Open(ctx, cfg)
+			if err != nil {
+				return failure("%v", err)
+			}
+			defer parts.Close()
+			if err := checkDefinition(ctx, parts, log, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			stateDir := parts.Config.StateDir
+			logFile, err := os.OpenFile(filepath.Join(stateDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return failure("open temporal log: %v", err)
+			}
+			defer logFile.Close()
+			opts := devserver.Options{
+				DatabaseFile: filepath.Join(stateDir, "temporal.db"),
+				FrontendPort: temporalPort,
+				UIPort:       uiPort,
+				Logger:       log,
+				LogWriter:    logFile,
+			}
+			if noUI {
+				opts.UIPort = -1
+			}
+			srv, err := devserver.Start(opts)
+			if err != nil {
+				return failure("embedded Temporal: %v", err)
+			}
+			defer srv.Stop()
+			c, err := tclient.Dial(ctx, tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: log})
+			if err != nil {
+				return failure("%v", err)
+			}
+			defer c.Close()
+			out := cmd.OutOrStdout()
+			return runParts(ctx, parts, c, f, true, true, log, out, func(api string) {
+				fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))
+				fmt.Fprintf(out, "  API       %s   (POST /invoke, GET /health)\n", api)
+				if srv.UIAddress() != "" {
+					fmt.Fprintf(out, "  Web UI    http://%s/namespaces/%s/workflows\n", srv.UIAddress(), srv.Namespace())
+				}
+				fmt.Fprintf(out, "  Temporal  %s   (namespace %s)\n", srv.FrontendAddress(), srv.Namespace())
+				fmt.Fprintf(out, "  State     %s\n", stateDir)
+				fmt.Fprintf(out, "Try: fastagent invoke \"hello\" --session s1 --url %s\n", api)
+			})
+		},
+	}
+	f.bind(cmd, false)
+	cmd.Flags().IntVar(&temporalPort, "temporal-port", envInt("FASTAGENT_TEMPORAL_PORT", 7233), "embedded Temporal frontend port [FASTAGENT_TEMPORAL_PORT]")
+	cmd.Flags().IntVar(&uiPort, "ui-port", envInt("FASTAGENT_UI_PORT", 8233), "embedded Temporal Web UI port [FASTAGENT_UI_PORT]")
+	cmd.Flags().BoolVar(&noUI, "no-ui", false, "do not start the Web UI")
+	return cmd
+}

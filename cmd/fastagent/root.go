@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	dir      string
+	agentDir string
+	stateDir string
+	logLevel string
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "fastagent",
+		Short:         "Serve file-defined agents durably on Temporal",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		CompletionOptions: cobra.CompletionOptions{
+			DisableDefaultCmd: true,
+		},
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError("%v (see %s --help)", err, c.CommandPath())
+	})
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.dir, "dir", "C", envOr("FASTAGENT_DIR", "."), "workspace (working directory of the agent) [FASTAGENT_DIR]")
+	pf.StringVar(&g.agentDir, "agent-dir", os.Getenv("FASTAGENT_AGENT_DIR"), "folder with persona.md, skills/, tools/… inside the workspace [FASTAGENT_AGENT_DIR]")
+	pf.StringVar(&g.stateDir, "state-dir", os.Getenv("FASTAGENT_STATE_DIR"), "machine state (default <dir>/.fastagent) [FASTAGENT_STATE_DIR]")
+	pf.StringVar(&g.logLevel, "log-level", envOr("FASTAGENT_LOG_LEVEL", "info"), "debug, info, warn or error [FASTAGENT_LOG_LEVEL]")
+
+	root.AddCommand(newInvoke(g))
+	root.AddCommand(serveCommands(g)...)
+	return root
+}
+
+func (g *globals) logger() (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, usageError("--log-level %q: want debug, info, warn or error", g.logLevel)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fastagent: %s=%q is not a number; using %d\n", name, v, def)
+		return def
+	}
+	return n
+}
+
+func isCobraUsage(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires at least", "requires exactly", "invalid argument", "flag needs an argument"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}

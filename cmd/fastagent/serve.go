@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/tclient"
+)
+
+// serveFlags are shared by dev, start, worker and ingress.
+type serveFlags struct {
+	host      string
+	port      int
+	store     string
+	feed      string
+	temporal  tclient.Config
+	taskQueue string
+}
+
+func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.host, "host", envOr("FASTAGENT_HTTP_HOST", "127.0.0.1"), "HTTP listen host [FASTAGENT_HTTP_HOST]")
+	fl.IntVarP(&f.port, "port", "p", envInt("FASTAGENT_HTTP_PORT", 8787), "HTTP listen port [FASTAGENT_HTTP_PORT]")
+	fl.StringVar(&f.store, "store", os.Getenv("FASTAGENT_STORE"), "session store: a SQLite file or postgres://… DSN (default <state-dir>/sessions.db) [FASTAGENT_STORE]")
+	fl.StringVar(&f.feed, "feed", envOr("FASTAGENT_FEED", "inprocess"), "live feed: inprocess, or nats://host:4222 when worker and ingress run apart [FASTAGENT_FEED]")
+	fl.StringVar(&f.taskQueue, "task-queue", envOr("FASTAGENT_TASK_QUEUE", "fastagent"), "Temporal task queue [FASTAGENT_TASK_QUEUE]")
+	if withTemporal {
+		fl.StringVar(&f.temporal.Address, "temporal-address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port [TEMPORAL_ADDRESS]")
+		fl.StringVar(&f.temporal.Namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace [TEMPORAL_NAMESPACE]")
+	}
+}
+
+func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
+	return serve.Config{
+		Dir:       g.dir,
+		AgentDir:  g.agentDir,
+		StateDir:  g.stateDir,
+		Store:     f.store,
+		Feed:      f.feed,
+		TaskQueue: f.taskQueue,
+		Logger:    log,
+	}
+}
+
+func serveCommands(g *globals) []*cobra.Command {
+	return []*cobra.Command{
+		devCommand(g),
+		processCommand(g, "start", "Run a worker and the HTTP ingress against a Temporal cluster", true, true),
+		processCommand(g, "worker", "Run only a worker (session workflows, model and tool activities)", true, false),
+		processCommand(g, "ingress", "Run only the HTTP ingress (needs a shared feed: --feed nats://…)", false, true),
+	}
+}
+
+// processCommand builds start, worker and ingress: the same assembly with
+// some parts switched off.
+func processCommand(g *globals, name, short string, runWorker, runIngress bool) *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   name,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			if f.port < 0 || f.port > 65535 {
+				return usageError("--port %d is not a TCP port", f.port)
+			}
+			if runWorker != runIngress && (f.feed == "" || f.feed == "inprocess") {
+				log.Warn("the live feed is in-process, so no other process sees this one's deltas; use --feed nats://… (FASTAGENT_FEED) when worker and ingress run apart")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			parts, err := serve.Open(ctx, f.config(g, log))
+			if err != nil {
+				return failure("%v", err)
+			}
+			defer parts.Close()
+			if runWorker {
+				if err := checkDefinition(ctx, parts, log, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
+			tc := f.temporal.FromEnv()
+			tc.Logger = log
+			c, err := tclient.Dial(ctx, tc)
+			if err != nil {
+				return failure("%v", err)
+			}
+			defer c.Close()
+			return runParts(ctx, parts, c, f, runWorker, runIngress, log, cmd.OutOrStdout(), nil)
+		},
+	}
+	f.bind(cmd, true)
+	return cmd
+}
+
+// checkDefinition loads the agent once at startup: a broken definition stops
+// the start; a missing model is reported with what to set, and serving goes on.
+func checkDefinition(ctx context.Context, parts *serve.Parts, log *slog.Logger, stderr io.Writer) error {
+	def, warnings, err := parts.Check(ctx)
+	if err != nil {
+		return failure("%v", err)
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	log.Debug("agent loaded", "model", def.Config.Model, "tools", len(def.Tools), "dir", def.Workspace.Dir)
+	return nil
+}
+
+// runParts starts the worker and/or the ingress and blocks until ctx ends.
+func runParts(ctx context.Context, parts *serve.Parts, c client.Client, f *serveFlags, runWorker, runIngress bool, log *slog.Logger, out io.Writer, banner func(apiAddr string)) error {
+	if runWorker {
+		w, err := parts.StartWorker(c)
+		if err != nil {
+			return failure("%v", err)
+		}
+		defer w.Stop()
+		log.Info("worker started", "task_queue", f.taskQueue)
+	}
+	if !runIngress {
+		<-ctx.Done()
+		return nil
+	}
+	ln, err := serve.Listen(f.host, f.port)
+	if err != nil {
+		return failure("%v", err)
+	}
+	srv := parts.Ingress(c)
+	srv.SetReady(true)
+	api := "http://" + ln.Addr().String()
+	if banner != nil {
+		banner(api)
+	} else {
+		fmt.Fprintf(out, "fastagent API  %s  (POST /invoke, GET /health)\n", api)
+	}
+	return serve.ServeHTTP(ctx, ln, srv.Handler())
+}

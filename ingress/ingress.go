@@ -1,0 +1,306 @@
+// Package ingress is the HTTP door into sessions (gin): POST /invoke streams
+// one turn as server-sent events per the Agent contract's wire format, GET
+// /health answers probes, and /sessions/{id}/… carries the control plane
+// (abort, steer, approvals, state). Every request is validated for size and
+// shape before any workflow is touched.
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// MaxBody is the largest request body accepted (1 MiB).
+const MaxBody = 1 << 20
+
+// PingEvery is the SSE keep-alive interval.
+const PingEvery = 30 * time.Second
+
+// Control is the session control plane.
+type Control interface {
+	Abort(ctx context.Context, session, turn, reason string) (string, error)
+	Steer(ctx context.Context, session, text string) error
+	Approve(ctx context.Context, session, call string, approve bool, reason string) error
+	State(ctx context.Context, session string) (workflows.SessionView, error)
+}
+
+// ErrorClassifier maps a control-plane error to an HTTP status and a code
+// from the contract (no_active_run, no_such_session, invalid_command).
+type ErrorClassifier func(err error) (status int, code, message string)
+
+// Server holds the HTTP handlers.
+type Server struct {
+	Agent    agent.Agent
+	Control  Control
+	Classify ErrorClassifier
+	Logger   *slog.Logger
+	// PingEvery overrides PingEvery (tests).
+	PingEvery time.Duration
+	ready     atomic.Bool
+}
+
+// SetReady flips GET /health from 503 "starting" to 200 "ok".
+func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// Handler returns the routes.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(gin.Recovery())
+	r.GET("/health", s.health)
+	r.POST("/invoke", s.invoke)
+	r.GET("/sessions/:id", s.state)
+	r.POST("/sessions/:id/abort", s.abort)
+	r.POST("/sessions/:id/steer", s.steer)
+	r.POST("/sessions/:id/approvals/:call", s.approve)
+	r.NoMethod(func(c *gin.Context) {
+		c.String(http.StatusMethodNotAllowed, "method not allowed")
+	})
+	r.NoRoute(func(c *gin.Context) {
+		c.String(http.StatusNotFound, "not found")
+	})
+	return r
+}
+
+func (s *Server) health(c *gin.Context) {
+	if !s.ready.Load() {
+		c.String(http.StatusServiceUnavailable, "starting")
+		return
+	}
+	c.String(http.StatusOK, "ok")
+}
+
+// InvokeRequest is the body of POST /invoke.
+type InvokeRequest struct {
+	Session       *string       `json:"session"`
+	Text          *string       `json:"text"`
+	Images        []agent.Image `json:"images,omitempty"`
+	ParentSession string        `json:"parentSession,omitempty"`
+	BranchHints   []string      `json:"branchHints,omitempty"`
+}
+
+// errNeedFields is the contract's message for a body without session/text.
+const errNeedFields = `need { "session": string, "text": string }`
+
+// ParseInvoke validates a POST /invoke body; it returns the HTTP status and
+// message for a bad one.
+func ParseInvoke(body []byte) (agent.Scope, agent.Prompt, int, string) {
+	var req InvokeRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if err := dec.Decode(&req); err != nil {
+		return agent.Scope{}, agent.Prompt{}, http.StatusBadRequest, "invalid json"
+	}
+	if dec.More() {
+		return agent.Scope{}, agent.Prompt{}, http.StatusBadRequest, "invalid json"
+	}
+	if req.Session == nil || req.Text == nil || *req.Session == "" {
+		return agent.Scope{}, agent.Prompt{}, http.StatusBadRequest, errNeedFields
+	}
+	for _, im := range req.Images {
+		if im.MimeType == "" || im.Data == "" {
+			return agent.Scope{}, agent.Prompt{}, http.StatusBadRequest, "each image needs mimeType and data (base64)"
+		}
+	}
+	return agent.Scope{Session: *req.Session, ParentSession: req.ParentSession, BranchHints: req.BranchHints},
+		agent.Prompt{Text: *req.Text, Images: req.Images}, http.StatusOK, ""
+}
+
+// readBody reads at most MaxBody bytes; more is a 413.
+func readBody(c *gin.Context) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			c.String(http.StatusRequestEntityTooLarge, "request body exceeds 1 MiB")
+			return nil, false
+		}
+		c.String(http.StatusBadRequest, "could not read the request body")
+		return nil, false
+	}
+	return body, true
+}
+
+func (s *Server) invoke(c *gin.Context) {
+	body, ok := readBody(c)
+	if !ok {
+		return
+	}
+	scope, prompt, status, msg := ParseInvoke(body)
+	if status != http.StatusOK {
+		c.String(status, msg)
+		return
+	}
+	ctx := agent.WithSource(c.Request.Context(), "http")
+	if key := c.GetHeader("Idempotency-Key"); key != "" {
+		ctx = agent.WithIdempotencyKey(ctx, key)
+	}
+
+	w := c.Writer
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+
+	ping := s.PingEvery
+	if ping <= 0 {
+		ping = PingEvery
+	}
+	events := make(chan agent.Event)
+	done := make(chan struct{})
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(events)
+		for ev := range s.Agent.Invoke(ictx, scope, prompt) {
+			select {
+			case events <- ev:
+			case <-done:
+				return
+			}
+		}
+	}()
+	defer close(done)
+	ticker := time.NewTicker(ping)
+	defer ticker.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if err := WriteEvent(w, ev); err != nil {
+				return // client gone: cancel via ictx
+			}
+			w.Flush()
+		case <-ticker.C:
+			if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
+				return
+			}
+			w.Flush()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Server) control(c *gin.Context) bool {
+	if s.Control == nil {
+		c.JSON(http.StatusNotImplemented, gin.H{"error": "session control is not available", "code": agent.CodeUnsupportedCapability})
+		return false
+	}
+	return true
+}
+
+func (s *Server) fail(c *gin.Context, err error) {
+	status, code, msg := http.StatusInternalServerError, "", err.Error()
+	if s.Classify != nil {
+		status, code, msg = s.Classify(err)
+	}
+	c.JSON(status, gin.H{"error": msg, "code": code})
+}
+
+func (s *Server) state(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	v, err := s.Control.State(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) abort(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	var req struct {
+		Turn   string `json:"turn"`
+		Reason string `json:"reason"`
+	}
+	if !bindOptional(c, &req) {
+		return
+	}
+	turn, err := s.Control.Abort(c.Request.Context(), c.Param("id"), req.Turn, req.Reason)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"aborted": turn})
+}
+
+func (s *Server) steer(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	var req struct {
+		Text string `json:"text"`
+	}
+	if !bindOptional(c, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		c.JSON(http.StatusBadRequest, gin.H{"error": `need { "text": string }`, "code": agent.CodeInvalidCommand})
+		return
+	}
+	if err := s.Control.Steer(c.Request.Context(), c.Param("id"), req.Text); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"queued": true})
+}
+
+func (s *Server) approve(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	var req struct {
+		Approve *bool  `json:"approve"`
+		Reason  string `json:"reason"`
+	}
+	if !bindOptional(c, &req) {
+		return
+	}
+	if req.Approve == nil {
+		c.JSON(http.StatusBadRequest, gin.H{"error": `need { "approve": true|false, "reason"?: string }`, "code": agent.CodeInvalidCommand})
+		return
+	}
+	if err := s.Control.Approve(c.Request.Context(), c.Param("id"), c.Param("call"), *req.Approve, req.Reason); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"call": c.Param("call"), "approved": *req.Approve})
+}
+
+// bindOptional decodes a JSON body when there is one.
+func bindOptional(c *gin.Context, v any) bool {
+	body, ok := readBody(c)
+	if !ok {
+		return false
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return true
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		c.JSON(http.StatusBadRequest, gin.H{"error": "invalid json", "code": agent.CodeInvalidCommand})
+		return false
+	}
+	return true
+}

@@ -1,0 +1,348 @@
+// Package devserver embeds a Temporal server (SQLite persistence) and the
+// Temporal Web UI in the current process, for `fastagent dev` and the
+// end-to-end tests. It is the only package that links go.temporal.io/server,
+// so that no other package pays for its build.
+package devserver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	tlog "go.temporal.io/server/common/log"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Options configures the embedded server. Zero values get sane defaults.
+type Options struct {
+	// DatabaseFile is the SQLite file; empty keeps everything in memory.
+	DatabaseFile string
+	// IP the frontend and UI bind to; default 127.0.0.1.
+	IP string
+	// FrontendPort is the gRPC port clients dial; 0 picks a free port.
+	FrontendPort int
+	// UIPort serves the Web UI; 0 picks a free port, -1 disables the UI.
+	UIPort int
+	// Namespace is created on every start (a no-op when it exists); default "default".
+	Namespace string
+	// Logger reports the UI's own failures; default slog.Default().
+	Logger *slog.Logger
+	// LogWriter receives the server's JSON log lines at LogLevel and above
+	// (default: os.Stderr at warn).
+	LogWriter io.Writer
+	LogLevel  slog.Level
+	// Untuned keeps Temporal's stock dynamic configuration instead of the
+	// latency tuning described in Tuning.
+	Untuned bool
+	// DynamicConfig overrides or adds dynamic config values.
+	DynamicConfig map[string]any
+}
+
+// Server is a running embedded Temporal server (and UI).
+type Server struct {
+	server       temporal.Server
+	ui           *uiserver.Server
+	frontendAddr string
+	uiAddr       string
+	namespace    string
+}
+
+// Tuning is the dynamic configuration applied unless Options.Untuned is set.
+// Each entry removes a measured source of per-step latency on a one-shard,
+// one-machine server (see README, "Latency tuning"):
+//   - the history queue processors poll at 20/s by default, so a workflow task
+//     after an activity completes waits up to 50 ms for its poll slot;
+//   - eager activity dispatch hands the first activity to the worker that
+//     completed the workflow task, skipping a matching round trip;
+//   - one task-queue partition lets sync match find the waiting poller.
+func Tuning() map[string]any {
+	return map[string]any{
+		"history.transferProcessorMaxPollRPS":   2000,
+		"history.timerProcessorMaxPollRPS":      2000,
+		"history.visibilityProcessorMaxPollRPS": 2000,
+		"history.outboundProcessorMaxPollRPS":   2000,
+		"system.enableActivityEagerExecution":   true,
+		"matching.numTaskqueueReadPartitions":   1,
+		"matching.numTaskqueueWritePartitions":  1,
+		// Schedules and visibility-driven listings should see new runs at once.
+		"system.forceSearchAttributesCacheRefreshOnRead": true,
+	}
+}
+
+// Start builds and starts the server, creating the SQLite schema when the
+// file is new and the namespace on every start. It returns once the frontend
+// accepts connections.
+func Start(opts Options) (*Server, error) {
+	if opts.IP == "" {
+		opts.IP = "127.0.0.1"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.LogWriter == nil {
+		opts.LogWriter = os.Stderr
+	}
+	if opts.LogLevel == 0 {
+		opts.LogLevel = slog.LevelWarn
+	}
+	var err error
+	if opts.FrontendPort == 0 {
+		if opts.FrontendPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+	} else if err := portFree(opts.IP, opts.FrontendPort); err != nil {
+		return nil, fmt.Errorf("temporal frontend port: %w (choose another with --temporal-port)", err)
+	}
+	if opts.UIPort == 0 {
+		if opts.UIPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+	} else if opts.UIPort > 0 {
+		if err := portFree(opts.IP, opts.UIPort); err != nil {
+			return nil, fmt.Errorf("temporal ui port: %w (choose another with --ui-port)", err)
+		}
+	}
+
+	sqlConf, err := sqlConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := serverConfig(opts, sqlConf)
+	if err != nil {
+		return nil, err
+	}
+	logger := tlog.NewZapLogger(zap.New(zapcore.NewCore(
+		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+		zapcore.AddSync(opts.LogWriter),
+		zapLevel(opts.LogLevel),
+	)))
+	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: authorizer: %w", err)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: claim mapper: %w", err)
+	}
+	dyn := dynamicconfig.StaticClient{}
+	if !opts.Untuned {
+		for k, v := range Tuning() {
+			dyn[dynamicconfig.MakeKey(k)] = v
+		}
+	}
+	for k, v := range opts.DynamicConfig {
+		dyn[dynamicconfig.MakeKey(k)] = v
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dyn),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: build: %w", err)
+	}
+	s := &Server{
+		server:       srv,
+		frontendAddr: net.JoinHostPort(opts.IP, strconv.Itoa(opts.FrontendPort)),
+		namespace:    opts.Namespace,
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devserver: start: %w", err)
+	}
+	if err := waitListening(s.frontendAddr, 30*time.Second); err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	if opts.UIPort > 0 {
+		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
+		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+			Host:                opts.IP,
+			Port:                opts.UIPort,
+			TemporalGRPCAddress: s.frontendAddr,
+			EnableUI:            true,
+			DefaultNamespace:    opts.Namespace,
+			CORS:                uiconfig.CORS{CookieInsecure: true},
+			HideLogs:            true,
+		}))
+		ui := s.ui
+		go func() {
+			// Start blocks until Stop; an error here means the port was lost.
+			if err := ui.Start(); err != nil && !errors.Is(err, errUIStopped) {
+				opts.Logger.Error("temporal web ui stopped", "error", err)
+			}
+		}()
+	}
+	return s, nil
+}
+
+var errUIStopped = errors.New("http: Server closed")
+
+// FrontendAddress is the host:port a Temporal client dials.
+func (s *Server) FrontendAddress() string { return s.frontendAddr }
+
+// UIAddress is the Web UI's host:port, empty when the UI is disabled.
+func (s *Server) UIAddress() string { return s.uiAddr }
+
+// Namespace is the namespace created at start.
+func (s *Server) Namespace() string { return s.namespace }
+
+// Stop stops the UI and the server.
+func (s *Server) Stop() {
+	if s.ui != nil {
+		s.ui.Stop()
+	}
+	s.server.Stop()
+}
+
+func sqlConfig(opts Options) (*config.SQL, error) {
+	conf := &config.SQL{PluginName: sqliteplugin.PluginName}
+	if opts.DatabaseFile == "" {
+		conf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
+		conf.DatabaseName = "mem" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	} else {
+		// WAL + synchronous=NORMAL: each commit no longer waits for an fsync.
+		// It survives a process kill; an OS crash may lose the last commits.
+		conf.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "WAL", "synchronous": "NORMAL"}
+		conf.DatabaseName = opts.DatabaseFile
+	}
+	if opts.DatabaseFile != "" {
+		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o755); err != nil {
+				return nil, fmt.Errorf("devserver: state dir: %w", err)
+			}
+			if err := sqliteschema.SetupSchema(conf); err != nil {
+				return nil, fmt.Errorf("devserver: create schema in %s: %w", opts.DatabaseFile, err)
+			}
+		}
+	} else if err := sqliteschema.SetupSchema(conf); err != nil {
+		return nil, fmt.Errorf("devserver: create schema: %w", err)
+	}
+	ns, err := sqliteschema.NewNamespaceConfig("active", opts.Namespace, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: namespace: %w", err)
+	}
+	if err := sqliteschema.CreateNamespaces(conf, ns); err != nil {
+		return nil, fmt.Errorf("devserver: create namespace %q: %w", opts.Namespace, err)
+	}
+	return conf, nil
+}
+
+func serverConfig(opts Options, sqlConf *config.SQL) (*config.Config, error) {
+	var conf config.Config
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = "127.0.0.1"
+	conf.Persistence.DefaultStore = "sqlite-default"
+	conf.Persistence.VisibilityStore = "sqlite-default"
+	conf.Persistence.NumHistoryShards = 1
+	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite-default": {SQL: sqlConf}}
+	conf.ClusterMetadata = &cluster.Config{
+		EnableGlobalNamespace:    false,
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        "active",
+		CurrentClusterName:       "active",
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			"active": {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.FrontendPort)),
+				ClusterID:              "fastagent-dev",
+			},
+		},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Services = map[string]config.Service{}
+	for _, name := range []string{"frontend", "history", "matching", "worker"} {
+		var svc config.Service
+		if name == "frontend" {
+			svc.RPC.GRPCPort = opts.FrontendPort
+			svc.RPC.BindOnIP = opts.IP
+		} else {
+			p, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			svc.RPC.GRPCPort = p
+			svc.RPC.BindOnLocalHost = true
+		}
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		svc.RPC.MembershipPort = p
+		conf.Services[name] = svc
+	}
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	conf.PublicClient.HostPort = net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.FrontendPort))
+	return &conf, nil
+}
+
+// FreePort asks the kernel for a free TCP port on loopback.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("devserver: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func portFree(ip string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("%s:%d is in use", ip, port)
+	}
+	return l.Close()
+}
+
+func waitListening(addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("devserver: frontend %s not listening after %s: %w", addr, limit, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func zapLevel(l slog.Level) zapcore.Level {
+	switch {
+	case l <= slog.LevelDebug:
+		return zapcore.DebugLevel
+	case l <= slog.LevelInfo:
+		return zapcore.InfoLevel
+	case l <= slog.LevelWarn:
+		return zapcore.WarnLevel
+	default:
+		return zapcore.ErrorLevel
+	}
+}

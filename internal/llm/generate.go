@@ -1,0 +1,227 @@
+package llm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/llms/anthropic"
+	"github.com/tmc/langchaingo/llms/openai"
+)
+
+// model is a Model backed by a langchaingo client.
+type model struct {
+	spec     string // "provider/model"
+	provider string
+	name     string // model name sent to the provider
+	keyEnv   string // env var of the API key, for messages
+	urlEnv   string // env var of the endpoint, for messages
+	baseURL  string
+	secret   string // the API key, scrubbed from messages
+
+	flavor          flavor
+	legacyMaxTokens bool
+	stall           time.Duration
+	client          *http.Client
+	llm             llms.Model
+}
+
+// Name implements Model.
+func (m *model) Name() string { return m.spec }
+
+// Generate implements Model. It always streams, so that a silent provider
+// is detected by the stall watchdog; langchaingo does not retry, and
+// neither does Generate.
+func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) (transcript.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return transcript.Message{}, &Error{Model: m.spec, Kind: KindCanceled, Message: "call canceled: " + err.Error(), err: err}
+	}
+	msgs, err := toMessages(m.flavor, req.System, req.Messages)
+	if err != nil {
+		return transcript.Message{}, m.invalid(err)
+	}
+	tools, err := toTools(req.Tools)
+	if err != nil {
+		return transcript.Message{}, m.invalid(err)
+	}
+
+	sink := &deltaSink{fn: onDelta}
+	defer sink.close()
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rec := &recorder{dog: startWatchdog(m.stall, cancel)}
+	defer rec.dog.stop()
+	callCtx = context.WithValue(callCtx, recorderKey{}, rec)
+
+	resp, err := m.llm.GenerateContent(callCtx, msgs, m.callOptions(req, tools, sink)...)
+	sink.close()
+	if err != nil {
+		if _, status, _, _ := rec.snapshot(); status == http.StatusOK && ctx.Err() == nil && context.Cause(callCtx) == nil &&
+			(errors.Is(err, anthropic.ErrEmptyResponse) || errors.Is(err, openai.ErrEmptyResponse)) {
+			return transcript.Message{}, m.truncated()
+		}
+		return transcript.Message{}, m.classify(ctx, callCtx, rec, err)
+	}
+	msg, stop := m.toMessage(resp)
+	if stop == "" {
+		// A partial answer: the caller canceled, the watchdog fired, or the
+		// stream just ended early.
+		if ctx.Err() != nil || context.Cause(callCtx) != nil {
+			return transcript.Message{}, m.classify(ctx, callCtx, rec, context.Cause(callCtx))
+		}
+		return transcript.Message{}, m.truncated()
+	}
+	msg.StopReason, msg.ErrorMessage = mapStop(stop, len(msg.ToolCalls) > 0)
+	return msg, nil
+}
+
+func (m *model) callOptions(req Request, tools []llms.Tool, sink *deltaSink) []llms.CallOption {
+	var opts []llms.CallOption
+	if len(tools) > 0 {
+		opts = append(opts, llms.WithTools(tools))
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 && m.flavor == flavorAnthropic {
+		maxTokens = defaultAnthropicMaxTokens
+	}
+	if maxTokens > 0 {
+		opts = append(opts, llms.WithMaxTokens(maxTokens))
+	}
+	if m.legacyMaxTokens {
+		opts = append(opts, openai.WithLegacyMaxTokensField())
+	}
+	switch m.flavor {
+	case flavorAnthropic:
+		// langchaingo's Anthropic client streams only when StreamingFunc is
+		// set; thinking deltas go to StreamingReasoningFunc.
+		opts = append(opts, llms.WithStreamingFunc(sink.textStream), llms.WithStreamingReasoningFunc(sink.thinkingStream))
+	default:
+		// Setting only the reasoning func: with both, the openai client
+		// would deliver every content chunk twice.
+		opts = append(opts, llms.WithStreamingReasoningFunc(sink.openAIStream))
+	}
+	return opts
+}
+
+func (m *model) invalid(err error) *Error {
+	return &Error{Model: m.spec, Kind: KindInvalidRequest, Message: "could not build the request: " + m.scrub(err.Error()), err: err}
+}
+
+func (m *model) truncated() *Error {
+	return &Error{Model: m.spec, Kind: KindTruncated, Status: http.StatusOK, Retryable: true,
+		Message: "the model stream ended without a finish reason (the reply is incomplete)"}
+}
+
+// toMessage folds the response choices into one assistant message (the
+// Anthropic client returns one choice per content block) and returns the
+// provider's raw stop reason, "" when there was none.
+func (m *model) toMessage(resp *llms.ContentResponse) (transcript.Message, string) {
+	msg := transcript.Message{Role: transcript.RoleAssistant, Model: m.spec}
+	var stop string
+	var u transcript.Usage
+	for _, c := range resp.Choices {
+		if c == nil {
+			continue
+		}
+		msg.Text += c.Content
+		thinking := c.ReasoningContent
+		if _, ok := c.GenerationInfo["ThinkingSignature"]; ok && thinking == "" {
+			thinking, _ = c.GenerationInfo["ThinkingContent"].(string) // an Anthropic thinking block
+		}
+		msg.Thinking += thinking
+		for _, tc := range c.ToolCalls {
+			if t, ok := toolCall(tc); ok {
+				msg.ToolCalls = append(msg.ToolCalls, t)
+			}
+		}
+		if stop == "" {
+			stop = c.StopReason
+		}
+		u.Input = max(u.Input, intInfo(c.GenerationInfo, "PromptTokens"), intInfo(c.GenerationInfo, "InputTokens"))
+		u.Output = max(u.Output, intInfo(c.GenerationInfo, "CompletionTokens"), intInfo(c.GenerationInfo, "OutputTokens"))
+		u.Total = max(u.Total, intInfo(c.GenerationInfo, "TotalTokens"))
+	}
+	if u.Total == 0 {
+		u.Total = u.Input + u.Output
+	}
+	if u != (transcript.Usage{}) {
+		msg.Usage = &u
+	}
+	return msg, stop
+}
+
+// toolCall converts one langchaingo tool call. Entries with neither ID, name
+// nor arguments are artefacts of langchaingo's index-less delta merging and
+// are dropped.
+func toolCall(tc llms.ToolCall) (transcript.ToolCall, bool) {
+	if tc.FunctionCall == nil {
+		return transcript.ToolCall{}, false
+	}
+	args := strings.TrimSpace(tc.FunctionCall.Arguments)
+	if tc.ID == "" && tc.FunctionCall.Name == "" && args == "" {
+		return transcript.ToolCall{}, false
+	}
+	id := tc.ID
+	if id == "" {
+		id = newCallID()
+	}
+	return transcript.ToolCall{ID: id, Name: tc.FunctionCall.Name, Args: rawArgs(args)}, true
+}
+
+// rawArgs keeps valid JSON as is, makes "" an empty object, and turns
+// anything else (a model's broken JSON) into a JSON string so the transcript
+// stays valid JSON and the tool reports the bad arguments.
+func rawArgs(args string) json.RawMessage {
+	if args == "" {
+		return json.RawMessage(`{}`)
+	}
+	if json.Valid([]byte(args)) {
+		return json.RawMessage(args)
+	}
+	b, _ := json.Marshal(args)
+	return b
+}
+
+func newCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
+}
+
+func intInfo(info map[string]any, key string) int {
+	switch v := info[key].(type) {
+	case int:
+		return v
+	case int64:
+		return int(v)
+	case float64:
+		return int(v)
+	}
+	return 0
+}
+
+// mapStop maps a provider stop reason to a transcript stop reason, with an
+// error message for replies the provider cut off itself.
+func mapStop(reason string, hasToolCalls bool) (stop, errMsg string) {
+	switch strings.ToLower(reason) {
+	case "tool_calls", "function_call", "tool_use":
+		return transcript.StopToolUse, ""
+	case "length", "max_tokens", "model_context_window_exceeded":
+		return transcript.StopLength, ""
+	case "content_filter", "refusal":
+		return transcript.StopError, "the model provider stopped the reply (" + reason + ")"
+	}
+	// "stop", "end_turn", "stop_sequence" and anything new. Some compatible
+	// servers say "stop" after tool calls.
+	if hasToolCalls {
+		return transcript.StopToolUse, ""
+	}
+	return transcript.StopEnd, ""
+}

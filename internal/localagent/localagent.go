@@ -1,0 +1,263 @@
+// Package localagent runs the agent loop in-process, without Temporal: the
+// same loop, activities, feed and relay as the durable runtime, with retries
+// done by a plain loop and one turn per session at a time (a second one is
+// refused with session_busy). It is the baseline the durable runtime is
+// measured against and a second implementation of the Agent contract.
+package localagent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/relay"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// Agent is the in-process agent. Acts.Feed must be a bus this process can
+// subscribe to (an in-process feed, typically).
+type Agent struct {
+	Acts *activities.Activities
+	// ModelAttempts bounds model retries (default 6); ToolAttempts bounds
+	// retries of idempotent tools (default 3).
+	ModelAttempts int
+	ToolAttempts  int
+	// MaxRetryDelay caps the wait between retries (default 1 minute).
+	MaxRetryDelay time.Duration
+
+	mu     sync.Mutex
+	busy   map[string]bool
+	prefix string
+	next   int64
+}
+
+var _ agent.Agent = (*Agent)(nil)
+
+// Invoke runs one turn.
+func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prompt) iter.Seq[agent.Event] {
+	return func(yield func(agent.Event) bool) {
+		if scope.Session == "" {
+			yield(agent.Failed("scope.session is required", false, agent.CodeInvalidCommand))
+			return
+		}
+		if !a.acquire(scope.Session) {
+			yield(agent.Failed("session busy: a turn is already running in this session", true, agent.CodeSessionBusy))
+			return
+		}
+		defer a.release(scope.Session)
+		turn := agent.IdempotencyKey(ctx)
+		if turn == "" {
+			turn = a.newID()
+		}
+		sub, err := a.Acts.Feed.Subscribe(ctx, scope.Session)
+		if err != nil {
+			yield(agent.Failed("live feed unavailable: "+err.Error(), true, ""))
+			return
+		}
+		defer sub.Close()
+
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		outcome := make(chan relay.Terminal, 1)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			out := a.run(rctx, scope, prompt, turn, agent.Source(ctx))
+			outcome <- relay.Terminal{Event: out.Event(), Marker: out.Marker}
+		}()
+		relay.Run(ctx, sub, turn, outcome, 0, yield)
+		cancel()
+		<-done // cleanup finishes before Invoke returns
+	}
+}
+
+func (a *Agent) run(ctx context.Context, scope agent.Scope, prompt agent.Prompt, turn, source string) agentloop.Outcome {
+	open, err := a.Acts.OpenSession(ctx, workflows.OpenInput{
+		Session: scope.Session, ParentSession: scope.ParentSession, BranchHints: scope.BranchHints, IDPrefix: a.prefixOnce(),
+	})
+	if err != nil {
+		return agentloop.Outcome{Turn: turn, Status: agent.TypeFailed, Details: "open session: " + err.Error(), Retryable: true}
+	}
+	st := &agentloop.State{Leaf: open.Leaf}
+	rt := &runtime{a: a, ctx: ctx}
+	out := agentloop.Run(rt, scope.Session, st, agentloop.Turn{ID: turn, Prompt: prompt, Source: source})
+	if ctx.Err() != nil && out.Status == agent.TypeFailed {
+		out.Details, out.Code, out.Retryable = "the turn was aborted by the caller", agent.CodeAborted, false
+	}
+	return out
+}
+
+func (a *Agent) acquire(session string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.busy == nil {
+		a.busy = map[string]bool{}
+	}
+	if a.busy[session] {
+		return false
+	}
+	a.busy[session] = true
+	return true
+}
+
+func (a *Agent) release(session string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.busy, session)
+}
+
+func (a *Agent) prefixOnce() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.prefix == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		a.prefix = "l" + hex.EncodeToString(b[:])
+	}
+	return a.prefix
+}
+
+func (a *Agent) newID() string {
+	p := a.prefixOnce()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.next++
+	return fmt.Sprintf("%s-%d", p, a.next)
+}
+
+// runtime carries out loop steps by calling the activities directly.
+type runtime struct {
+	a   *Agent
+	ctx context.Context
+}
+
+func (r *runtime) NewID() string      { return r.a.newID() }
+func (r *runtime) Now() time.Time     { return time.Now().UTC() }
+func (r *runtime) Steering() []string { return nil }
+
+func (r *runtime) Model(call agentloop.ModelCall) (agentloop.ModelResult, error) {
+	attempts := r.a.ModelAttempts
+	if attempts <= 0 {
+		attempts = 6
+	}
+	call.MaxAttempts = attempts
+	var res agentloop.ModelResult
+	err := r.retry(attempts, func(attempt int) error {
+		var err error
+		res, err = r.a.Acts.RunModel(r.ctx, call, attempt)
+		return err
+	})
+	if err != nil {
+		return res, failure(r.ctx, err, attempts)
+	}
+	return res, nil
+}
+
+func (r *runtime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agentloop.ToolOutcome, error) {
+	outs := make([]agentloop.ToolOutcome, len(calls))
+	one := func(i int) {
+		c := calls[i]
+		attempts := 1
+		if c.Call.Idempotent && c.Synthetic == nil {
+			attempts = r.a.ToolAttempts
+			if attempts <= 0 {
+				attempts = 3
+			}
+		}
+		var out agentloop.ToolOutcome
+		err := r.retry(attempts, func(int) error {
+			var err error
+			out, err = r.a.Acts.RunTool(r.ctx, c)
+			return err
+		})
+		if err != nil {
+			msg := "Tool call interrupted: the turn was aborted."
+			if r.ctx.Err() == nil {
+				msg = fmt.Sprintf("The %s call failed: %v", c.Call.Name, err)
+			}
+			c.Synthetic = &agent.ToolResult{IsError: true, Content: msg}
+			out, _ = r.a.Acts.RunTool(context.WithoutCancel(r.ctx), c)
+			out.IsError = true
+		}
+		outs[i] = out
+	}
+	if sequential {
+		for i := range calls {
+			one(i)
+		}
+	} else {
+		var wg sync.WaitGroup
+		for i := range calls {
+			wg.Add(1)
+			go func() { defer wg.Done(); one(i) }()
+		}
+		wg.Wait()
+	}
+	if r.ctx.Err() != nil {
+		return outs, &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+	}
+	return outs, nil
+}
+
+// retry calls fn until it succeeds, fails non-retryably, runs out of
+// attempts or the turn is cancelled, waiting as Temporal would (1 s doubling,
+// or the error's NextRetryDelay such as a Retry-After).
+func (r *runtime) retry(attempts int, fn func(attempt int) error) error {
+	delay := time.Second
+	maxDelay := r.a.MaxRetryDelay
+	if maxDelay <= 0 {
+		maxDelay = time.Minute
+	}
+	var err error
+	for attempt := 1; attempt <= attempts; attempt++ {
+		if err = fn(attempt); err == nil {
+			return nil
+		}
+		var app *temporal.ApplicationError
+		if r.ctx.Err() != nil || (errors.As(err, &app) && app.NonRetryable()) || attempt == attempts {
+			return err
+		}
+		wait := delay
+		if app != nil && app.NextRetryDelay() > 0 {
+			wait = app.NextRetryDelay()
+		}
+		if wait > maxDelay {
+			wait = maxDelay
+		}
+		select {
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		case <-time.After(wait):
+		}
+		delay *= 2
+	}
+	return err
+}
+
+func failure(ctx context.Context, err error, attempts int) error {
+	if ctx.Err() != nil {
+		return &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		if app.NonRetryable() {
+			return &agentloop.Failure{Details: app.Message()}
+		}
+		return &agentloop.Failure{Details: fmt.Sprintf("the model call failed %d times; last error: %s", attempts, app.Message()), Retryable: true}
+	}
+	return &agentloop.Failure{Details: err.Error(), Retryable: true}
+}
+
+// NewInProcessFeed is a convenience for callers that build an Agent alone.
+func NewInProcessFeed() feed.Bus { return feed.NewInProcess() }

@@ -1,0 +1,246 @@
+// Package serve assembles the running parts every serving command shares —
+// session store, live feed, agent definition, model clients, activities,
+// worker and HTTP ingress — from one Config, so that `dev`, `start`,
+// `worker` and `ingress` differ only in which parts they start.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/llm"
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// Config is everything a serving command needs to know.
+type Config struct {
+	// Dir is the working directory (workspace); AgentDir optionally moves
+	// the agent surface into a subfolder.
+	Dir      string
+	AgentDir string
+	// StateDir holds machine state (default <Dir>/.fastagent).
+	StateDir string
+	// Store is the session store DSN: a SQLite path or postgres://…
+	// (default <StateDir>/sessions.db).
+	Store string
+	// Feed is "inprocess" (default) or nats://host:port.
+	Feed string
+	// TaskQueue defaults to workflows.TaskQueue.
+	TaskQueue string
+	// Tools are Go tools registered by a library user.
+	Tools  []agent.Tool
+	Logger *slog.Logger
+	// Getenv reads the environment model clients use (default os.Getenv).
+	Getenv func(string) string
+}
+
+// Parts are the opened backends.
+type Parts struct {
+	Config Config
+	Store  store.Store
+	Feed   feed.Bus
+	Loader *workspace.Loader
+	Models *Models
+	Acts   *activities.Activities
+}
+
+// Open opens the store and the feed and prepares the definition loader. The
+// definition is loaded once to report problems at startup.
+func Open(ctx context.Context, cfg Config) (*Parts, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = "."
+	}
+	abs, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dir = abs
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(cfg.Dir, ".fastagent")
+	}
+	if cfg.Store == "" {
+		cfg.Store = filepath.Join(cfg.StateDir, "sessions.db")
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
+	}
+	ensureGitignore(cfg.StateDir)
+	loader, err := workspace.NewLoader(cfg.Dir, cfg.AgentDir)
+	if err != nil {
+		return nil, err
+	}
+	loader.Extra = cfg.Tools
+	if cfg.Getenv != nil {
+		loader.Getenv = cfg.Getenv
+	}
+	st, err := store.Open(ctx, cfg.Store)
+	if err != nil {
+		return nil, fmt.Errorf("session store: %w", err)
+	}
+	bus, err := feed.Open(cfg.Feed)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("live feed: %w", err)
+	}
+	models := &Models{Getenv: cfg.Getenv}
+	p := &Parts{
+		Config: cfg,
+		Store:  st,
+		Feed:   bus,
+		Loader: loader,
+		Models: models,
+		Acts: &activities.Activities{
+			Store:       st,
+			Feed:        bus,
+			Definitions: loader,
+			Models:      models,
+			Logger:      cfg.Logger,
+		},
+	}
+	return p, nil
+}
+
+// Check loads the definition and the model client once and returns what a
+// user should read at startup: a fatal error for a broken definition, and
+// warnings (no model configured, diagnostics) that do not stop serving.
+func (p *Parts) Check(ctx context.Context) (*workspace.Definition, []string, error) {
+	def, err := p.Loader.Load(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var warnings []string
+	if _, err := p.Models.Model(def.Config.Model); err != nil {
+		warnings = append(warnings, err.Error())
+	}
+	for _, d := range def.Diagnostics {
+		warnings = append(warnings, d.String())
+	}
+	return def, warnings, nil
+}
+
+// Close releases the backends.
+func (p *Parts) Close() {
+	_ = p.Feed.Close()
+	_ = p.Store.Close()
+}
+
+// StartWorker starts a worker on c; stop it with Stop.
+func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
+	w := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts})
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	return w, nil
+}
+
+// Agent returns the durable agent the ingress serves.
+func (p *Parts) Agent(c client.Client) *durable.Agent {
+	return &durable.Agent{Client: c, Feed: p.Feed, TaskQueue: p.Config.TaskQueue, Logger: p.Config.Logger}
+}
+
+// Ingress returns the HTTP server for the durable agent.
+func (p *Parts) Ingress(c client.Client) *ingress.Server {
+	a := p.Agent(c)
+	return &ingress.Server{Agent: a, Control: a, Classify: ClassifyControlError, Logger: p.Config.Logger}
+}
+
+// ClassifyControlError maps control-plane errors to HTTP statuses and codes.
+func ClassifyControlError(err error) (int, string, string) {
+	switch {
+	case errors.Is(err, durable.ErrNoSuchSession):
+		return http.StatusNotFound, agent.CodeNoSuchSession, err.Error()
+	case durable.IsNoActiveRun(err):
+		return http.StatusConflict, agent.CodeNoActiveRun, durable.ErrorMessage(err)
+	case durable.ErrorType(err) == workflows.ErrTypeNotFound:
+		return http.StatusNotFound, agent.CodeInvalidCommand, durable.ErrorMessage(err)
+	case durable.ErrorType(err) == workflows.ErrTypeInvalidInput:
+		return http.StatusBadRequest, agent.CodeInvalidCommand, durable.ErrorMessage(err)
+	}
+	return http.StatusBadGateway, "", err.Error()
+}
+
+// Listen binds the ingress address, with a message that says what to do
+// when the port is taken.
+func Listen(host string, port int) (net.Listener, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http: cannot listen on %s: %w (choose another port with --port or FASTAGENT_HTTP_PORT)", addr, err)
+	}
+	return ln, nil
+}
+
+// ServeHTTP serves h on ln until ctx ends, then shuts down (streams are
+// closed; turns keep running in their workflows).
+func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			_ = srv.Close()
+		}
+		return nil
+	}
+}
+
+// Models caches one model client per "provider/model" spec.
+type Models struct {
+	Getenv func(string) string
+	mu     sync.Mutex
+	cache  map[string]llm.Model
+}
+
+// Model returns the client for spec, creating it on first use.
+func (m *Models) Model(spec string) (llm.Model, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mod, ok := m.cache[spec]; ok {
+		return mod, nil
+	}
+	mod, err := llm.New(spec, llm.Options{Getenv: m.Getenv})
+	if err != nil {
+		return nil, err
+	}
+	if m.cache == nil {
+		m.cache = map[string]llm.Model{}
+	}
+	m.cache[spec] = mod
+	return mod, nil
+}
+
+func ensureGitignore(stateDir string) {
+	p := filepath.Join(stateDir, ".gitignore")
+	if _, err := os.Stat(p); err == nil {
+		return
+	}
+	_ = os.WriteFile(p, []byte("# fastagent machine state\n*\n"), 0o644)
+}

@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// postgresTable is the table entries live in. It is created in the first
+// schema of the connection's search_path; to keep several deployments in one
+// database apart, give each its own schema via the DSN
+// (…?search_path=myschema) or its own database.
+const postgresTable = "fastagent_entries"
+
+const postgresSchema = `
+CREATE TABLE IF NOT EXISTS ` + postgresTable + ` (
+	session    TEXT        NOT NULL,
+	id         TEXT        NOT NULL,
+	parent_id  TEXT        NOT NULL DEFAULT '',
+	seq        BIGSERIAL   NOT NULL,
+	type       TEXT        NOT NULL,
+	data       TEXT        NOT NULL,
+	created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+	PRIMARY KEY (session, id)
+);
+CREATE INDEX IF NOT EXISTS ` + postgresTable + `_session_seq ON ` + postgresTable + ` (session, seq);
+`
+
+// postgresSchemaLock is the advisory lock key serialising schema creation, so
+// that processes starting together do not race on CREATE TABLE.
+const postgresSchemaLock = 0x66617374 // "fast"
+
+// Postgres is a Store in a Postgres database (pgx/v5 connection pool). Entry
+// data is stored as TEXT holding the codec's JSON, byte for byte; seq is a
+// BIGSERIAL append counter.
+type Postgres struct {
+	pool *pgxpool.Pool
+}
+
+var _ Store = (*Postgres)(nil)
+
+// OpenPostgres connects to the database at dsn (a postgres:// URL or a
+// key=value string), checks the connection and creates the schema if it is
+// missing.
+func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: parse dsn: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: postgres: connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(postgresSchemaLock)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, postgresSchema)
+		return err
+	})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: postgres: create schema: %w", err)
+	}
+	return &Postgres{pool: pool}, nil
+}
+
+// Append implements Store. Entries are inserted in order in one transaction;
+// a transaction that loses a deadlock or serialization race is retried.
+func (p *Postgres) Append(ctx context.Context, session string, entries ...transcript.Entry) error {
+	data, err := encodeAll(session, entries)
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	const insert = `INSERT INTO ` + postgresTable + ` (session, id, parent_id, type, data)
+VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session, id) DO NOTHING`
+	delay := 5 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			for i, e := range entries {
+				b.Queue(insert, session, e.ID, e.ParentID, e.Type, string(data[i]))
+			}
+			return tx.SendBatch(ctx, b).Close()
+		})
+		if err == nil || !isRetryablePG(err) || attempt >= 10 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			err = errors.Join(err, ctx.Err())
+			return fmt.Errorf("store: postgres: append to session %q: %w", session, err)
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+	if err != nil {
+		return fmt.Errorf("store: postgres: append to session %q: %w", session, err)
+	}
+	return nil
+}
+
+// Get implements Store.
+func (p *Postgres) Get(ctx context.Context, session, id string) (transcript.Entry, error) {
+	var data string
+	err := p.pool.QueryRow(ctx, `SELECT data FROM `+postgresTable+` WHERE session = $1 AND id = $2`, session, id).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return transcript.Entry{}, notFound(session, id)
+	}
+	if err != nil {
+		return transcript.Entry{}, fmt.Errorf("store: postgres: get %q in session %q: %w", id, session, err)
+	}
+	return DecodeEntry([]byte(data))
+}
+
+// Branch implements Store.
+func (p *Postgres) Branch(ctx context.Context, session, leafID string) ([]transcript.Entry, error) {
+	if leafID == "" {
+		return []transcript.Entry{}, nil
+	}
+	// The walk is capped at the session's entry count: a longer path can
+	// only come from a parent cycle.
+	rows, err := p.pool.Query(ctx, `
+WITH RECURSIVE
+	lim(n) AS (SELECT COUNT(*) FROM `+postgresTable+` WHERE session = $1),
+	path(id, parent_id, data, depth) AS (
+		SELECT id, parent_id, data, 0::bigint FROM `+postgresTable+` WHERE session = $1 AND id = $2
+		UNION ALL
+		SELECT e.id, e.parent_id, e.data, p.depth + 1
+		FROM path p JOIN `+postgresTable+` e ON e.session = $1 AND e.id = p.parent_id
+		WHERE p.parent_id <> '' AND p.depth < (SELECT n FROM lim)
+	)
+SELECT data, (SELECT n FROM lim) FROM path ORDER BY depth DESC`, session, leafID)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: branch %q in session %q: %w", leafID, session, err)
+	}
+	return scanBranch(session, leafID, rows)
+}
+
+// Entries implements Store.
+func (p *Postgres) Entries(ctx context.Context, session string) ([]transcript.Entry, error) {
+	rows, err := p.pool.Query(ctx, `SELECT data FROM `+postgresTable+` WHERE session = $1 ORDER BY seq`, session)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: entries of session %q: %w", session, err)
+	}
+	return scanEntries(session, rows)
+}
+
+// Leaf implements Store.
+func (p *Postgres) Leaf(ctx context.Context, session string) (string, error) {
+	var id string
+	err := p.pool.QueryRow(ctx, `SELECT id FROM `+postgresTable+` WHERE session = $1 ORDER BY seq DESC LIMIT 1`, session).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: postgres: leaf of session %q: %w", session, err)
+	}
+	return id, nil
+}
+
+// Sessions implements Store.
+func (p *Postgres) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	rows, err := p.pool.Query(ctx, sessionsQuery(postgresTable))
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []SessionInfo{}
+	for rows.Next() {
+		var si SessionInfo
+		var n int64
+		if err := rows.Scan(&si.Session, &n, &si.Leaf, &si.Updated); err != nil {
+			return nil, fmt.Errorf("store: postgres: sessions: %w", err)
+		}
+		si.Entries = int(n)
+		si.Updated = si.Updated.UTC()
+		out = append(out, si)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: postgres: sessions: %w", err)
+	}
+	return out, nil
+}
+
+// Close implements Store. Calling it more than once is harmless.
+func (p *Postgres) Close() error {
+	p.pool.Close()
+	return nil
+}
+
+// isRetryablePG reports a deadlock or serialization failure, after which the
+// whole transaction may simply be run again.
+func isRetryablePG(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Code == "40P01" || pe.Code == "40001"
+}

@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/transcript"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// sqliteBusyTimeout is how long a connection waits for another connection or
+// process holding the write lock before SQLite reports "database is locked".
+const sqliteBusyTimeout = 10 * time.Second
+
+const sqliteSchema = `
+CREATE TABLE IF NOT EXISTS entries (
+	session    TEXT    NOT NULL,
+	id         TEXT    NOT NULL,
+	parent_id  TEXT    NOT NULL DEFAULT '',
+	seq        INTEGER NOT NULL UNIQUE,
+	type       TEXT    NOT NULL,
+	data       TEXT    NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (session, id)
+);
+CREATE INDEX IF NOT EXISTS entries_session_seq ON entries (session, seq);
+`
+
+// SQLite is a Store in one SQLite file (modernc.org/sqlite, pure Go). The
+// file uses WAL journaling and a busy timeout, so several processes can open
+// and write the same file at once. seq is a global, strictly increasing
+// append counter; created_at is Unix nanoseconds.
+type SQLite struct {
+	db        *sql.DB
+	path      string
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ Store = (*SQLite)(nil)
+
+// OpenSQLite opens (creating if needed) the SQLite store at path and creates
+// its schema. path must name a file: "" and in-memory databases (":memory:",
+// mode=memory) are rejected, since each pooled connection would see a
+// different database.
+func OpenSQLite(path string) (*SQLite, error) {
+	if path == "" {
+		return nil, errors.New("store: sqlite: empty path (use a file path; in-memory databases are not supported)")
+	}
+	if strings.Contains(path, ":memory:") || strings.Contains(path, "mode=memory") {
+		return nil, fmt.Errorf("store: sqlite: in-memory database %q is not supported, use a file path", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite: %w", err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate") // take the write lock at BEGIN: no lock upgrades, no deadlocks
+	dsn := "file://" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?" + q.Encode()
+
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite: open %s: %w", abs, err)
+	}
+	s := &SQLite{db: db, path: abs}
+	ctx := context.Background()
+	err = retryBusy(ctx, func() error {
+		_, err := db.ExecContext(ctx, sqliteSchema)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: sqlite: create schema in %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *SQLite) Path() string { return s.path }
+
+// Append implements Store.
+func (s *SQLite) Append(ctx context.Context, session string, entries ...transcript.Entry) error {
+	data, err := encodeAll(session, entries)
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	err = retryBusy(ctx, func() error {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		stmt, err := tx.PrepareContext(ctx, `
+INSERT INTO entries (session, id, parent_id, seq, type, data, created_at)
+VALUES (?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM entries), ?, ?, ?)
+ON CONFLICT (session, id) DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		now := time.Now().UnixNano()
+		for i, e := range entries {
+			if _, err := stmt.ExecContext(ctx, session, e.ID, e.ParentID, e.Type, string(data[i]), now); err != nil {
+				return fmt.Errorf("entry %q: %w", e.ID, err)
+			}
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		return fmt.Errorf("store: sqlite: append to session %q: %w", session, err)
+	}
+	return nil
+}
+
+// Get implements Store.
+func (s *SQLite) Get(ctx context.Context, session, id string) (transcript.Entry, error) {
+	var data string
+	err := s.db.QueryRowContext(ctx, `SELECT data FROM entries WHERE session = ? AND id = ?`, session, id).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return transcript.Entry{}, notFound(session, id)
+	}
+	if err != nil {
+		return transcript.Entry{}, fmt.Errorf("store: sqlite: get %q in session %q: %w", id, session, err)
+	}
+	return DecodeEntry([]byte(data))
+}
+
+// Branch implements Store.
+func (s *SQLite) Branch(ctx context.Context, session, leafID string) ([]transcript.Entry, error) {
+	if leafID == "" {
+		return []transcript.Entry{}, nil
+	}
+	// The walk is capped at the session's entry count: a longer path can
+	// only come from a parent cycle.
+	rows, err := s.db.QueryContext(ctx, `
+WITH RECURSIVE
+	lim(n) AS (SELECT COUNT(*) FROM entries WHERE session = ?1),
+	path(id, parent_id, data, depth) AS (
+		SELECT id, parent_id, data, 0 FROM entries WHERE session = ?1 AND id = ?2
+		UNION ALL
+		SELECT e.id, e.parent_id, e.data, p.depth + 1
+		FROM path p JOIN entries e ON e.session = ?1 AND e.id = p.parent_id
+		WHERE p.parent_id <> '' AND p.depth < (SELECT n FROM lim)
+	)
+SELECT data, (SELECT n FROM lim) FROM path ORDER BY depth DESC`, session, leafID)
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite: branch %q in session %q: %w", leafID, session, err)
+	}
+	return scanBranch(session, leafID, &sqlRows{rows})
+}
+
+// Entries implements Store.
+func (s *SQLite) Entries(ctx context.Context, session string) ([]transcript.Entry, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT data FROM entries WHERE session = ? ORDER BY seq`, session)
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite: entries of session %q: %w", session, err)
+	}
+	return scanEntries(session, &sqlRows{rows})
+}
+
+// Leaf implements Store.
+func (s *SQLite) Leaf(ctx context.Context, session string) (string, error) {
+	var id string
+	err := s.db.QueryRowContext(ctx, `SELECT id FROM entries WHERE session = ? ORDER BY seq DESC LIMIT 1`, session).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: sqlite: leaf of session %q: %w", session, err)
+	}
+	return id, nil
+}
+
+// Sessions implements Store.
+func (s *SQLite) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	rows, err := s.db.QueryContext(ctx, sessionsQuery("entries"))
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite: sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []SessionInfo{}
+	for rows.Next() {
+		var si SessionInfo
+		var updated int64
+		if err := rows.Scan(&si.Session, &si.Entries, &si.Leaf, &updated); err != nil {
+			return nil, fmt.Errorf("store: sqlite: sessions: %w", err)
+		}
+		si.Updated = time.Unix(0, updated).UTC()
+		out = append(out, si)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: sqlite: sessions: %w", err)
+	}
+	return out, nil
+}
+
+// Close implements Store. Calling it more than once is harmless.
+func (s *SQLite) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	return s.closeErr
+}
+
+// retryBusy runs f until it succeeds, fails with something other than
+// SQLITE_BUSY/SQLITE_LOCKED, or ctx ends. busy_timeout already waits inside
+// SQLite; this is the backstop for the cases it does not cover.
+func retryBusy(ctx context.Context, f func() error) error {
+	delay := 5 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := f()
+		if err == nil || !isBusy(err) || attempt >= 20 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 500*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// sqlRows adapts *sql.Rows to rowScanner.
+type sqlRows struct{ *sql.Rows }
+
+func (r *sqlRows) Close() { r.Rows.Close() }

@@ -1,0 +1,262 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/store/storetest"
+	"github.com/fastagent/fastagent/internal/transcript"
+)
+
+func openTempSQLite(t *testing.T) *store.SQLite {
+	t.Helper()
+	s, err := store.OpenSQLite(filepath.Join(t.TempDir(), "store.db"))
+	if err != nil {
+		t.Fatalf("OpenSQLite: %v", err)
+	}
+	return s
+}
+
+func TestSQLite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return openTempSQLite(t) })
+}
+
+func entry(id string) transcript.Entry {
+	return transcript.Entry{
+		ID: id, Type: transcript.TypeMessage, Time: time.Now(),
+		Message: &transcript.Message{Role: transcript.RoleUser, Text: "text of " + id},
+	}
+}
+
+// checkAll asserts that session holds exactly the entries named by want, each
+// once, and that each writer's entries are in the order it wrote them.
+func checkAll(t *testing.T, s store.Store, session string, writers []string, perWriter int) {
+	t.Helper()
+	got, err := s.Entries(context.Background(), session)
+	if err != nil {
+		t.Fatalf("Entries: %v", err)
+	}
+	pos := map[string]int{}
+	for i, e := range got {
+		if _, dup := pos[e.ID]; dup {
+			t.Errorf("entry %q stored twice", e.ID)
+		}
+		pos[e.ID] = i
+	}
+	if want := len(writers) * perWriter; len(got) != want {
+		t.Errorf("got %d entries, want %d", len(got), want)
+	}
+	for _, w := range writers {
+		last := -1
+		for i := range perWriter {
+			id := fmt.Sprintf("%s-%03d", w, i)
+			p, ok := pos[id]
+			if !ok {
+				t.Errorf("entry %q lost", id)
+				continue
+			}
+			if p < last {
+				t.Errorf("entry %q out of order", id)
+			}
+			last = p
+		}
+	}
+}
+
+// TestSQLiteTwoHandles simulates two processes: two independent *SQLite on
+// one file, both appending at once.
+func TestSQLiteTwoHandles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	var handles []*store.SQLite
+	for range 2 {
+		s, err := store.OpenSQLite(path)
+		if err != nil {
+			t.Fatalf("OpenSQLite: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		handles = append(handles, s)
+	}
+	const perWriter = 50
+	var writers []string
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for h, s := range handles {
+		for g := range 4 {
+			name := fmt.Sprintf("h%d-g%d", h, g)
+			writers = append(writers, name)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range perWriter {
+					if err := s.Append(context.Background(), "shared", entry(fmt.Sprintf("%s-%03d", name, i))); err != nil {
+						errs <- fmt.Errorf("%s append %d: %w", name, i, err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	checkAll(t, handles[0], "shared", writers, perWriter)
+	checkAll(t, handles[1], "shared", writers, perWriter)
+}
+
+const childEnv = "FASTAGENT_STORE_TEST_CHILD"
+
+// TestSQLiteChildProcess is the body of the child processes started by
+// TestSQLiteMultiProcess; on its own it does nothing.
+func TestSQLiteChildProcess(t *testing.T) {
+	spec := os.Getenv(childEnv)
+	if spec == "" {
+		t.Skip("helper for TestSQLiteMultiProcess")
+	}
+	// spec: path|writer|count
+	parts := strings.Split(spec, "|")
+	if len(parts) != 3 {
+		t.Fatalf("bad %s=%q", childEnv, spec)
+	}
+	n, err := strconv.Atoi(parts[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(context.Background(), "sqlite://"+parts[0])
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	for i := range n {
+		if err := s.Append(context.Background(), "shared", entry(fmt.Sprintf("%s-%03d", parts[1], i))); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+}
+
+// TestSQLiteMultiProcess has real separate processes (this test binary
+// re-run) and this one append to one file at the same time.
+func TestSQLiteMultiProcess(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in child")
+	}
+	path := filepath.Join(t.TempDir(), "multi.db")
+	const perWriter = 60
+	writers := []string{"parent", "child0", "child1"}
+	var cmds []*exec.Cmd
+	var outs []*strings.Builder
+	for _, w := range writers[1:] {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSQLiteChildProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d", childEnv, path, w, perWriter))
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start child: %v", err)
+		}
+		cmds = append(cmds, cmd)
+		outs = append(outs, out)
+	}
+	s, err := store.OpenSQLite(path)
+	if err != nil {
+		t.Fatalf("OpenSQLite: %v", err)
+	}
+	defer s.Close()
+	for i := range perWriter {
+		if err := s.Append(context.Background(), "shared", entry(fmt.Sprintf("parent-%03d", i))); err != nil {
+			t.Fatalf("parent append %d: %v", i, err)
+		}
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child %d failed: %v\n%s", i, err, outs[i])
+		}
+	}
+	checkAll(t, s, "shared", writers, perWriter)
+}
+
+func TestSQLitePersistsAcrossReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "persist.db")
+	s, err := store.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(context.Background(), "sess", entry("a"), entry("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = store.OpenSQLite(path) // schema creation must be idempotent
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	leaf, err := s.Leaf(context.Background(), "sess")
+	if err != nil || leaf != "b" {
+		t.Fatalf("Leaf after reopen = %q, %v; want b", leaf, err)
+	}
+	if s.Path() != path {
+		t.Errorf("Path() = %q, want %q", s.Path(), path)
+	}
+}
+
+func TestOpenSQLiteRejectsMemory(t *testing.T) {
+	for _, p := range []string{"", ":memory:", "file::memory:?cache=shared", "file:x?mode=memory"} {
+		if s, err := store.OpenSQLite(p); err == nil {
+			s.Close()
+			t.Errorf("OpenSQLite(%q) succeeded, want an error", p)
+		}
+	}
+}
+
+func TestOpenChoosesDriver(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	ctx := context.Background()
+	for _, dsn := range []string{
+		"sqlite://" + filepath.Join(dir, "abs.db"), // sqlite:///abs/path
+		"sqlite:rel.db",
+		"sqlite://rel2.db",
+		filepath.Join(dir, "plain.db"),
+		"plain-relative.db",
+	} {
+		s, err := store.Open(ctx, dsn)
+		if err != nil {
+			t.Errorf("Open(%q): %v", dsn, err)
+			continue
+		}
+		if _, ok := s.(*store.SQLite); !ok {
+			t.Errorf("Open(%q) = %T, want *store.SQLite", dsn, s)
+		}
+		if err := s.Append(ctx, "s", entry("e")); err != nil {
+			t.Errorf("Open(%q): Append: %v", dsn, err)
+		}
+		s.Close()
+	}
+	for _, name := range []string{"abs.db", "rel.db", "rel2.db", "plain.db", "plain-relative.db"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("expected database file %s: %v", name, err)
+		}
+	}
+	for _, dsn := range []string{"", "mysql://root@localhost/db", "sqlite://", "redis://x"} {
+		s, err := store.Open(ctx, dsn)
+		if err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded, want an error", dsn)
+			continue
+		}
+		if !strings.Contains(err.Error(), "accepted") {
+			t.Errorf("Open(%q) error %q does not say what is accepted", dsn, err)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+// Package store keeps session transcripts: append-only entries linked by
+// parent IDs. Drivers: SQLite (embedded default, pure Go) and Postgres
+// (production). Appends are idempotent by (session, entry ID), so an activity
+// retried after a crash never duplicates an entry.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/transcript"
+)
+
+// ErrNotFound is returned when an entry or session does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// SessionInfo summarises one session.
+type SessionInfo struct {
+	Session string    `json:"session"`
+	Entries int       `json:"entries"`
+	Leaf    string    `json:"leaf"`
+	Updated time.Time `json:"updated"`
+}
+
+// Store is a session store. Implementations are safe for concurrent use by
+// several goroutines and several processes.
+type Store interface {
+	// Append writes entries in order. An entry whose ID already exists in the
+	// session is left unchanged (the append is then a no-op for it), which
+	// makes retried appends safe.
+	Append(ctx context.Context, session string, entries ...transcript.Entry) error
+	// Get returns one entry, or ErrNotFound.
+	Get(ctx context.Context, session, id string) (transcript.Entry, error)
+	// Branch returns the path from the root to leafID, root first. An empty
+	// leafID yields an empty branch; an unknown one yields ErrNotFound.
+	Branch(ctx context.Context, session, leafID string) ([]transcript.Entry, error)
+	// Entries returns every entry of the session in append order.
+	Entries(ctx context.Context, session string) ([]transcript.Entry, error)
+	// Leaf returns the ID of the most recently appended entry, "" when the
+	// session has none.
+	Leaf(ctx context.Context, session string) (string, error)
+	// Sessions lists sessions, most recently updated first.
+	Sessions(ctx context.Context) ([]SessionInfo, error)
+	// Close releases the store's connections.
+	Close() error
+}
+
+// notFound wraps ErrNotFound with the entry and session it is about.
+func notFound(session, id string) error {
+	return fmt.Errorf("%w: entry %q in session %q", ErrNotFound, id, session)
+}
+
+// encodeAll validates an Append call and encodes its entries, before any
+// database work, so a bad entry leaves the store untouched.
+func encodeAll(session string, entries []transcript.Entry) ([][]byte, error) {
+	if session == "" {
+		return nil, errors.New("store: append: empty session")
+	}
+	data := make([][]byte, len(entries))
+	for i, e := range entries {
+		b, err := EncodeEntry(e)
+		if err != nil {
+			return nil, fmt.Errorf("store: append to session %q: %w", session, err)
+		}
+		data[i] = b
+	}
+	return data, nil
+}
+
+// rowScanner is what the drivers' result sets have in common.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// scanEntries decodes the data column of every row, in order.
+func scanEntries(session string, rows rowScanner) ([]transcript.Entry, error) {
+	defer rows.Close()
+	out := []transcript.Entry{}
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			return nil, fmt.Errorf("store: entries of session %q: %w", session, err)
+		}
+		e, err := DecodeEntry([]byte(data))
+		if err != nil {
+			return nil, fmt.Errorf("store: entries of session %q: %w", session, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: entries of session %q: %w", session, err)
+	}
+	return out, nil
+}
+
+// scanBranch reads the rows of a branch walk: (data, entry count of the
+// session), root first. No rows means the leaf does not exist; more rows than
+// the session has entries means the parent links form a cycle.
+func scanBranch(session, leafID string, rows rowScanner) ([]transcript.Entry, error) {
+	defer rows.Close()
+	out := []transcript.Entry{}
+	var limit int64
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data, &limit); err != nil {
+			return nil, fmt.Errorf("store: branch %q in session %q: %w", leafID, session, err)
+		}
+		e, err := DecodeEntry([]byte(data))
+		if err != nil {
+			return nil, fmt.Errorf("store: branch %q in session %q: %w", leafID, session, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: branch %q in session %q: %w", leafID, session, err)
+	}
+	if len(out) == 0 {
+		return nil, notFound(session, leafID)
+	}
+	if int64(len(out)) > limit {
+		return nil, fmt.Errorf("store: branch %q in session %q: parent links form a cycle", leafID, session)
+	}
+	return out, nil
+}
+
+// sessionsQuery lists sessions of table, most recently appended first:
+// (session, entry count, leaf ID, created_at of the leaf). It is valid SQL
+// for both SQLite and Postgres.
+func sessionsQuery(table string) string {
+	return `
+SELECT session, n, id, created_at FROM (
+	SELECT session, id, seq, created_at,
+		COUNT(*) OVER (PARTITION BY session) AS n,
+		ROW_NUMBER() OVER (PARTITION BY session ORDER BY seq DESC) AS rn
+	FROM ` + table + `
+) t WHERE rn = 1 ORDER BY seq DESC`
+}

@@ -1,0 +1,626 @@
+// Package storetest is a conformance suite for store.Store drivers: every
+// driver's test calls Run with a function opening a fresh, empty store.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/transcript"
+)
+
+// Run runs the conformance suite. open is called once per case and must
+// return a new, empty store; Run closes it when the case ends (open may
+// register further cleanup, such as deleting the database, with t.Cleanup).
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Helper()
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"RoundTrip", testRoundTrip},
+		{"LargeEntry", testLargeEntry},
+		{"IdempotentAppend", testIdempotentAppend},
+		{"OrderAcrossAppends", testOrderAcrossAppends},
+		{"Branch", testBranch},
+		{"BranchEmptyLeaf", testBranchEmptyLeaf},
+		{"BranchCycle", testBranchCycle},
+		{"NotFound", testNotFound},
+		{"NewSession", testNewSession},
+		{"SessionIsolation", testSessionIsolation},
+		{"Sessions", testSessions},
+		{"ConcurrentAppends", testConcurrentAppends},
+		{"OddSessionIDs", testOddSessionIDs},
+		{"InvalidAppend", testInvalidAppend},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := open(t)
+			if s == nil {
+				t.Fatal("open returned a nil store")
+			}
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			c.fn(t, s)
+		})
+	}
+}
+
+// base is the timestamp test entries are built from.
+var base = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
+
+func at(sec int) time.Time { return base.Add(time.Duration(sec) * time.Second) }
+
+// msg builds a user message entry.
+func msg(id, parent, text string) transcript.Entry {
+	return transcript.Entry{
+		ID: id, ParentID: parent, Type: transcript.TypeMessage, Time: at(len(id)),
+		Message: &transcript.Message{Role: transcript.RoleUser, Text: text},
+	}
+}
+
+// fullEntries exercises every Entry field, as a chain of parent links.
+func fullEntries() []transcript.Entry {
+	return []transcript.Entry{
+		{
+			ID: "u1", Type: transcript.TypeMessage, Time: at(0),
+			Message: &transcript.Message{
+				Role: transcript.RoleUser, Text: "What is in this picture? «ünïcode» 🚀",
+				Images: []transcript.Image{
+					{MimeType: "image/png", Data: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="},
+					{MimeType: "image/jpeg", Data: "/9j/4AAQSkZJRgABAQ=="},
+				},
+				Source: "http",
+			},
+		},
+		{
+			ID: "a1", ParentID: "u1", Type: transcript.TypeMessage, Time: at(1),
+			Message: &transcript.Message{
+				Role: transcript.RoleAssistant, Text: "Let me look.", Thinking: "The user wants a description.",
+				ToolCalls: []transcript.ToolCall{
+					{ID: "call_1", Name: "read", Args: json.RawMessage(`{"path":"a.go","limit":10}`)},
+					{ID: "call_2", Name: "bash", Args: json.RawMessage(`{"command":"ls -la","env":["A=1"]}`)},
+				},
+				Model: "provider/model-x", StopReason: transcript.StopToolUse,
+				Usage:        &transcript.Usage{Input: 1200, Output: 34, Total: 1234},
+				ErrorMessage: "partial: upstream hiccup",
+			},
+		},
+		{
+			ID: "t1", ParentID: "a1", Type: transcript.TypeMessage, Time: at(2),
+			Message: &transcript.Message{
+				Role: transcript.RoleToolResult, Text: "package main\n", ToolCallID: "call_1", ToolName: "read",
+				IsError: true, Details: json.RawMessage(`{"exitCode":1,"lines":[1,2,3],"nested":{"ok":false,"v":null}}`),
+			},
+		},
+		{
+			ID: "c1", ParentID: "t1", Type: transcript.TypeCompaction, Time: at(3),
+			Compaction: &transcript.Compaction{Summary: "The user asked about a picture.", FirstKeptEntryID: "a1", TokensBefore: 98765},
+		},
+		{
+			ID: "x1", ParentID: "c1", Type: transcript.TypeCustom, Time: at(4),
+			Custom: &transcript.Custom{Kind: "toolActivation", Data: json.RawMessage(`{"tools":["read","bash"],"by":"user"}`)},
+		},
+		{
+			ID: "x2", ParentID: "x1", Type: transcript.TypeCustom, Time: at(5),
+			Custom: &transcript.Custom{Kind: "approval"},
+		},
+	}
+}
+
+func testRoundTrip(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	want := fullEntries()
+	if err := s.Append(ctx, "sess", want...); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	for _, w := range want {
+		t.Run(w.ID, func(t *testing.T) {
+			got, err := s.Get(ctx, "sess", w.ID)
+			if err != nil {
+				t.Fatalf("Get(%q): %v", w.ID, err)
+			}
+			if d := diffEntry(w, got); d != "" {
+				t.Errorf("Get(%q) mismatch:\n%s", w.ID, d)
+			}
+		})
+	}
+	all := mustEntries(t, s, "sess")
+	assertEntries(t, "Entries", want, all)
+	if leaf := mustLeaf(t, s, "sess"); leaf != "x2" {
+		t.Errorf("Leaf = %q, want %q", leaf, "x2")
+	}
+	branch, err := s.Branch(ctx, "sess", "x2")
+	if err != nil {
+		t.Fatalf("Branch: %v", err)
+	}
+	assertEntries(t, "Branch", want, branch)
+}
+
+func testLargeEntry(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	big := strings.Repeat("QUJDRA==", 1<<17) // 1 MiB of base64
+	e := transcript.Entry{
+		ID: "big", Type: transcript.TypeMessage, Time: at(0),
+		Message: &transcript.Message{Role: transcript.RoleUser, Images: []transcript.Image{{MimeType: "image/png", Data: big}}},
+	}
+	if err := s.Append(ctx, "sess", e); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	got, err := s.Get(ctx, "sess", "big")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.Message == nil || len(got.Message.Images) != 1 || got.Message.Images[0].Data != big {
+		t.Fatalf("large image did not round-trip (got %d images)", imageCount(got))
+	}
+}
+
+func imageCount(e transcript.Entry) int {
+	if e.Message == nil {
+		return -1
+	}
+	return len(e.Message.Images)
+}
+
+func testIdempotentAppend(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	first := msg("e1", "", "first")
+	if err := s.Append(ctx, "sess", first, msg("e2", "e1", "two")); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	// A retried append of e1 with different content: the first write wins.
+	if err := s.Append(ctx, "sess", msg("e1", "", "second")); err != nil {
+		t.Fatalf("re-Append: %v", err)
+	}
+	got, err := s.Get(ctx, "sess", "e1")
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if d := diffEntry(first, got); d != "" {
+		t.Errorf("after duplicate append, Get(e1) is not the first write:\n%s", d)
+	}
+	if leaf := mustLeaf(t, s, "sess"); leaf != "e2" {
+		t.Errorf("duplicate append moved Leaf to %q, want %q", leaf, "e2")
+	}
+	// A retried batch: the known entries are skipped, the new one is added.
+	if err := s.Append(ctx, "sess", msg("e1", "", "third"), msg("e2", "e1", "x"), msg("e3", "e2", "three")); err != nil {
+		t.Fatalf("retried batch: %v", err)
+	}
+	// Duplicates inside one call: the first occurrence wins.
+	if err := s.Append(ctx, "sess", msg("e4", "e3", "four"), msg("e4", "e3", "FOUR")); err != nil {
+		t.Fatalf("batch with duplicate: %v", err)
+	}
+	want := []transcript.Entry{first, msg("e2", "e1", "two"), msg("e3", "e2", "three"), msg("e4", "e3", "four")}
+	assertEntries(t, "Entries", want, mustEntries(t, s, "sess"))
+	if leaf := mustLeaf(t, s, "sess"); leaf != "e4" {
+		t.Errorf("Leaf = %q, want e4", leaf)
+	}
+}
+
+func testOrderAcrossAppends(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	// IDs deliberately out of lexical order: append order must win.
+	batches := [][]string{{"m"}, {"c", "z", "a"}, {"q", "b"}, {"y"}, {"d", "x", "e", "w"}}
+	var want []transcript.Entry
+	parent := ""
+	for _, b := range batches {
+		var es []transcript.Entry
+		for _, id := range b {
+			e := msg(id, parent, "text "+id)
+			es = append(es, e)
+			parent = id
+		}
+		if err := s.Append(ctx, "sess", es...); err != nil {
+			t.Fatalf("Append(%v): %v", b, err)
+		}
+		want = append(want, es...)
+		if leaf := mustLeaf(t, s, "sess"); leaf != parent {
+			t.Errorf("after Append(%v): Leaf = %q, want %q", b, leaf, parent)
+		}
+	}
+	assertEntries(t, "Entries", want, mustEntries(t, s, "sess"))
+}
+
+func testBranch(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	//   r ─ a ─ b ─ c
+	//   │    └─ x ─ y
+	//   └─ z
+	byID := map[string]transcript.Entry{}
+	order := []transcript.Entry{
+		msg("r", "", "root"), msg("a", "r", "A"), msg("b", "a", "B"), msg("x", "a", "X"),
+		msg("c", "b", "C"), msg("y", "x", "Y"), msg("z", "r", "Z"),
+	}
+	for _, e := range order {
+		byID[e.ID] = e
+		if err := s.Append(ctx, "sess", e); err != nil {
+			t.Fatalf("Append(%s): %v", e.ID, err)
+		}
+	}
+	// Noise in another session with the same IDs but other parents.
+	if err := s.Append(ctx, "other", msg("c", "", "other c"), msg("b", "c", "other b")); err != nil {
+		t.Fatalf("Append(other): %v", err)
+	}
+	cases := []struct {
+		leaf string
+		want []string
+	}{
+		{"c", []string{"r", "a", "b", "c"}},
+		{"y", []string{"r", "a", "x", "y"}},
+		{"b", []string{"r", "a", "b"}},
+		{"z", []string{"r", "z"}},
+		{"r", []string{"r"}},
+	}
+	for _, c := range cases {
+		t.Run(c.leaf, func(t *testing.T) {
+			got, err := s.Branch(ctx, "sess", c.leaf)
+			if err != nil {
+				t.Fatalf("Branch(%q): %v", c.leaf, err)
+			}
+			var want []transcript.Entry
+			for _, id := range c.want {
+				want = append(want, byID[id])
+			}
+			assertEntries(t, "Branch("+c.leaf+")", want, got)
+		})
+	}
+}
+
+func testBranchEmptyLeaf(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, setup := range []bool{false, true} {
+		if setup {
+			if err := s.Append(ctx, "sess", msg("r", "", "root")); err != nil {
+				t.Fatalf("Append: %v", err)
+			}
+		}
+		got, err := s.Branch(ctx, "sess", "")
+		if err != nil {
+			t.Fatalf("Branch(\"\") (session populated: %v): %v", setup, err)
+		}
+		if len(got) != 0 {
+			t.Errorf("Branch(\"\") (session populated: %v) = %v, want empty", setup, ids(got))
+		}
+	}
+}
+
+func testBranchCycle(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	// Corrupt parent links (p ⇄ q) must not make Branch loop forever.
+	if err := s.Append(ctx, "sess", msg("p", "q", "P"), msg("q", "p", "Q"), msg("leaf", "q", "L")); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Branch(ctx, "sess", "leaf")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Branch over a parent cycle: err = %v, want a cycle error", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Branch over a parent cycle did not return within 30s")
+	}
+}
+
+func testNotFound(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if err := s.Append(ctx, "sess", msg("r", "", "root")); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"Get unknown id", func() error { _, err := s.Get(ctx, "sess", "nope"); return err }},
+		{"Get unknown session", func() error { _, err := s.Get(ctx, "nosuch", "r"); return err }},
+		{"Branch unknown id", func() error { _, err := s.Branch(ctx, "sess", "nope"); return err }},
+		{"Branch unknown session", func() error { _, err := s.Branch(ctx, "nosuch", "r"); return err }},
+	}
+	for _, c := range cases {
+		err := c.call()
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: err = %v, want ErrNotFound", c.name, err)
+		}
+	}
+}
+
+func testNewSession(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	leaf, err := s.Leaf(ctx, "fresh")
+	if err != nil || leaf != "" {
+		t.Errorf("Leaf(new session) = %q, %v; want \"\", nil", leaf, err)
+	}
+	es, err := s.Entries(ctx, "fresh")
+	if err != nil || len(es) != 0 {
+		t.Errorf("Entries(new session) = %v, %v; want empty, nil", ids(es), err)
+	}
+	list, err := s.Sessions(ctx)
+	if err != nil || len(list) != 0 {
+		t.Errorf("Sessions(empty store) = %+v, %v; want empty, nil", list, err)
+	}
+}
+
+func testSessionIsolation(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	one := []transcript.Entry{msg("e1", "", "one"), msg("e2", "e1", "one-2")}
+	two := []transcript.Entry{msg("e1", "", "two"), msg("e3", "e2", "two-3")} // e2 exists only in s1
+	if err := s.Append(ctx, "s1", one...); err != nil {
+		t.Fatalf("Append(s1): %v", err)
+	}
+	if err := s.Append(ctx, "s2", two...); err != nil {
+		t.Fatalf("Append(s2): %v", err)
+	}
+	for _, c := range []struct {
+		session string
+		want    []transcript.Entry
+	}{{"s1", one}, {"s2", two}} {
+		got, err := s.Get(ctx, c.session, "e1")
+		if err != nil {
+			t.Fatalf("Get(%s, e1): %v", c.session, err)
+		}
+		if d := diffEntry(c.want[0], got); d != "" {
+			t.Errorf("Get(%s, e1):\n%s", c.session, d)
+		}
+		assertEntries(t, "Entries("+c.session+")", c.want, mustEntries(t, s, c.session))
+		if leaf := mustLeaf(t, s, c.session); leaf != c.want[1].ID {
+			t.Errorf("Leaf(%s) = %q, want %q", c.session, leaf, c.want[1].ID)
+		}
+	}
+	if _, err := s.Get(ctx, "s2", "e2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get(s2, e2) err = %v, want ErrNotFound (e2 belongs to s1)", err)
+	}
+	// Parent links do not cross sessions: e3's parent e2 is not in s2.
+	br, err := s.Branch(ctx, "s2", "e3")
+	if err != nil {
+		t.Fatalf("Branch(s2, e3): %v", err)
+	}
+	assertEntries(t, "Branch(s2, e3)", two[1:], br)
+}
+
+func testSessions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	start := time.Now()
+	steps := []struct {
+		session string
+		ids     []string
+	}{
+		{"s1", []string{"a", "b"}},
+		{"s2", []string{"c"}},
+		{"s3", []string{"d", "e", "f"}},
+		{"s1", []string{"g"}},
+	}
+	for _, st := range steps {
+		var es []transcript.Entry
+		for _, id := range st.ids {
+			es = append(es, msg(id, "", id))
+		}
+		if err := s.Append(ctx, st.session, es...); err != nil {
+			t.Fatalf("Append(%s): %v", st.session, err)
+		}
+	}
+	list, err := s.Sessions(ctx)
+	if err != nil {
+		t.Fatalf("Sessions: %v", err)
+	}
+	want := []store.SessionInfo{
+		{Session: "s1", Entries: 3, Leaf: "g"},
+		{Session: "s3", Entries: 3, Leaf: "f"},
+		{Session: "s2", Entries: 1, Leaf: "c"},
+	}
+	if len(list) != len(want) {
+		t.Fatalf("Sessions = %+v, want %d sessions", list, len(want))
+	}
+	lo, hi := start.Add(-time.Minute), time.Now().Add(time.Minute)
+	for i, w := range want {
+		g := list[i]
+		if g.Session != w.Session || g.Entries != w.Entries || g.Leaf != w.Leaf {
+			t.Errorf("Sessions[%d] = {%q %d %q}, want {%q %d %q}", i, g.Session, g.Entries, g.Leaf, w.Session, w.Entries, w.Leaf)
+		}
+		if g.Updated.Before(lo) || g.Updated.After(hi) {
+			t.Errorf("Sessions[%d].Updated = %v, want between %v and %v", i, g.Updated, lo, hi)
+		}
+	}
+}
+
+func testConcurrentAppends(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const workers, rounds = 8, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				// Each worker adds its own entry plus a shared one that
+				// every worker also appends (a retried append racing).
+				own := msg(fmt.Sprintf("w%d-%02d", w, i), "", "own")
+				shared := msg(fmt.Sprintf("shared-%02d", i), "", "shared")
+				if err := s.Append(ctx, "sess", own, shared); err != nil {
+					errs <- fmt.Errorf("worker %d round %d: %w", w, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got := mustEntries(t, s, "sess")
+	seen := map[string]int{}
+	for i, e := range got {
+		if _, dup := seen[e.ID]; dup {
+			t.Errorf("entry %q appears twice", e.ID)
+		}
+		seen[e.ID] = i
+	}
+	if want := workers*rounds + rounds; len(got) != want {
+		t.Errorf("Entries has %d entries, want %d", len(got), want)
+	}
+	for w := range workers {
+		last := -1
+		for i := range rounds {
+			id := fmt.Sprintf("w%d-%02d", w, i)
+			pos, ok := seen[id]
+			if !ok {
+				t.Errorf("entry %q lost", id)
+				continue
+			}
+			if pos < last {
+				t.Errorf("entry %q at position %d, before its predecessor at %d", id, pos, last)
+			}
+			last = pos
+		}
+	}
+	for i := range rounds {
+		if _, ok := seen[fmt.Sprintf("shared-%02d", i)]; !ok {
+			t.Errorf("entry shared-%02d lost", i)
+		}
+	}
+	if leaf := mustLeaf(t, s, "sess"); len(got) > 0 && leaf != got[len(got)-1].ID {
+		t.Errorf("Leaf = %q, want the last entry %q", leaf, got[len(got)-1].ID)
+	}
+}
+
+func testOddSessionIDs(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	sessions := []string{
+		"-1001234567890",
+		"slack:T1:C2:1700000000.0001",
+		"日本語のセッション 🚀 ünï",
+		`quote'"; DROP TABLE entries; --`,
+		`path/with\back%slash_and*glob?`,
+		" leading and trailing ",
+	}
+	for i, sess := range sessions {
+		es := []transcript.Entry{msg("r", "", sess), msg(fmt.Sprintf("n%d", i), "r", "child of "+sess)}
+		if err := s.Append(ctx, sess, es...); err != nil {
+			t.Fatalf("Append(%q): %v", sess, err)
+		}
+	}
+	for i, sess := range sessions {
+		leafID := fmt.Sprintf("n%d", i)
+		want := []transcript.Entry{msg("r", "", sess), msg(leafID, "r", "child of "+sess)}
+		assertEntries(t, fmt.Sprintf("Entries(%q)", sess), want, mustEntries(t, s, sess))
+		if leaf := mustLeaf(t, s, sess); leaf != leafID {
+			t.Errorf("Leaf(%q) = %q, want %q", sess, leaf, leafID)
+		}
+		br, err := s.Branch(ctx, sess, leafID)
+		if err != nil {
+			t.Fatalf("Branch(%q): %v", sess, err)
+		}
+		assertEntries(t, fmt.Sprintf("Branch(%q)", sess), want, br)
+	}
+	list, err := s.Sessions(ctx)
+	if err != nil {
+		t.Fatalf("Sessions: %v", err)
+	}
+	var got []string
+	for _, si := range list {
+		got = append(got, si.Session)
+	}
+	var want []string
+	for i := len(sessions) - 1; i >= 0; i-- {
+		want = append(want, sessions[i])
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Sessions = %q, want %q", got, want)
+	}
+}
+
+func testInvalidAppend(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if err := s.Append(ctx, "", msg("e1", "", "x")); err == nil {
+		t.Error("Append to an empty session ID succeeded, want an error")
+	}
+	if err := s.Append(ctx, "sess", msg("ok", "", "x"), msg("", "ok", "no id")); err == nil {
+		t.Error("Append of an entry without ID succeeded, want an error")
+	}
+	bad := msg("bad", "", "x")
+	bad.Message.Details = json.RawMessage(`{not json`)
+	if err := s.Append(ctx, "sess", bad); err == nil {
+		t.Error("Append of an entry with invalid JSON details succeeded, want an error")
+	}
+	if err := s.Append(ctx, "sess"); err != nil {
+		t.Errorf("Append of no entries: %v", err)
+	}
+	if es := mustEntries(t, s, "sess"); len(es) != 0 {
+		t.Errorf("rejected appends stored %v, want nothing", ids(es))
+	}
+}
+
+// diffEntry describes how got differs from want ("" when equal). Times are
+// compared as instants; everything else must be identical.
+func diffEntry(want, got transcript.Entry) string {
+	var b strings.Builder
+	if !want.Time.Equal(got.Time) {
+		fmt.Fprintf(&b, "  Time: got %v, want %v\n", got.Time, want.Time)
+	}
+	w, g := want, got
+	w.Time, g.Time = time.Time{}, time.Time{}
+	if !reflect.DeepEqual(w, g) {
+		wj, _ := json.Marshal(w)
+		gj, _ := json.Marshal(g)
+		fmt.Fprintf(&b, "  got  %s\n  want %s\n", gj, wj)
+		if string(wj) == string(gj) {
+			fmt.Fprintf(&b, "  (same JSON; Go values differ: got %#v, want %#v)\n", g, w)
+		}
+	}
+	return b.String()
+}
+
+func assertEntries(t *testing.T, what string, want, got []transcript.Entry) {
+	t.Helper()
+	if len(want) != len(got) {
+		t.Errorf("%s: got %d entries %v, want %d %v", what, len(got), ids(got), len(want), ids(want))
+		return
+	}
+	for i := range want {
+		if d := diffEntry(want[i], got[i]); d != "" {
+			t.Errorf("%s[%d] (%s):\n%s", what, i, want[i].ID, d)
+		}
+	}
+}
+
+func ids(es []transcript.Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.ID
+	}
+	return out
+}
+
+func mustEntries(t *testing.T, s store.Store, session string) []transcript.Entry {
+	t.Helper()
+	es, err := s.Entries(context.Background(), session)
+	if err != nil {
+		t.Fatalf("Entries(%q): %v", session, err)
+	}
+	return es
+}
+
+func mustLeaf(t *testing.T, s store.Store, session string) string {
+	t.Helper()
+	leaf, err := s.Leaf(context.Background(), session)
+	if err != nil {
+		t.Fatalf("Leaf(%q): %v", session, err)
+	}
+	return leaf
+}

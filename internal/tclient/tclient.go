@@ -1,0 +1,93 @@
+// Package tclient dials Temporal from configuration shared by every command:
+// a local or self-hosted cluster (address + namespace) or Temporal Cloud
+// (API key, or mTLS client certificate). Secrets come from the environment
+// only.
+package tclient
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+)
+
+// Config says how to reach Temporal.
+type Config struct {
+	Address   string // host:port; default 127.0.0.1:7233
+	Namespace string // default "default"
+	// APIKey authenticates to Temporal Cloud (env TEMPORAL_API_KEY); it
+	// implies TLS.
+	APIKey string
+	// TLSCertFile and TLSKeyFile enable mTLS (env TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY).
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLS forces TLS without client certificates (env TEMPORAL_TLS=true).
+	TLS    bool
+	Logger *slog.Logger
+}
+
+// FromEnv fills unset fields from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TEMPORAL_API_KEY, TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and TEMPORAL_TLS.
+func (c Config) FromEnv() Config {
+	set := func(v *string, name string) {
+		if *v == "" {
+			*v = os.Getenv(name)
+		}
+	}
+	set(&c.Address, "TEMPORAL_ADDRESS")
+	set(&c.Namespace, "TEMPORAL_NAMESPACE")
+	set(&c.APIKey, "TEMPORAL_API_KEY")
+	set(&c.TLSCertFile, "TEMPORAL_TLS_CERT")
+	set(&c.TLSKeyFile, "TEMPORAL_TLS_KEY")
+	if os.Getenv("TEMPORAL_TLS") == "true" {
+		c.TLS = true
+	}
+	return c
+}
+
+// Dial connects and checks the connection.
+func Dial(ctx context.Context, c Config) (client.Client, error) {
+	if c.Address == "" {
+		c.Address = "127.0.0.1:7233"
+	}
+	if c.Namespace == "" {
+		c.Namespace = "default"
+	}
+	opts := client.Options{
+		HostPort:  c.Address,
+		Namespace: c.Namespace,
+		Logger:    logger(c.Logger),
+	}
+	switch {
+	case c.APIKey != "":
+		opts.Credentials = client.NewAPIKeyStaticCredentials(c.APIKey)
+		opts.ConnectionOptions.TLS = &tls.Config{}
+	case c.TLSCertFile != "" || c.TLSKeyFile != "":
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("temporal: load client certificate (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY): %w", err)
+		}
+		opts.ConnectionOptions.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	case c.TLS:
+		opts.ConnectionOptions.TLS = &tls.Config{}
+	}
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cl, err := client.DialContext(dctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("temporal: cannot reach %s (namespace %s): %w; start it with `fastagent dev`, or set --temporal-address / TEMPORAL_ADDRESS", c.Address, c.Namespace, err)
+	}
+	return cl, nil
+}
+
+func logger(l *slog.Logger) tlog.Logger {
+	if l == nil {
+		l = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return tlog.NewStructuredLogger(l)
+}

@@ -1,0 +1,273 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+// outputDrain is how long bash waits for the output pipe to close after the
+// shell exits; background processes that keep it open are not waited for.
+const outputDrain = 500 * time.Millisecond
+
+// defaultPath is used when the worker has no PATH.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// envAllowlist names the worker environment variables passed to commands
+// (besides LC_* and BashOptions.ExtraEnv).
+var envAllowlist = []string{"PATH", "HOME", "USER", "LANG", "TERM", "TZ", "TMPDIR"}
+
+type bashTool struct{ opts Options }
+
+func (t *bashTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{
+		Name: NameBash,
+		Description: fmt.Sprintf("Execute a bash command in the working directory. Returns stdout and stderr combined. "+
+			"Output is truncated to the last %d lines or %s (whichever is hit first). "+
+			"Optionally provide a timeout in seconds (default %s, at most %s); on timeout the command and its children are killed.",
+			DefaultMaxLines, FormatSize(DefaultMaxBytes), fmtSeconds(t.opts.Bash.DefaultTimeout), fmtSeconds(t.opts.Bash.MaxTimeout)),
+		Parameters: bashSchema,
+		// Leave room for the kill grace so the runtime's bound does not cut
+		// the command short before its own timeout reports.
+		Timeout: t.opts.Bash.MaxTimeout + t.opts.Bash.KillGrace + 30*time.Second,
+	}
+}
+
+type bashArgs struct {
+	Command string   `json:"command"`
+	Timeout *float64 `json:"timeout"`
+}
+
+func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, error) {
+	var a bashArgs
+	realDir, res, err := prepare(t.Spec(), call, &a)
+	if res != nil || err != nil {
+		return deref(res), err
+	}
+	timeout := t.opts.Bash.DefaultTimeout
+	if a.Timeout != nil && *a.Timeout > 0 {
+		timeout = time.Duration(*a.Timeout * float64(time.Second))
+	}
+	timeout = min(timeout, t.opts.Bash.MaxTimeout)
+
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return agent.ToolResult{}, fmt.Errorf("tools: bash not found: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return errorResult("Command was aborted before it started."), nil
+	}
+	cmd := exec.Command(bash, "-c", a.Command)
+	cmd.Dir = realDir
+	cmd.Env = t.env()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// cmd.Stdin stays nil: the command reads from /dev/null.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return agent.ToolResult{}, fmt.Errorf("tools: bash output pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		_ = pr.Close()
+		_ = pw.Close()
+		return errorResult("failed to start bash: %v", err), nil
+	}
+	_ = pw.Close()
+
+	out := &tailBuffer{max: t.opts.MaxDetailsBytes}
+	readDone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(out, pr)
+		close(readDone)
+	}()
+	waitDone := make(chan error, 1)
+	go func() { waitDone <- cmd.Wait() }()
+
+	pgid := cmd.Process.Pid
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var waitErr error
+	var stopped string
+	select {
+	case waitErr = <-waitDone:
+	case <-timer.C:
+		stopped = fmt.Sprintf("Command timed out after %s", fmtSeconds(timeout))
+		waitErr = killGroup(pgid, waitDone, t.opts.Bash.KillGrace)
+	case <-ctx.Done():
+		stopped = "Command was aborted"
+		waitErr = killGroup(pgid, waitDone, t.opts.Bash.KillGrace)
+	}
+	select {
+	case <-readDone:
+	case <-time.After(outputDrain):
+		// Something outside the shell still holds the pipe; stop reading.
+		_ = pr.Close()
+		<-readDone
+	}
+	_ = pr.Close()
+
+	output, totalLines, total, dropped := out.result()
+	r := agent.ToolResult{}
+	tr := TruncateTail(output, DefaultMaxLines, DefaultMaxBytes)
+	text := tr.Content
+	if tr.Truncated || dropped {
+		startLine := totalLines - tr.OutputLines + 1
+		var note string
+		if tr.PartialLine {
+			note = fmt.Sprintf("[Showing the last %s of line %d (the output has %d lines, %s). ",
+				FormatSize(tr.OutputBytes), totalLines, totalLines, FormatSize(total))
+		} else {
+			note = fmt.Sprintf("[Showing lines %d-%d of %d (output truncated to the last %d lines or %s). ",
+				startLine, totalLines, totalLines, DefaultMaxLines, FormatSize(DefaultMaxBytes))
+		}
+		note += "To see more, redirect the output to a file and read it, or filter it with grep, head or tail.]"
+		text = note + "\n\n" + text
+		r.Details = detailsJSON(outputDetails{FullOutput: output, FullOutputTruncated: dropped})
+	}
+	if strings.TrimSpace(text) == "" {
+		text = "(no output)"
+	}
+	var status string
+	switch {
+	case stopped != "":
+		status = stopped + "; its process group was killed."
+	case waitErr != nil:
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				status = fmt.Sprintf("Command was terminated by signal %d (%s)", int(ws.Signal()), ws.Signal())
+			} else {
+				status = fmt.Sprintf("Command failed with exit code %d", ee.ExitCode())
+			}
+		} else {
+			status = fmt.Sprintf("Command failed: %v", waitErr)
+		}
+	}
+	if status != "" {
+		r.IsError = true
+		text = strings.TrimRight(text, "\n") + "\n\n" + status
+	}
+	r.Content = text
+	return r, nil
+}
+
+// env returns the command environment: the allowlisted variables of the
+// worker's environment and nothing else.
+func (t *bashTool) env() []string {
+	var env []string
+	hasPath := false
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(envAllowlist, name) || strings.HasPrefix(name, "LC_") || slices.Contains(t.opts.Bash.ExtraEnv, name) {
+			env = append(env, kv)
+			hasPath = hasPath || name == "PATH"
+		}
+	}
+	if !hasPath {
+		env = append(env, "PATH="+defaultPath)
+	}
+	return env
+}
+
+// killGroup stops the process group pgid: SIGTERM, then SIGKILL to whatever
+// is left after grace. It returns the shell's wait error.
+func killGroup(pgid int, waitDone <-chan error, grace time.Duration) error {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var waitErr error
+	exited := false
+	for {
+		select {
+		case waitErr = <-waitDone:
+			exited = true
+			if groupGone(pgid) {
+				return waitErr
+			}
+			continue
+		case <-tick.C:
+			if exited && groupGone(pgid) {
+				return waitErr
+			}
+			continue
+		case <-deadline.C:
+		}
+		break
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if !exited {
+		waitErr = <-waitDone
+	}
+	return waitErr
+}
+
+// groupGone reports whether no process is left in group pgid.
+func groupGone(pgid int) bool {
+	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}
+
+func fmtSeconds(d time.Duration) string {
+	return fmt.Sprintf("%gs", d.Seconds())
+}
+
+// tailBuffer keeps the last max bytes written to it (at least; it trims
+// lazily) and counts all lines.
+type tailBuffer struct {
+	max int
+
+	mu       sync.Mutex
+	buf      []byte
+	total    int
+	newlines int
+	last     byte
+	dropped  bool
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(p) == 0 {
+		return 0, nil
+	}
+	b.total += len(p)
+	b.newlines += bytes.Count(p, []byte{'\n'})
+	b.last = p[len(p)-1]
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 2*b.max {
+		n := copy(b.buf, b.buf[len(b.buf)-b.max:])
+		b.buf = b.buf[:n]
+		b.dropped = true
+	}
+	return len(p), nil
+}
+
+// result returns the kept output, the total numbers of lines and bytes
+// written, and whether the start of the output was dropped.
+func (b *tailBuffer) result() (string, int, int, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := string(b.buf)
+	dropped := b.dropped
+	if len(s) > b.max {
+		s = s[runeStartAtOrAfter(s, len(s)-b.max):]
+		dropped = true
+	}
+	lines := b.newlines
+	if b.total > 0 && b.last != '\n' {
+		lines++
+	}
+	return s, lines, b.total, dropped
+}

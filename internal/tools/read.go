@@ -1,0 +1,153 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+type readTool struct{ opts Options }
+
+func (t *readTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{
+		Name: NameRead,
+		Description: fmt.Sprintf("Read the contents of a text file. Output is truncated to %d lines or %s (whichever is hit first); "+
+			"use offset/limit for large files, and when you need the whole file continue with offset until complete.",
+			DefaultMaxLines, FormatSize(DefaultMaxBytes)),
+		Parameters: readSchema,
+		Idempotent: true,
+	}
+}
+
+type readArgs struct {
+	Path   string   `json:"path"`
+	Offset *float64 `json:"offset"`
+	Limit  *float64 `json:"limit"`
+}
+
+func (t *readTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult, error) {
+	var a readArgs
+	realDir, res, err := prepare(t.Spec(), call, &a)
+	if res != nil || err != nil {
+		return deref(res), err
+	}
+	path, err := resolvePath(call.Dir, realDir, a.Path)
+	if err != nil {
+		return errorResult("%v", err), nil
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errorResult("file not found: %s", a.Path), nil
+	case err != nil:
+		return errorResult("cannot read %s: %v", a.Path, err), nil
+	case fi.IsDir():
+		return errorResult("%s is a directory, not a file; use bash (ls) to list it", a.Path), nil
+	case fi.Size() > t.opts.Read.MaxFileBytes:
+		return errorResult("%s is %s, larger than the %s read limit; inspect parts of it with bash (head, tail, sed -n, grep)",
+			a.Path, FormatSize(int(fi.Size())), FormatSize(int(t.opts.Read.MaxFileBytes))), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return errorResult("cannot read %s: %v", a.Path, err), nil
+	}
+	if bytes.IndexByte(data[:min(len(data), 8192)], 0) >= 0 {
+		return errorResult("%s appears to be a binary file; inspect it with bash (e.g. file, xxd | head)", a.Path), nil
+	}
+	text := string(data)
+	total := CountLines(text)
+
+	start := 1
+	if a.Offset != nil {
+		start = int(*a.Offset)
+	}
+	if total == 0 && start == 1 {
+		return agent.ToolResult{Content: "[The file is empty.]"}, nil
+	}
+	if start > total {
+		return errorResult("offset %d is beyond the end of %s (%d lines total)", start, a.Path, total), nil
+	}
+	selected := text[lineStart(text, start):]
+	end := total // last line selected
+	if a.Limit != nil {
+		if n := int(*a.Limit); start-1+n < total {
+			end = start - 1 + n
+			selected = text[lineStart(text, start):lineStart(text, end+1)]
+		}
+	}
+
+	tr := TruncateHead(selected, DefaultMaxLines, DefaultMaxBytes)
+	var note string
+	switch {
+	case tr.PartialLine:
+		note = fmt.Sprintf("[Line %d is %s, longer than the %s limit; only its start is shown. "+
+			"Read the rest with bash, e.g. sed -n '%dp' %s | tail -c +%d | head -c %d.",
+			start, FormatSize(lineLen(selected)), FormatSize(DefaultMaxBytes), start, shellQuote(a.Path), tr.OutputBytes+1, DefaultMaxBytes)
+		if start < end {
+			note += fmt.Sprintf(" Use offset=%d to continue after it.", start+1)
+		}
+		note += "]"
+	case tr.Truncated:
+		last := start + tr.OutputLines - 1
+		note = fmt.Sprintf("[Showing lines %d-%d of %d. Use offset=%d to continue.]", start, last, total, last+1)
+	case end < total:
+		note = fmt.Sprintf("[%d more lines in file. Use offset=%d to continue.]", total-end, end+1)
+	}
+	out := tr.Content
+	if note != "" {
+		if out != "" && !strings.HasSuffix(out, "\n") {
+			out += "\n"
+		}
+		out += "\n" + note
+	}
+	r := agent.ToolResult{Content: out}
+	if tr.Truncated {
+		d := outputDetails{FullOutput: selected}
+		if len(selected) > t.opts.MaxDetailsBytes {
+			d.FullOutput = selected[:runeStartAtOrBefore(selected, t.opts.MaxDetailsBytes)]
+			d.FullOutputTruncated = true
+		}
+		r.Details = detailsJSON(d)
+	}
+	return r, nil
+}
+
+// lineStart returns the byte index at which 1-based line n of s begins, or
+// len(s) when s has fewer lines.
+func lineStart(s string, n int) int {
+	i := 0
+	for ; n > 1; n-- {
+		j := strings.IndexByte(s[i:], '\n')
+		if j < 0 {
+			return len(s)
+		}
+		i += j + 1
+	}
+	return i
+}
+
+// lineLen returns the length of the first line of s, without its newline.
+func lineLen(s string) int {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return i
+	}
+	return len(s)
+}
+
+// shellQuote quotes s for a bash command line.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func deref(r *agent.ToolResult) agent.ToolResult {
+	if r == nil {
+		return agent.ToolResult{}
+	}
+	return *r
+}

@@ -1,0 +1,53 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+type writeTool struct{ locks *fileLocks }
+
+func (t *writeTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{
+		Name: NameWrite,
+		Description: "Write content to a file. Creates the file if it doesn't exist, overwrites it if it does. " +
+			"Parent directories are created automatically.",
+		Parameters: writeSchema,
+	}
+}
+
+type writeArgs struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+func (t *writeTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult, error) {
+	var a writeArgs
+	realDir, res, err := prepare(t.Spec(), call, &a)
+	if res != nil || err != nil {
+		return deref(res), err
+	}
+	path, err := resolvePath(call.Dir, realDir, a.Path)
+	if err != nil {
+		return errorResult("%v", err), nil
+	}
+	if path == realDir {
+		return errorResult("%s is the working directory, not a file", a.Path), nil
+	}
+	unlock := t.locks.lock(path)
+	defer unlock()
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return errorResult("%s is a directory, not a file", a.Path), nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return errorResult("cannot create the parent directories of %s: %v", a.Path, err), nil
+	}
+	if err := os.WriteFile(path, []byte(a.Content), 0o644); err != nil {
+		return errorResult("cannot write %s: %v", a.Path, err), nil
+	}
+	return agent.ToolResult{Content: fmt.Sprintf("Successfully wrote %d bytes to %s", len(a.Content), a.Path)}, nil
+}

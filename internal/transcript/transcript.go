@@ -1,0 +1,144 @@
+// Package transcript defines the records a session is made of (pi session
+// record v3 in spirit: entries linked by parent IDs, messages, tool results,
+// compactions) and how a model context is read off a branch of them.
+package transcript
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Entry types.
+const (
+	TypeMessage    = "message"
+	TypeCompaction = "compaction"
+	// TypeCustom holds runtime facts that are not model context (tool
+	// activations, approvals); see Custom.
+	TypeCustom = "custom"
+)
+
+// Message roles.
+const (
+	RoleUser       = "user"
+	RoleAssistant  = "assistant"
+	RoleToolResult = "toolResult"
+)
+
+// Assistant stop reasons.
+const (
+	StopEnd     = "stop"
+	StopLength  = "length"
+	StopToolUse = "toolUse"
+	StopError   = "error"
+	StopAborted = "aborted"
+)
+
+// Entry is one record of a session. IDs are chosen by the session workflow so
+// that a retried append is recognised and ignored.
+type Entry struct {
+	ID       string    `json:"id"`
+	ParentID string    `json:"parentId,omitempty"`
+	Type     string    `json:"type"`
+	Time     time.Time `json:"timestamp"`
+
+	Message    *Message    `json:"message,omitempty"`
+	Compaction *Compaction `json:"compaction,omitempty"`
+	Custom     *Custom     `json:"custom,omitempty"`
+}
+
+// Message is a user prompt, an assistant reply or a tool result.
+type Message struct {
+	Role string `json:"role"`
+
+	// user and assistant
+	Text   string  `json:"text,omitempty"`
+	Images []Image `json:"images,omitempty"`
+
+	// assistant
+	Thinking     string     `json:"thinking,omitempty"`
+	ToolCalls    []ToolCall `json:"toolCalls,omitempty"`
+	Model        string     `json:"model,omitempty"`
+	StopReason   string     `json:"stopReason,omitempty"`
+	Usage        *Usage     `json:"usage,omitempty"`
+	ErrorMessage string     `json:"errorMessage,omitempty"`
+
+	// toolResult
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	ToolName   string          `json:"toolName,omitempty"`
+	IsError    bool            `json:"isError,omitempty"`
+	Details    json.RawMessage `json:"details,omitempty"`
+	// AddedToolNames lists deferred tools this call activated (search_tools).
+	AddedToolNames []string `json:"addedToolNames,omitempty"`
+
+	// Source says where a user message came from (http, schedule, wake, steer…).
+	Source string `json:"source,omitempty"`
+}
+
+// Image is an attached picture (base64 data).
+type Image struct {
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"`
+}
+
+// ToolCall is a call the assistant asked for.
+type ToolCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+// Usage counts tokens of one model call.
+type Usage struct {
+	Input  int `json:"input"`
+	Output int `json:"output"`
+	Total  int `json:"totalTokens"`
+}
+
+// Compaction replaces everything before FirstKeptEntryID with Summary.
+type Compaction struct {
+	Summary          string `json:"summary"`
+	FirstKeptEntryID string `json:"firstKeptEntryId"`
+	TokensBefore     int    `json:"tokensBefore"`
+}
+
+// Custom is a typed runtime fact; it never enters the model context.
+type Custom struct {
+	Kind string          `json:"customType"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// CompactionPrefix introduces a compaction summary to the model.
+const CompactionPrefix = "The conversation history before this point was compacted into the following summary:"
+
+// Context returns the messages a model sees for a branch given root first:
+// with a compaction on the path, its summary (as a user message), then the
+// kept entries from FirstKeptEntryID, then everything after.
+func Context(branch []Entry) []Message {
+	start := 0
+	var summary *Message
+	for i := len(branch) - 1; i >= 0; i-- {
+		c := branch[i].Compaction
+		if branch[i].Type != TypeCompaction || c == nil {
+			continue
+		}
+		summary = &Message{Role: RoleUser, Text: CompactionPrefix + "\n\n" + c.Summary}
+		start = i + 1
+		for j := 0; j < i; j++ {
+			if branch[j].ID == c.FirstKeptEntryID {
+				start = j
+				break
+			}
+		}
+		break
+	}
+	var out []Message
+	if summary != nil {
+		out = append(out, *summary)
+	}
+	for _, e := range branch[start:] {
+		if e.Type == TypeMessage && e.Message != nil {
+			out = append(out, *e.Message)
+		}
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+// Package worker assembles a Temporal worker that runs session workflows and
+// their activities, with the options that make a turn fast (eager activities)
+// and an abort prompt (frequent heartbeats).
+package worker
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// Options configure a worker.
+type Options struct {
+	// TaskQueue defaults to workflows.TaskQueue.
+	TaskQueue string
+	// Activities carries the activities' dependencies (store, feed, definition, models).
+	Activities *activities.Activities
+	// MaxConcurrentActivities bounds parallel model and tool calls (default 200).
+	MaxConcurrentActivities int
+	// StickyCacheSize is how many sessions' workflow state the process keeps
+	// warm (SDK default 10,000); 0 keeps the default.
+	StickyCacheSize int
+}
+
+// HeartbeatThrottle is the longest a heartbeat is held back by the SDK. An
+// abort reaches a running activity through its next heartbeat, so this bounds
+// how long a cancelled model stream or tool keeps running.
+const HeartbeatThrottle = time.Second
+
+// New returns a worker with the session workflow and every activity
+// registered. Start it with Run or Start.
+func New(c client.Client, opts Options) sdkworker.Worker {
+	tq := opts.TaskQueue
+	if tq == "" {
+		tq = workflows.TaskQueue
+	}
+	maxAct := opts.MaxConcurrentActivities
+	if maxAct <= 0 {
+		maxAct = 200
+	}
+	if opts.StickyCacheSize > 0 {
+		sdkworker.SetStickyWorkflowCacheSize(opts.StickyCacheSize)
+	}
+	w := sdkworker.New(c, tq, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:      maxAct,
+		MaxConcurrentLocalActivityExecutionSize: maxAct,
+		MaxHeartbeatThrottleInterval:            HeartbeatThrottle,
+		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
+	})
+	Register(w, opts.Activities)
+	return w
+}
+
+// Register registers the session workflow and the activities on w.
+func Register(w sdkworker.Registry, acts *activities.Activities) {
+	w.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	if acts != nil {
+		acts.Register(w)
+	}
+}
+
+// Compile-time check that a client can be passed where the worker needs one.
+var _ = client.Dial

@@ -1,0 +1,297 @@
+// Package agentloop is the pi agent loop as deterministic code: model call →
+// tool batch → steering → repeat until the model stops calling tools. It does
+// no I/O itself; a Runtime carries out model and tool steps. The Temporal
+// session workflow and the in-process agent run this same loop, so both keep
+// the same semantics.
+package agentloop
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/transcript"
+)
+
+// DefaultMaxSteps bounds the model calls of one turn when the definition does
+// not say otherwise.
+const DefaultMaxSteps = 50
+
+// Turn is one unit of work: a prompt from a caller.
+type Turn struct {
+	ID     string       `json:"id"`
+	Prompt agent.Prompt `json:"prompt"`
+	// Source says who asked (http, schedule, wake, …); kept on the user entry.
+	Source string `json:"source,omitempty"`
+}
+
+// State is what the loop carries from turn to turn.
+type State struct {
+	// Leaf is the session's current last entry; new entries hang below it.
+	Leaf string `json:"leaf"`
+	// Activated lists deferred tools switched on by search_tools.
+	Activated []string `json:"activated,omitempty"`
+	// Settings are the definition's latest runtime settings.
+	Settings Settings `json:"settings"`
+}
+
+// Settings are runtime bounds read from the agent definition by the model
+// step, so that the loop picks up edits on the next step.
+type Settings struct {
+	MaxSteps int `json:"maxSteps,omitempty"`
+	// ModelAttempts bounds attempts of one model call (retryable failures).
+	ModelAttempts int `json:"modelAttempts,omitempty"`
+	// ModelTimeout bounds one model call attempt.
+	ModelTimeout time.Duration `json:"modelTimeout,omitempty"`
+	// Heartbeat is how long a silent worker may go before its call is
+	// declared lost and retried (model) or reported as unknown (tool).
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+}
+
+// ModelCall asks the runtime for one model step.
+type ModelCall struct {
+	Session string `json:"session"`
+	Turn    string `json:"turn"`
+	Step    int    `json:"step"`
+	// Leaf is the parent of the first Prepend entry (or of the reply).
+	Leaf string `json:"leaf"`
+	// Prepend are entries to append before calling the model: the user
+	// prompt, steering messages.
+	Prepend []transcript.Entry `json:"prepend,omitempty"`
+	// EntryID is the ID the assistant reply gets.
+	EntryID   string   `json:"entryId"`
+	Activated []string `json:"activated,omitempty"`
+	// MaxAttempts is set by the runtime: how many attempts the call gets.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
+}
+
+// ModelResult is the outcome of a model step: a reference to the stored reply
+// and what the loop needs to decide its next move (never the whole text).
+type ModelResult struct {
+	EntryID      string   `json:"entryId"`
+	StopReason   string   `json:"stopReason"`
+	ErrorMessage string   `json:"errorMessage,omitempty"`
+	Calls        []Call   `json:"calls,omitempty"`
+	Settings     Settings `json:"settings"`
+	// Marker names the feed marker published after the step's last event.
+	Marker string `json:"marker,omitempty"`
+}
+
+// Call is a tool call annotated with what the definition says about its tool.
+type Call struct {
+	ID               string        `json:"id"`
+	Name             string        `json:"name"`
+	ArgsPreview      string        `json:"argsPreview,omitempty"`
+	Known            bool          `json:"known"`
+	Idempotent       bool          `json:"idempotent,omitempty"`
+	Sequential       bool          `json:"sequential,omitempty"`
+	RequiresApproval bool          `json:"requiresApproval,omitempty"`
+	Timeout          time.Duration `json:"timeout,omitempty"`
+	MaxAttempts      int           `json:"maxAttempts,omitempty"`
+}
+
+// ToolCall asks the runtime to execute (or record) one call of a batch.
+type ToolCall struct {
+	Session string `json:"session"`
+	Turn    string `json:"turn"`
+	Step    int    `json:"step"`
+	Call    Call   `json:"call"`
+	// AssistantEntryID holds the call's arguments.
+	AssistantEntryID string `json:"assistantEntryId"`
+	ResultEntryID    string `json:"resultEntryId"`
+	ParentID         string `json:"parentId"`
+	// Synthetic, when set, is recorded as the result without running the tool.
+	Synthetic *agent.ToolResult `json:"synthetic,omitempty"`
+}
+
+// ToolOutcome is what the loop learns from one executed call.
+type ToolOutcome struct {
+	IsError   bool     `json:"isError"`
+	Activated []string `json:"activated,omitempty"`
+	Marker    string   `json:"marker,omitempty"`
+}
+
+// Outcome ends a turn.
+type Outcome struct {
+	Turn      string          `json:"turn"`
+	Status    string          `json:"status"` // agent.TypeCompleted or agent.TypeFailed
+	Details   string          `json:"details,omitempty"`
+	Retryable bool            `json:"retryable,omitempty"`
+	Code      string          `json:"code,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	Steps     int             `json:"steps"`
+	// Marker names the last feed marker the turn's events lead up to; a relay
+	// forwards the feed up to it before emitting the terminal.
+	Marker string `json:"marker,omitempty"`
+}
+
+// Event returns the terminal event for the outcome.
+func (o Outcome) Event() agent.Event {
+	if o.Status == agent.TypeCompleted {
+		return agent.Completed(o.Data)
+	}
+	return agent.Failed(o.Details, o.Retryable, o.Code)
+}
+
+// Failure is the error a Runtime returns when a step cannot complete; the
+// loop turns it into a failed outcome.
+type Failure struct {
+	Details   string
+	Retryable bool
+	Code      string
+}
+
+func (f *Failure) Error() string { return f.Details }
+
+// Runtime carries out the loop's steps.
+type Runtime interface {
+	// Model runs one model step; a *Failure (or any error) ends the turn.
+	Model(call ModelCall) (ModelResult, error)
+	// Tools runs a batch and returns outcomes in the batch's order. All calls
+	// must have a stored result when it returns, even on error.
+	Tools(calls []ToolCall, sequential bool) ([]ToolOutcome, error)
+	// Steering drains messages sent while the turn runs.
+	Steering() []string
+	// NewID returns a fresh entry ID, unique within the session.
+	NewID() string
+	// Now is the current time (workflow time in a workflow).
+	Now() time.Time
+}
+
+// Run executes one turn and returns its outcome; st is updated in place.
+func Run(rt Runtime, session string, st *State, t Turn) Outcome {
+	out := Outcome{Turn: t.ID}
+	pending := []transcript.Entry{userEntry(rt, t.Prompt.Text, t.Prompt.Images, t.Source)}
+	maxSteps := st.Settings.MaxSteps
+	for step := 1; ; step++ {
+		if maxSteps <= 0 {
+			maxSteps = DefaultMaxSteps
+		}
+		if step > maxSteps {
+			return fail(out, &Failure{
+				Details: fmt.Sprintf("the turn stopped after %d model calls (maxSteps); raise maxSteps in fastagent.yaml or ask for less per turn", maxSteps),
+				Code:    agent.CodeMaxSteps,
+			})
+		}
+		out.Steps = step
+		chain(pending, st.Leaf)
+		res, err := rt.Model(ModelCall{
+			Session:   session,
+			Turn:      t.ID,
+			Step:      step,
+			Leaf:      st.Leaf,
+			Prepend:   pending,
+			EntryID:   rt.NewID(),
+			Activated: st.Activated,
+		})
+		if err != nil {
+			return fail(out, err)
+		}
+		pending = nil
+		st.Leaf = res.EntryID
+		out.Marker = res.Marker
+		if res.Settings != (Settings{}) {
+			st.Settings = res.Settings
+			maxSteps = res.Settings.MaxSteps
+		}
+		switch res.StopReason {
+		case transcript.StopError, transcript.StopAborted:
+			return fail(out, &Failure{Details: "model error: " + res.ErrorMessage, Retryable: true})
+		}
+		if len(res.Calls) == 0 {
+			if steer := rt.Steering(); len(steer) > 0 {
+				pending = steeringEntries(rt, steer)
+				continue
+			}
+			out.Status = agent.TypeCompleted
+			return out
+		}
+
+		batch := make([]ToolCall, len(res.Calls))
+		parent := res.EntryID
+		sequential := false
+		for i, c := range res.Calls {
+			tc := ToolCall{
+				Session:          session,
+				Turn:             t.ID,
+				Step:             step,
+				Call:             c,
+				AssistantEntryID: res.EntryID,
+				ResultEntryID:    rt.NewID(),
+				ParentID:         parent,
+			}
+			switch {
+			case res.StopReason == transcript.StopLength:
+				tc.Synthetic = &agent.ToolResult{IsError: true, Content: "The reply hit the output length limit before this tool call was complete; re-issue the tool call."}
+			case !c.Known:
+				tc.Synthetic = &agent.ToolResult{IsError: true, Content: fmt.Sprintf("Tool %s not found", c.Name)}
+			}
+			sequential = sequential || c.Sequential
+			parent = tc.ResultEntryID
+			batch[i] = tc
+		}
+		outcomes, err := rt.Tools(batch, sequential)
+		st.Leaf = parent
+		for _, o := range outcomes {
+			st.Activated = addNames(st.Activated, o.Activated)
+			if o.Marker != "" {
+				out.Marker = o.Marker
+			}
+		}
+		if err != nil {
+			return fail(out, err)
+		}
+		pending = steeringEntries(rt, rt.Steering())
+	}
+}
+
+func fail(out Outcome, err error) Outcome {
+	out.Status = agent.TypeFailed
+	if f, ok := err.(*Failure); ok {
+		out.Details, out.Retryable, out.Code = f.Details, f.Retryable, f.Code
+		return out
+	}
+	out.Details, out.Retryable = err.Error(), true
+	return out
+}
+
+// chain links entries one below the other, the first below leaf.
+func chain(entries []transcript.Entry, leaf string) {
+	for i := range entries {
+		entries[i].ParentID = leaf
+		leaf = entries[i].ID
+	}
+}
+
+func userEntry(rt Runtime, text string, images []agent.Image, source string) transcript.Entry {
+	msg := &transcript.Message{Role: transcript.RoleUser, Text: text, Source: source}
+	for _, im := range images {
+		msg.Images = append(msg.Images, transcript.Image{MimeType: im.MimeType, Data: im.Data})
+	}
+	return transcript.Entry{ID: rt.NewID(), Type: transcript.TypeMessage, Time: rt.Now(), Message: msg}
+}
+
+func steeringEntries(rt Runtime, texts []string) []transcript.Entry {
+	var out []transcript.Entry
+	for _, s := range texts {
+		out = append(out, userEntry(rt, s, nil, "steer"))
+	}
+	return out
+}
+
+func addNames(have, add []string) []string {
+	for _, n := range add {
+		found := false
+		for _, h := range have {
+			if h == n {
+				found = true
+				break
+			}
+		}
+		if !found {
+			have = append(have, n)
+		}
+	}
+	return have
+}

@@ -1,0 +1,51 @@
+// Package workflows holds the deterministic orchestration of fastagent: the
+// session workflow that serializes a session's turns and runs the agent loop
+// through activities. Nothing here does I/O, reads the clock or draws random
+// numbers; see DESIGN.md, "Rules that keep it durable".
+package workflows
+
+// Names shared by workflows, activities, the worker and the ingress. They are
+// part of the wire contract with running sessions: never rename one without a
+// versioned migration.
+const (
+	// TaskQueue is the task queue session workflows and activities use.
+	TaskQueue = "fastagent"
+
+	// SessionWorkflowType is the registered name of SessionWorkflow.
+	SessionWorkflowType = "Session"
+
+	// UpdateTurn queues a turn; the update ID is the caller's idempotency key.
+	UpdateTurn = "turn"
+	// UpdateAbort stops the running turn (or drops a queued one).
+	UpdateAbort = "abort"
+	// UpdateSteer adds a message the running turn reads after its next step.
+	UpdateSteer = "steer"
+	// UpdateApprove answers a tool call waiting for approval.
+	UpdateApprove = "approve"
+	// QueryState returns a SessionView.
+	QueryState = "state"
+
+	// ActivityModelGenerate runs one model call (streaming to the live feed).
+	ActivityModelGenerate = "Model.Generate"
+	// ActivityToolExecute runs (or records) one tool call.
+	ActivityToolExecute = "Tool.Execute"
+	// ActivitySessionOpen finds a session's leaf (seeding it from a parent).
+	ActivitySessionOpen = "Session.Open"
+)
+
+// Application error types a caller may see when an update is rejected.
+const (
+	ErrTypeSessionBusy  = "session_busy"
+	ErrTypeNoActiveRun  = "no_active_run"
+	ErrTypeInvalidInput = "invalid_command"
+	ErrTypeNotFound     = "not_found"
+)
+
+// WorkflowID is the workflow ID of a session.
+func WorkflowID(session string) string { return "session:" + session }
+
+// MaxQueuedTurns bounds the turns waiting behind the running one. Temporal
+// admits at most 10 in-flight updates per workflow, the running turn's
+// included; the bound stays under it so rejections are ours, with a clear
+// message, rather than the server's.
+const MaxQueuedTurns = 8

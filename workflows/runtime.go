@@ -1,0 +1,255 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// Defaults for activity options when the definition has not said otherwise.
+const (
+	defaultModelTimeout   = 10 * time.Minute
+	defaultModelAttempts  = 6
+	defaultHeartbeat      = 20 * time.Second
+	defaultToolTimeout    = 10 * time.Minute
+	defaultToolAttempts   = 3
+	toolTimeoutMargin     = 30 * time.Second
+	recordResultTimeout   = time.Minute
+	summaryArgsPreviewLen = 60
+)
+
+// loopRuntime carries out agent loop steps as activities.
+type loopRuntime struct {
+	s    *session
+	ctx  workflow.Context // cancelled on abort
+	root workflow.Context // survives an abort, for recording results
+}
+
+var _ agentloop.Runtime = (*loopRuntime)(nil)
+
+func (r *loopRuntime) NewID() string                { return r.s.nextID() }
+func (r *loopRuntime) Now() time.Time               { return workflow.Now(r.ctx) }
+func (r *loopRuntime) aborted() bool                { return r.ctx.Err() != nil }
+func (r *loopRuntime) settings() agentloop.Settings { return r.s.snap.Loop.Settings }
+
+func (r *loopRuntime) Steering() []string {
+	out := r.s.steering
+	r.s.steering = nil
+	return out
+}
+
+func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, error) {
+	if r.aborted() {
+		return agentloop.ModelResult{}, &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+	}
+	set := r.settings()
+	attempts := orInt(set.ModelAttempts, defaultModelAttempts)
+	call.MaxAttempts = attempts
+	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: orDur(set.ModelTimeout, defaultModelTimeout),
+		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    int32(attempts),
+		},
+		Summary: fmt.Sprintf("model · turn step %d", call.Step),
+	})
+	var res agentloop.ModelResult
+	err := workflow.ExecuteActivity(ctx, ActivityModelGenerate, call).Get(ctx, &res)
+	if err != nil {
+		if r.aborted() {
+			return res, &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+		}
+		return res, modelFailure(err, attempts)
+	}
+	return res, nil
+}
+
+// modelFailure turns a failed model activity into the turn's failure.
+func modelFailure(err error, attempts int) *agentloop.Failure {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		if app.NonRetryable() {
+			return &agentloop.Failure{Details: app.Message(), Retryable: false}
+		}
+		return &agentloop.Failure{
+			Details:   fmt.Sprintf("the model call failed %d times; last error: %s", attempts, app.Message()),
+			Retryable: true,
+		}
+	}
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		return &agentloop.Failure{Details: "the model call timed out: " + timeout.Error(), Retryable: true}
+	}
+	return &agentloop.Failure{Details: "the model call failed: " + err.Error(), Retryable: true}
+}
+
+func (r *loopRuntime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agentloop.ToolOutcome, error) {
+	outs := make([]agentloop.ToolOutcome, len(calls))
+	errs := make([]error, len(calls))
+	if sequential {
+		for i, c := range calls {
+			outs[i], errs[i] = r.tool(r.ctx, c)
+		}
+	} else {
+		done := 0
+		for i, c := range calls {
+			workflow.Go(r.ctx, func(ctx workflow.Context) {
+				outs[i], errs[i] = r.tool(ctx, c)
+				done++
+			})
+		}
+		// The root context: the coroutines finish (recording aborted results)
+		// even when the turn is cancelled.
+		_ = workflow.Await(r.root, func() bool { return done == len(calls) })
+	}
+	for _, err := range errs {
+		if err != nil {
+			return outs, err
+		}
+	}
+	return outs, nil
+}
+
+// tool runs one call: waits for approval when required, executes it as an
+// activity and, when it cannot produce a result, records an honest one.
+func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+	if c.Synthetic == nil && r.aborted() {
+		return r.record(c, abortedResult(r.s.abortReason)), errAborted
+	}
+	if c.Synthetic == nil && c.Call.RequiresApproval {
+		ok, reason, err := r.approve(ctx, c)
+		if err != nil {
+			return r.record(c, abortedResult(r.s.abortReason)), errAborted
+		}
+		if !ok {
+			msg := "A human denied this tool call."
+			if reason != "" {
+				msg += " Reason: " + reason
+			}
+			c.Synthetic = &agent.ToolResult{IsError: true, Content: msg}
+		}
+	}
+	if c.Synthetic != nil {
+		return r.record(c, *c.Synthetic), nil
+	}
+	set := r.settings()
+	attempts := 1
+	if c.Call.Idempotent {
+		attempts = orInt(c.Call.MaxAttempts, defaultToolAttempts)
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: orDur(c.Call.Timeout, defaultToolTimeout) + toolTimeoutMargin,
+		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    int32(attempts),
+		},
+		Summary: toolSummary(c.Call),
+	})
+	var out agentloop.ToolOutcome
+	err := workflow.ExecuteActivity(actx, ActivityToolExecute, c).Get(actx, &out)
+	if err == nil {
+		return out, nil
+	}
+	if r.aborted() {
+		return r.record(c, abortedResult(r.s.abortReason)), errAborted
+	}
+	return r.record(c, lostResult(c.Call, attempts, err)), nil
+}
+
+// approve waits durably (no activity) for an UpdateApprove decision.
+func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool, string, error) {
+	a := &approval{view: PendingApproval{Turn: c.Turn, Call: c.Call.ID, Tool: c.Call.Name, Args: c.Call.ArgsPreview}}
+	r.s.approvals = append(r.s.approvals, a)
+	if err := workflow.Await(ctx, func() bool { return a.decided }); err != nil {
+		return false, "", err
+	}
+	return a.approved, a.reason, nil
+}
+
+// record stores a result the workflow decided (unknown tool, denial, abort,
+// lost worker) through the same activity, so it is appended and published
+// like any other. It runs on the root context: an aborted turn still leaves
+// a valid transcript.
+func (r *loopRuntime) record(c agentloop.ToolCall, res agent.ToolResult) agentloop.ToolOutcome {
+	c.Synthetic = &res
+	ctx := workflow.WithActivityOptions(r.root, workflow.ActivityOptions{
+		StartToCloseTimeout: recordResultTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+		Summary:             "record · " + c.Call.Name + " result",
+	})
+	var out agentloop.ToolOutcome
+	if err := workflow.ExecuteActivity(ctx, ActivityToolExecute, c).Get(ctx, &out); err != nil {
+		workflow.GetLogger(r.root).Error("recording a tool result failed", "call", c.Call.ID, "error", err)
+	}
+	out.IsError = res.IsError
+	return out
+}
+
+func abortedResult(reason string) agent.ToolResult {
+	if reason == "" {
+		reason = "the turn was aborted"
+	}
+	return agent.ToolResult{IsError: true, Content: "Tool call interrupted: " + reason + "."}
+}
+
+// lostResult tells the model honestly what happened to a call whose
+// activity failed: a non-idempotent tool is never re-run, so its effect is
+// unknown.
+func lostResult(c agentloop.Call, attempts int, err error) agent.ToolResult {
+	if !c.Idempotent {
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf(
+			"The outcome of this %s call is unknown: the worker running it stopped or failed mid-call (%s). "+
+				"It was not re-run because it may have side effects; check its effect before calling it again.",
+			c.Name, rootCause(err))}
+	}
+	return agent.ToolResult{IsError: true, Content: fmt.Sprintf(
+		"The %s call failed %d times: %s", c.Name, attempts, rootCause(err))}
+}
+
+func rootCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
+
+func toolSummary(c agentloop.Call) string {
+	s := "tool · " + c.Name
+	if p := strings.TrimSpace(c.ArgsPreview); p != "" {
+		if len(p) > summaryArgsPreviewLen {
+			p = p[:summaryArgsPreviewLen] + "…"
+		}
+		s += " " + p
+	}
+	return s
+}
+
+func orInt(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+func orDur(v, d time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return d
+}

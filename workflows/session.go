@@ -1,0 +1,420 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// SessionInput starts (or continues) a session workflow.
+type SessionInput struct {
+	Session string `json:"session"`
+	// ParentSession seeds a new session from another one's transcript.
+	ParentSession string   `json:"parentSession,omitempty"`
+	BranchHints   []string `json:"branchHints,omitempty"`
+	// Snapshot carries the state across continue-as-new.
+	Snapshot *Snapshot `json:"snapshot,omitempty"`
+}
+
+// Snapshot is the whole durable state of a session workflow. It stays small:
+// the transcript lives in the session store.
+type Snapshot struct {
+	Opened bool            `json:"opened"`
+	Loop   agentloop.State `json:"loop"`
+	// NextID numbers entries; IDPrefix makes IDs unique per workflow chain.
+	NextID   int64  `json:"nextId"`
+	IDPrefix string `json:"idPrefix"`
+	// Recent keeps the outcomes of the last turns by idempotency key, so a
+	// redelivered key is answered, not run, even after continue-as-new.
+	Recent []RecentTurn `json:"recent,omitempty"`
+	Turns  int64        `json:"turns"`
+}
+
+// RecentTurn is one remembered outcome.
+type RecentTurn struct {
+	Key     string            `json:"key"`
+	Outcome agentloop.Outcome `json:"outcome"`
+}
+
+// recentLimit bounds Snapshot.Recent.
+const recentLimit = 64
+
+// turnsPerRun bounds the turns of one run before continue-as-new, far below
+// Temporal's 2,000 updates per run, so replays stay short.
+const turnsPerRun = 200
+
+// TurnRequest is the argument of UpdateTurn.
+type TurnRequest struct {
+	Prompt agent.Prompt `json:"prompt"`
+	Source string       `json:"source,omitempty"`
+}
+
+// AbortRequest is the argument of UpdateAbort. An empty Turn means "the
+// running turn".
+type AbortRequest struct {
+	Turn   string `json:"turn,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// AbortResult says which turn was stopped.
+type AbortResult struct {
+	Turn string `json:"turn"`
+}
+
+// SteerRequest is the argument of UpdateSteer.
+type SteerRequest struct {
+	Text string `json:"text"`
+}
+
+// OpenInput is the argument of ActivitySessionOpen.
+type OpenInput struct {
+	Session       string   `json:"session"`
+	ParentSession string   `json:"parentSession,omitempty"`
+	BranchHints   []string `json:"branchHints,omitempty"`
+	// IDPrefix prefixes the IDs of entries copied from a parent.
+	IDPrefix string `json:"idPrefix"`
+}
+
+// OpenResult is the result of ActivitySessionOpen.
+type OpenResult struct {
+	Leaf string `json:"leaf"`
+}
+
+// SessionView is the result of QueryState.
+type SessionView struct {
+	Session   string             `json:"session"`
+	Leaf      string             `json:"leaf"`
+	Running   string             `json:"running,omitempty"`
+	Queued    []string           `json:"queued,omitempty"`
+	Turns     int64              `json:"turns"`
+	Activated []string           `json:"activated,omitempty"`
+	Approvals []PendingApproval  `json:"approvals,omitempty"`
+	Settings  agentloop.Settings `json:"settings"`
+}
+
+// PendingApproval is a tool call waiting for a human.
+type PendingApproval struct {
+	Turn string `json:"turn"`
+	Call string `json:"call"`
+	Tool string `json:"tool"`
+	Args string `json:"args,omitempty"`
+}
+
+// ApproveRequest answers a pending approval.
+type ApproveRequest struct {
+	Call    string `json:"call"`
+	Approve bool   `json:"approve"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+type pendingTurn struct {
+	id      string
+	req     TurnRequest
+	outcome *agentloop.Outcome
+}
+
+type approval struct {
+	view     PendingApproval
+	decided  bool
+	approved bool
+	reason   string
+}
+
+// session is the runtime state of one workflow run; snap is its durable part.
+type session struct {
+	in           SessionInput
+	snap         Snapshot
+	queue        []*pendingTurn
+	running      *pendingTurn
+	cancelTurn   workflow.CancelFunc
+	abortReason  string
+	steering     []string
+	approvals    []*approval
+	turnsThisRun int
+}
+
+// SessionWorkflow is the long-lived workflow of one session (ID
+// "session:<id>"). It accepts turns through UpdateTurn and runs them one at a
+// time, in arrival order, each as the pi agent loop over activities.
+func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
+	s := &session{in: in}
+	if in.Snapshot != nil {
+		s.snap = *in.Snapshot
+	}
+	if err := s.register(ctx); err != nil {
+		return err
+	}
+	if s.snap.IDPrefix == "" {
+		run := workflow.GetInfo(ctx).WorkflowExecution.RunID
+		s.snap.IDPrefix = strings.ReplaceAll(run, "-", "")[:8]
+	}
+	if !s.snap.Opened {
+		if err := s.open(ctx); err != nil {
+			return err
+		}
+	}
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
+			return err
+		}
+		t := s.queue[0]
+		s.queue = s.queue[1:]
+		out := s.runTurn(ctx, t)
+		t.outcome = &out
+		s.remember(t.id, out)
+		s.turnsThisRun++
+		s.snap.Turns++
+
+		if len(s.queue) == 0 && (workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= turnsPerRun) {
+			// Only between turns, with every handler finished: the turn's own
+			// update handler still has to return its outcome.
+			if err := workflow.Await(ctx, func() bool {
+				return len(s.queue) > 0 || workflow.AllHandlersFinished(ctx)
+			}); err != nil {
+				return err
+			}
+			if len(s.queue) == 0 {
+				return workflow.NewContinueAsNewError(ctx, SessionWorkflowType, SessionInput{
+					Session:  in.Session,
+					Snapshot: &s.snap,
+				})
+			}
+		}
+	}
+}
+
+func (s *session) register(ctx workflow.Context) error {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateTurn, s.onTurn, workflow.UpdateHandlerOptions{
+		Validator: s.validateTurn,
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", UpdateTurn, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAbort, s.onAbort, workflow.UpdateHandlerOptions{
+		Validator: s.validateAbort,
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", UpdateAbort, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateSteer, s.onSteer, workflow.UpdateHandlerOptions{
+		Validator: s.validateSteer,
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", UpdateSteer, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateApprove, s.onApprove, workflow.UpdateHandlerOptions{
+		Validator: s.validateApprove,
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", UpdateApprove, err)
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryState, s.view); err != nil {
+		return fmt.Errorf("register %s: %w", QueryState, err)
+	}
+	return nil
+}
+
+func (s *session) open(ctx workflow.Context) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+	})
+	var res OpenResult
+	err := workflow.ExecuteLocalActivity(lctx, ActivitySessionOpen, OpenInput{
+		Session:       s.in.Session,
+		ParentSession: s.in.ParentSession,
+		BranchHints:   s.in.BranchHints,
+		IDPrefix:      s.snap.IDPrefix,
+	}).Get(ctx, &res)
+	if err != nil {
+		return fmt.Errorf("open session %q: %w", s.in.Session, err)
+	}
+	s.snap.Loop.Leaf = res.Leaf
+	s.snap.Opened = true
+	return nil
+}
+
+func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
+	if strings.TrimSpace(req.Prompt.Text) == "" && len(req.Prompt.Images) == 0 {
+		return temporal.NewApplicationErrorWithOptions("a turn needs text or images", ErrTypeInvalidInput,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if info := workflow.GetCurrentUpdateInfo(ctx); info != nil {
+		if _, ok := s.recent(info.ID); ok {
+			return nil
+		}
+	}
+	if len(s.queue) >= MaxQueuedTurns {
+		return temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("session busy: %d turns are already waiting; retry later", len(s.queue)),
+			ErrTypeSessionBusy, temporal.ApplicationErrorOptions{})
+	}
+	return nil
+}
+
+func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outcome, error) {
+	id := workflow.GetCurrentUpdateInfo(ctx).ID
+	if out, ok := s.recent(id); ok {
+		return out, nil
+	}
+	t := &pendingTurn{id: id, req: req}
+	s.queue = append(s.queue, t)
+	if err := workflow.Await(ctx, func() bool { return t.outcome != nil }); err != nil {
+		return agentloop.Outcome{}, err
+	}
+	return *t.outcome, nil
+}
+
+func (s *session) validateAbort(_ workflow.Context, req AbortRequest) error {
+	if s.running == nil && len(s.queue) == 0 {
+		return temporal.NewApplicationErrorWithOptions("no turn is running or waiting in this session",
+			ErrTypeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if req.Turn == "" {
+		if s.running == nil {
+			return temporal.NewApplicationErrorWithOptions("no turn is running in this session",
+				ErrTypeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+		}
+		return nil
+	}
+	if s.running != nil && s.running.id == req.Turn {
+		return nil
+	}
+	for _, t := range s.queue {
+		if t.id == req.Turn {
+			return nil
+		}
+	}
+	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("turn %q is not running or waiting", req.Turn),
+		ErrTypeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
+func (s *session) onAbort(_ workflow.Context, req AbortRequest) (AbortResult, error) {
+	reason := req.Reason
+	if reason == "" {
+		reason = "the turn was aborted by the caller"
+	}
+	if s.running != nil && (req.Turn == "" || req.Turn == s.running.id) {
+		s.abortReason = reason
+		s.cancelTurn()
+		return AbortResult{Turn: s.running.id}, nil
+	}
+	for i, t := range s.queue {
+		if t.id == req.Turn {
+			s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
+			out := agentloop.Outcome{Turn: t.id, Status: agent.TypeFailed, Details: reason, Code: agent.CodeAborted}
+			t.outcome = &out
+			s.remember(t.id, out)
+			return AbortResult{Turn: t.id}, nil
+		}
+	}
+	return AbortResult{}, temporal.NewApplicationErrorWithOptions("nothing to abort", ErrTypeNoActiveRun,
+		temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
+func (s *session) validateSteer(_ workflow.Context, req SteerRequest) error {
+	if strings.TrimSpace(req.Text) == "" {
+		return temporal.NewApplicationErrorWithOptions("a steering message needs text", ErrTypeInvalidInput,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if s.running == nil {
+		return temporal.NewApplicationErrorWithOptions("no turn is running to steer; send a new turn instead",
+			ErrTypeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	return nil
+}
+
+func (s *session) onSteer(_ workflow.Context, req SteerRequest) error {
+	s.steering = append(s.steering, req.Text)
+	return nil
+}
+
+func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error {
+	for _, a := range s.approvals {
+		if a.view.Call == req.Call && !a.decided {
+			return nil
+		}
+	}
+	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("no tool call %q is waiting for approval", req.Call),
+		ErrTypeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
+func (s *session) onApprove(_ workflow.Context, req ApproveRequest) error {
+	for _, a := range s.approvals {
+		if a.view.Call == req.Call && !a.decided {
+			a.decided, a.approved, a.reason = true, req.Approve, req.Reason
+		}
+	}
+	return nil
+}
+
+func (s *session) view() (SessionView, error) {
+	v := SessionView{
+		Session:   s.in.Session,
+		Leaf:      s.snap.Loop.Leaf,
+		Turns:     s.snap.Turns,
+		Activated: s.snap.Loop.Activated,
+		Settings:  s.snap.Loop.Settings,
+	}
+	if s.running != nil {
+		v.Running = s.running.id
+	}
+	for _, t := range s.queue {
+		v.Queued = append(v.Queued, t.id)
+	}
+	for _, a := range s.approvals {
+		if !a.decided {
+			v.Approvals = append(v.Approvals, a.view)
+		}
+	}
+	return v, nil
+}
+
+func (s *session) recent(key string) (agentloop.Outcome, bool) {
+	for _, r := range s.snap.Recent {
+		if r.Key == key {
+			return r.Outcome, true
+		}
+	}
+	return agentloop.Outcome{}, false
+}
+
+func (s *session) remember(key string, out agentloop.Outcome) {
+	s.snap.Recent = append(s.snap.Recent, RecentTurn{Key: key, Outcome: out})
+	if n := len(s.snap.Recent) - recentLimit; n > 0 {
+		s.snap.Recent = append([]RecentTurn(nil), s.snap.Recent[n:]...)
+	}
+}
+
+// runTurn runs one turn through the agent loop with a cancellable context, so
+// that an abort stops in-flight activities.
+func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcome {
+	s.running = t
+	s.abortReason = ""
+	tctx, cancel := workflow.WithCancel(ctx)
+	s.cancelTurn = cancel
+	defer func() {
+		cancel()
+		s.running = nil
+		s.cancelTurn = nil
+		s.steering = nil
+		s.approvals = nil
+	}()
+	rt := &loopRuntime{s: s, ctx: tctx, root: ctx}
+	out := agentloop.Run(rt, s.in.Session, &s.snap.Loop, agentloop.Turn{ID: t.id, Prompt: t.req.Prompt, Source: t.req.Source})
+	if s.abortReason != "" && out.Status == agent.TypeFailed {
+		out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
+	}
+	return out
+}
+
+func (s *session) nextID() string {
+	s.snap.NextID++
+	return fmt.Sprintf("%s-%d", s.snap.IDPrefix, s.snap.NextID)
+}
+
+// errAborted is what the loop runtime reports once the turn was cancelled.
+var errAborted = errors.New("aborted")
