@@ -1,0 +1,57 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/httpagent"
+	"github.com/fastagent/fastagent/internal/testkit"
+)
+
+// durableHarness adapts the Temporal-backed agent to the conformance suite;
+// with viaHTTP the agents are HTTP clients of two ingress servers.
+type durableHarness struct {
+	e       *env
+	agents  [2]agent.Agent
+	aborted int
+}
+
+func (h *durableHarness) Agent(t *testing.T, i int) agent.Agent { return h.agents[i] }
+
+func (h *durableHarness) Script(t *testing.T, session string, s agenttest.Scenario) {
+	h.aborted = h.e.kit.Model.Aborted()
+	testkit.Script(h.e.kit.Model, s)
+}
+
+func (h *durableHarness) ToolRuns(t *testing.T, session string) int {
+	return h.e.kit.Counter.Runs(session)
+}
+
+func (h *durableHarness) WaitAborted(t *testing.T, session string, timeout time.Duration) error {
+	return testkit.WaitAborted(h.e.kit.Model, h.aborted, timeout)
+}
+
+// fastRetries keeps model retries short so the suite runs in seconds.
+const fastRetries = "retry:\n  heartbeat: 5s\n"
+
+func TestConformanceDurable(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries)
+	e.startWorker()
+	h := &durableHarness{e: e}
+	second := *e.agent // a second client instance sharing only the backend
+	h.agents = [2]agent.Agent{e.agent, &second}
+	agenttest.Run(t, h)
+}
+
+func TestConformanceHTTP(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries)
+	e.startWorker()
+	a, b := e.ingress(), e.ingress()
+	h := &durableHarness{e: e}
+	h.agents = [2]agent.Agent{&httpagent.Agent{BaseURL: a.URL}, &httpagent.Agent{BaseURL: b.URL}}
+	agenttest.Run(t, h)
+}

@@ -1,0 +1,120 @@
+// Package e2e runs fastagent end to end on the embedded Temporal server:
+// the real worker, the real langchaingo client against a scripted model
+// server over loopback HTTP, real SQLite, real HTTP ingress. It is the only
+// test package that links the Temporal server.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/fastagent/fastagent/internal/devserver"
+	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/tclient"
+	"github.com/fastagent/fastagent/internal/testkit"
+	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/worker"
+)
+
+// server is the embedded Temporal server shared by every test here.
+var server *devserver.Server
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fastagent-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	server, err = devserver.Start(devserver.Options{
+		DatabaseFile: filepath.Join(dir, "temporal.db"),
+		UIPort:       -1,
+		LogWriter:    logSink(dir),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start embedded temporal:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	server.Stop()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func logSink(dir string) *os.File {
+	f, err := os.Create(filepath.Join(dir, "temporal.log"))
+	if err != nil {
+		return os.Stderr
+	}
+	return f
+}
+
+// env is one test's stack: a kit (model server, store, workspace), a feed,
+// a worker on its own task queue, and a durable agent.
+type env struct {
+	t      *testing.T
+	kit    *testkit.Kit
+	bus    feed.Bus
+	client client.Client
+	queue  string
+	worker sdkworker.Worker
+	agent  *durable.Agent
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	k := testkit.New(t)
+	bus := feed.NewInProcess()
+	t.Cleanup(func() { _ = bus.Close() })
+	c, err := tclient.Dial(context.Background(), tclient.Config{
+		Address:   server.FrontendAddress(),
+		Namespace: server.Namespace(),
+		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4})),
+	})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(c.Close)
+	e := &env{t: t, kit: k, bus: bus, client: c, queue: fmt.Sprintf("e2e-%s-%d", t.Name(), time.Now().UnixNano())}
+	e.agent = &durable.Agent{Client: c, Feed: bus, TaskQueue: e.queue}
+	return e
+}
+
+// startWorker starts an in-process worker for the env's task queue.
+func (e *env) startWorker() sdkworker.Worker {
+	e.t.Helper()
+	w := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus)})
+	if err := w.Start(); err != nil {
+		e.t.Fatalf("start worker: %v", err)
+	}
+	e.t.Cleanup(w.Stop)
+	e.worker = w
+	return w
+}
+
+// ingress serves the env's durable agent over real HTTP.
+func (e *env) ingress() *httptest.Server {
+	srv := &ingress.Server{Agent: e.agent, Control: e.agent, Classify: serve.ClassifyControlError}
+	srv.SetReady(true)
+	hs := httptest.NewServer(srv.Handler())
+	e.t.Cleanup(hs.Close)
+	return hs
+}
+
+// writeConfig writes fastagent.yaml into the workspace.
+func (e *env) writeConfig(yaml string) {
+	e.t.Helper()
+	if err := os.WriteFile(filepath.Join(e.kit.Dir, "fastagent.yaml"), []byte(yaml), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}

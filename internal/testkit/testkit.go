@@ -1,0 +1,186 @@
+// Package testkit builds the real parts tests run against: a scripted
+// OpenAI-compatible model server reached through the real langchaingo
+// client, a SQLite session store, a workspace, and a side-effecting
+// "counter" tool. It also maps the conformance suite's scenarios to model
+// scripts. It links no Temporal server, so any package's tests may use it.
+package testkit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/workspace"
+)
+
+// ModelSpec is the model tests configure.
+const ModelSpec = "openai/scripted"
+
+// Kit is one test's backend: model server, store, workspace, tools.
+type Kit struct {
+	Model   *modelserver.Server
+	Store   store.Store
+	Dir     string
+	Counter *CounterTool
+	Models  *serve.Models
+	Loader  *workspace.Loader
+}
+
+// New builds a kit whose resources are released at the end of the test.
+func New(t testing.TB) *Kit {
+	t.Helper()
+	ms := modelserver.New()
+	t.Cleanup(ms.Close)
+	dir := t.TempDir()
+	st, err := store.OpenSQLite(filepath.Join(dir, ".fastagent", "sessions.db"))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	k := &Kit{Model: ms, Store: st, Dir: dir, Counter: &CounterTool{}}
+	k.Models = &serve.Models{Getenv: k.Getenv}
+	loader, err := workspace.NewLoader(dir, "")
+	if err != nil {
+		t.Fatalf("workspace: %v", err)
+	}
+	loader.Extra = []agent.Tool{k.Counter}
+	loader.Getenv = k.Getenv
+	k.Loader = loader
+	ms.Handle(Echo)
+	return k
+}
+
+// Getenv is the environment model clients see: the scripted server as an
+// OpenAI-compatible endpoint.
+func (k *Kit) Getenv(name string) string {
+	switch name {
+	case "FASTAGENT_MODEL":
+		return ModelSpec
+	case "OPENAI_BASE_URL":
+		return k.Model.URL()
+	case "OPENAI_API_KEY":
+		return "test-key"
+	}
+	return ""
+}
+
+// Activities returns activities over the kit's backends and bus.
+func (k *Kit) Activities(bus feed.Bus) *activities.Activities {
+	return &activities.Activities{
+		Store:          k.Store,
+		Feed:           bus,
+		Definitions:    k.Loader,
+		Models:         k.Models,
+		HeartbeatEvery: 200 * time.Millisecond,
+	}
+}
+
+// Echo answers with every user text of the request joined by "|".
+func Echo(req modelserver.Request) modelserver.Reply {
+	var texts []string
+	for _, m := range req.Messages {
+		if m.Role == "user" {
+			texts = append(texts, m.Content)
+		}
+	}
+	s := strings.Join(texts, "|")
+	if len(s) > 1 {
+		return modelserver.Reply{Text: []string{s[:len(s)/2], s[len(s)/2:]}}
+	}
+	return modelserver.Reply{Text: []string{s}}
+}
+
+// Script queues the model replies of a conformance scenario on the shared
+// queue (the suite runs its cases one at a time).
+func Script(ms *modelserver.Server, s agenttest.Scenario) {
+	answer := modelserver.Reply{Text: []string{"hello", " world"}}
+	switch s {
+	case agenttest.Reply:
+		ms.Enqueue(answer)
+	case agenttest.Fail:
+		ms.Enqueue(modelserver.Reply{Status: 401, Message: "Incorrect API key provided"})
+	case agenttest.Echo:
+		// the fallback handler echoes
+	case agenttest.FailAfterOutput:
+		ms.Enqueue(modelserver.Reply{Text: []string{"partial", " answ", "er that breaks"}, DisconnectAfter: 2}, answer)
+	case agenttest.TransientThenReply:
+		ms.Enqueue(modelserver.Reply{Status: 500, Message: "upstream overloaded"}, answer)
+	case agenttest.ToolThenTransient:
+		ms.Enqueue(
+			modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "call_counter_1", Name: CounterName, Args: `{"note":"once"}`}}},
+			modelserver.Reply{Status: 500, Message: "upstream overloaded"},
+			answer,
+		)
+	case agenttest.Slow:
+		ms.Enqueue(modelserver.Reply{Text: []string{"thinking about it"}, Hang: true})
+	}
+}
+
+// WaitAborted waits until the model server has seen one more abandoned
+// reply than before (before is Model.Aborted() when the turn started).
+func WaitAborted(ms *modelserver.Server, before int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := ms.WaitAbortedN(ctx, before+1); err != nil {
+		return fmt.Errorf("model server saw %d aborted replies, want %d: %w", ms.Aborted(), before+1, err)
+	}
+	return nil
+}
+
+// CounterName is the name of the counter tool.
+const CounterName = "counter"
+
+// CounterTool is a non-idempotent tool that counts its runs per session, so
+// tests can prove it never ran twice.
+type CounterTool struct {
+	mu   sync.Mutex
+	runs map[string]int
+	// Delay makes each run take this long (to kill a worker mid-call).
+	Delay time.Duration
+}
+
+// Spec describes the tool.
+func (c *CounterTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{
+		Name:        CounterName,
+		Description: "Counts how many times it was called in this session.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"}}}`),
+	}
+}
+
+// Run counts the call.
+func (c *CounterTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, error) {
+	if c.Delay > 0 {
+		select {
+		case <-ctx.Done():
+			return agent.ToolResult{}, ctx.Err()
+		case <-time.After(c.Delay):
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs == nil {
+		c.runs = map[string]int{}
+	}
+	c.runs[call.Session]++
+	return agent.ToolResult{Content: fmt.Sprintf("count=%d", c.runs[call.Session])}, nil
+}
+
+// Runs returns the number of runs in session.
+func (c *CounterTool) Runs(session string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[session]
+}
