@@ -19,6 +19,11 @@ import (
 // must delay the terminal, never suppress it.
 const DefaultGrace = 2 * time.Second
 
+// quietGrace replaces the grace when nothing of the turn was seen at all: a
+// redelivered key answered from the session's memory, whose events were
+// published long ago.
+const quietGrace = 100 * time.Millisecond
+
 // Terminal is a turn's outcome as the relay needs it.
 type Terminal struct {
 	Event  agent.Event
@@ -56,7 +61,11 @@ func Run(ctx context.Context, sub feed.Subscription, turn string, outcome <-chan
 		case t := <-outcome:
 			term = &t
 			outcome = nil
-			timer := time.NewTimer(grace)
+			wait := grace
+			if !r.seen {
+				wait = min(grace, quietGrace)
+			}
+			timer := time.NewTimer(wait)
 			defer timer.Stop()
 			deadline = timer.C
 		case <-deadline:
@@ -70,6 +79,7 @@ func Run(ctx context.Context, sub feed.Subscription, turn string, outcome <-chan
 			if m.Turn != turn {
 				continue
 			}
+			r.seen = true
 			for _, ev := range r.handle(m) {
 				if !yield(ev) {
 					return false
@@ -81,6 +91,7 @@ func Run(ctx context.Context, sub feed.Subscription, turn string, outcome <-chan
 
 // state tracks what the client has been shown.
 type state struct {
+	seen      bool            // any message of the turn arrived
 	attempt   map[int]int     // step → latest attempt seen
 	textSeen  map[int]bool    // step → text shown since the last restart
 	announced map[[2]int]bool // (step, attempt) → retrying already shown

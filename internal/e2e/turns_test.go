@@ -1,0 +1,306 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+func collect(t *testing.T, a agent.Agent, ctx context.Context, session, text string) []agent.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var evs []agent.Event
+	for ev := range a.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: text}) {
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+func userEntries(t *testing.T, e *env, session string) []transcript.Entry {
+	t.Helper()
+	all, err := e.kit.Store.Entries(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []transcript.Entry
+	for _, en := range all {
+		if en.Message != nil && en.Message.Role == transcript.RoleUser {
+			out = append(out, en)
+		}
+	}
+	return out
+}
+
+// The same idempotency key sent three times (twice at once, then once after
+// the turn ended) is one turn: one model call, one user entry, and every
+// caller gets the same completed outcome.
+func TestRedeliverySameKeyIsOneTurn(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker()
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"only", " once"}, ChunkDelay: 100 * time.Millisecond})
+	ctx := agent.WithIdempotencyKey(context.Background(), "delivery-42")
+	var wg sync.WaitGroup
+	results := make([][]agent.Event, 3)
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = collect(t, e.agent, ctx, "redelivery", "do it once")
+		}()
+	}
+	wg.Wait()
+	results[2] = collect(t, e.agent, ctx, "redelivery", "do it once")
+	for i, evs := range results {
+		term := agenttest.CheckTerminal(t, evs)
+		if term.Type != agent.TypeCompleted {
+			t.Fatalf("delivery %d: want completed, got %+v", i, evs)
+		}
+	}
+	if got := agenttest.TextAfterLastRetry(results[0]) + agenttest.TextAfterLastRetry(results[1]); !strings.Contains(got, "only once") {
+		t.Errorf("the live callers did not see the answer: %q", got)
+	}
+	if n := e.kit.Model.Count(); n != 1 {
+		t.Errorf("model called %d times, want 1", n)
+	}
+	if n := len(userEntries(t, e, "redelivery")); n != 1 {
+		t.Errorf("store holds %d user entries, want 1", n)
+	}
+}
+
+// A 429 with Retry-After is retried after the delay; a 401 ends the turn as
+// failed, not retryable, with a message that says what to check.
+func TestModelFaults(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker()
+
+	t.Run("429_retry_after", func(t *testing.T) {
+		e.kit.Model.Enqueue(
+			modelserver.Reply{Status: 429, RetryAfter: "2", Message: "rate limited"},
+			modelserver.Reply{Text: []string{"after", " the wait"}},
+		)
+		before := e.kit.Model.Count()
+		evs := collect(t, e.agent, context.Background(), "fault-429", "hi")
+		if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
+			t.Fatalf("want completed after the retry, got %+v", evs)
+		}
+		reqs := e.kit.Model.Requests()[before:]
+		if len(reqs) != 2 {
+			t.Fatalf("want 2 model requests, got %d", len(reqs))
+		}
+		if gap := reqs[1].Received.Sub(reqs[0].Received); gap < 2*time.Second {
+			t.Errorf("retried after %s, want at least the 2s Retry-After", gap)
+		}
+		if got := agenttest.TextAfterLastRetry(evs); got != "after the wait" {
+			t.Errorf("text = %q", got)
+		}
+	})
+
+	t.Run("401_not_retryable", func(t *testing.T) {
+		e.kit.Model.Enqueue(modelserver.Reply{Status: 401, Message: "Incorrect API key provided"})
+		before := e.kit.Model.Count()
+		evs := collect(t, e.agent, context.Background(), "fault-401", "hi")
+		term := agenttest.CheckTerminal(t, evs)
+		if term.Type != agent.TypeFailed || term.Retryable {
+			t.Fatalf("want failed, not retryable; got %+v", term)
+		}
+		if !strings.Contains(term.Details, "401") || !strings.Contains(term.Details, "OPENAI_API_KEY") {
+			t.Errorf("details should name the status and what to check: %q", term.Details)
+		}
+		if n := e.kit.Model.Count() - before; n != 1 {
+			t.Errorf("a 401 was sent %d times, want 1", n)
+		}
+	})
+}
+
+// POST /sessions/{id}/abort stops a running turn: the stream ends with
+// failed{code: aborted} and the model call is cancelled upstream.
+func TestAbortRunningTurn(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker()
+	hs := e.ingress()
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"working…"}, Hang: true})
+	aborted := e.kit.Model.Aborted()
+	done := make(chan []agent.Event, 1)
+	go func() { done <- collect(t, e.agent, context.Background(), "abort-me", "take forever") }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := e.agent.State(context.Background(), "abort-me")
+		if err == nil && v.Running != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("turn never started: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Post(hs.URL+"/sessions/abort-me/abort", "application/json", strings.NewReader(`{"reason":"user pressed stop"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("abort: %s", resp.Status)
+	}
+	evs := <-done
+	term := agenttest.CheckTerminal(t, evs)
+	if term.Type != agent.TypeFailed || term.Code != agent.CodeAborted {
+		t.Fatalf("want failed{code:aborted}, got %+v", term)
+	}
+	if !strings.Contains(term.Details, "user pressed stop") {
+		t.Errorf("details %q should carry the reason", term.Details)
+	}
+	if err := waitAborted(e, aborted); err != nil {
+		t.Error(err)
+	}
+
+	// Nothing runs now: a second abort is a clear 409 no_active_run.
+	resp, err = http.Post(hs.URL+"/sessions/abort-me/abort", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]string
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || body["code"] != agent.CodeNoActiveRun {
+		t.Errorf("abort with nothing running: %s %v, want 409 no_active_run", resp.Status, body)
+	}
+	resp, err = http.Post(hs.URL+"/sessions/never-existed/abort", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = nil
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || body["code"] != agent.CodeNoSuchSession {
+		t.Errorf("abort of an unknown session: %s %v, want 404 no_such_session", resp.Status, body)
+	}
+}
+
+func waitAborted(e *env, before int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return e.kit.Model.WaitAbortedN(ctx, before+1)
+}
+
+// Turns queue in arrival order; beyond the bound a turn is refused with
+// failed{code: session_busy, retryable: true} without ever starting.
+func TestQueueBoundAndOrder(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker()
+	const session = "busy"
+	e.kit.Model.EnqueueFor("first", modelserver.Reply{Text: []string{"first done"}, ChunkDelay: 2 * time.Second})
+	e.kit.Model.Handle(func(r modelserver.Request) modelserver.Reply {
+		return modelserver.Reply{Text: []string{"answer to " + r.LastUserText()}}
+	})
+	firstDone := make(chan []agent.Event, 1)
+	go func() { firstDone <- collect(t, e.agent, context.Background(), session, "first") }()
+	waitRunning(t, e, session)
+
+	type res struct {
+		i   int
+		evs []agent.Event
+	}
+	results := make(chan res, workflows.MaxQueuedTurns)
+	for i := 0; i < workflows.MaxQueuedTurns; i++ {
+		go func() { results <- res{i, collect(t, e.agent, context.Background(), session, "queued "+string(rune('a'+i)))} }()
+		waitQueued(t, e, session, i+1) // admit in a known order
+	}
+	over := collect(t, e.agent, context.Background(), session, "one too many")
+	term := agenttest.CheckTerminal(t, over)
+	if term.Type != agent.TypeFailed || term.Code != agent.CodeSessionBusy || !term.Retryable {
+		t.Fatalf("over the bound: want failed{session_busy, retryable}, got %+v", term)
+	}
+	if evs := <-firstDone; agenttest.CheckTerminal(t, evs).Type != agent.TypeCompleted {
+		t.Fatalf("first turn: %+v", evs)
+	}
+	for i := 0; i < workflows.MaxQueuedTurns; i++ {
+		r := <-results
+		if agenttest.CheckTerminal(t, r.evs).Type != agent.TypeCompleted {
+			t.Fatalf("queued turn %d: %+v", r.i, r.evs)
+		}
+	}
+	users := userEntries(t, e, session)
+	var order []string
+	for _, u := range users {
+		order = append(order, u.Message.Text)
+	}
+	want := []string{"first"}
+	for i := 0; i < workflows.MaxQueuedTurns; i++ {
+		want = append(want, "queued "+string(rune('a'+i)))
+	}
+	if strings.Join(order, ",") != strings.Join(want, ",") {
+		t.Errorf("turns ran in order %v, want %v (and the refused one never started)", order, want)
+	}
+}
+
+func waitRunning(t *testing.T, e *env, session string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if v, err := e.agent.State(context.Background(), session); err == nil && v.Running != "" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no turn started in %s", session)
+}
+
+func waitQueued(t *testing.T, e *env, session string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if v, err := e.agent.State(context.Background(), session); err == nil && len(v.Queued) >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: fewer than %d queued turns", session, n)
+}
+
+// A steering message sent while a tool runs reaches the model in the same
+// turn, before its next call.
+func TestSteeringDuringTool(t *testing.T) {
+	e := newEnv(t)
+	e.kit.Counter.Delay = time.Second
+	e.startWorker()
+	hs := e.ingress()
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "counter", Args: `{}`}}},
+		modelserver.Reply{Text: []string{"steered"}},
+	)
+	done := make(chan []agent.Event, 1)
+	go func() { done <- collect(t, e.agent, context.Background(), "steer", "count please") }()
+	waitRunning(t, e, "steer")
+	resp, err := http.Post(hs.URL+"/sessions/steer/steer", "application/json", strings.NewReader(`{"text":"also say hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("steer: %s", resp.Status)
+	}
+	evs := <-done
+	if agenttest.CheckTerminal(t, evs).Type != agent.TypeCompleted {
+		t.Fatalf("%+v", evs)
+	}
+	reqs := e.kit.Model.Requests()
+	last := reqs[len(reqs)-1]
+	if last.LastUserText() != "also say hi" {
+		t.Errorf("the second model call's last user message = %q, want the steering text", last.LastUserText())
+	}
+	if roles := strings.Join(last.Roles(), ","); roles != "system,user,assistant,tool,user" {
+		t.Errorf("context roles = %s", roles)
+	}
+}
