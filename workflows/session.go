@@ -19,6 +19,9 @@ type SessionInput struct {
 	// ParentSession seeds a new session from another one's transcript.
 	ParentSession string   `json:"parentSession,omitempty"`
 	BranchHints   []string `json:"branchHints,omitempty"`
+	// TurnsPerRun overrides how many turns one run serves before it
+	// continues as new (default 200; tests use small values).
+	TurnsPerRun int `json:"turnsPerRun,omitempty"`
 	// Snapshot carries the state across continue-as-new.
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
 }
@@ -172,7 +175,11 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		s.turnsThisRun++
 		s.snap.Turns++
 
-		if len(s.queue) == 0 && (workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= turnsPerRun) {
+		limit := turnsPerRun
+		if in.TurnsPerRun > 0 {
+			limit = in.TurnsPerRun
+		}
+		if len(s.queue) == 0 && (workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= limit) {
 			// Only between turns, with every handler finished: the turn's own
 			// update handler still has to return its outcome.
 			if err := workflow.Await(ctx, func() bool {
@@ -182,8 +189,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 			if len(s.queue) == 0 {
 				return workflow.NewContinueAsNewError(ctx, SessionWorkflowType, SessionInput{
-					Session:  in.Session,
-					Snapshot: &s.snap,
+					Session:     in.Session,
+					TurnsPerRun: in.TurnsPerRun,
+					Snapshot:    &s.snap,
 				})
 			}
 		}

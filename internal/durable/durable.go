@@ -37,6 +37,8 @@ type Agent struct {
 	// Grace bounds the wait for the feed to catch up with the outcome.
 	Grace  time.Duration
 	Logger *slog.Logger
+	// TurnsPerRun is passed to new session workflows (0 = the workflow's default).
+	TurnsPerRun int
 }
 
 var _ agent.Agent = (*Agent)(nil)
@@ -91,6 +93,7 @@ func (a *Agent) turn(ctx context.Context, scope agent.Scope, prompt agent.Prompt
 		Session:       scope.Session,
 		ParentSession: scope.ParentSession,
 		BranchHints:   scope.BranchHints,
+		TurnsPerRun:   a.TurnsPerRun,
 	})
 	h, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,

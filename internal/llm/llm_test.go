@@ -417,10 +417,16 @@ func TestStallBetweenChunks(t *testing.T) {
 
 func TestStallBeforeHeaders(t *testing.T) {
 	t.Parallel()
+	release := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-r.Context().Done() // never answers
+		_, _ = io.ReadAll(r.Body) // so the server notices the client leaving
+		select {                  // never answers
+		case <-r.Context().Done():
+		case <-release:
+		}
 	}))
 	defer hs.Close()
+	defer close(release)
 	m, err := New("openai/m", Options{Getenv: env("OPENAI_BASE_URL", hs.URL+"/v1"), StallTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -631,19 +637,19 @@ func TestIsToolCallChunk(t *testing.T) {
 		{`[]`, false},
 		{`[1, 2, 3]`, false},
 		{`["a","b"]`, false},
-		{`[{"type": "function", "function": {"name": "x", "arguments": ""}}]`, false},                // spaced: prose
-		{`[{"function":{"name":"x","arguments":""},"type":"function"}]`, false},                      // other order
-		{`[{"index":0,"type":"function","function":{"name":"x","arguments":""}}]`, false},            // extra field
+		{`[{"type": "function", "function": {"name": "x", "arguments": ""}}]`, false},               // spaced: prose
+		{`[{"function":{"name":"x","arguments":""},"type":"function"}]`, false},                     // other order
+		{`[{"index":0,"type":"function","function":{"name":"x","arguments":""}}]`, false},           // extra field
 		{`[{"type":"function","function":{"name":"x","arguments":"","extra":1}}]`, false},           // extra nested field
-		{`[{"type":"function","function":{"name":"x","arguments":""}}] and more`, false},             // trailing text
-		{`[{"type":"function"}]`, false},                                                             // missing function
-		{`[{"id":"","type":"function","function":{"name":"x","arguments":""}}]`, false},              // empty id is omitted by langchaingo
-		{`[{"type":"function","function":{"name":"x","arguments":""}}]` + "\n", false},               // not what json.Marshal writes
-		{`[{"type":"function","function":{"name":"x","arguments":"<"}}]`, false},                     // json.Marshal escapes <
+		{`[{"type":"function","function":{"name":"x","arguments":""}}] and more`, false},            // trailing text
+		{`[{"type":"function"}]`, false},                                                            // missing function
+		{`[{"id":"","type":"function","function":{"name":"x","arguments":""}}]`, false},             // empty id is omitted by langchaingo
+		{`[{"type":"function","function":{"name":"x","arguments":""}}]` + "\n", false},              // not what json.Marshal writes
+		{`[{"type":"function","function":{"name":"x","arguments":"<"}}]`, false},                    // json.Marshal escapes <
 		{`[{"ID":"call_1","type":"function","function":{"name":"read","arguments":""}}]`, false},    // case differs
-		{`[{"id":"call_1","type":"function","function":{"name":"read","arguments":null}}]`, false},   // null arguments
-		{`[{"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}]x`, false},  // junk after
-		{`[{"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}`, false},    // unterminated
+		{`[{"id":"call_1","type":"function","function":{"name":"read","arguments":null}}]`, false},  // null arguments
+		{`[{"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}]x`, false}, // junk after
+		{`[{"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}`, false},   // unterminated
 		{`[{"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}]]`, false}, // extra bracket
 	}
 	for _, c := range cases {
