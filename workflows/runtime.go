@@ -124,12 +124,12 @@ func (r *loopRuntime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agen
 // activity and, when it cannot produce a result, records an honest one.
 func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloop.ToolOutcome, error) {
 	if c.Synthetic == nil && r.aborted() {
-		return r.record(c, abortedResult(r.s.abortReason)), errAborted
+		return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
 	}
 	if c.Synthetic == nil && c.Call.RequiresApproval {
 		ok, reason, err := r.approve(ctx, c)
 		if err != nil {
-			return r.record(c, abortedResult(r.s.abortReason)), errAborted
+			return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
 		}
 		if !ok {
 			msg := "A human denied this tool call."
@@ -140,7 +140,7 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		}
 	}
 	if c.Synthetic != nil {
-		return r.record(c, *c.Synthetic), nil
+		return r.record(ctx, c, *c.Synthetic), nil
 	}
 	set := r.settings()
 	attempts := 1
@@ -164,9 +164,9 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		return out, nil
 	}
 	if r.aborted() {
-		return r.record(c, abortedResult(r.s.abortReason)), errAborted
+		return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
 	}
-	return r.record(c, lostResult(c.Call, attempts, err)), nil
+	return r.record(ctx, c, lostResult(c.Call, attempts, err)), nil
 }
 
 // approve waits durably (no activity) for an UpdateApprove decision.
@@ -181,18 +181,20 @@ func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool,
 
 // record stores a result the workflow decided (unknown tool, denial, abort,
 // lost worker) through the same activity, so it is appended and published
-// like any other. It runs on the root context: an aborted turn still leaves
-// a valid transcript.
-func (r *loopRuntime) record(c agentloop.ToolCall, res agent.ToolResult) agentloop.ToolOutcome {
+// like any other.
+func (r *loopRuntime) record(ctx workflow.Context, c agentloop.ToolCall, res agent.ToolResult) agentloop.ToolOutcome {
 	c.Synthetic = &res
-	ctx := workflow.WithActivityOptions(r.root, workflow.ActivityOptions{
+	// Disconnected: an aborted turn still records its results. Blocking
+	// calls must use the calling coroutine's own context.
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: recordResultTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · " + c.Call.Name + " result",
 	})
 	var out agentloop.ToolOutcome
 	if err := workflow.ExecuteActivity(ctx, ActivityToolExecute, c).Get(ctx, &out); err != nil {
-		workflow.GetLogger(r.root).Error("recording a tool result failed", "call", c.Call.ID, "error", err)
+		workflow.GetLogger(ctx).Error("recording a tool result failed", "call", c.Call.ID, "error", err)
 	}
 	out.IsError = res.IsError
 	return out

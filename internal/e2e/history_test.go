@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -81,17 +82,23 @@ func TestHistories(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			session := "history-" + sc.name
 			sc.turns(session)
-			hist := fetchHistory(t, e, session)
-			if err := replayer.ReplayWorkflowHistory(logger, hist); err != nil {
-				t.Fatalf("replay of the run just recorded failed (non-determinism): %v", err)
-			}
-			if record {
-				b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
-				if err != nil {
-					t.Fatal(err)
+			for i, runID := range runIDs(t, e, session) {
+				hist := fetchHistory(t, e, session, runID)
+				if err := replayer.ReplayWorkflowHistory(logger, hist); err != nil {
+					t.Fatalf("replay of run %d just recorded failed (non-determinism): %v", i+1, err)
 				}
-				if err := os.WriteFile(filepath.Join(historyDir, sc.name+".json"), b, 0o644); err != nil {
-					t.Fatal(err)
+				if record {
+					b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+					if err != nil {
+						t.Fatal(err)
+					}
+					name := sc.name + ".json"
+					if i > 0 {
+						name = fmt.Sprintf("%s_run%d.json", sc.name, i+1)
+					}
+					if err := os.WriteFile(filepath.Join(historyDir, name), b, 0o644); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 		})
@@ -105,14 +112,38 @@ func must(t *testing.T, evs []agent.Event, want string) {
 	}
 }
 
-// fetchHistory returns the current run's history once its last workflow
-// task completed (the session waits for the next turn).
-func fetchHistory(t *testing.T, e *env, session string) *historypb.History {
+// runIDs lists the session's runs, oldest first (more than one after
+// continue-as-new).
+func runIDs(t *testing.T, e *env, session string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	runID := ""
+	// Walk back from the latest run through ContinuedAsNew links.
+	for {
+		d, err := e.client.DescribeWorkflowExecution(ctx, workflows.WorkflowID(session), runID)
+		if err != nil {
+			t.Fatalf("describe %s: %v", session, err)
+		}
+		info := d.GetWorkflowExecutionInfo()
+		ids = append([]string{info.GetExecution().GetRunId()}, ids...)
+		h := fetchHistory(t, e, session, info.GetExecution().GetRunId())
+		prev := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if prev == "" {
+			return ids
+		}
+		runID = prev
+	}
+}
+
+// fetchHistory returns a run's history once its last workflow task
+// completed (the session waits for the next turn).
+func fetchHistory(t *testing.T, e *env, session, runID string) *historypb.History {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		iter := e.client.GetWorkflowHistory(ctx, workflows.WorkflowID(session), "", false, 0)
+		iter := e.client.GetWorkflowHistory(ctx, workflows.WorkflowID(session), runID, false, 0)
 		h := &historypb.History{}
 		for iter.HasNext() {
 			ev, err := iter.Next()
@@ -121,8 +152,13 @@ func fetchHistory(t *testing.T, e *env, session string) *historypb.History {
 			}
 			h.Events = append(h.Events, ev)
 		}
-		if n := len(h.Events); n > 0 && h.Events[n-1].GetWorkflowTaskCompletedEventAttributes() != nil {
-			return h
+		if n := len(h.Events); n > 0 {
+			last := h.Events[n-1]
+			if last.GetWorkflowTaskCompletedEventAttributes() != nil ||
+				last.GetWorkflowExecutionUpdateCompletedEventAttributes() != nil ||
+				last.GetWorkflowExecutionContinuedAsNewEventAttributes() != nil {
+				return h
+			}
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("history of %s never settled", session)

@@ -214,7 +214,9 @@ func TestQueueBoundAndOrder(t *testing.T) {
 	}
 	results := make(chan res, workflows.MaxQueuedTurns)
 	for i := 0; i < workflows.MaxQueuedTurns; i++ {
-		go func() { results <- res{i, collect(t, e.agent, context.Background(), session, "queued "+string(rune('a'+i)))} }()
+		go func() {
+			results <- res{i, collect(t, e.agent, context.Background(), session, "queued "+string(rune('a'+i)))}
+		}()
 		waitQueued(t, e, session, i+1) // admit in a known order
 	}
 	over := collect(t, e.agent, context.Background(), session, "one too many")
