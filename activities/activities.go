@@ -43,7 +43,7 @@ type Activities struct {
 	Definitions Definitions
 	Models      Models
 	Logger      *slog.Logger
-	// HeartbeatEvery is how often running activities heartbeat (default 2s).
+	// HeartbeatEvery is how often running activities heartbeat (default 1s).
 	HeartbeatEvery time.Duration
 }
 
@@ -84,7 +84,7 @@ func (a *Activities) Open(ctx context.Context, in workflows.OpenInput) (workflow
 func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 	every := a.HeartbeatEvery
 	if every <= 0 {
-		every = 2 * time.Second
+		every = time.Second
 	}
 	activity.RecordHeartbeat(ctx)
 	done := make(chan struct{})
