@@ -1,0 +1,44 @@
+# fastagent — the two commands a newcomer needs are `make dev` and `make test`.
+# Both need only Go (1.26.8+); modules are fetched on first use.
+
+GO       ?= go
+PKGS_FAST = $(shell $(GO) list ./... | grep -v /internal/e2e)
+BIN      ?= bin/fastagent
+
+.PHONY: dev test build build-worker lint vet fmt-check unit e2e record-histories clean
+
+## dev: run everything in one process (embedded Temporal + Web UI + worker + HTTP ingress)
+dev:
+	$(GO) run ./cmd/fastagent dev $(ARGS)
+
+## test: what CI runs — format, vet, unit tests with -race, end-to-end tests on the embedded server
+test: fmt-check vet unit e2e
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 15m $(PKGS_FAST)
+
+# The end-to-end package links the Temporal server; -race would rebuild it
+# instrumented (many minutes on 2 cores), so it runs without.
+e2e:
+	$(GO) test -count=1 -timeout 30m ./internal/e2e/...
+
+## record-histories: re-record workflow histories replayed by workflows/replay_test.go
+record-histories:
+	FASTAGENT_RECORD_HISTORIES=1 $(GO) test -count=1 -run TestHistories ./internal/e2e/
+
+## build: the full binary (with the embedded dev server)
+build:
+	$(GO) build -o $(BIN) ./cmd/fastagent
+
+## build-worker: a production binary without the embedded server
+build-worker:
+	$(GO) build -tags nodevserver -o bin/fastagent-worker ./cmd/fastagent
+
+clean:
+	rm -rf bin
