@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"path/filepath"
+	"reflect"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,24 +87,34 @@ type CodingTools struct {
 	Names []string
 }
 
+// codingToolNames are the names codingTools accepts.
+var codingToolNames = []string{"read", "bash", "edit", "write"}
+
 // UnmarshalYAML accepts a bool or a list of tool names.
 func (c *CodingTools) UnmarshalYAML(n *yaml.Node) error {
 	c.Set = true
 	var b bool
-	if err := n.Decode(&b); err == nil {
+	if n.Kind == yaml.ScalarNode && n.Decode(&b) == nil {
 		c.All = b
 		return nil
 	}
-	var names []string
-	if err := n.Decode(&names); err != nil {
-		return fmt.Errorf("line %d: codingTools must be true, false or a list of tool names (read, bash, edit, write)", n.Line)
+	if n.Kind != yaml.SequenceNode {
+		return typeError(n, "want true, false or a list of tool names (read, bash, edit, write)")
 	}
-	for _, name := range names {
-		switch name {
-		case "read", "bash", "edit", "write":
-		default:
-			return fmt.Errorf("line %d: codingTools: unknown coding tool %q (known: read, bash, edit, write)", n.Line, name)
+	var names []string
+	for _, item := range n.Content {
+		var name string
+		if item.Kind != yaml.ScalarNode || item.Decode(&name) != nil {
+			return typeError(item, "want a list of tool names (read, bash, edit, write)")
 		}
+		known := false
+		for _, k := range codingToolNames {
+			known = known || k == name
+		}
+		if !known {
+			return typeError(item, fmt.Sprintf("unknown coding tool %q (known: read, bash, edit, write)", name))
+		}
+		names = append(names, name)
 	}
 	c.Names = names
 	return nil
@@ -125,32 +138,63 @@ type Duration time.Duration
 
 // UnmarshalYAML parses "90s", "2m" or 90.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return typeError(n, "want a duration like 30s or 5m")
+	}
 	var secs float64
 	if err := n.Decode(&secs); err == nil {
 		if secs < 0 {
-			return fmt.Errorf("line %d: duration must not be negative", n.Line)
+			return typeError(n, fmt.Sprintf("%s: a duration must not be negative", n.Value))
 		}
 		*d = Duration(secs * float64(time.Second))
 		return nil
 	}
-	var s string
-	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: want a duration like 30s or 5m", n.Line)
-	}
-	v, err := time.ParseDuration(s)
+	v, err := time.ParseDuration(n.Value)
 	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: %q is not a duration like 30s or 5m", n.Line, s)
+		return typeError(n, fmt.Sprintf("%q is not a duration like 30s or 5m", n.Value))
 	}
 	*d = Duration(v)
 	return nil
 }
 
+// typeError reports a bad value the way yaml.v3 collects them, so one decode
+// reports every bad value rather than the first.
+func typeError(n *yaml.Node, msg string) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", n.Line, msg)}}
+}
+
 var modelSpec = regexp.MustCompile(`^(openai|anthropic|ollama)/\S+$`)
 
+// ConfigError is one problem in a config file: the file, the line (0 when
+// unknown), the key as a dotted path (http.port, tools.deploy.timeout) and
+// the reason.
+type ConfigError struct {
+	File   string
+	Line   int
+	Key    string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
 // LoadConfig reads fastagent.yaml from dir; a missing file yields defaults.
+// A bad file yields one *ConfigError per problem (joined with errors.Join).
 func LoadConfig(dir string) (Config, error) {
 	var c Config
-	path := dir + string(os.PathSeparator) + ConfigFile
+	path := filepath.Join(dir, ConfigFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
@@ -158,60 +202,260 @@ func LoadConfig(dir string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		line, msg := splitLine(strings.TrimPrefix(err.Error(), "yaml: "))
+		return c, &ConfigError{File: path, Line: line, Reason: "not valid YAML: " + msg}
+	}
+	if len(root.Content) == 0 {
+		return c, nil // empty file or only comments
+	}
+	if doc := root.Content[0]; doc.Kind != yaml.MappingNode {
+		return c, &ConfigError{File: path, Line: doc.Line, Reason: "the file must be a mapping of settings (key: value), e.g. model: openai/gpt-4o-mini"}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return c, fmt.Errorf("%s: %s", path, cleanYAMLError(err))
+	if err := dec.Decode(&c); err != nil {
+		return c, decodeErrors(path, &root, err)
 	}
 	if err := c.validate(); err != nil {
+		var ke *keyError
+		if errors.As(err, &ke) {
+			return c, &ConfigError{File: path, Line: lineOf(&root, ke.path), Key: strings.Join(ke.path, "."), Reason: ke.reason}
+		}
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
 }
 
-func cleanYAMLError(err error) string {
-	s := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
-	s = strings.ReplaceAll(s, "field ", "unknown key ")
-	s = strings.ReplaceAll(s, " not found in type workspace.", " (not a key of ")
-	s = regexp.MustCompile(`\(not a key of (\w+)`).ReplaceAllString(s, "(not a key of $1; see README, Configuration)")
-	return strings.TrimSpace(s)
+// keyError is a bad value found by validate.
+type keyError struct {
+	path   []string
+	reason string
 }
+
+func (e *keyError) Error() string { return strings.Join(e.path, ".") + ": " + e.reason }
+
+func badKey(reason string, path ...string) error { return &keyError{path: path, reason: reason} }
 
 func (c Config) validate() error {
 	if c.Model != "" && !modelSpec.MatchString(c.Model) {
-		return fmt.Errorf("model: %q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", c.Model)
+		return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", c.Model), "model")
 	}
 	switch c.ThinkingLevel {
 	case "", "off", "low", "medium", "high":
 	default:
-		return fmt.Errorf("thinkingLevel: %q is not one of off, low, medium, high", c.ThinkingLevel)
+		return badKey(fmt.Sprintf("%q is not one of off, low, medium, high", c.ThinkingLevel), "thinkingLevel")
 	}
 	if c.MaxSteps < 0 || c.MaxSteps > 1000 {
-		return fmt.Errorf("maxSteps: %d is out of range 1..1000", c.MaxSteps)
+		return badKey(fmt.Sprintf("%d is out of range 1..1000", c.MaxSteps), "maxSteps")
 	}
 	if c.Retry.ModelAttempts < 0 || c.Retry.ModelAttempts > 100 {
-		return fmt.Errorf("retry.modelAttempts: %d is out of range 1..100", c.Retry.ModelAttempts)
+		return badKey(fmt.Sprintf("%d is out of range 1..100", c.Retry.ModelAttempts), "retry", "modelAttempts")
 	}
 	if c.Retry.Heartbeat != 0 && time.Duration(c.Retry.Heartbeat) < time.Second {
-		return fmt.Errorf("retry.heartbeat: must be at least 1s")
+		return badKey("must be at least 1s", "retry", "heartbeat")
 	}
 	if c.HTTP.Port < 0 || c.HTTP.Port > 65535 {
-		return fmt.Errorf("http.port: %d is not a TCP port", c.HTTP.Port)
+		return badKey(fmt.Sprintf("%d is not a TCP port", c.HTTP.Port), "http", "port")
 	}
-	for name, t := range c.Tools {
-		if t.MaxAttempts < 0 || t.MaxAttempts > 100 {
-			return fmt.Errorf("tools.%s.maxAttempts: %d is out of range 1..100", name, t.MaxAttempts)
+	for _, name := range sortedKeys(c.Tools) {
+		if t := c.Tools[name]; t.MaxAttempts < 0 || t.MaxAttempts > 100 {
+			return badKey(fmt.Sprintf("%d is out of range 1..100", t.MaxAttempts), "tools", name, "maxAttempts")
 		}
 	}
-	for name, m := range c.MCPServers {
-		if (m.Command == "") == (m.URL == "") {
-			return fmt.Errorf("mcpServers.%s: set exactly one of command (stdio) or url (streamable HTTP)", name)
+	for _, name := range sortedKeys(c.MCPServers) {
+		if m := c.MCPServers[name]; (m.Command == "") == (m.URL == "") {
+			return badKey("set exactly one of command (stdio) or url (streamable HTTP)", "mcpServers", name)
 		}
 	}
 	for _, e := range c.Env {
 		if e == "" || strings.ContainsAny(e, "= ") {
-			return fmt.Errorf("env: %q is not an environment variable name", e)
+			return badKey(fmt.Sprintf("%q is not an environment variable name", e), "env")
 		}
 	}
 	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+var (
+	lineRE      = regexp.MustCompile(`^line (\d+): (.*)$`)
+	unknownRE   = regexp.MustCompile(`^field (\S+) not found in type (\S+)$`)
+	cannotRE    = regexp.MustCompile("^cannot unmarshal (!!\\w+)(?: `(.*)`)? into (.+)$")
+	yamlTagName = map[string]string{"!!str": "a string", "!!int": "a number", "!!float": "a number", "!!bool": "a boolean", "!!seq": "a list", "!!map": "a mapping", "!!null": "nothing"}
+)
+
+// decodeErrors turns yaml.v3's decode errors into ConfigErrors naming the
+// key (found by line in the parsed document) and the reason in user terms.
+func decodeErrors(path string, root *yaml.Node, err error) error {
+	var msgs []string
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var errs []error
+	for _, m := range msgs {
+		line, msg := splitLine(m)
+		key := keyAtLine(root, line)
+		switch {
+		case unknownRE.MatchString(msg):
+			sm := unknownRE.FindStringSubmatch(msg)
+			msg = unknownKeyReason(sm[1], sm[2])
+			if key == "" {
+				key = sm[1]
+			}
+		case cannotRE.MatchString(msg):
+			sm := cannotRE.FindStringSubmatch(msg)
+			got := yamlTagName[sm[1]]
+			if got == "" {
+				got = sm[1]
+			}
+			if sm[2] != "" {
+				got += " (" + strconv.Quote(sm[2]) + ")"
+			}
+			msg = fmt.Sprintf("want %s, got %s", wantName(sm[3]), got)
+		}
+		errs = append(errs, &ConfigError{File: path, Line: line, Key: key, Reason: msg})
+	}
+	return errors.Join(errs...)
+}
+
+func splitLine(s string) (int, string) {
+	if m := lineRE.FindStringSubmatch(s); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n, m[2]
+	}
+	return 0, s
+}
+
+// configTypes are the mappings of fastagent.yaml, by Go type name, with the
+// key path users know them by.
+var configTypes = map[string]struct {
+	t     reflect.Type
+	where string
+}{
+	"workspace.Config":      {reflect.TypeOf(Config{}), "the file"},
+	"workspace.RetryConfig": {reflect.TypeOf(RetryConfig{}), "retry"},
+	"workspace.ToolConfig":  {reflect.TypeOf(ToolConfig{}), "a tools entry"},
+	"workspace.MCPServer":   {reflect.TypeOf(MCPServer{}), "an mcpServers entry"},
+	"workspace.HTTPConfig":  {reflect.TypeOf(HTTPConfig{}), "http"},
+}
+
+func unknownKeyReason(name, typ string) string {
+	ct, ok := configTypes[typ]
+	if !ok {
+		return "unknown key"
+	}
+	var known []string
+	for i := 0; i < ct.t.NumField(); i++ {
+		if tag, _, _ := strings.Cut(ct.t.Field(i).Tag.Get("yaml"), ","); tag != "" && tag != "-" {
+			known = append(known, tag)
+		}
+	}
+	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
+	for _, k := range known {
+		if norm(k) == norm(name) {
+			return fmt.Sprintf("unknown key (did you mean %s?)", k)
+		}
+	}
+	return fmt.Sprintf("unknown key (%s takes: %s)", ct.where, strings.Join(known, ", "))
+}
+
+func wantName(goType string) string {
+	switch goType {
+	case "int", "int64", "uint", "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "string":
+		return "a string"
+	case "[]string":
+		return "a list of strings"
+	}
+	if strings.HasPrefix(goType, "map[") || strings.HasPrefix(goType, "workspace.") {
+		return "a mapping (key: value)"
+	}
+	return goType
+}
+
+// keyAtLine returns the dotted path of the deepest mapping key on line in
+// the document (sequence items report their list's key).
+func keyAtLine(root *yaml.Node, line int) string {
+	if line <= 0 {
+		return ""
+	}
+	var walk func(n *yaml.Node, prefix string) (string, bool)
+	walk = func(n *yaml.Node, prefix string) (string, bool) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				if p, ok := walk(c, prefix); ok {
+					return p, true
+				}
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if prefix != "" {
+					p = prefix + "." + k.Value
+				}
+				if v.Kind == yaml.MappingNode {
+					if sub, ok := walk(v, p); ok {
+						return sub, true
+					}
+				}
+				if k.Line == line || v.Line == line || (v.Kind == yaml.SequenceNode && seqHasLine(v, line)) {
+					return p, true
+				}
+			}
+		}
+		return "", false
+	}
+	p, _ := walk(root, "")
+	return p
+}
+
+func seqHasLine(n *yaml.Node, line int) bool {
+	for _, c := range n.Content {
+		if c.Line == line {
+			return true
+		}
+	}
+	return false
+}
+
+// lineOf returns the line of the key at path in the document, or 0.
+func lineOf(root *yaml.Node, path []string) int {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return line
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				line, n, found = n.Content[i].Line, n.Content[i+1], true
+				break
+			}
+		}
+		if !found {
+			return line
+		}
+	}
+	return line
 }

@@ -1,0 +1,108 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+func TestEventWireFormat(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		ev   agent.Event
+		want string
+	}{
+		{agent.Text("hi"), `{"type":"text","delta":"hi"}`},
+		{agent.Thinking("hm"), `{"type":"thinking","delta":"hm"}`},
+		{agent.ToolStarted("c1", "bash", json.RawMessage(`{"command":"ls"}`)), `{"type":"tool_started","id":"c1","name":"bash","args":{"command":"ls"}}`},
+		{agent.ToolStarted("c1", "bash", nil), `{"type":"tool_started","id":"c1","name":"bash","args":{}}`},
+		{agent.ToolEnded("c1", false, "ok"), `{"type":"tool_ended","id":"c1","isError":false,"content":"ok"}`},
+		{agent.Event{Type: agent.TypeRetrying, Attempt: 2, MaxAttempts: 6, DelayMs: 1500, Reason: "429"}, `{"type":"retrying","attempt":2,"maxAttempts":6,"delayMs":1500,"reason":"429"}`},
+		{agent.Completed(nil), `{"type":"completed"}`},
+		{agent.Completed(json.RawMessage(`{"k":1}`)), `{"type":"completed","data":{"k":1}}`},
+		{agent.Failed("boom", false, ""), `{"type":"failed","details":"boom","retryable":false}`},
+		{agent.Failed("busy", true, agent.CodeSessionBusy), `{"type":"failed","details":"busy","retryable":true,"code":"session_busy"}`},
+	}
+	for _, c := range cases {
+		b, err := json.Marshal(c.ev)
+		if err != nil {
+			t.Fatalf("%s: %v", c.ev.Type, err)
+		}
+		if string(b) != c.want {
+			t.Errorf("marshal %s:\n got %s\nwant %s", c.ev.Type, b, c.want)
+		}
+		var back agent.Event
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("unmarshal %s: %v", b, err)
+		}
+		b2, _ := json.Marshal(back)
+		if string(b2) != c.want {
+			t.Errorf("round trip %s: got %s", c.want, b2)
+		}
+	}
+}
+
+func TestUnknownEventPassesThrough(t *testing.T) {
+	t.Parallel()
+	in := `{"type":"usage","tokens":12,"model":"x"}`
+	var ev agent.Event
+	if err := json.Unmarshal([]byte(in), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "usage" || ev.IsTerminal() {
+		t.Fatalf("got %+v", ev)
+	}
+	out, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b map[string]any
+	_ = json.Unmarshal([]byte(in), &a)
+	_ = json.Unmarshal(out, &b)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("relay changed an unknown event: %s -> %s", in, out)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{`{}`, `[]`, `{"type":"text","delta":5}`, `not json`} {
+		var ev agent.Event
+		if err := json.Unmarshal([]byte(in), &ev); err == nil {
+			t.Errorf("%s: want an error", in)
+		}
+	}
+	if _, err := json.Marshal(agent.Event{}); err == nil {
+		t.Error("marshal of an event without type: want an error")
+	}
+}
+
+func seq(evs ...agent.Event) func(func(agent.Event) bool) {
+	return func(yield func(agent.Event) bool) {
+		for _, ev := range evs {
+			if !yield(ev) {
+				return
+			}
+		}
+	}
+}
+
+func TestCollect(t *testing.T) {
+	t.Parallel()
+	res, err := agent.Collect(seq(agent.Text("par"), agent.Event{Type: agent.TypeRetrying, Attempt: 2}, agent.Text("hello "), agent.Text("world"), agent.Completed(json.RawMessage(`1`))))
+	if err != nil || res.Text != "hello world" || string(res.Data) != "1" {
+		t.Fatalf("Collect = %+v, %v", res, err)
+	}
+	_, err = agent.Collect(seq(agent.Text("x"), agent.Failed("nope", true, agent.CodeSessionBusy)))
+	var f *agent.Failure
+	if !errors.As(err, &f) || f.Details != "nope" || !f.Retryable || f.Code != agent.CodeSessionBusy {
+		t.Fatalf("failed: %v", err)
+	}
+	_, err = agent.Collect(seq(agent.Text("x")))
+	if !errors.As(err, &f) || f.Details == "" {
+		t.Fatalf("no terminal: want a Failure, got %v", err)
+	}
+}
