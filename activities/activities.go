@@ -43,6 +43,8 @@ type Activities struct {
 	Definitions Definitions
 	Models      Models
 	Logger      *slog.Logger
+	// Hooks are optional Go hooks run around model and tool calls.
+	Hooks Hooks
 	// HeartbeatEvery is how often running activities heartbeat (default 1s).
 	HeartbeatEvery time.Duration
 }
@@ -57,6 +59,7 @@ func (a *Activities) Register(w Registrar) {
 	w.RegisterActivityWithOptions(a.Generate, activity.RegisterOptions{Name: workflows.ActivityModelGenerate})
 	w.RegisterActivityWithOptions(a.Execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
 	w.RegisterActivityWithOptions(a.Open, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
+	w.RegisterActivityWithOptions(a.NextWake, activity.RegisterOptions{Name: workflows.ActivityWakeNext})
 }
 
 // Generate is the Model.Generate activity.

@@ -25,6 +25,7 @@ const (
 	ErrTypeModelConfig = "model_config"
 	ErrTypeDefinition  = "definition_error"
 	ErrTypeStore       = "store_error"
+	ErrTypeHook        = "hook_error"
 )
 
 // argsPreviewLen bounds the argument preview kept in workflow history.
@@ -82,6 +83,10 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		System:   def.SystemPrompt(),
 		Messages: transcript.Context(branch),
 		Tools:    def.ActiveSpecs(call.Activated),
+	}
+	if err := a.applyModelHooks(ctx, call, &req); err != nil {
+		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), ErrTypeHook,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	streamed := false
 	msg, err := model.Generate(ctx, req, func(d llm.Delta) {
@@ -214,4 +219,27 @@ func (p publisher) flush(ctx context.Context) {
 		return
 	}
 	_ = p.bus.Flush(ctx)
+}
+
+// applyModelHooks runs BeforeAgentStart (its text joins the system prompt of
+// every step of the turn) and TransformContext.
+func (a *Activities) applyModelHooks(ctx context.Context, call agentloop.ModelCall, req *llm.Request) error {
+	info := TurnInfo{Session: call.Session, Turn: call.Turn, Step: call.Step}
+	if h := a.Hooks.BeforeAgentStart; h != nil {
+		extra, err := h(ctx, TurnInfo{Session: call.Session, Turn: call.Turn, Step: 1})
+		if err != nil {
+			return fmt.Errorf("before-agent-start: %w", err)
+		}
+		if extra != "" {
+			req.System += "\n" + extra + "\n"
+		}
+	}
+	if h := a.Hooks.TransformContext; h != nil {
+		msgs, err := h(ctx, info, req.Messages)
+		if err != nil {
+			return fmt.Errorf("context transform: %w", err)
+		}
+		req.Messages = msgs
+	}
+	return nil
 }

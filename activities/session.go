@@ -3,8 +3,10 @@ package activities
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -42,4 +44,10 @@ func (a *Activities) OpenSession(ctx context.Context, in workflows.OpenInput) (w
 		return workflows.OpenResult{}, storeError(err)
 	}
 	return workflows.OpenResult{Leaf: copied[len(copied)-1].ID}, nil
+}
+
+// NextWake is the Wake.Next local activity: the next instant of a recurring
+// wake-up after the given time, in the wake-up's own time zone.
+func (a *Activities) NextWake(ctx context.Context, in workflows.NextWakeInput) (time.Time, error) {
+	return wakes.Next(in.Cron, in.TZ, in.After)
 }

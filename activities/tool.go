@@ -13,6 +13,7 @@ import (
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -29,7 +30,11 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Event: &ev})
 		pub.send(ctx, feed.Message{Kind: feed.KindEnd, Marker: marker})
 		pub.flush(ctx)
-		return agentloop.ToolOutcome{IsError: res.IsError, Activated: res.AddedToolNames, Marker: marker}
+		out := agentloop.ToolOutcome{IsError: res.IsError, Activated: res.AddedToolNames, Marker: marker}
+		if d, ok := wakes.ParseDirective(res.Details); ok && !res.IsError {
+			out.Wake, out.Unwake = d.Wake, d.Unwake
+		}
+		return out
 	}
 
 	if prev, err := a.Store.Get(ctx, call.Session, call.ResultEntryID); err == nil && prev.Message != nil {
@@ -55,12 +60,13 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 		}
 	}
 	msg := transcript.Message{
-		Role:       transcript.RoleToolResult,
-		ToolCallID: call.Call.ID,
-		ToolName:   call.Call.Name,
-		Text:       res.Content,
-		IsError:    res.IsError,
-		Details:    res.Details,
+		Role:           transcript.RoleToolResult,
+		ToolCallID:     call.Call.ID,
+		ToolName:       call.Call.Name,
+		Text:           res.Content,
+		IsError:        res.IsError,
+		Details:        res.Details,
+		AddedToolNames: activated(res.Details),
 	}
 	entry := transcript.Entry{
 		ID:       call.ResultEntryID,
@@ -122,18 +128,45 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 			res, err = agent.ToolResult{IsError: true, Content: fmt.Sprintf("Tool %s crashed: %v", spec.Name, p)}, nil
 		}
 	}()
-	res, err = tool.Run(ctx, agent.ToolCall{
+	tc := agent.ToolCall{
 		ID:      call.Call.ID,
 		Name:    spec.Name,
 		Args:    args,
 		Session: call.Session,
 		Dir:     def.Workspace.Dir,
-	})
+	}
+	if h := a.Hooks.BeforeToolCall; h != nil {
+		if block, reason := h(ctx, tc); block {
+			if reason == "" {
+				reason = "blocked by policy"
+			}
+			return agent.ToolResult{IsError: true, Content: fmt.Sprintf("The %s call was blocked: %s", spec.Name, reason)}, nil
+		}
+	}
+	res, err = tool.Run(wakes.WithPending(ctx, wakes.Pending{IDs: call.PendingWakes, NextID: call.NextWakeID}), tc)
 	if ctx.Err() != nil && err != nil {
 		return res, ctx.Err()
 	}
 	if err != nil {
-		return agent.ToolResult{IsError: true, Content: err.Error()}, nil
+		res = agent.ToolResult{IsError: true, Content: err.Error()}
+	}
+	if h := a.Hooks.AfterToolCall; h != nil {
+		res = h(ctx, tc, res)
 	}
 	return res, nil
+}
+
+// activated reads the deferred tools a call switched on (search_tools puts
+// them in its result details as {"activated": [...]}).
+func activated(details json.RawMessage) []string {
+	if len(details) == 0 {
+		return nil
+	}
+	var d struct {
+		Activated []string `json:"activated"`
+	}
+	if json.Unmarshal(details, &d) != nil {
+		return nil
+	}
+	return d.Activated
 }

@@ -31,6 +31,8 @@ const (
 	ActivityToolExecute = "Tool.Execute"
 	// ActivitySessionOpen finds a session's leaf (seeding it from a parent).
 	ActivitySessionOpen = "Session.Open"
+	// ActivityWakeNext computes a recurring wake-up's next instant (local).
+	ActivityWakeNext = "Wake.Next"
 )
 
 // Application error types a caller may see when an update is rejected.

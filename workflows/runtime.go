@@ -112,6 +112,7 @@ func (r *loopRuntime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agen
 		// even when the turn is cancelled.
 		_ = workflow.Await(r.root, func() bool { return done == len(calls) })
 	}
+	r.s.applyWakes(outs)
 	for _, err := range errs {
 		if err != nil {
 			return outs, err
@@ -158,9 +159,15 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		},
 		Summary: toolSummary(c.Call),
 	})
+	c.PendingWakes, c.NextWakeID = r.s.wakeIDs(), r.s.nextWakeID()
 	var out agentloop.ToolOutcome
 	err := workflow.ExecuteActivity(actx, ActivityToolExecute, c).Get(actx, &out)
 	if err == nil {
+		if c.Call.Sequential {
+			// Later calls of a sequential batch see this one's wake-up.
+			r.s.applyWakes([]agentloop.ToolOutcome{out})
+			out.Wake, out.Unwake = nil, ""
+		}
 		return out, nil
 	}
 	if r.aborted() {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -38,6 +39,11 @@ type Snapshot struct {
 	// redelivered key is answered, not run, even after continue-as-new.
 	Recent []RecentTurn `json:"recent,omitempty"`
 	Turns  int64        `json:"turns"`
+	// Wakes are pending self-scheduled wake-ups; WakeSeq numbers them and
+	// WakeLog records the last ones that fired.
+	Wakes   []wakes.Wake `json:"wakes,omitempty"`
+	WakeSeq int          `json:"wakeSeq,omitempty"`
+	WakeLog []WakeRecord `json:"wakeLog,omitempty"`
 }
 
 // RecentTurn is one remembered outcome.
@@ -100,6 +106,8 @@ type SessionView struct {
 	Activated []string           `json:"activated,omitempty"`
 	Approvals []PendingApproval  `json:"approvals,omitempty"`
 	Settings  agentloop.Settings `json:"settings"`
+	Wakes     []wakes.Wake       `json:"wakes,omitempty"`
+	WakeLog   []WakeRecord       `json:"wakeLog,omitempty"`
 }
 
 // PendingApproval is a tool call waiting for a human.
@@ -121,6 +129,8 @@ type pendingTurn struct {
 	id      string
 	req     TurnRequest
 	outcome *agentloop.Outcome
+	// wake is the ID of the wake-up that queued this turn, if any.
+	wake string
 }
 
 type approval struct {
@@ -141,13 +151,16 @@ type session struct {
 	steering     []string
 	approvals    []*approval
 	turnsThisRun int
+	// root is the workflow's own context; wake timers hang off it.
+	root       workflow.Context
+	wakeCancel map[string]workflow.CancelFunc
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
 // "session:<id>"). It accepts turns through UpdateTurn and runs them one at a
 // time, in arrival order, each as the pi agent loop over activities.
 func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
-	s := &session{in: in}
+	s := &session{in: in, root: ctx}
 	if in.Snapshot != nil {
 		s.snap = *in.Snapshot
 	}
@@ -163,15 +176,21 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			return err
 		}
 	}
+	s.armWakes(ctx)
 	for {
 		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
 			return err
 		}
 		t := s.queue[0]
 		s.queue = s.queue[1:]
+		started := workflow.Now(ctx)
 		out := s.runTurn(ctx, t)
 		t.outcome = &out
-		s.remember(t.id, out)
+		if t.wake != "" {
+			s.logWake(t, out, started)
+		} else {
+			s.remember(t.id, out)
+		}
 		s.turnsThisRun++
 		s.snap.Turns++
 
@@ -366,6 +385,8 @@ func (s *session) view() (SessionView, error) {
 		Turns:     s.snap.Turns,
 		Activated: s.snap.Loop.Activated,
 		Settings:  s.snap.Loop.Settings,
+		Wakes:     s.snap.Wakes,
+		WakeLog:   s.snap.WakeLog,
 	}
 	if s.running != nil {
 		v.Running = s.running.id

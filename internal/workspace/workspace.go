@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/tools"
@@ -35,21 +36,45 @@ func (d Diagnostic) String() string { return d.File + ": " + d.Message }
 
 // Definition is a loaded agent.
 type Definition struct {
-	Workspace    Workspace
-	Config       Config
+	Workspace Workspace
+	Config    Config
+	// ConfigPath is the fastagent.yaml that was read ("" when there is none).
+	ConfigPath string
+	// ModelSource says where Config.Model came from: "FASTAGENT_MODEL", the
+	// config file's path, or "" when no model is set.
+	ModelSource  string
 	Persona      string
 	ContextFiles []ContextFile
 	Skills       []Skill
 	// Tools in precedence order: built-ins, then Go-registered, then MCP,
-	// then workspace tools. Earlier names win.
-	Tools       []ToolEntry
+	// then workspace tools, then search_tools. Earlier names win.
+	Tools []ToolEntry
+	// Collisions lists tools skipped because an earlier one had their name
+	// (each is also a diagnostic).
+	Collisions  []Collision
 	Diagnostics []Diagnostic
 }
+
+// Origins of tools (ToolEntry.Origin); workspace and MCP tools carry a
+// suffix: "workspace:tools/x.yaml", "mcp:<server>".
+const (
+	OriginBuiltin   = "builtin"
+	OriginGo        = "go"
+	OriginMCP       = "mcp:"
+	OriginWorkspace = "workspace:"
+)
 
 // ToolEntry is a tool and where it came from.
 type ToolEntry struct {
 	Tool   agent.Tool
 	Origin string // builtin, go, mcp:<server>, workspace:<file>
+}
+
+// Collision is a tool that lost to an earlier one of the same name.
+type Collision struct {
+	Name    string `json:"name"`
+	Kept    string `json:"kept"`    // origin of the tool in use
+	Skipped string `json:"skipped"` // origin of the ignored one
 }
 
 // ContextFile is one AGENTS.md.
@@ -58,13 +83,21 @@ type ContextFile struct {
 	Content string
 }
 
-// Loader loads the definition of one workspace on demand.
+// Loader loads the definition of one workspace on demand. It is safe for
+// concurrent use.
 type Loader struct {
 	ws Workspace
 	// Extra are Go tools registered by a library user on the worker.
 	Extra []agent.Tool
+	// MCP, when set, provides the tools of the config's mcpServers.
+	MCP MCPSource
 	// Getenv reads the worker's environment (default os.Getenv).
 	Getenv func(string) string
+
+	// contextStop, when set, ends the AGENTS.md walk at this directory
+	// instead of the filesystem root (tests use it to stay in a fixture).
+	contextStop string
+	manifests   manifestCache
 }
 
 // NewLoader returns a loader for dir. agentDir, when not empty, overrides the
@@ -95,7 +128,8 @@ func resolveUnder(base, p string) string {
 // from the config).
 func (l *Loader) Workspace() Workspace { return l.ws }
 
-// Load reads the definition from disk.
+// Load reads the definition from disk. A broken config is an error; broken
+// skills and tools are diagnostics.
 func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	ws := l.ws
 	cfgDir := ws.Dir
@@ -108,6 +142,10 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	if err != nil {
 		return nil, err
 	}
+	d := &Definition{Config: cfg}
+	if _, err := os.Stat(filepath.Join(cfgDir, ConfigFile)); err == nil {
+		d.ConfigPath = filepath.Join(cfgDir, ConfigFile)
+	}
 	if ws.AgentDir == "" {
 		ws.AgentDir = ws.Dir
 		if cfg.AgentDir != "" {
@@ -117,32 +155,37 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	if st, err := os.Stat(ws.AgentDir); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("workspace: agent dir %s is not a directory (check agentDir / --agent-dir)", ws.AgentDir)
 	}
+	d.Workspace = ws
 	getenv := l.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	if cfg.Model != "" {
+		d.ModelSource = d.ConfigPath
+	}
 	if m := getenv("FASTAGENT_MODEL"); m != "" {
-		cfg.Model = m
-		if err := cfg.validate(); err != nil {
+		d.Config.Model = m
+		d.ModelSource = "FASTAGENT_MODEL"
+		if err := d.Config.validate(); err != nil {
 			return nil, fmt.Errorf("FASTAGENT_MODEL: %w", err)
 		}
 	}
-	d := &Definition{Workspace: ws, Config: cfg}
 	if b, err := os.ReadFile(filepath.Join(ws.AgentDir, "persona.md")); err == nil {
 		d.Persona = strings.TrimSpace(string(b))
 	}
-	d.ContextFiles = contextFiles(ws)
+	d.ContextFiles = contextFiles(ws, l.contextStop)
 	d.Skills, d.Diagnostics = loadSkills(ws.AgentDir, d.Diagnostics)
-	d.addTools(l.Extra, getenv)
+	l.addTools(ctx, d)
 	return d, nil
 }
 
-func (d *Definition) addTools(extra []agent.Tool, getenv func(string) string) {
+func (l *Loader) addTools(ctx context.Context, d *Definition) {
 	seen := map[string]string{}
-	add := func(t agent.Tool, origin string) {
+	add := func(t agent.Tool, origin, file string) {
 		name := t.Spec().Name
 		if prev, ok := seen[name]; ok {
-			d.Diagnostics = append(d.Diagnostics, Diagnostic{File: origin, Message: fmt.Sprintf("tool %q is already defined by %s; this one is ignored", name, prev)})
+			d.Collisions = append(d.Collisions, Collision{Name: name, Kept: prev, Skipped: origin})
+			d.Diagnostics = append(d.Diagnostics, Diagnostic{File: file, Message: fmt.Sprintf("tool %q is already defined (%s); this one (%s) is ignored", name, prev, origin)})
 			return
 		}
 		seen[name] = origin
@@ -150,11 +193,39 @@ func (d *Definition) addTools(extra []agent.Tool, getenv func(string) string) {
 	}
 	for _, t := range tools.Builtin(tools.Options{Bash: tools.BashOptions{ExtraEnv: d.Config.Env}}) {
 		if d.Config.CodingTools.Enabled(t.Spec().Name) {
-			add(t, "builtin")
+			add(t, OriginBuiltin, OriginBuiltin)
 		}
 	}
-	for _, t := range extra {
-		add(t, "go")
+	for _, t := range l.Extra {
+		add(t, OriginGo, OriginGo)
+	}
+	if l.MCP != nil && len(d.Config.MCPServers) > 0 {
+		mts, diags := l.MCP.Tools(ctx, d.Config.MCPServers)
+		d.Diagnostics = append(d.Diagnostics, diags...)
+		for _, mt := range mts {
+			t := mt.Tool
+			if d.Config.MCPServers[mt.Server].Deferred {
+				t = deferredTool{t}
+			}
+			add(t, OriginMCP+mt.Server, OriginMCP+mt.Server)
+		}
+	}
+	wts, diags := l.workspaceTools(d)
+	d.Diagnostics = append(d.Diagnostics, diags...)
+	for _, wt := range wts {
+		add(wt, OriginWorkspace+wt.rel, wt.file)
+	}
+	if _, taken := seen[SearchToolsName]; !taken && d.hasDeferred() {
+		add(newSearchTool(d), OriginBuiltin, OriginBuiltin)
+	}
+	for _, name := range sortedKeys(d.Config.Tools) {
+		if _, ok := seen[name]; !ok {
+			file := d.ConfigPath
+			if file == "" {
+				file = ConfigFile
+			}
+			d.Diagnostics = append(d.Diagnostics, Diagnostic{File: file, Message: fmt.Sprintf("tools.%s: there is no tool named %q; these settings are unused", name, name)})
+		}
 	}
 }
 
@@ -163,6 +234,11 @@ func (d *Definition) configure(t agent.Tool) agent.Tool {
 	tc, ok := d.Config.Tools[t.Spec().Name]
 	if !ok {
 		return t
+	}
+	if ct, ok := t.(*commandTool); ok && tc.Timeout > 0 {
+		// The command's own timeout moves, and with it the runtime bound.
+		t = ct.withTimeout(time.Duration(tc.Timeout))
+		tc.Timeout = 0
 	}
 	return configuredTool{Tool: t, cfg: tc}
 }
@@ -186,6 +262,15 @@ func (c configuredTool) Spec() agent.ToolSpec {
 	if c.cfg.Deferred != nil {
 		s.Deferred = *c.cfg.Deferred
 	}
+	return s
+}
+
+// deferredTool keeps a tool out of the request until activated.
+type deferredTool struct{ agent.Tool }
+
+func (t deferredTool) Spec() agent.ToolSpec {
+	s := t.Tool.Spec()
+	s.Deferred = true
 	return s
 }
 
@@ -220,8 +305,8 @@ func (d *Definition) ActiveSpecs(activated []string) []agent.ToolSpec {
 }
 
 // contextFiles returns the agent dir's AGENTS.md, then every AGENTS.md from
-// the working directory up to the filesystem root.
-func contextFiles(ws Workspace) []ContextFile {
+// the working directory up to the filesystem root (or up to stop, when set).
+func contextFiles(ws Workspace, stop string) []ContextFile {
 	var out []ContextFile
 	seen := map[string]bool{}
 	read := func(dir string) {
@@ -240,7 +325,7 @@ func contextFiles(ws Workspace) []ContextFile {
 	for dir := ws.Dir; ; {
 		read(dir)
 		parent := filepath.Dir(dir)
-		if parent == dir {
+		if parent == dir || (stop != "" && dir == stop) {
 			break
 		}
 		dir = parent

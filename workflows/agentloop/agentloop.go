@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/internal/wakes"
 )
 
 // DefaultMaxSteps bounds the model calls of one turn when the definition does
@@ -103,6 +104,10 @@ type ToolCall struct {
 	ParentID         string `json:"parentId"`
 	// Synthetic, when set, is recorded as the result without running the tool.
 	Synthetic *agent.ToolResult `json:"synthetic,omitempty"`
+	// PendingWakes and NextWakeID tell the wake/unwake tools about the
+	// session's self-scheduled wake-ups (set by the runtime just before the call).
+	PendingWakes []string `json:"pendingWakes,omitempty"`
+	NextWakeID   string   `json:"nextWakeId,omitempty"`
 }
 
 // ToolOutcome is what the loop learns from one executed call.
@@ -110,6 +115,9 @@ type ToolOutcome struct {
 	IsError   bool     `json:"isError"`
 	Activated []string `json:"activated,omitempty"`
 	Marker    string   `json:"marker,omitempty"`
+	// Wake and Unwake are self-scheduling directives from wake/unwake.
+	Wake   *wakes.Wake `json:"wake,omitempty"`
+	Unwake string      `json:"unwake,omitempty"`
 }
 
 // Outcome ends a turn.

@@ -1,0 +1,356 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// client is the Manager's handle on one server configuration: it starts
+// connections, restarts them when they break, and caches the tool list.
+type client struct {
+	m   *Manager
+	srv Server
+	log *slog.Logger
+	// ctx bounds starts; it is cancelled when the client is closed.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	cur      *conn    // the live connection, if any
+	starting *attempt // the start in progress, if any
+	lastErr  error    // why the last start or listing failed
+	retryAt  time.Time
+	failures int // consecutive failures to start and list
+}
+
+// attempt is one start of a connection; done is closed when it is over.
+type attempt struct {
+	done chan struct{}
+	conn *conn
+	err  error
+}
+
+// conn is one session with the server.
+type conn struct {
+	session *sdk.ClientSession
+	cmd     *exec.Cmd   // stdio only
+	stderr  *stderrTail // stdio only
+
+	dead    atomic.Bool // the session ended
+	closing atomic.Bool // we are closing it
+	stale   atomic.Bool // the server said its tool list changed
+
+	// listSem serialises listing and guards defs and listed.
+	listSem chan struct{}
+	defs    []toolDef
+	listed  bool
+}
+
+func newClient(m *Manager, s Server) *client {
+	ctx, cancel := context.WithCancel(m.ctx)
+	return &client{
+		m:      m,
+		srv:    s,
+		log:    m.logger.With("mcpServer", s.Name),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+}
+
+// tools returns the server's tool definitions, starting the server or
+// listing its tools if needed.
+func (c *client) tools(ctx context.Context) ([]toolDef, error) {
+	wctx, cancel := context.WithTimeout(ctx, startWait)
+	defer cancel()
+	stillStarting := func(err error) error {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return fmt.Errorf("still starting after %s; its tools will be offered once it is ready", startWait)
+		}
+		return err
+	}
+	cn, err := c.connect(wctx)
+	if err != nil {
+		return nil, stillStarting(err)
+	}
+	defs, err := cn.tools(wctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		err = fmt.Errorf("list tools: %w", err)
+		if !isProtocolError(err) {
+			c.fail(cn, err)
+		}
+		return nil, err
+	}
+	c.mu.Lock()
+	c.failures = 0
+	c.mu.Unlock()
+	return defs, nil
+}
+
+// connect returns the live connection, starting one if there is none (or
+// waiting for the start in progress). After a failed start it reports that
+// failure until the retry delay has passed.
+func (c *client) connect(ctx context.Context) (*conn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errClosed
+	}
+	if cn := c.cur; cn != nil {
+		if !cn.dead.Load() {
+			c.mu.Unlock()
+			return cn, nil
+		}
+		c.cur = nil
+		c.log.Warn("MCP server session ended; reconnecting", "stderr", cn.stderrTail())
+	}
+	a := c.starting
+	if a == nil {
+		if time.Now().Before(c.retryAt) {
+			err := c.lastErr
+			c.mu.Unlock()
+			return nil, err
+		}
+		a = &attempt{done: make(chan struct{})}
+		if !c.m.spawn(func() { c.start(a) }) {
+			c.mu.Unlock()
+			return nil, errClosed
+		}
+		c.starting = a
+	}
+	c.mu.Unlock()
+	select {
+	case <-a.done:
+		return a.conn, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// start runs attempt a: it dials the server and installs the connection.
+func (c *client) start(a *attempt) {
+	ctx, cancel := context.WithTimeout(c.ctx, startTimeout)
+	defer cancel()
+	cn, err := c.dial(ctx)
+
+	c.mu.Lock()
+	c.starting = nil
+	switch {
+	case c.closed:
+		if err == nil {
+			err = errClosed
+		}
+	case err != nil:
+		c.recordFailure(err)
+	default:
+		if !c.m.spawn(func() { c.watch(cn) }) {
+			err = errClosed
+			break
+		}
+		c.cur = cn
+		c.log.Info("MCP server connected")
+	}
+	c.mu.Unlock()
+	if err != nil && cn != nil {
+		cn.close()
+		cn = nil
+	}
+	a.conn, a.err = cn, err
+	close(a.done)
+}
+
+// recordFailure notes a failed start or listing and sets the retry delay;
+// c.mu must be held.
+func (c *client) recordFailure(err error) {
+	c.failures++
+	delay := maxRetryDelay
+	if c.failures < 6 {
+		delay = min(minRetryDelay<<(c.failures-1), maxRetryDelay)
+	}
+	c.lastErr = err
+	c.retryAt = time.Now().Add(delay)
+	c.log.Warn("MCP server unavailable", "error", err, "retryIn", delay)
+}
+
+// watch marks cn dead when its session ends, and reaps what is left of a
+// stdio server's process group.
+func (c *client) watch(cn *conn) {
+	err := cn.session.Wait()
+	cn.dead.Store(true)
+	cn.killGroup()
+	if !cn.closing.Load() {
+		c.log.Warn("MCP server session ended", "error", err, "stderr", cn.stderrTail())
+	}
+}
+
+// drop forgets cn (the next use reconnects) and closes it in the
+// background; calls still running on it may finish.
+func (c *client) drop(cn *conn) {
+	c.mu.Lock()
+	if c.cur == cn {
+		c.cur = nil
+	}
+	c.mu.Unlock()
+	if !c.m.spawn(cn.close) {
+		cn.close()
+	}
+}
+
+// fail drops cn after it failed to list tools, and delays the next start.
+func (c *client) fail(cn *conn, err error) {
+	c.mu.Lock()
+	c.recordFailure(err)
+	c.mu.Unlock()
+	c.drop(cn)
+}
+
+// close closes the client for good: a start in progress is aborted and the
+// live connection closed.
+func (c *client) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	cn := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	c.cancel()
+	if cn != nil {
+		cn.close()
+	}
+}
+
+// dial starts the server (stdio) or opens the HTTP session, and performs
+// the MCP handshake.
+func (c *client) dial(ctx context.Context) (*conn, error) {
+	cn := &conn{listSem: make(chan struct{}, 1)}
+	client := sdk.NewClient(&sdk.Implementation{Name: "fastagent", Version: "1.0.0"}, &sdk.ClientOptions{
+		Logger: c.log,
+		// No roots, sampling or elicitation: the agent serves none of them.
+		Capabilities: &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			cn.stale.Store(true)
+		},
+	})
+	var transport sdk.Transport
+	if c.srv.URL != "" {
+		transport = &sdk.StreamableClientTransport{Endpoint: c.srv.URL}
+	} else {
+		cmd := exec.Command(c.srv.Command, c.srv.Args...)
+		cmd.Dir = c.srv.Dir
+		env, missing := commandEnv(c.srv.Env)
+		if len(missing) > 0 {
+			c.log.Warn("MCP server env references unset variables; they expand to empty strings", "variables", missing)
+		}
+		cmd.Env = env
+		cn.stderr = newStderrTail(c.log)
+		cmd.Stderr = cn.stderr
+		// Own process group, so that closing kills the server's children
+		// too and a terminal's Ctrl-C is left to the worker.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cn.cmd = cmd
+		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}
+	}
+	session, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		cn.killGroup()
+		err = fmt.Errorf("start: %w", err)
+		if tail := cn.stderrTail(); tail != "" {
+			err = fmt.Errorf("%w; stderr: %s", err, tail)
+		}
+		return nil, err
+	}
+	cn.session = session
+	return cn, nil
+}
+
+// tools lists the server's tools unless the cached list is still valid.
+func (cn *conn) tools(ctx context.Context) ([]toolDef, error) {
+	select {
+	case cn.listSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-cn.listSem }()
+	if cn.listed && !cn.stale.Load() {
+		return cn.defs, nil
+	}
+	// Cleared before listing, so that a change announced meanwhile makes
+	// the next call list again.
+	cn.stale.Store(false)
+	var defs []toolDef
+	for t, err := range cn.session.Tools(ctx, nil) {
+		if err != nil {
+			cn.stale.Store(true)
+			return nil, err
+		}
+		defs = append(defs, newToolDef(t))
+	}
+	cn.defs, cn.listed = defs, true
+	return defs, nil
+}
+
+// close closes the session: stdio servers get their stdin closed, then
+// SIGTERM and SIGKILL if they do not exit; what is left of the process
+// group is killed.
+func (cn *conn) close() {
+	cn.closing.Store(true)
+	if cn.session != nil {
+		_ = cn.session.Close()
+	}
+	cn.killGroup()
+}
+
+// killGroup kills the stdio server's process group, if it was started.
+func (cn *conn) killGroup() {
+	if cn.cmd == nil || cn.cmd.Process == nil {
+		return
+	}
+	// The group may be gone already (ESRCH): nothing to report.
+	_ = syscall.Kill(-cn.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+func (cn *conn) stderrTail() string {
+	if cn.stderr == nil {
+		return ""
+	}
+	return cn.stderr.String()
+}
+
+// call calls the tool on cn; Manager.Close cancels it.
+func (c *client) call(ctx context.Context, cn *conn, name string, args any) (*sdk.CallToolResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.m.ctx, cancel)
+	defer stop()
+	return cn.session.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+}
+
+// isProtocolError reports whether err is an error response of the server
+// (the server received the request and refused it), as opposed to a broken
+// connection.
+func isProtocolError(err error) bool {
+	var werr *jsonrpc.Error
+	return errors.As(err, &werr) && !notDelivered(err)
+}
+
+// notDelivered reports whether err shows that the request never reached the
+// server, so that retrying cannot repeat a side effect.
+func notDelivered(err error) bool {
+	return errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, sdk.ErrSessionMissing)
+}

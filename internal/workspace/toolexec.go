@@ -1,0 +1,283 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/tools"
+)
+
+const (
+	// outputDrain is how long a tool's output pipes may stay open after the
+	// command exits (a background child holding them is not waited for).
+	outputDrain = 500 * time.Millisecond
+	// stderrKeep bounds the stderr kept for error results.
+	stderrKeep = 64 << 10
+	// stderrLines and stderrBytes bound the stderr tail shown to the model.
+	stderrLines = 20
+	stderrBytes = 4 << 10
+	// runtimeSlack is added to a tool's own timeout (and kill grace) for the
+	// runtime's bound, so the tool's timeout reports first.
+	runtimeSlack = 10 * time.Second
+)
+
+// commandTool runs a workspace tool's command: arguments as JSON on stdin,
+// the result on stdout, in its own process group, with the bash tool's
+// environment allowlist, killed (with its children) on timeout or abort.
+type commandTool struct {
+	def      *toolDef
+	timeout  time.Duration
+	extraEnv []string
+}
+
+func (t *commandTool) withTimeout(d time.Duration) *commandTool {
+	c := *t
+	c.timeout = d
+	return &c
+}
+
+func (t *commandTool) Spec() agent.ToolSpec {
+	d := t.def
+	return agent.ToolSpec{
+		Name:             d.name,
+		Description:      d.description,
+		Parameters:       d.params,
+		Idempotent:       d.idempotent,
+		Sequential:       d.sequential,
+		Deferred:         d.deferred,
+		RequiresApproval: d.requiresApproval,
+		Timeout:          t.timeout + tools.DefaultBashKillGrace + runtimeSlack,
+	}
+}
+
+// jsonOutput is what a tool with "output: json" prints.
+type jsonOutput struct {
+	Content *string         `json:"content"`
+	IsError bool            `json:"isError"`
+	Details json.RawMessage `json:"details"`
+}
+
+// outputDetails is the ToolResult.Details of a truncated output (as the
+// built-in tools write it).
+type outputDetails struct {
+	FullOutput          string `json:"fullOutput"`
+	FullOutputTruncated bool   `json:"fullOutputTruncated,omitempty"`
+}
+
+func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, error) {
+	d := t.def
+	if err := d.validator.Validate(t.Spec(), call.Args); err != nil {
+		return errorResult("%s", err.Error()), nil
+	}
+	dir, err := tools.WorkDir(call.Dir)
+	if err != nil {
+		return agent.ToolResult{}, err
+	}
+	stdin := []byte("{}")
+	if raw := bytes.TrimSpace(call.Args); len(raw) > 0 && string(raw) != "null" {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return errorResult("invalid arguments for %s: %v", d.name, err), nil
+		}
+		stdin = buf.Bytes()
+	}
+	var cmd *exec.Cmd
+	if d.cmd.Argv == nil {
+		bash, err := exec.LookPath("bash")
+		if err != nil {
+			return agent.ToolResult{}, fmt.Errorf("workspace: bash not found: %w", err)
+		}
+		cmd = exec.Command(bash, "-c", d.cmd.Shell)
+	} else {
+		prog := d.cmd.Argv[0]
+		if strings.ContainsRune(prog, '/') && !filepath.IsAbs(prog) {
+			prog = filepath.Join(d.toolsDir, prog)
+		}
+		cmd = exec.Command(prog, d.cmd.Argv[1:]...)
+	}
+	cmd.Dir = dir
+	cmd.Env = append(tools.CommandEnv(t.extraEnv),
+		"FASTAGENT_TOOL_NAME="+d.name,
+		"FASTAGENT_TOOL_DIR="+d.toolsDir,
+		"FASTAGENT_SESSION="+call.Session,
+		"FASTAGENT_CALL_ID="+call.ID,
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdin = bytes.NewReader(stdin)
+	stdout := &headBuffer{max: tools.DefaultMaxDetailsBytes}
+	stderr := &tailBuffer{max: stderrKeep}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = outputDrain
+
+	if ctx.Err() != nil {
+		return errorResult("Tool %s was aborted before it started.", d.name), nil
+	}
+	if err := cmd.Start(); err != nil {
+		hint := ""
+		if errors.Is(err, syscall.EACCES) {
+			hint = " (is the script executable? chmod +x it)"
+		}
+		return errorResult("Tool %s could not start: %v%s", d.name, err, hint), nil
+	}
+	waitDone := make(chan error, 1)
+	go func() { waitDone <- cmd.Wait() }()
+	timer := time.NewTimer(t.timeout)
+	defer timer.Stop()
+	var waitErr error
+	var stopped string
+	select {
+	case waitErr = <-waitDone:
+	case <-timer.C:
+		stopped = fmt.Sprintf("Tool %s timed out after %s; its process group was killed.", d.name, t.timeout)
+		waitErr = tools.KillProcessGroup(cmd.Process.Pid, waitDone, tools.DefaultBashKillGrace)
+	case <-ctx.Done():
+		stopped = fmt.Sprintf("Tool %s was aborted; its process group was killed.", d.name)
+		waitErr = tools.KillProcessGroup(cmd.Process.Pid, waitDone, tools.DefaultBashKillGrace)
+	}
+	if errors.Is(waitErr, exec.ErrWaitDelay) {
+		waitErr = nil // exited fine; a background child held the output open
+	}
+	out, truncated := stdout.result()
+
+	status := stopped
+	if status == "" && waitErr != nil {
+		var ee *exec.ExitError
+		ws, _ := exitStatus(waitErr)
+		switch {
+		case ws.Signaled():
+			status = fmt.Sprintf("Tool %s was terminated by signal %s.", d.name, ws.Signal())
+		case errors.As(waitErr, &ee):
+			status = fmt.Sprintf("Tool %s failed with exit code %d.", d.name, ee.ExitCode())
+		default:
+			status = fmt.Sprintf("Tool %s failed: %v", d.name, waitErr)
+		}
+	}
+	if status != "" {
+		text := status
+		if tail := strings.TrimSpace(tools.TruncateTail(stderr.String(), stderrLines, stderrBytes).Content); tail != "" {
+			text += "\n\nstderr:\n" + tail
+		}
+		if s := strings.TrimSpace(out); s != "" {
+			text += "\n\nstdout:\n" + tools.TruncateHead(s, stderrLines, stderrBytes).Content
+		}
+		return agent.ToolResult{Content: text, IsError: true}, nil
+	}
+	if d.jsonOutput {
+		return parseJSONOutput(d.name, out, truncated), nil
+	}
+	return textResult(out, truncated), nil
+}
+
+func exitStatus(err error) (syscall.WaitStatus, bool) {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		return ws, ok
+	}
+	return 0, false
+}
+
+// textResult makes the model's view of an output: its head within the
+// default limits, with a note and the full output in Details when cut.
+func textResult(out string, dropped bool) agent.ToolResult {
+	tr := tools.TruncateHead(out, tools.DefaultMaxLines, tools.DefaultMaxBytes)
+	r := agent.ToolResult{Content: tr.Content}
+	if tr.Truncated || dropped {
+		r.Content = strings.TrimRight(tr.Content, "\n") + fmt.Sprintf("\n\n[Output truncated to its first %d of %d lines (limit %d lines or %s). Ask the tool for less output.]",
+			tr.OutputLines, tr.TotalLines, tools.DefaultMaxLines, tools.FormatSize(tools.DefaultMaxBytes))
+		if b, err := json.Marshal(outputDetails{FullOutput: out, FullOutputTruncated: dropped}); err == nil {
+			r.Details = b
+		}
+	}
+	if strings.TrimSpace(r.Content) == "" {
+		r.Content = "(no output)"
+	}
+	return r
+}
+
+func parseJSONOutput(name, out string, dropped bool) agent.ToolResult {
+	if dropped {
+		return errorResult("Tool %s declares output: json but printed more than %s.", name, tools.FormatSize(tools.DefaultMaxDetailsBytes))
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	var j jsonOutput
+	if err := dec.Decode(&j); err != nil || j.Content == nil {
+		why := "it has no \"content\" string"
+		if err != nil {
+			why = err.Error()
+		}
+		return errorResult("Tool %s declares output: json but its output is not {\"content\": \"…\", \"isError\": false}: %s. Output: %s",
+			name, why, tools.TruncateHead(out, 5, 500).Content)
+	}
+	r := textResult(*j.Content, false)
+	r.IsError = j.IsError
+	if len(j.Details) > 0 && r.Details == nil && string(j.Details) != "null" {
+		r.Details = j.Details
+	}
+	return r
+}
+
+func errorResult(format string, args ...any) agent.ToolResult {
+	return agent.ToolResult{Content: fmt.Sprintf(format, args...), IsError: true}
+}
+
+// headBuffer keeps the first max bytes written to it.
+type headBuffer struct {
+	max     int
+	mu      sync.Mutex
+	buf     []byte
+	dropped bool
+}
+
+func (b *headBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - len(b.buf); room < len(p) {
+		b.buf = append(b.buf, p[:max(room, 0)]...)
+		b.dropped = true
+	} else {
+		b.buf = append(b.buf, p...)
+	}
+	return len(p), nil
+}
+
+func (b *headBuffer) result() (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.ToValidUTF8(string(b.buf), "\uFFFD"), b.dropped
+}
+
+// tailBuffer keeps (at least) the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 2*b.max {
+		n := copy(b.buf, b.buf[len(b.buf)-b.max:])
+		b.buf = b.buf[:n]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.ToValidUTF8(string(b.buf), "\uFFFD")
+}

@@ -1,0 +1,455 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// The harness runs SessionWorkflow in the SDK's time-skipping test
+// environment against fake activities that record what they receive and
+// answer from a per-test script.
+//
+// Timing: delayed callbacks fire instantly (mock time) while no activity
+// runs, and after the same amount of wall time while one does. Tests that
+// act during a running activity therefore keep their gaps at milliseconds,
+// and the fake blocks on a gate (or on its cancellation) so the activity is
+// certainly still running when the callback fires.
+
+// waitLimit bounds every wait in a fake, so a workflow bug fails the test
+// instead of hanging it.
+const waitLimit = 10 * time.Second
+
+// endOfTest is the mock time at which tests cancel the workflow; with time
+// skipping it fires as soon as every activity has finished.
+const endOfTest = 24 * time.Hour
+
+type cancelSignal struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (c *cancelSignal) fire() { c.once.Do(func() { close(c.ch) }) }
+
+type harness struct {
+	t   *testing.T
+	env *testsuite.TestWorkflowEnvironment
+
+	mu        sync.Mutex
+	opens     []workflows.OpenInput
+	models    []agentloop.ModelCall
+	tools     []agentloop.ToolCall
+	events    []string
+	active    int
+	maxActive int
+	cancels   map[string]*cancelSignal
+	cancelled []string
+
+	openLeaf string
+	model    func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error)
+	tool     func(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error)
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))))
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+
+	h := &harness{t: t, env: env, cancels: map[string]*cancelSignal{}, openLeaf: "leaf-0"}
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		return reply(call), nil
+	}
+	h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+		return okTool(call), nil
+	}
+	env.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	env.RegisterActivityWithOptions(h.open, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
+	env.RegisterActivityWithOptions(h.generate, activity.RegisterOptions{Name: workflows.ActivityModelGenerate})
+	env.RegisterActivityWithOptions(h.execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
+	env.SetOnActivityCanceledListener(func(info *activity.Info) {
+		h.mu.Lock()
+		h.cancelled = append(h.cancelled, info.ActivityType.Name)
+		sig := h.cancelSignalLocked(info.ActivityID)
+		h.mu.Unlock()
+		sig.fire()
+	})
+	return h
+}
+
+// ---- fake activities ----
+
+func (h *harness) open(_ context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.opens = append(h.opens, in)
+	return workflows.OpenResult{Leaf: h.openLeaf}, nil
+}
+
+func (h *harness) generate(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+	h.mu.Lock()
+	h.models = append(h.models, call)
+	h.events = append(h.events, fmt.Sprintf("model %s/%d", call.Turn, call.Step))
+	fn := h.model
+	h.mu.Unlock()
+	return fn(ctx, call)
+}
+
+func (h *harness) execute(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+	kind := "run"
+	if call.Synthetic != nil {
+		kind = "record"
+	}
+	h.mu.Lock()
+	h.tools = append(h.tools, call)
+	h.events = append(h.events, fmt.Sprintf("start %s %s", kind, call.Call.ID))
+	h.active++
+	if h.active > h.maxActive {
+		h.maxActive = h.active
+	}
+	fn := h.tool
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.active--
+		h.events = append(h.events, fmt.Sprintf("end %s %s", kind, call.Call.ID))
+		h.mu.Unlock()
+	}()
+	return fn(ctx, call)
+}
+
+func (h *harness) cancelSignalLocked(activityID string) *cancelSignal {
+	sig, ok := h.cancels[activityID]
+	if !ok {
+		sig = &cancelSignal{ch: make(chan struct{})}
+		h.cancels[activityID] = sig
+	}
+	return sig
+}
+
+// blockUntilCancelled is the body of a fake that runs until the workflow
+// cancels its activity (the test environment reports the cancellation through
+// the listener; a real worker would see it through a heartbeat).
+func (h *harness) blockUntilCancelled(ctx context.Context) error {
+	h.mu.Lock()
+	sig := h.cancelSignalLocked(activity.GetInfo(ctx).ActivityID)
+	h.mu.Unlock()
+	select {
+	case <-sig.ch:
+		return errors.New("cancelled")
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(waitLimit):
+		return temporal.NewNonRetryableApplicationError("the activity was never cancelled", "test", nil)
+	}
+}
+
+// waitGate blocks a fake until the test opens the gate.
+func waitGate(gate <-chan struct{}) error {
+	select {
+	case <-gate:
+		return nil
+	case <-time.After(waitLimit):
+		return temporal.NewNonRetryableApplicationError("the gate was never opened", "test", nil)
+	}
+}
+
+// ---- recorded data (copies, safe to read after the run) ----
+
+func (h *harness) modelCalls() []agentloop.ModelCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]agentloop.ModelCall(nil), h.models...)
+}
+
+func (h *harness) toolCalls() []agentloop.ToolCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]agentloop.ToolCall(nil), h.tools...)
+}
+
+func (h *harness) toolCallsFor(id string) []agentloop.ToolCall {
+	var out []agentloop.ToolCall
+	for _, c := range h.toolCalls() {
+		if c.Call.ID == id {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (h *harness) eventLog() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.events...)
+}
+
+func (h *harness) openCalls() []workflows.OpenInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]workflows.OpenInput(nil), h.opens...)
+}
+
+func (h *harness) maxConcurrentTools() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.maxActive
+}
+
+func (h *harness) cancelledTypes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.cancelled...)
+}
+
+// prompts lists the text of the first Prepend entry of every step-1 model
+// call, in call order: the order turns ran in.
+func (h *harness) prompts() []string {
+	var out []string
+	for _, c := range h.modelCalls() {
+		if c.Step == 1 && len(c.Prepend) > 0 && c.Prepend[0].Message != nil {
+			out = append(out, c.Prepend[0].Message.Text)
+		}
+	}
+	return out
+}
+
+// ---- driving the workflow ----
+
+// update is the observed fate of one update.
+type update struct {
+	mu        sync.Mutex
+	accepted  bool
+	rejectErr error
+	completed bool
+	value     any
+	err       error
+	then      func()
+}
+
+func (u *update) snapshot() (accepted bool, rejectErr error, completed bool, value any, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.accepted, u.rejectErr, u.completed, u.value, u.err
+}
+
+// send delivers an update at mock time `at`.
+func (h *harness) send(at time.Duration, name, id string, arg any) *update {
+	u := &update{}
+	h.env.RegisterDelayedCallback(func() { h.sendNow(u, name, id, arg) }, at)
+	return u
+}
+
+func (h *harness) sendNow(u *update, name, id string, arg any) {
+	h.env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
+		OnAccept: func() {
+			u.mu.Lock()
+			u.accepted = true
+			u.mu.Unlock()
+		},
+		OnReject: func(err error) {
+			u.mu.Lock()
+			u.rejectErr = err
+			u.mu.Unlock()
+		},
+		OnComplete: func(v any, err error) {
+			u.mu.Lock()
+			u.completed, u.value, u.err = true, v, err
+			then := u.then
+			u.mu.Unlock()
+			if then != nil {
+				then()
+			}
+		},
+	}, arg)
+}
+
+func (h *harness) turn(at time.Duration, id, text string) *update {
+	return h.send(at, workflows.UpdateTurn, id, workflows.TurnRequest{Prompt: agent.Prompt{Text: text}, Source: "test"})
+}
+
+// at runs fn at mock time `at` (on the test environment's main loop).
+func (h *harness) at(at time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, at) }
+
+// state queries the workflow; call it from a callback.
+func (h *harness) state() workflows.SessionView {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(workflows.QueryState)
+	if err != nil {
+		h.t.Errorf("query %s: %v", workflows.QueryState, err)
+		return workflows.SessionView{}
+	}
+	var view workflows.SessionView
+	if err := v.Get(&view); err != nil {
+		h.t.Errorf("decode %s: %v", workflows.QueryState, err)
+	}
+	return view
+}
+
+// run starts the workflow, cancelling it at endOfTest.
+func (h *harness) run(in workflows.SessionInput) {
+	h.t.Helper()
+	h.at(endOfTest, h.env.CancelWorkflow)
+	h.env.ExecuteWorkflow(workflows.SessionWorkflowType, in)
+	if !h.env.IsWorkflowCompleted() {
+		h.t.Fatal("the workflow did not complete")
+	}
+}
+
+// requireCancelled asserts the run ended by the test's cancellation (and
+// not by an error or a continue-as-new).
+func (h *harness) requireCancelled() {
+	h.t.Helper()
+	if err := h.env.GetWorkflowError(); !temporal.IsCanceledError(err) {
+		h.t.Fatalf("workflow error = %v, want the test's cancellation", err)
+	}
+}
+
+// ---- assertions on updates ----
+
+func (h *harness) outcome(u *update) agentloop.Outcome {
+	h.t.Helper()
+	accepted, rejectErr, completed, value, err := u.snapshot()
+	if rejectErr != nil {
+		h.t.Fatalf("turn rejected: %v", rejectErr)
+	}
+	if !accepted || !completed {
+		h.t.Fatalf("turn accepted=%v completed=%v, want both", accepted, completed)
+	}
+	if err != nil {
+		h.t.Fatalf("turn returned error %v", err)
+	}
+	var out agentloop.Outcome
+	convert(h.t, value, &out)
+	return out
+}
+
+func (h *harness) abortResult(u *update) workflows.AbortResult {
+	h.t.Helper()
+	accepted, rejectErr, completed, value, err := u.snapshot()
+	if rejectErr != nil || !accepted || !completed || err != nil {
+		h.t.Fatalf("abort: accepted=%v completed=%v reject=%v err=%v", accepted, completed, rejectErr, err)
+	}
+	var out workflows.AbortResult
+	convert(h.t, value, &out)
+	return out
+}
+
+func (h *harness) requireOK(u *update, what string) {
+	h.t.Helper()
+	accepted, rejectErr, completed, _, err := u.snapshot()
+	if rejectErr != nil || !accepted || !completed || err != nil {
+		h.t.Fatalf("%s: accepted=%v completed=%v reject=%v err=%v", what, accepted, completed, rejectErr, err)
+	}
+}
+
+// requireRejected asserts the validator refused the update with an
+// application error of the given type.
+func (h *harness) requireRejected(u *update, errType string) *temporal.ApplicationError {
+	h.t.Helper()
+	accepted, rejectErr, completed, _, _ := u.snapshot()
+	if accepted || completed {
+		h.t.Fatalf("update accepted=%v completed=%v, want rejected with %s", accepted, completed, errType)
+	}
+	var app *temporal.ApplicationError
+	if !errors.As(rejectErr, &app) {
+		h.t.Fatalf("rejection = %v (%T), want an application error of type %s", rejectErr, rejectErr, errType)
+	}
+	if app.Type() != errType {
+		h.t.Fatalf("rejection type = %q (%v), want %q", app.Type(), app, errType)
+	}
+	return app
+}
+
+// convert copies an update's result (the handler's Go value in the test
+// environment) into out.
+func convert(t *testing.T, v, out any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshal %T: %v", v, err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("unmarshal into %T: %v", out, err)
+	}
+}
+
+// ---- scripted replies ----
+
+// reply answers a model call the way the real activity does: the reply gets
+// the entry ID the workflow chose.
+func reply(call agentloop.ModelCall, calls ...agentloop.Call) agentloop.ModelResult {
+	stop := transcript.StopEnd
+	if len(calls) > 0 {
+		stop = transcript.StopToolUse
+	}
+	return agentloop.ModelResult{EntryID: call.EntryID, StopReason: stop, Calls: calls, Marker: "m-" + call.EntryID}
+}
+
+func okTool(call agentloop.ToolCall) agentloop.ToolOutcome {
+	return agentloop.ToolOutcome{IsError: call.Synthetic != nil && call.Synthetic.IsError, Marker: "m-" + call.ResultEntryID}
+}
+
+func known(id, name string) agentloop.Call {
+	return agentloop.Call{ID: id, Name: name, Known: true, ArgsPreview: `{"x":1}`}
+}
+
+// ---- small assertion helpers ----
+
+func equal[T comparable](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func equalSlice[T comparable](t *testing.T, what string, got, want []T) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+		return
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("%s = %v, want %v", what, got, want)
+			return
+		}
+	}
+}
+
+func contains(t *testing.T, what, got string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s = %q, want it to contain %q", what, got, w)
+		}
+	}
+}
+
+// requireOutcome checks the fields of an outcome that every test cares about.
+func requireOutcome(t *testing.T, got agentloop.Outcome, turn, status, code string, retryable bool) {
+	t.Helper()
+	equal(t, "outcome.Turn", got.Turn, turn)
+	equal(t, "outcome.Status", got.Status, status)
+	equal(t, "outcome.Code", got.Code, code)
+	equal(t, "outcome.Retryable", got.Retryable, retryable)
+}
