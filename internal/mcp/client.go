@@ -73,31 +73,42 @@ func newClient(m *Manager, s Server) *client {
 func (c *client) tools(ctx context.Context) ([]toolDef, error) {
 	wctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
+	// Closing the client cancels a listing in flight.
+	defer context.AfterFunc(c.ctx, cancel)()
 	stillStarting := func(err error) error {
-		if ctx.Err() == nil && wctx.Err() != nil {
+		if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("still starting after %s; its tools will be offered once it is ready", startWait)
 		}
 		return err
 	}
-	cn, err := c.connect(wctx)
-	if err != nil {
-		return nil, stillStarting(err)
-	}
-	defs, err := cn.tools(wctx)
-	if err != nil {
+	for attempt := 1; ; attempt++ {
+		cn, err := c.connect(wctx)
+		if err != nil {
+			return nil, stillStarting(err)
+		}
+		defs, err := cn.tools(wctx)
+		if err == nil {
+			c.mu.Lock()
+			c.failures = 0
+			c.mu.Unlock()
+			return defs, nil
+		}
 		if ctx.Err() != nil {
 			return nil, err
 		}
 		err = fmt.Errorf("list tools: %w", err)
-		if !isProtocolError(err) {
-			c.fail(cn, err)
+		switch {
+		case isProtocolError(err):
+			return nil, err
+		case attempt == 1 && wctx.Err() == nil:
+			// Listing has no side effects: try once more on a fresh
+			// connection (the session may have ended unnoticed).
+			c.drop(cn)
+			continue
 		}
+		c.fail(cn, err)
 		return nil, err
 	}
-	c.mu.Lock()
-	c.failures = 0
-	c.mu.Unlock()
-	return defs, nil
 }
 
 // connect returns the live connection, starting one if there is none (or
@@ -253,7 +264,7 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 	} else {
 		cmd := exec.Command(c.srv.Command, c.srv.Args...)
 		cmd.Dir = c.srv.Dir
-		env, missing := commandEnv(c.srv.Env)
+		env, missing := commandEnv(c.srv.Dir, c.srv.Env)
 		if len(missing) > 0 {
 			c.log.Warn("MCP server env references unset variables; they expand to empty strings", "variables", missing)
 		}
@@ -336,8 +347,7 @@ func (cn *conn) stderrTail() string {
 func (c *client) call(ctx context.Context, cn *conn, name string, args any) (*sdk.CallToolResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(c.m.ctx, cancel)
-	defer stop()
+	defer context.AfterFunc(c.m.ctx, cancel)()
 	return cn.session.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,14 +21,20 @@ func envAllowed(name string) bool {
 }
 
 // commandEnv returns a stdio server's environment: the allowlisted worker
-// variables, then extra with ${NAME} references expanded from the worker's
-// environment. missing lists the referenced variables that are not set.
-func commandEnv(extra map[string]string) (env, missing []string) {
+// variables, PWD when dir is set, then extra with ${NAME} references
+// expanded from the worker's environment. missing lists the referenced
+// variables that are not set.
+func commandEnv(dir string, extra map[string]string) (env, missing []string) {
 	vars := make(map[string]string)
 	for _, kv := range os.Environ() {
 		name, value, ok := strings.Cut(kv, "=")
 		if ok && envAllowed(name) {
 			vars[name] = value
+		}
+	}
+	if dir != "" {
+		if abs, err := filepath.Abs(dir); err == nil {
+			vars["PWD"] = abs
 		}
 	}
 	for name, value := range extra {

@@ -77,8 +77,9 @@ const (
 	maxToolName = 64
 )
 
-// errClosed reports use of a server that was closed.
-var errClosed = errors.New("mcp: server closed")
+// errClosed reports use of a server that was closed (no longer configured,
+// or the Manager closed); it is only returned wrapped.
+var errClosed = errors.New("the server was closed")
 
 // Server is the configuration of one MCP server: either a command spoken to
 // over stdio or the URL of a streamable HTTP endpoint.

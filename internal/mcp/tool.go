@@ -79,6 +79,9 @@ func (t *tool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, 
 	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
 		args = []byte("{}")
 	}
+	if !json.Valid(args) || args[0] != '{' {
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("The arguments of %s must be a JSON object.", t.spec.Name)}, nil
+	}
 	name := t.c.srv.Name
 	for attempt := 1; ; attempt++ {
 		cn, err := t.c.connect(ctx)
@@ -95,7 +98,7 @@ func (t *tool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, 
 		case ctx.Err() != nil:
 			return agent.ToolResult{}, fmt.Errorf("mcp: server %q: tool %s: %w", name, t.remote, ctx.Err())
 		case t.c.m.ctx.Err() != nil:
-			return agent.ToolResult{}, fmt.Errorf("mcp: server %q: tool %s: the MCP manager was closed during the call, its outcome is unknown: %w", name, t.remote, errClosed)
+			return agent.ToolResult{}, fmt.Errorf("mcp: server %q: tool %s: %w during the call; its outcome is unknown", name, t.remote, errClosed)
 		case isProtocolError(err):
 			return agent.ToolResult{IsError: true, Content: fmt.Sprintf("MCP server %s refused the call of %s: %v", name, t.remote, err)}, nil
 		}
