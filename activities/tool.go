@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/fastagent/fastagent/internal/wakes"
+	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -66,7 +67,7 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 		Text:           res.Content,
 		IsError:        res.IsError,
 		Details:        res.Details,
-		AddedToolNames: activated(res.Details),
+		AddedToolNames: activated(call.Call.Name, res.Details),
 	}
 	entry := transcript.Entry{
 		ID:       call.ResultEntryID,
@@ -156,10 +157,11 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 	return res, nil
 }
 
-// activated reads the deferred tools a call switched on (search_tools puts
-// them in its result details as {"activated": [...]}).
-func activated(details json.RawMessage) []string {
-	if len(details) == 0 {
+// activated reads the deferred tools a search_tools call switched on (its
+// result details carry {"activated": [...]}); other tools' details never
+// activate anything.
+func activated(tool string, details json.RawMessage) []string {
+	if tool != workspace.SearchToolsName || len(details) == 0 {
 		return nil
 	}
 	var d struct {

@@ -143,6 +143,7 @@ func (p *Parts) Check(ctx context.Context) (*workspace.Definition, []string, err
 
 // Close releases the backends.
 func (p *Parts) Close() {
+	p.Loader.Close()
 	_ = p.Feed.Close()
 	_ = p.Store.Close()
 }

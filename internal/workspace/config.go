@@ -362,11 +362,8 @@ func unknownKeyReason(name, typ string) string {
 			known = append(known, tag)
 		}
 	}
-	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
-	for _, k := range known {
-		if norm(k) == norm(name) {
-			return fmt.Sprintf("unknown key (did you mean %s?)", k)
-		}
+	if k := nearest(name, known); k != "" {
+		return fmt.Sprintf("unknown key (did you mean %s?)", k)
 	}
 	return fmt.Sprintf("unknown key (%s takes: %s)", ct.where, strings.Join(known, ", "))
 }
@@ -458,4 +455,48 @@ func lineOf(root *yaml.Node, path []string) int {
 		}
 	}
 	return line
+}
+
+// nearest returns the known key name most likely meant (same letters
+// ignoring case, _ and -, or at most two edits away), or "".
+func nearest(name string, known []string) string {
+	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
+	best, bestDist := "", 3
+	for _, k := range known {
+		d := editDistance(norm(name), norm(k))
+		if len(k) <= 4 && d > 1 {
+			continue
+		}
+		if d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance (insertions,
+// deletions, substitutions and adjacent transpositions).
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }

@@ -2,15 +2,19 @@ package workspace
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/mcp"
 )
 
 // MCPSource provides the tools of Model Context Protocol servers (the
-// config's mcpServers, by name). It is the seam internal/mcp plugs into;
-// problems with one server are diagnostics, never fatal to the others.
+// config's mcpServers, by name). Problems with one server are diagnostics,
+// never fatal to the others. NewLoader installs one backed by internal/mcp;
+// tests replace it.
 type MCPSource interface {
-	Tools(ctx context.Context, servers map[string]MCPServer) ([]MCPTool, []Diagnostic)
+	Tools(ctx context.Context, ws Workspace, servers map[string]MCPServer) ([]MCPTool, []Diagnostic)
 }
 
 // MCPTool is one tool of the MCP server named Server; its origin is
@@ -18,4 +22,86 @@ type MCPSource interface {
 type MCPTool struct {
 	Server string
 	Tool   agent.Tool
+}
+
+// mcpManagers is the default MCPSource: one mcp.Manager per server name, so
+// that every tool's server is known. A server that disappears from the
+// config is closed; Close closes them all.
+type mcpManagers struct {
+	log    *slog.Logger
+	mu     sync.Mutex
+	byName map[string]*mcp.Manager
+	closed bool
+}
+
+func (m *mcpManagers) Tools(ctx context.Context, ws Workspace, servers map[string]MCPServer) ([]MCPTool, []Diagnostic) {
+	names := sortedKeys(servers)
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, nil
+	}
+	if m.byName == nil {
+		m.byName = map[string]*mcp.Manager{}
+	}
+	for name, mgr := range m.byName {
+		if _, ok := servers[name]; !ok {
+			delete(m.byName, name)
+			go mgr.Close()
+		}
+	}
+	mgrs := make([]*mcp.Manager, len(names))
+	for i, name := range names {
+		if m.byName[name] == nil {
+			m.byName[name] = mcp.NewManager(m.log.With("mcp_server", name))
+		}
+		mgrs[i] = m.byName[name]
+	}
+	m.mu.Unlock()
+
+	type result struct {
+		tools []agent.Tool
+		diags []mcp.Diagnostic
+	}
+	results := make([]result, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		s := servers[name]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i].tools, results[i].diags = mgrs[i].Tools(ctx, []mcp.Server{{
+				Name: name, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Deferred: s.Deferred, Dir: ws.Dir,
+			}})
+		}()
+	}
+	wg.Wait()
+	var tools []MCPTool
+	var diags []Diagnostic
+	for i, name := range names {
+		for _, t := range results[i].tools {
+			tools = append(tools, MCPTool{Server: name, Tool: t})
+		}
+		for _, d := range results[i].diags {
+			diags = append(diags, Diagnostic{File: OriginMCP + name, Message: d.Message})
+		}
+	}
+	return tools, diags
+}
+
+func (m *mcpManagers) Close() {
+	m.mu.Lock()
+	m.closed = true
+	mgrs := m.byName
+	m.byName = nil
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, mgr := range mgrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mgr.Close()
+		}()
+	}
+	wg.Wait()
 }

@@ -17,23 +17,25 @@ const engineBase = `Use the tools you are given when they help: read files befor
 // directory only — no date line, which would invalidate the provider's
 // prefix cache every day).
 func (d *Definition) SystemPrompt() string {
-	var b strings.Builder
+	var segs []string
+
 	identity := DefaultIdentity
 	if d.Persona != "" {
 		identity = d.Persona
 	}
-	b.WriteString(identity)
-	b.WriteString("\n\n")
-	b.WriteString(engineBase)
+	base := identity + "\n\n" + engineBase
 	if d.hasDeferred() {
-		b.WriteString("\n\nMore tools exist than are listed; call search_tools with a keyword to activate the ones you need.")
+		base += "\n\nMore tools exist than are listed; call search_tools with a keyword to activate the ones you need."
 	}
+	segs = append(segs, base)
 
 	if len(d.ContextFiles) > 0 {
-		b.WriteString("\n\n# Project context\n")
+		var b strings.Builder
+		b.WriteString("# Project context")
 		for _, f := range d.ContextFiles {
-			fmt.Fprintf(&b, "\n## %s\n\n%s\n", f.Path, f.Content)
+			fmt.Fprintf(&b, "\n\n## %s\n\n%s", f.Path, f.Content)
 		}
+		segs = append(segs, b.String())
 	}
 
 	var listed []Skill
@@ -43,15 +45,16 @@ func (d *Definition) SystemPrompt() string {
 		}
 	}
 	if len(listed) > 0 {
-		b.WriteString("\n\n# Skills\n\nEach skill is a SKILL.md with instructions; read it with the read tool when the task matches its description.\n")
+		var b strings.Builder
+		b.WriteString("# Skills\n\nEach skill is a SKILL.md with instructions; read it with the read tool when the task matches its description.\n")
 		for _, s := range listed {
 			fmt.Fprintf(&b, "\n- %s (%s): %s", s.Name, s.Path, s.Description)
 		}
-		b.WriteString("\n")
+		segs = append(segs, b.String())
 	}
 
-	fmt.Fprintf(&b, "\n\n# Runtime\n\nWorking directory: %s\n", d.Workspace.Dir)
-	return strings.TrimRight(b.String(), "\n") + "\n"
+	segs = append(segs, "# Runtime\n\nWorking directory: "+d.Workspace.Dir)
+	return strings.Join(segs, "\n\n") + "\n"
 }
 
 func (d *Definition) hasDeferred() bool {

@@ -196,6 +196,12 @@ func parseManifest(path, rel string, b []byte) (*toolDef, error) {
 	if !toolName.MatchString(stem) {
 		return nil, fmt.Errorf("%q is not a valid tool name (the file name without extension: letters, digits, _ and -, at most 64)", stem)
 	}
+	if filepath.Ext(path) == ".json" {
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, fmt.Errorf("not valid JSON: %v", err)
+		}
+	}
 	var m manifest
 	if err := decodeStrict(b, &m); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ package workspace
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/tools"
+	"github.com/fastagent/fastagent/internal/wakes"
 )
 
 // Workspace locates an agent: Dir is the working directory tools run in;
@@ -89,15 +91,20 @@ type Loader struct {
 	ws Workspace
 	// Extra are Go tools registered by a library user on the worker.
 	Extra []agent.Tool
-	// MCP, when set, provides the tools of the config's mcpServers.
+	// MCP provides the tools of the config's mcpServers (NewLoader sets
+	// one backed by internal/mcp; nil means no MCP tools).
 	MCP MCPSource
 	// Getenv reads the worker's environment (default os.Getenv).
 	Getenv func(string) string
+	// Wakes bounds the wake/unwake tools (selfSchedule: true); zero values
+	// take FastAgent's bounds.
+	Wakes wakes.Options
 
 	// contextStop, when set, ends the AGENTS.md walk at this directory
 	// instead of the filesystem root (tests use it to stay in a fixture).
 	contextStop string
 	manifests   manifestCache
+	mcpDefault  *mcpManagers
 }
 
 // NewLoader returns a loader for dir. agentDir, when not empty, overrides the
@@ -114,7 +121,16 @@ func NewLoader(dir, agentDir string) (*Loader, error) {
 	if agentDir != "" {
 		ws.AgentDir = resolveUnder(abs, agentDir)
 	}
-	return &Loader{ws: ws, Getenv: os.Getenv}, nil
+	mcps := &mcpManagers{log: slog.Default()}
+	return &Loader{ws: ws, Getenv: os.Getenv, MCP: mcps, mcpDefault: mcps}, nil
+}
+
+// Close stops the MCP servers the loader started (stdio servers are
+// terminated with their process groups). Call it when the worker stops.
+func (l *Loader) Close() {
+	if l.mcpDefault != nil {
+		l.mcpDefault.Close()
+	}
 }
 
 func resolveUnder(base, p string) string {
@@ -200,7 +216,7 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		add(t, OriginGo, OriginGo)
 	}
 	if l.MCP != nil && len(d.Config.MCPServers) > 0 {
-		mts, diags := l.MCP.Tools(ctx, d.Config.MCPServers)
+		mts, diags := l.MCP.Tools(ctx, d.Workspace, d.Config.MCPServers)
 		d.Diagnostics = append(d.Diagnostics, diags...)
 		for _, mt := range mts {
 			t := mt.Tool
@@ -213,10 +229,20 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 	wts, diags := l.workspaceTools(d)
 	d.Diagnostics = append(d.Diagnostics, diags...)
 	for _, wt := range wts {
-		add(wt, OriginWorkspace+wt.rel, wt.file)
+		add(wt.commandTool, OriginWorkspace+wt.rel, wt.file)
 	}
 	if _, taken := seen[SearchToolsName]; !taken && d.hasDeferred() {
 		add(newSearchTool(d), OriginBuiltin, OriginBuiltin)
+	}
+	if d.Config.SelfSchedule {
+		// An authored wake or unwake replaces both built-ins.
+		_, w := seen[wakes.WakeName]
+		_, u := seen[wakes.UnwakeName]
+		if !w && !u {
+			for _, t := range wakes.Tools(l.Wakes) {
+				add(t, OriginBuiltin, OriginBuiltin)
+			}
+		}
 	}
 	for _, name := range sortedKeys(d.Config.Tools) {
 		if _, ok := seen[name]; !ok {

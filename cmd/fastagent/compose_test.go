@@ -1,0 +1,84 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// There is no Docker engine on the build machines, so the compose file is
+// checked against the CLI instead: every fastagent service runs a command the
+// CLI has, with flags it accepts, and every FASTAGENT_*/TEMPORAL_*/provider
+// variable it sets is one the CLI documents.
+func TestComposeMatchesCLI(t *testing.T) {
+	b, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Build *struct {
+				Dockerfile string `yaml:"dockerfile"`
+			} `yaml:"build"`
+			Command     []string          `yaml:"command"`
+			Environment map[string]string `yaml:"environment"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &compose); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	for _, want := range []string{"postgres", "temporal", "temporal-ui", "nats", "worker", "ingress"} {
+		if _, ok := compose.Services[want]; !ok {
+			t.Errorf("service %q missing", want)
+		}
+	}
+	ours := regexp.MustCompile(`^(FASTAGENT_|TEMPORAL_|OPENAI_|ANTHROPIC_|OLLAMA_)`)
+	checked := 0
+	for name, svc := range compose.Services {
+		if svc.Build == nil || svc.Build.Dockerfile != "deploy/Dockerfile" {
+			continue
+		}
+		checked++
+		if len(svc.Command) == 0 {
+			t.Errorf("%s: no command", name)
+			continue
+		}
+		root := newRoot()
+		cmd, rest, err := root.Find(svc.Command)
+		if err != nil || cmd == root {
+			t.Errorf("%s: command %v is not a fastagent command: %v", name, svc.Command, err)
+			continue
+		}
+		if err := cmd.ParseFlags(rest); err != nil {
+			t.Errorf("%s: flags %v rejected: %v", name, rest, err)
+		}
+		documented := documentedEnv(cmd)
+		for k := range svc.Environment {
+			if ours.MatchString(k) && !slices.Contains(documented, k) {
+				t.Errorf("%s: environment %s is not documented by `fastagent %s --help`", name, k, cmd.Name())
+			}
+		}
+	}
+	if checked < 2 {
+		t.Errorf("found %d fastagent services built from deploy/Dockerfile, want worker and ingress", checked)
+	}
+
+	// The Dockerfile's own ENV lines are CLI variables too.
+	df, err := os.ReadFile("../../deploy/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, _, _ := newRoot().Find([]string{"start"})
+	for _, m := range regexp.MustCompile(`(FASTAGENT_[A-Z_]+)=`).FindAllStringSubmatch(string(df), -1) {
+		if !slices.Contains(documentedEnv(start), m[1]) {
+			t.Errorf("deploy/Dockerfile sets %s, which `fastagent start` does not document", m[1])
+		}
+	}
+	if !strings.Contains(string(df), "nodevserver") || !strings.Contains(string(df), "USER ") {
+		t.Error("deploy/Dockerfile must build without the embedded server and run as a non-root user")
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// processEnv documents environment variables read outside flags: secrets and
+// settings model clients and the Temporal client take from the environment.
+var processEnv = []struct{ name, what string }{
+	{"FASTAGENT_MODEL", "model as provider/model (overrides fastagent.yaml)"},
+	{"OPENAI_API_KEY", "OpenAI key (worker only)"},
+	{"OPENAI_BASE_URL", "any OpenAI-compatible endpoint"},
+	{"ANTHROPIC_API_KEY", "Anthropic key (worker only)"},
+	{"OLLAMA_HOST", "Ollama address (default http://127.0.0.1:11434)"},
+	{"TEMPORAL_API_KEY", "Temporal Cloud API key (implies TLS)"},
+	{"TEMPORAL_TLS_CERT", "mTLS client certificate file"},
+	{"TEMPORAL_TLS_KEY", "mTLS client key file"},
+	{"TEMPORAL_TLS", "true: TLS without a client certificate"},
+	{"FASTAGENT_SESSION", "default --session of invoke"},
+	{"FASTAGENT_URL", "default --url of invoke"},
+}
+
+// envHelp is the Environment section of `fastagent --help`.
+func envHelp() string {
+	var b strings.Builder
+	b.WriteString("Environment (besides the [VARIABLE] shown for each flag):\n")
+	for _, e := range processEnv {
+		b.WriteString("  " + e.name + strings.Repeat(" ", max(1, 20-len(e.name))) + e.what + "\n")
+	}
+	return b.String()
+}
+
+var flagEnv = regexp.MustCompile(`\[([A-Z][A-Z0-9_]+)\]`)
+
+// documentedEnv lists every variable the CLI documents for cmd: the
+// [VARIABLE] of each of its flags (and inherited ones) plus processEnv.
+func documentedEnv(cmd *cobra.Command) []string {
+	set := map[string]bool{}
+	for _, e := range processEnv {
+		set[e.name] = true
+	}
+	visit := func(f *pflag.Flag) {
+		for _, m := range flagEnv.FindAllStringSubmatch(f.Usage, -1) {
+			set[m[1]] = true
+		}
+	}
+	cmd.Flags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

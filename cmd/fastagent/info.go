@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fastagent/fastagent/internal/workspace"
+)
+
+// infoReport is what fastagent info --json prints.
+type infoReport struct {
+	Model        infoModel              `json:"model"`
+	Dir          string                 `json:"dir"`
+	AgentDir     string                 `json:"agentDir"`
+	ConfigFile   string                 `json:"configFile,omitempty"`
+	ContextFiles []string               `json:"contextFiles"`
+	Skills       []infoSkill            `json:"skills"`
+	Tools        []infoTool             `json:"tools"`
+	Collisions   []workspace.Collision  `json:"collisions"`
+	Channels     []workspace.FileEntry  `json:"channels"`
+	Schedules    []workspace.FileEntry  `json:"schedules"`
+	Diagnostics  []workspace.Diagnostic `json:"diagnostics"`
+}
+
+type infoModel struct {
+	Name string `json:"name,omitempty"`
+	// Source is env (FASTAGENT_MODEL), file (fastagent.yaml) or unset.
+	Source string `json:"source"`
+	File   string `json:"file,omitempty"`
+}
+
+type infoSkill struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Path        string `json:"path"`
+	// Hidden skills (disable-model-invocation) are not listed in the prompt.
+	Hidden bool `json:"hidden,omitempty"`
+}
+
+type infoTool struct {
+	Name             string `json:"name"`
+	Origin           string `json:"origin"`
+	Description      string `json:"description"`
+	Deferred         bool   `json:"deferred,omitempty"`
+	Idempotent       bool   `json:"idempotent,omitempty"`
+	Sequential       bool   `json:"sequential,omitempty"`
+	RequiresApproval bool   `json:"requiresApproval,omitempty"`
+	Timeout          string `json:"timeout,omitempty"`
+}
+
+func newInfo(g *globals) *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "info",
+		Short: "Show what the agent is made of: model, folders, context files, skills, tools, channels, schedules, problems",
+		Long:  "Loads the agent definition as the worker would. Exit 0 when it loads (diagnostics are listed), 1 when it does not.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError("info takes no arguments (use --dir / --agent-dir to pick the workspace)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			def, l, err := loadDefinition(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			r := buildInfo(def)
+			if jsonOut {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(r); err != nil {
+					return failure("%v", err)
+				}
+				return nil
+			}
+			printInfo(cmd.OutOrStdout(), r)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// loadDefinition loads the workspace's definition as a worker would; a
+// failure is a runtime failure (exit 1). Close the returned loader when done
+// (it stops MCP servers).
+func loadDefinition(ctx context.Context, g *globals) (*workspace.Definition, *workspace.Loader, error) {
+	l, err := workspace.NewLoader(g.dir, g.agentDir)
+	if err != nil {
+		return nil, nil, failure("%v", err)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	def, err := l.Load(ctx)
+	if err != nil {
+		l.Close()
+		return nil, nil, failure("the agent definition does not load:\n%v", err)
+	}
+	return def, l, nil
+}
+
+func buildInfo(def *workspace.Definition) infoReport {
+	r := infoReport{
+		Dir:          def.Workspace.Dir,
+		AgentDir:     def.Workspace.AgentDir,
+		ConfigFile:   def.ConfigPath,
+		ContextFiles: []string{},
+		Skills:       []infoSkill{},
+		Tools:        []infoTool{},
+		Collisions:   append([]workspace.Collision{}, def.Collisions...),
+		Channels:     append([]workspace.FileEntry{}, def.Workspace.Channels()...),
+		Schedules:    append([]workspace.FileEntry{}, def.Workspace.Schedules()...),
+		Diagnostics:  append([]workspace.Diagnostic{}, def.Diagnostics...),
+	}
+	r.Model = infoModel{Name: def.Config.Model, Source: "unset"}
+	switch {
+	case def.ModelSource == "FASTAGENT_MODEL":
+		r.Model.Source = "env"
+	case def.ModelSource != "":
+		r.Model.Source, r.Model.File = "file", def.ModelSource
+	}
+	for _, f := range def.ContextFiles {
+		r.ContextFiles = append(r.ContextFiles, f.Path)
+	}
+	for _, s := range def.Skills {
+		r.Skills = append(r.Skills, infoSkill{Name: s.Name, Description: s.Description, Path: s.Path, Hidden: s.DisableModelInvocation})
+	}
+	for _, e := range def.Tools {
+		s := e.Tool.Spec()
+		t := infoTool{
+			Name: s.Name, Origin: e.Origin, Description: firstLine(s.Description, 100),
+			Deferred: s.Deferred, Idempotent: s.Idempotent, Sequential: s.Sequential, RequiresApproval: s.RequiresApproval,
+		}
+		if s.Timeout > 0 {
+			t.Timeout = s.Timeout.String()
+		}
+		r.Tools = append(r.Tools, t)
+	}
+	return r
+}
+
+func printInfo(out io.Writer, r infoReport) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	model := r.Model.Name
+	switch r.Model.Source {
+	case "env":
+		model += "\t(from FASTAGENT_MODEL)"
+	case "file":
+		model += "\t(from " + r.Model.File + ")"
+	default:
+		model = "not set\t(set model: in fastagent.yaml or FASTAGENT_MODEL)"
+	}
+	fmt.Fprintf(w, "model\t%s\n", model)
+	fmt.Fprintf(w, "working dir\t%s\n", r.Dir)
+	fmt.Fprintf(w, "agent dir\t%s\n", r.AgentDir)
+	cfg := r.ConfigFile
+	if cfg == "" {
+		cfg = "(none: defaults)"
+	}
+	fmt.Fprintf(w, "config\t%s\n", cfg)
+	section := func(title string, lines []string) {
+		if len(lines) == 0 {
+			fmt.Fprintf(w, "%s\t(none)\n", title)
+			return
+		}
+		for i, l := range lines {
+			if i > 0 {
+				title = ""
+			}
+			fmt.Fprintf(w, "%s\t%s\n", title, l)
+		}
+	}
+	section("context", r.ContextFiles)
+	var lines []string
+	for _, s := range r.Skills {
+		l := s.Name + "\t" + firstLine(s.Description, 80)
+		if s.Hidden {
+			l += " (hidden from the model)"
+		}
+		lines = append(lines, l)
+	}
+	section("skills", lines)
+	lines = nil
+	for _, t := range r.Tools {
+		var flags []string
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{t.Deferred, "deferred"}, {t.Idempotent, "idempotent"}, {t.Sequential, "sequential"}, {t.RequiresApproval, "approval"}} {
+			if f.on {
+				flags = append(flags, f.name)
+			}
+		}
+		l := t.Name + "\t" + t.Origin
+		if len(flags) > 0 {
+			l += " (" + strings.Join(flags, ", ") + ")"
+		}
+		lines = append(lines, l)
+	}
+	section("tools", lines)
+	lines = nil
+	for _, c := range r.Collisions {
+		lines = append(lines, fmt.Sprintf("%s\t%s wins over %s", c.Name, c.Kept, c.Skipped))
+	}
+	if len(lines) > 0 {
+		section("collisions", lines)
+	}
+	lines = nil
+	for _, c := range r.Channels {
+		state := "on"
+		if !c.Enabled {
+			state = "off"
+		}
+		lines = append(lines, c.Name+"\t"+state+"  "+c.Path)
+	}
+	section("channels", lines)
+	lines = nil
+	for _, s := range r.Schedules {
+		lines = append(lines, s.Name+"\t"+s.Path)
+	}
+	section("schedules", lines)
+	lines = nil
+	for _, d := range r.Diagnostics {
+		lines = append(lines, d.String())
+	}
+	section("problems", lines)
+	_ = w.Flush()
+}

@@ -1,0 +1,2 @@
+-- The session store's database, next to Temporal's own.
+CREATE DATABASE fastagent;

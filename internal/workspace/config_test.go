@@ -1,0 +1,202 @@
+package workspace
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		yaml string
+		// each error must name the key and give the reason, on this line
+		want []ConfigError
+	}{
+		{
+			name: "unknown top-level key with a near miss",
+			yaml: "model: openai/gpt-4o-mini\nthinking_level: low\n",
+			want: []ConfigError{{Line: 2, Key: "thinking_level", Reason: "unknown key (did you mean thinkingLevel?)"}},
+		},
+		{
+			name: "unknown nested key lists the known ones",
+			yaml: "http:\n  port: 8080\n  bind: 0.0.0.0\n",
+			want: []ConfigError{{Line: 3, Key: "http.bind", Reason: "unknown key (http takes: host, port)"}},
+		},
+		{
+			name: "unknown nested key with a typo",
+			yaml: "http:\n  hots: 0.0.0.0\n",
+			want: []ConfigError{{Line: 2, Key: "http.hots", Reason: "unknown key (did you mean host?)"}},
+		},
+		{
+			name: "unknown key in a tools entry",
+			yaml: "tools:\n  deploy:\n    retries: 3\n",
+			want: []ConfigError{{Line: 3, Key: "tools.deploy.retries", Reason: "unknown key (a tools entry takes: timeout, maxAttempts, idempotent, requiresApproval, deferred)"}},
+		},
+		{
+			name: "bad thinkingLevel",
+			yaml: "model: openai/gpt-4o-mini\nthinkingLevel: max\n",
+			want: []ConfigError{{Line: 2, Key: "thinkingLevel", Reason: `"max" is not one of off, low, medium, high`}},
+		},
+		{
+			name: "bad codingTools entry",
+			yaml: "codingTools:\n  - read\n  - grep\n",
+			want: []ConfigError{{Line: 3, Key: "codingTools", Reason: `unknown coding tool "grep" (known: read, bash, edit, write)`}},
+		},
+		{
+			name: "codingTools of the wrong kind",
+			yaml: "codingTools: some\n",
+			want: []ConfigError{{Line: 1, Key: "codingTools", Reason: "want true, false or a list of tool names (read, bash, edit, write)"}},
+		},
+		{
+			name: "bad duration",
+			yaml: "retry:\n  modelTimeout: 5 minutes\n",
+			want: []ConfigError{{Line: 2, Key: "retry.modelTimeout", Reason: `"5 minutes" is not a duration like 30s or 5m`}},
+		},
+		{
+			name: "negative duration",
+			yaml: "tools:\n  deploy:\n    timeout: -3\n",
+			want: []ConfigError{{Line: 3, Key: "tools.deploy.timeout", Reason: "-3: a duration must not be negative"}},
+		},
+		{
+			name: "wrong type",
+			yaml: "maxSteps: lots\n",
+			want: []ConfigError{{Line: 1, Key: "maxSteps", Reason: `want a number, got a string ("lots")`}},
+		},
+		{
+			name: "out of range",
+			yaml: "http:\n  port: 70000\n",
+			want: []ConfigError{{Line: 2, Key: "http.port", Reason: "70000 is not a TCP port"}},
+		},
+		{
+			name: "bad model",
+			yaml: "model: gpt-4o\n",
+			want: []ConfigError{{Line: 1, Key: "model", Reason: `"gpt-4o" is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)`}},
+		},
+		{
+			name: "mcp server with command and url",
+			yaml: "mcpServers:\n  gh:\n    command: gh-mcp\n    url: http://x\n",
+			want: []ConfigError{{Line: 2, Key: "mcpServers.gh", Reason: "set exactly one of command (stdio) or url (streamable HTTP)"}},
+		},
+		{
+			name: "several problems at once",
+			yaml: "modle: x\nretry:\n  heartbeat: soon\n",
+			want: []ConfigError{
+				{Line: 1, Key: "modle", Reason: "unknown key (did you mean model?)"},
+				{Line: 3, Key: "retry.heartbeat", Reason: `"soon" is not a duration like 30s or 5m`},
+			},
+		},
+		{
+			name: "not a mapping",
+			yaml: "- model\n",
+			want: []ConfigError{{Line: 1, Reason: "the file must be a mapping of settings (key: value), e.g. model: openai/gpt-4o-mini"}},
+		},
+		{
+			name: "not YAML",
+			yaml: "model: [unclosed\n",
+			want: []ConfigError{{Reason: "not valid YAML"}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, ConfigFile)
+			if err := os.WriteFile(path, []byte(c.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadConfig(dir)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var got []*ConfigError
+			var joined interface{ Unwrap() []error }
+			if errors.As(err, &joined) {
+				for _, e := range joined.Unwrap() {
+					var ce *ConfigError
+					if errors.As(e, &ce) {
+						got = append(got, ce)
+					}
+				}
+			} else {
+				var ce *ConfigError
+				if errors.As(err, &ce) {
+					got = append(got, ce)
+				}
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("got %d errors, want %d: %v", len(got), len(c.want), err)
+			}
+			for i, w := range c.want {
+				g := got[i]
+				if g.File != path {
+					t.Errorf("file %q, want %q", g.File, path)
+				}
+				if w.Line != 0 && g.Line != w.Line {
+					t.Errorf("line %d, want %d (%v)", g.Line, w.Line, g)
+				}
+				if g.Key != w.Key {
+					t.Errorf("key %q, want %q (%v)", g.Key, w.Key, g)
+				}
+				if !strings.HasPrefix(g.Reason, w.Reason) {
+					t.Errorf("reason %q, want %q", g.Reason, w.Reason)
+				}
+				// The message a user reads names all three.
+				msg := err.Error()
+				for _, part := range []string{path, w.Key, w.Reason} {
+					if !strings.Contains(msg, part) {
+						t.Errorf("message %q lacks %q", msg, part)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestConfigValid(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	yaml := `# comments are fine
+model: anthropic/claude-sonnet-4-5
+thinkingLevel: off
+codingTools: [read, edit]
+maxSteps: 40
+retry: {modelAttempts: 5, modelTimeout: 90, heartbeat: 30s}
+tools:
+  deploy: {timeout: 2m, maxAttempts: 3, idempotent: true, deferred: true}
+env: [GITHUB_TOKEN]
+http: {host: 0.0.0.0, port: 9000}
+selfSchedule: true
+`
+	if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ThinkingLevel != "off" {
+		t.Errorf("thinkingLevel %q (YAML 1.1 would read off as false)", c.ThinkingLevel)
+	}
+	if !c.CodingTools.Enabled("edit") || c.CodingTools.Enabled("bash") {
+		t.Errorf("codingTools %+v", c.CodingTools)
+	}
+	if time.Duration(c.Retry.ModelTimeout) != 90*time.Second || time.Duration(c.Tools["deploy"].Timeout) != 2*time.Minute {
+		t.Errorf("durations %v %v", c.Retry.ModelTimeout, c.Tools["deploy"].Timeout)
+	}
+	if c.HTTP.Port != 9000 || c.HTTP.Host != "0.0.0.0" || !c.SelfSchedule || c.Env[0] != "GITHUB_TOKEN" {
+		t.Errorf("config %+v", c)
+	}
+	for _, empty := range []string{"", "# nothing yet\n"} {
+		if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(empty), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadConfig(dir); err != nil {
+			t.Errorf("empty config %q: %v", empty, err)
+		}
+	}
+}

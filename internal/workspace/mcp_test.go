@@ -1,0 +1,66 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+// TestMCPServersFromConfig runs the loader's default MCP source against a
+// streamable HTTP server: its tools load with origin mcp:<server>, after Go
+// tools and before workspace tools, and run.
+func TestMCPServersFromConfig(t *testing.T) {
+	t.Parallel()
+	srv := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1.0.0"}, nil)
+	sdk.AddTool(srv, &sdk.Tool{Name: "lookup", Description: "Look up a doc page"},
+		func(_ context.Context, _ *sdk.CallToolRequest, in struct {
+			Topic string `json:"topic"`
+		}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "page about " + in.Topic}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "shadowed", Description: "Loses to the Go tool"},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{}, nil, nil
+		})
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	defer hs.Close()
+
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"fastagent.yaml":    fmt.Sprintf("mcpServers:\n  docs:\n    url: %s\n  ghost:\n    command: /nonexistent/mcp-server\n", hs.URL),
+		"tools/lookup.yaml": "description: workspace lookup\ncommand: cat\n",
+	})
+	l, err := NewLoader(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Getenv = func(string) string { return "" }
+	l.Extra = []agent.Tool{fakeTool{name: "shadowed"}}
+	d, err := l.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := origins(d)
+	if o["lookup"] != "mcp:docs" || o["shadowed"] != OriginGo {
+		t.Fatalf("origins %v; diagnostics:\n%s", o, diagText(d))
+	}
+	want := []Collision{{Name: "shadowed", Kept: "go", Skipped: "mcp:docs"}, {Name: "lookup", Kept: "mcp:docs", Skipped: "workspace:tools/lookup.yaml"}}
+	if fmt.Sprint(d.Collisions) != fmt.Sprint(want) {
+		t.Errorf("collisions %v, want %v", d.Collisions, want)
+	}
+	if !strings.Contains(diagText(d), "mcp:ghost: ") {
+		t.Errorf("the broken server is not diagnosed:\n%s", diagText(d))
+	}
+	res := runTool(t, d, "lookup", `{"topic": "retries"}`)
+	if res.IsError || res.Content != "page about retries" {
+		t.Errorf("lookup = %+v", res)
+	}
+}
