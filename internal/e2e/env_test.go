@@ -31,6 +31,9 @@ import (
 var server *devserver.Server
 
 func TestMain(m *testing.M) {
+	if os.Getenv("FASTAGENT_E2E_MCP") == "1" {
+		mcpServerMain()
+	}
 	dir, err := os.MkdirTemp("", "fastagent-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
