@@ -1,6 +1,6 @@
-// Package worker assembles a Temporal worker that runs session workflows and
-// their activities, with the options that make a turn fast (eager activities)
-// and an abort prompt (frequent heartbeats).
+// Package worker assembles a Temporal worker that runs session workflows,
+// schedule fires and their activities, with the options that make a turn
+// fast (eager activities) and an abort prompt (frequent heartbeats).
 package worker
 
 import (
@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -25,6 +26,9 @@ type Options struct {
 	// StickyCacheSize is how many sessions' workflow state the process keeps
 	// warm (SDK default 10,000); 0 keeps the default.
 	StickyCacheSize int
+	// Schedules runs the Schedule.Fire activity of schedule fires. When nil,
+	// New builds one from the client, Activities.Feed and the task queue.
+	Schedules *schedules.Firer
 }
 
 // HeartbeatThrottle is the longest a heartbeat is held back by the SDK. An
@@ -53,12 +57,22 @@ func New(c client.Client, opts Options) sdkworker.Worker {
 		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
 	})
 	Register(w, opts.Activities)
+	firer := opts.Schedules
+	if firer == nil && opts.Activities != nil && opts.Activities.Feed != nil {
+		firer = schedules.NewFirer(c, opts.Activities.Feed, tq, opts.Activities.Logger)
+	}
+	if firer != nil {
+		firer.Register(w)
+	}
 	return w
 }
 
-// Register registers the session workflow and the activities on w.
+// Register registers the session and schedule-fire workflows and the
+// activities on w (the Schedule.Fire activity is registered by New, or by
+// schedules.Firer.Register).
 func Register(w sdkworker.Registry, acts *activities.Activities) {
 	w.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	w.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
 	if acts != nil {
 		acts.Register(w)
 	}

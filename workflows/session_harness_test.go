@@ -30,9 +30,9 @@ import (
 //
 // Timing: delayed callbacks fire instantly (mock time) while no activity
 // runs, and after the same amount of wall time while one does. Tests that
-// act during a running activity therefore keep their gaps at milliseconds,
-// and the fake blocks on a gate (or on its cancellation) so the activity is
-// certainly still running when the callback fires.
+// act during a running activity therefore wait (harness.when) until the fake
+// has been entered, and the fake blocks on a gate (or on its cancellation)
+// so the activity is certainly still running when the test acts.
 
 // waitLimit bounds every wait in a fake, so a workflow bug fails the test
 // instead of hanging it.
@@ -173,6 +173,20 @@ func waitGate(gate <-chan struct{}) error {
 	}
 }
 
+// waitEvent blocks a fake until the event log holds e.
+func (h *harness) waitEvent(e string) error {
+	deadline := time.Now().Add(waitLimit)
+	for time.Now().Before(deadline) {
+		for _, got := range h.eventLog() {
+			if got == e {
+				return nil
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return temporal.NewNonRetryableApplicationError("never saw event "+e, "test", nil)
+}
+
 // ---- recorded data (copies, safe to read after the run) ----
 
 func (h *harness) modelCalls() []agentloop.ModelCall {
@@ -246,6 +260,19 @@ type update struct {
 	then      func()
 }
 
+// finished reports whether the update was rejected or completed.
+func (u *update) finished() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.rejectErr != nil || u.completed
+}
+
+func (u *update) isAccepted() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.accepted
+}
+
 func (u *update) snapshot() (accepted bool, rejectErr error, completed bool, value any, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -289,6 +316,48 @@ func (h *harness) turn(at time.Duration, id, text string) *update {
 
 // at runs fn at mock time `at` (on the test environment's main loop).
 func (h *harness) at(at time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, at) }
+
+// when runs fn on the test environment's main loop as soon as cond holds,
+// checking every millisecond of mock time (wall time while an activity
+// runs). Acting on what the fakes have seen, rather than at a fixed time,
+// keeps tests deterministic however slow the machine is.
+func (h *harness) when(cond func() bool, fn func()) {
+	const maxPolls = 20000
+	var poll func(n int)
+	poll = func(n int) {
+		if cond() {
+			fn()
+			return
+		}
+		if n >= maxPolls {
+			h.t.Errorf("a when() condition never held")
+			return
+		}
+		h.env.RegisterDelayedCallback(func() { poll(n + 1) }, time.Millisecond)
+	}
+	h.env.RegisterDelayedCallback(func() { poll(0) }, time.Millisecond)
+}
+
+// modelStarted reports whether the model fake has been entered for a step.
+func (h *harness) modelStarted(turn string, step int) bool {
+	for _, c := range h.modelCalls() {
+		if c.Turn == turn && c.Step == step {
+			return true
+		}
+	}
+	return false
+}
+
+// toolStarted reports whether the tool fake has been entered to run (not
+// record) a call.
+func (h *harness) toolStarted(id string) bool {
+	for _, c := range h.toolCallsFor(id) {
+		if c.Synthetic == nil {
+			return true
+		}
+	}
+	return false
+}
 
 // state queries the workflow; call it from a callback.
 func (h *harness) state() workflows.SessionView {

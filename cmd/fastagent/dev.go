@@ -78,6 +78,9 @@ func devCommand(g *globals) *cobra.Command {
 				return failure("%v", err)
 			}
 			defer c.Close()
+			if err := reconcileSchedules(ctx, g, c, f.taskQueue, log, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			return runParts(ctx, parts, c, f, true, true, log, out, func(api string) {
 				fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))

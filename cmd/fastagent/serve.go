@@ -57,6 +57,8 @@ func serveCommands(g *globals) []*cobra.Command {
 		processCommand(g, "start", "Run a worker and the HTTP ingress against a Temporal cluster", true, true),
 		processCommand(g, "worker", "Run only a worker (session workflows, model and tool activities)", true, false),
 		processCommand(g, "ingress", "Run only the HTTP ingress (needs a shared feed: --feed nats://…)", false, true),
+		scheduleCommand(g),
+		fireCommand(g),
 	}
 }
 
@@ -98,6 +100,11 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 				return failure("%v", err)
 			}
 			defer c.Close()
+			if runWorker {
+				if err := reconcileSchedules(ctx, g, c, f.taskQueue, log, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
 			return runParts(ctx, parts, c, f, runWorker, runIngress, log, cmd.OutOrStdout(), nil)
 		},
 	}

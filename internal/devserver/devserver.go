@@ -5,6 +5,7 @@
 package devserver
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -229,6 +230,11 @@ func sqlConfig(opts Options) (*config.SQL, error) {
 		conf.DatabaseName = opts.DatabaseFile
 	}
 	if opts.DatabaseFile != "" {
+		if _, err := os.Stat(opts.DatabaseFile); err == nil {
+			if err := forgetMembers(opts.DatabaseFile); err != nil {
+				return nil, err
+			}
+		}
 		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
 			if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o755); err != nil {
 				return nil, fmt.Errorf("devserver: state dir: %w", err)
@@ -345,4 +351,21 @@ func zapLevel(l slog.Level) zapcore.Level {
 	default:
 		return zapcore.ErrorLevel
 	}
+}
+
+// forgetMembers drops the cluster membership rows a previous run of the
+// embedded server left behind. They name its (now dead) hosts and ports; a
+// new process would otherwise try to join them and answer "Not enough hosts
+// to serve the request" until they expire (30–45 s). The server is embedded
+// and alone on this file, so every row is stale at startup.
+func forgetMembers(file string) error {
+	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return fmt.Errorf("devserver: open %s: %w", file, err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("DELETE FROM cluster_membership"); err != nil {
+		return fmt.Errorf("devserver: reset cluster membership in %s: %w (is another fastagent dev using this state dir?)", file, err)
+	}
+	return nil
 }

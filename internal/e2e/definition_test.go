@@ -239,4 +239,3 @@ func post(t *testing.T, url, body string, want int) {
 		t.Errorf("POST %s: %s, want %d", url, resp.Status, want)
 	}
 }
-

@@ -1,0 +1,171 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Names of schedule firing. Like the names in names.go they are part of the
+// wire contract with existing Temporal Schedules and running fires.
+const (
+	// ScheduleFireWorkflowType is the registered name of ScheduleFireWorkflow,
+	// the workflow a schedule's action starts.
+	ScheduleFireWorkflowType = "ScheduleFire"
+	// ActivityScheduleFire runs one scheduled turn and returns its FireRecord.
+	ActivityScheduleFire = "Schedule.Fire"
+
+	// ScheduleIDPrefix prefixes the ID of the Temporal Schedule of a
+	// schedules/<name>.yaml file.
+	ScheduleIDPrefix = "schedule:"
+	// FireWorkflowIDPrefix prefixes the workflow ID of a fire; Temporal
+	// appends "-<scheduled time, RFC 3339>".
+	FireWorkflowIDPrefix = "schedule-fire:"
+	// ScheduledStartTimeAttribute is the search attribute Temporal sets on a
+	// workflow started by a schedule: the action's nominal time.
+	ScheduledStartTimeAttribute = "TemporalScheduledStartTime"
+	// ScheduledByIDAttribute is the search attribute Temporal sets on a
+	// workflow started by a schedule: the schedule's ID.
+	ScheduledByIDAttribute = "TemporalScheduledById"
+)
+
+// Outcomes of a fire (FireRecord.Outcome).
+const (
+	FireCompleted = "completed"
+	FireFailed    = "failed"
+	// FireSkipped is an overdue occurrence that a newer one already covers.
+	FireSkipped = "skipped"
+)
+
+// ScheduleID is the ID of the Temporal Schedule named name.
+func ScheduleID(name string) string { return ScheduleIDPrefix + name }
+
+// ScheduleSession is the session a schedule's turns run in.
+func ScheduleSession(name string) string { return "schedule:" + name }
+
+// FireWorkflowID is the workflow ID a schedule's action is configured with;
+// each fire's ID is this plus "-<scheduled time>".
+func FireWorkflowID(name string) string { return FireWorkflowIDPrefix + name }
+
+// FireInput is the argument of ScheduleFireWorkflow, fixed in the schedule's
+// action when the schedule is created or updated.
+type FireInput struct {
+	Name   string `json:"name"`
+	Prompt string `json:"prompt"`
+	// Cron and TZ are the schedule's spec, so the fire can tell an overdue
+	// occurrence from the latest one.
+	Cron string `json:"cron"`
+	TZ   string `json:"tz,omitempty"`
+}
+
+// FireRequest is the argument of ActivityScheduleFire.
+type FireRequest struct {
+	FireInput
+	// Key is the turn's idempotency key: the fire workflow's ID, so a retried
+	// activity is the same turn.
+	Key string `json:"key"`
+	// Nominal is the occurrence's scheduled time (zero when the workflow was
+	// not started by a schedule).
+	Nominal time.Time `json:"nominal,omitzero"`
+	// FiredAt is when the fire workflow started.
+	FiredAt time.Time `json:"firedAt"`
+}
+
+// FireRecord is the result of one fire: ScheduleFireWorkflow's result, listed
+// by `fastagent schedule history`.
+type FireRecord struct {
+	Name    string    `json:"name"`
+	Session string    `json:"session"`
+	FiredAt time.Time `json:"firedAt"`
+	Ms      int64     `json:"ms"`
+	Outcome string    `json:"outcome"`
+	Reply   string    `json:"reply,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	// ScheduledFor is the occurrence's nominal time (for a trigger, when it
+	// was triggered).
+	ScheduledFor time.Time `json:"scheduledFor,omitzero"`
+}
+
+// Fire activity timing. A turn may run long (tools); a dead worker is found
+// by the heartbeat, and the retried activity rejoins the same turn.
+const (
+	fireTimeout   = 2 * time.Hour
+	fireHeartbeat = 30 * time.Second
+	fireAttempts  = 10
+)
+
+// ScheduleFireWorkflow runs one occurrence of a schedule: its only step is
+// the ActivityScheduleFire activity, whose FireRecord is the result. A fire
+// whose activity gave up is recorded as failed rather than failing the
+// workflow, so every fire has a record.
+func ScheduleFireWorkflow(ctx workflow.Context, in FireInput) (FireRecord, error) {
+	info := workflow.GetInfo(ctx)
+	req := FireRequest{
+		FireInput: in,
+		Key:       info.WorkflowExecution.ID,
+		Nominal:   NominalTime(info.WorkflowExecution.ID, info.SearchAttributes),
+		FiredAt:   info.WorkflowStartTime,
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: fireTimeout,
+		HeartbeatTimeout:    fireHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    fireAttempts,
+		},
+		Summary: "turn in session " + ScheduleSession(in.Name),
+	})
+	var rec FireRecord
+	if err := workflow.ExecuteActivity(actx, ActivityScheduleFire, req).Get(ctx, &rec); err != nil {
+		ms := workflow.Now(ctx).Sub(req.FiredAt).Milliseconds()
+		return FireRecord{
+			Name:         in.Name,
+			Session:      ScheduleSession(in.Name),
+			FiredAt:      req.FiredAt,
+			Ms:           max(ms, 0),
+			Outcome:      FireFailed,
+			Error:        errorMessage(err),
+			ScheduledFor: req.Nominal,
+		}, nil
+	}
+	return rec, nil
+}
+
+// NominalTime returns the scheduled time of a fire: the
+// TemporalScheduledStartTime search attribute, else the RFC 3339 suffix
+// Temporal appends to the workflow ID, else zero.
+func NominalTime(workflowID string, attrs *commonpb.SearchAttributes) time.Time {
+	if p := attrs.GetIndexedFields()[ScheduledStartTimeAttribute]; p != nil {
+		var t time.Time
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &t); err == nil && !t.IsZero() {
+			return t.UTC()
+		}
+	}
+	// "schedule-fire:<name>-2006-01-02T15:04:05Z"
+	const layout = "2006-01-02T15:04:05Z"
+	if n := len(workflowID) - len(layout); n > 0 && workflowID[n-1] == '-' {
+		if t, err := time.Parse(time.RFC3339, workflowID[n:]); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// errorMessage is the innermost application message of a failed activity.
+func errorMessage(err error) string {
+	var app *temporal.ApplicationError
+	var tmo *temporal.TimeoutError
+	switch {
+	case errors.As(err, &app):
+		return app.Message()
+	case errors.As(err, &tmo):
+		return "the fire activity timed out (" + tmo.TimeoutType().String() + "); check that a fastagent worker runs on the schedule's task queue"
+	}
+	return err.Error()
+}

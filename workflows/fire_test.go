@@ -1,0 +1,160 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/workflows"
+)
+
+func fireEnv(t *testing.T, id string, fire func(context.Context, workflows.FireRequest) (workflows.FireRecord, error)) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
+	env.RegisterActivityWithOptions(fire, activity.RegisterOptions{Name: workflows.ActivityScheduleFire})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
+	return env
+}
+
+func TestScheduleFireWorkflow(t *testing.T) {
+	nominal := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	in := workflows.FireInput{Name: "daily", Prompt: "Summarize.", Cron: "0 9 * * *", TZ: "UTC"}
+
+	tests := []struct {
+		name        string
+		id          string
+		attrs       map[string]any
+		fire        func(context.Context, workflows.FireRequest) (workflows.FireRecord, error)
+		wantNominal time.Time
+		wantOutcome string
+		wantError   string
+	}{
+		{
+			name:        "nominal time from the search attribute",
+			id:          "schedule-fire:daily",
+			attrs:       map[string]any{workflows.ScheduledStartTimeAttribute: nominal},
+			wantNominal: nominal,
+			wantOutcome: workflows.FireCompleted,
+		},
+		{
+			name:        "nominal time from the workflow ID",
+			id:          "schedule-fire:daily-2026-03-02T09:00:00Z",
+			wantNominal: nominal,
+			wantOutcome: workflows.FireCompleted,
+		},
+		{
+			name:        "started by hand",
+			id:          "adhoc",
+			wantOutcome: workflows.FireCompleted,
+		},
+		{
+			name: "an activity that gives up is a failed record",
+			id:   "schedule-fire:daily-2026-03-02T09:00:00Z",
+			fire: func(context.Context, workflows.FireRequest) (workflows.FireRecord, error) {
+				return workflows.FireRecord{}, temporal.NewNonRetryableApplicationError("session store unreachable", "boom", nil)
+			},
+			wantNominal: nominal,
+			wantOutcome: workflows.FireFailed,
+			wantError:   "session store unreachable",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []workflows.FireRequest
+			fire := tt.fire
+			if fire == nil {
+				fire = func(_ context.Context, req workflows.FireRequest) (workflows.FireRecord, error) {
+					return workflows.FireRecord{Name: req.Name, Session: workflows.ScheduleSession(req.Name), FiredAt: req.FiredAt,
+						Outcome: workflows.FireCompleted, Reply: "ok", ScheduledFor: req.Nominal}, nil
+				}
+			}
+			record := func(ctx context.Context, req workflows.FireRequest) (workflows.FireRecord, error) {
+				got = append(got, req)
+				return fire(ctx, req)
+			}
+			env := fireEnv(t, tt.id, record)
+			if tt.attrs != nil {
+				if err := env.SetSearchAttributesOnStart(tt.attrs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env.ExecuteWorkflow(workflows.ScheduleFireWorkflowType, in)
+			if !env.IsWorkflowCompleted() {
+				t.Fatal("workflow did not complete")
+			}
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatalf("workflow failed: %v", err)
+			}
+			var rec workflows.FireRecord
+			if err := env.GetWorkflowResult(&rec); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 0 {
+				t.Fatal("the fire activity did not run")
+			}
+			req := got[0]
+			if req.Key != tt.id {
+				t.Errorf("idempotency key = %q, want the workflow ID %q", req.Key, tt.id)
+			}
+			if !req.Nominal.Equal(tt.wantNominal) {
+				t.Errorf("nominal = %v, want %v", req.Nominal, tt.wantNominal)
+			}
+			if req.FireInput != in {
+				t.Errorf("input = %+v, want %+v", req.FireInput, in)
+			}
+			if rec.Outcome != tt.wantOutcome || rec.Name != "daily" || rec.Session != "schedule:daily" {
+				t.Errorf("record = %+v, want outcome %s in session schedule:daily", rec, tt.wantOutcome)
+			}
+			if tt.wantError != "" && !strings.Contains(rec.Error, tt.wantError) {
+				t.Errorf("record error = %q, want it to contain %q", rec.Error, tt.wantError)
+			}
+		})
+	}
+}
+
+// A retryable failure is retried with the same request: the same key, so the
+// same turn.
+func TestScheduleFireRetriesWithSameKey(t *testing.T) {
+	var keys []string
+	env := fireEnv(t, "schedule-fire:daily-2026-03-02T09:00:00Z", func(_ context.Context, req workflows.FireRequest) (workflows.FireRecord, error) {
+		keys = append(keys, req.Key)
+		if len(keys) < 3 {
+			return workflows.FireRecord{}, errors.New("worker lost")
+		}
+		return workflows.FireRecord{Name: req.Name, Outcome: workflows.FireCompleted}, nil
+	})
+	env.ExecuteWorkflow(workflows.ScheduleFireWorkflowType, workflows.FireInput{Name: "daily", Prompt: "p", Cron: "0 9 * * *"})
+	var rec workflows.FireRecord
+	if err := env.GetWorkflowResult(&rec); err != nil || rec.Outcome != workflows.FireCompleted {
+		t.Fatalf("want completed, got %+v, %v", rec, err)
+	}
+	if len(keys) != 3 || keys[0] != keys[1] || keys[1] != keys[2] {
+		t.Fatalf("attempt keys = %v, want 3 equal keys", keys)
+	}
+}
+
+func TestNominalTime(t *testing.T) {
+	want := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	for id, w := range map[string]time.Time{
+		"schedule-fire:daily-2026-03-02T09:00:00Z":     want,
+		"schedule-fire:a-b-c-2026-03-02T09:00:00Z":     want,
+		"schedule-fire:daily":                          {},
+		"schedule-fire:daily-2026-13-02T09:00:00Z":     {},
+		"schedule-fire:daily2026-03-02T09:00:00Z":      {},
+		"schedule-fire:daily-x-2026-03-02T09:00:00+01": {},
+	} {
+		if got := workflows.NominalTime(id, nil); !got.Equal(w) {
+			t.Errorf("NominalTime(%q) = %v, want %v", id, got, w)
+		}
+	}
+}
