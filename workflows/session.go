@@ -151,6 +151,9 @@ type session struct {
 	steering     []string
 	approvals    []*approval
 	turnsThisRun int
+	// rollover is set once continue-as-new is due: new turns are refused
+	// (session_busy) until the queue drains.
+	rollover bool
 	// root is the workflow's own context; wake timers hang off it.
 	root       workflow.Context
 	wakeCancel map[string]workflow.CancelFunc
@@ -191,6 +194,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		} else {
 			s.remember(t.id, out)
 		}
+		s.followUp(t, out)
 		s.turnsThisRun++
 		s.snap.Turns++
 
@@ -198,7 +202,12 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		if in.TurnsPerRun > 0 {
 			limit = in.TurnsPerRun
 		}
-		if len(s.queue) == 0 && (workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= limit) {
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= limit {
+			// Admit no new turns until the queue drains, so that a busy
+			// session still reaches continue-as-new.
+			s.rollover = true
+		}
+		if len(s.queue) == 0 && s.rollover {
 			// Only between turns, with every handler finished: the turn's own
 			// update handler still has to return its outcome.
 			if err := workflow.Await(ctx, func() bool {
@@ -273,6 +282,11 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 		if _, ok := s.recent(info.ID); ok {
 			return nil
 		}
+	}
+	if s.rollover {
+		return temporal.NewApplicationErrorWithOptions(
+			"session busy: it is moving to a fresh workflow history after its queued turns; retry in a moment",
+			ErrTypeSessionBusy, temporal.ApplicationErrorOptions{})
 	}
 	if len(s.queue) >= MaxQueuedTurns {
 		return temporal.NewApplicationErrorWithOptions(
@@ -436,8 +450,24 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 	out := agentloop.Run(rt, s.in.Session, &s.snap.Loop, agentloop.Turn{ID: t.id, Prompt: t.req.Prompt, Source: t.req.Source})
 	if s.abortReason != "" && out.Status == agent.TypeFailed {
 		out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
+		out.Leftover = nil
+	} else {
+		out.Leftover = append(out.Leftover, s.steering...)
 	}
 	return out
+}
+
+// followUp runs steering messages that arrived too late for their turn as
+// the next turn, so an accepted message is never dropped silently (an abort
+// drops them: the caller asked to stop).
+func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
+	if len(out.Leftover) == 0 {
+		return
+	}
+	s.queue = append([]*pendingTurn{{
+		id:  t.id + "-steer",
+		req: TurnRequest{Prompt: agent.Prompt{Text: strings.Join(out.Leftover, "\n\n")}, Source: "steer"},
+	}}, s.queue...)
 }
 
 func (s *session) nextID() string {

@@ -822,7 +822,7 @@ func TestSessionSteer(t *testing.T) {
 		equal(t, "steer.ParentID", m2.Prepend[0].ParentID, models[0].EntryID)
 	})
 
-	t.Run("not carried into the next turn when the turn fails", func(t *testing.T) {
+	t.Run("runs as a follow-up turn when the turn fails", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		gate := make(chan struct{})
@@ -838,7 +838,7 @@ func TestSessionSteer(t *testing.T) {
 		u1 := h.turn(ms, "t1", "first")
 		st := &update{then: func() { close(gate) }}
 		h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
-			h.sendNow(st, workflows.UpdateSteer, "steer-1", workflows.SteerRequest{Text: "stale steer"})
+			h.sendNow(st, workflows.UpdateSteer, "steer-1", workflows.SteerRequest{Text: "late steer"})
 		})
 		u2 := h.turn(time.Hour, "t2", "second")
 		h.run(workflows.SessionInput{Session: "s1"})
@@ -850,10 +850,13 @@ func TestSessionSteer(t *testing.T) {
 		equal(t, "t1.Details", out1.Details, "model error: boom")
 		requireOutcome(t, h.outcome(u2), "t2", agent.TypeCompleted, "", false)
 		models := h.modelCalls()
-		if len(models) != 2 {
-			t.Fatalf("model called %d times, want 2", len(models))
+		if len(models) != 3 {
+			t.Fatalf("model called %d times, want 3 (t1, the steering follow-up, t2)", len(models))
 		}
-		if p := models[1].Prepend; len(p) != 1 || p[0].Message.Text != "second" {
+		if p := models[1].Prepend; len(p) != 1 || p[0].Message.Text != "late steer" || p[0].Message.Source != "steer" || models[1].Turn != "t1-steer" {
+			t.Errorf("follow-up turn %s Prepend = %+v, want the accepted steering message", models[1].Turn, p)
+		}
+		if p := models[2].Prepend; len(p) != 1 || p[0].Message.Text != "second" {
 			t.Errorf("t2 Prepend = %+v, want only the user entry %q", p, "second")
 		}
 	})
@@ -1398,5 +1401,73 @@ func TestSessionToolFailure(t *testing.T) {
 			}
 			equal(t, "step2.Leaf", models[1].Leaf, rec.ResultEntryID)
 		})
+	}
+}
+
+// A steering message that arrives during the last allowed step does not turn
+// a finished answer into max_steps; it runs as the next turn instead.
+func TestSessionSteerAtLastStepBecomesFollowUp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	gate := make(chan struct{})
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		res := reply(call)
+		res.Settings = agentloop.Settings{MaxSteps: 1}
+		if call.Turn == "t1" {
+			if err := waitGate(gate); err != nil {
+				return agentloop.ModelResult{}, err
+			}
+		}
+		return res, nil
+	}
+	u1 := h.turn(ms, "t1", "first")
+	st := &update{then: func() { close(gate) }}
+	h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
+		h.sendNow(st, workflows.UpdateSteer, "steer-1", workflows.SteerRequest{Text: "one more thing"})
+	})
+	h.at(time.Hour, func() { h.env.CancelWorkflow() })
+	h.run(workflows.SessionInput{Session: "s1", Snapshot: &workflows.Snapshot{Opened: true, IDPrefix: "p",
+		Loop: agentloop.State{Settings: agentloop.Settings{MaxSteps: 1}}}})
+	h.requireOK(st, "steer")
+	requireOutcome(t, h.outcome(u1), "t1", agent.TypeCompleted, "", false)
+	models := h.modelCalls()
+	if len(models) != 2 || models[1].Turn != "t1-steer" || models[1].Prepend[0].Message.Text != "one more thing" {
+		t.Fatalf("model calls = %+v, want t1 then the follow-up with the steering text", models)
+	}
+}
+
+// Once continue-as-new is due, new turns are refused (session_busy) until
+// the queue drains, so a busy session still rolls over.
+func TestSessionRolloverRefusesNewTurns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	gate1, gate2 := make(chan struct{}), make(chan struct{})
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		gate := gate1
+		if call.Turn == "t2" {
+			gate = gate2
+		}
+		if err := waitGate(gate); err != nil {
+			return agentloop.ModelResult{}, err
+		}
+		return reply(call), nil
+	}
+	h.turn(ms, "t1", "one")
+	t2 := &update{}
+	h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
+		// queued behind t1; after t1 the rollover is due (TurnsPerRun 1)
+		h.sendNow(t2, workflows.UpdateTurn, "t2", workflows.TurnRequest{Prompt: agent.Prompt{Text: "two"}})
+		h.at(0, func() { close(gate1) })
+	})
+	late := &update{}
+	h.when(func() bool { return h.modelStarted("t2", 1) }, func() {
+		h.sendNow(late, workflows.UpdateTurn, "t3", workflows.TurnRequest{Prompt: agent.Prompt{Text: "three"}})
+		h.at(0, func() { close(gate2) })
+	})
+	h.run(workflows.SessionInput{Session: "s1", TurnsPerRun: 1})
+	requireOutcome(t, h.outcome(t2), "t2", agent.TypeCompleted, "", false)
+	h.requireRejected(late, workflows.ErrTypeSessionBusy)
+	if err := h.env.GetWorkflowError(); !workflow.IsContinueAsNewError(err) {
+		t.Fatalf("want continue-as-new after the queue drained, got %v", err)
 	}
 }

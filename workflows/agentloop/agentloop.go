@@ -132,6 +132,9 @@ type Outcome struct {
 	// Marker names the last feed marker the turn's events lead up to; a relay
 	// forwards the feed up to it before emitting the terminal.
 	Marker string `json:"marker,omitempty"`
+	// Leftover are steering messages that arrived too late for this turn
+	// (after its last step); the session runs them as a follow-up turn.
+	Leftover []string `json:"leftover,omitempty"`
 }
 
 // Event returns the terminal event for the outcome.
@@ -177,6 +180,7 @@ func Run(rt Runtime, session string, st *State, t Turn) Outcome {
 			maxSteps = DefaultMaxSteps
 		}
 		if step > maxSteps {
+			out.Leftover = texts(pending)
 			return fail(out, &Failure{
 				Details: fmt.Sprintf("the turn stopped after %d model calls (maxSteps); raise maxSteps in fastagent.yaml or ask for less per turn", maxSteps),
 				Code:    agent.CodeMaxSteps,
@@ -208,11 +212,13 @@ func Run(rt Runtime, session string, st *State, t Turn) Outcome {
 			return fail(out, &Failure{Details: "model error: " + res.ErrorMessage, Retryable: true})
 		}
 		if len(res.Calls) == 0 {
-			if steer := rt.Steering(); len(steer) > 0 {
+			steer := rt.Steering()
+			if len(steer) > 0 && step < maxSteps {
 				pending = steeringEntries(rt, steer)
 				continue
 			}
 			out.Status = agent.TypeCompleted
+			out.Leftover = steer
 			return out
 		}
 
@@ -284,6 +290,16 @@ func steeringEntries(rt Runtime, texts []string) []transcript.Entry {
 	var out []transcript.Entry
 	for _, s := range texts {
 		out = append(out, userEntry(rt, s, nil, "steer"))
+	}
+	return out
+}
+
+func texts(entries []transcript.Entry) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Message != nil && e.Message.Source == "steer" {
+			out = append(out, e.Message.Text)
+		}
 	}
 	return out
 }
