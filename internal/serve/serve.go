@@ -48,7 +48,9 @@ type Config struct {
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
 	// Tools are Go tools registered by a library user.
-	Tools  []agent.Tool
+	Tools []agent.Tool
+	// Hooks are Go hooks run on the worker around model and tool calls.
+	Hooks  activities.Hooks
 	Logger *slog.Logger
 	// Getenv reads the environment model clients use (default os.Getenv).
 	Getenv func(string) string
@@ -118,6 +120,7 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 			Definitions: loader,
 			Models:      models,
 			Logger:      cfg.Logger,
+			Hooks:       cfg.Hooks,
 		},
 	}
 	return p, nil
