@@ -77,6 +77,3 @@ func Register(w sdkworker.Registry, acts *activities.Activities) {
 		acts.Register(w)
 	}
 }
-
-// Compile-time check that a client can be passed where the worker needs one.
-var _ = client.Dial

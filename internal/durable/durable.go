@@ -54,25 +54,14 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 		if key == "" {
 			key = NewKey()
 		}
-		sub, err := a.Feed.Subscribe(ctx, scope.Session)
-		if err != nil {
-			yield(agent.Failed("live feed unavailable: "+err.Error(), true, ""))
-			return
-		}
-		defer sub.Close()
-
-		uctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		outcome := make(chan relay.Terminal, 1)
-		go func() {
-			outcome <- a.turn(uctx, scope, prompt, key, agent.Source(ctx))
-		}()
-		if relay.Run(ctx, sub, key, outcome, a.Grace, yield) {
+		source := agent.Source(ctx)
+		if relay.Stream(ctx, a.Feed, scope.Session, key, a.Grace, func(ctx context.Context) relay.Terminal {
+			return a.turn(ctx, scope, prompt, key, source)
+		}, yield) {
 			return
 		}
 		// The consumer went away before the terminal: abort the turn so that
 		// in-flight model and tool work stops (contract: consumer cancel).
-		cancel()
 		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer acancel()
 		if _, err := a.Abort(actx, scope.Session, key, "the client disconnected"); err != nil && !IsNoActiveRun(err) {

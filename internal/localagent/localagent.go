@@ -19,7 +19,6 @@ import (
 
 	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -60,25 +59,11 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 		if turn == "" {
 			turn = a.newID()
 		}
-		sub, err := a.Acts.Feed.Subscribe(ctx, scope.Session)
-		if err != nil {
-			yield(agent.Failed("live feed unavailable: "+err.Error(), true, ""))
-			return
-		}
-		defer sub.Close()
-
-		rctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		outcome := make(chan relay.Terminal, 1)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			out := a.run(rctx, scope, prompt, turn, agent.Source(ctx))
-			outcome <- relay.Terminal{Event: out.Event(), Marker: out.Marker}
-		}()
-		relay.Run(ctx, sub, turn, outcome, 0, yield)
-		cancel()
-		<-done // cleanup finishes before Invoke returns
+		source := agent.Source(ctx)
+		relay.Stream(ctx, a.Acts.Feed, scope.Session, turn, 0, func(ctx context.Context) relay.Terminal {
+			out := a.run(ctx, scope, prompt, turn, source)
+			return relay.Terminal{Event: out.Event(), Marker: out.Marker}
+		}, yield)
 	}
 }
 
@@ -258,6 +243,3 @@ func failure(ctx context.Context, err error, attempts int) error {
 	}
 	return &agentloop.Failure{Details: err.Error(), Retryable: true}
 }
-
-// NewInProcessFeed is a convenience for callers that build an Agent alone.
-func NewInProcessFeed() feed.Bus { return feed.NewInProcess() }

@@ -158,3 +158,29 @@ func (r *state) handle(m feed.Message) []agent.Event {
 	}
 	return []agent.Event{ev}
 }
+
+// Stream runs one turn behind a relay: it subscribes to the session's feed
+// (before the turn can publish anything), carries out the turn with run in
+// the background and relays until the terminal. When the consumer stops
+// first it cancels run's context, waits for run to return and reports false.
+func Stream(ctx context.Context, bus feed.Bus, session, turn string, grace time.Duration,
+	run func(ctx context.Context) Terminal, yield func(agent.Event) bool) bool {
+	sub, err := bus.Subscribe(ctx, session)
+	if err != nil {
+		yield(agent.Failed("live feed unavailable: "+err.Error(), true, ""))
+		return true
+	}
+	defer sub.Close()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	outcome := make(chan Terminal, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		outcome <- run(rctx)
+	}()
+	ok := Run(ctx, sub, turn, outcome, grace, yield)
+	cancel()
+	<-done
+	return ok
+}

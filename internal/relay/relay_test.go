@@ -24,7 +24,14 @@ func run(t *testing.T, msgs []feed.Message, term relay.Terminal, grace time.Dura
 		s.c <- m
 	}
 	out := make(chan relay.Terminal, 1)
-	out <- term
+	// The outcome arrives after the feed delivered the turn's messages, as
+	// it does for a live turn.
+	go func() {
+		for len(s.c) > 0 {
+			time.Sleep(time.Millisecond)
+		}
+		out <- term
+	}()
 	var got []agent.Event
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
