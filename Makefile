@@ -42,3 +42,32 @@ build-worker:
 
 clean:
 	rm -rf bin
+
+# --- benchmark and fault suite (cmd/fastagent-lab) -------------------------
+# Long runs, not part of `make test`: the fast, deterministic parts of the
+# fault suite run in CI through internal/e2e. Shrink the sizes with ARGS,
+# e.g. make bench ARGS="-n 30 -sessions 10 -turns 3 -idle 200 -history 60".
+
+.PHONY: bench chaos fuzz
+
+FUZZTIME ?= 60s
+
+## bench: one table of latency, throughput, history and memory figures, measured side by side
+bench:
+	$(GO) run ./cmd/fastagent-lab bench $(ARGS)
+
+## chaos: worker and dev-server SIGKILLs, model faults, a panicking tool, a worker killed under load
+chaos:
+	$(GO) run ./cmd/fastagent-lab chaos $(ARGS)
+
+## fuzz: every fuzz target in the repository, $(FUZZTIME) each
+fuzz:
+	@fail=0; \
+	for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+	  pkg=$$(dirname $$f); \
+	  for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "== $$fn ($$pkg, $(FUZZTIME))"; \
+	    $(GO) test -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) $$pkg || fail=1; \
+	  done; \
+	done; \
+	exit $$fail

@@ -1,0 +1,76 @@
+// Command fastagent-lab measures and shakes fastagent, built from this
+// source tree, on the embedded Temporal server:
+//
+//	fastagent-lab bench [flags]   latency, throughput, history and memory figures, side by side
+//	fastagent-lab chaos [flags]   worker and server kills, model faults, tool panics under load
+//
+// Results go to stdout as one table (or JSON with -json); progress goes to
+// stderr. Nothing is asserted: the tables say what was measured next to the
+// goal. `make bench` and `make chaos` run it with the default sizes; flags
+// shrink them for a quick run. It needs the go toolchain (worker and dev
+// subprocesses are built from the tree once per run) and, for the
+// multi-process scenarios, NATS (default nats://127.0.0.1:4222).
+//
+// Environment:
+//
+//	FASTAGENT_LAB_NATS     NATS URL (default of -nats)
+//	FASTAGENT_LAB_DEBUG=1  print diagnostics on stderr: the history of the
+//	                       slowest throughput and cold-session turns, the
+//	                       output of a restarted dev process
+//	FASTAGENT_LAB_DEV_LOG  --log-level of the dev processes (default warn)
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/fastagent/fastagent/internal/lab"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	// Subprocesses run in their own process groups: stop them on Ctrl-C.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		fmt.Fprintf(os.Stderr, "fastagent-lab: %v: stopping subprocesses\n", s)
+		lab.KillAll()
+		os.Exit(130)
+	}()
+	var err error
+	switch os.Args[1] {
+	case "bench":
+		err = runBench(os.Args[2:])
+	case "chaos":
+		err = runChaos(os.Args[2:])
+	case "-h", "-help", "--help", "help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "fastagent-lab: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fastagent-lab:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  fastagent-lab bench [flags]   benchmark table (go run ./cmd/fastagent-lab bench -h for flags)
+  fastagent-lab chaos [flags]   fault-suite table (go run ./cmd/fastagent-lab chaos -h for flags)
+`)
+}
