@@ -14,6 +14,18 @@ import (
 // entries yet and names a parent starts from a copy of the parent's
 // transcript (up to the last branch hint found in it, else its leaf).
 func (a *Activities) OpenSession(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+	res, err := a.openLeaf(ctx, in)
+	if err != nil {
+		return res, err
+	}
+	// A broken definition is reported by the first model call, with advice.
+	if def, err := a.Definitions.Load(ctx); err == nil {
+		res.Settings = settingsOf(def)
+	}
+	return res, nil
+}
+
+func (a *Activities) openLeaf(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
 	leaf, err := a.Store.Leaf(ctx, in.Session)
 	if err != nil {
 		return workflows.OpenResult{}, storeError(err)

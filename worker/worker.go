@@ -36,6 +36,12 @@ type Options struct {
 // how long a cancelled model stream or tool keeps running.
 const HeartbeatThrottle = time.Second
 
+// StickyTimeout is how long a session's next workflow task waits for the
+// worker that has the session cached before any worker may take it (SDK
+// default 5 s). When a worker dies, every session it had cached pays this
+// once; a busy worker that misses it costs only a history replay elsewhere.
+const StickyTimeout = 2 * time.Second
+
 // New returns a worker with the session workflow and every activity
 // registered. Start it with Run or Start.
 func New(c client.Client, opts Options) sdkworker.Worker {
@@ -54,6 +60,7 @@ func New(c client.Client, opts Options) sdkworker.Worker {
 		MaxConcurrentActivityExecutionSize:      maxAct,
 		MaxConcurrentLocalActivityExecutionSize: maxAct,
 		MaxHeartbeatThrottleInterval:            HeartbeatThrottle,
+		StickyScheduleToStartTimeout:            StickyTimeout,
 		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
 	})
 	Register(w, opts.Activities)

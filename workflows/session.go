@@ -94,6 +94,9 @@ type OpenInput struct {
 // OpenResult is the result of ActivitySessionOpen.
 type OpenResult struct {
 	Leaf string `json:"leaf"`
+	// Settings are the definition's runtime settings, so that the session's
+	// very first model call already honours fastagent.yaml.
+	Settings agentloop.Settings `json:"settings"`
 }
 
 // SessionView is the result of QueryState.
@@ -269,6 +272,7 @@ func (s *session) open(ctx workflow.Context) error {
 		return fmt.Errorf("open session %q: %w", s.in.Session, err)
 	}
 	s.snap.Loop.Leaf = res.Leaf
+	s.snap.Loop.Settings = res.Settings
 	s.snap.Opened = true
 	return nil
 }
