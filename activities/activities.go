@@ -81,7 +81,7 @@ func (a *Activities) Open(ctx context.Context, in workflows.OpenInput) (workflow
 	return a.OpenSession(ctx, in)
 }
 
-// heartbeat records a heartbeat now and every HeartbeatEvery until stopped, so
+// heartbeat records a heartbeat every HeartbeatEvery until stopped, so
 // that a lost worker is noticed within the heartbeat timeout and an abort
 // (activity cancellation) reaches the running call.
 func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
@@ -89,7 +89,8 @@ func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 	if every <= 0 {
 		every = time.Second
 	}
-	activity.RecordHeartbeat(ctx)
+	// No heartbeat at the start: each is an RPC and a history-service write,
+	// and short calls (most tool calls) finish before the first tick.
 	done := make(chan struct{})
 	var once sync.Once
 	go func() {
