@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -139,21 +140,21 @@ type wireFailed struct {
 func (e Event) MarshalJSON() ([]byte, error) {
 	switch e.Type {
 	case TypeText, TypeThinking:
-		return json.Marshal(wireText{e.Type, e.Delta})
+		return marshal(wireText{e.Type, e.Delta})
 	case TypeToolStarted:
 		args := e.Args
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		return json.Marshal(wireToolStarted{e.Type, e.ID, e.Name, args})
+		return marshal(wireToolStarted{e.Type, e.ID, e.Name, args})
 	case TypeToolEnded:
-		return json.Marshal(wireToolEnded{e.Type, e.ID, e.IsError, e.Content})
+		return marshal(wireToolEnded{e.Type, e.ID, e.IsError, e.Content})
 	case TypeRetrying:
-		return json.Marshal(wireRetrying{e.Type, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
+		return marshal(wireRetrying{e.Type, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
 	case TypeCompleted:
-		return json.Marshal(wireCompleted{e.Type, e.Data})
+		return marshal(wireCompleted{e.Type, e.Data})
 	case TypeFailed:
-		return json.Marshal(wireFailed{e.Type, e.Details, e.Retryable, e.Code})
+		return marshal(wireFailed{e.Type, e.Details, e.Retryable, e.Code})
 	case "":
 		return nil, fmt.Errorf("agent: event without type")
 	default:
@@ -161,9 +162,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		for k, v := range e.Extra {
 			m[k] = v
 		}
-		t, _ := json.Marshal(e.Type)
+		t, _ := marshal(e.Type)
 		m["type"] = t
-		return json.Marshal(m)
+		return marshal(m)
 	}
 }
 
@@ -214,4 +215,16 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("agent: decode %s event: %w", head.Type, err)
 	}
 	return nil
+}
+
+// marshal encodes without HTML escaping: events carry text for people and
+// terminals, and "<" should stay "<".
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }

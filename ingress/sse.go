@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,14 +12,14 @@ import (
 // WriteEvent writes one event as an SSE frame: "data: <event JSON>\n\n".
 // JSON never contains a raw newline, so one data line always suffices.
 func WriteEvent(w io.Writer, ev agent.Event) error {
-	b, err := json.Marshal(ev)
-	if err != nil {
+	var buf bytes.Buffer
+	buf.WriteString("data: ")
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil { // Encode ends the line
 		return fmt.Errorf("ingress: encode event: %w", err)
 	}
-	buf := make([]byte, 0, len(b)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, b...)
-	buf = append(buf, '\n', '\n')
-	_, err = w.Write(buf)
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
 	return err
 }
