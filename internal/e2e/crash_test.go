@@ -64,11 +64,11 @@ type proc struct {
 	mu  *sync.Mutex
 }
 
-// startWorkerProcess runs `fastagent worker` against the embedded server,
-// the env's SQLite store, the scripted model and NATS.
-func (e *env) startWorkerProcess(t *testing.T) *proc {
+// startProcess runs `fastagent <command>` against the embedded server, the
+// env's SQLite store and NATS; its output is shown if the test fails.
+func (e *env) startProcess(t *testing.T, command string, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(fastagentBinary(t), "worker",
+	args = append([]string{command,
 		"--dir", e.kit.Dir,
 		"--temporal-address", server.FrontendAddress(),
 		"--namespace", server.Namespace(),
@@ -76,30 +76,35 @@ func (e *env) startWorkerProcess(t *testing.T) *proc {
 		"--store", filepath.Join(e.kit.Dir, ".fastagent", "sessions.db"),
 		"--feed", natsURL(),
 		"--log-level", "warn",
-	)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + os.Getenv("HOME"),
-		"FASTAGENT_MODEL=openai/scripted",
-		"OPENAI_BASE_URL=" + e.kit.Model.URL(),
-		"OPENAI_API_KEY=test-key",
-	}
+	}, args...)
+	cmd := exec.Command(fastagentBinary(t), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	p := &proc{cmd: cmd, out: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	w := &lockedWriter{buf: p.out, mu: p.mu}
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start worker process: %v", err)
+		t.Fatalf("start fastagent %s: %v", command, err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
 			p.mu.Lock()
-			t.Logf("worker %d output:\n%s", cmd.Process.Pid, p.out.String())
+			t.Logf("%s %d output:\n%s", command, cmd.Process.Pid, p.out.String())
 			p.mu.Unlock()
 		}
 	})
 	return p
+}
+
+// startWorkerProcess runs `fastagent worker` with the scripted model.
+func (e *env) startWorkerProcess(t *testing.T) *proc {
+	t.Helper()
+	return e.startProcess(t, "worker", []string{
+		"FASTAGENT_MODEL=openai/scripted",
+		"OPENAI_BASE_URL=" + e.kit.Model.URL(),
+		"OPENAI_API_KEY=test-key",
+	})
 }
 
 func (p *proc) kill(t *testing.T) {

@@ -1,16 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,32 +25,7 @@ func (e *env) startIngressProcess(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(fastagentBinary(t), "ingress",
-		"--dir", e.kit.Dir,
-		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--temporal-address", server.FrontendAddress(),
-		"--namespace", server.Namespace(),
-		"--task-queue", e.queue,
-		"--store", filepath.Join(e.kit.Dir, ".fastagent", "sessions.db"),
-		"--feed", natsURL(),
-		"--log-level", "warn",
-	)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	p := &proc{cmd: cmd, out: &bytes.Buffer{}, mu: &sync.Mutex{}}
-	w := &lockedWriter{buf: p.out, mu: p.mu}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start ingress: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("ingress %d output:\n%s", cmd.Process.Pid, p.out.String())
-			p.mu.Unlock()
-		}
-	})
+	e.startProcess(t, "ingress", nil, "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
