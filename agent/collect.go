@@ -51,3 +51,19 @@ func Collect(events iter.Seq[Event]) (Result, error) {
 	}
 	return Result{}, &Failure{Details: ErrNoTerminal.Error(), Retryable: true}
 }
+
+// AnswerText is the answer a client keeps from a list of events: the text
+// deltas after the last retrying event (which tells clients to drop the
+// partial answer before it).
+func AnswerText(evs []Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		switch ev.Type {
+		case TypeRetrying:
+			b.Reset()
+		case TypeText:
+			b.WriteString(ev.Delta)
+		}
+	}
+	return b.String()
+}

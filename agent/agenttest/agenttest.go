@@ -119,20 +119,8 @@ func CheckTerminal(t *testing.T, evs []agent.Event) agent.Event {
 	return last
 }
 
-// TextAfterLastRetry is the answer text a client keeps: deltas after the
-// last retrying event.
-func TextAfterLastRetry(evs []agent.Event) string {
-	var b strings.Builder
-	for _, ev := range evs {
-		switch ev.Type {
-		case agent.TypeRetrying:
-			b.Reset()
-		case agent.TypeText:
-			b.WriteString(ev.Delta)
-		}
-	}
-	return b.String()
-}
+// TextAfterLastRetry is the answer text a client keeps (agent.AnswerText).
+func TextAfterLastRetry(evs []agent.Event) string { return agent.AnswerText(evs) }
 
 func successStream(t *testing.T, h Harness, session string) {
 	h.Script(t, session, Reply)

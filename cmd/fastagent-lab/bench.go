@@ -216,7 +216,7 @@ func (b *bench) setup() error {
 	if b.c, err = b.srv.Dial(ctx); err != nil {
 		return err
 	}
-	if b.kit, err = lab.NewKit(&lab.CounterTool{}); err != nil {
+	if b.kit, err = lab.NewKit(); err != nil {
 		return err
 	}
 	b.kit.Model.Handle(lab.StepsHandler(lab.CounterName))

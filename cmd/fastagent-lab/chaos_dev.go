@@ -226,7 +226,7 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 		notes = append(notes, fmt.Sprintf("re-invoke of M: %v %s", again.err, oneLine(lab.Describe(again.evs), 160)))
 		spec = false
 	}
-	if txt := lab.TextAfterLastRetry(again.evs); txt != "" && txt != "the answer" {
+	if txt := agent.AnswerText(again.evs); txt != "" && txt != "the answer" {
 		notes = append(notes, fmt.Sprintf("re-invoke of M streamed %q", oneLine(txt, 60)))
 		spec = false
 	}

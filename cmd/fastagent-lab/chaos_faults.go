@@ -40,7 +40,7 @@ func wantCompleted(text string, calls int) func(*faultTrial) string {
 		if f.term.Type != agent.TypeCompleted {
 			return "not completed: " + lab.Describe(f.evs)
 		}
-		if got := lab.TextAfterLastRetry(f.evs); got != text {
+		if got := agent.AnswerText(f.evs); got != text {
 			return fmt.Sprintf("client kept %q, want %q", got, text)
 		}
 		if len(f.calls) != calls {

@@ -302,7 +302,7 @@ func (e *procEnv) killTrial(point string, i int) (res trial) {
 
 	res.oneTerminal = allOK && r.ok
 	spec := r.ok && r.term.Type == agent.TypeCompleted
-	text := lab.TextAfterLastRetry(r.evs)
+	text := agent.AnswerText(r.evs)
 	if !strings.HasSuffix(text, "all done") || strings.Contains(text, "word") {
 		spec = false
 		notes = append(notes, fmt.Sprintf("client kept text %q", oneLine(text, 60)))

@@ -46,6 +46,22 @@ func (f *temporalFlags) dial(ctx context.Context, log *slog.Logger) (client.Clie
 	return c, nil
 }
 
+// connect prepares what every command that talks to Temporal needs: the
+// logger, a context Ctrl-C cancels, and a client. done releases them.
+func (f *temporalFlags) connect(cmd *cobra.Command, g *globals) (context.Context, client.Client, func(), error) {
+	log, err := g.logger()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	c, err := f.dial(ctx, log)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return ctx, c, func() { c.Close(); stop() }, nil
+}
+
 // scheduleCommand is `fastagent schedule list|history`.
 func scheduleCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -74,21 +90,16 @@ func scheduleListCommand(g *globals) *cobra.Command {
 		Short: "List the workspace's schedules: cron, time zone, next fires, paused/running, last fire",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-			defer stop()
 			opts := schedules.ListOptions{TaskQueue: f.taskQueue, All: all}
+			var err error
 			if opts.AgentDir, err = agentDirOf(g); err != nil {
 				return failure("%v", err)
 			}
-			c, err := f.dial(ctx, log)
+			ctx, c, done, err := f.connect(cmd, g)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer done()
 			infos, err := schedules.List(ctx, c, opts)
 			if err != nil {
 				return failure("%v", err)
@@ -126,17 +137,11 @@ func scheduleHistoryCommand(g *globals) *cobra.Command {
 			if limit <= 0 {
 				return usageError("--limit %d: want a positive number", limit)
 			}
-			log, err := g.logger()
+			ctx, c, done, err := f.connect(cmd, g)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-			defer stop()
-			c, err := f.dial(ctx, log)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+			defer done()
 			name, err := scheduleArg(args[0])
 			if err != nil {
 				return err
@@ -191,17 +196,11 @@ func fireCommand(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log, err := g.logger()
+			ctx, c, done, err := f.connect(cmd, g)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-			defer stop()
-			c, err := f.dial(ctx, log)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+			defer done()
 			name, err := scheduleArg(args[0])
 			if err != nil {
 				return err

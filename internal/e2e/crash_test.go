@@ -16,6 +16,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/transcript"
 )
@@ -66,7 +67,7 @@ type proc struct {
 
 // startProcess runs `fastagent <command>` against the embedded server, the
 // env's SQLite store and NATS; its output is shown if the test fails.
-func (e *env) startProcess(t *testing.T, command string, env []string, args ...string) *proc {
+func (e *env) startProcess(t *testing.T, command string, args ...string) *proc {
 	t.Helper()
 	args = append([]string{command,
 		"--dir", e.kit.Dir,
@@ -78,7 +79,7 @@ func (e *env) startProcess(t *testing.T, command string, env []string, args ...s
 		"--log-level", "warn",
 	}, args...)
 	cmd := exec.Command(fastagentBinary(t), args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	cmd.Env = e.kit.ProcessEnv()
 	p := &proc{cmd: cmd, out: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	w := &lockedWriter{buf: p.out, mu: p.mu}
 	cmd.Stdout, cmd.Stderr = w, w
@@ -100,11 +101,7 @@ func (e *env) startProcess(t *testing.T, command string, env []string, args ...s
 // startWorkerProcess runs `fastagent worker` with the scripted model.
 func (e *env) startWorkerProcess(t *testing.T) *proc {
 	t.Helper()
-	return e.startProcess(t, "worker", []string{
-		"FASTAGENT_MODEL=openai/scripted",
-		"OPENAI_BASE_URL=" + e.kit.Model.URL(),
-		"OPENAI_API_KEY=test-key",
-	})
+	return e.startProcess(t, "worker")
 }
 
 func (p *proc) kill(t *testing.T) {
@@ -256,23 +253,4 @@ func waitForFile(t *testing.T, path string) {
 	t.Fatalf("%s never written", path)
 }
 
-func describe(evs []agent.Event) string {
-	var parts []string
-	for _, ev := range evs {
-		switch ev.Type {
-		case agent.TypeText:
-			parts = append(parts, "text:"+ev.Delta)
-		case agent.TypeToolStarted:
-			parts = append(parts, "tool_started:"+ev.Name)
-		case agent.TypeToolEnded:
-			parts = append(parts, fmt.Sprintf("tool_ended(err=%v):%.60s", ev.IsError, ev.Content))
-		case agent.TypeRetrying:
-			parts = append(parts, fmt.Sprintf("retrying:%d", ev.Attempt))
-		case agent.TypeFailed:
-			parts = append(parts, "failed:"+ev.Details)
-		default:
-			parts = append(parts, ev.Type)
-		}
-	}
-	return strings.Join(parts, " | ")
-}
+func describe(evs []agent.Event) string { return lab.Describe(evs) }

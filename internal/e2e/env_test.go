@@ -117,7 +117,7 @@ func (e *env) ingress() *httptest.Server {
 // writeConfig writes fastagent.yaml into the workspace.
 func (e *env) writeConfig(yaml string) {
 	e.t.Helper()
-	if err := os.WriteFile(filepath.Join(e.kit.Dir, "fastagent.yaml"), []byte(yaml), 0o644); err != nil {
+	if err := e.kit.WriteConfig(yaml); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -25,7 +25,7 @@ func (e *env) startIngressProcess(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.startProcess(t, "ingress", nil, "--host", "127.0.0.1", "--port", strconv.Itoa(port))
+	e.startProcess(t, "ingress", "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {

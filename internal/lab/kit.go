@@ -3,12 +3,9 @@ package lab
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/fastagent/fastagent/activities"
@@ -16,94 +13,44 @@ import (
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/localagent"
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/serve"
-	"github.com/fastagent/fastagent/internal/store"
-	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/internal/testkit"
 )
 
-// ModelSpec is the model every lab workspace uses: the scripted server
-// behind the real OpenAI-compatible client.
-const ModelSpec = "openai/scripted"
-
-// Kit is one scenario's backend: a scripted model server, a workspace in a
-// temporary directory, and the SQLite session store inside it (the file
-// worker subprocesses open too).
+// Kit is one scenario's backend: the test kit (scripted model server,
+// workspace in a temporary directory, SQLite session store, counter tool)
+// made usable from a program.
 type Kit struct {
-	Model *modelserver.Server
-	Store store.Store
-	// Dir is the workspace; StorePath the session store file in it.
-	Dir       string
-	StorePath string
-	Loader    *workspace.Loader
-	Models    *serve.Models
+	*testkit.Kit
 }
 
-// NewKit builds a kit. tools are Go tools registered on in-process workers
-// (subprocess workers have the built-in tools only).
+// CounterName is the name of the kit's counter tool.
+const CounterName = testkit.CounterName
+
+// NewKit builds a kit in a new temporary directory; tools are extra Go tools
+// for in-process workers (subprocess workers have the built-in tools only).
+// The counter tool is sequential here: the step figure measures one call
+// after another.
 func NewKit(tools ...agent.Tool) (*Kit, error) {
 	dir, err := os.MkdirTemp("", "fastagent-lab-ws-")
 	if err != nil {
 		return nil, err
 	}
-	k := &Kit{Dir: dir, StorePath: filepath.Join(dir, ".fastagent", "sessions.db")}
-	k.Store, err = store.OpenSQLite(k.StorePath)
+	k, err := testkit.Open(dir, tools...)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, err
 	}
-	k.Loader, err = workspace.NewLoader(dir, "")
-	if err != nil {
-		_ = k.Store.Close()
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("workspace: %w", err)
-	}
-	k.Loader.Extra = tools
-	k.Loader.Getenv = k.Getenv
-	k.Models = &serve.Models{Getenv: k.Getenv}
-	k.Model = modelserver.New()
-	return k, nil
+	k.Counter.Sequential = true
+	return &Kit{k}, nil
 }
 
-// Getenv is the environment in-process model clients see.
-func (k *Kit) Getenv(name string) string {
-	switch name {
-	case "FASTAGENT_MODEL":
-		return ModelSpec
-	case "OPENAI_BASE_URL":
-		return k.Model.URL()
-	case "OPENAI_API_KEY":
-		return "lab-key"
-	}
-	return os.Getenv(name)
-}
-
-// ProcessEnv is the environment of fastagent subprocesses using this kit's
-// model server.
-func (k *Kit) ProcessEnv() []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + os.Getenv("HOME"),
-		"FASTAGENT_MODEL=" + ModelSpec,
-		"OPENAI_BASE_URL=" + k.Model.URL(),
-		"OPENAI_API_KEY=lab-key",
-	}
-}
-
-// WriteConfig writes fastagent.yaml into the workspace.
-func (k *Kit) WriteConfig(yaml string) error {
-	return os.WriteFile(filepath.Join(k.Dir, workspace.ConfigFile), []byte(yaml), 0o644)
-}
-
-// Activities returns activities over the kit's backends publishing to bus.
+// Activities returns activities over the kit's backends publishing to bus,
+// logging quietly.
 func (k *Kit) Activities(bus feed.Bus) *activities.Activities {
-	return &activities.Activities{
-		Store:          k.Store,
-		Feed:           bus,
-		Definitions:    k.Loader,
-		Models:         k.Models,
-		Logger:         QuietLogger(),
-		HeartbeatEvery: 500 * time.Millisecond,
-	}
+	a := k.Kit.Activities(bus)
+	a.Logger = QuietLogger()
+	a.HeartbeatEvery = 500 * time.Millisecond
+	return a
 }
 
 // Local returns the in-process agent loop (the baseline) over the kit,
@@ -112,50 +59,10 @@ func (k *Kit) Local(bus feed.Bus) *localagent.Agent {
 	return &localagent.Agent{Acts: k.Activities(bus)}
 }
 
-// Close stops the model server, closes the store and removes the workspace.
+// Close releases the kit and removes its workspace.
 func (k *Kit) Close() {
-	k.Model.Close()
-	k.Loader.Close()
-	_ = k.Store.Close()
+	k.Kit.Close()
 	_ = os.RemoveAll(k.Dir)
-}
-
-// CounterName is the name of CounterTool.
-const CounterName = "counter"
-
-// CounterTool is a trivial, sequential Go tool that counts its runs per
-// session (the step of the step-overhead figure).
-type CounterTool struct {
-	mu   sync.Mutex
-	runs map[string]int
-}
-
-// Spec describes the tool.
-func (c *CounterTool) Spec() agent.ToolSpec {
-	return agent.ToolSpec{
-		Name:        CounterName,
-		Description: "Counts how many times it was called in this session.",
-		Parameters:  json.RawMessage(`{"type":"object","properties":{}}`),
-		Sequential:  true,
-	}
-}
-
-// Run counts the call.
-func (c *CounterTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.runs == nil {
-		c.runs = map[string]int{}
-	}
-	c.runs[call.Session]++
-	return agent.ToolResult{Content: "count=" + strconv.Itoa(c.runs[call.Session])}, nil
-}
-
-// Runs returns the number of runs in session.
-func (c *CounterTool) Runs(session string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.runs[session]
 }
 
 // PanicName is the name of PanicTool.

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/httpagent"
 )
 
 // Received is an event as an SSE client read it, with its arrival time.
@@ -62,33 +62,20 @@ func InvokeHTTP(ctx context.Context, base, session, text, key string, each func(
 		return nil, fmt.Errorf("POST /invoke: %s: %s", resp.Status, strings.TrimSpace(string(b)))
 	}
 	var out []Received
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			at := time.Now()
-			if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data: ")); ok {
-				var ev agent.Event
-				if jerr := json.Unmarshal(data, &ev); jerr != nil {
-					return out, fmt.Errorf("bad SSE event %q: %w", data, jerr)
-				}
-				r := Received{Event: ev, At: at}
-				out = append(out, r)
-				if each != nil {
-					each(r)
-				}
-			}
-		}
+	for ev, err := range httpagent.ReadSSE(resp.Body) {
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if n := len(out); n == 0 || !out[n-1].IsTerminal() {
-					return out, errors.New("stream ended without a terminal event")
-				}
-				return out, nil
-			}
 			return out, err
 		}
+		r := Received{Event: ev, At: time.Now()}
+		out = append(out, r)
+		if each != nil {
+			each(r)
+		}
 	}
+	if n := len(out); n == 0 || !out[n-1].IsTerminal() {
+		return out, errors.New("stream ended without a terminal event")
+	}
+	return out, nil
 }
 
 // InvokeAgent runs one turn through a in process, timing each event.
@@ -120,21 +107,6 @@ func Terminal(evs []agent.Event) (agent.Event, int, bool) {
 		}
 	}
 	return term, n, n == 1 && evs[len(evs)-1].IsTerminal()
-}
-
-// TextAfterLastRetry is the answer text a client keeps: the deltas after the
-// last retrying event.
-func TextAfterLastRetry(evs []agent.Event) string {
-	var b strings.Builder
-	for _, ev := range evs {
-		switch ev.Type {
-		case agent.TypeRetrying:
-			b.Reset()
-		case agent.TypeText:
-			b.WriteString(ev.Delta)
-		}
-	}
-	return b.String()
 }
 
 // Describe renders events compactly for a report.

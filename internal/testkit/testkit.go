@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,36 +31,73 @@ const ModelSpec = "openai/scripted"
 
 // Kit is one test's backend: model server, store, workspace, tools.
 type Kit struct {
-	Model   *modelserver.Server
-	Store   store.Store
-	Dir     string
-	Counter *CounterTool
-	Models  *serve.Models
-	Loader  *workspace.Loader
+	Model *modelserver.Server
+	Store store.Store
+	// Dir is the workspace; StorePath the SQLite session store in it (the
+	// file worker subprocesses open too).
+	Dir       string
+	StorePath string
+	Counter   *CounterTool
+	Models    *serve.Models
+	Loader    *workspace.Loader
 }
 
 // New builds a kit whose resources are released at the end of the test.
 func New(t testing.TB) *Kit {
 	t.Helper()
-	ms := modelserver.New()
-	t.Cleanup(ms.Close)
-	dir := t.TempDir()
-	st, err := store.OpenSQLite(filepath.Join(dir, ".fastagent", "sessions.db"))
+	k, err := Open(t.TempDir())
 	if err != nil {
-		t.Fatalf("open store: %v", err)
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = st.Close() })
-	k := &Kit{Model: ms, Store: st, Dir: dir, Counter: &CounterTool{}}
-	k.Models = &serve.Models{Getenv: k.Getenv}
+	t.Cleanup(k.Close)
+	return k
+}
+
+// Open builds a kit in the workspace dir (programs such as the bench use it
+// directly). The counter tool and extra are registered as Go tools; the model
+// server echoes unless scripted otherwise. Close releases it.
+func Open(dir string, extra ...agent.Tool) (*Kit, error) {
+	k := &Kit{Dir: dir, StorePath: filepath.Join(dir, ".fastagent", "sessions.db"), Counter: &CounterTool{}}
+	st, err := store.OpenSQLite(k.StorePath)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	loader, err := workspace.NewLoader(dir, "")
 	if err != nil {
-		t.Fatalf("workspace: %v", err)
+		_ = st.Close()
+		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	loader.Extra = []agent.Tool{k.Counter}
+	k.Store, k.Loader = st, loader
+	k.Models = &serve.Models{Getenv: k.Getenv}
+	loader.Extra = append([]agent.Tool{k.Counter}, extra...)
 	loader.Getenv = k.Getenv
-	k.Loader = loader
-	ms.Handle(Echo)
-	return k
+	k.Model = modelserver.New()
+	k.Model.Handle(Echo)
+	return k, nil
+}
+
+// Close stops the model server and MCP servers and closes the store.
+func (k *Kit) Close() {
+	k.Model.Close()
+	k.Loader.Close()
+	_ = k.Store.Close()
+}
+
+// ProcessEnv is the environment of fastagent subprocesses that use this
+// kit's model server.
+func (k *Kit) ProcessEnv() []string {
+	return []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"FASTAGENT_MODEL=" + ModelSpec,
+		"OPENAI_BASE_URL=" + k.Model.URL(),
+		"OPENAI_API_KEY=test-key",
+	}
+}
+
+// WriteConfig writes fastagent.yaml into the workspace.
+func (k *Kit) WriteConfig(yaml string) error {
+	return os.WriteFile(filepath.Join(k.Dir, workspace.ConfigFile), []byte(yaml), 0o644)
 }
 
 // Getenv is the environment model clients see: the scripted server as an
@@ -149,6 +187,8 @@ type CounterTool struct {
 	runs map[string]int
 	// Delay makes each run take this long (to kill a worker mid-call).
 	Delay time.Duration
+	// Sequential makes batches with the tool run one call at a time.
+	Sequential bool
 }
 
 // Spec describes the tool.
@@ -157,6 +197,7 @@ func (c *CounterTool) Spec() agent.ToolSpec {
 		Name:        CounterName,
 		Description: "Counts how many times it was called in this session.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"}}}`),
+		Sequential:  c.Sequential,
 	}
 }
 
