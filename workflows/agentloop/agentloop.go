@@ -129,6 +129,10 @@ type Outcome struct {
 	Code      string          `json:"code,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	Steps     int             `json:"steps"`
+	// First is the ID of the turn's user entry and Leaf the turn's last
+	// stored entry: the stored answer is the assistant text between them.
+	First string `json:"first,omitempty"`
+	Leaf  string `json:"leaf,omitempty"`
 	// Marker names the last feed marker the turn's events lead up to; a relay
 	// forwards the feed up to it before emitting the terminal.
 	Marker string `json:"marker,omitempty"`
@@ -171,9 +175,11 @@ type Runtime interface {
 }
 
 // Run executes one turn and returns its outcome; st is updated in place.
-func Run(rt Runtime, session string, st *State, t Turn) Outcome {
-	out := Outcome{Turn: t.ID}
+func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
+	out = Outcome{Turn: t.ID}
 	pending := []transcript.Entry{userEntry(rt, t.Prompt.Text, t.Prompt.Images, t.Source)}
+	out.First = pending[0].ID
+	defer func() { out.Leaf = st.Leaf }()
 	maxSteps := st.Settings.MaxSteps
 	for step := 1; ; step++ {
 		if maxSteps <= 0 {
