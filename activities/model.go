@@ -63,7 +63,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 	marker := ModelMarker(call.Turn, call.Step)
 
 	if prev, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && prev.Message != nil {
-		pub.send(ctx, feed.Message{Kind: feed.KindEnd, Marker: marker})
+		pub.send(ctx, feed.Message{Kind: feed.KindEnd, Step: call.Step, Marker: marker})
 		pub.flush(ctx)
 		return resultOf(def, call.EntryID, prev.Message, settings, marker), nil
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -95,6 +95,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		if d.Kind == "thinking" {
 			ev = agent.Thinking(d.Text)
 		}
+		ev.Step = call.Step
 		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
 	})
 	if err != nil {
@@ -115,7 +116,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 	if stored, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && stored.Message != nil {
 		msg = *stored.Message
 	}
-	pub.send(ctx, feed.Message{Kind: feed.KindEnd, Marker: marker})
+	pub.send(ctx, feed.Message{Kind: feed.KindEnd, Step: call.Step, Marker: marker})
 	pub.flush(ctx)
 	return resultOf(def, call.EntryID, &msg, settings, marker), nil
 }
@@ -137,6 +138,7 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 	if streamed && (call.MaxAttempts == 0 || attempt < call.MaxAttempts) {
 		ev := agent.Event{
 			Type:        agent.TypeRetrying,
+			Step:        call.Step,
 			Attempt:     attempt + 1,
 			MaxAttempts: call.MaxAttempts,
 			DelayMs:     le.RetryAfter.Milliseconds(),

@@ -1,12 +1,16 @@
 package agent
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 type ctxKey int
 
 const (
 	keyIdempotency ctxKey = iota
 	keySource
+	keyResume
 )
 
 // WithIdempotencyKey attaches the caller's idempotency key to a turn: two
@@ -33,3 +37,22 @@ func Source(ctx context.Context) string {
 	s, _ := ctx.Value(keySource).(string)
 	return s
 }
+
+// WithResumeAfter asks an engine that numbers its events (Event.Seq) to
+// leave out the events of the turn up to and including seq: the consumer
+// already has them and is re-attaching (SSE Last-Event-ID).
+func WithResumeAfter(ctx context.Context, seq int64) context.Context {
+	return context.WithValue(ctx, keyResume, seq)
+}
+
+// ResumeAfter returns the value set by WithResumeAfter, or 0.
+func ResumeAfter(ctx context.Context) int64 {
+	n, _ := ctx.Value(keyResume).(int64)
+	return n
+}
+
+// ErrHandOff, as the cause of a consumer context's cancellation, says the
+// consumer is handing the turn over to another one (a server draining for a
+// restart tells its clients to reconnect elsewhere): engines that can keep
+// the turn running without a consumer must not abort it.
+var ErrHandOff = errors.New("agent: turn handed off to another consumer")

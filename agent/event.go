@@ -43,6 +43,10 @@ type Event struct {
 
 	// text, thinking
 	Delta string
+	// Step is the model step (1 = first model call of the turn) a text or
+	// thinking delta belongs to, or that a retrying event restarts; 0 when
+	// the producer does not say.
+	Step int
 
 	// tool_started, tool_ended
 	ID      string
@@ -64,6 +68,11 @@ type Event struct {
 	Details   string
 	Retryable bool
 	Code      string
+
+	// Seq is the event's position in its turn's stream, increasing; relays
+	// set it so that a consumer can resume after the last one it has (SSE
+	// `id:`). It is not part of the event's JSON.
+	Seq int64 `json:"-"`
 
 	// Extra keeps the fields of an event type this version does not know,
 	// so that relays pass it through unchanged.
@@ -100,6 +109,7 @@ func (e Event) IsTerminal() bool { return e.Type == TypeCompleted || e.Type == T
 type wireText struct {
 	Type  string `json:"type"`
 	Delta string `json:"delta"`
+	Step  int    `json:"step,omitempty"`
 }
 
 type wireToolStarted struct {
@@ -118,6 +128,7 @@ type wireToolEnded struct {
 
 type wireRetrying struct {
 	Type        string `json:"type"`
+	Step        int    `json:"step,omitempty"`
 	Attempt     int    `json:"attempt"`
 	MaxAttempts int    `json:"maxAttempts"`
 	DelayMs     int64  `json:"delayMs"`
@@ -140,7 +151,7 @@ type wireFailed struct {
 func (e Event) MarshalJSON() ([]byte, error) {
 	switch e.Type {
 	case TypeText, TypeThinking:
-		return marshal(wireText{e.Type, e.Delta})
+		return marshal(wireText{e.Type, e.Delta, e.Step})
 	case TypeToolStarted:
 		args := e.Args
 		if len(args) == 0 {
@@ -150,7 +161,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case TypeToolEnded:
 		return marshal(wireToolEnded{e.Type, e.ID, e.IsError, e.Content})
 	case TypeRetrying:
-		return marshal(wireRetrying{e.Type, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
+		return marshal(wireRetrying{e.Type, e.Step, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
 	case TypeCompleted:
 		return marshal(wireCompleted{e.Type, e.Data})
 	case TypeFailed:
@@ -182,7 +193,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	case TypeText, TypeThinking:
 		var w wireText
 		err = json.Unmarshal(b, &w)
-		e.Delta = w.Delta
+		e.Delta, e.Step = w.Delta, w.Step
 	case TypeToolStarted:
 		var w wireToolStarted
 		err = json.Unmarshal(b, &w)
@@ -194,7 +205,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	case TypeRetrying:
 		var w wireRetrying
 		err = json.Unmarshal(b, &w)
-		e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason = w.Attempt, w.MaxAttempts, w.DelayMs, w.Reason
+		e.Step, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason = w.Step, w.Attempt, w.MaxAttempts, w.DelayMs, w.Reason
 	case TypeCompleted:
 		var w wireCompleted
 		err = json.Unmarshal(b, &w)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/fastagent/fastagent/agent"
@@ -104,5 +105,60 @@ func TestCollect(t *testing.T) {
 	_, err = agent.Collect(seq(agent.Text("x")))
 	if !errors.As(err, &f) || f.Details == "" {
 		t.Fatalf("no terminal: want a Failure, got %v", err)
+	}
+}
+
+func TestAnswerKeepsFinishedSteps(t *testing.T) {
+	evs := []agent.Event{
+		{Type: agent.TypeText, Delta: "I'll check ", Step: 1},
+		{Type: agent.TypeText, Delta: "the file.", Step: 1},
+		agent.ToolStarted("c1", "read", nil),
+		agent.ToolEnded("c1", false, "ok"),
+		{Type: agent.TypeText, Delta: "The file sa", Step: 2},
+		{Type: agent.TypeRetrying, Step: 2, Attempt: 2},
+		{Type: agent.TypeText, Delta: "The file says hi.", Step: 2},
+	}
+	if got, want := agent.AnswerText(evs), "I'll check the file.The file says hi."; got != want {
+		t.Fatalf("agent.AnswerText = %q, want %q", got, want)
+	}
+	// A retrying event without a step (older producers) drops everything.
+	evs = append(evs, agent.Event{Type: agent.TypeRetrying}, agent.Event{Type: agent.TypeText, Delta: "again", Step: 2})
+	if got := agent.AnswerText(evs); got != "again" {
+		t.Fatalf("after a step-less retrying: %q, want %q", got, "again")
+	}
+	// agent.Collect keeps the same text.
+	res, err := agent.Collect(func(yield func(agent.Event) bool) {
+		for _, ev := range evs[:7] {
+			if !yield(ev) {
+				return
+			}
+		}
+		yield(agent.Completed(nil))
+	})
+	if err != nil || res.Text != "I'll check the file.The file says hi." {
+		t.Fatalf("agent.Collect = %q, %v", res.Text, err)
+	}
+}
+
+func TestStepOnTheWire(t *testing.T) {
+	for _, ev := range []agent.Event{
+		{Type: agent.TypeText, Delta: "x", Step: 3},
+		{Type: agent.TypeRetrying, Step: 2, Attempt: 2, MaxAttempts: 6, Reason: "cut"},
+	} {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"step":`) {
+			t.Errorf("%s: no step in %s", ev.Type, b)
+		}
+		var back agent.Event
+		if err := json.Unmarshal(b, &back); err != nil || back.Step != ev.Step {
+			t.Errorf("%s: round trip step = %d (%v), want %d", ev.Type, back.Step, err, ev.Step)
+		}
+	}
+	b, _ := json.Marshal(agent.Event{Type: agent.TypeText, Delta: "x", Seq: 9})
+	if string(b) != `{"type":"text","delta":"x"}` {
+		t.Errorf("text without step or seq on the wire: %s", b)
 	}
 }

@@ -1,18 +1,28 @@
 // Package ingress is the HTTP door into sessions (gin): POST /invoke streams
 // one turn as server-sent events per the Agent contract's wire format, GET
 // /health answers probes, and /sessions/{id}/… carries the control plane
-// (abort, steer, approvals, state). Every request is validated for size and
-// shape before any workflow is touched.
+// (abort, steer, approvals, state) and re-attaching to a turn
+// (/sessions/{id}/turns/{key}/events). Every event has an SSE id
+// "<turn key>.<seq>": a client that lost its connection resends the same
+// request with Last-Event-ID and receives what it missed, then the rest.
+// Every request is validated for size and shape before any workflow is
+// touched.
 package ingress
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +46,12 @@ type Control interface {
 	State(ctx context.Context, session string) (workflows.SessionView, error)
 }
 
+// Attacher follows a turn that is running, queued or finished, without
+// sending it; it fails before streaming when the turn is unknown.
+type Attacher interface {
+	Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error)
+}
+
 // ErrorClassifier maps a control-plane error to an HTTP status and a code
 // from the contract (no_active_run, no_such_session, invalid_command).
 type ErrorClassifier func(err error) (status int, code, message string)
@@ -46,9 +62,42 @@ type Server struct {
 	Control  Control
 	Classify ErrorClassifier
 	Logger   *slog.Logger
+	// Attacher serves GET /sessions/{id}/turns/{key}/events (nil: 501).
+	Attacher Attacher
 	// PingEvery overrides PingEvery (tests).
 	PingEvery time.Duration
 	ready     atomic.Bool
+
+	drainOnce sync.Once
+	draining  chan struct{}
+	mu        sync.Mutex
+}
+
+// Drain tells every open stream to reconnect elsewhere (the turns keep
+// running; clients resume with Last-Event-ID), answers new turns with 503
+// and GET /health with 503 "draining". Call it before shutting the server
+// down; it is idempotent.
+func (s *Server) Drain() {
+	s.drainCh()
+	s.drainOnce.Do(func() { close(s.draining) })
+}
+
+func (s *Server) drainCh() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining == nil {
+		s.draining = make(chan struct{})
+	}
+	return s.draining
+}
+
+func (s *Server) isDraining() bool {
+	select {
+	case <-s.drainCh():
+		return true
+	default:
+		return false
+	}
 }
 
 // SetReady flips GET /health from 503 "starting" to 200 "ok".
@@ -66,6 +115,7 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/sessions/:id/abort", s.abort)
 	r.POST("/sessions/:id/steer", s.steer)
 	r.POST("/sessions/:id/approvals/:call", s.approve)
+	r.GET("/sessions/:id/turns/:key/events", s.attach)
 	r.NoMethod(func(c *gin.Context) {
 		c.String(http.StatusMethodNotAllowed, "method not allowed")
 	})
@@ -76,6 +126,10 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) health(c *gin.Context) {
+	if s.isDraining() {
+		c.String(http.StatusServiceUnavailable, "draining")
+		return
+	}
 	if !s.ready.Load() {
 		c.String(http.StatusServiceUnavailable, "starting")
 		return
@@ -134,6 +188,9 @@ func readBody(c *gin.Context) ([]byte, bool) {
 }
 
 func (s *Server) invoke(c *gin.Context) {
+	if s.refuseWhileDraining(c) {
+		return
+	}
 	body, ok := readBody(c)
 	if !ok {
 		return
@@ -143,17 +200,89 @@ func (s *Server) invoke(c *gin.Context) {
 		c.String(status, msg)
 		return
 	}
-	ctx := agent.WithSource(c.Request.Context(), "http")
-	if key := c.GetHeader("Idempotency-Key"); key != "" {
-		ctx = agent.WithIdempotencyKey(ctx, key)
+	key := c.GetHeader("Idempotency-Key")
+	lastKey, after, err := ParseLastEventID(c.GetHeader("Last-Event-ID"))
+	if err != nil {
+		c.String(http.StatusBadRequest, err.Error())
+		return
 	}
+	switch {
+	case key == "" && lastKey != "":
+		key = lastKey
+	case key != "" && lastKey != "" && lastKey != key:
+		c.String(http.StatusBadRequest, "Last-Event-ID belongs to turn "+strconv.Quote(lastKey)+", not to Idempotency-Key "+strconv.Quote(key))
+		return
+	case key == "":
+		key = NewKey()
+	}
+	ctx := agent.WithSource(c.Request.Context(), "http")
+	ctx = agent.WithIdempotencyKey(ctx, key)
+	ctx = agent.WithResumeAfter(ctx, after)
+	s.stream(c, ctx, key, func(ctx context.Context) iter.Seq[agent.Event] { return s.Agent.Invoke(ctx, scope, prompt) })
+}
 
+// attach serves GET /sessions/{id}/turns/{key}/events: the turn's events
+// from its start (or after Last-Event-ID), live until its terminal.
+func (s *Server) attach(c *gin.Context) {
+	if s.refuseWhileDraining(c) {
+		return
+	}
+	if s.Attacher == nil {
+		c.JSON(http.StatusNotImplemented, gin.H{"error": "re-attaching is not available", "code": agent.CodeUnsupportedCapability})
+		return
+	}
+	key := c.Param("key")
+	lastKey, after, err := ParseLastEventID(c.GetHeader("Last-Event-ID"))
+	if err != nil || (lastKey != "" && lastKey != key) {
+		c.JSON(http.StatusBadRequest, gin.H{"error": "Last-Event-ID must be an id this turn's stream sent (\"<key>.<seq>\")", "code": agent.CodeInvalidCommand})
+		return
+	}
+	ctx := agent.WithResumeAfter(c.Request.Context(), after)
+	events, err := s.Attacher.Attach(ctx, c.Param("id"), key)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.stream(c, ctx, key, func(context.Context) iter.Seq[agent.Event] { return events })
+}
+
+func (s *Server) refuseWhileDraining(c *gin.Context) bool {
+	if !s.isDraining() {
+		return false
+	}
+	c.Header("Retry-After", "1")
+	c.String(http.StatusServiceUnavailable, "this server is restarting; send the request to another instance or retry in a moment")
+	return true
+}
+
+// ParseLastEventID splits an SSE id "<key>.<seq>" as this server writes
+// them; "" yields ("", 0).
+func ParseLastEventID(id string) (string, int64, error) {
+	if id == "" {
+		return "", 0, nil
+	}
+	i := strings.LastIndexByte(id, '.')
+	if i <= 0 {
+		return "", 0, fmt.Errorf("Last-Event-ID %q is not an id this server sent (want \"<key>.<seq>\")", id)
+	}
+	seq, err := strconv.ParseInt(id[i+1:], 10, 64)
+	if err != nil || seq < 0 {
+		return "", 0, fmt.Errorf("Last-Event-ID %q is not an id this server sent (want \"<key>.<seq>\")", id)
+	}
+	return id[:i], seq, nil
+}
+
+// stream writes a turn's events as SSE until its terminal, the client going
+// away (the engine detaches the turn) or a drain (the client is told to
+// reconnect and the turn is handed off, not aborted).
+func (s *Server) stream(c *gin.Context, ctx context.Context, key string, open func(context.Context) iter.Seq[agent.Event]) {
 	w := c.Writer
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
+	h.Set("Idempotency-Key", key)
 	w.WriteHeader(http.StatusOK)
 	w.Flush()
 
@@ -163,11 +292,11 @@ func (s *Server) invoke(c *gin.Context) {
 	}
 	events := make(chan agent.Event)
 	done := make(chan struct{})
-	ictx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ictx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	go func() {
 		defer close(events)
-		for ev := range s.Agent.Invoke(ictx, scope, prompt) {
+		for ev := range open(ictx) {
 			select {
 			case events <- ev:
 			case <-done:
@@ -184,8 +313,8 @@ func (s *Server) invoke(c *gin.Context) {
 			if !ok {
 				return
 			}
-			if err := WriteEvent(w, ev); err != nil {
-				return // client gone: cancel via ictx
+			if err := WriteEventID(w, key, ev); err != nil {
+				return // client gone: the engine detaches the turn
 			}
 			w.Flush()
 		case <-ticker.C:
@@ -193,10 +322,22 @@ func (s *Server) invoke(c *gin.Context) {
 				return
 			}
 			w.Flush()
+		case <-s.drainCh():
+			_, _ = io.WriteString(w, "retry: 1000\n: this server is restarting; resend the request with Last-Event-ID to resume\n\n")
+			w.Flush()
+			cancel(agent.ErrHandOff)
+			return
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// NewKey returns a random idempotency key for a turn whose caller chose none.
+func NewKey() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (s *Server) control(c *gin.Context) bool {

@@ -256,7 +256,7 @@ func (e *procEnv) killTrial(point string, i int) (res trial) {
 	// The killer watches the raw live feed of the session.
 	killed := make(chan string, 1)
 	if pred != nil {
-		sub, err := e.bus.Subscribe(context.Background(), session)
+		sub, err := e.bus.Subscribe(context.Background(), session, key)
 		if err != nil {
 			notes = append(notes, "subscribe: "+err.Error())
 			return res

@@ -152,5 +152,5 @@ func runParts(ctx context.Context, parts *serve.Parts, c client.Client, f *serve
 	} else {
 		fmt.Fprintf(out, "fastagent API  %s  (POST /invoke, GET /health)\n", api)
 	}
-	return serve.ServeHTTP(ctx, ln, srv.Handler())
+	return serve.ServeHTTP(ctx, ln, srv.Handler(), srv.Drain)
 }

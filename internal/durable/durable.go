@@ -1,9 +1,12 @@
 // Package durable is the Agent implementation backed by Temporal session
-// workflows. Invoke subscribes to the session's live feed, sends the turn with
-// Update-with-Start (the update ID is the idempotency key, so a redelivery is
-// the same turn), relays the feed, and ends with the terminal taken from the
-// update's outcome. It also offers the session control plane: abort, steer,
-// approve and state.
+// workflows. Invoke subscribes to the turn's live-feed log, sends the turn
+// with Update-with-Start (the update ID is the idempotency key, so a
+// redelivery is the same turn, and re-sending the key re-attaches to it),
+// relays the feed, and ends with the terminal taken from the update's
+// outcome. A consumer that goes away detaches: the turn keeps running and is
+// aborted only if nobody re-attaches within DetachGrace. Attach follows a
+// turn without sending one. It also offers the session control plane: abort,
+// steer, approve and state.
 package durable
 
 import (
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -24,6 +28,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/relay"
+	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -39,6 +44,13 @@ type Agent struct {
 	Logger *slog.Logger
 	// TurnsPerRun is passed to new session workflows (0 = the workflow's default).
 	TurnsPerRun int
+	// Store is the session store, read to fill in answer text the live feed
+	// lost or no longer keeps, and to find finished turns; nil disables both.
+	Store store.Store
+	// DetachGrace is how long a turn whose consumer went away keeps running
+	// before it is aborted, unless a consumer re-attaches; 0 aborts at once
+	// (the Agent contract's consumer cancel).
+	DetachGrace time.Duration
 }
 
 var _ agent.Agent = (*Agent)(nil)
@@ -55,23 +67,64 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 			key = NewKey()
 		}
 		source := agent.Source(ctx)
-		if relay.Stream(ctx, a.Feed, scope.Session, key, a.Grace, func(ctx context.Context) relay.Terminal {
-			return a.turn(ctx, scope, prompt, key, source)
-		}, yield) {
-			return
-		}
-		// The consumer went away before the terminal: abort the turn so that
-		// in-flight model and tool work stops (contract: consumer cancel).
-		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer acancel()
-		if _, err := a.Abort(actx, scope.Session, key, "the client disconnected"); err != nil && !IsNoActiveRun(err) {
-			a.log().Warn("abort after client disconnect failed", "session", scope.Session, "turn", key, "error", err)
-		}
+		relay.Stream(ctx, a.Feed, scope.Session, key, a.streamOptions(ctx, scope.Session, key, true),
+			func(ctx context.Context) relay.Terminal {
+				return a.turn(ctx, scope, prompt, key, source)
+			}, yield)
 	}
 }
 
-// turn sends the update and waits for its outcome.
+func (a *Agent) streamOptions(ctx context.Context, session, key string, owner bool) relay.StreamOptions {
+	opt := relay.StreamOptions{
+		Options: relay.Options{
+			Grace:  a.Grace,
+			After:  agent.ResumeAfter(ctx),
+			Stored: relay.StoreReader(a.Store, session),
+			Logger: a.Logger,
+		},
+		DetachGrace: a.DetachGrace,
+		Abort:       func(context.Context) {}, // an observer leaving aborts nothing
+	}
+	if owner {
+		opt.Abort = func(ctx context.Context) {
+			reason := "the client disconnected and did not re-attach"
+			if a.DetachGrace > 0 {
+				reason += " within " + a.DetachGrace.String()
+			}
+			if _, err := a.Abort(ctx, session, key, reason); err != nil && !IsNoActiveRun(err) {
+				a.log().Warn("abort after client disconnect failed", "session", session, "turn", key, "error", err)
+			}
+		}
+	}
+	return opt
+}
+
+// turn sends the update and waits for its outcome. An error that says
+// nothing about the turn (the connection to Temporal dropped, a poll timed
+// out, the workflow moved to a new run) is not a failure of the turn: the
+// update is sent again with the same ID, which re-attaches to it (or returns
+// its recorded outcome), until ctx ends.
 func (a *Agent) turn(ctx context.Context, scope agent.Scope, prompt agent.Prompt, key, source string) relay.Terminal {
+	backoff := 100 * time.Millisecond
+	for {
+		out, err := a.updateTurn(ctx, scope, prompt, key, source)
+		if err == nil {
+			return relay.FromOutcome(out, a.stored(scope.Session, out))
+		}
+		if ctx.Err() != nil || settled(err) {
+			return relay.Terminal{Event: failure(err)}
+		}
+		a.log().Warn("turn outcome not known yet; asking again", "session", scope.Session, "turn", key, "error", err)
+		select {
+		case <-ctx.Done():
+			return relay.Terminal{Event: failure(err)}
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (a *Agent) updateTurn(ctx context.Context, scope agent.Scope, prompt agent.Prompt, key, source string) (agentloop.Outcome, error) {
 	start := a.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       workflows.WorkflowID(scope.Session),
 		TaskQueue:                a.taskQueue(),
@@ -97,10 +150,116 @@ func (a *Agent) turn(ctx context.Context, scope agent.Scope, prompt agent.Prompt
 	if err == nil {
 		err = h.Get(ctx, &out)
 	}
+	return out, err
+}
+
+// settled reports whether err is the turn's own answer (a rejection or a
+// failure of the update) rather than a failure to learn it.
+func settled(err error) bool {
+	var app *temporal.ApplicationError
+	var exhausted *serviceerror.ResourceExhausted
+	var invalid *serviceerror.InvalidArgument
+	return errors.As(err, &app) || errors.As(err, &exhausted) || errors.As(err, &invalid)
+}
+
+// stored reads a finished turn's answer from the store (nil without one).
+func (a *Agent) stored(session string, out agentloop.Outcome) func(ctx context.Context) ([]string, error) {
+	if a.Store == nil {
+		return nil
+	}
+	return func(ctx context.Context) ([]string, error) { return relay.StoredSteps(ctx, a.Store, session, out) }
+}
+
+// ErrNoSuchTurn is returned by Attach for a key the session does not know.
+var ErrNoSuchTurn = errors.New("no such turn")
+
+// Attach follows the turn with idempotency key key in session — running,
+// queued, or finished — without sending it: the turn's events from the
+// start (or after agent.ResumeAfter(ctx)) and its terminal. It fails with
+// ErrNoSuchTurn (or ErrNoSuchSession) before streaming when the turn is
+// unknown. A consumer of Attach leaving aborts nothing.
+func (a *Agent) Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error) {
+	if session == "" || key == "" {
+		return nil, fmt.Errorf("%w: session and turn key are required", ErrNoSuchTurn)
+	}
+	finished, live, err := a.find(ctx, session, key)
 	if err != nil {
+		return nil, err
+	}
+	if finished == nil && !live {
+		return nil, fmt.Errorf("%w: %q in session %q (it may have finished more than a day ago)", ErrNoSuchTurn, key, session)
+	}
+	return func(yield func(agent.Event) bool) {
+		relay.Stream(ctx, a.Feed, session, key, a.streamOptions(ctx, session, key, false),
+			func(ctx context.Context) relay.Terminal {
+				if finished != nil {
+					return relay.FromOutcome(*finished, a.stored(session, *finished))
+				}
+				return a.await(ctx, session, key)
+			}, yield)
+	}, nil
+}
+
+// find says whether key is a finished turn of session (its outcome) or a
+// live one (running or queued).
+func (a *Agent) find(ctx context.Context, session, key string) (*agentloop.Outcome, bool, error) {
+	if out, err := a.recorded(ctx, session, key); err == nil {
+		return out, false, nil
+	}
+	v, err := a.State(ctx, session)
+	if err != nil {
+		return nil, false, err
+	}
+	if v.Running == key || slices.Contains(v.Queued, key) {
+		return nil, true, nil
+	}
+	// Finished in the current run but not recorded yet.
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var out agentloop.Outcome
+	if err := a.Client.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{
+		WorkflowID: workflows.WorkflowID(session), UpdateID: key,
+	}).Get(gctx, &out); err == nil {
+		return &out, false, nil
+	}
+	return nil, false, nil
+}
+
+// await waits for a live turn's outcome: from its update when it has one,
+// else (a follow-up or wake turn) from the turn record once it is written;
+// the relay also takes it from the feed's outcome message.
+func (a *Agent) await(ctx context.Context, session, key string) relay.Terminal {
+	var out agentloop.Outcome
+	err := a.Client.GetWorkflowUpdateHandle(client.GetWorkflowUpdateHandleOptions{
+		WorkflowID: workflows.WorkflowID(session), UpdateID: key,
+	}).Get(ctx, &out)
+	if err == nil {
+		return relay.FromOutcome(out, a.stored(session, out))
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
 		return relay.Terminal{Event: failure(err)}
 	}
-	return relay.Terminal{Event: out.Event(), Marker: out.Marker}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return relay.Terminal{Event: failure(ctx.Err())}
+		case <-tick.C:
+			if o, err := a.recorded(ctx, session, key); err == nil {
+				return relay.FromOutcome(*o, a.stored(session, *o))
+			}
+		}
+	}
+}
+
+// recorded reads a finished turn's outcome from the store's turn records.
+func (a *Agent) recorded(ctx context.Context, session, key string) (*agentloop.Outcome, error) {
+	if a.Store == nil {
+		return nil, store.ErrNotFound
+	}
+	return lookupTurn(ctx, a.Store, session, key)
 }
 
 // failure maps an error from the update to a failed event.

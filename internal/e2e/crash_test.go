@@ -86,6 +86,7 @@ func (e *env) startProcess(t *testing.T, command string, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start fastagent %s: %v", command, err)
 	}
+	e.lastProc = p
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -72,6 +72,8 @@ type env struct {
 	queue  string
 	worker sdkworker.Worker
 	agent  *durable.Agent
+	// lastProc is the process startProcess started last.
+	lastProc *proc
 }
 
 func newEnv(t *testing.T) *env {
@@ -89,7 +91,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(c.Close)
 	e := &env{t: t, kit: k, bus: bus, client: c, queue: fmt.Sprintf("e2e-%s-%d", t.Name(), time.Now().UnixNano())}
-	e.agent = &durable.Agent{Client: c, Feed: bus, TaskQueue: e.queue}
+	e.agent = &durable.Agent{Client: c, Feed: bus, TaskQueue: e.queue, Store: k.Store}
 	return e
 }
 
@@ -107,7 +109,7 @@ func (e *env) startWorker() sdkworker.Worker {
 
 // ingress serves the env's durable agent over real HTTP.
 func (e *env) ingress() *httptest.Server {
-	srv := &ingress.Server{Agent: e.agent, Control: e.agent, Classify: serve.ClassifyControlError}
+	srv := &ingress.Server{Agent: e.agent, Control: e.agent, Attacher: e.agent, Classify: serve.ClassifyControlError}
 	srv.SetReady(true)
 	hs := httptest.NewServer(srv.Handler())
 	e.t.Cleanup(hs.Close)

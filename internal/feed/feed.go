@@ -1,17 +1,24 @@
 // Package feed is the live event feed from activities (workers) to ingresses.
 //
 // Token deltas and other live progress never enter Temporal history; workers
-// publish them here and ingresses subscribe per session. Delivery is
-// at-most-once and ordered per publisher, every current subscriber of a
-// session receives every message published to it, and publishers never wait
-// for subscribers: each subscription buffers without bound until it is read.
+// publish them here and ingresses read them per turn. The feed keeps each
+// turn as a log for a bounded time after its last message (Retention), so a
+// consumer that attaches late, or re-attaches after a dropped connection,
+// reads the turn from its start and misses nothing. Every message carries its
+// position in that log (Seq), the same for every consumer of a bus, which
+// transports use as a resume cursor (the SSE id). Delivery is at-most-once
+// (a lost message is detected through the step markers and filled in from
+// the session store), ordered per publisher, and publishers never wait for
+// subscribers: each subscription buffers without bound until it is read.
 package feed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/fastagent/fastagent/agent"
 )
@@ -22,9 +29,17 @@ const (
 	KindEvent = "event"
 	// KindAttempt announces a new attempt of a turn step (after a retry).
 	KindAttempt = "attempt"
-	// KindEnd marks the end of what a publisher will send for a turn.
+	// KindEnd marks the end of what a publisher will send for a turn step.
 	KindEnd = "end"
+	// KindAttach announces a consumer attaching to the turn, so that a
+	// detached consumer waiting to abort it knows it was picked up.
+	KindAttach = "attach"
+	// KindOutcome carries the turn's outcome once it is durably recorded.
+	KindOutcome = "outcome"
 )
+
+// DefaultRetention is how long a turn's log is kept after its last message.
+const DefaultRetention = 10 * time.Minute
 
 // Message is one item on a session's feed.
 type Message struct {
@@ -36,23 +51,32 @@ type Message struct {
 	MaxAttempts int          `json:"maxAttempts,omitempty"`
 	Marker      string       `json:"marker,omitempty"`
 	Event       *agent.Event `json:"event,omitempty"`
+	// Attach identifies the attaching consumer (KindAttach).
+	Attach string `json:"attach,omitempty"`
+	// Outcome is the turn's outcome as JSON (KindOutcome).
+	Outcome json.RawMessage `json:"outcome,omitempty"`
+	// Seq is the message's position in its turn's log, increasing; set by
+	// the bus on delivery (what a publisher sets is ignored).
+	Seq int64 `json:"-"`
 }
 
-// Bus carries messages from publishers to the subscribers of a session.
+// Bus carries messages from publishers to the subscribers of a turn.
 type Bus interface {
-	// Publish sends m to the subscribers of m.Session; it never blocks on them.
+	// Publish appends m to the log of turn m.Turn of m.Session and sends it to
+	// the turn's subscribers; it never blocks on them.
 	Publish(ctx context.Context, m Message) error
 	// Flush returns once everything published so far by this Bus has reached
 	// the broker (no-op in process).
 	Flush(ctx context.Context) error
-	// Subscribe starts delivering the session's messages published from now
-	// on. ctx bounds the set-up only; the subscription lives until Close.
-	Subscribe(ctx context.Context, session string) (Subscription, error)
+	// Subscribe delivers the turn's retained messages from its start, then
+	// its live ones, in log order. ctx bounds the set-up only; the
+	// subscription lives until Close.
+	Subscribe(ctx context.Context, session, turn string) (Subscription, error)
 	// Close ends all subscriptions of this Bus and releases its resources.
 	Close() error
 }
 
-// Subscription is a live stream of one session's messages. Messages are
+// Subscription is the stream of one turn's messages. Messages are
 // shared with other subscribers and must be treated as read-only.
 type Subscription interface {
 	// C delivers the messages; it is closed after Close or when the bus closes.
@@ -77,9 +101,12 @@ func Open(url string) (Bus, error) {
 	}
 }
 
-func checkSession(session string) error {
+func checkTurn(session, turn string) error {
 	if session == "" {
 		return errors.New("feed: empty session ID")
+	}
+	if turn == "" {
+		return errors.New("feed: empty turn ID")
 	}
 	return nil
 }

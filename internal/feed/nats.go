@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // DefaultPrefix is the subject prefix of the NATS feed: a session's messages
@@ -25,6 +26,8 @@ const defaultFlushTimeout = 10 * time.Second
 type Option func(*natsConfig)
 
 type natsConfig struct {
+	retention     time.Duration
+	maxBytes      int64
 	prefix        string
 	name          string
 	reconnectWait time.Duration
@@ -34,6 +37,14 @@ type natsConfig struct {
 // WithPrefix sets the subject prefix (default DefaultPrefix), for example to
 // isolate tests or deployments sharing a NATS server.
 func WithPrefix(prefix string) Option { return func(c *natsConfig) { c.prefix = prefix } }
+
+// WithRetention sets how long the stream keeps a message (default
+// DefaultRetention): the window in which a turn can be replayed exactly.
+func WithRetention(d time.Duration) Option { return func(c *natsConfig) { c.retention = d } }
+
+// WithMaxBytes bounds the stream's memory (default unlimited: the retention
+// bounds it); the oldest messages go first.
+func WithMaxBytes(n int64) Option { return func(c *natsConfig) { c.maxBytes = n } }
 
 // WithName sets the connection name shown by the NATS server.
 func WithName(name string) Option { return func(c *natsConfig) { c.name = name } }
@@ -48,12 +59,18 @@ func WithNATSOptions(opts ...nats.Option) Option {
 	return func(c *natsConfig) { c.extra = append(c.extra, opts...) }
 }
 
-// NATS is a Bus over core NATS publish/subscribe. Workers and ingresses in
-// different processes each hold one; a session's messages flow on its own
-// subject.
+// NATS is a Bus over NATS JetStream. Workers and ingresses in different
+// processes each hold one. Every turn has its own subject in one memory
+// stream whose messages expire after the retention; publishers publish
+// without waiting for the broker's ack, and a subscriber reads its turn's
+// subject from the start with an ordered consumer. Seq is the stream
+// sequence, so every consumer sees the same cursor for the same message.
 type NATS struct {
-	nc     *nats.Conn
-	prefix string
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	prefix    string
+	stream    string
+	retention time.Duration
 
 	mu     sync.Mutex
 	subs   map[*natsSub]struct{}
@@ -62,11 +79,11 @@ type NATS struct {
 
 var _ Bus = (*NATS)(nil)
 
-// NewNATS connects to the NATS server at url. The connection reconnects
-// forever; messages published while disconnected are buffered by nats.go up
-// to its reconnect buffer limit.
+// NewNATS connects to the NATS server at url and creates (or updates) the
+// feed's stream. The connection reconnects forever; messages published while
+// disconnected are buffered by nats.go up to its reconnect buffer limit.
 func NewNATS(url string, opts ...Option) (*NATS, error) {
-	cfg := natsConfig{prefix: DefaultPrefix, name: "fastagent-feed", reconnectWait: time.Second}
+	cfg := natsConfig{prefix: DefaultPrefix, name: "fastagent-feed", reconnectWait: time.Second, retention: DefaultRetention}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -83,7 +100,33 @@ func NewNATS(url string, opts ...Option) (*NATS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("feed: connect to NATS at %s: %w", url, err)
 	}
-	return &NATS{nc: nc, prefix: cfg.prefix, subs: make(map[*natsSub]struct{})}, nil
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("feed: JetStream on %s: %w", url, err)
+	}
+	b := &NATS{nc: nc, js: js, prefix: cfg.prefix, stream: StreamName(cfg.prefix), retention: cfg.retention, subs: make(map[*natsSub]struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultFlushTimeout)
+	defer cancel()
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        b.stream,
+		Description: "fastagent live feed: one subject per turn, kept for late and re-attaching consumers",
+		Subjects:    []string{b.prefix + ".>"},
+		Storage:     jetstream.MemoryStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      cfg.retention,
+		MaxBytes:    cfg.maxBytes,
+	}); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("feed: create stream %s on %s (is JetStream enabled? start nats-server with -js): %w", b.stream, url, err)
+	}
+	return b, nil
+}
+
+// StreamName is the JetStream stream that holds the feed with this prefix.
+func StreamName(prefix string) string {
+	return strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(prefix))
 }
 
 func checkPrefix(p string) error {
@@ -98,15 +141,17 @@ func checkPrefix(p string) error {
 	return nil
 }
 
-// Subject returns the NATS subject carrying session's messages. The session
-// ID is base64url-encoded so that any string is one valid subject token.
-func (b *NATS) Subject(session string) string {
-	return b.prefix + "." + base64.RawURLEncoding.EncodeToString([]byte(session))
+// Subject returns the NATS subject carrying a turn's messages. The IDs are
+// base64url-encoded so that any string is one valid subject token.
+func (b *NATS) Subject(session, turn string) string {
+	enc := base64.RawURLEncoding
+	return b.prefix + "." + enc.EncodeToString([]byte(session)) + "." + enc.EncodeToString([]byte(turn))
 }
 
-// Publish encodes m as JSON and publishes it on the session's subject.
+// Publish encodes m as JSON and publishes it on the turn's subject, without
+// waiting for the stream's ack.
 func (b *NATS) Publish(ctx context.Context, m Message) error {
-	if err := checkSession(m.Session); err != nil {
+	if err := checkTurn(m.Session, m.Turn); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -116,7 +161,7 @@ func (b *NATS) Publish(ctx context.Context, m Message) error {
 	if err != nil {
 		return fmt.Errorf("feed: encode message: %w", err)
 	}
-	if err := b.nc.Publish(b.Subject(m.Session), data); err != nil {
+	if err := b.nc.Publish(b.Subject(m.Session, m.Turn), data); err != nil {
 		if errors.Is(err, nats.ErrConnectionClosed) {
 			return ErrClosed
 		}
@@ -146,11 +191,10 @@ func (b *NATS) flush(ctx context.Context) error {
 	return err
 }
 
-// Subscribe subscribes to the session's subject and returns once the server
-// has registered the subscription, so a message published afterwards by any
-// connection is delivered.
-func (b *NATS) Subscribe(ctx context.Context, session string) (Subscription, error) {
-	if err := checkSession(session); err != nil {
+// Subscribe reads the turn's subject from the start of the stream with an
+// ordered consumer, then follows it live.
+func (b *NATS) Subscribe(ctx context.Context, session, turn string) (Subscription, error) {
+	if err := checkTurn(session, turn); err != nil {
 		return nil, err
 	}
 	s := &natsSub{bus: b, q: newQueue()}
@@ -163,25 +207,36 @@ func (b *NATS) Subscribe(ctx context.Context, session string) (Subscription, err
 	b.subs[s] = struct{}{}
 	b.mu.Unlock()
 
-	// The handler only decodes and queues, so the nats.go pending buffer
-	// stays near empty and the server never sees a slow consumer.
-	sub, err := b.nc.Subscribe(b.Subject(session), func(msg *nats.Msg) {
-		var m Message
-		if json.Unmarshal(msg.Data, &m) != nil {
-			return // at-most-once: an undecodable message is dropped
-		}
-		s.q.push(m)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultFlushTimeout)
+		defer cancel()
+	}
+	cons, err := b.js.OrderedConsumer(ctx, b.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{b.Subject(session, turn)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("feed: subscribe to session %q: %w", session, err)
+		return nil, fmt.Errorf("feed: subscribe to turn %q of session %q: %w", turn, session, err)
 	}
-	s.setSub(sub)
-	_ = sub.SetPendingLimits(-1, -1)
-	if err := b.flush(ctx); err != nil {
+	// The handler only decodes and queues, so the client buffer stays near
+	// empty.
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		var m Message
+		if json.Unmarshal(msg.Data(), &m) != nil {
+			return // at-most-once: an undecodable message is dropped
+		}
+		if md, err := msg.Metadata(); err == nil {
+			m.Seq = int64(md.Sequence.Stream)
+		}
+		s.q.push(m)
+	}, jetstream.PullMaxMessages(256))
+	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("feed: subscribe to session %q: %w", session, err)
+		return nil, fmt.Errorf("feed: subscribe to turn %q of session %q: %w", turn, session, err)
 	}
+	s.setConsumer(cc)
 	return s, nil
 }
 
@@ -212,13 +267,13 @@ type natsSub struct {
 	q    *queue
 	once sync.Once
 
-	mu  sync.Mutex
-	sub *nats.Subscription
+	mu sync.Mutex
+	cc jetstream.ConsumeContext
 }
 
-func (s *natsSub) setSub(sub *nats.Subscription) {
+func (s *natsSub) setConsumer(cc jetstream.ConsumeContext) {
 	s.mu.Lock()
-	s.sub = sub
+	s.cc = cc
 	s.mu.Unlock()
 }
 
@@ -238,11 +293,10 @@ func (s *natsSub) Close() error {
 func (s *natsSub) close() {
 	s.once.Do(func() {
 		s.mu.Lock()
-		sub := s.sub
+		cc := s.cc
 		s.mu.Unlock()
-		if sub != nil {
-			// Errors mean the subscription or connection is already gone.
-			_ = sub.Unsubscribe()
+		if cc != nil {
+			cc.Stop()
 		}
 		s.q.close()
 	})

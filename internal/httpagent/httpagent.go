@@ -8,19 +8,34 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fastagent/fastagent/agent"
 )
 
-// Agent posts turns to BaseURL + "/invoke".
+// Agent posts turns to BaseURL + "/invoke". When the stream breaks before
+// its terminal (the ingress restarted or the network dropped), it resends
+// the turn with the same Idempotency-Key and Last-Event-ID — to the next of
+// BaseURL and Fallbacks — up to Reconnects times, so the caller still gets
+// every event once and one terminal.
 type Agent struct {
 	BaseURL string
-	Client  *http.Client
+	// Fallbacks are other ingresses of the same deployment to resume on.
+	Fallbacks []string
+	// Reconnects bounds the resumes of one turn (0 = none).
+	Reconnects int
+	// RetryDelay is the pause before a resume (default: the server's SSE
+	// retry hint, else 1 s).
+	RetryDelay time.Duration
+	Client     *http.Client
 }
 
 var _ agent.Agent = (*Agent)(nil)
@@ -36,53 +51,130 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 			"parentSession": scope.ParentSession,
 			"branchHints":   scope.BranchHints,
 		})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.BaseURL, "/")+"/invoke", bytes.NewReader(body))
-		if err != nil {
-			yield(agent.Failed("invalid server address: "+err.Error(), false, ""))
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "text/event-stream")
-		if key := agent.IdempotencyKey(ctx); key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		c := a.Client
-		if c == nil {
-			c = http.DefaultClient
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			if ctx.Err() == nil {
-				yield(agent.Failed(fmt.Sprintf("cannot reach %s: %v (is `fastagent dev` running?)", a.BaseURL, err), true, ""))
-			}
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			yield(agent.Failed(fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(msg))), resp.StatusCode >= 500, ""))
-			return
-		}
-		for ev, err := range ReadSSE(resp.Body) {
+		key := agent.IdempotencyKey(ctx)
+		var last int64
+		bases := append([]string{a.BaseURL}, a.Fallbacks...)
+		for try := 0; ; try++ {
+			base := bases[try%len(bases)]
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/invoke", bytes.NewReader(body))
 			if err != nil {
-				if ctx.Err() == nil {
-					yield(agent.Failed("the event stream broke: "+err.Error(), true, ""))
+				yield(agent.Failed("invalid server address: "+err.Error(), false, ""))
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if key != "" {
+				req.Header.Set("Idempotency-Key", key)
+			}
+			if last > 0 {
+				req.Header.Set("Last-Event-ID", fmt.Sprintf("%s.%d", key, last))
+			}
+			res := a.stream(ctx, req, &key, &last, yield)
+			if res.done || try >= a.Reconnects || ctx.Err() != nil || key == "" {
+				if !res.done && res.err != nil && ctx.Err() == nil {
+					yield(agent.Failed(res.err.Error(), true, ""))
 				}
 				return
 			}
-			if !yield(ev) || ev.IsTerminal() {
+			delay := a.RetryDelay
+			if delay <= 0 {
+				delay = res.retry
+			}
+			if delay <= 0 {
+				delay = time.Second
+			}
+			select {
+			case <-ctx.Done():
 				return
+			case <-time.After(delay):
 			}
 		}
 	}
 }
 
-// ReadSSE decodes "data: <json>" frames; comments (": ping") are skipped.
+// Attach follows turn key of session on BaseURL (GET
+// /sessions/{id}/turns/{key}/events), after the event with Seq after.
+func (a *Agent) Attach(ctx context.Context, session, key string, after int64) iter.Seq[agent.Event] {
+	return func(yield func(agent.Event) bool) {
+		u := strings.TrimRight(a.BaseURL, "/") + "/sessions/" + url.PathEscape(session) + "/turns/" + url.PathEscape(key) + "/events"
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			yield(agent.Failed("invalid server address: "+err.Error(), false, ""))
+			return
+		}
+		if after > 0 {
+			req.Header.Set("Last-Event-ID", fmt.Sprintf("%s.%d", key, after))
+		}
+		last := after
+		res := a.stream(ctx, req, &key, &last, yield)
+		if !res.done && res.err != nil && ctx.Err() == nil {
+			yield(agent.Failed(res.err.Error(), true, ""))
+		}
+	}
+}
+
+type streamResult struct {
+	done  bool          // a terminal was delivered, or the consumer stopped
+	err   error         // why the stream ended early
+	retry time.Duration // the server's SSE retry hint
+}
+
+// stream sends req and relays its SSE events, tracking the turn's key (from
+// the response header) and the last event's Seq.
+func (a *Agent) stream(ctx context.Context, req *http.Request, key *string, last *int64, yield func(agent.Event) bool) streamResult {
+	req.Header.Set("Accept", "text/event-stream")
+	c := a.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return streamResult{err: fmt.Errorf("cannot reach %s: %v (is `fastagent dev` running?)", req.URL.Host, err)}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			return streamResult{err: fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(msg)))}
+		}
+		yield(agent.Failed(fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(msg))), resp.StatusCode >= 500, ""))
+		return streamResult{done: true}
+	}
+	if k := resp.Header.Get("Idempotency-Key"); k != "" {
+		*key = k
+	}
+	var res streamResult
+	for ev, err := range readSSE(resp.Body, &res.retry) {
+		if err != nil {
+			res.err = fmt.Errorf("the event stream broke: %w", err)
+			return res
+		}
+		if ev.Seq > 0 {
+			if ev.Seq <= *last && !ev.IsTerminal() {
+				continue // already delivered before a resume
+			}
+			*last = ev.Seq
+		}
+		if !yield(ev) || ev.IsTerminal() {
+			return streamResult{done: true}
+		}
+	}
+	res.err = errors.New("the event stream ended without a terminal event")
+	return res
+}
+
+// ReadSSE decodes "data: <json>" frames; comments (": ping") are skipped,
+// and an "id: <key>.<seq>" line sets the event's Seq.
 func ReadSSE(r io.Reader) iter.Seq2[agent.Event, error] {
+	var retry time.Duration
+	return readSSE(r, &retry)
+}
+
+func readSSE(r io.Reader, retry *time.Duration) iter.Seq2[agent.Event, error] {
 	return func(yield func(agent.Event, error) bool) {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
 		var data strings.Builder
+		var seq int64
 		for sc.Scan() {
 			line := sc.Text()
 			switch {
@@ -92,11 +184,21 @@ func ReadSSE(r io.Reader) iter.Seq2[agent.Event, error] {
 				}
 				var ev agent.Event
 				err := json.Unmarshal([]byte(data.String()), &ev)
+				ev.Seq, seq = seq, 0
 				data.Reset()
 				if !yield(ev, err) || err != nil {
 					return
 				}
 			case strings.HasPrefix(line, ":"):
+			case strings.HasPrefix(line, "id:"):
+				id := strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+				if i := strings.LastIndexByte(id, '.'); i >= 0 {
+					seq, _ = strconv.ParseInt(id[i+1:], 10, 64)
+				}
+			case strings.HasPrefix(line, "retry:"):
+				if ms, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "retry:"))); err == nil {
+					*retry = time.Duration(ms) * time.Millisecond
+				}
 			case strings.HasPrefix(line, "data:"):
 				if data.Len() > 0 {
 					data.WriteByte('\n')

@@ -60,9 +60,12 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 			turn = a.newID()
 		}
 		source := agent.Source(ctx)
-		relay.Stream(ctx, a.Acts.Feed, scope.Session, turn, 0, func(ctx context.Context) relay.Terminal {
+		opt := relay.StreamOptions{Options: relay.Options{After: agent.ResumeAfter(ctx)}}
+		relay.Stream(ctx, a.Acts.Feed, scope.Session, turn, opt, func(ctx context.Context) relay.Terminal {
 			out := a.run(ctx, scope, prompt, turn, source)
-			return relay.Terminal{Event: out.Event(), Marker: out.Marker}
+			return relay.FromOutcome(out, func(ctx context.Context) ([]string, error) {
+				return relay.StoredSteps(ctx, a.Acts.Store, scope.Session, out)
+			})
 		}, yield)
 	}
 }

@@ -2,40 +2,49 @@ package relay_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/relay"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 )
-
-type sub struct{ c chan feed.Message }
-
-func (s sub) C() <-chan feed.Message { return s.c }
-func (s sub) Close() error           { return nil }
 
 func ev(e agent.Event) *agent.Event { return &e }
 
-func run(t *testing.T, msgs []feed.Message, term relay.Terminal, grace time.Duration) []agent.Event {
+// turnLog publishes msgs as turn t1 of session s on a fresh in-process bus.
+func turnLog(t *testing.T, msgs []feed.Message) *feed.InProcess {
 	t.Helper()
-	s := sub{c: make(chan feed.Message, len(msgs))}
+	bus := feed.NewInProcess()
+	t.Cleanup(func() { _ = bus.Close() })
 	for _, m := range msgs {
-		s.c <- m
-	}
-	out := make(chan relay.Terminal, 1)
-	// The outcome arrives after the feed delivered the turn's messages, as
-	// it does for a live turn.
-	go func() {
-		for len(s.c) > 0 {
-			time.Sleep(time.Millisecond)
+		m.Session, m.Turn = "s", "t1"
+		if err := bus.Publish(context.Background(), m); err != nil {
+			t.Fatal(err)
 		}
-		out <- term
-	}()
+	}
+	return bus
+}
+
+// relayLog relays turn t1 of bus with the terminal already known.
+func relayLog(t *testing.T, bus feed.Bus, term relay.Terminal, opt relay.Options) []agent.Event {
+	t.Helper()
+	sub, err := bus.Subscribe(context.Background(), "s", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	out := make(chan relay.Terminal, 1)
+	out <- term
 	var got []agent.Event
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if !relay.Run(ctx, s, "t1", out, grace, func(e agent.Event) bool { got = append(got, e); return true }) {
+	if !relay.Run(ctx, sub, out, opt, func(e agent.Event) bool { got = append(got, e); return true }) {
 		t.Fatal("relay did not finish")
 	}
 	return got
@@ -48,94 +57,307 @@ func types(evs []agent.Event) []string {
 		if e.Delta != "" {
 			s += ":" + e.Delta
 		}
+		if e.Type == agent.TypeRetrying {
+			s += fmt.Sprintf(":step%d", e.Step)
+		}
 		out = append(out, s)
 	}
 	return out
 }
 
+func same(t *testing.T, got, want []string) {
+	t.Helper()
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+func completed(steps int, marker string) relay.Terminal {
+	return relay.Terminal{Event: agent.Completed(nil), Marker: marker, Steps: steps, Completed: true}
+}
+
 func TestRelaySynthesizesRetryingAfterPartialText(t *testing.T) {
 	t.Parallel()
-	msgs := []feed.Message{
-		{Turn: "t1", Kind: feed.KindAttempt, Step: 1, Attempt: 1, MaxAttempts: 6},
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("part"))},
-		{Turn: "other", Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("not mine"))},
-		{Turn: "t1", Kind: feed.KindAttempt, Step: 1, Attempt: 2, MaxAttempts: 6},
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("late"))}, // superseded attempt
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Attempt: 2, Event: ev(agent.Text("whole"))},
-		{Turn: "t1", Kind: feed.KindEnd, Marker: "t1/m1"},
+	bus := turnLog(t, []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1, MaxAttempts: 6},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("part"))},
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 2, MaxAttempts: 6},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("late"))}, // superseded attempt
+		{Kind: feed.KindEvent, Step: 1, Attempt: 2, Event: ev(agent.Text("whole"))},
+		{Kind: feed.KindEnd, Step: 1, Marker: "t1/m1"},
+	})
+	got := relayLog(t, bus, completed(1, "t1/m1"), relay.Options{})
+	same(t, types(got), []string{"text:part", "retrying:step1", "text:whole", "completed"})
+	if a := agent.AnswerText(got); a != "whole" {
+		t.Fatalf("answer %q", a)
 	}
-	got := types(run(t, msgs, relay.Terminal{Event: agent.Completed(nil), Marker: "t1/m1"}, time.Second))
-	want := []string{"text:part", "retrying", "text:whole", "completed"}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
+}
+
+// Step 1 streams text and calls a tool; step 2 is cut and retried: the
+// retrying names step 2, and every client keeps step 1's text.
+func TestRelayRetryingNamesItsStep(t *testing.T) {
+	t.Parallel()
+	bus := turnLog(t, []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("I'll check the file."))},
+		{Kind: feed.KindEnd, Step: 1, Marker: "t1/m1"},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolStarted("c1", "read", nil))},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolEnded("c1", false, "hi"))},
+		{Kind: feed.KindEnd, Marker: "t1/t/c1"},
+		{Kind: feed.KindAttempt, Step: 2, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 2, Attempt: 1, Event: ev(agent.Text("It sa"))},
+		{Kind: feed.KindAttempt, Step: 2, Attempt: 2},
+		{Kind: feed.KindEvent, Step: 2, Attempt: 2, Event: ev(agent.Text("It says hi."))},
+		{Kind: feed.KindEnd, Step: 2, Marker: "t1/m2"},
+	})
+	got := relayLog(t, bus, completed(2, "t1/m2"), relay.Options{})
+	if a := agent.AnswerText(got); a != "I'll check the file.It says hi." {
+		t.Fatalf("answer %q (events %q)", a, types(got))
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("got %v, want %v", got, want)
+	for _, e := range got {
+		if e.Type == agent.TypeRetrying && e.Step != 2 {
+			t.Fatalf("retrying names step %d, want 2", e.Step)
 		}
 	}
 }
 
 func TestRelayNoRetryingWithoutPartialText(t *testing.T) {
 	t.Parallel()
-	msgs := []feed.Message{
-		{Turn: "t1", Kind: feed.KindAttempt, Step: 1, Attempt: 1},
-		{Turn: "t1", Kind: feed.KindAttempt, Step: 1, Attempt: 2},
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Attempt: 2, Event: ev(agent.Text("ok"))},
-		{Turn: "t1", Kind: feed.KindEnd, Marker: "m"},
-	}
-	got := types(run(t, msgs, relay.Terminal{Event: agent.Completed(nil), Marker: "m"}, time.Second))
-	if len(got) != 2 || got[0] != "text:ok" {
-		t.Fatalf("got %v", got)
-	}
+	bus := turnLog(t, []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 2},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 2, Event: ev(agent.Text("ok"))},
+		{Kind: feed.KindEnd, Step: 1, Marker: "m"},
+	})
+	same(t, types(relayLog(t, bus, completed(1, "m"), relay.Options{})), []string{"text:ok", "completed"})
 }
 
 func TestRelayDedupesToolEventsAndAnnouncedRetries(t *testing.T) {
 	t.Parallel()
-	retry := agent.Event{Type: agent.TypeRetrying, Attempt: 2, MaxAttempts: 6, Reason: "429"}
-	msgs := []feed.Message{
-		{Turn: "t1", Kind: feed.KindAttempt, Step: 1, Attempt: 1},
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("a"))},
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: &retry},
-		{Turn: "t1", Kind: feed.KindAttempt, Step: 1, Attempt: 2}, // already announced: no second retrying
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolStarted("c", "bash", nil))},
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolStarted("c", "bash", nil))},
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolEnded("c", false, "x"))},
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolEnded("c", false, "x"))},
-		{Turn: "t1", Kind: feed.KindEvent, Step: 1, Event: ev(agent.Completed(nil))}, // terminals only come from the outcome
-		{Turn: "t1", Kind: feed.KindEnd, Marker: "m"},
+	retry := agent.Event{Type: agent.TypeRetrying, Step: 1, Attempt: 2, MaxAttempts: 6, Reason: "429"}
+	bus := turnLog(t, []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("a"))},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: &retry},
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 2}, // already announced: no second retrying
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolStarted("c", "bash", nil))},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolStarted("c", "bash", nil))},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolEnded("c", false, "x"))},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolEnded("c", false, "x"))},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.Completed(nil))}, // terminals only come from the outcome
+		{Kind: feed.KindEnd, Marker: "m"},
+	})
+	got := relayLog(t, bus, relay.Terminal{Event: agent.Failed("x", false, ""), Marker: "m", Steps: 1}, relay.Options{})
+	same(t, types(got), []string{"text:a", "retrying:step1", "tool_started", "tool_ended", "failed"})
+}
+
+// A 200-delta turn relayed from every cut point: a consumer that has events
+// up to Seq n and resumes there ends with exactly the whole text, each delta
+// once, and one terminal.
+func TestRelayResumeAtEveryPoint(t *testing.T) {
+	t.Parallel()
+	var msgs []feed.Message
+	var want strings.Builder
+	msgs = append(msgs, feed.Message{Kind: feed.KindAttempt, Step: 1, Attempt: 1})
+	for i := range 200 {
+		d := fmt.Sprintf("d%03d ", i)
+		want.WriteString(d)
+		msgs = append(msgs, feed.Message{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text(d))})
 	}
-	got := types(run(t, msgs, relay.Terminal{Event: agent.Failed("x", false, ""), Marker: "m"}, time.Second))
-	want := []string{"text:a", "retrying", "tool_started", "tool_ended", "failed"}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
+	msgs = append(msgs, feed.Message{Kind: feed.KindEnd, Step: 1, Marker: "t1/m1"})
+	bus := turnLog(t, msgs)
+	full := relayLog(t, bus, completed(1, "t1/m1"), relay.Options{})
+	if agent.AnswerText(full) != want.String() {
+		t.Fatal("whole relay lost text")
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("got %v, want %v", got, want)
+	for cut := 0; cut < len(full); cut++ {
+		first := full[:cut]
+		var after int64
+		if cut > 0 {
+			after = first[cut-1].Seq
+		}
+		rest := relayLog(t, bus, completed(1, "t1/m1"), relay.Options{After: after})
+		all := append(append([]agent.Event(nil), first...), rest...)
+		if got := agent.AnswerText(all); got != want.String() {
+			t.Fatalf("cut after %d events: text differs (len %d, want %d)", cut, len(got), want.Len())
+		}
+		terms := 0
+		for i, e := range all {
+			if e.IsTerminal() {
+				terms++
+			}
+			if i > 0 && !e.IsTerminal() && e.Seq <= all[i-1].Seq {
+				t.Fatalf("cut %d: Seq not increasing at %d", cut, i)
+			}
+		}
+		if terms != 1 {
+			t.Fatalf("cut %d: %d terminals", cut, terms)
 		}
 	}
 }
 
-func TestRelayLostMarkerStillEndsWithTerminal(t *testing.T) {
+// The feed lost step 2's end (and part of its text): the relay says so with
+// a retrying for step 2 and sends the stored text, then the terminal.
+func TestRelayFillsInLostText(t *testing.T) {
 	t.Parallel()
-	msgs := []feed.Message{{Turn: "t1", Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("a"))}}
+	bus := turnLog(t, []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("one."))},
+		{Kind: feed.KindEnd, Step: 1, Marker: "t1/m1"},
+		{Kind: feed.KindAttempt, Step: 2, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 2, Attempt: 1, Event: ev(agent.Text("tw"))},
+		// lost: the rest of step 2 and its end marker
+	})
+	term := completed(2, "t1/m2")
+	term.Stored = func(context.Context) ([]string, error) { return []string{"one.", "two."}, nil }
 	start := time.Now()
-	got := run(t, msgs, relay.Terminal{Event: agent.Completed(nil), Marker: "never"}, 200*time.Millisecond)
-	if len(got) != 2 || got[1].Type != agent.TypeCompleted {
-		t.Fatalf("got %v", types(got))
+	got := relayLog(t, bus, term, relay.Options{Grace: 100 * time.Millisecond})
+	same(t, types(got), []string{"text:one.", "text:tw", "retrying:step2", "text:two.", "completed"})
+	if agent.AnswerText(got) != "one.two." {
+		t.Fatalf("answer %q", agent.AnswerText(got))
 	}
-	if d := time.Since(start); d < 150*time.Millisecond {
-		t.Errorf("terminal after %s: the relay should wait for the marker up to the grace", d)
+	if time.Since(start) < 100*time.Millisecond {
+		t.Error("the relay filled in before the grace for late feed messages ran out")
 	}
+}
+
+// The turn's log expired: the whole answer comes from the store.
+func TestRelayRebuildsExpiredTurn(t *testing.T) {
+	t.Parallel()
+	bus := turnLog(t, nil)
+	term := completed(2, "t1/m2")
+	term.Stored = func(context.Context) ([]string, error) { return []string{"one.", "two."}, nil }
+	got := relayLog(t, bus, term, relay.Options{})
+	same(t, types(got), []string{"text:one.", "text:two.", "completed"})
+}
+
+// Without a store to fill a known gap, the relay never sends a terminal
+// that looks complete: the stream fails, retryable.
+func TestRelayKnownGapWithoutStoreFails(t *testing.T) {
+	t.Parallel()
+	bus := turnLog(t, []feed.Message{{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("a"))}})
+	got := relayLog(t, bus, completed(1, "t1/m1"), relay.Options{Grace: 50 * time.Millisecond})
+	last := got[len(got)-1]
+	if last.Type != agent.TypeFailed || !last.Retryable {
+		t.Fatalf("got %q, want a retryable failure", types(got))
+	}
+}
+
+// A failed turn's last step may store nothing: no wait, no fill-in for it.
+func TestRelayFailedLastStepNeedsNoMarker(t *testing.T) {
+	t.Parallel()
+	bus := turnLog(t, []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("partial"))},
+	})
+	start := time.Now()
+	got := relayLog(t, bus, relay.Terminal{Event: agent.Failed("401", false, ""), Steps: 1}, relay.Options{Grace: 5 * time.Second})
+	same(t, types(got), []string{"text:partial", "failed"})
+	if time.Since(start) > 2*time.Second {
+		t.Error("the relay waited for a marker a failed step never sends")
+	}
+}
+
+// A turn without a caller-held outcome (a follow-up or wake turn) ends with
+// the outcome published on the feed.
+func TestRelayTakesOutcomeFromFeed(t *testing.T) {
+	t.Parallel()
+	o, _ := json.Marshal(agentloop.Outcome{Turn: "t1", Status: agent.TypeCompleted, Steps: 1, Marker: "t1/m1"})
+	bus := turnLog(t, []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("hello"))},
+		{Kind: feed.KindEnd, Step: 1, Marker: "t1/m1"},
+		{Kind: feed.KindOutcome, Outcome: o},
+	})
+	sub, _ := bus.Subscribe(context.Background(), "s", "t1")
+	defer sub.Close()
+	var got []agent.Event
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !relay.Run(ctx, sub, nil, relay.Options{}, func(e agent.Event) bool { got = append(got, e); return true }) {
+		t.Fatal("relay did not finish")
+	}
+	same(t, types(got), []string{"text:hello", "completed"})
 }
 
 func TestRelayConsumerStop(t *testing.T) {
 	t.Parallel()
-	s := sub{c: make(chan feed.Message, 1)}
-	s.c <- feed.Message{Turn: "t1", Kind: feed.KindEvent, Event: ev(agent.Text("a"))}
-	out := make(chan relay.Terminal)
-	if relay.Run(context.Background(), s, "t1", out, time.Second, func(agent.Event) bool { return false }) {
+	bus := turnLog(t, []feed.Message{{Kind: feed.KindEvent, Event: ev(agent.Text("a"))}})
+	sub, _ := bus.Subscribe(context.Background(), "s", "t1")
+	defer sub.Close()
+	if relay.Run(context.Background(), sub, make(chan relay.Terminal), relay.Options{}, func(agent.Event) bool { return false }) {
 		t.Fatal("Run should report that the consumer stopped")
 	}
+}
+
+// streamTurn starts a turn behind relay.Stream whose run blocks until release
+// is closed; the consumer reads one event and leaves (or stays, when keep).
+type detachCase struct {
+	bus     *feed.InProcess
+	aborts  atomic.Int32
+	release chan struct{}
+	left    chan struct{}
+}
+
+func startDetached(t *testing.T, opt relay.StreamOptions, cancelCause error) *detachCase {
+	t.Helper()
+	d := &detachCase{bus: feed.NewInProcess(), release: make(chan struct{}), left: make(chan struct{})}
+	t.Cleanup(func() { _ = d.bus.Close() })
+	opt.Abort = func(context.Context) { d.aborts.Add(1) }
+	_ = d.bus.Publish(context.Background(), feed.Message{Session: "s", Turn: "t1", Kind: feed.KindEvent, Event: ev(agent.Text("x"))})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		defer close(d.left)
+		relay.Stream(ctx, d.bus, "s", "t1", opt, func(ctx context.Context) relay.Terminal {
+			select {
+			case <-d.release:
+			case <-ctx.Done():
+			}
+			return completed(0, "")
+		}, func(agent.Event) bool { cancel(cancelCause); return true })
+	}()
+	<-d.left
+	return d
+}
+
+func TestStreamDetach(t *testing.T) {
+	t.Parallel()
+	waitAborts := func(d *detachCase, want int32, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for time.Now().Before(deadline) && d.aborts.Load() != want {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := d.aborts.Load(); got != want {
+			t.Fatalf("aborts = %d, want %d", got, want)
+		}
+	}
+	t.Run("ImmediateWhenNoGrace", func(t *testing.T) {
+		d := startDetached(t, relay.StreamOptions{}, nil)
+		waitAborts(d, 1, time.Second)
+	})
+	t.Run("AbortedAfterGraceWhenNobodyComesBack", func(t *testing.T) {
+		d := startDetached(t, relay.StreamOptions{DetachGrace: 300 * time.Millisecond}, nil)
+		if d.aborts.Load() != 0 {
+			t.Fatal("aborted before the grace")
+		}
+		waitAborts(d, 1, 5*time.Second)
+	})
+	t.Run("ReattachWithinGraceKeepsTheTurn", func(t *testing.T) {
+		d := startDetached(t, relay.StreamOptions{DetachGrace: 500 * time.Millisecond}, nil)
+		_ = d.bus.Publish(context.Background(), feed.Message{Session: "s", Turn: "t1", Kind: feed.KindAttach, Attach: "someone-else"})
+		time.Sleep(time.Second)
+		waitAborts(d, 0, 0)
+	})
+	t.Run("TurnEndingWithinGraceAbortsNothing", func(t *testing.T) {
+		d := startDetached(t, relay.StreamOptions{DetachGrace: 500 * time.Millisecond}, nil)
+		close(d.release)
+		time.Sleep(time.Second)
+		waitAborts(d, 0, 0)
+	})
+	t.Run("HandOffAbortsNothing", func(t *testing.T) {
+		d := startDetached(t, relay.StreamOptions{}, agent.ErrHandOff)
+		time.Sleep(300 * time.Millisecond)
+		waitAborts(d, 0, 0)
+	})
 }

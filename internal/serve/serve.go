@@ -54,7 +54,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Getenv reads the environment model clients use (default os.Getenv).
 	Getenv func(string) string
+	// DetachGrace is how long a turn whose HTTP client went away keeps
+	// running before it is aborted, unless the client re-attaches
+	// (default DefaultDetachGrace; negative = abort at once).
+	DetachGrace time.Duration
 }
+
+// DefaultDetachGrace is the default Config.DetachGrace.
+const DefaultDetachGrace = 15 * time.Second
 
 // Parts are the opened backends.
 type Parts struct {
@@ -162,19 +169,35 @@ func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
 
 // Agent returns the durable agent the ingress serves.
 func (p *Parts) Agent(c client.Client) *durable.Agent {
-	return &durable.Agent{Client: c, Feed: p.Feed, TaskQueue: p.Config.TaskQueue, Logger: p.Config.Logger}
+	grace := p.Config.DetachGrace
+	if grace == 0 {
+		if def, err := p.Loader.Load(context.Background()); err == nil && def.Config.HTTP.DetachGrace != nil {
+			grace = time.Duration(*def.Config.HTTP.DetachGrace)
+			if grace == 0 {
+				grace = -1
+			}
+		}
+	}
+	switch {
+	case grace == 0:
+		grace = DefaultDetachGrace
+	case grace < 0:
+		grace = 0
+	}
+	return &durable.Agent{Client: c, Feed: p.Feed, TaskQueue: p.Config.TaskQueue, Logger: p.Config.Logger,
+		Store: p.Store, DetachGrace: grace}
 }
 
 // Ingress returns the HTTP server for the durable agent.
 func (p *Parts) Ingress(c client.Client) *ingress.Server {
 	a := p.Agent(c)
-	return &ingress.Server{Agent: a, Control: a, Classify: ClassifyControlError, Logger: p.Config.Logger}
+	return &ingress.Server{Agent: a, Control: a, Attacher: a, Classify: ClassifyControlError, Logger: p.Config.Logger}
 }
 
 // ClassifyControlError maps control-plane errors to HTTP statuses and codes.
 func ClassifyControlError(err error) (int, string, string) {
 	switch {
-	case errors.Is(err, durable.ErrNoSuchSession):
+	case errors.Is(err, durable.ErrNoSuchSession), errors.Is(err, durable.ErrNoSuchTurn):
 		return http.StatusNotFound, agent.CodeNoSuchSession, err.Error()
 	case durable.IsNoActiveRun(err):
 		return http.StatusConflict, agent.CodeNoActiveRun, durable.ErrorMessage(err)
@@ -197,17 +220,28 @@ func Listen(host string, port int) (net.Listener, error) {
 	return ln, nil
 }
 
-// ServeHTTP serves h on ln until ctx ends, then shuts down (streams are
-// closed; turns keep running in their workflows).
-func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+// ShutdownTimeout bounds a graceful HTTP shutdown.
+const ShutdownTimeout = 5 * time.Second
+
+// ServeHTTP serves h on ln until ctx ends, then drains: drain (when set)
+// tells open streams to reconnect elsewhere and hands their turns off —
+// nothing is aborted, the turns keep running in their workflows — and the
+// server shuts down within ShutdownTimeout.
+func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, drain func()) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if drain != nil {
+		srv.RegisterOnShutdown(drain)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if drain != nil {
+			drain() // before Shutdown waits for the streaming handlers
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
 			_ = srv.Close()

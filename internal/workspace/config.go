@@ -74,10 +74,14 @@ type MCPServer struct {
 	Deferred bool `yaml:"deferred"`
 }
 
-// HTTPConfig is the ingress address.
+// HTTPConfig is the ingress address and stream behaviour.
 type HTTPConfig struct {
 	Host string `yaml:"host"`
 	Port int    `yaml:"port"`
+	// DetachGrace is how long a turn whose client disconnected keeps running
+	// before it is aborted, unless the client re-attaches (default 15s; 0 =
+	// abort at once).
+	DetachGrace *Duration `yaml:"detachGrace"`
 }
 
 // CodingTools selects built-in coding tools.
@@ -255,6 +259,9 @@ func (c Config) validate() error {
 	}
 	if c.Retry.Heartbeat != 0 && time.Duration(c.Retry.Heartbeat) < time.Second {
 		return badKey("must be at least 1s", "retry", "heartbeat")
+	}
+	if c.HTTP.DetachGrace != nil && *c.HTTP.DetachGrace < 0 {
+		return badKey("a negative duration; use 0 to abort at once when a client disconnects", "http", "detachGrace")
 	}
 	if c.HTTP.Port < 0 || c.HTTP.Port > 65535 {
 		return badKey(fmt.Sprintf("%d is not a TCP port", c.HTTP.Port), "http", "port")

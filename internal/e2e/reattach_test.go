@@ -1,0 +1,342 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/httpagent"
+	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/transcript"
+)
+
+// storedAnswer is the text the store keeps for the session's last turn: the
+// assistant replies after its last user prompt (steering excluded), joined.
+func storedAnswer(t *testing.T, e *env, session string) string {
+	t.Helper()
+	ctx := context.Background()
+	leaf, err := e.kit.Store.Leaf(ctx, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	branch, err := e.kit.Store.Branch(ctx, session, leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := 0
+	for i, en := range branch {
+		if m := en.Message; m != nil && m.Role == transcript.RoleUser && m.Source != "steer" {
+			start = i + 1
+		}
+	}
+	var b strings.Builder
+	for _, en := range branch[start:] {
+		if m := en.Message; m != nil && m.Role == transcript.RoleAssistant {
+			b.WriteString(m.Text)
+		}
+	}
+	return b.String()
+}
+
+func chunks(n int, format string) ([]string, string) {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf(format, i)
+	}
+	return out, strings.Join(out, "")
+}
+
+// checkWhole asserts a client's events: the answer equals the stored text,
+// exactly one terminal, completed, last.
+func checkWhole(t *testing.T, e *env, session string, evs []agent.Event) {
+	t.Helper()
+	term := agenttest.CheckTerminal(t, evs)
+	if term.Type != agent.TypeCompleted {
+		t.Fatalf("want completed, got %s", describe(evs))
+	}
+	if got, want := agent.AnswerText(evs), storedAnswer(t, e, session); got != want || want == "" {
+		t.Fatalf("client text differs from the stored answer:\n got  %q\n want %q", got, want)
+	}
+}
+
+// A client that drops its connection mid-stream detaches: the turn keeps
+// running (the model stream is not aborted), and re-sending the same key
+// with Last-Event-ID — on POST /invoke, or on the attach route — resumes
+// exactly where it left off. A turn nobody comes back to is aborted after
+// the grace, not before.
+func TestDisconnectDetachesAndReattachResumes(t *testing.T) {
+	e := newEnv(t)
+	e.agent.DetachGrace = 3 * time.Second
+	e.startWorker()
+	hs := e.ingress()
+	slow, _ := chunks(30, "w%02d ")
+
+	for _, route := range []string{"invoke", "attach"} {
+		t.Run(route, func(t *testing.T) {
+			session := "detach-" + route
+			e.kit.Model.Enqueue(modelserver.Reply{Text: slow, ChunkDelay: 60 * time.Millisecond})
+			aborted := e.kit.Model.Aborted()
+			key := "key-" + route
+			ctx, cancel := context.WithCancel(agent.WithIdempotencyKey(context.Background(), key))
+			client := &httpagent.Agent{BaseURL: hs.URL}
+			var first []agent.Event
+			for ev := range client.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: "stream slowly"}) {
+				first = append(first, ev)
+				if len(first) == 5 {
+					break // the connection drops
+				}
+			}
+			cancel()
+			time.Sleep(500 * time.Millisecond) // the turn keeps streaming meanwhile
+			last := first[len(first)-1].Seq
+			if last == 0 {
+				t.Fatalf("events carry no SSE id: %s", describe(first))
+			}
+			rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+			defer rcancel()
+			var rest []agent.Event
+			if route == "invoke" {
+				req := resumeRequest(t, hs.URL, session, key, last)
+				rest = readAll(t, req)
+			} else {
+				for ev := range client.Attach(rctx, session, key, last) {
+					rest = append(rest, ev)
+				}
+			}
+			checkWhole(t, e, session, append(first, rest...))
+			if n := e.kit.Model.Aborted(); n != aborted {
+				t.Fatalf("the model stream was aborted %d time(s) although the client came back", n-aborted)
+			}
+			if c := e.kit.Model.Count(); c == 0 {
+				t.Fatal("no model call")
+			}
+		})
+	}
+
+	t.Run("abandoned turn is aborted after the grace", func(t *testing.T) {
+		e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"a", "b"}, Hang: true})
+		aborted := e.kit.Model.Aborted()
+		ctx, cancel := context.WithCancel(context.Background())
+		client := &httpagent.Agent{BaseURL: hs.URL}
+		for ev := range client.Invoke(ctx, agent.Scope{Session: "detach-abandoned"}, agent.Prompt{Text: "hang"}) {
+			if ev.Type == agent.TypeText {
+				break
+			}
+		}
+		left := time.Now()
+		cancel()
+		time.Sleep(time.Second)
+		if e.kit.Model.Aborted() != aborted {
+			t.Fatal("the turn was aborted before the detach grace ran out")
+		}
+		if err := waitAborted(e, aborted); err != nil {
+			t.Fatalf("the abandoned turn was never aborted: %v", err)
+		}
+		if d := time.Since(left); d < 3*time.Second {
+			t.Fatalf("aborted %s after the client left, before the 3s grace", d)
+		}
+	})
+}
+
+// resumeRequest re-sends a turn with Last-Event-ID (and the key taken from it).
+func resumeRequest(t *testing.T, base, session, key string, last int64) *http.Request {
+	t.Helper()
+	body := fmt.Sprintf(`{"session":%q,"text":"stream slowly"}`, session)
+	req, err := http.NewRequest(http.MethodPost, base+"/invoke", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Last-Event-ID", fmt.Sprintf("%s.%d", key, last))
+	return req
+}
+
+func readAll(t *testing.T, req *http.Request) []agent.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %s", resp.Status)
+	}
+	var out []agent.Event
+	for ev, err := range httpagent.ReadSSE(resp.Body) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+		if ev.IsTerminal() {
+			break
+		}
+	}
+	return out
+}
+
+// A consumer attaching at a random point of a 200-delta stream receives the
+// turn from its start: its text equals the stored text. Attaching after the
+// end gives the whole answer; an unknown key is a 404.
+func TestAttachAnywhere(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker()
+	hs := e.ingress()
+	deltas, _ := chunks(200, "d%03d ")
+	e.kit.Model.Enqueue(modelserver.Reply{Text: deltas, ChunkDelay: 5 * time.Millisecond})
+	const session, key = "attach-anywhere", "attach-key"
+	started := make(chan struct{})
+	e.kit.Model.OnFirstDelta(func(modelserver.Request, time.Time) { close(started) })
+	done := make(chan []agent.Event, 1)
+	go func() {
+		ctx := agent.WithIdempotencyKey(context.Background(), key)
+		done <- collect(t, e.agent, ctx, session, "two hundred deltas")
+	}()
+	<-started
+	time.Sleep(time.Duration(rand.IntN(800)) * time.Millisecond)
+	client := &httpagent.Agent{BaseURL: hs.URL}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var attached []agent.Event
+	for ev := range client.Attach(ctx, session, key, 0) {
+		attached = append(attached, ev)
+	}
+	owner := <-done
+	checkWhole(t, e, session, owner)
+	checkWhole(t, e, session, attached)
+
+	var after []agent.Event
+	for ev := range client.Attach(ctx, session, key, 0) {
+		after = append(after, ev)
+	}
+	checkWhole(t, e, session, after)
+
+	resp, err := http.Get(hs.URL + "/sessions/" + session + "/turns/no-such-key/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown turn: status %d, want 404", resp.StatusCode)
+	}
+}
+
+// A redelivered key whose live-feed log has expired still gets the whole
+// answer (rebuilt from the store), not just the terminal.
+func TestRedeliveryAfterFeedRetentionGetsWholeAnswer(t *testing.T) {
+	e := newEnv(t)
+	bus := feed.NewInProcess()
+	bus.Retention = 50 * time.Millisecond
+	t.Cleanup(func() { _ = bus.Close() })
+	e.bus, e.agent.Feed = bus, bus
+	e.startWorker()
+	e.kit.Model.Enqueue(modelserver.Reply{
+		Text:      []string{"Let me ", "count."},
+		ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "counter", Args: `{"note":"x"}`}},
+	}, modelserver.Reply{Text: []string{"Counted ", "once."}})
+	ctx := agent.WithIdempotencyKey(context.Background(), "expired-key")
+	first := collect(t, e.agent, ctx, "expired", "count")
+	checkWhole(t, e, "expired", first)
+	time.Sleep(1200 * time.Millisecond) // past the retention and the sweep interval
+	_ = bus.Publish(context.Background(), feed.Message{Session: "other", Turn: "x", Kind: feed.KindEnd})
+	calls := e.kit.Model.Count()
+	again := collect(t, e.agent, ctx, "expired", "count")
+	checkWhole(t, e, "expired", again)
+	if agent.AnswerText(again) != "Let me count.Counted once." {
+		t.Fatalf("redelivery text %q", agent.AnswerText(again))
+	}
+	if e.kit.Model.Count() != calls {
+		t.Fatal("the redelivered key called the model again")
+	}
+}
+
+// Step 1 streams text and calls a tool; step 2's stream is cut and retried:
+// the client keeps step 1's text (the retrying names step 2 only).
+func TestRetryOfLaterStepKeepsEarlierText(t *testing.T) {
+	e := newEnv(t)
+	e.startWorker()
+	e.kit.Model.Enqueue(
+		modelserver.Reply{Text: []string{"I'll check ", "the counter."}, ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "counter", Args: `{"note":"y"}`}}},
+		modelserver.Reply{Text: []string{"It ", "says ", "one."}, DisconnectAfter: 2},
+		modelserver.Reply{Text: []string{"It ", "says ", "one."}},
+	)
+	evs := collect(t, e.agent, context.Background(), "later-step", "check")
+	checkWhole(t, e, "later-step", evs)
+	sawRetry := false
+	for _, ev := range evs {
+		if ev.Type == agent.TypeRetrying {
+			sawRetry = true
+			if ev.Step != 2 {
+				t.Fatalf("retrying names step %d, want 2: %s", ev.Step, describe(evs))
+			}
+		}
+	}
+	if !sawRetry {
+		t.Fatalf("no retrying: %s", describe(evs))
+	}
+	if got := agent.AnswerText(evs); got != "I'll check the counter.It says one." {
+		t.Fatalf("answer %q", got)
+	}
+}
+
+// An ingress process killed (SIGKILL) or stopped (SIGTERM) mid-stream: the
+// client resumes on the other ingress with its key and Last-Event-ID and
+// ends with exactly the stored text and one terminal; the turn is never
+// aborted, and a stopped ingress exits promptly.
+func TestIngressStoppedMidStreamClientResumesElsewhere(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			e := newProcessEnv(t)
+			e.startWorker()
+			slow, _ := chunks(30, "s%02d ")
+			e.kit.Model.Enqueue(modelserver.Reply{Text: slow, ChunkDelay: 80 * time.Millisecond})
+			aborted := e.kit.Model.Aborted()
+			a := e.startIngressProcessProc(t)
+			b := e.startIngressProcessProc(t)
+			client := &httpagent.Agent{BaseURL: a.base, Fallbacks: []string{b.base}, Reconnects: 3, RetryDelay: 100 * time.Millisecond}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			session := "ingress-" + strings.ToLower(sig.String())
+			var evs []agent.Event
+			var stopped time.Duration
+			for ev := range client.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: "stream"}) {
+				evs = append(evs, ev)
+				if len(evs) == 5 {
+					start := time.Now()
+					if err := a.p.cmd.Process.Signal(sig); err != nil {
+						t.Fatal(err)
+					}
+					_ = a.p.cmd.Wait()
+					stopped = time.Since(start)
+				}
+			}
+			checkWhole(t, e, session, evs)
+			if n := e.kit.Model.Aborted(); n != aborted {
+				t.Fatalf("the turn was aborted %d time(s) by an ingress going away", n-aborted)
+			}
+			t.Logf("%s: ingress gone after %s; %d events", sig, stopped, len(evs))
+			if sig == syscall.SIGTERM && stopped > 10*time.Second {
+				t.Fatalf("SIGTERM: the ingress took %s to exit", stopped)
+			}
+		})
+	}
+}
+
+type ingressProc struct {
+	p    *proc
+	base string
+}
+
+func (e *env) startIngressProcessProc(t *testing.T) ingressProc {
+	t.Helper()
+	base := e.startIngressProcess(t)
+	return ingressProc{p: e.lastProc, base: base}
+}
