@@ -54,7 +54,8 @@ func newInvoke(g *globals) *cobra.Command {
 			if key != "" {
 				ctx = agent.WithIdempotencyKey(ctx, key)
 			}
-			a := &httpagent.Agent{BaseURL: url}
+			// A dropped connection or a restarting ingress is resumed, not lost.
+			a := &httpagent.Agent{BaseURL: url, Reconnects: 5}
 			return runInvoke(ctx, a, session, text, jsonOut, os.Stdout, os.Stderr)
 		},
 	}
