@@ -26,6 +26,10 @@ type Options struct {
 	// StickyCacheSize is how many sessions' workflow state the process keeps
 	// warm (SDK default 10,000); 0 keeps the default.
 	StickyCacheSize int
+	// StopTimeout is how long Stop lets running activities (tool calls,
+	// model streams) finish after polling stops, before their contexts are
+	// cancelled; 0 means DefaultStopTimeout.
+	StopTimeout time.Duration
 	// Schedules runs the Schedule.Fire activity of schedule fires. When nil,
 	// New builds one from the client, Activities.Feed and the task queue.
 	Schedules *schedules.Firer
@@ -42,6 +46,11 @@ const HeartbeatThrottle = time.Second
 // once; a busy worker that misses it costs only a history replay elsewhere.
 const StickyTimeout = 2 * time.Second
 
+// DefaultStopTimeout is how long a stopping worker (SIGTERM on a deploy)
+// waits for running activities, so that a tool running at that moment
+// finishes and its result is used rather than becoming "outcome unknown".
+const DefaultStopTimeout = 30 * time.Second
+
 // New returns a worker with the session workflow and every activity
 // registered. Start it with Run or Start.
 func New(c client.Client, opts Options) sdkworker.Worker {
@@ -53,6 +62,10 @@ func New(c client.Client, opts Options) sdkworker.Worker {
 	if maxAct <= 0 {
 		maxAct = 200
 	}
+	stopTimeout := opts.StopTimeout
+	if stopTimeout <= 0 {
+		stopTimeout = DefaultStopTimeout
+	}
 	if opts.StickyCacheSize > 0 {
 		sdkworker.SetStickyWorkflowCacheSize(opts.StickyCacheSize)
 	}
@@ -62,6 +75,7 @@ func New(c client.Client, opts Options) sdkworker.Worker {
 		MaxHeartbeatThrottleInterval:            HeartbeatThrottle,
 		StickyScheduleToStartTimeout:            StickyTimeout,
 		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
+		WorkerStopTimeout:                       stopTimeout,
 	})
 	Register(w, opts.Activities)
 	firer := opts.Schedules

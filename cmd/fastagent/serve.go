@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
+	"github.com/fastagent/fastagent/worker"
 )
 
 // serveFlags are shared by dev, start, worker and ingress.
@@ -24,6 +27,9 @@ type serveFlags struct {
 	feed      string
 	temporal  tclient.Config
 	taskQueue string
+	// stopTimeout bounds how long a stopping worker lets running tool and
+	// model calls finish.
+	stopTimeout time.Duration
 }
 
 func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
@@ -33,6 +39,8 @@ func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
 	fl.StringVar(&f.store, "store", os.Getenv("FASTAGENT_STORE"), "session store: a SQLite file or postgres://… DSN (default <state-dir>/sessions.db) [FASTAGENT_STORE]")
 	fl.StringVar(&f.feed, "feed", envOr("FASTAGENT_FEED", "inprocess"), "live feed: inprocess, or nats://host:4222 when worker and ingress run apart [FASTAGENT_FEED]")
 	fl.StringVar(&f.taskQueue, "task-queue", envOr("FASTAGENT_TASK_QUEUE", "fastagent"), "Temporal task queue [FASTAGENT_TASK_QUEUE]")
+	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", worker.DefaultStopTimeout),
+		"on SIGTERM/Ctrl-C, how long the worker lets running tool and model calls finish before it cancels them [FASTAGENT_WORKER_STOP_TIMEOUT]")
 	if withTemporal {
 		fl.StringVar(&f.temporal.Address, "temporal-address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port [TEMPORAL_ADDRESS]")
 		fl.StringVar(&f.temporal.Namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace [TEMPORAL_NAMESPACE]")
@@ -48,7 +56,23 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		Feed:      f.feed,
 		TaskQueue: f.taskQueue,
 		Logger:    log,
+
+		WorkerStopTimeout: f.stopTimeout,
 	}
+}
+
+// envDuration reads a duration ("30s", "2m") from the environment.
+func envDuration(name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		fmt.Fprintf(os.Stderr, "fastagent: %s=%q is not a duration like 30s; using %s\n", name, v, def)
+		return def
+	}
+	return d
 }
 
 func serveCommands(g *globals) []*cobra.Command {
@@ -133,7 +157,7 @@ func runParts(ctx context.Context, parts *serve.Parts, c client.Client, f *serve
 		if err != nil {
 			return failure("%v", err)
 		}
-		defer w.Stop()
+		defer stopWorker(w, f.stopTimeout, log)
 		log.Info("worker started", "task_queue", f.taskQueue)
 	}
 	if !runIngress {
@@ -153,4 +177,20 @@ func runParts(ctx context.Context, parts *serve.Parts, c client.Client, f *serve
 		fmt.Fprintf(out, "fastagent API  %s  (POST /invoke, GET /health)\n", api)
 	}
 	return serve.ServeHTTP(ctx, ln, srv.Handler(), srv.Drain)
+}
+
+// stopWorker stops polling and lets running activities finish within
+// timeout (the SDK's WorkerStopTimeout) before it returns. Activities never
+// see the signal context: theirs is cancelled only when the timeout passes.
+// A second Ctrl-C or SIGTERM meanwhile ends the process at once (tool
+// processes die with it).
+func stopWorker(w sdkworker.Worker, timeout time.Duration, log *slog.Logger) {
+	signal.Reset(os.Interrupt, syscall.SIGTERM)
+	if timeout <= 0 {
+		timeout = worker.DefaultStopTimeout
+	}
+	log.Info("worker stopping; running tool and model calls may finish", "stop_timeout", timeout)
+	start := time.Now()
+	w.Stop()
+	log.Info("worker stopped", "took", time.Since(start).Round(time.Millisecond))
 }

@@ -8,11 +8,12 @@ import (
 	"os/exec"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fastagent/fastagent/internal/procgroup"
 )
 
 // client is the Manager's handle on one server configuration: it starts
@@ -44,8 +45,9 @@ type attempt struct {
 // conn is one session with the server.
 type conn struct {
 	session *sdk.ClientSession
-	cmd     *exec.Cmd   // stdio only
-	stderr  *stderrTail // stdio only
+	cmd     *exec.Cmd        // stdio only
+	group   *procgroup.Group // stdio only: the server's process group
+	stderr  *stderrTail      // stdio only
 
 	dead    atomic.Bool // the session ended
 	closing atomic.Bool // we are closing it
@@ -271,13 +273,24 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 		cmd.Env = env
 		cn.stderr = newStderrTail(c.log)
 		cmd.Stderr = cn.stderr
-		// Own process group, so that closing kills the server's children
-		// too and a terminal's Ctrl-C is left to the worker.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cn.cmd = cmd
 		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}
 	}
-	session, err := client.Connect(ctx, transport, nil)
+	var session *sdk.ClientSession
+	connect := func() error {
+		var err error
+		session, err = client.Connect(ctx, transport, nil)
+		return err
+	}
+	var err error
+	if cn.cmd != nil {
+		// Own process group, so that closing kills the server's children
+		// too and a terminal's Ctrl-C is left to the worker; the server
+		// dies with the worker (the transport starts cmd inside connect).
+		cn.group, err = procgroup.Start(cn.cmd, connect)
+	} else {
+		err = connect()
+	}
 	if err != nil {
 		cn.killGroup()
 		err = fmt.Errorf("start: %w", err)
@@ -329,11 +342,15 @@ func (cn *conn) close() {
 
 // killGroup kills the stdio server's process group, if it was started.
 func (cn *conn) killGroup() {
-	if cn.cmd == nil || cn.cmd.Process == nil {
+	if cn.group != nil {
+		cn.group.Close()
 		return
 	}
-	// The group may be gone already (ESRCH): nothing to report.
-	_ = syscall.Kill(-cn.cmd.Process.Pid, syscall.SIGKILL)
+	if cn.cmd != nil && cn.cmd.Process != nil {
+		// A failed start: procgroup.Start killed it already; the group
+		// may be gone (ESRCH), which is nothing to report.
+		_ = procgroup.Kill(cn.cmd.Process.Pid)
+	}
 }
 
 func (cn *conn) stderrTail() string {

@@ -47,6 +47,9 @@ type Config struct {
 	Feed string
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
+	// WorkerStopTimeout bounds how long a stopping worker lets running
+	// activities finish (0: worker.DefaultStopTimeout).
+	WorkerStopTimeout time.Duration
 	// Tools are Go tools registered by a library user.
 	Tools []agent.Tool
 	// Hooks are Go hooks run on the worker around model and tool calls.
@@ -160,7 +163,7 @@ func (p *Parts) Close() {
 
 // StartWorker starts a worker on c; stop it with Stop.
 func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
-	w := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts})
+	w := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts, StopTimeout: p.Config.WorkerStopTimeout})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/procgroup"
 )
 
 // outputDrain is how long bash waits for the output pipe to close after the
@@ -71,18 +72,21 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	cmd := exec.Command(bash, "-c", a.Command)
 	cmd.Dir = realDir
 	cmd.Env = t.env()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// cmd.Stdin stays nil: the command reads from /dev/null.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return agent.ToolResult{}, fmt.Errorf("tools: bash output pipe: %w", err)
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
+	// Its own process group, killed with the worker; the deferred Close
+	// kills whatever is left of it (background jobs too) on every return.
+	group, err := procgroup.Start(cmd, nil)
+	if err != nil {
 		_ = pr.Close()
 		_ = pw.Close()
 		return errorResult("failed to start bash: %v", err), nil
 	}
+	defer group.Close()
 	_ = pw.Close()
 
 	out := &tailBuffer{max: t.opts.MaxDetailsBytes}
@@ -108,6 +112,9 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 		stopped = "Command was aborted"
 		waitErr = killGroup(pgid, waitDone, t.opts.Bash.KillGrace)
 	}
+	// The shell is done: background jobs go with it, so the output pipe
+	// closes unless something escaped the group.
+	group.Kill()
 	select {
 	case <-readDone:
 	case <-time.After(outputDrain):

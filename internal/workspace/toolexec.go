@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/procgroup"
 	"github.com/fastagent/fastagent/internal/tools"
 )
 
@@ -112,7 +113,6 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 		"FASTAGENT_SESSION="+call.Session,
 		"FASTAGENT_CALL_ID="+call.ID,
 	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdin = bytes.NewReader(stdin)
 	stdout := &headBuffer{max: tools.DefaultMaxDetailsBytes}
 	stderr := &tailBuffer{max: stderrKeep}
@@ -122,13 +122,17 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	if ctx.Err() != nil {
 		return errorResult("Tool %s was aborted before it started.", d.name), nil
 	}
-	if err := cmd.Start(); err != nil {
+	// Its own process group, killed with the worker; the deferred Close
+	// kills whatever is left of it (background jobs too) on every return.
+	group, err := procgroup.Start(cmd, nil)
+	if err != nil {
 		hint := ""
 		if errors.Is(err, syscall.EACCES) {
 			hint = " (is the script executable? chmod +x it)"
 		}
 		return errorResult("Tool %s could not start: %v%s", d.name, err, hint), nil
 	}
+	defer group.Close()
 	waitDone := make(chan error, 1)
 	go func() { waitDone <- cmd.Wait() }()
 	timer := time.NewTimer(t.timeout)

@@ -190,3 +190,37 @@ func TestWorkspaceToolNeedsWorkDir(t *testing.T) {
 		t.Fatal("no error without a working directory")
 	}
 }
+
+// A background job a tool leaves behind is killed when the call returns.
+func TestWorkspaceToolBackgroundJobGone(t *testing.T) {
+	t.Parallel()
+	d := load(t, map[string]string{"tools/bg.yaml": "description: bg\ncommand: sleep 100 & echo $! > bg.pid; echo ok\n"}, nil)
+	res := runTool(t, d, "bg", `{}`)
+	if res.IsError || strings.TrimSpace(res.Content) != "ok" {
+		t.Fatalf("result %+v", res)
+	}
+	b, err := os.ReadFile(filepath.Join(d.Workspace.Dir, "bg.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func() bool {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for running() {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("background job %d outlived the call", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,71 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+// workerEnv switches the test binary into a stand-in worker: it runs the
+// bash command in $FASTAGENT_TEST_BASH_WORKER in the directory named by
+// $FASTAGENT_TEST_BASH_DIR and waits to be killed.
+const workerEnv = "FASTAGENT_TEST_BASH_WORKER"
+
+func TestMain(m *testing.M) {
+	if command := os.Getenv(workerEnv); command != "" {
+		args, _ := json.Marshal(map[string]any{"command": command})
+		bash := testTools(Options{})[NameBash]
+		_, _ = bash.Run(context.Background(), agent.ToolCall{ID: "c1", Name: NameBash, Args: args, Session: "s", Dir: os.Getenv("FASTAGENT_TEST_BASH_DIR")})
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A bash command whose worker is SIGKILLed mid-call dies with it: no
+// orphan keeps running next to the retry on another worker.
+func TestBashDiesWithWorker(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Pdeathsig is Linux only")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	worker := exec.Command(os.Args[0], "-test.run=^$")
+	worker.Env = append(os.Environ(),
+		workerEnv+"=echo $$ > pids.tmp && mv pids.tmp pids && sleep 300",
+		"FASTAGENT_TEST_BASH_DIR="+dir)
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
+	pidFile := filepath.Join(dir, "pids")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(pidFile); err == nil && strings.TrimSpace(string(b)) != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pids := readPIDs(t, pidFile)
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	})
+	if err := worker.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = worker.Wait()
+	assertAllGone(t, pids)
+}
