@@ -73,7 +73,7 @@ type harness struct {
 	// begin, when set, replaces the fake Turn.Begin's answer.
 	begin func(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error)
 	model func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error)
-	tool     func(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error)
+	tool  func(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error)
 }
 
 func newHarness(t *testing.T) *harness {
