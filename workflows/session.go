@@ -243,12 +243,24 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		s.queue = s.queue[1:]
 		started := workflow.Now(ctx)
 		out := s.runTurn(ctx, t)
+		limit := turnsPerRun
+		if in.TurnsPerRun > 0 {
+			limit = in.TurnsPerRun
+		}
+		record := s.durableTurns() && t.wake == "" && !t.recorded
+		if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit) {
+			// The run ends after this turn: record first, so that the
+			// outcome and continue-as-new share one workflow task and no
+			// turn is refused as busy in between.
+			s.recordTurn(ctx, t.id, out)
+			record = false
+		}
 		t.outcome = &out
 		if t.wake != "" {
 			s.logWake(t, out, started)
 		} else {
 			s.remember(t.id, out)
-			if s.durableTurns() && !t.recorded {
+			if record {
 				// The update handler returns the outcome in this same
 				// workflow task; the record follows, and the next turn
 				// (or continue-as-new) waits for it.
@@ -259,10 +271,6 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		s.turnsThisRun++
 		s.snap.Turns++
 
-		limit := turnsPerRun
-		if in.TurnsPerRun > 0 {
-			limit = in.TurnsPerRun
-		}
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= limit {
 			// Admit no new turns until the queue drains, so that a busy
 			// session still reaches continue-as-new.

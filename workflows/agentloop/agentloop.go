@@ -61,8 +61,9 @@ type ModelCall struct {
 	Step    int    `json:"step"`
 	// Leaf is the parent of the first Prepend entry (or of the reply).
 	Leaf string `json:"leaf"`
-	// Prepend are entries to append before calling the model: the user
-	// prompt, steering messages.
+	// Prepend are entries to append before calling the model: steering
+	// messages, and the user prompt unless the runtime stored it already
+	// (Turn.Entry; the call's Leaf is then that entry).
 	Prepend []transcript.Entry `json:"prepend,omitempty"`
 	// EntryID is the ID the assistant reply gets.
 	EntryID   string   `json:"entryId"`
