@@ -3,7 +3,8 @@
 // live feed), tool execution, and session-store reads and appends with IDs
 // chosen by the workflow, so that every retry is idempotent.
 //
-// Each activity has a plain method (RunModel, RunTool, OpenSession) that the
+// Each activity has a plain method (RunModel, RunTool, OpenSession,
+// BeginTurn, RecordTurn) that the
 // in-process agent calls directly, and a thin Temporal wrapper that adds the
 // attempt number and heartbeats.
 package activities
@@ -60,6 +61,8 @@ func (a *Activities) Register(w Registrar) {
 	w.RegisterActivityWithOptions(a.Execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
 	w.RegisterActivityWithOptions(a.Open, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
 	w.RegisterActivityWithOptions(a.NextWake, activity.RegisterOptions{Name: workflows.ActivityWakeNext})
+	w.RegisterActivityWithOptions(a.BeginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
+	w.RegisterActivityWithOptions(a.RecordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 }
 
 // Generate is the Model.Generate activity.

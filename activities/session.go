@@ -2,15 +2,22 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
-// OpenSession returns the session's current leaf. A session that has no
+// OpenSession returns the session's current leaf: the last recorded turn's
+// leaf when the store holds turn records (a new workflow chain resumes from
+// the last finished turn, not from whatever entry was stored last, such as
+// a half-run turn's), else the most recently appended entry. A session that has no
 // entries yet and names a parent starts from a copy of the parent's
 // transcript (up to the last branch hint found in it, else its leaf).
 func (a *Activities) OpenSession(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
@@ -26,6 +33,19 @@ func (a *Activities) OpenSession(ctx context.Context, in workflows.OpenInput) (w
 }
 
 func (a *Activities) openLeaf(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+	last, err := a.Store.LastTurn(ctx, in.Session)
+	switch {
+	case err == nil:
+		var out agentloop.Outcome
+		if err := json.Unmarshal(last.Outcome, &out); err != nil {
+			return workflows.OpenResult{}, storeError(fmt.Errorf("decode turn %q: %w", last.Key, err))
+		}
+		if out.Leaf != "" {
+			return workflows.OpenResult{Leaf: out.Leaf}, nil
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return workflows.OpenResult{}, storeError(err)
+	}
 	leaf, err := a.Store.Leaf(ctx, in.Session)
 	if err != nil {
 		return workflows.OpenResult{}, storeError(err)

@@ -33,6 +33,12 @@ const (
 	ActivitySessionOpen = "Session.Open"
 	// ActivityWakeNext computes a recurring wake-up's next instant (local).
 	ActivityWakeNext = "Wake.Next"
+	// ActivityTurnBegin (local) answers a turn whose idempotency key the
+	// session store has already recorded, or stores the turn's user entry.
+	ActivityTurnBegin = "Turn.Begin"
+	// ActivityTurnRecord keeps a finished turn's outcome in the session store
+	// under its idempotency key.
+	ActivityTurnRecord = "Turn.Record"
 )
 
 // Application error types a caller may see when an update is rejected.

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -23,8 +26,44 @@ type SessionInput struct {
 	// TurnsPerRun overrides how many turns one run serves before it
 	// continues as new (default 200; tests use small values).
 	TurnsPerRun int `json:"turnsPerRun,omitempty"`
+	// IdempotencyWindow is how long a finished turn's key is answered from
+	// the session store rather than run again (default 24 h).
+	IdempotencyWindow time.Duration `json:"idempotencyWindow,omitempty"`
 	// Snapshot carries the state across continue-as-new.
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
+}
+
+// changeTurnRecords versions the durable turn records (Turn.Begin and
+// Turn.Record around each turn, the prompt stored once) and entry IDs drawn
+// from randomness recorded in history rather than from the run ID.
+const changeTurnRecords = "turn-records"
+
+// defaultIdempotencyWindow is SessionInput.IdempotencyWindow's default.
+const defaultIdempotencyWindow = 24 * time.Hour
+
+// BeginTurnInput is the argument of ActivityTurnBegin.
+type BeginTurnInput struct {
+	Session string `json:"session"`
+	// Key is the turn's idempotency key; "" (a wake-up) skips the lookup.
+	Key string `json:"key,omitempty"`
+	// Entry is the turn's user entry, appended (idempotently, by ID) when
+	// the key is new.
+	Entry  transcript.Entry `json:"entry"`
+	Window time.Duration    `json:"window"`
+}
+
+// BeginTurnResult is the result of ActivityTurnBegin: the recorded outcome
+// of the key, or nil when the turn is new and its user entry is stored.
+type BeginTurnResult struct {
+	Outcome *agentloop.Outcome `json:"outcome,omitempty"`
+}
+
+// RecordTurnInput is the argument of ActivityTurnRecord.
+type RecordTurnInput struct {
+	Session  string            `json:"session"`
+	Key      string            `json:"key"`
+	Outcome  agentloop.Outcome `json:"outcome"`
+	Finished time.Time         `json:"finished"`
 }
 
 // Snapshot is the whole durable state of a session workflow. It stays small:
@@ -134,6 +173,8 @@ type pendingTurn struct {
 	outcome *agentloop.Outcome
 	// wake is the ID of the wake-up that queued this turn, if any.
 	wake string
+	// recorded is set when the outcome came from the session store's record.
+	recorded bool
 }
 
 type approval struct {
@@ -160,6 +201,10 @@ type session struct {
 	// root is the workflow's own context; wake timers hang off it.
 	root       workflow.Context
 	wakeCancel map[string]workflow.CancelFunc
+	// version is this run's changeTurnRecords version.
+	version workflow.Version
+	// nonce is the running turn's random ID part, recorded in history.
+	nonce string
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
@@ -173,9 +218,16 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
+	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
 	if s.snap.IDPrefix == "" {
-		run := workflow.GetInfo(ctx).WorkflowExecution.RunID
-		s.snap.IDPrefix = strings.ReplaceAll(run, "-", "")[:8]
+		if s.durableTurns() {
+			// Random, recorded once: a reset replays it and a session
+			// started again after a terminate draws a new one.
+			s.snap.IDPrefix = randomHex(ctx, 4)
+		} else {
+			run := workflow.GetInfo(ctx).WorkflowExecution.RunID
+			s.snap.IDPrefix = strings.ReplaceAll(run, "-", "")[:8]
+		}
 	}
 	if !s.snap.Opened {
 		if err := s.open(ctx); err != nil {
@@ -191,20 +243,34 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		s.queue = s.queue[1:]
 		started := workflow.Now(ctx)
 		out := s.runTurn(ctx, t)
+		limit := turnsPerRun
+		if in.TurnsPerRun > 0 {
+			limit = in.TurnsPerRun
+		}
+		record := s.durableTurns() && t.wake == "" && !t.recorded
+		if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit) {
+			// The run ends after this turn: record first, so that the
+			// outcome and continue-as-new share one workflow task and no
+			// turn is refused as busy in between.
+			s.recordTurn(ctx, t.id, out)
+			record = false
+		}
 		t.outcome = &out
 		if t.wake != "" {
 			s.logWake(t, out, started)
 		} else {
 			s.remember(t.id, out)
+			if record {
+				// The update handler returns the outcome in this same
+				// workflow task; the record follows, and the next turn
+				// (or continue-as-new) waits for it.
+				s.recordTurn(ctx, t.id, out)
+			}
 		}
 		s.followUp(t, out)
 		s.turnsThisRun++
 		s.snap.Turns++
 
-		limit := turnsPerRun
-		if in.TurnsPerRun > 0 {
-			limit = in.TurnsPerRun
-		}
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= limit {
 			// Admit no new turns until the queue drains, so that a busy
 			// session still reaches continue-as-new.
@@ -220,9 +286,10 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 			if len(s.queue) == 0 {
 				return workflow.NewContinueAsNewError(ctx, SessionWorkflowType, SessionInput{
-					Session:     in.Session,
-					TurnsPerRun: in.TurnsPerRun,
-					Snapshot:    &s.snap,
+					Session:           in.Session,
+					TurnsPerRun:       in.TurnsPerRun,
+					IdempotencyWindow: in.IdempotencyWindow,
+					Snapshot:          &s.snap,
 				})
 			}
 		}
@@ -451,7 +518,28 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 		s.approvals = nil
 	}()
 	rt := &loopRuntime{s: s, ctx: tctx, root: ctx}
-	out := agentloop.Run(rt, s.in.Session, &s.snap.Loop, agentloop.Turn{ID: t.id, Prompt: t.req.Prompt, Source: t.req.Source})
+	turn := agentloop.Turn{ID: t.id, Prompt: t.req.Prompt, Source: t.req.Source}
+	if s.durableTurns() {
+		s.nonce = randomHex(ctx, 4)
+		entry := agentloop.UserEntry(rt, turn)
+		entry.ParentID = s.snap.Loop.Leaf
+		rec, err := s.beginTurn(tctx, t, entry)
+		switch {
+		case err != nil:
+			out := agentloop.Outcome{Turn: t.id, Status: agent.TypeFailed, Details: "begin turn: " + err.Error(), Retryable: true}
+			if s.abortReason != "" {
+				out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
+			}
+			return out
+		case rec != nil:
+			// Its follow-up (late steering) was queued when it first ran.
+			t.recorded = true
+			rec.Leftover = nil
+			return *rec
+		}
+		turn.Entry = &entry
+	}
+	out := agentloop.Run(rt, s.in.Session, &s.snap.Loop, turn)
 	if s.abortReason != "" && out.Status == agent.TypeFailed {
 		out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
 		out.Leftover = nil
@@ -476,7 +564,68 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 
 func (s *session) nextID() string {
 	s.snap.NextID++
+	if s.nonce != "" {
+		return fmt.Sprintf("%s-%s-%d", s.snap.IDPrefix, s.nonce, s.snap.NextID)
+	}
 	return fmt.Sprintf("%s-%d", s.snap.IDPrefix, s.snap.NextID)
+}
+
+// durableTurns reports whether this run keeps turn records in the session
+// store (changeTurnRecords).
+func (s *session) durableTurns() bool { return s.version >= 1 }
+
+// beginTurn runs ActivityTurnBegin until the store answers: the recorded
+// outcome of the turn's key, or nil once the user entry is stored.
+func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcript.Entry) (*agentloop.Outcome, error) {
+	window := s.in.IdempotencyWindow
+	if window <= 0 {
+		window = defaultIdempotencyWindow
+	}
+	key := t.id
+	if t.wake != "" {
+		key = ""
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+	})
+	var res BeginTurnResult
+	err := workflow.ExecuteLocalActivity(lctx, ActivityTurnBegin, BeginTurnInput{
+		Session: s.in.Session, Key: key, Entry: entry, Window: window,
+	}).Get(ctx, &res)
+	if err != nil {
+		return nil, fmt.Errorf("turn %q: %w", t.id, err)
+	}
+	return res.Outcome, nil
+}
+
+// recordTurn keeps a finished turn in the session store, retrying until it
+// is stored, so the key is answered long after this run has ended.
+func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: recordResultTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+		Summary:             "record · turn " + key,
+	})
+	in := RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Finished: workflow.Now(ctx)}
+	if err := workflow.ExecuteActivity(actx, ActivityTurnRecord, in).Get(actx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("recording a turn failed", "turn", key, "error", err)
+	}
+}
+
+// randomHex returns n random bytes as hex, drawn once and recorded in
+// history (a side effect), so replays see the same value.
+func randomHex(ctx workflow.Context, n int) string {
+	var out string
+	enc := workflow.SideEffect(ctx, func(workflow.Context) any {
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		return hex.EncodeToString(b)
+	})
+	if err := enc.Get(&out); err != nil {
+		panic(fmt.Sprintf("decode side effect: %v", err))
+	}
+	return out
 }
 
 // errAborted is what the loop runtime reports once the turn was cancelled.

@@ -63,9 +63,17 @@ type harness struct {
 	cancels   map[string]*cancelSignal
 	cancelled []string
 
+	// begins and records are what Turn.Begin and Turn.Record received;
+	// stored is the fake session store's turn records by key.
+	begins  []workflows.BeginTurnInput
+	records []workflows.RecordTurnInput
+	stored  map[string]agentloop.Outcome
+
 	openLeaf string
-	model    func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error)
-	tool     func(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error)
+	// begin, when set, replaces the fake Turn.Begin's answer.
+	begin func(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error)
+	model func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error)
+	tool  func(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -75,7 +83,7 @@ func newHarness(t *testing.T) *harness {
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
 
-	h := &harness{t: t, env: env, cancels: map[string]*cancelSignal{}, openLeaf: "leaf-0"}
+	h := &harness{t: t, env: env, cancels: map[string]*cancelSignal{}, openLeaf: "leaf-0", stored: map[string]agentloop.Outcome{}}
 	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
 		return reply(call), nil
 	}
@@ -86,6 +94,8 @@ func newHarness(t *testing.T) *harness {
 	env.RegisterActivityWithOptions(h.open, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
 	env.RegisterActivityWithOptions(h.generate, activity.RegisterOptions{Name: workflows.ActivityModelGenerate})
 	env.RegisterActivityWithOptions(h.execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
+	env.RegisterActivityWithOptions(h.beginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
+	env.RegisterActivityWithOptions(h.recordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	env.SetOnActivityCanceledListener(func(info *activity.Info) {
 		h.mu.Lock()
 		h.cancelled = append(h.cancelled, info.ActivityType.Name)
@@ -103,6 +113,33 @@ func (h *harness) open(_ context.Context, in workflows.OpenInput) (workflows.Ope
 	defer h.mu.Unlock()
 	h.opens = append(h.opens, in)
 	return workflows.OpenResult{Leaf: h.openLeaf}, nil
+}
+
+// beginTurn is the fake Turn.Begin: it answers keys in h.stored.
+func (h *harness) beginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+	h.mu.Lock()
+	h.begins = append(h.begins, in)
+	fn := h.begin
+	out, found := h.stored[in.Key]
+	h.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, in)
+	}
+	if found && in.Key != "" {
+		return workflows.BeginTurnResult{Outcome: &out}, nil
+	}
+	return workflows.BeginTurnResult{}, nil
+}
+
+// recordTurn is the fake Turn.Record: the first record of a key wins.
+func (h *harness) recordTurn(_ context.Context, in workflows.RecordTurnInput) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, in)
+	if _, ok := h.stored[in.Key]; !ok {
+		h.stored[in.Key] = in.Outcome
+	}
+	return nil
 }
 
 func (h *harness) generate(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
@@ -217,6 +254,29 @@ func (h *harness) eventLog() []string {
 	return append([]string(nil), h.events...)
 }
 
+func (h *harness) beginCalls() []workflows.BeginTurnInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]workflows.BeginTurnInput(nil), h.begins...)
+}
+
+func (h *harness) recordCalls() []workflows.RecordTurnInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]workflows.RecordTurnInput(nil), h.records...)
+}
+
+// userEntry is the user entry Turn.Begin stored for a step-1 model call:
+// the one the call's Leaf names.
+func (h *harness) userEntry(c agentloop.ModelCall) (transcript.Entry, bool) {
+	for _, b := range h.beginCalls() {
+		if b.Entry.ID == c.Leaf {
+			return b.Entry, true
+		}
+	}
+	return transcript.Entry{}, false
+}
+
 func (h *harness) openCalls() []workflows.OpenInput {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -235,13 +295,13 @@ func (h *harness) cancelledTypes() []string {
 	return append([]string(nil), h.cancelled...)
 }
 
-// prompts lists the text of the first Prepend entry of every step-1 model
-// call, in call order: the order turns ran in.
+// prompts lists the prompt of every step-1 model call (the user entry
+// Turn.Begin stored below which it runs), in call order: the order turns ran in.
 func (h *harness) prompts() []string {
 	var out []string
 	for _, c := range h.modelCalls() {
-		if c.Step == 1 && len(c.Prepend) > 0 && c.Prepend[0].Message != nil {
-			out = append(out, c.Prepend[0].Message.Text)
+		if e, ok := h.userEntry(c); ok && c.Step == 1 && e.Message != nil {
+			out = append(out, e.Message.Text)
 		}
 	}
 	return out

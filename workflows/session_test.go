@@ -63,12 +63,20 @@ func TestSessionPlainTurn(t *testing.T) {
 	equal(t, "call.Session", c.Session, "s1")
 	equal(t, "call.Turn", c.Turn, "turn-1")
 	equal(t, "call.Step", c.Step, 1)
-	equal(t, "call.Leaf", c.Leaf, "leaf-0")
 	equal(t, "call.MaxAttempts", c.MaxAttempts, 6)
-	if len(c.Prepend) != 1 {
-		t.Fatalf("call.Prepend has %d entries, want 1 (the user entry)", len(c.Prepend))
+	// The prompt is stored once, by Turn.Begin; the model call refers to it.
+	if len(c.Prepend) != 0 {
+		t.Errorf("call.Prepend has %d entries, want 0 (Turn.Begin stored the user entry)", len(c.Prepend))
 	}
-	e := c.Prepend[0]
+	begins := h.beginCalls()
+	if len(begins) != 1 {
+		t.Fatalf("Turn.Begin called %d times, want 1", len(begins))
+	}
+	equal(t, "begin.Session", begins[0].Session, "s1")
+	equal(t, "begin.Key", begins[0].Key, "turn-1")
+	equal(t, "begin.Window", begins[0].Window, 24*time.Hour)
+	e := begins[0].Entry
+	equal(t, "call.Leaf", c.Leaf, e.ID)
 	equal(t, "user.ParentID", e.ParentID, "leaf-0")
 	equal(t, "user.Type", e.Type, transcript.TypeMessage)
 	if e.Message == nil {
@@ -87,8 +95,13 @@ func TestSessionPlainTurn(t *testing.T) {
 		t.Errorf("entry IDs user=%q reply=%q: want distinct, prefixed %q", e.ID, c.EntryID, prefix)
 	}
 	equal(t, "outcome.Marker", out.Marker, "m-"+c.EntryID)
+	equal(t, "outcome.First", out.First, e.ID)
+	equal(t, "outcome.Leaf", out.Leaf, c.EntryID)
 	if n := len(h.toolCalls()); n != 0 {
 		t.Errorf("Tool.Execute called %d times, want 0", n)
+	}
+	if rec := h.recordCalls(); len(rec) != 1 || rec[0].Key != "turn-1" || rec[0].Outcome.Leaf != c.EntryID {
+		t.Errorf("Turn.Record calls = %+v, want one for turn-1 with the outcome", rec)
 	}
 
 	equal(t, "view.Session", view.Session, "s1")
@@ -153,7 +166,7 @@ func TestSessionToolTurnChainsEntries(t *testing.T) {
 	equalSlice(t, "step2.Activated", m2.Activated, []string{"web_fetch"})
 	equal(t, "outcome.Marker", out.Marker, "m-"+m2.EntryID)
 
-	ids := []string{m1.Prepend[0].ID, m1.EntryID, c1[0].ResultEntryID, c2[0].ResultEntryID, m2.EntryID}
+	ids := []string{m1.Leaf, m1.EntryID, c1[0].ResultEntryID, c2[0].ResultEntryID, m2.EntryID}
 	seen := map[string]bool{}
 	for _, id := range ids {
 		if id == "" || seen[id] {
@@ -162,8 +175,9 @@ func TestSessionToolTurnChainsEntries(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	// IDs come from the workflow's counter, in allocation order.
-	prefix := strings.SplitN(ids[0], "-", 2)[0]
+	// IDs come from the workflow's counter, in allocation order, behind the
+	// chain's prefix and the turn's nonce.
+	prefix := ids[0][:strings.LastIndex(ids[0], "-")]
 	for i, id := range ids {
 		equal(t, fmt.Sprintf("ids[%d]", i), id, fmt.Sprintf("%s-%d", prefix, i+1))
 	}
@@ -524,8 +538,11 @@ func TestSessionAbort(t *testing.T) {
 			if len(models) != 2 {
 				t.Fatalf("model called %d times, want 2", len(models))
 			}
-			equal(t, "t2.Leaf", models[1].Leaf, "leaf-0")
-			equal(t, "t2 user.ParentID", models[1].Prepend[0].ParentID, "leaf-0")
+			user, ok := h.userEntry(models[1])
+			if !ok {
+				t.Fatalf("t2's model call hangs below %q, not below its user entry", models[1].Leaf)
+			}
+			equal(t, "t2 user.ParentID", user.ParentID, "leaf-0")
 		})
 	}
 
@@ -853,11 +870,11 @@ func TestSessionSteer(t *testing.T) {
 		if len(models) != 3 {
 			t.Fatalf("model called %d times, want 3 (t1, the steering follow-up, t2)", len(models))
 		}
-		if p := models[1].Prepend; len(p) != 1 || p[0].Message.Text != "late steer" || p[0].Message.Source != "steer" || models[1].Turn != "t1-steer" {
-			t.Errorf("follow-up turn %s Prepend = %+v, want the accepted steering message", models[1].Turn, p)
+		if p, _ := h.userEntry(models[1]); p.Message == nil || p.Message.Text != "late steer" || p.Message.Source != "steer" || models[1].Turn != "t1-steer" || len(models[1].Prepend) != 0 {
+			t.Errorf("follow-up turn %s user entry = %+v, want the accepted steering message", models[1].Turn, p)
 		}
-		if p := models[2].Prepend; len(p) != 1 || p[0].Message.Text != "second" {
-			t.Errorf("t2 Prepend = %+v, want only the user entry %q", p, "second")
+		if p, _ := h.userEntry(models[2]); p.Message == nil || p.Message.Text != "second" || len(models[2].Prepend) != 0 {
+			t.Errorf("t2 user entry = %+v, want %q", p, "second")
 		}
 	})
 
@@ -1092,10 +1109,16 @@ func TestSessionIdempotency(t *testing.T) {
 		}
 		m := models[0]
 		equal(t, "call.Turn", m.Turn, "k-new")
-		equal(t, "call.Leaf", m.Leaf, "L9")
-		equal(t, "user.ID (counter carried over)", m.Prepend[0].ID, "snap-11")
-		equal(t, "user.ParentID", m.Prepend[0].ParentID, "L9")
-		equal(t, "call.EntryID", m.EntryID, "snap-12")
+		user, ok := h.userEntry(m)
+		if !ok {
+			t.Fatalf("call.Leaf %q is not the turn's user entry", m.Leaf)
+		}
+		// prefix-nonce-counter: the chain's prefix and counter carry over.
+		if !strings.HasPrefix(user.ID, "snap-") || !strings.HasSuffix(user.ID, "-11") {
+			t.Errorf("user.ID = %q, want snap-<nonce>-11", user.ID)
+		}
+		equal(t, "user.ParentID", user.ParentID, "L9")
+		equal(t, "call.EntryID", m.EntryID, strings.TrimSuffix(user.ID, "-11")+"-12")
 		equal(t, "view.Turns", view.Turns, int64(6))
 	})
 
@@ -1431,7 +1454,7 @@ func TestSessionSteerAtLastStepBecomesFollowUp(t *testing.T) {
 	h.requireOK(st, "steer")
 	requireOutcome(t, h.outcome(u1), "t1", agent.TypeCompleted, "", false)
 	models := h.modelCalls()
-	if len(models) != 2 || models[1].Turn != "t1-steer" || models[1].Prepend[0].Message.Text != "one more thing" {
+	if p, _ := h.userEntry(models[len(models)-1]); len(models) != 2 || models[1].Turn != "t1-steer" || p.Message == nil || p.Message.Text != "one more thing" {
 		t.Fatalf("model calls = %+v, want t1 then the follow-up with the steering text", models)
 	}
 }

@@ -39,6 +39,16 @@ func newWakeRig(t *testing.T, wake func(now time.Time, id string) *wakes.Wake) *
 	r.env.RegisterActivityWithOptions(func(context.Context, workflows.OpenInput) (workflows.OpenResult, error) {
 		return workflows.OpenResult{}, nil
 	}, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
+	users := map[string]string{} // user entry ID → text, as Turn.Begin stored them
+	r.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		users[in.Entry.ID] = in.Entry.Message.Text
+		r.prompts = append(r.prompts, in.Entry.Message.Text)
+		return workflows.BeginTurnResult{}, nil
+	}, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
+	r.env.RegisterActivityWithOptions(func(context.Context, workflows.RecordTurnInput) error { return nil },
+		activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	r.env.RegisterActivityWithOptions(func(ctx context.Context, c agentloop.ModelCall) (agentloop.ModelResult, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -46,7 +56,7 @@ func newWakeRig(t *testing.T, wake func(now time.Time, id string) *wakes.Wake) *
 			r.prompts = append(r.prompts, e.Message.Text)
 		}
 		res := agentloop.ModelResult{EntryID: c.EntryID, StopReason: "stop"}
-		if c.Step == 1 && len(c.Prepend) > 0 && c.Prepend[0].Message.Text == "set a wake-up" {
+		if c.Step == 1 && users[c.Leaf] == "set a wake-up" {
 			res.Calls = []agentloop.Call{{ID: "w-call", Name: wakes.WakeName, Known: true, Sequential: true}}
 		}
 		return res, nil

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -34,6 +35,9 @@ type Agent struct {
 	ToolAttempts  int
 	// MaxRetryDelay caps the wait between retries (default 1 minute).
 	MaxRetryDelay time.Duration
+	// IdempotencyWindow is how long a finished turn's key is answered from
+	// the session store rather than run again (default 24 h).
+	IdempotencyWindow time.Duration
 
 	mu     sync.Mutex
 	busy   map[string]bool
@@ -79,11 +83,46 @@ func (a *Agent) run(ctx context.Context, scope agent.Scope, prompt agent.Prompt,
 	}
 	st := &agentloop.State{Leaf: open.Leaf}
 	rt := &runtime{a: a, ctx: ctx}
-	out := agentloop.Run(rt, scope.Session, st, agentloop.Turn{ID: turn, Prompt: prompt, Source: source})
+	t := agentloop.Turn{ID: turn, Prompt: prompt, Source: source}
+	entry := agentloop.UserEntry(rt, t)
+	entry.ParentID = st.Leaf
+	var begun workflows.BeginTurnResult
+	err = rt.retry(rt.attempts(), func(int) error {
+		var err error
+		begun, err = a.Acts.BeginTurn(ctx, workflows.BeginTurnInput{
+			Session: scope.Session, Key: turn, Entry: entry, Window: a.idempotencyWindow(),
+		})
+		return err
+	})
+	if err != nil {
+		return agentloop.Outcome{Turn: turn, Status: agent.TypeFailed, Details: "begin turn: " + err.Error(), Retryable: true}
+	}
+	if begun.Outcome != nil {
+		return *begun.Outcome
+	}
+	t.Entry = &entry
+	out := agentloop.Run(rt, scope.Session, st, t)
 	if ctx.Err() != nil && out.Status == agent.TypeFailed {
 		out.Details, out.Code, out.Retryable = "the turn was aborted by the caller", agent.CodeAborted, false
 	}
+	// The caller has gone or not, the record is kept: a redelivered key is
+	// then answered, not run again.
+	rec := workflows.RecordTurnInput{Session: scope.Session, Key: turn, Outcome: out, Finished: time.Now().UTC()}
+	if err := a.Acts.RecordTurn(context.WithoutCancel(ctx), rec); err != nil {
+		logger := a.Acts.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.Error("recording a turn failed", "session", scope.Session, "turn", turn, "error", err)
+	}
 	return out
+}
+
+func (a *Agent) idempotencyWindow() time.Duration {
+	if a.IdempotencyWindow > 0 {
+		return a.IdempotencyWindow
+	}
+	return 24 * time.Hour
 }
 
 func (a *Agent) acquire(session string) bool {
@@ -134,11 +173,15 @@ func (r *runtime) NewID() string      { return r.a.newID() }
 func (r *runtime) Now() time.Time     { return time.Now().UTC() }
 func (r *runtime) Steering() []string { return nil }
 
-func (r *runtime) Model(call agentloop.ModelCall) (agentloop.ModelResult, error) {
-	attempts := r.a.ModelAttempts
-	if attempts <= 0 {
-		attempts = 6
+func (r *runtime) attempts() int {
+	if r.a.ModelAttempts <= 0 {
+		return 6
 	}
+	return r.a.ModelAttempts
+}
+
+func (r *runtime) Model(call agentloop.ModelCall) (agentloop.ModelResult, error) {
+	attempts := r.attempts()
 	call.MaxAttempts = attempts
 	var res agentloop.ModelResult
 	err := r.retry(attempts, func(attempt int) error {

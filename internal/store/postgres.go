@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -18,6 +19,9 @@ import (
 // (…?search_path=myschema) or its own database.
 const postgresTable = "fastagent_entries"
 
+// postgresTurns is the table finished turns are recorded in, beside postgresTable.
+const postgresTurns = "fastagent_turns"
+
 const postgresSchema = `
 CREATE TABLE IF NOT EXISTS ` + postgresTable + ` (
 	session    TEXT        NOT NULL,
@@ -30,6 +34,15 @@ CREATE TABLE IF NOT EXISTS ` + postgresTable + ` (
 	PRIMARY KEY (session, id)
 );
 CREATE INDEX IF NOT EXISTS ` + postgresTable + `_session_seq ON ` + postgresTable + ` (session, seq);
+CREATE TABLE IF NOT EXISTS ` + postgresTurns + ` (
+	session  TEXT        NOT NULL,
+	key      TEXT        NOT NULL,
+	outcome  TEXT        NOT NULL,
+	finished TIMESTAMPTZ NOT NULL,
+	seq      BIGSERIAL   NOT NULL,
+	PRIMARY KEY (session, key)
+);
+CREATE INDEX IF NOT EXISTS ` + postgresTurns + `_session_seq ON ` + postgresTurns + ` (session, seq);
 `
 
 // postgresSchemaLock is the advisory lock key serialising schema creation, so
@@ -191,6 +204,46 @@ func (p *Postgres) Sessions(ctx context.Context) ([]SessionInfo, error) {
 		return nil, fmt.Errorf("store: postgres: sessions: %w", err)
 	}
 	return out, nil
+}
+
+// RecordTurn implements Store.
+func (p *Postgres) RecordTurn(ctx context.Context, session string, rec TurnRecord) error {
+	if err := validTurn(session, rec); err != nil {
+		return err
+	}
+	_, err := p.pool.Exec(ctx, `INSERT INTO `+postgresTurns+` (session, key, outcome, finished)
+VALUES ($1, $2, $3, $4) ON CONFLICT (session, key) DO NOTHING`, session, rec.Key, string(rec.Outcome), rec.Finished)
+	if err != nil {
+		return fmt.Errorf("store: postgres: record turn %q in session %q: %w", rec.Key, session, err)
+	}
+	return nil
+}
+
+// Turn implements Store.
+func (p *Postgres) Turn(ctx context.Context, session, key string) (TurnRecord, error) {
+	return p.turn(session, key, p.pool.QueryRow(ctx,
+		`SELECT key, outcome, finished FROM `+postgresTurns+` WHERE session = $1 AND key = $2`, session, key))
+}
+
+// LastTurn implements Store.
+func (p *Postgres) LastTurn(ctx context.Context, session string) (TurnRecord, error) {
+	return p.turn(session, "", p.pool.QueryRow(ctx,
+		`SELECT key, outcome, finished FROM `+postgresTurns+` WHERE session = $1 ORDER BY seq DESC LIMIT 1`, session))
+}
+
+func (p *Postgres) turn(session, key string, row pgx.Row) (TurnRecord, error) {
+	var rec TurnRecord
+	var outcome string
+	err := row.Scan(&rec.Key, &outcome, &rec.Finished)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return TurnRecord{}, turnNotFound(session, key)
+	}
+	if err != nil {
+		return TurnRecord{}, fmt.Errorf("store: postgres: turn %q in session %q: %w", key, session, err)
+	}
+	rec.Outcome = json.RawMessage(outcome)
+	rec.Finished = rec.Finished.UTC()
+	return rec, nil
 }
 
 // Close implements Store. Calling it more than once is harmless.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -33,6 +34,14 @@ CREATE TABLE IF NOT EXISTS entries (
 	PRIMARY KEY (session, id)
 );
 CREATE INDEX IF NOT EXISTS entries_session_seq ON entries (session, seq);
+CREATE TABLE IF NOT EXISTS turns (
+	seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+	session  TEXT    NOT NULL,
+	key      TEXT    NOT NULL,
+	outcome  TEXT    NOT NULL,
+	finished INTEGER NOT NULL,
+	UNIQUE (session, key)
+);
 `
 
 // SQLite is a Store in one SQLite file (modernc.org/sqlite, pure Go). The
@@ -207,6 +216,51 @@ func (s *SQLite) Sessions(ctx context.Context) ([]SessionInfo, error) {
 		return nil, fmt.Errorf("store: sqlite: sessions: %w", err)
 	}
 	return out, nil
+}
+
+// RecordTurn implements Store.
+func (s *SQLite) RecordTurn(ctx context.Context, session string, rec TurnRecord) error {
+	if err := validTurn(session, rec); err != nil {
+		return err
+	}
+	err := retryBusy(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, `
+INSERT INTO turns (session, key, outcome, finished) VALUES (?, ?, ?, ?)
+ON CONFLICT (session, key) DO NOTHING`, session, rec.Key, string(rec.Outcome), rec.Finished.UnixNano())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: sqlite: record turn %q in session %q: %w", rec.Key, session, err)
+	}
+	return nil
+}
+
+// Turn implements Store.
+func (s *SQLite) Turn(ctx context.Context, session, key string) (TurnRecord, error) {
+	return s.turn(ctx, session, key, s.db.QueryRowContext(ctx,
+		`SELECT key, outcome, finished FROM turns WHERE session = ? AND key = ?`, session, key))
+}
+
+// LastTurn implements Store.
+func (s *SQLite) LastTurn(ctx context.Context, session string) (TurnRecord, error) {
+	return s.turn(ctx, session, "", s.db.QueryRowContext(ctx,
+		`SELECT key, outcome, finished FROM turns WHERE session = ? ORDER BY seq DESC LIMIT 1`, session))
+}
+
+func (s *SQLite) turn(_ context.Context, session, key string, row *sql.Row) (TurnRecord, error) {
+	var rec TurnRecord
+	var outcome string
+	var finished int64
+	err := row.Scan(&rec.Key, &outcome, &finished)
+	if errors.Is(err, sql.ErrNoRows) {
+		return TurnRecord{}, turnNotFound(session, key)
+	}
+	if err != nil {
+		return TurnRecord{}, fmt.Errorf("store: sqlite: turn %q in session %q: %w", key, session, err)
+	}
+	rec.Outcome = json.RawMessage(outcome)
+	rec.Finished = time.Unix(0, finished).UTC()
+	return rec, nil
 }
 
 // Close implements Store. Calling it more than once is harmless.

@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,6 +16,18 @@ import (
 
 // ErrNotFound is returned when an entry or session does not exist.
 var ErrNotFound = errors.New("store: not found")
+
+// ErrBrokenBranch is returned by Branch when an entry of the walk names a
+// parent the session does not hold: the context would silently be shorter.
+var ErrBrokenBranch = errors.New("store: broken branch")
+
+// TurnRecord is a finished turn as the session store keeps it, so a redelivered
+// idempotency key is answered, not run, long after its workflow run ended.
+type TurnRecord struct {
+	Key      string          `json:"key"`
+	Outcome  json.RawMessage `json:"outcome"` // agentloop.Outcome as JSON (carries First/Leaf)
+	Finished time.Time       `json:"finished"`
+}
 
 // SessionInfo summarises one session.
 type SessionInfo struct {
@@ -43,6 +56,13 @@ type Store interface {
 	Leaf(ctx context.Context, session string) (string, error)
 	// Sessions lists sessions, most recently updated first.
 	Sessions(ctx context.Context) ([]SessionInfo, error)
+	// RecordTurn keeps a finished turn under its idempotency key. The first
+	// write for a key wins; a retried write is a no-op.
+	RecordTurn(ctx context.Context, session string, rec TurnRecord) error
+	// Turn returns the record of key, or ErrNotFound.
+	Turn(ctx context.Context, session, key string) (TurnRecord, error)
+	// LastTurn returns the most recently recorded turn, or ErrNotFound.
+	LastTurn(ctx context.Context, session string) (TurnRecord, error)
 	// Close releases the store's connections.
 	Close() error
 }
@@ -125,7 +145,32 @@ func scanBranch(session, leafID string, rows rowScanner) ([]transcript.Entry, er
 	if int64(len(out)) > limit {
 		return nil, fmt.Errorf("store: branch %q in session %q: parent links form a cycle", leafID, session)
 	}
+	if root := out[0]; root.ParentID != "" {
+		return nil, fmt.Errorf("%w: branch %q in session %q: entry %q names parent %q, which the session does not hold",
+			ErrBrokenBranch, leafID, session, root.ID, root.ParentID)
+	}
 	return out, nil
+}
+
+// validTurn checks a RecordTurn call before any database work.
+func validTurn(session string, rec TurnRecord) error {
+	switch {
+	case session == "":
+		return errors.New("store: record turn: empty session")
+	case rec.Key == "":
+		return fmt.Errorf("store: record turn in session %q: empty key", session)
+	case !json.Valid(rec.Outcome):
+		return fmt.Errorf("store: record turn %q in session %q: outcome is not valid JSON", rec.Key, session)
+	}
+	return nil
+}
+
+// turnNotFound wraps ErrNotFound with the key and session it is about.
+func turnNotFound(session, key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: no recorded turn in session %q", ErrNotFound, session)
+	}
+	return fmt.Errorf("%w: turn %q in session %q", ErrNotFound, key, session)
 }
 
 // sessionsQuery lists sessions of table, most recently appended first:

@@ -25,6 +25,10 @@ type Turn struct {
 	Prompt agent.Prompt `json:"prompt"`
 	// Source says who asked (http, schedule, wake, …); kept on the user entry.
 	Source string `json:"source,omitempty"`
+	// Entry, when set, is the turn's user entry (built by UserEntry) that the
+	// runtime has already stored below the state's leaf: the first model call
+	// then starts below it instead of carrying the prompt again.
+	Entry *transcript.Entry `json:"entry,omitempty"`
 }
 
 // State is what the loop carries from turn to turn.
@@ -57,8 +61,9 @@ type ModelCall struct {
 	Step    int    `json:"step"`
 	// Leaf is the parent of the first Prepend entry (or of the reply).
 	Leaf string `json:"leaf"`
-	// Prepend are entries to append before calling the model: the user
-	// prompt, steering messages.
+	// Prepend are entries to append before calling the model: steering
+	// messages, and the user prompt unless the runtime stored it already
+	// (Turn.Entry; the call's Leaf is then that entry).
 	Prepend []transcript.Entry `json:"prepend,omitempty"`
 	// EntryID is the ID the assistant reply gets.
 	EntryID   string   `json:"entryId"`
@@ -177,8 +182,16 @@ type Runtime interface {
 // Run executes one turn and returns its outcome; st is updated in place.
 func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 	out = Outcome{Turn: t.ID}
-	pending := []transcript.Entry{userEntry(rt, t.Prompt.Text, t.Prompt.Images, t.Source)}
-	out.First = pending[0].ID
+	// leaf is where the next model call hangs; st.Leaf moves only once a
+	// step succeeded, so a turn whose first call fails leaves it unchanged.
+	leaf := st.Leaf
+	var pending []transcript.Entry
+	if t.Entry != nil {
+		out.First, leaf = t.Entry.ID, t.Entry.ID
+	} else {
+		pending = []transcript.Entry{UserEntry(rt, t)}
+		out.First = pending[0].ID
+	}
 	defer func() { out.Leaf = st.Leaf }()
 	maxSteps := st.Settings.MaxSteps
 	for step := 1; ; step++ {
@@ -193,12 +206,12 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 			})
 		}
 		out.Steps = step
-		chain(pending, st.Leaf)
+		chain(pending, leaf)
 		res, err := rt.Model(ModelCall{
 			Session:   session,
 			Turn:      t.ID,
 			Step:      step,
-			Leaf:      st.Leaf,
+			Leaf:      leaf,
 			Prepend:   pending,
 			EntryID:   rt.NewID(),
 			Activated: st.Activated,
@@ -207,7 +220,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 			return fail(out, err)
 		}
 		pending = nil
-		st.Leaf = res.EntryID
+		st.Leaf, leaf = res.EntryID, res.EntryID
 		out.Marker = res.Marker
 		if res.Settings != (Settings{}) {
 			st.Settings = res.Settings
@@ -252,7 +265,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 			batch[i] = tc
 		}
 		outcomes, err := rt.Tools(batch, sequential)
-		st.Leaf = parent
+		st.Leaf, leaf = parent, parent
 		for _, o := range outcomes {
 			st.Activated = addNames(st.Activated, o.Activated)
 			if o.Marker != "" {
@@ -282,6 +295,11 @@ func chain(entries []transcript.Entry, leaf string) {
 		entries[i].ParentID = leaf
 		leaf = entries[i].ID
 	}
+}
+
+// UserEntry builds the user entry of a turn with a fresh ID (no parent yet).
+func UserEntry(rt Runtime, t Turn) transcript.Entry {
+	return userEntry(rt, t.Prompt.Text, t.Prompt.Images, t.Source)
 }
 
 func userEntry(rt Runtime, text string, images []agent.Image, source string) transcript.Entry {

@@ -40,6 +40,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"OddSessionIDs", testOddSessionIDs},
 		{"InvalidAppend", testInvalidAppend},
+		{"BranchMissingParent", testBranchMissingParent},
+		{"TurnRecords", testTurnRecords},
+		{"TurnRecordIsolation", testTurnRecordIsolation},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -384,12 +387,11 @@ func testSessionIsolation(t *testing.T, s store.Store) {
 	if _, err := s.Get(ctx, "s2", "e2"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Get(s2, e2) err = %v, want ErrNotFound (e2 belongs to s1)", err)
 	}
-	// Parent links do not cross sessions: e3's parent e2 is not in s2.
-	br, err := s.Branch(ctx, "s2", "e3")
-	if err != nil {
-		t.Fatalf("Branch(s2, e3): %v", err)
+	// Parent links do not cross sessions: e3's parent e2 is not in s2, so
+	// the walk is broken (never a silently shorter branch, never s1's e2).
+	if br, err := s.Branch(ctx, "s2", "e3"); !errors.Is(err, store.ErrBrokenBranch) {
+		t.Errorf("Branch(s2, e3) = %v, %v; want ErrBrokenBranch", ids(br), err)
 	}
-	assertEntries(t, "Branch(s2, e3)", two[1:], br)
 }
 
 func testSessions(t *testing.T, s store.Store) {
@@ -623,4 +625,112 @@ func mustLeaf(t *testing.T, s store.Store, session string) string {
 		t.Fatalf("Leaf(%q): %v", session, err)
 	}
 	return leaf
+}
+
+func testBranchMissingParent(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	// b names parent "gone", which was never stored: a walk from c must not
+	// quietly return the shorter path [b c].
+	if err := s.Append(ctx, "sess", msg("r", "", "root"), msg("b", "gone", "B"), msg("c", "b", "C")); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	for _, leaf := range []string{"c", "b"} {
+		got, err := s.Branch(ctx, "sess", leaf)
+		if !errors.Is(err, store.ErrBrokenBranch) {
+			t.Errorf("Branch(%q) = %v, %v; want ErrBrokenBranch", leaf, ids(got), err)
+		} else if !strings.Contains(err.Error(), `"gone"`) {
+			t.Errorf("Branch(%q) error %q does not name the missing parent", leaf, err)
+		}
+	}
+	if got, err := s.Branch(ctx, "sess", "r"); err != nil || len(got) != 1 {
+		t.Errorf("Branch(r) = %v, %v; want [r]", ids(got), err)
+	}
+}
+
+func testTurnRecords(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if _, err := s.LastTurn(ctx, "sess"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("LastTurn of an empty session: err = %v, want ErrNotFound", err)
+	}
+	rec := func(key, outcome string, sec int) store.TurnRecord {
+		return store.TurnRecord{Key: key, Outcome: json.RawMessage(outcome), Finished: at(sec)}
+	}
+	writes := []struct {
+		rec  store.TurnRecord
+		last string // LastTurn's key after the write
+	}{
+		{rec("k1", `{"turn":"k1","leaf":"a"}`, 1), "k1"},
+		{rec("k2", `{"turn":"k2","leaf":"b"}`, 2), "k2"},
+		// A retried (or conflicting) write of k1 is a no-op: the first wins
+		// and k1 does not become the last turn.
+		{rec("k1", `{"turn":"k1","leaf":"OTHER"}`, 9), "k2"},
+		{rec("k3", `{"turn":"k3","leaf":"c"}`, 3), "k3"},
+	}
+	for i, w := range writes {
+		if err := s.RecordTurn(ctx, "sess", w.rec); err != nil {
+			t.Fatalf("write %d: RecordTurn(%s): %v", i, w.rec.Key, err)
+		}
+		last, err := s.LastTurn(ctx, "sess")
+		if err != nil || last.Key != w.last {
+			t.Fatalf("write %d: LastTurn = %q, %v; want %q", i, last.Key, err, w.last)
+		}
+	}
+	want := map[string]store.TurnRecord{
+		"k1": writes[0].rec, "k2": writes[1].rec, "k3": writes[3].rec,
+	}
+	for key, w := range want {
+		got, err := s.Turn(ctx, "sess", key)
+		if err != nil {
+			t.Fatalf("Turn(%s): %v", key, err)
+		}
+		// Postgres keeps microseconds.
+		if got.Key != key || got.Finished.Sub(w.Finished).Abs() >= time.Microsecond || !jsonEqual(got.Outcome, w.Outcome) {
+			t.Errorf("Turn(%s) = {%s %s %v}, want {%s %s %v}", key, got.Key, got.Outcome, got.Finished, key, w.Outcome, w.Finished)
+		}
+	}
+	if _, err := s.Turn(ctx, "sess", "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Turn(nope): err = %v, want ErrNotFound", err)
+	}
+	for _, bad := range []struct {
+		session string
+		rec     store.TurnRecord
+	}{
+		{"", rec("k", `{}`, 0)},
+		{"sess", rec("", `{}`, 0)},
+		{"sess", rec("k9", `{not json`, 0)},
+	} {
+		if err := s.RecordTurn(ctx, bad.session, bad.rec); err == nil {
+			t.Errorf("RecordTurn(%q, key %q, %s) succeeded, want an error", bad.session, bad.rec.Key, bad.rec.Outcome)
+		}
+	}
+}
+
+func testTurnRecordIsolation(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := store.TurnRecord{Key: "k", Outcome: json.RawMessage(`{"leaf":"a"}`), Finished: at(1)}
+	b := store.TurnRecord{Key: "k", Outcome: json.RawMessage(`{"leaf":"b"}`), Finished: at(2)}
+	if err := s.RecordTurn(ctx, "A", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTurn(ctx, "B", b); err != nil {
+		t.Fatal(err)
+	}
+	for session, w := range map[string]store.TurnRecord{"A": a, "B": b} {
+		got, err := s.Turn(ctx, session, "k")
+		if err != nil || !jsonEqual(got.Outcome, w.Outcome) {
+			t.Errorf("Turn(%s, k) = %s, %v; want %s", session, got.Outcome, err, w.Outcome)
+		}
+		last, err := s.LastTurn(ctx, session)
+		if err != nil || !jsonEqual(last.Outcome, w.Outcome) {
+			t.Errorf("LastTurn(%s) = %s, %v; want %s", session, last.Outcome, err, w.Outcome)
+		}
+	}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
