@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -40,7 +41,10 @@ func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput)
 }
 
 // RecordTurn is the Turn.Record activity: it keeps a finished turn's outcome
-// under its key. The first record of a key wins, so a retry is harmless.
+// under its key, then publishes it as the turn's last feed message, so that
+// consumers of turns nobody holds an update for (follow-ups, wake-ups) get
+// their terminal, and a detached consumer's waiter sees the turn end. The
+// first record of a key wins, so a retry is harmless.
 func (a *Activities) RecordTurn(ctx context.Context, in workflows.RecordTurnInput) error {
 	data, err := json.Marshal(in.Outcome)
 	if err != nil {
@@ -50,5 +54,11 @@ func (a *Activities) RecordTurn(ctx context.Context, in workflows.RecordTurnInpu
 	if err := a.Store.RecordTurn(ctx, in.Session, rec); err != nil {
 		return storeError(err)
 	}
+	if stored, err := a.Store.Turn(ctx, in.Session, in.Key); err == nil {
+		data = stored.Outcome // the first record is the truth
+	}
+	pub := publisher{bus: a.Feed, session: in.Session, turn: in.Key}
+	pub.send(ctx, feed.Message{Kind: feed.KindOutcome, Outcome: data})
+	pub.flush(ctx)
 	return nil
 }

@@ -247,7 +247,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		if in.TurnsPerRun > 0 {
 			limit = in.TurnsPerRun
 		}
-		record := s.durableTurns() && t.wake == "" && !t.recorded
+		// Every turn is recorded, wake-ups included, so any turn can be
+		// attached to and a redelivered key is answered for a day.
+		record := s.durableTurns() && !t.recorded
 		if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit) {
 			// The run ends after this turn: record first, so that the
 			// outcome and continue-as-new share one workflow task and no
@@ -260,12 +262,12 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			s.logWake(t, out, started)
 		} else {
 			s.remember(t.id, out)
-			if record {
-				// The update handler returns the outcome in this same
-				// workflow task; the record follows, and the next turn
-				// (or continue-as-new) waits for it.
-				s.recordTurn(ctx, t.id, out)
-			}
+		}
+		if record {
+			// The update handler returns the outcome in this same
+			// workflow task; the record follows, and the next turn
+			// (or continue-as-new) waits for it.
+			s.recordTurn(ctx, t.id, out)
 		}
 		s.followUp(t, out)
 		s.turnsThisRun++
