@@ -340,3 +340,54 @@ func (e *env) startIngressProcessProc(t *testing.T) ingressProc {
 	base := e.startIngressProcess(t)
 	return ingressProc{p: e.lastProc, base: base}
 }
+
+// Steering that arrives too late for its turn (here: during the only step
+// maxSteps allows) runs as a follow-up turn "<key>-steer"; GET
+// /sessions/{id} names it and its output can be attached to, from the start.
+func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("maxSteps: 1\n")
+	e.startWorker()
+	hs := e.ingress()
+	slow, _ := chunks(10, "a%d ")
+	e.kit.Model.Enqueue(
+		modelserver.Reply{Text: slow, ChunkDelay: 100 * time.Millisecond},
+		modelserver.Reply{Text: []string{"follow", "-up ", "answer"}, ChunkDelay: 50 * time.Millisecond},
+	)
+	const session, key = "late-steer", "late-key"
+	done := make(chan []agent.Event, 1)
+	go func() {
+		done <- collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), key), session, "talk")
+	}()
+	waitRunning(t, e, session)
+	resp, err := http.Post(hs.URL+"/sessions/"+session+"/steer", "application/json", strings.NewReader(`{"text":"and one more thing"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("steer: %s", resp.Status)
+	}
+	if term := agenttest.CheckTerminal(t, <-done); term.Type != agent.TypeCompleted {
+		t.Fatalf("first turn: %+v", term)
+	}
+	follow := key + "-steer"
+	v, err := e.agent.State(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("state after the first turn: running %q, queued %v", v.Running, v.Queued)
+	client := &httpagent.Agent{BaseURL: hs.URL}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var evs []agent.Event
+	for ev := range client.Attach(ctx, session, follow, 0) {
+		evs = append(evs, ev)
+	}
+	if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
+		t.Fatalf("follow-up: %s", describe(evs))
+	}
+	if got := agent.AnswerText(evs); got != "follow-up answer" {
+		t.Fatalf("follow-up text %q", got)
+	}
+}

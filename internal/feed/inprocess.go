@@ -91,7 +91,11 @@ func (b *InProcess) Publish(_ context.Context, m Message) error {
 		max = DefaultMaxTurnMessages
 	}
 	if n := len(l.msgs) - max; n > 0 {
-		l.msgs = append([]Message(nil), l.msgs[n:]...)
+		// Reslice rather than copy the whole log on every publish at the
+		// cap (append reallocates, copying only the kept ones, once the
+		// array's tail is reached); clear the dropped ones for the GC.
+		clear(l.msgs[:n])
+		l.msgs = l.msgs[n:]
 		l.first += int64(n)
 	}
 	l.last = now
