@@ -3,6 +3,8 @@
 // behind the agent. The eight cases follow FastAgent's spec conformance
 // tests (success, engine failure, consumer break, JSON round-trip,
 // portability, failure after output, retry before output, no tool re-run).
+// Cases lists them so that each can also be run against a recorder (Try),
+// which is how the suite's own tests show every case can fail.
 package agenttest
 
 import (
@@ -37,6 +39,13 @@ const (
 	ToolThenTransient
 	// Slow streams one delta, then hangs until the call is cancelled.
 	Slow
+	// ToolLostThenTransient calls the tool "counter" once; the tool runs
+	// (its side effect happens) but its result is lost before it is
+	// reported, as when the worker running it dies right after the call.
+	// The next model call fails transiently once, then answers Answer. An
+	// engine that retries the lost call, or re-runs the step after the
+	// model failure, runs the tool twice.
+	ToolLostThenTransient
 )
 
 // Answer is the text scripted replies carry; Partial is what FailAfterOutput
@@ -49,24 +58,27 @@ const (
 // Harness adapts one Agent implementation to the suite.
 type Harness interface {
 	// Agent returns instance 0 or 1; both share one backend (store, engine).
-	Agent(t *testing.T, instance int) agent.Agent
-	// Script programs the model for the next turn of session.
-	Script(t *testing.T, session string, s Scenario)
-	// ToolRuns reports how many times the "counter" tool ran in session.
-	ToolRuns(t *testing.T, session string) int
+	Agent(t testing.TB, instance int) agent.Agent
+	// Script programs the model (and, for ToolLostThenTransient, the
+	// fault) for the next turn of session.
+	Script(t testing.TB, session string, s Scenario)
+	// ToolRuns reports how many times the "counter" tool ran in session,
+	// counted by its side effect.
+	ToolRuns(t testing.TB, session string) int
 	// WaitAborted returns nil once the in-flight model call of session has
 	// been cancelled at the model provider, or an error after timeout.
-	WaitAborted(t *testing.T, session string, timeout time.Duration) error
+	WaitAborted(t testing.TB, session string, timeout time.Duration) error
 }
 
-// Run runs every case as a subtest, one after another (the harness scripts
-// one model shared by all of them).
-func Run(t *testing.T, h Harness) {
-	prefix := fmt.Sprintf("conf-%d-", time.Now().UnixNano()%1_000_000)
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, h Harness, session string)
-	}{
+// Case is one conformance case. Run must be given a fresh session name.
+type Case struct {
+	Name string
+	Run  func(t testing.TB, h Harness, session string)
+}
+
+// Cases returns the conformance cases in the order Run runs them.
+func Cases() []Case {
+	return []Case{
 		{"1_success_stream", successStream},
 		{"2_engine_failure", engineFailure},
 		{"3_consumer_break", consumerBreak},
@@ -76,17 +88,23 @@ func Run(t *testing.T, h Harness) {
 		{"7_failure_before_output_is_retried", retryBeforeOutput},
 		{"8_executed_tool_not_rerun", toolNotRerun},
 	}
-	for _, c := range cases {
-		session := prefix + c.name
-		if c.name == "5_portable" {
+}
+
+// Run runs every case as a subtest, one after another (the harness scripts
+// one model shared by all of them).
+func Run(t *testing.T, h Harness) {
+	prefix := fmt.Sprintf("conf-%d-", time.Now().UnixNano()%1_000_000)
+	for _, c := range Cases() {
+		session := prefix + c.Name
+		if c.Name == "5_portable" {
 			session = "-1001234567890" + "-" + prefix
 		}
-		t.Run(c.name, func(t *testing.T) { c.fn(t, h, session) })
+		t.Run(c.Name, func(t *testing.T) { c.Run(t, h, session) })
 	}
 }
 
 // invoke collects every event of one turn, failing the test on a hang.
-func invoke(t *testing.T, a agent.Agent, session, text string) []agent.Event {
+func invoke(t testing.TB, a agent.Agent, session, text string) []agent.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -101,7 +119,7 @@ func invoke(t *testing.T, a agent.Agent, session, text string) []agent.Event {
 }
 
 // CheckTerminal asserts exactly one terminal, last, and returns it.
-func CheckTerminal(t *testing.T, evs []agent.Event) agent.Event {
+func CheckTerminal(t testing.TB, evs []agent.Event) agent.Event {
 	t.Helper()
 	n := 0
 	for _, ev := range evs {
@@ -122,7 +140,7 @@ func CheckTerminal(t *testing.T, evs []agent.Event) agent.Event {
 // TextAfterLastRetry is the answer text a client keeps (agent.AnswerText).
 func TextAfterLastRetry(evs []agent.Event) string { return agent.AnswerText(evs) }
 
-func successStream(t *testing.T, h Harness, session string) {
+func successStream(t testing.TB, h Harness, session string) {
 	h.Script(t, session, Reply)
 	evs := invoke(t, h.Agent(t, 0), session, "say hello")
 	term := CheckTerminal(t, evs)
@@ -147,7 +165,7 @@ func successStream(t *testing.T, h Harness, session string) {
 	}
 }
 
-func engineFailure(t *testing.T, h Harness, session string) {
+func engineFailure(t testing.TB, h Harness, session string) {
 	h.Script(t, session, Fail)
 	evs := invoke(t, h.Agent(t, 0), session, "this will fail")
 	term := CheckTerminal(t, evs)
@@ -175,7 +193,7 @@ func engineFailure(t *testing.T, h Harness, session string) {
 	}
 }
 
-func consumerBreak(t *testing.T, h Harness, session string) {
+func consumerBreak(t testing.TB, h Harness, session string) {
 	h.Script(t, session, Slow)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -199,7 +217,7 @@ func consumerBreak(t *testing.T, h Harness, session string) {
 	}
 }
 
-func jsonRoundTrip(t *testing.T, h Harness, session string) {
+func jsonRoundTrip(t testing.TB, h Harness, session string) {
 	check := func(evs []agent.Event) {
 		for _, ev := range evs {
 			b, err := json.Marshal(ev)
@@ -244,7 +262,7 @@ func normalize(ev agent.Event) agent.Event {
 	return ev
 }
 
-func portable(t *testing.T, h Harness, session string) {
+func portable(t testing.TB, h Harness, session string) {
 	h.Script(t, session, Echo)
 	first := invoke(t, h.Agent(t, 0), session, "alpha")
 	if CheckTerminal(t, first).Type != agent.TypeCompleted {
@@ -260,45 +278,59 @@ func portable(t *testing.T, h Harness, session string) {
 	}
 }
 
-func failureAfterOutput(t *testing.T, h Harness, session string) {
+// failureAfterOutput: the first attempt streams Partial and breaks. The
+// client may see a final failure, or a retrying event followed by a fresh
+// answer; it must never see text of two attempts run together (a silent
+// re-run). Each run of text between retrying events is therefore a prefix of
+// what one attempt streams: Partial before the first retrying, Answer after.
+func failureAfterOutput(t testing.TB, h Harness, session string) {
 	h.Script(t, session, FailAfterOutput)
 	evs := invoke(t, h.Agent(t, 0), session, "break mid-stream")
 	term := CheckTerminal(t, evs)
-	sawPartial, retried := false, false
-	var after strings.Builder
-	for _, ev := range evs {
-		switch ev.Type {
-		case agent.TypeText:
-			if retried {
-				after.WriteString(ev.Delta)
-			} else {
-				sawPartial = true
-			}
-		case agent.TypeRetrying:
-			retried = true
-			after.Reset()
-		}
+	segments := textSegments(evs)
+	if segments[0] == "" {
+		t.Fatalf("the scripted partial output never reached the client before any retrying event: %s", dump(evs))
 	}
-	if !sawPartial {
-		t.Fatalf("the scripted partial output never reached the client: %s", dump(evs))
+	for i, seg := range segments {
+		want := Answer
+		if i == 0 {
+			want = Partial
+		}
+		if !strings.HasPrefix(want, seg) {
+			t.Errorf("text %q (after %d retrying events) is not part of one attempt's output %q: "+
+				"a call was re-run after output without a retrying event: %s", seg, i, want, dump(evs))
+		}
 	}
 	switch term.Type {
 	case agent.TypeFailed:
-		// Final failure: allowed, as long as nothing was silently re-sent.
-		if !retried && TextAfterLastRetry(evs) != strings.Join(textDeltas(evs), "") {
-			t.Errorf("text re-sent without a retrying event: %s", dump(evs))
-		}
+		// A final failure is allowed; the segments above show nothing was
+		// re-sent silently.
 	case agent.TypeCompleted:
-		if !retried {
-			t.Fatalf("the call was re-run after output without a retrying event (silent re-run): %s", dump(evs))
+		if len(segments) == 1 {
+			t.Fatalf("completed without a retrying event after the partial output (silent re-run): %s", dump(evs))
 		}
-		if after.String() != Answer {
-			t.Errorf("text after retrying = %q, want %q", after.String(), Answer)
+		if last := segments[len(segments)-1]; last != Answer {
+			t.Errorf("text after the last retrying = %q, want %q", last, Answer)
 		}
 	}
 }
 
-func retryBeforeOutput(t *testing.T, h Harness, session string) {
+// textSegments splits the text deltas at retrying events: the first element
+// is the text before any retrying, the last the text after the last one.
+func textSegments(evs []agent.Event) []string {
+	segs := []string{""}
+	for _, ev := range evs {
+		switch ev.Type {
+		case agent.TypeText:
+			segs[len(segs)-1] += ev.Delta
+		case agent.TypeRetrying:
+			segs = append(segs, "")
+		}
+	}
+	return segs
+}
+
+func retryBeforeOutput(t testing.TB, h Harness, session string) {
 	h.Script(t, session, TransientThenReply)
 	evs := invoke(t, h.Agent(t, 0), session, "fail once then answer")
 	if CheckTerminal(t, evs).Type != agent.TypeCompleted {
@@ -309,26 +341,40 @@ func retryBeforeOutput(t *testing.T, h Harness, session string) {
 	}
 }
 
-func toolNotRerun(t *testing.T, h Harness, session string) {
-	h.Script(t, session, ToolThenTransient)
+// toolNotRerun: the counter tool runs but its result is lost before it is
+// reported (as when its worker dies), then the next model call fails once.
+// Neither fault may run the tool again: its side-effect count stays 1. The
+// client sees one tool call (tool_started may be repeated for it when the
+// lost result is recorded) that ends once, and the final answer.
+func toolNotRerun(t testing.TB, h Harness, session string) {
+	h.Script(t, session, ToolLostThenTransient)
 	evs := invoke(t, h.Agent(t, 0), session, "use the counter")
 	if CheckTerminal(t, evs).Type != agent.TypeCompleted {
 		t.Fatalf("want completed: %s", dump(evs))
 	}
 	if n := h.ToolRuns(t, session); n != 1 {
-		t.Errorf("counter tool ran %d times, want 1 (a retry re-ran an executed tool)", n)
+		t.Errorf("counter tool ran %d times, want 1 (an executed, non-idempotent tool was run again)", n)
 	}
-	started, ended := 0, 0
+	started := map[string]bool{}
+	ended := map[string]int{}
 	for _, ev := range evs {
 		switch ev.Type {
 		case agent.TypeToolStarted:
-			started++
+			started[ev.ID] = true
 		case agent.TypeToolEnded:
-			ended++
+			if !started[ev.ID] {
+				t.Errorf("tool_ended for %q before its tool_started: %s", ev.ID, dump(evs))
+			}
+			ended[ev.ID]++
 		}
 	}
-	if started != 1 || ended != 1 {
-		t.Errorf("want one tool_started and one tool_ended, got %d and %d: %s", started, ended, dump(evs))
+	if len(started) != 1 || len(ended) != 1 {
+		t.Errorf("want one tool call started and ended, got %d started and %d ended: %s", len(started), len(ended), dump(evs))
+	}
+	for id, n := range ended {
+		if n != 1 {
+			t.Errorf("tool call %q ended %d times, want once: %s", id, n, dump(evs))
+		}
 	}
 	if got := TextAfterLastRetry(evs); got != Answer {
 		t.Errorf("answer = %q, want %q", got, Answer)

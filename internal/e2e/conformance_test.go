@@ -18,18 +18,18 @@ type durableHarness struct {
 	aborted int
 }
 
-func (h *durableHarness) Agent(t *testing.T, i int) agent.Agent { return h.agents[i] }
+func (h *durableHarness) Agent(t testing.TB, i int) agent.Agent { return h.agents[i] }
 
-func (h *durableHarness) Script(t *testing.T, session string, s agenttest.Scenario) {
+func (h *durableHarness) Script(t testing.TB, session string, s agenttest.Scenario) {
 	h.aborted = h.e.kit.Model.Aborted()
-	testkit.Script(h.e.kit.Model, s)
+	h.e.kit.Script(session, s)
 }
 
-func (h *durableHarness) ToolRuns(t *testing.T, session string) int {
+func (h *durableHarness) ToolRuns(t testing.TB, session string) int {
 	return h.e.kit.Counter.Runs(session)
 }
 
-func (h *durableHarness) WaitAborted(t *testing.T, session string, timeout time.Duration) error {
+func (h *durableHarness) WaitAborted(t testing.TB, session string, timeout time.Duration) error {
 	return testkit.WaitAborted(h.e.kit.Model, h.aborted, timeout)
 }
 

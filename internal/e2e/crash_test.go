@@ -18,6 +18,7 @@ import (
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/testkit"
 	"github.com/fastagent/fastagent/internal/transcript"
 )
 
@@ -130,12 +131,7 @@ func newProcessEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t)
 	bus, err := feed.NewNATS(natsURL())
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("NATS at %s is required in CI: %v", natsURL(), err)
-		}
-		t.Skipf("NATS not reachable at %s: %v", natsURL(), err)
-	}
+	testkit.RequireService(t, "nats", natsURL(), err)
 	t.Cleanup(func() { _ = bus.Close() })
 	e.bus = bus
 	e.agent.Feed = bus

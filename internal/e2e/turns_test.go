@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -195,12 +196,18 @@ func waitAborted(e *env, before int) error {
 }
 
 // Turns queue in arrival order; beyond the bound a turn is refused with
-// failed{code: session_busy, retryable: true} without ever starting.
+// failed{code: session_busy, retryable: true} without ever starting. The
+// first turn's model reply is held until the queue is full and the extra turn
+// was refused, so the outcome does not depend on how fast the machine is.
 func TestQueueBoundAndOrder(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker()
-	const session = "busy"
-	e.kit.Model.EnqueueFor("first", modelserver.Reply{Text: []string{"first done"}, ChunkDelay: 2 * time.Second})
+	// A fresh session per run: the embedded server outlives one run under -count.
+	session := fmt.Sprintf("busy-%d", time.Now().UnixNano())
+	release := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // a failed test must not leave the reply held
+	e.kit.Model.EnqueueFor("first", modelserver.Reply{Text: []string{"first done"}, Hold: release})
 	e.kit.Model.Handle(func(r modelserver.Request) modelserver.Reply {
 		return modelserver.Reply{Text: []string{"answer to " + r.LastUserText()}}
 	})
@@ -224,6 +231,7 @@ func TestQueueBoundAndOrder(t *testing.T) {
 	if term.Type != agent.TypeFailed || term.Code != agent.CodeSessionBusy || !term.Retryable {
 		t.Fatalf("over the bound: want failed{session_busy, retryable}, got %+v", term)
 	}
+	releaseOnce()
 	if evs := <-firstDone; agenttest.CheckTerminal(t, evs).Type != agent.TypeCompleted {
 		t.Fatalf("first turn: %+v", evs)
 	}

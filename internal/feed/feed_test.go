@@ -20,6 +20,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/feed/feedtest"
+	"github.com/fastagent/fastagent/internal/testkit"
 )
 
 // natsURL is the NATS server of the tests; FASTAGENT_TEST_NATS_URL overrides it.
@@ -38,17 +39,12 @@ func TestInProcess(t *testing.T) {
 	})
 }
 
-// natsAvailable skips (or, in CI, fails) when no NATS server is reachable.
+// natsAvailable skips (or, when services are required, fails) when no NATS server is reachable.
 func natsAvailable(tb testing.TB) {
 	tb.Helper()
 	prefix := randomPrefix(tb)
 	b, err := feed.NewNATS(natsURL, feed.WithPrefix(prefix), feed.WithNATSOptions(nats.Timeout(2*time.Second)))
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("NATS server required in CI at %s: %v", natsURL, err)
-		}
-		tb.Skipf("skipping NATS tests: no NATS server at %s (%v); start one with `nats-server -js`", natsURL, err)
-	}
+	testkit.RequireService(tb, "nats", natsURL, err)
 	_ = b.Close()
 	deleteStream(tb, prefix)
 }

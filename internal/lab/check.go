@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/transcript"
@@ -12,11 +13,11 @@ import (
 // sent to it.
 type TranscriptReport struct {
 	Entries int
-	// Duplicates counts entry IDs stored more than once, prompts stored more
-	// than once and user entries nobody sent.
+	// Duplicates counts prompts stored more than once, user entries nobody
+	// sent, steps answered twice and tool results nobody asked for.
 	Duplicates int
 	// Missing counts prompts not stored, prompts or tool calls without the
-	// entries that must follow them, and entries off the leaf's branch.
+	// entries that must follow them, and orphan branches.
 	Missing  int
 	Problems []string
 }
@@ -35,9 +36,9 @@ func (r *TranscriptReport) miss(format string, args ...any) {
 }
 
 // CheckTranscript checks that session holds each prompt exactly once, in
-// order, on one unbroken branch (every stored entry lies on the path from
-// the root to the leaf). With answered, every prompt must be followed by an
-// assistant reply, and every tool call of a reply by its result, before the
+// order, that its entries form one conversation (CheckEntries), and, with
+// answered, that every prompt on the leaf's branch is followed by an
+// assistant reply and every tool call of a reply by its result, before the
 // next prompt: user → assistant (→ toolResult… → assistant)… with nothing
 // missing and nothing twice.
 func CheckTranscript(ctx context.Context, st store.Store, session string, prompts []string, answered bool) TranscriptReport {
@@ -48,13 +49,8 @@ func CheckTranscript(ctx context.Context, st store.Store, session string, prompt
 		return r
 	}
 	r.Entries = len(entries)
-	ids := map[string]bool{}
 	var users []string
 	for _, e := range entries {
-		if ids[e.ID] {
-			r.dup("entry %s stored twice", e.ID)
-		}
-		ids[e.ID] = true
 		if e.Message != nil && e.Message.Role == transcript.RoleUser {
 			users = append(users, e.Message.Text)
 		}
@@ -94,18 +90,187 @@ func CheckTranscript(ctx context.Context, st store.Store, session string, prompt
 		r.miss("read leaf: %v", err)
 		return r
 	}
-	branch, err := st.Branch(ctx, session, leaf)
-	if err != nil {
-		r.miss("read branch: %v", err)
-		return r
-	}
-	if len(branch) != len(entries) {
-		r.miss("%d of %d entries are off the leaf's branch", len(entries)-len(branch), len(entries))
-	}
+	branch := checkEntries(&r, entries, leaf)
 	if answered {
 		checkAnswered(&r, branch)
 	}
 	return r
+}
+
+// CheckEntries checks the shape of a session's entries (in append order;
+// leaf is the session's leaf, its most recently appended entry). Entries
+// form a tree by ParentID; the conversation is the branch from the root to
+// leaf. A run of the agent loop only ever extends that branch, so the
+// defects found are:
+//
+//   - a step answered twice: two assistant entries with the same parent
+//     (each model step stores one reply under the step's last entry);
+//   - a tool call without a result: a tool call of an assistant entry with
+//     no toolResult entry for its ID among the results chained directly
+//     below that entry (results of one reply hang one below the other; the
+//     runtime records a result even for a lost or aborted call);
+//   - a tool result for a call its reply did not make, or a second result
+//     for one call, in that chain;
+//   - an orphan branch: an entry off the leaf's branch, unless it and every
+//     entry below it are user messages. Such a prompt-only side branch is a
+//     turn that failed or was aborted before its reply was stored; the next
+//     turn continues from the entry before its prompt. An entry whose parent
+//     is not in the session is an orphan too.
+//
+// It returns the leaf's branch, root first.
+func CheckEntries(entries []transcript.Entry, leaf string) (TranscriptReport, []transcript.Entry) {
+	r := TranscriptReport{Entries: len(entries)}
+	branch := checkEntries(&r, entries, leaf)
+	return r, branch
+}
+
+func checkEntries(r *TranscriptReport, entries []transcript.Entry, leaf string) []transcript.Entry {
+	byID := make(map[string]transcript.Entry, len(entries))
+	children := map[string][]transcript.Entry{}
+	for _, e := range entries {
+		byID[e.ID] = e
+		children[e.ParentID] = append(children[e.ParentID], e)
+	}
+
+	// The leaf's branch, root first.
+	var branch []transcript.Entry
+	onBranch := map[string]bool{}
+	for id := leaf; id != ""; {
+		e, ok := byID[id]
+		if !ok {
+			r.miss("the branch to the leaf %s breaks at %s: no such entry", leaf, id)
+			break
+		}
+		if onBranch[id] {
+			r.miss("the branch to the leaf %s loops at %s", leaf, id)
+			break
+		}
+		onBranch[id] = true
+		branch = append(branch, e)
+		id = e.ParentID
+	}
+	slices.Reverse(branch)
+
+	for _, e := range entries {
+		// Two replies for one step.
+		if isRole(e, transcript.RoleAssistant) {
+			n := countRole(children[e.ParentID], transcript.RoleAssistant)
+			if n > 1 && firstAssistant(children[e.ParentID]) != e.ID {
+				r.dup("the step after %s has %d assistant replies (%s is a second one)", describe(byID, e.ParentID), n, e.ID)
+			}
+			if len(e.Message.ToolCalls) > 0 {
+				checkResults(r, e, children)
+			}
+		}
+		// Orphan branches: reported once, at their top.
+		if onBranch[e.ID] {
+			continue
+		}
+		if _, ok := byID[e.ParentID]; e.ParentID != "" && !ok {
+			r.miss("entry %s hangs below %s, which is not in the session", e.ID, e.ParentID)
+			continue
+		}
+		if e.ParentID != "" && !onBranch[e.ParentID] {
+			continue // below an off-branch entry: judged with its top
+		}
+		if isRole(e, transcript.RoleAssistant) && countRole(children[e.ParentID], transcript.RoleAssistant) > 1 {
+			continue // reported as a step answered twice
+		}
+		if !promptsOnly(e, children) {
+			r.miss("orphan branch at %s (%s below %s): entries off the leaf's branch that are not just an unanswered prompt",
+				e.ID, kind(e), describe(byID, e.ParentID))
+		}
+	}
+	return branch
+}
+
+// checkResults follows the toolResult entries chained below reply a and
+// reports calls without a result and results nobody asked for.
+func checkResults(r *TranscriptReport, a transcript.Entry, children map[string][]transcript.Entry) {
+	open := map[string]bool{}
+	for _, tc := range a.Message.ToolCalls {
+		open[tc.ID] = true
+	}
+	seen := map[string]bool{}
+	for cur := a.ID; ; {
+		var next *transcript.Entry
+		for _, c := range children[cur] {
+			if isRole(c, transcript.RoleToolResult) {
+				next = &c
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		id := next.Message.ToolCallID
+		switch {
+		case seen[id]:
+			r.dup("reply %s: tool call %s has a second result %s", a.ID, id, next.ID)
+		case !open[id]:
+			r.dup("reply %s: result %s is for tool call %s, which the reply did not make", a.ID, next.ID, id)
+		}
+		seen[id] = true
+		cur = next.ID
+	}
+	for _, tc := range a.Message.ToolCalls {
+		if !seen[tc.ID] {
+			r.miss("reply %s: tool call %s (%s) has no result entry", a.ID, tc.ID, tc.Name)
+		}
+	}
+}
+
+// promptsOnly reports whether e and everything below it are user messages.
+func promptsOnly(e transcript.Entry, children map[string][]transcript.Entry) bool {
+	if !isRole(e, transcript.RoleUser) {
+		return false
+	}
+	for _, c := range children[e.ID] {
+		if !promptsOnly(c, children) {
+			return false
+		}
+	}
+	return true
+}
+
+func firstAssistant(es []transcript.Entry) string {
+	for _, e := range es {
+		if isRole(e, transcript.RoleAssistant) {
+			return e.ID
+		}
+	}
+	return ""
+}
+
+func countRole(es []transcript.Entry, role string) int {
+	n := 0
+	for _, e := range es {
+		if isRole(e, role) {
+			n++
+		}
+	}
+	return n
+}
+
+func isRole(e transcript.Entry, role string) bool {
+	return e.Type == transcript.TypeMessage && e.Message != nil && e.Message.Role == role
+}
+
+func kind(e transcript.Entry) string {
+	if e.Message != nil {
+		return e.Message.Role
+	}
+	return e.Type
+}
+
+func describe(byID map[string]transcript.Entry, id string) string {
+	if id == "" {
+		return "the root"
+	}
+	if e, ok := byID[id]; ok {
+		return kind(e) + " " + id
+	}
+	return id
 }
 
 // checkAnswered walks the branch: after a user entry an assistant reply;

@@ -30,16 +30,16 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) Agent(t *testing.T, i int) agent.Agent { return h.agents[i] }
+func (h *harness) Agent(t testing.TB, i int) agent.Agent { return h.agents[i] }
 
-func (h *harness) Script(t *testing.T, session string, s agenttest.Scenario) {
+func (h *harness) Script(t testing.TB, session string, s agenttest.Scenario) {
 	h.aborted = h.kit.Model.Aborted()
-	testkit.Script(h.kit.Model, s)
+	h.kit.Script(session, s)
 }
 
-func (h *harness) ToolRuns(t *testing.T, session string) int { return h.kit.Counter.Runs(session) }
+func (h *harness) ToolRuns(t testing.TB, session string) int { return h.kit.Counter.Runs(session) }
 
-func (h *harness) WaitAborted(t *testing.T, session string, timeout time.Duration) error {
+func (h *harness) WaitAborted(t testing.TB, session string, timeout time.Duration) error {
 	return testkit.WaitAborted(h.kit.Model, h.aborted, timeout)
 }
 

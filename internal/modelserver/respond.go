@@ -66,6 +66,9 @@ func (x *exchange) stream() {
 			x.hang()
 			return
 		}
+		if i == 1 && !x.hold() {
+			return
+		}
 		if i > 0 && !x.sleep(x.reply.ChunkDelay) {
 			return
 		}
@@ -118,6 +121,23 @@ func (x *exchange) sleep(d time.Duration) bool {
 	}
 }
 
+// hold waits for Reply.Hold to be closed; it reports false (recording an
+// abort when the client left) if the request or the server ended first.
+func (x *exchange) hold() bool {
+	if x.reply.Hold == nil {
+		return true
+	}
+	select {
+	case <-x.reply.Hold:
+		return true
+	case <-x.r.Context().Done():
+		x.s.markAborted(x.rec)
+		return false
+	case <-x.s.done:
+		return false
+	}
+}
+
 // hang blocks until the client goes away or the server closes.
 func (x *exchange) hang() {
 	select {
@@ -144,6 +164,9 @@ func (x *exchange) disconnect() {
 // whole writes a non-streaming reply.
 func (x *exchange) whole() {
 	rp := x.reply
+	if !x.hold() {
+		return
+	}
 	if rp.Hang {
 		x.hang()
 		return

@@ -48,6 +48,12 @@ type Reply struct {
 	// until the client goes away (counted as an abort) or the server closes.
 	// A non-streaming reply hangs before its headers.
 	Hang bool
+	// Hold, when not nil, holds the reply after its headers (a streamed
+	// reply: after the role chunk; a non-streaming one: before anything)
+	// until Hold is closed, the client goes away (counted as an abort) or the
+	// server closes. Tests use it to keep a turn running until they let it
+	// finish.
+	Hold <-chan struct{}
 
 	// Usage is reported in the usage chunk; nil derives a rough count.
 	Usage *Usage

@@ -459,3 +459,48 @@ func TestListenAndServe(t *testing.T) {
 		t.Errorf("Count %d", s.Count())
 	}
 }
+
+func TestHold(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			t.Parallel()
+			s := New()
+			defer s.Close()
+			hold := make(chan struct{})
+			s.Enqueue(Reply{Text: []string{"held ", "answer"}, Hold: hold})
+			body := streamBody("x")
+			if !stream {
+				body = `{"model":"m","messages":[{"role":"user","content":"x"}]}`
+			}
+			got := make(chan string, 1)
+			go func() {
+				resp, err := http.Post(s.URL()+"/chat/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					got <- "error: " + err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				got <- string(b)
+			}()
+			select {
+			case b := <-got:
+				t.Fatalf("the reply was not held: %q", b)
+			case <-time.After(300 * time.Millisecond):
+			}
+			close(hold)
+			select {
+			case b := <-got:
+				if !strings.Contains(b, "answer") {
+					t.Errorf("released reply = %q, want the scripted text", b)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the reply did not finish after Hold was closed")
+			}
+			if s.Aborted() != 0 {
+				t.Errorf("a held, then released reply counted as aborted")
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/store/storetest"
+	"github.com/fastagent/fastagent/internal/testkit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -30,8 +31,8 @@ var (
 	pgErr  error
 )
 
-// requirePostgres skips the test when the server is unreachable, except in
-// CI (CI=true), where that is a failure: the Postgres driver must be tested.
+// requirePostgres skips the test when the server is unreachable, or fails it
+// when services are required (testkit.RequireService).
 func requirePostgres(t *testing.T) {
 	t.Helper()
 	pgOnce.Do(func() {
@@ -44,14 +45,7 @@ func requirePostgres(t *testing.T) {
 		}
 		pgErr = err
 	})
-	if pgErr == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("Postgres at %s is unreachable and CI=true, so this is a failure, not a skip: %v "+
-			"(start Postgres or set FASTAGENT_TEST_POSTGRES)", postgresAdminDSN(), pgErr)
-	}
-	t.Skipf("Postgres at %s unreachable (set CI=true to make this fail): %v", postgresAdminDSN(), pgErr)
+	testkit.RequireService(t, "postgres", postgresAdminDSN(), pgErr)
 }
 
 // freshDatabase creates an empty database on the test server, dropped when

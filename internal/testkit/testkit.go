@@ -40,6 +40,9 @@ type Kit struct {
 	Counter   *CounterTool
 	Models    *serve.Models
 	Loader    *workspace.Loader
+	// Faults is the store Activities write through; it can lose a tool
+	// result on purpose (LoseToolResult).
+	Faults *FaultStore
 }
 
 // New builds a kit whose resources are released at the end of the test.
@@ -68,6 +71,7 @@ func Open(dir string, extra ...agent.Tool) (*Kit, error) {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
 	k.Store, k.Loader = st, loader
+	k.Faults = &FaultStore{Store: st}
 	k.Models = &serve.Models{Getenv: k.Getenv}
 	loader.Extra = append([]agent.Tool{k.Counter}, extra...)
 	loader.Getenv = k.Getenv
@@ -117,7 +121,7 @@ func (k *Kit) Getenv(name string) string {
 // Activities returns activities over the kit's backends and bus.
 func (k *Kit) Activities(bus feed.Bus) *activities.Activities {
 	return &activities.Activities{
-		Store:          k.Store,
+		Store:          k.Faults,
 		Feed:           bus,
 		Definitions:    k.Loader,
 		Models:         k.Models,
@@ -140,8 +144,19 @@ func Echo(req modelserver.Request) modelserver.Reply {
 	return modelserver.Reply{Text: []string{s}}
 }
 
+// Script programs a conformance scenario for the next turn of session: the
+// model replies (Script) and, for agenttest.ToolLostThenTransient, the loss
+// of the counter tool's result in the store Activities use.
+func (k *Kit) Script(session string, s agenttest.Scenario) {
+	if s == agenttest.ToolLostThenTransient {
+		k.Faults.LoseToolResult(session, CounterName)
+	}
+	Script(k.Model, s)
+}
+
 // Script queues the model replies of a conformance scenario on the shared
-// queue (the suite runs its cases one at a time).
+// queue (the suite runs its cases one at a time). Faults other than the
+// model's are armed by Kit.Script.
 func Script(ms *modelserver.Server, s agenttest.Scenario) {
 	answer := modelserver.Reply{Text: []string{"hello", " world"}}
 	switch s {
@@ -155,7 +170,7 @@ func Script(ms *modelserver.Server, s agenttest.Scenario) {
 		ms.Enqueue(modelserver.Reply{Text: []string{"partial", " answ", "er that breaks"}, DisconnectAfter: 2}, answer)
 	case agenttest.TransientThenReply:
 		ms.Enqueue(modelserver.Reply{Status: 500, Message: "upstream overloaded"}, answer)
-	case agenttest.ToolThenTransient:
+	case agenttest.ToolThenTransient, agenttest.ToolLostThenTransient:
 		ms.Enqueue(
 			modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "call_counter_1", Name: CounterName, Args: `{"note":"once"}`}}},
 			modelserver.Reply{Status: 500, Message: "upstream overloaded"},
@@ -189,6 +204,9 @@ type CounterTool struct {
 	Delay time.Duration
 	// Sequential makes batches with the tool run one call at a time.
 	Sequential bool
+	// Idempotent declares the tool safe to retry, which it is not: tests set
+	// it to build an engine that wrongly retries a side-effecting tool.
+	Idempotent bool
 }
 
 // Spec describes the tool.
@@ -198,6 +216,7 @@ func (c *CounterTool) Spec() agent.ToolSpec {
 		Description: "Counts how many times it was called in this session.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"}}}`),
 		Sequential:  c.Sequential,
+		Idempotent:  c.Idempotent,
 	}
 }
 
