@@ -1,0 +1,115 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// flakyClient answers UpdateWithStartWorkflow with handles whose Get fails
+// with the scripted errors first, then returns the outcome.
+type flakyClient struct {
+	client.Client
+	mu    sync.Mutex
+	errs  []error
+	calls int
+	keys  []string
+}
+
+func (c *flakyClient) NewWithStartWorkflowOperation(client.StartWorkflowOptions, interface{}, ...interface{}) client.WithStartWorkflowOperation {
+	return nil
+}
+
+func (c *flakyClient) UpdateWithStartWorkflow(_ context.Context, o client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	c.keys = append(c.keys, o.UpdateOptions.UpdateID)
+	var err error
+	if len(c.errs) > 0 {
+		err, c.errs = c.errs[0], c.errs[1:]
+	}
+	return handle{err: err, key: o.UpdateOptions.UpdateID}, nil
+}
+
+type handle struct {
+	err error
+	key string
+}
+
+func (h handle) WorkflowID() string { return "session:s" }
+func (h handle) RunID() string      { return "" }
+func (h handle) UpdateID() string   { return h.key }
+func (h handle) Get(_ context.Context, v interface{}) error {
+	if h.err != nil {
+		return h.err
+	}
+	*(v.(*agentloop.Outcome)) = agentloop.Outcome{Turn: h.key, Status: agent.TypeCompleted}
+	return nil
+}
+
+// A failed h.Get that says nothing about the turn (the connection dropped,
+// the poll timed out) is not turned into a failed terminal: the update is
+// asked again with the same key until its outcome is known.
+func TestTurnRepollsInsteadOfGuessing(t *testing.T) {
+	c := &flakyClient{errs: []error{
+		serviceerror.NewUnavailable("connection reset"),
+		context.DeadlineExceeded,
+	}}
+	bus := feed.NewInProcess()
+	defer bus.Close()
+	a := &Agent{Client: c, Feed: bus}
+	ctx, cancel := context.WithTimeout(agent.WithIdempotencyKey(context.Background(), "k1"), 10*time.Second)
+	defer cancel()
+	res, err := agent.Collect(a.Invoke(ctx, agent.Scope{Session: "s"}, agent.Prompt{Text: "hi"}))
+	if err != nil {
+		t.Fatalf("the turn failed on a transient error instead of asking again: %v", err)
+	}
+	_ = res
+	if c.calls != 3 {
+		t.Fatalf("update sent %d times, want 3", c.calls)
+	}
+	for _, k := range c.keys {
+		if k != "k1" {
+			t.Fatalf("a re-poll used key %q, want the same key k1", k)
+		}
+	}
+}
+
+// The turn's own answer (a rejection, an application failure) is final.
+func TestTurnSettledErrorIsFinal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		code string
+	}{
+		{"busy", temporal.NewApplicationError("busy", "session_busy"), agent.CodeSessionBusy},
+		{"exhausted", serviceerror.NewResourceExhausted(0, "too many updates"), agent.CodeSessionBusy},
+		{"app", temporal.NewNonRetryableApplicationError("bad", "other", errors.New("x")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &flakyClient{errs: []error{tc.err}}
+			bus := feed.NewInProcess()
+			defer bus.Close()
+			a := &Agent{Client: c, Feed: bus}
+			_, err := agent.Collect(a.Invoke(context.Background(), agent.Scope{Session: "s"}, agent.Prompt{Text: "hi"}))
+			var f *agent.Failure
+			if !errors.As(err, &f) || f.Code != tc.code {
+				t.Fatalf("got %v, want a failure with code %q", err, tc.code)
+			}
+			if c.calls != 1 {
+				t.Fatalf("update sent %d times, want 1", c.calls)
+			}
+		})
+	}
+}
