@@ -78,20 +78,21 @@ func devCommand(g *globals) *cobra.Command {
 				return failure("%v", err)
 			}
 			defer c.Close()
-			if err := reconcileSchedules(ctx, g, c, f.taskQueue, log, cmd.ErrOrStderr()); err != nil {
-				return err
-			}
 			out := cmd.OutOrStdout()
-			return runParts(ctx, parts, c, f, true, true, log, out, func(api string) {
-				fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))
-				fmt.Fprintf(out, "  API       %s   (POST /invoke, GET /health)\n", api)
-				if srv.UIAddress() != "" {
-					fmt.Fprintf(out, "  Web UI    http://%s/namespaces/%s/workflows\n", srv.UIAddress(), srv.Namespace())
-				}
-				fmt.Fprintf(out, "  Temporal  %s   (namespace %s)\n", srv.FrontendAddress(), srv.Namespace())
-				fmt.Fprintf(out, "  State     %s\n", stateDir)
-				fmt.Fprintf(out, "Try: fastagent invoke \"hello\" --session s1 --url %s\n", api)
-			})
+			run, err := parts.Start(ctx, c, serve.Roles{Worker: true, Ingress: true}, nil)
+			if err != nil {
+				return failure("%v", err)
+			}
+			api := run.URL
+			fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))
+			fmt.Fprintf(out, "  API       %s   (POST /invoke, GET /health)\n", api)
+			if srv.UIAddress() != "" {
+				fmt.Fprintf(out, "  Web UI    http://%s/namespaces/%s/workflows\n", srv.UIAddress(), srv.Namespace())
+			}
+			fmt.Fprintf(out, "  Temporal  %s   (namespace %s)\n", srv.FrontendAddress(), srv.Namespace())
+			fmt.Fprintf(out, "  State     %s\n", stateDir)
+			fmt.Fprintf(out, "Try: fastagent invoke \"hello\" --session s1 --url %s\n", api)
+			return run.Wait(ctx)
 		},
 	}
 	f.bind(cmd, false)

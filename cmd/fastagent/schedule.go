@@ -260,40 +260,6 @@ func fireCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// reconcileSchedules makes the Temporal Schedules match schedules/ at the
-// start of dev, start and worker. A bad schedule file stops the start.
-func reconcileSchedules(ctx context.Context, g *globals, c client.Client, taskQueue string, log *slog.Logger, stderr io.Writer) error {
-	dir, err := agentDirOf(g)
-	if err != nil {
-		return failure("%v", err)
-	}
-	// Bad files stop startup at once, naming the file; talking to Temporal
-	// happens in the background so the worker and ingress are not held up
-	// while a freshly restarted server warms up.
-	if _, err := schedules.LoadDir(dir); err != nil {
-		return failure("%v", err)
-	}
-	go func() {
-		// Generous: an embedded Temporal server answers schedule calls only
-		// some seconds after a restart (Reconcile retries until then).
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		rep, err := schedules.Reconcile(rctx, c, schedules.Options{AgentDir: dir, TaskQueue: taskQueue, Logger: log})
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Error("schedules were not reconciled; fix the problem and restart", "error", err)
-			}
-			return
-		}
-		for _, w := range rep.Warnings {
-			fmt.Fprintln(stderr, "warning:", w)
-		}
-		if len(rep.Created)+len(rep.Updated)+len(rep.Deleted) == 0 && len(rep.Unchanged) > 0 {
-			log.Info("schedules unchanged", "schedules", rep.Unchanged)
-		}
-	}()
-	return nil
-}
 
 // agentDirOf resolves the agent dir as the workspace loader does (--agent-dir,
 // else the config's agentDir, else the workspace) without loading tools.

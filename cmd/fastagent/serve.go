@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
@@ -55,6 +53,8 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		Store:     f.store,
 		Feed:      f.feed,
 		TaskQueue: f.taskQueue,
+		HTTPHost:  f.host,
+		HTTPPort:  f.port,
 		Logger:    log,
 
 		WorkerStopTimeout: f.stopTimeout,
@@ -124,12 +124,14 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 				return failure("%v", err)
 			}
 			defer c.Close()
-			if runWorker {
-				if err := reconcileSchedules(ctx, g, c, f.taskQueue, log, cmd.ErrOrStderr()); err != nil {
-					return err
-				}
+			run, err := parts.Start(ctx, c, serve.Roles{Worker: runWorker, Ingress: runIngress}, nil)
+			if err != nil {
+				return failure("%v", err)
 			}
-			return runParts(ctx, parts, c, f, runWorker, runIngress, log, cmd.OutOrStdout(), nil)
+			if run.URL != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "fastagent API  %s  (POST /invoke, GET /health)\n", run.URL)
+			}
+			return run.Wait(ctx)
 		},
 	}
 	f.bind(cmd, true)
@@ -148,49 +150,4 @@ func checkDefinition(ctx context.Context, parts *serve.Parts, log *slog.Logger, 
 	}
 	log.Debug("agent loaded", "model", def.Config.Model, "tools", len(def.Tools), "dir", def.Workspace.Dir)
 	return nil
-}
-
-// runParts starts the worker and/or the ingress and blocks until ctx ends.
-func runParts(ctx context.Context, parts *serve.Parts, c client.Client, f *serveFlags, runWorker, runIngress bool, log *slog.Logger, out io.Writer, banner func(apiAddr string)) error {
-	if runWorker {
-		w, err := parts.StartWorker(c)
-		if err != nil {
-			return failure("%v", err)
-		}
-		defer stopWorker(w, f.stopTimeout, log)
-		log.Info("worker started", "task_queue", f.taskQueue)
-	}
-	if !runIngress {
-		<-ctx.Done()
-		return nil
-	}
-	ln, err := serve.Listen(f.host, f.port)
-	if err != nil {
-		return failure("%v", err)
-	}
-	srv := parts.Ingress(c)
-	srv.SetReady(true)
-	api := "http://" + ln.Addr().String()
-	if banner != nil {
-		banner(api)
-	} else {
-		fmt.Fprintf(out, "fastagent API  %s  (POST /invoke, GET /health)\n", api)
-	}
-	return serve.ServeHTTP(ctx, ln, srv.Handler(), srv.Drain)
-}
-
-// stopWorker stops polling and lets running activities finish within
-// timeout (the SDK's WorkerStopTimeout) before it returns. Activities never
-// see the signal context: theirs is cancelled only when the timeout passes.
-// A second Ctrl-C or SIGTERM meanwhile ends the process at once (tool
-// processes die with it).
-func stopWorker(w sdkworker.Worker, timeout time.Duration, log *slog.Logger) {
-	signal.Reset(os.Interrupt, syscall.SIGTERM)
-	if timeout <= 0 {
-		timeout = worker.DefaultStopTimeout
-	}
-	log.Info("worker stopping; running tool and model calls may finish", "stop_timeout", timeout)
-	start := time.Now()
-	w.Stop()
-	log.Info("worker stopped", "took", time.Since(start).Round(time.Millisecond))
 }

@@ -45,6 +45,11 @@ type Config struct {
 	Store string
 	// Feed is "inprocess" (default) or nats://host:port.
 	Feed string
+	// Warn receives warnings a user should read (default: logged).
+	Warn func(string)
+	// HTTPHost and HTTPPort are the ingress address (default 127.0.0.1:8787).
+	HTTPHost string
+	HTTPPort int
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
 	// WorkerStopTimeout bounds how long a stopping worker lets running
@@ -84,6 +89,12 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	}
 	if cfg.Dir == "" {
 		cfg.Dir = "."
+	}
+	if cfg.HTTPHost == "" {
+		cfg.HTTPHost = "127.0.0.1"
+	}
+	if cfg.HTTPPort == 0 {
+		cfg.HTTPPort = 8787
 	}
 	abs, err := filepath.Abs(cfg.Dir)
 	if err != nil {
@@ -192,10 +203,7 @@ func (p *Parts) Agent(c client.Client) *durable.Agent {
 }
 
 // Ingress returns the HTTP server for the durable agent.
-func (p *Parts) Ingress(c client.Client) *ingress.Server {
-	a := p.Agent(c)
-	return &ingress.Server{Agent: a, Control: a, Attacher: a, Classify: ClassifyControlError, Logger: p.Config.Logger}
-}
+func (p *Parts) Ingress(c client.Client) *ingress.Server { return p.ingressFor(p.Agent(c)) }
 
 // ClassifyControlError maps control-plane errors to HTTP statuses and codes.
 func ClassifyControlError(err error) (int, string, string) {

@@ -1,0 +1,224 @@
+// Package fastagent embeds the fastagent runtime in a Go program: a
+// file-defined agent (a folder with persona.md, AGENTS.md, tools/, …) served
+// durably on Temporal, with Go tools and hooks of the program's own.
+//
+//	rt, err := fastagent.Start(ctx, fastagent.Options{
+//		Dir:      "./my-agent",
+//		Temporal: fastagent.Temporal{Embedded: true},
+//		Tools:    []agent.Tool{myTool{}},
+//		Hooks:    activities.Hooks{BeforeAgentStart: addContext},
+//	})
+//	defer rt.Close()
+//	res, err := agent.Collect(rt.Agent().Invoke(ctx, agent.Scope{Session: "s1"}, agent.Prompt{Text: "hi"}))
+//
+// Start runs what Options.Roles asks for — by default a worker and the HTTP
+// ingress, as `fastagent start` does (and `fastagent dev` with an embedded
+// Temporal server). Every signature here mentions only public packages:
+// agent (the contract and tools), activities (hooks), and the Temporal SDK.
+package fastagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/tclient"
+)
+
+// Options configure an embedded runtime. The zero value serves the agent in
+// the current directory with a worker and an ingress on 127.0.0.1:8787,
+// against a Temporal server at TEMPORAL_ADDRESS (default 127.0.0.1:7233).
+type Options struct {
+	// Dir is the agent's workspace (default "."); AgentDir optionally moves
+	// the agent surface into a subfolder; StateDir holds machine state
+	// (default <Dir>/.fastagent).
+	Dir, AgentDir, StateDir string
+	// Temporal says which Temporal to use.
+	Temporal Temporal
+	// Roles selects the parts to run (default: both).
+	Roles Roles
+	// HTTPAddr is the ingress's listen address (default 127.0.0.1:8787;
+	// "127.0.0.1:0" picks a free port, see Runtime.URL).
+	HTTPAddr string
+	// Store is the session store: a SQLite file or a postgres:// DSN
+	// (default <StateDir>/sessions.db).
+	Store string
+	// Feed is the live feed: "" (in process) or nats://host:4222 when
+	// workers and ingresses run in different processes.
+	Feed string
+	// TaskQueue defaults to "fastagent".
+	TaskQueue string
+	// Tools are Go tools offered to the model next to the definition's own.
+	Tools []agent.Tool
+	// Hooks run on the worker around model and tool calls.
+	Hooks activities.Hooks
+	// DetachGrace is how long a turn whose HTTP client went away keeps
+	// running before it is aborted (default 15 s; negative = at once).
+	DetachGrace time.Duration
+	// WorkerStopTimeout bounds how long Close lets running tool and model
+	// calls finish (default 30 s).
+	WorkerStopTimeout time.Duration
+	// Getenv reads the environment model clients use (default os.Getenv).
+	Getenv func(string) string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Roles selects the parts of the runtime a process runs.
+type Roles struct {
+	// Worker runs session workflows, model and tool calls.
+	Worker bool
+	// Ingress serves the HTTP API.
+	Ingress bool
+}
+
+// Temporal says how to reach Temporal: an existing client, an embedded
+// development server, or an address (TEMPORAL_* environment variables fill
+// what is unset, including Temporal Cloud API keys and mTLS files).
+type Temporal struct {
+	Client client.Client
+	// Embedded starts a Temporal server (and Web UI) in this process, with
+	// its state in <StateDir>/temporal.db, as `fastagent dev` does.
+	Embedded bool
+	// UIPort is the embedded Web UI's port (0 = a free port, -1 = no UI).
+	UIPort    int
+	Address   string
+	Namespace string
+}
+
+// Runtime is a started fastagent.
+type Runtime struct {
+	run    *serve.Running
+	parts  *serve.Parts
+	closer []func()
+	uiAddr string
+}
+
+// ErrNothingToRun is returned when Options.Roles was set to run no part.
+var ErrNothingToRun = errors.New("fastagent: Roles asks for neither the worker nor the ingress")
+
+// Start opens the store and feed, loads the definition (a broken one is an
+// error naming the file), connects to Temporal and starts the roles.
+func Start(ctx context.Context, opts Options) (*Runtime, error) {
+	roles := opts.Roles
+	if roles == (Roles{}) {
+		roles = Roles{Worker: true, Ingress: true}
+	}
+	cfg := serve.Config{
+		Dir: opts.Dir, AgentDir: opts.AgentDir, StateDir: opts.StateDir,
+		Store: opts.Store, Feed: opts.Feed, TaskQueue: opts.TaskQueue,
+		Tools: opts.Tools, Hooks: opts.Hooks, Logger: opts.Logger, Getenv: opts.Getenv,
+		DetachGrace: opts.DetachGrace, WorkerStopTimeout: opts.WorkerStopTimeout,
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var ln net.Listener
+	if roles.Ingress {
+		addr := opts.HTTPAddr
+		if addr == "" {
+			addr = "127.0.0.1:8787"
+		}
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("fastagent: listen on %s: %w (choose another Options.HTTPAddr)", addr, err)
+		}
+	}
+	rt := &Runtime{}
+	ok := false
+	defer func() {
+		if !ok {
+			if ln != nil {
+				_ = ln.Close()
+			}
+			rt.Close()
+		}
+	}()
+	parts, err := serve.Open(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fastagent: %w", err)
+	}
+	rt.parts = parts
+	rt.closer = append(rt.closer, parts.Close)
+	if roles.Worker {
+		if _, _, err := parts.Check(ctx); err != nil {
+			return nil, fmt.Errorf("fastagent: %w", err)
+		}
+	}
+	c, err := rt.connect(ctx, opts.Temporal, parts.Config.StateDir, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	run, err := parts.Start(ctx, c, serve.Roles{Worker: roles.Worker, Ingress: roles.Ingress}, ln)
+	if err != nil {
+		return nil, fmt.Errorf("fastagent: %w", err)
+	}
+	rt.run = run
+	ok = true
+	return rt, nil
+}
+
+func (rt *Runtime) connect(ctx context.Context, t Temporal, stateDir string, log *slog.Logger) (client.Client, error) {
+	if t.Client != nil {
+		return t.Client, nil
+	}
+	cfg := tclient.Config{Address: t.Address, Namespace: t.Namespace, Logger: log}
+	if t.Embedded {
+		addr, ns, ui, stop, err := startEmbedded(filepath.Join(stateDir, "temporal.db"), t.UIPort, log)
+		if err != nil {
+			return nil, fmt.Errorf("fastagent: embedded Temporal: %w", err)
+		}
+		rt.closer = append(rt.closer, stop)
+		rt.uiAddr = ui
+		cfg = tclient.Config{Address: addr, Namespace: ns, Logger: log}
+	} else {
+		cfg = cfg.FromEnv()
+	}
+	c, err := tclient.Dial(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fastagent: %w", err)
+	}
+	rt.closer = append(rt.closer, c.Close)
+	return c, nil
+}
+
+// Run starts the runtime and serves until ctx ends, then stops it cleanly
+// (the ingress drains, the worker lets running calls finish).
+func Run(ctx context.Context, opts Options) error {
+	rt, err := Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	return rt.run.Wait(ctx)
+}
+
+// Agent is the runtime as an engine-neutral Agent: turns invoked on it run
+// durably on Temporal, as turns sent over HTTP do.
+func (rt *Runtime) Agent() agent.Agent { return rt.run.Agent }
+
+// URL is the HTTP ingress's base URL ("" without the ingress role).
+func (rt *Runtime) URL() string { return rt.run.URL }
+
+// WebUI is the embedded Temporal Web UI's address ("" when not embedded).
+func (rt *Runtime) WebUI() string { return rt.uiAddr }
+
+// Close stops the parts and releases the backends; it is idempotent.
+func (rt *Runtime) Close() {
+	if rt.run != nil {
+		rt.run.Stop()
+	}
+	for i := len(rt.closer) - 1; i >= 0; i-- {
+		rt.closer[i]()
+	}
+	rt.closer = nil
+}

@@ -1,0 +1,128 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/durable"
+)
+
+// Roles says which parts of the program a process runs: `dev` and `start`
+// run both, `worker` and `ingress` one each.
+type Roles struct {
+	Worker  bool
+	Ingress bool
+}
+
+// Running is a started program: the parts its roles asked for.
+type Running struct {
+	// Agent is the durable agent (also usable in process, without HTTP).
+	Agent *durable.Agent
+	// Ingress is the HTTP server when the ingress role runs.
+	Ingress *ingress.Server
+	// URL is the ingress's base URL ("" without the ingress role).
+	URL string
+
+	worker  sdkworker.Worker
+	httpErr chan error
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// Start starts the parts of roles on Temporal client c: the worker,
+// registered completely (session and schedule workflows with every
+// activity), and the HTTP ingress on Config.HTTPHost:HTTPPort (or the
+// listener ln when not nil). Wait blocks until ctx ends and stops them.
+func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.Listener) (*Running, error) {
+	if !roles.Worker && !roles.Ingress {
+		return nil, errors.New("serve: nothing to run: neither the worker nor the ingress role")
+	}
+	r := &Running{Agent: p.Agent(c), stopped: make(chan struct{})}
+	if roles.Worker {
+		if err := p.reconcileSchedules(ctx, c, p.warn); err != nil {
+			return nil, err
+		}
+		w, err := p.StartWorker(c)
+		if err != nil {
+			return nil, err
+		}
+		r.worker = w
+		p.Config.Logger.Info("worker started", "task_queue", p.Config.TaskQueue)
+	}
+	if roles.Ingress {
+		if ln == nil {
+			var err error
+			if ln, err = Listen(p.Config.HTTPHost, p.Config.HTTPPort); err != nil {
+				r.stopWorker()
+				return nil, err
+			}
+		}
+		r.Ingress = p.ingressFor(r.Agent)
+		r.Ingress.SetReady(true)
+		r.URL = "http://" + ln.Addr().String()
+		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		r.cancel = cancel
+		r.httpErr = make(chan error, 1)
+		go func() { r.httpErr <- ServeHTTP(hctx, ln, r.Ingress.Handler(), r.Ingress.Drain) }()
+	}
+	return r, nil
+}
+
+// Wait blocks until ctx ends (or the HTTP server fails), then stops the
+// parts: the ingress drains first, then the worker lets running calls finish.
+func (r *Running) Wait(ctx context.Context) error {
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-r.httpErr:
+		if err != nil {
+			err = fmt.Errorf("http: %w", err)
+		}
+	}
+	r.Stop()
+	return err
+}
+
+// Stop stops what Start started; later calls are no-ops.
+func (r *Running) Stop() {
+	select {
+	case <-r.stopped:
+		return
+	default:
+	}
+	close(r.stopped)
+	if r.cancel != nil {
+		r.cancel()
+		select {
+		case <-r.httpErr:
+		case <-time.After(ShutdownTimeout + time.Second):
+		}
+	}
+	r.stopWorker()
+}
+
+func (r *Running) stopWorker() {
+	if r.worker != nil {
+		r.worker.Stop()
+	}
+}
+
+func (p *Parts) warn(msg string) {
+	if p.Config.Warn != nil {
+		p.Config.Warn(msg)
+		return
+	}
+	p.Config.Logger.Warn(msg)
+}
+
+// ingressFor returns the HTTP server for a.
+func (p *Parts) ingressFor(a *durable.Agent) *ingress.Server {
+	return &ingress.Server{Agent: a, Control: a, Attacher: a, Classify: ClassifyControlError, Logger: p.Config.Logger}
+}
