@@ -89,6 +89,12 @@ func (e *env) stored(session, id string) (transcript.Entry, bool) {
 // failing the test if none arrives within a generous bound.
 func (e *env) feedUntil(session, turn, last string) []feed.Message {
 	e.t.Helper()
+	return e.feedUntilN(session, turn, last, 1)
+}
+
+// feedUntilN is feedUntil up to the n-th message of kind last.
+func (e *env) feedUntilN(session, turn, last string, n int) []feed.Message {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sub, err := e.bus.Subscribe(ctx, session, turn)
@@ -102,10 +108,12 @@ func (e *env) feedUntil(session, turn, last string) []feed.Message {
 		case m := <-sub.C():
 			out = append(out, m)
 			if m.Kind == last {
-				return out
+				if n--; n == 0 {
+					return out
+				}
 			}
 		case <-ctx.Done():
-			e.t.Fatalf("no %q message on the feed of turn %s; got %+v", last, turn, out)
+			e.t.Fatalf("%d more %q messages missing on the feed of turn %s; got %+v", n, last, turn, out)
 		}
 	}
 }
