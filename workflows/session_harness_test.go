@@ -34,6 +34,9 @@ import (
 // has been entered, and the fake blocks on a gate (or on its cancellation)
 // so the activity is certainly still running when the test acts.
 
+// ms is the mock time of a test's first update.
+const ms = time.Millisecond
+
 // waitLimit bounds every wait in a fake, so a workflow bug fails the test
 // instead of hanging it.
 const waitLimit = 10 * time.Second

@@ -1,0 +1,101 @@
+package workflows_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// TestSessionApproval: a call that requires approval waits durably for the
+// "approve" update; approval runs it, denial records a refusal.
+func TestSessionApproval(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		req         workflows.ApproveRequest
+		wantContent string // "" = the tool runs
+	}{
+		{name: "approved", req: workflows.ApproveRequest{Call: "c1", Approve: true}},
+		{name: "denied with a reason", req: workflows.ApproveRequest{Call: "c1", Reason: "too risky"},
+			wantContent: "A human denied this tool call. Reason: too risky"},
+		{name: "denied without a reason", req: workflows.ApproveRequest{Call: "c1"},
+			wantContent: "A human denied this tool call."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+				if call.Step == 1 {
+					c1 := known("c1", "deploy")
+					c1.RequiresApproval = true
+					c1.ArgsPreview = `{"env":"prod"}`
+					return reply(call, c1), nil
+				}
+				return reply(call), nil
+			}
+			gate := make(chan struct{})
+			h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+				if err := waitGate(gate); err != nil {
+					return agentloop.ToolOutcome{}, err
+				}
+				return okTool(call), nil
+			}
+			u := h.turn(ms, "t1", "ship it")
+			var waiting, decided workflows.SessionView
+			var toolsWhileWaiting int
+			h.at(time.Minute, func() {
+				waiting = h.state()
+				toolsWhileWaiting = len(h.toolCalls())
+			})
+			wrong := h.send(time.Minute+time.Second, workflows.UpdateApprove, "approve-0", workflows.ApproveRequest{Call: "c-404", Approve: true})
+			ap := h.send(2*time.Minute, workflows.UpdateApprove, "approve-1", tt.req)
+			// The decided call's activity (run or record) holds at the gate.
+			h.at(2*time.Minute+ms, func() {
+				decided = h.state()
+				close(gate)
+			})
+			late := h.send(time.Hour, workflows.UpdateApprove, "approve-2", workflows.ApproveRequest{Call: "c1", Approve: true})
+			var after workflows.SessionView
+			h.at(2*time.Hour, func() { after = h.state() })
+			h.run(workflows.SessionInput{Session: "s1"})
+			h.requireCancelled()
+
+			equal(t, "Tool.Execute calls while waiting", toolsWhileWaiting, 0)
+			equal(t, "waiting.Running", waiting.Running, "t1")
+			if len(waiting.Approvals) != 1 || waiting.Approvals[0] != (workflows.PendingApproval{Turn: "t1", Call: "c1", Tool: "deploy", Args: `{"env":"prod"}`}) {
+				t.Errorf("waiting.Approvals = %+v, want the deploy call", waiting.Approvals)
+			}
+			h.requireRejected(wrong, workflows.ErrTypeNotFound)
+			h.requireOK(ap, "approve")
+			h.requireRejected(late, workflows.ErrTypeNotFound)
+			equal(t, "decided.Running", decided.Running, "t1")
+			equal(t, "len(decided.Approvals) (a decided call is no longer pending)", len(decided.Approvals), 0)
+			equal(t, "len(after.Approvals)", len(after.Approvals), 0)
+
+			out := h.outcome(u)
+			requireOutcome(t, out, "t1", agent.TypeCompleted, "", false)
+			equal(t, "outcome.Steps", out.Steps, 2)
+			c1 := h.toolCallsFor("c1")
+			if len(c1) != 1 {
+				t.Fatalf("c1: Tool.Execute called %d times, want 1", len(c1))
+			}
+			if tt.wantContent == "" {
+				if c1[0].Synthetic != nil {
+					t.Errorf("approved call recorded %+v instead of running", c1[0].Synthetic)
+				}
+			} else {
+				if c1[0].Synthetic == nil {
+					t.Fatal("denied call ran")
+				}
+				equal(t, "c1.Synthetic.Content", c1[0].Synthetic.Content, tt.wantContent)
+				equal(t, "c1.Synthetic.IsError", c1[0].Synthetic.IsError, true)
+			}
+			equal(t, "step2.Leaf", h.modelCalls()[1].Leaf, c1[0].ResultEntryID)
+		})
+	}
+}
