@@ -2,7 +2,7 @@
 # Both need only Go (1.26.8+); modules are fetched on first use.
 
 GO       ?= go
-PKGS_FAST = $(shell $(GO) list ./... | grep -v /internal/e2e)
+PKGS_FAST = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /examples/)
 BIN      ?= bin/fastagent
 
 .PHONY: dev test build build-worker lint vet fmt-check unit e2e record-histories clean
@@ -23,10 +23,11 @@ vet:
 unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS_FAST)
 
-# The end-to-end package links the Temporal server; -race would rebuild it
-# instrumented (many minutes on 2 cores), so it runs without.
+# The end-to-end package and the embedding example link the Temporal server;
+# -race would rebuild it instrumented (many minutes on 2 cores), so they run
+# without.
 e2e:
-	$(GO) test -count=1 -timeout 30m ./internal/e2e/...
+	$(GO) test -count=1 -timeout 30m ./internal/e2e/... ./examples/...
 
 ## record-histories: re-record workflow histories replayed by workflows/replay_test.go
 record-histories:

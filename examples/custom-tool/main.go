@@ -1,0 +1,106 @@
+// Command custom-tool embeds fastagent in a Go program using only public
+// packages: it registers a Go tool (dice) and a hook, starts the runtime on an
+// embedded Temporal server, runs one turn and prints the answer.
+//
+//	OPENAI_API_KEY=… FASTAGENT_MODEL=openai/gpt-4o-mini go run ./examples/custom-tool "roll two dice"
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/fastagent/fastagent"
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/agent"
+)
+
+// dice is a Go tool: it rolls n six-sided dice.
+type dice struct{}
+
+func (dice) Spec() agent.ToolSpec {
+	return agent.ToolSpec{
+		Name:        "dice",
+		Description: "Roll n six-sided dice and return the faces.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":10}},"required":["n"]}`),
+		Idempotent:  false, // a roll is not repeatable: never re-run after a lost worker
+	}
+}
+
+func (dice) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult, error) {
+	var args struct {
+		N int `json:"n"`
+	}
+	if err := json.Unmarshal(call.Args, &args); err != nil {
+		return agent.ToolResult{IsError: true, Content: "arguments: " + err.Error()}, nil
+	}
+	faces := make([]string, args.N)
+	for i := range faces {
+		faces[i] = fmt.Sprint(1 + rand.IntN(6))
+	}
+	return agent.ToolResult{Content: "rolled " + strings.Join(faces, ", ")}, nil
+}
+
+// hooks add a line to every turn's system prompt.
+var hooks = activities.Hooks{
+	BeforeAgentStart: func(_ context.Context, turn activities.TurnInfo) (string, error) {
+		return "Session " + turn.Session + " is a dice game; always use the dice tool to roll.", nil
+	},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	prompt := "roll two dice"
+	if len(os.Args) > 1 {
+		prompt = strings.Join(os.Args[1:], " ")
+	}
+	answer, err := run(ctx, agentDir(), prompt)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "custom-tool:", err)
+		os.Exit(1)
+	}
+	fmt.Println(answer)
+}
+
+// run starts the runtime with the dice tool and the hook, runs one turn and
+// returns its answer.
+func run(ctx context.Context, dir, prompt string) (string, error) {
+	state, err := os.MkdirTemp("", "custom-tool-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(state)
+	rt, err := fastagent.Start(ctx, fastagent.Options{
+		Dir:      dir,
+		StateDir: state,
+		Temporal: fastagent.Temporal{Embedded: true, UIPort: -1},
+		Roles:    fastagent.Roles{Worker: true}, // no HTTP: the turn runs through the Go API
+		Tools:    []agent.Tool{dice{}},
+		Hooks:    hooks,
+	})
+	if err != nil {
+		return "", err
+	}
+	defer rt.Close()
+	res, err := agent.Collect(rt.Agent().Invoke(ctx, agent.Scope{Session: "dice-1"}, agent.Prompt{Text: prompt}))
+	if err != nil {
+		return "", err
+	}
+	return res.Text, nil
+}
+
+// agentDir is the agent folder next to this file.
+func agentDir() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "agent"
+	}
+	return filepath.Join(filepath.Dir(file), "agent")
+}
