@@ -19,14 +19,6 @@ import (
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
-// Error types of failed model activities (visible in the Web UI).
-const (
-	ErrTypeModel       = "model_error"
-	ErrTypeModelConfig = "model_config"
-	ErrTypeDefinition  = "definition_error"
-	ErrTypeStore       = "store_error"
-	ErrTypeHook        = "hook_error"
-)
 
 // argsPreviewLen bounds the argument preview kept in workflow history.
 const argsPreviewLen = 120
@@ -57,7 +49,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 	if err != nil {
 		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(
 			"the agent definition could not be loaded: "+err.Error()+" (fix the file and send the turn again)",
-			ErrTypeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
+			agent.CodeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	settings := settingsOf(def)
 	marker := ModelMarker(call.Turn, call.Step)
@@ -72,7 +64,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 
 	model, err := a.Models.Model(def.Config.Model)
 	if err != nil {
-		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeModelConfig,
+		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	branch, err := a.Store.Branch(ctx, call.Session, leaf)
@@ -85,7 +77,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		Tools:    def.ActiveSpecs(call.Activated),
 	}
 	if err := a.applyModelHooks(ctx, call, &req); err != nil {
-		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), ErrTypeHook,
+		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), agent.CodeHook,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	streamed := false
@@ -132,7 +124,7 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 		le = &llm.Error{Retryable: true, Kind: "unknown", Message: err.Error()}
 	}
 	if !le.Retryable {
-		return temporal.NewApplicationErrorWithOptions(le.Error(), ErrTypeModel,
+		return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	if streamed && (call.MaxAttempts == 0 || attempt < call.MaxAttempts) {
@@ -148,13 +140,13 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 		pub.flush(ctx)
 	}
 	a.log().Warn("model call failed; Temporal will retry", "session", call.Session, "step", call.Step, "attempt", attempt, "error", le.Error())
-	return temporal.NewApplicationErrorWithOptions(le.Error(), ErrTypeModel, temporal.ApplicationErrorOptions{
+	return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel, temporal.ApplicationErrorOptions{
 		NextRetryDelay: le.RetryAfter,
 	})
 }
 
 func storeError(err error) error {
-	return temporal.NewApplicationErrorWithOptions("session store: "+err.Error(), ErrTypeStore, temporal.ApplicationErrorOptions{})
+	return temporal.NewApplicationErrorWithOptions("session store: "+err.Error(), agent.CodeStore, temporal.ApplicationErrorOptions{})
 }
 
 func settingsOf(def *workspace.Definition) agentloop.Settings {

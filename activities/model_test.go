@@ -97,14 +97,14 @@ func TestGenerate(t *testing.T) {
 			name:         "refused request (401): not retried",
 			script:       []modelserver.Reply{{Status: 401, Message: "Incorrect API key provided"}},
 			wantRequests: 1,
-			wantErrType:  activities.ErrTypeModel,
+			wantErrType:  agent.CodeModel,
 			wantRetry:    false,
 		},
 		{
 			name:         "overloaded model (500): retried",
 			script:       []modelserver.Reply{{Status: 500, Message: "upstream overloaded"}},
 			wantRequests: 1,
-			wantErrType:  activities.ErrTypeModel,
+			wantErrType:  agent.CodeModel,
 			wantRetry:    true,
 		},
 	}

@@ -156,8 +156,8 @@ func TestExecuteLostResultIsRecordedAsUnknown(t *testing.T) {
 
 	if out, err := e.execute(call); err == nil {
 		t.Fatalf("Execute with a lost result succeeded with %+v, want a store error", out)
-	} else if app := appError(t, err); app.Type() != activities.ErrTypeStore {
-		t.Fatalf("error type %q, want %q (%v)", app.Type(), activities.ErrTypeStore, err)
+	} else if app := appError(t, err); app.Type() != agent.CodeStore {
+		t.Fatalf("error type %q, want %q (%v)", app.Type(), agent.CodeStore, err)
 	}
 	if got := e.kit.Counter.Runs(session); got != 1 {
 		t.Fatalf("counter ran %d times before its result was lost, want 1", got)

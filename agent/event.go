@@ -34,6 +34,25 @@ const (
 	CodeNoSuchSession = "no_such_session"
 	// CodeUnsupportedCapability: the engine cannot do what was asked.
 	CodeUnsupportedCapability = "unsupported_capability"
+	// CodeNotFound: a control command named something the session does not
+	// have (a tool call waiting for approval, for example).
+	CodeNotFound = "not_found"
+	// CodeNoSuchTurn: no running, queued or recorded turn has that key.
+	CodeNoSuchTurn = "no_such_turn"
+
+	// Codes of failed steps, as Temporal application error types (visible
+	// in the Web UI) and on failed events.
+
+	// CodeModel: the model provider failed the call.
+	CodeModel = "model_error"
+	// CodeModelConfig: no usable model is configured (spec, API key).
+	CodeModelConfig = "model_config"
+	// CodeDefinition: the agent definition could not be loaded.
+	CodeDefinition = "definition_error"
+	// CodeStore: the session store failed.
+	CodeStore = "store_error"
+	// CodeHook: a Go hook failed.
+	CodeHook = "hook_error"
 )
 
 // Event is one element of a turn's stream. Which fields are meaningful depends

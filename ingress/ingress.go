@@ -52,16 +52,11 @@ type Attacher interface {
 	Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error)
 }
 
-// ErrorClassifier maps a control-plane error to an HTTP status and a code
-// from the contract (no_active_run, no_such_session, invalid_command).
-type ErrorClassifier func(err error) (status int, code, message string)
-
 // Server holds the HTTP handlers.
 type Server struct {
 	Agent    agent.Agent
-	Control  Control
-	Classify ErrorClassifier
-	Logger   *slog.Logger
+	Control Control
+	Logger  *slog.Logger
 	// Attacher serves GET /sessions/{id}/turns/{key}/events (nil: 501).
 	Attacher Attacher
 	// PingEvery overrides PingEvery (tests).
@@ -348,12 +343,28 @@ func (s *Server) control(c *gin.Context) bool {
 	return true
 }
 
-func (s *Server) fail(c *gin.Context, err error) {
-	status, code, msg := http.StatusInternalServerError, "", err.Error()
-	if s.Classify != nil {
-		status, code, msg = s.Classify(err)
+// statusOf is the one table from the contract's codes to HTTP statuses.
+var statusOf = map[string]int{
+	agent.CodeNoSuchSession:         http.StatusNotFound,
+	agent.CodeNoSuchTurn:            http.StatusNotFound,
+	agent.CodeNotFound:              http.StatusNotFound,
+	agent.CodeNoActiveRun:           http.StatusConflict,
+	agent.CodeInvalidCommand:        http.StatusBadRequest,
+	agent.CodeSessionBusy:           http.StatusTooManyRequests,
+	agent.CodeUnsupportedCapability: http.StatusNotImplemented,
+}
+
+// StatusOf maps an error's contract code (agent.CodeOf) to its HTTP status;
+// an error without a known code is the upstream's failure, 502.
+func StatusOf(err error) int {
+	if st, ok := statusOf[agent.CodeOf(err)]; ok {
+		return st
 	}
-	c.JSON(status, gin.H{"error": msg, "code": code})
+	return http.StatusBadGateway
+}
+
+func (s *Server) fail(c *gin.Context, err error) {
+	c.JSON(StatusOf(err), gin.H{"error": err.Error(), "code": agent.CodeOf(err)})
 }
 
 func (s *Server) state(c *gin.Context) {

@@ -41,14 +41,6 @@ const (
 	ActivityTurnRecord = "Turn.Record"
 )
 
-// Application error types a caller may see when an update is rejected.
-const (
-	ErrTypeSessionBusy  = "session_busy"
-	ErrTypeNoActiveRun  = "no_active_run"
-	ErrTypeInvalidInput = "invalid_command"
-	ErrTypeNotFound     = "not_found"
-)
-
 // WorkflowID is the workflow ID of a session.
 func WorkflowID(session string) string { return "session:" + session }
 

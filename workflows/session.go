@@ -348,7 +348,7 @@ func (s *session) open(ctx workflow.Context) error {
 
 func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if strings.TrimSpace(req.Prompt.Text) == "" && len(req.Prompt.Images) == 0 {
-		return temporal.NewApplicationErrorWithOptions("a turn needs text or images", ErrTypeInvalidInput,
+		return temporal.NewApplicationErrorWithOptions("a turn needs text or images", agent.CodeInvalidCommand,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	if info := workflow.GetCurrentUpdateInfo(ctx); info != nil {
@@ -359,12 +359,12 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if s.rollover {
 		return temporal.NewApplicationErrorWithOptions(
 			"session busy: it is moving to a fresh workflow history after its queued turns; retry in a moment",
-			ErrTypeSessionBusy, temporal.ApplicationErrorOptions{})
+			agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 	}
 	if len(s.queue) >= MaxQueuedTurns {
 		return temporal.NewApplicationErrorWithOptions(
 			fmt.Sprintf("session busy: %d turns are already waiting; retry later", len(s.queue)),
-			ErrTypeSessionBusy, temporal.ApplicationErrorOptions{})
+			agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 	}
 	return nil
 }
@@ -385,12 +385,12 @@ func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outco
 func (s *session) validateAbort(_ workflow.Context, req AbortRequest) error {
 	if s.running == nil && len(s.queue) == 0 {
 		return temporal.NewApplicationErrorWithOptions("no turn is running or waiting in this session",
-			ErrTypeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+			agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	if req.Turn == "" {
 		if s.running == nil {
 			return temporal.NewApplicationErrorWithOptions("no turn is running in this session",
-				ErrTypeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+				agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
 		return nil
 	}
@@ -403,7 +403,7 @@ func (s *session) validateAbort(_ workflow.Context, req AbortRequest) error {
 		}
 	}
 	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("turn %q is not running or waiting", req.Turn),
-		ErrTypeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+		agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
 func (s *session) onAbort(_ workflow.Context, req AbortRequest) (AbortResult, error) {
@@ -425,18 +425,18 @@ func (s *session) onAbort(_ workflow.Context, req AbortRequest) (AbortResult, er
 			return AbortResult{Turn: t.id}, nil
 		}
 	}
-	return AbortResult{}, temporal.NewApplicationErrorWithOptions("nothing to abort", ErrTypeNoActiveRun,
+	return AbortResult{}, temporal.NewApplicationErrorWithOptions("nothing to abort", agent.CodeNoActiveRun,
 		temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
 func (s *session) validateSteer(_ workflow.Context, req SteerRequest) error {
 	if strings.TrimSpace(req.Text) == "" {
-		return temporal.NewApplicationErrorWithOptions("a steering message needs text", ErrTypeInvalidInput,
+		return temporal.NewApplicationErrorWithOptions("a steering message needs text", agent.CodeInvalidCommand,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	if s.running == nil {
 		return temporal.NewApplicationErrorWithOptions("no turn is running to steer; send a new turn instead",
-			ErrTypeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+			agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	return nil
 }
@@ -453,7 +453,7 @@ func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error 
 		}
 	}
 	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("no tool call %q is waiting for approval", req.Call),
-		ErrTypeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+		agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
 func (s *session) onApprove(_ workflow.Context, req ApproveRequest) error {

@@ -240,9 +240,9 @@ func TestSessionAbort(t *testing.T) {
 		ab2 := h.send(2*ms, workflows.UpdateAbort, "abort-2", workflows.AbortRequest{Turn: "t-old"})
 		h.run(workflows.SessionInput{Session: "s1"})
 		h.requireCancelled()
-		app := h.requireRejected(ab, workflows.ErrTypeNoActiveRun)
+		app := h.requireRejected(ab, agent.CodeNoActiveRun)
 		equal(t, "NonRetryable", app.NonRetryable(), true)
-		h.requireRejected(ab2, workflows.ErrTypeNoActiveRun)
+		h.requireRejected(ab2, agent.CodeNoActiveRun)
 	})
 
 	t.Run("unknown turn is rejected, running turn unharmed", func(t *testing.T) {
@@ -263,7 +263,7 @@ func TestSessionAbort(t *testing.T) {
 		h.when(ab.finished, func() { close(gate) })
 		h.run(workflows.SessionInput{Session: "s1"})
 		h.requireCancelled()
-		app := h.requireRejected(ab, workflows.ErrTypeNoActiveRun)
+		app := h.requireRejected(ab, agent.CodeNoActiveRun)
 		contains(t, "rejection", app.Message(), "t-ghost")
 		requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
 	})

@@ -70,9 +70,9 @@ func TestSessionApproval(t *testing.T) {
 			if len(waiting.Approvals) != 1 || waiting.Approvals[0] != (workflows.PendingApproval{Turn: "t1", Call: "c1", Tool: "deploy", Args: `{"env":"prod"}`}) {
 				t.Errorf("waiting.Approvals = %+v, want the deploy call", waiting.Approvals)
 			}
-			h.requireRejected(wrong, workflows.ErrTypeNotFound)
+			h.requireRejected(wrong, agent.CodeNotFound)
 			h.requireOK(ap, "approve")
-			h.requireRejected(late, workflows.ErrTypeNotFound)
+			h.requireRejected(late, agent.CodeNotFound)
 			equal(t, "decided.Running", decided.Running, "t1")
 			equal(t, "len(decided.Approvals) (a decided call is no longer pending)", len(decided.Approvals), 0)
 			equal(t, "len(after.Approvals)", len(after.Approvals), 0)

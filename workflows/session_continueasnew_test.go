@@ -203,7 +203,7 @@ func TestSessionRolloverRefusesNewTurns(t *testing.T) {
 	})
 	h.run(workflows.SessionInput{Session: "s1", TurnsPerRun: 1})
 	requireOutcome(t, h.outcome(t2), "t2", agent.TypeCompleted, "", false)
-	h.requireRejected(late, workflows.ErrTypeSessionBusy)
+	h.requireRejected(late, agent.CodeSessionBusy)
 	if err := h.env.GetWorkflowError(); !workflow.IsContinueAsNewError(err) {
 		t.Fatalf("want continue-as-new after the queue drained, got %v", err)
 	}

@@ -111,7 +111,7 @@ func TestSessionIdempotency(t *testing.T) {
 			t.Errorf("outcome = %+v, want the remembered %+v", got, remembered)
 		}
 		equal(t, "k-old answered while t0 still ran", oldDoneEarly, true)
-		h.requireRejected(busy, workflows.ErrTypeSessionBusy)
+		h.requireRejected(busy, agent.CodeSessionBusy)
 		equal(t, "model calls", len(h.modelCalls()), 1+workflows.MaxQueuedTurns)
 	})
 }

@@ -307,7 +307,7 @@ func TestSessionInvalidTurn(t *testing.T) {
 	u := h.turn(ms, "t1", "  \n")
 	h.run(workflows.SessionInput{Session: "s1"})
 	h.requireCancelled()
-	app := h.requireRejected(u, workflows.ErrTypeInvalidInput)
+	app := h.requireRejected(u, agent.CodeInvalidCommand)
 	equal(t, "NonRetryable", app.NonRetryable(), true)
 	equal(t, "model calls", len(h.modelCalls()), 0)
 }
@@ -348,7 +348,7 @@ func TestSessionQueueBound(t *testing.T) {
 	h.run(workflows.SessionInput{Session: "s1"})
 	h.requireCancelled()
 
-	app := h.requireRejected(us[n-1], workflows.ErrTypeSessionBusy)
+	app := h.requireRejected(us[n-1], agent.CodeSessionBusy)
 	equal(t, "busy.NonRetryable", app.NonRetryable(), false)
 	equal(t, "view.Running", view.Running, "t0")
 	var wantQueued, wantPrompts []string

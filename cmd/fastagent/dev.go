@@ -46,7 +46,7 @@ func devCommand(g *globals) *cobra.Command {
 			cfg := f.config(g, log)
 			parts, err := serve.Open(ctx, cfg)
 			if err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			defer parts.Close()
 			if err := checkDefinition(ctx, parts, log, cmd.ErrOrStderr()); err != nil {
@@ -55,7 +55,7 @@ func devCommand(g *globals) *cobra.Command {
 			stateDir := parts.Config.StateDir
 			logFile, err := os.OpenFile(filepath.Join(stateDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 			if err != nil {
-				return failure("open temporal log: %v", err)
+				return failure("open temporal log: %w", err)
 			}
 			defer logFile.Close()
 			opts := devserver.Options{
@@ -70,18 +70,18 @@ func devCommand(g *globals) *cobra.Command {
 			}
 			srv, err := devserver.Start(opts)
 			if err != nil {
-				return failure("embedded Temporal: %v", err)
+				return failure("embedded Temporal: %w", err)
 			}
 			defer srv.Stop()
 			c, err := tclient.Dial(ctx, tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: log})
 			if err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			defer c.Close()
 			out := cmd.OutOrStdout()
 			run, err := parts.Start(ctx, c, serve.Roles{Worker: true, Ingress: true}, nil)
 			if err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			api := run.URL
 			fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))

@@ -77,7 +77,7 @@ func newInfo(g *globals) *cobra.Command {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(r); err != nil {
-					return failure("%v", err)
+					return failure("%w", err)
 				}
 				return nil
 			}
@@ -95,7 +95,7 @@ func newInfo(g *globals) *cobra.Command {
 func loadDefinition(ctx context.Context, g *globals) (*workspace.Definition, *workspace.Loader, error) {
 	l, err := workspace.NewLoader(g.dir, g.agentDir)
 	if err != nil {
-		return nil, nil, failure("%v", err)
+		return nil, nil, failure("%w", err)
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -103,7 +103,7 @@ func loadDefinition(ctx context.Context, g *globals) (*workspace.Definition, *wo
 	def, err := l.Load(ctx)
 	if err != nil {
 		l.Close()
-		return nil, nil, failure("the agent definition does not load:\n%v", err)
+		return nil, nil, failure("the agent definition does not load:\n%w", err)
 	}
 	return def, l, nil
 }

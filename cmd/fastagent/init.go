@@ -146,7 +146,7 @@ func newInit(g *globals) *cobra.Command {
 func runInit(dir string, out io.Writer) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return failure("%v", err)
+		return failure("%w", err)
 	}
 	entries, err := os.ReadDir(abs)
 	switch {
@@ -155,7 +155,7 @@ func runInit(dir string, out io.Writer) error {
 		if st, serr := os.Stat(abs); serr == nil && !st.IsDir() {
 			return usageError("%s is a file, not a folder", abs)
 		}
-		return failure("%v", err)
+		return failure("%w", err)
 	default:
 		var names []string
 		for _, e := range entries {
@@ -170,18 +170,18 @@ func runInit(dir string, out io.Writer) error {
 	for _, f := range scaffold {
 		p := filepath.Join(abs, filepath.FromSlash(f.path))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return failure("%v", err)
+			return failure("%w", err)
 		}
 		fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.mode)
 		if err != nil {
-			return failure("%v", err)
+			return failure("%w", err)
 		}
 		if _, err := io.WriteString(fh, f.content); err != nil {
 			fh.Close()
-			return failure("write %s: %v", p, err)
+			return failure("write %s: %w", p, err)
 		}
 		if err := fh.Close(); err != nil {
-			return failure("write %s: %v", p, err)
+			return failure("write %s: %w", p, err)
 		}
 	}
 	rel := dir

@@ -39,7 +39,7 @@ func newInvoke(g *globals) *cobra.Command {
 			if text == "-" {
 				b, err := io.ReadAll(os.Stdin)
 				if err != nil {
-					return failure("read stdin: %v", err)
+					return failure("read stdin: %w", err)
 				}
 				text = string(b)
 			}

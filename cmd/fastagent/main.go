@@ -18,8 +18,8 @@ func main() {
 	}
 	var ex *exitError
 	if errors.As(err, &ex) {
-		if ex.msg != "" {
-			fmt.Fprintln(os.Stderr, "fastagent:", ex.msg)
+		if msg := ex.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "fastagent:", msg)
 		}
 		os.Exit(ex.code)
 	}
@@ -33,20 +33,28 @@ const (
 	exitUsage   = 2
 )
 
-// exitError carries an exit code out of a command.
+// exitError carries an exit code out of a command; err keeps the cause
+// (wrapped with %w), so callers can still test it with errors.Is/As.
 type exitError struct {
 	code int
-	msg  string
+	err  error
 }
 
-func (e *exitError) Error() string { return e.msg }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
 
 func usageError(format string, args ...any) error {
-	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
 func failure(format string, args ...any) error {
-	return &exitError{code: exitFailure, msg: fmt.Sprintf(format, args...)}
+	return &exitError{code: exitFailure, err: fmt.Errorf(format, args...)}
 }
 
 // exitUsageOr treats cobra's own errors (unknown flag, bad args) as usage

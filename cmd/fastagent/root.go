@@ -31,7 +31,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError("%v (see %s --help)", err, c.CommandPath())
+		return usageError("%w (see %s --help)", err, c.CommandPath())
 	})
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.dir, "dir", "C", envOr("FASTAGENT_DIR", "."), "workspace (working directory of the agent) [FASTAGENT_DIR]")

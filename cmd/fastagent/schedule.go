@@ -41,7 +41,7 @@ func (f *temporalFlags) dial(ctx context.Context, log *slog.Logger) (client.Clie
 	tc.Logger = log
 	c, err := tclient.Dial(ctx, tc)
 	if err != nil {
-		return nil, failure("%v", err)
+		return nil, failure("%w", err)
 	}
 	return c, nil
 }
@@ -93,7 +93,7 @@ func scheduleListCommand(g *globals) *cobra.Command {
 			opts := schedules.ListOptions{TaskQueue: f.taskQueue, All: all}
 			var err error
 			if opts.AgentDir, err = agentDirOf(g); err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			ctx, c, done, err := f.connect(cmd, g)
 			if err != nil {
@@ -102,7 +102,7 @@ func scheduleListCommand(g *globals) *cobra.Command {
 			defer done()
 			infos, err := schedules.List(ctx, c, opts)
 			if err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			if jsonOut {
 				return printJSON(cmd.OutOrStdout(), infos)
@@ -148,7 +148,7 @@ func scheduleHistoryCommand(g *globals) *cobra.Command {
 			}
 			fires, err := schedules.History(ctx, c, name, limit)
 			if err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			if jsonOut {
 				recs := make([]workflows.FireRecord, 0, len(fires))
@@ -159,7 +159,7 @@ func scheduleHistoryCommand(g *globals) *cobra.Command {
 			}
 			if len(fires) == 0 {
 				if _, err := schedules.Describe(ctx, c, name); err != nil {
-					return failure("%v", err)
+					return failure("%w", err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "schedule:%s has not fired yet (fire it now with `fastagent fire %s`)\n", name, name)
 				return nil
@@ -207,7 +207,7 @@ func fireCommand(g *globals) *cobra.Command {
 			}
 			ex, err := schedules.Trigger(ctx, c, name, 0)
 			if err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if noWait {
@@ -231,7 +231,7 @@ func fireCommand(g *globals) *cobra.Command {
 				if errors.Is(wctx.Err(), context.DeadlineExceeded) || ctx.Err() != nil {
 					return failure("stopped waiting; the fire goes on (see `fastagent schedule history %s`)", name)
 				}
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			if jsonOut {
 				if err := printJSON(out, rec); err != nil {

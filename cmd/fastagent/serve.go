@@ -109,7 +109,7 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 			defer stop()
 			parts, err := serve.Open(ctx, f.config(g, log))
 			if err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			defer parts.Close()
 			if runWorker {
@@ -121,12 +121,12 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 			tc.Logger = log
 			c, err := tclient.Dial(ctx, tc)
 			if err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			defer c.Close()
 			run, err := parts.Start(ctx, c, serve.Roles{Worker: runWorker, Ingress: runIngress}, nil)
 			if err != nil {
-				return failure("%v", err)
+				return failure("%w", err)
 			}
 			if run.URL != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "fastagent API  %s  (POST /invoke, GET /health)\n", run.URL)
@@ -143,7 +143,7 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 func checkDefinition(ctx context.Context, parts *serve.Parts, log *slog.Logger, stderr io.Writer) error {
 	def, warnings, err := parts.Check(ctx)
 	if err != nil {
-		return failure("%v", err)
+		return failure("%w", err)
 	}
 	for _, w := range warnings {
 		fmt.Fprintln(stderr, "warning:", w)

@@ -64,7 +64,7 @@ func newSession(g *globals) *cobra.Command {
 				} `json:"wakeLog"`
 			}
 			if err := json.Unmarshal(body, &v); err != nil {
-				return failure("unexpected answer: %v", err)
+				return failure("unexpected answer: %w", err)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNEXT\tREPEATS\tPROMPT")
@@ -113,12 +113,12 @@ func newSession(g *globals) *cobra.Command {
 func call(method, u, body string) ([]byte, error) {
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
-		return nil, usageError("%v", err)
+		return nil, usageError("%w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		return nil, failure("cannot reach %s: %v (is `fastagent dev` running?)", u, err)
+		return nil, failure("cannot reach %s: %w (is `fastagent dev` running?)", u, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))

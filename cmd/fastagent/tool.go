@@ -37,7 +37,7 @@ func newTool(g *globals) *cobra.Command {
 			if raw == "-" {
 				b, err := io.ReadAll(cmd.InOrStdin())
 				if err != nil {
-					return failure("read stdin: %v", err)
+					return failure("read stdin: %w", err)
 				}
 				raw = string(b)
 			}
@@ -71,13 +71,13 @@ func newTool(g *globals) *cobra.Command {
 				Dir:     def.Workspace.Dir,
 			})
 			if err != nil {
-				return failure("tool %s could not run: %v", name, err)
+				return failure("tool %s could not run: %w", name, err)
 			}
 			out := cmd.OutOrStdout()
 			if jsonOut {
 				b, err := json.Marshal(res)
 				if err != nil {
-					return failure("%v", err)
+					return failure("%w", err)
 				}
 				fmt.Fprintln(out, string(b))
 			} else {

@@ -170,24 +170,21 @@ func (a *Agent) stored(session string, out agentloop.Outcome) func(ctx context.C
 	return func(ctx context.Context) ([]string, error) { return relay.StoredSteps(ctx, a.Store, session, out) }
 }
 
-// ErrNoSuchTurn is returned by Attach for a key the session does not know.
-var ErrNoSuchTurn = errors.New("no such turn")
-
 // Attach follows the turn with idempotency key key in session — running,
 // queued, or finished — without sending it: the turn's events from the
 // start (or after agent.ResumeAfter(ctx)) and its terminal. It fails with
-// ErrNoSuchTurn (or ErrNoSuchSession) before streaming when the turn is
-// unknown. A consumer of Attach leaving aborts nothing.
+// an *agent.Error coded no_such_turn (or no_such_session) before streaming
+// when the turn is unknown. A consumer of Attach leaving aborts nothing.
 func (a *Agent) Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error) {
 	if session == "" || key == "" {
-		return nil, fmt.Errorf("%w: session and turn key are required", ErrNoSuchTurn)
+		return nil, agent.NewError(agent.CodeNoSuchTurn, "a session and a turn key are required")
 	}
 	finished, live, err := a.find(ctx, session, key)
 	if err != nil {
 		return nil, err
 	}
 	if finished == nil && !live {
-		return nil, fmt.Errorf("%w: %q in session %q (it may have finished more than a day ago)", ErrNoSuchTurn, key, session)
+		return nil, agent.NewError(agent.CodeNoSuchTurn, fmt.Sprintf("no turn %q in session %q (it may have finished more than a day ago)", key, session))
 	}
 	return func(yield func(agent.Event) bool) {
 		relay.Stream(ctx, a.Feed, session, key, a.streamOptions(ctx, session, key, false),
@@ -266,13 +263,9 @@ func (a *Agent) recorded(ctx context.Context, session, key string) (*agentloop.O
 func failure(err error) agent.Event {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
-		switch app.Type() {
-		case workflows.ErrTypeSessionBusy:
-			return agent.Failed(app.Message(), true, agent.CodeSessionBusy)
-		case workflows.ErrTypeInvalidInput:
-			return agent.Failed(app.Message(), false, agent.CodeInvalidCommand)
-		}
-		return agent.Failed(app.Message(), !app.NonRetryable(), "")
+		// The rejection's type is already a contract code.
+		retryable := !app.NonRetryable() && app.Type() != agent.CodeInvalidCommand
+		return agent.Failed(app.Message(), retryable || app.Type() == agent.CodeSessionBusy, app.Type())
 	}
 	var exhausted *serviceerror.ResourceExhausted
 	if errors.As(err, &exhausted) {
@@ -303,7 +296,7 @@ func (a *Agent) State(ctx context.Context, session string) (workflows.SessionVie
 	var v workflows.SessionView
 	resp, err := a.Client.QueryWorkflow(ctx, workflows.WorkflowID(session), "", workflows.QueryState)
 	if err != nil {
-		return v, wrapNotFound(session, err)
+		return v, controlError(session, err)
 	}
 	if err := resp.Get(&v); err != nil {
 		return v, fmt.Errorf("durable: decode state: %w", err)
@@ -322,41 +315,29 @@ func (a *Agent) update(ctx context.Context, session, name string, arg, result an
 	if err == nil {
 		err = h.Get(ctx, result)
 	}
-	return wrapNotFound(session, err)
+	return controlError(session, err)
 }
 
-// ErrNoSuchSession is returned by control calls on a session that has no
-// running workflow.
-var ErrNoSuchSession = errors.New("no such session")
-
-func wrapNotFound(session string, err error) error {
+// controlError gives a control-plane error its contract code: a session
+// without a workflow is no_such_session; a rejection by the workflow keeps
+// the code it was rejected with (no_active_run, invalid_command, …).
+func controlError(session string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return fmt.Errorf("%w: %q", ErrNoSuchSession, session)
+		return &agent.Error{Code: agent.CodeNoSuchSession, Message: fmt.Sprintf("no such session %q", session), Err: err}
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() != "" {
+		return &agent.Error{Code: app.Type(), Message: app.Message(), Err: err}
 	}
 	return err
 }
 
 // IsNoActiveRun reports whether err is a control-plane "no_active_run" rejection.
-func IsNoActiveRun(err error) bool { return ErrorType(err) == workflows.ErrTypeNoActiveRun }
-
-// ErrorType returns the application error type of err ("" if none).
-func ErrorType(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Type()
-	}
-	return ""
-}
-
-// ErrorMessage returns the application error's own message, or err.Error().
-func ErrorMessage(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		return app.Message()
-	}
-	return err.Error()
-}
+func IsNoActiveRun(err error) bool { return agent.CodeOf(err) == agent.CodeNoActiveRun }
 
 func (a *Agent) taskQueue() string {
 	if a.TaskQueue != "" {

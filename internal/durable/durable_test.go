@@ -95,7 +95,7 @@ func TestTurnSettledErrorIsFinal(t *testing.T) {
 	}{
 		{"busy", temporal.NewApplicationError("busy", "session_busy"), agent.CodeSessionBusy},
 		{"exhausted", serviceerror.NewResourceExhausted(0, "too many updates"), agent.CodeSessionBusy},
-		{"app", temporal.NewNonRetryableApplicationError("bad", "other", errors.New("x")), ""},
+		{"app", temporal.NewNonRetryableApplicationError("bad", "other", errors.New("x")), "other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &flakyClient{errs: []error{tc.err}}

@@ -21,7 +21,6 @@ import (
 	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
-	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testkit"
 	"github.com/fastagent/fastagent/worker"
@@ -109,7 +108,7 @@ func (e *env) startWorker() sdkworker.Worker {
 
 // ingress serves the env's durable agent over real HTTP.
 func (e *env) ingress() *httptest.Server {
-	srv := &ingress.Server{Agent: e.agent, Control: e.agent, Attacher: e.agent, Classify: serve.ClassifyControlError}
+	srv := &ingress.Server{Agent: e.agent, Control: e.agent, Attacher: e.agent}
 	srv.SetReady(true)
 	hs := httptest.NewServer(srv.Handler())
 	e.t.Cleanup(hs.Close)

@@ -14,7 +14,6 @@ import (
 	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
-	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/worker"
 )
 
@@ -51,7 +50,7 @@ type HTTP struct {
 func ServeIngress(a agent.Agent) (*HTTP, error) {
 	srv := &ingress.Server{Agent: a, Logger: QuietLogger()}
 	if d, ok := a.(*durable.Agent); ok {
-		srv.Control, srv.Classify = d, serve.ClassifyControlError
+		srv.Control, srv.Attacher = d, d
 	}
 	srv.SetReady(true)
 	return ServeHandler(srv.Handler())

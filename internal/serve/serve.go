@@ -6,7 +6,6 @@ package serve
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -29,7 +28,6 @@ import (
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/worker"
-	"github.com/fastagent/fastagent/workflows"
 )
 
 // Config is everything a serving command needs to know.
@@ -204,21 +202,6 @@ func (p *Parts) Agent(c client.Client) *durable.Agent {
 
 // Ingress returns the HTTP server for the durable agent.
 func (p *Parts) Ingress(c client.Client) *ingress.Server { return p.ingressFor(p.Agent(c)) }
-
-// ClassifyControlError maps control-plane errors to HTTP statuses and codes.
-func ClassifyControlError(err error) (int, string, string) {
-	switch {
-	case errors.Is(err, durable.ErrNoSuchSession), errors.Is(err, durable.ErrNoSuchTurn):
-		return http.StatusNotFound, agent.CodeNoSuchSession, err.Error()
-	case durable.IsNoActiveRun(err):
-		return http.StatusConflict, agent.CodeNoActiveRun, durable.ErrorMessage(err)
-	case durable.ErrorType(err) == workflows.ErrTypeNotFound:
-		return http.StatusNotFound, agent.CodeInvalidCommand, durable.ErrorMessage(err)
-	case durable.ErrorType(err) == workflows.ErrTypeInvalidInput:
-		return http.StatusBadRequest, agent.CodeInvalidCommand, durable.ErrorMessage(err)
-	}
-	return http.StatusBadGateway, "", err.Error()
-}
 
 // Listen binds the ingress address, with a message that says what to do
 // when the port is taken.
