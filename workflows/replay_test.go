@@ -1,11 +1,16 @@
 package workflows_test
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -13,26 +18,123 @@ import (
 	"github.com/fastagent/fastagent/workflows"
 )
 
+// historyFiles lists the recorded histories in testdata/histories.
+func historyFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// replay replays one recorded history against the current workflow code.
+func replay(f string) error {
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
+	if err := r.ReplayWorkflowHistoryFromJSONFile(logger, f); err != nil {
+		return fmt.Errorf("replay %s: %w", f, err)
+	}
+	return nil
+}
+
 // TestReplayRecordedHistories replays every history recorded by the
 // end-to-end tests (internal/e2e, FASTAGENT_RECORD_HISTORIES=1) against the
 // current workflow code: a change that would break running sessions fails
 // here.
 func TestReplayRecordedHistories(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
-	if err != nil {
-		t.Fatal(err)
+	files := historyFiles(t)
+	if len(files) < 20 {
+		t.Fatalf("found %d recorded histories in testdata/histories, want at least 20; record them with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories", len(files))
 	}
-	if len(files) < 5 {
-		t.Fatalf("found %d recorded histories in testdata/histories, want at least 5; record them with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories", len(files))
-	}
-	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
-			if err := r.ReplayWorkflowHistoryFromJSONFile(logger, f); err != nil {
-				t.Fatalf("replay %s: %v", f, err)
+			if err := replay(f); err != nil {
+				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// Marker details of workflow.GetVersion, as the Go SDK records them.
+const (
+	versionMarkerName = "Version"
+	versionChangeID   = "change-id"
+)
+
+// changeIDs returns the change IDs of the version markers in a history.
+func changeIDs(t *testing.T, h *historypb.History) []string {
+	t.Helper()
+	var ids []string
+	for _, ev := range h.GetEvents() {
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m == nil || m.GetMarkerName() != versionMarkerName {
+			continue
+		}
+		var id string
+		if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()[versionChangeID], &id); err != nil {
+			t.Fatalf("event %d: version marker change ID: %v", ev.GetEventId(), err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestReplayCoversBothVersionsOfTurnRecords proves that the versioned
+// "turn-records" change replays in both versions: the histories recorded
+// before it (v0_*) carry no version marker for it, every session history
+// recorded after it carries one, there is at least one of each, and all of
+// them replay against the current code.
+func TestReplayCoversBothVersionsOfTurnRecords(t *testing.T) {
+	const change = "turn-records"
+	var old, current []string
+	for _, f := range historyFiles(t) {
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+		_ = r.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if len(h.GetEvents()) == 0 {
+			t.Fatalf("%s: empty history", f)
+		}
+		typ := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
+		marked := false
+		for _, id := range changeIDs(t, h) {
+			marked = marked || id == change
+		}
+		base := filepath.Base(f)
+		switch v0 := strings.HasPrefix(base, "v0_"); {
+		case v0 && marked:
+			t.Errorf("%s is named as recorded before %q but has its version marker", base, change)
+		case v0:
+			old = append(old, f)
+		case typ != workflows.SessionWorkflowType:
+			// not a session: the change does not apply
+		case marked:
+			current = append(current, f)
+		case h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() != "":
+			// A later run of a chain started at the new version: the
+			// marker is recorded in every run, so it must be here too.
+			t.Errorf("%s: a run continued from a new-version run lacks the %q marker", base, change)
+		default:
+			t.Errorf("%s: session history without the %q marker; name it v0_* if it was recorded before the change", base, change)
+		}
+	}
+	if len(old) == 0 {
+		t.Errorf("no history without the %q version marker (v0_*): the old version's replay is not covered", change)
+	}
+	if len(current) == 0 {
+		t.Errorf("no history with the %q version marker: the new version's replay is not covered", change)
+	}
+	for _, f := range append(old, current...) {
+		if err := replay(f); err != nil {
+			t.Error(err)
+		}
 	}
 }

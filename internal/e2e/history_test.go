@@ -6,16 +6,23 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/testkit"
+	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/internal/wakes"
+	"github.com/fastagent/fastagent/worker"
 	"github.com/fastagent/fastagent/workflows"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -26,32 +33,97 @@ import (
 // (workflows/replay_test.go). Set FASTAGENT_RECORD_HISTORIES=1 to rewrite them.
 const historyDir = "../../workflows/testdata/histories"
 
-// TestHistories runs representative sessions end to end, replays each
-// history against the current workflow code, and (when asked) records them
-// for the replay test that guards running sessions against incompatible
-// changes.
-func TestHistories(t *testing.T) {
-	e := newEnv(t)
-	e.writeConfig(fastRetries)
-	e.agent.TurnsPerRun = 3
-	e.startWorker()
-	ms := e.kit.Model
-	ctx := context.Background()
+// historyScenario is one recorded path through the workflows.
+type historyScenario struct {
+	name string
+	// config is appended to fastRetries in fastagent.yaml.
+	config string
+	// turnsPerRun is SessionInput.TurnsPerRun (default 3).
+	turnsPerRun int
+	// setup runs before the worker starts (kit knobs, model scripts).
+	setup func(t *testing.T, e *env)
+	// ownWorker: run starts the worker itself.
+	ownWorker bool
+	// run drives the scenario in session and returns the workflow ID to
+	// record ("" records the session's workflow).
+	run func(t *testing.T, e *env, session string) string
+}
 
-	scenarios := []struct {
-		name  string
-		turns func(session string)
-	}{
-		{"plain_turn", func(s string) {
-			testkit.Script(ms, agenttest.Reply)
-			must(t, collect(t, e.agent, ctx, s, "hello"), agent.TypeCompleted)
+// TestHistories runs a session (or a schedule fire) end to end for every
+// path the workflows take, replays each history against the current
+// workflow code, and (when asked) records them for the replay test that
+// guards running sessions against incompatible changes.
+func TestHistories(t *testing.T) {
+	replayer := sdkworker.NewWorkflowReplayer()
+	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	replayer.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	record := os.Getenv("FASTAGENT_RECORD_HISTORIES") == "1"
+	for _, sc := range historyScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.writeConfig(fastRetries + sc.config)
+			e.agent.TurnsPerRun = 3
+			if sc.turnsPerRun > 0 {
+				e.agent.TurnsPerRun = sc.turnsPerRun
+			}
+			if sc.setup != nil {
+				sc.setup(t, e)
+			}
+			if !sc.ownWorker {
+				e.startWorker()
+			}
+			session := "history-" + sc.name
+			id := sc.run(t, e, session)
+			if id == "" {
+				id = workflows.WorkflowID(session)
+			}
+			settleLatest(t, e, id)
+			if record {
+				// A run count may differ from the last recording.
+				stale, _ := filepath.Glob(filepath.Join(historyDir, sc.name+"_run*.json"))
+				for _, f := range stale {
+					_ = os.Remove(f)
+				}
+			}
+			for i, runID := range runIDs(t, e, id) {
+				hist := fetchHistory(t, e, id, runID)
+				if err := replayer.ReplayWorkflowHistory(logger, hist); err != nil {
+					t.Fatalf("replay of run %d just recorded failed (non-determinism): %v", i+1, err)
+				}
+				if !record {
+					continue
+				}
+				b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := sc.name + ".json"
+				if i > 0 {
+					name = fmt.Sprintf("%s_run%d.json", sc.name, i+1)
+				}
+				if err := os.WriteFile(filepath.Join(historyDir, name), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func historyScenarios() []historyScenario {
+	return []historyScenario{
+		{name: "plain_turn", run: func(t *testing.T, e *env, s string) string {
+			testkit.Script(e.kit.Model, agenttest.Reply)
+			must(t, collect(t, e.agent, context.Background(), s, "hello"), agent.TypeCompleted)
+			return ""
 		}},
-		{"tool_turn_with_retry", func(s string) {
-			testkit.Script(ms, agenttest.ToolThenTransient)
-			must(t, collect(t, e.agent, ctx, s, "count"), agent.TypeCompleted)
+		{name: "tool_turn_with_retry", run: func(t *testing.T, e *env, s string) string {
+			testkit.Script(e.kit.Model, agenttest.ToolThenTransient)
+			must(t, collect(t, e.agent, context.Background(), s, "count"), agent.TypeCompleted)
+			return ""
 		}},
-		{"parallel_tools_unknown_tool_and_invalid_args", func(s string) {
-			ms.Enqueue(
+		{name: "parallel_tools_unknown_tool_and_invalid_args", run: func(t *testing.T, e *env, s string) string {
+			e.kit.Model.Enqueue(
 				modelserver.Reply{ToolCalls: []modelserver.ToolCall{
 					{ID: "p1", Name: "counter", Args: `{}`},
 					{ID: "p2", Name: "no_such_tool", Args: `{}`},
@@ -59,49 +131,267 @@ func TestHistories(t *testing.T) {
 				}},
 				modelserver.Reply{Text: []string{"done"}},
 			)
-			must(t, collect(t, e.agent, ctx, s, "do three things"), agent.TypeCompleted)
+			must(t, collect(t, e.agent, context.Background(), s, "do three things"), agent.TypeCompleted)
+			return ""
 		}},
-		{"failed_then_ok", func(s string) {
-			testkit.Script(ms, agenttest.Fail)
-			must(t, collect(t, e.agent, ctx, s, "fail"), agent.TypeFailed)
-			testkit.Script(ms, agenttest.Reply)
-			must(t, collect(t, e.agent, ctx, s, "again"), agent.TypeCompleted)
+		{name: "failed_then_ok", run: func(t *testing.T, e *env, s string) string {
+			testkit.Script(e.kit.Model, agenttest.Fail)
+			must(t, collect(t, e.agent, context.Background(), s, "fail"), agent.TypeFailed)
+			testkit.Script(e.kit.Model, agenttest.Reply)
+			must(t, collect(t, e.agent, context.Background(), s, "again"), agent.TypeCompleted)
+			return ""
 		}},
-		{"continue_as_new", func(s string) {
+		{name: "continue_as_new", run: func(t *testing.T, e *env, s string) string {
 			for i := 0; i < 4; i++ {
-				testkit.Script(ms, agenttest.Echo)
-				must(t, collect(t, e.agent, ctx, s, "turn"), agent.TypeCompleted)
+				testkit.Script(e.kit.Model, agenttest.Echo)
+				must(t, collect(t, e.agent, context.Background(), s, "turn"), agent.TypeCompleted)
 			}
+			return ""
 		}},
-	}
-	replayer := sdkworker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
-	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	record := os.Getenv("FASTAGENT_RECORD_HISTORIES") == "1"
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			session := "history-" + sc.name
-			sc.turns(session)
-			for i, runID := range runIDs(t, e, session) {
-				hist := fetchHistory(t, e, session, runID)
-				if err := replayer.ReplayWorkflowHistory(logger, hist); err != nil {
-					t.Fatalf("replay of run %d just recorded failed (non-determinism): %v", i+1, err)
+		{
+			// A sequential tool's calls of one batch run one after another.
+			name:  "sequential_tools",
+			setup: func(_ *testing.T, e *env) { e.kit.Counter.Sequential = true },
+			run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{
+						{ID: "s1", Name: testkit.CounterName, Args: `{"note":"first"}`},
+						{ID: "s2", Name: testkit.CounterName, Args: `{"note":"second"}`},
+					}},
+					modelserver.Reply{Text: []string{"counted twice"}},
+				)
+				must(t, collect(t, e.agent, context.Background(), s, "count twice"), agent.TypeCompleted)
+				if n := e.kit.Counter.Runs(s); n != 2 {
+					t.Errorf("counter ran %d times, want 2", n)
 				}
-				if record {
-					b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
-					if err != nil {
-						t.Fatal(err)
+				waitIdle(t, e, s, 1)
+				if n := toolsScheduledBeforeFirstDone(t, e, workflows.WorkflowID(s)); n != 1 {
+					t.Errorf("%d tool activities were scheduled before the first finished, want 1 (sequential)", n)
+				}
+				return ""
+			},
+		},
+		{
+			// A required approval is granted (the tool runs) and, next
+			// turn, denied (the model sees an error result).
+			name:   "approval_granted_and_denied",
+			config: "tools:\n  counter: {requiresApproval: true}\n",
+			run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "a1", Name: testkit.CounterName, Args: `{}`}}},
+					modelserver.Reply{Text: []string{"counted"}},
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "a2", Name: testkit.CounterName, Args: `{}`}}},
+					modelserver.Reply{Text: []string{"ok, not counting"}},
+				)
+				for _, d := range []struct {
+					call    string
+					approve bool
+				}{{"a1", true}, {"a2", false}} {
+					done := make(chan []agent.Event, 1)
+					go func() { done <- collect(t, e.agent, context.Background(), s, "count "+d.call) }()
+					waitPendingApproval(t, e, s, d.call)
+					if err := e.agent.Approve(context.Background(), s, d.call, d.approve, "decided by the test"); err != nil {
+						t.Fatalf("approve %s: %v", d.call, err)
 					}
-					name := sc.name + ".json"
-					if i > 0 {
-						name = fmt.Sprintf("%s_run%d.json", sc.name, i+1)
+					must(t, <-done, agent.TypeCompleted)
+				}
+				if n := e.kit.Counter.Runs(s); n != 1 {
+					t.Errorf("counter ran %d times, want 1 (granted once, denied once)", n)
+				}
+				if res := toolResult(t, e, s, "a2"); res == nil || !res.IsError || !strings.Contains(res.Text, "denied") {
+					t.Errorf("denied call's result = %+v", res)
+				}
+				return ""
+			},
+		},
+		{
+			// An abort while a tool runs cancels it and records the
+			// interruption as its result.
+			name:  "abort_mid_tool",
+			setup: func(_ *testing.T, e *env) { e.kit.Counter.Delay = time.Minute },
+			run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Enqueue(modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "x1", Name: testkit.CounterName, Args: `{}`}}})
+				evs := streamUntilTool(t, e, s, "count slowly", func() {
+					if _, err := e.agent.Abort(context.Background(), s, "", "user pressed stop"); err != nil {
+						t.Errorf("abort: %v", err)
 					}
-					if err := os.WriteFile(filepath.Join(historyDir, name), b, 0o644); err != nil {
-						t.Fatal(err)
+				})
+				term := agenttest.CheckTerminal(t, evs)
+				if term.Type != agent.TypeFailed || term.Code != agent.CodeAborted {
+					t.Fatalf("want failed{aborted}, got %+v", term)
+				}
+				if res := toolResult(t, e, s, "x1"); res == nil || !res.IsError || !strings.Contains(res.Text, "interrupted") {
+					t.Errorf("aborted call's result = %+v", res)
+				}
+				return ""
+			},
+		},
+		{
+			// Steering sent while a tool runs reaches the model's next call
+			// in the same turn.
+			name:  "steering_during_tool",
+			setup: func(_ *testing.T, e *env) { e.kit.Counter.Delay = 2 * time.Second },
+			run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: `{}`}}},
+					modelserver.Reply{Text: []string{"steered"}},
+				)
+				evs := streamUntilTool(t, e, s, "count please", func() {
+					if err := e.agent.Steer(context.Background(), s, "also say hi"); err != nil {
+						t.Errorf("steer: %v", err)
+					}
+				})
+				must(t, evs, agent.TypeCompleted)
+				reqs := e.kit.Model.Requests()
+				if last := reqs[len(reqs)-1].LastUserText(); last != "also say hi" {
+					t.Errorf("the second model call's last user message = %q, want the steering text", last)
+				}
+				return ""
+			},
+		},
+		{
+			// Steering that arrives during the only step maxSteps allows
+			// runs as the follow-up turn "<key>-steer".
+			name:   "late_steering_follow_up",
+			config: "maxSteps: 1\n",
+			run: func(t *testing.T, e *env, s string) string {
+				slow := make([]string, 10)
+				for i := range slow {
+					slow[i] = fmt.Sprintf("a%d ", i)
+				}
+				e.kit.Model.Enqueue(
+					modelserver.Reply{Text: slow, ChunkDelay: 200 * time.Millisecond},
+					modelserver.Reply{Text: []string{"follow-up answer"}},
+				)
+				done := make(chan []agent.Event, 1)
+				go func() {
+					done <- collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "late-key"), s, "talk")
+				}()
+				waitRunning(t, e, s)
+				if err := e.agent.Steer(context.Background(), s, "and one more thing"); err != nil {
+					t.Fatalf("steer: %v", err)
+				}
+				must(t, <-done, agent.TypeCompleted)
+				waitIdle(t, e, s, 2)
+				reqs := e.kit.Model.Requests()
+				if len(reqs) != 2 || reqs[1].LastUserText() != "and one more thing" {
+					t.Errorf("the follow-up turn should send the steering text: %d model calls", len(reqs))
+				}
+				return ""
+			},
+		},
+		{
+			// The worker stops mid-call of a non-idempotent tool: the call
+			// is not re-run and the model is told its outcome is unknown.
+			name:      "lost_tool_unknown_outcome",
+			ownWorker: true,
+			setup:     func(_ *testing.T, e *env) { e.kit.Counter.Delay = time.Minute },
+			run: func(t *testing.T, e *env, s string) string {
+				w := worker.New(e.client, worker.Options{
+					TaskQueue: e.queue, Activities: e.kit.Activities(e.bus), StopTimeout: 200 * time.Millisecond,
+				})
+				if err := w.Start(); err != nil {
+					t.Fatalf("start worker: %v", err)
+				}
+				t.Cleanup(w.Stop)
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "l1", Name: testkit.CounterName, Args: `{}`}}},
+					modelserver.Reply{Text: []string{"I will check before counting again"}},
+				)
+				evs := streamUntilTool(t, e, s, "count once", func() {
+					w.Stop() // the call's context is cancelled: no result
+					e.startWorker()
+				})
+				must(t, evs, agent.TypeCompleted)
+				if res := toolResult(t, e, s, "l1"); res == nil || !res.IsError || !strings.Contains(res.Text, "unknown") {
+					t.Errorf("lost call's result = %+v, want outcome unknown", res)
+				}
+				if n := e.kit.Counter.Runs(s); n != 0 {
+					t.Errorf("counter finished %d runs, want 0 (it was never re-run)", n)
+				}
+				return ""
+			},
+		},
+		{
+			// A one-shot wake-up set by the wake tool fires once.
+			name:   "wake_one_shot",
+			config: "selfSchedule: true\n",
+			setup: func(_ *testing.T, e *env) {
+				e.kit.Loader.Wakes = wakes.Options{MinOneShot: time.Second}
+			},
+			run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "k1", Name: wakes.WakeName, Args: `{"in":"2s","prompt":"check the oven"}`}}},
+					modelserver.Reply{Text: []string{"I will check in 2 seconds."}},
+					modelserver.Reply{Text: []string{"woke up"}},
+				)
+				must(t, collect(t, e.agent, context.Background(), s, "remind yourself"), agent.TypeCompleted)
+				v := waitWakes(t, e, s, 1)
+				if len(v.WakeLog) != 1 || v.WakeLog[0].Status != agent.TypeCompleted {
+					t.Errorf("wake log = %+v, want one completed woken turn", v.WakeLog)
+				}
+				return ""
+			},
+		},
+		{
+			// A recurring wake-up fires, the session continues as new with
+			// it pending, it fires again in the new run, and the woken turn
+			// cancels it with unwake.
+			name:        "wake_recurring_across_continue_as_new",
+			config:      "selfSchedule: true\n",
+			turnsPerRun: 2,
+			setup: func(_ *testing.T, e *env) {
+				e.kit.Loader.Wakes = wakes.Options{MinInterval: time.Second}
+			},
+			run: func(t *testing.T, e *env, s string) string {
+				var woken atomic.Int32
+				e.kit.Model.Handle(func(r modelserver.Request) modelserver.Reply {
+					if r.Messages[len(r.Messages)-1].Role == "tool" {
+						return modelserver.Reply{Text: []string{"noted"}}
+					}
+					if strings.HasPrefix(r.LastUserText(), "[wake-up") && woken.Add(1) >= 2 {
+						return modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: fmt.Sprintf("u%d", woken.Load()), Name: wakes.UnwakeName, Args: `{"id":"w1"}`}}}
+					}
+					return modelserver.Reply{Text: []string{"tick"}}
+				})
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "k1", Name: wakes.WakeName, Args: `{"cron":"@every 3s","prompt":"tick"}`}}},
+					modelserver.Reply{Text: []string{"I will tick every 3 seconds."}},
+				)
+				must(t, collect(t, e.agent, context.Background(), s, "tick for me"), agent.TypeCompleted)
+				v := waitWakes(t, e, s, 2)
+				for _, r := range v.WakeLog {
+					if r.Status != agent.TypeCompleted {
+						t.Errorf("woken turn %+v did not complete", r)
 					}
 				}
-			}
-		})
+				if n := len(runIDs(t, e, workflows.WorkflowID(s))); n < 2 {
+					t.Errorf("%d runs, want the wake-up to cross continue-as-new", n)
+				}
+				return ""
+			},
+		},
+		{
+			// A schedule fire (ScheduleFireWorkflow) runs one turn.
+			name: "schedule_fire",
+			run: func(t *testing.T, e *env, _ string) string {
+				name := scheduleName("history")
+				e.deleteScheduleAtEnd(name)
+				e.writeSchedule(name+".yaml", schedYAML("0 0 1 1 *", "UTC", "Count the open issues."))
+				e.mustReconcile()
+				e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"7 open", " issues"}})
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				ex, err := schedules.Trigger(ctx, e.client, name, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rec, err := schedules.Wait(ctx, e.client, ex); err != nil || rec.Outcome != workflows.FireCompleted || rec.Reply != "7 open issues" {
+					t.Fatalf("fire = %+v, %v", rec, err)
+				}
+				return ex.WorkflowID
+			},
+		},
 	}
 }
 
@@ -112,22 +402,128 @@ func must(t *testing.T, evs []agent.Event, want string) {
 	}
 }
 
-// runIDs lists the session's runs, oldest first (more than one after
+// streamUntilTool runs a turn and calls during once, when its first tool
+// has started; it returns the turn's events.
+func streamUntilTool(t *testing.T, e *env, session, text string, during func()) []agent.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var evs []agent.Event
+	called := false
+	for ev := range e.agent.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: text}) {
+		evs = append(evs, ev)
+		if ev.Type == agent.TypeToolStarted && !called {
+			called = true
+			during()
+		}
+	}
+	if !called {
+		t.Fatalf("no tool started: %s", describe(evs))
+	}
+	return evs
+}
+
+// toolResult returns the stored result of a tool call, or nil.
+func toolResult(t *testing.T, e *env, session, call string) *transcript.Message {
+	t.Helper()
+	entries, err := e.kit.Store.Entries(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		if en.Message != nil && en.Message.ToolCallID == call && en.Message.Role == transcript.RoleToolResult {
+			return en.Message
+		}
+	}
+	return nil
+}
+
+func waitPendingApproval(t *testing.T, e *env, session, call string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if v, err := e.agent.State(context.Background(), session); err == nil {
+			for _, a := range v.Approvals {
+				if a.Call == call {
+					return
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("call %s never waited for approval", call)
+}
+
+// waitIdle waits until the session has served turns turns and runs or
+// queues none.
+func waitIdle(t *testing.T, e *env, session string, turns int64) workflows.SessionView {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v, err := e.agent.State(context.Background(), session)
+		if err == nil && v.Turns >= turns && v.Running == "" && len(v.Queued) == 0 {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s not idle after %d turns: %+v (%v)", session, turns, v, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitWakes waits until at least fired wake-ups have fired and run, none is
+// pending and the session is idle.
+func waitWakes(t *testing.T, e *env, session string, fired int) workflows.SessionView {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v, err := e.agent.State(context.Background(), session)
+		if err == nil && len(v.WakeLog) >= fired && len(v.Wakes) == 0 && v.Running == "" && len(v.Queued) == 0 {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s: wake-ups did not settle: %+v (%v)", session, v, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// toolsScheduledBeforeFirstDone counts Tool.Execute activities scheduled
+// before the first one finished, in the workflow's latest run.
+func toolsScheduledBeforeFirstDone(t *testing.T, e *env, workflowID string) int {
+	t.Helper()
+	ids := runIDs(t, e, workflowID)
+	h := fetchHistory(t, e, workflowID, ids[len(ids)-1])
+	tools := map[int64]bool{}
+	n := 0
+	for _, ev := range h.Events {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == workflows.ActivityToolExecute {
+			tools[ev.GetEventId()] = true
+			n++
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil && tools[a.GetScheduledEventId()] {
+			return n
+		}
+	}
+	return n
+}
+
+// runIDs lists the workflow's runs, oldest first (more than one after
 // continue-as-new).
-func runIDs(t *testing.T, e *env, session string) []string {
+func runIDs(t *testing.T, e *env, workflowID string) []string {
 	t.Helper()
 	ctx := context.Background()
 	var ids []string
 	runID := ""
 	// Walk back from the latest run through ContinuedAsNew links.
 	for {
-		d, err := e.client.DescribeWorkflowExecution(ctx, workflows.WorkflowID(session), runID)
+		d, err := e.client.DescribeWorkflowExecution(ctx, workflowID, runID)
 		if err != nil {
-			t.Fatalf("describe %s: %v", session, err)
+			t.Fatalf("describe %s: %v", workflowID, err)
 		}
 		info := d.GetWorkflowExecutionInfo()
 		ids = append([]string{info.GetExecution().GetRunId()}, ids...)
-		h := fetchHistory(t, e, session, info.GetExecution().GetRunId())
+		h := fetchHistory(t, e, workflowID, info.GetExecution().GetRunId())
 		prev := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 		if prev == "" {
 			return ids
@@ -136,33 +532,90 @@ func runIDs(t *testing.T, e *env, session string) []string {
 	}
 }
 
-// fetchHistory returns a run's history once its last workflow task
-// completed (the session waits for the next turn).
-func fetchHistory(t *testing.T, e *env, session, runID string) *historypb.History {
+// fetchHistory returns a run's history once it has settled: closed, or
+// waiting with no activity or workflow task pending.
+func fetchHistory(t *testing.T, e *env, workflowID, runID string) *historypb.History {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		iter := e.client.GetWorkflowHistory(ctx, workflows.WorkflowID(session), runID, false, 0)
-		h := &historypb.History{}
-		for iter.HasNext() {
-			ev, err := iter.Next()
-			if err != nil {
-				t.Fatalf("history of %s: %v", session, err)
+		if settled(ctx, e, workflowID, runID) {
+			iter := e.client.GetWorkflowHistory(ctx, workflowID, runID, false, 0)
+			h := &historypb.History{}
+			var err error
+			for iter.HasNext() && err == nil {
+				var ev *historypb.HistoryEvent
+				if ev, err = iter.Next(); err == nil {
+					h.Events = append(h.Events, ev)
+				}
 			}
-			h.Events = append(h.Events, ev)
-		}
-		if n := len(h.Events); n > 0 {
-			last := h.Events[n-1]
-			if last.GetWorkflowTaskCompletedEventAttributes() != nil ||
-				last.GetWorkflowExecutionUpdateCompletedEventAttributes() != nil ||
-				last.GetWorkflowExecutionContinuedAsNewEventAttributes() != nil {
+			if err == nil && !workflowTaskOpen(h) {
 				return h
 			}
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("history of %s never settled", session)
+			t.Fatalf("run %s of %s never settled", runID, workflowID)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// workflowTaskOpen reports whether the history is empty or its last
+// workflow task has not completed (a new run's first one, for example).
+func workflowTaskOpen(h *historypb.History) bool {
+	open := true
+	for _, ev := range h.GetEvents() {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+			open = true
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			open = false
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			return false
+		}
+	}
+	return open
+}
+
+// settleLatest waits until the workflow's latest run has settled and no
+// newer run (continue-as-new) has started meanwhile. A turn's outcome reaches
+// the client before its run may continue as new.
+func settleLatest(t *testing.T, e *env, workflowID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		d, err := e.client.DescribeWorkflowExecution(ctx, workflowID, "")
+		if err == nil {
+			runID := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+			if settled(ctx, e, workflowID, runID) {
+				again, err := e.client.DescribeWorkflowExecution(ctx, workflowID, "")
+				if err == nil && again.GetWorkflowExecutionInfo().GetExecution().GetRunId() == runID {
+					return
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never settled", workflowID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// settled reports whether a run is closed, or open with nothing pending
+// but timers.
+func settled(ctx context.Context, e *env, workflowID, runID string) bool {
+	d, err := e.client.DescribeWorkflowExecution(ctx, workflowID, runID)
+	if err != nil {
+		return false
+	}
+	if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return true
+	}
+	return len(d.GetPendingActivities()) == 0 && d.GetPendingWorkflowTask() == nil
 }
