@@ -316,26 +316,27 @@ func timeTurn(a agent.Agent, session, text string) (time.Duration, error) {
 }
 
 // pairTurns runs warm+n rounds over 10 sessions each; a round is one
-// in-process turn, the same turn on the durable agent, then a floor turn of
+// in-process turn, the same turn on the durable agent and a floor turn of
 // the durable turn's shape (steps tool calls), back to back so that all
-// three see the same machine load.
+// three see the same machine load. The order rotates from round to round,
+// so that work a turn leaves running after its reply (Turn.Record, the
+// floor's trailing activity) weighs on each variant alike.
 func (b *bench) pairTurns(tag, text string, steps, n int) (*pairSample, error) {
 	const sessions, warm = 10, 10
 	p := &pairSample{}
 	shape := lab.TurnShape(steps)
 	for i := 0; i < warm+n; i++ {
 		s := fmt.Sprintf("%s-%s-%d", tag, b.run, i%sessions)
-		dl, err := timeTurn(b.local, "loc-"+s, text)
-		if err != nil {
-			return nil, err
+		var dl, dd, df time.Duration
+		runs := []func() error{
+			func() (err error) { dl, err = timeTurn(b.local, "loc-"+s, text); return err },
+			func() (err error) { dd, err = timeTurn(b.dur, "dur-"+s, text); return err },
+			func() (err error) { df, err = b.floorTurn("flr-"+s, shape); return err },
 		}
-		dd, err := timeTurn(b.dur, "dur-"+s, text)
-		if err != nil {
-			return nil, err
-		}
-		df, err := b.floorTurn("flr-"+s, shape)
-		if err != nil {
-			return nil, err
+		for j := range runs {
+			if err := runs[(i+j)%len(runs)](); err != nil {
+				return nil, err
+			}
 		}
 		if i >= warm {
 			p.local = append(p.local, dl)
@@ -372,7 +373,7 @@ func (b *bench) overhead() error {
 	floor := p.floor.P50()
 	label := sectionLabel("overhead")
 	durName := "durable, " + b.serverLabel()
-	floorName := fmt.Sprintf("bare Temporal floor, %s (1 update, 1 local + 2 empty activities)", b.serverLabel())
+	floorName := fmt.Sprintf("bare Temporal floor, %s (%s)", b.serverLabel(), shapeLabel(lab.TurnShape(0)))
 	b.rows = append(b.rows,
 		row{Figure: label, Variant: "in-process loop (localagent)", N: len(p.local), P50: p.local.P50(), P99: p.local.P99()},
 		row{Figure: label, Variant: floorName, N: len(p.floor), P50: p.floor.P50(), P99: p.floor.P99()},
@@ -413,6 +414,11 @@ func (b *bench) overhead() error {
 		}
 	}
 	return nil
+}
+
+// shapeLabel says what a floor turn does.
+func shapeLabel(s lab.FloorShape) string {
+	return fmt.Sprintf("1 update: %d local + %d empty activities, reply, %d after", s.Local, s.Activities, s.After)
 }
 
 // ratioOf is a/b, or 0 when b is not positive.
@@ -478,7 +484,7 @@ func (b *bench) stepOverhead() error {
 	durName := fmt.Sprintf("durable %s, %d tool steps", b.serverLabel(), k)
 	b.rows = append(b.rows,
 		row{Figure: label, Variant: fmt.Sprintf("in-process loop, %d tool steps", k), N: len(p.local), P50: p.local.P50(), P99: p.local.P99()},
-		row{Figure: label, Variant: fmt.Sprintf("bare Temporal floor, %d tool steps (%d empty activities)", k, lab.TurnShape(k).Activities),
+		row{Figure: label, Variant: fmt.Sprintf("bare Temporal floor, %d tool steps (%s)", k, shapeLabel(lab.TurnShape(k))),
 			N: len(p.floor), P50: p.floor.P50(), P99: p.floor.P99(),
 			Result: fmt.Sprintf("%s per step p50 (p99 %s)", lab.SignedMs(floor.P50()), lab.SignedMs(floor.P99()))},
 		row{Figure: label, Variant: durName, N: len(p.durable), P50: p.durable.P50(), P99: p.durable.P99(),

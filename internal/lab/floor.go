@@ -24,54 +24,85 @@ const (
 )
 
 // FloorShape is what one floor turn does: the Temporal work of a durable
-// turn with empty bodies.
+// turn with empty bodies, in the same order and on the same side of the
+// update's reply.
 type FloorShape struct {
-	// Local is the number of local activities (a durable turn has one,
-	// Turn.Begin).
+	// Local is the number of local activities run first (a durable turn has
+	// one, Turn.Begin).
 	Local int `json:"local"`
-	// Activities is the number of activities run one after the other (a
-	// plain durable turn has two: Model.Generate and Turn.Record).
+	// Activities is the number of activities run one after the other before
+	// the update replies (a plain durable turn has one, Model.Generate).
 	Activities int `json:"activities"`
+	// After is the number of activities run once the update has replied and
+	// before the next turn starts (a durable turn has one, Turn.Record).
+	After int `json:"after"`
 }
+
+// Total is the number of activities of the shape.
+func (s FloorShape) Total() int { return s.Local + s.Activities + s.After }
 
 // TurnShape is the floor shape of a durable turn with steps sequential tool
-// calls: Turn.Begin (local), one Model.Generate per step plus the last one,
-// one Tool.Execute per call, Turn.Record.
+// calls: Turn.Begin (local), then one Model.Generate per step plus the last
+// one and one Tool.Execute per call, the reply, then Turn.Record.
 func TurnShape(steps int) FloorShape {
-	return FloorShape{Local: 1, Activities: 2 + 2*steps}
+	return FloorShape{Local: 1, Activities: 1 + 2*steps, After: 1}
 }
 
-// FloorWorkflow accepts FloorUpdate turns, one at a time, each running its
-// shape's activities with empty bodies; it never ends on its own.
+// floorTurn is a queued floor turn; ran is set once the update may reply.
+type floorTurn struct {
+	shape FloorShape
+	ran   int
+	done  bool
+	err   error
+}
+
+// FloorWorkflow runs FloorUpdate turns one at a time from a queue, as
+// SessionWorkflow does: the update handler queues its turn and replies with
+// the number of activities run before the reply; the main loop runs each
+// turn's activities with empty bodies. It never ends on its own.
 func FloorWorkflow(ctx workflow.Context) error {
-	busy := false
+	var queue []*floorTurn
 	err := workflow.SetUpdateHandler(ctx, FloorUpdate, func(ctx workflow.Context, shape FloorShape) (int, error) {
-		if err := workflow.Await(ctx, func() bool { return !busy }); err != nil {
+		t := &floorTurn{shape: shape}
+		queue = append(queue, t)
+		if err := workflow.Await(ctx, func() bool { return t.done }); err != nil {
 			return 0, err
 		}
-		busy = true
-		defer func() { busy = false }()
-		return runFloorTurn(ctx, shape)
+		return t.ran, t.err
 	})
 	if err != nil {
 		return fmt.Errorf("register %s: %w", FloorUpdate, err)
 	}
-	return workflow.Await(ctx, func() bool { return false })
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(queue) > 0 }); err != nil {
+			return err
+		}
+		t := queue[0]
+		queue = queue[1:]
+		t.ran, t.err = runFloorActivities(ctx, t.shape.Local, t.shape.Activities)
+		t.done = true
+		if t.err == nil {
+			if _, err := runFloorActivities(ctx, 0, t.shape.After); err != nil {
+				workflow.GetLogger(ctx).Error("floor activity after the reply failed", "error", err)
+			}
+		}
+	}
 }
 
-// runFloorTurn runs the shape's activities in order and returns how many ran.
-func runFloorTurn(ctx workflow.Context, shape FloorShape) (int, error) {
+// runFloorActivities runs local local activities, then n activities, one
+// after the other, and returns how many ran.
+func runFloorActivities(ctx workflow.Context, local, n int) (int, error) {
 	retry := &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retry})
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retry})
 	ran := 0
-	for range shape.Local {
+	for range local {
 		if err := workflow.ExecuteLocalActivity(lctx, FloorLocalActivity).Get(ctx, nil); err != nil {
 			return ran, fmt.Errorf("floor local activity: %w", err)
 		}
 		ran++
 	}
-	for range shape.Activities {
+	for range n {
 		if err := workflow.ExecuteActivity(actx, FloorActivity).Get(ctx, nil); err != nil {
 			return ran, fmt.Errorf("floor activity: %w", err)
 		}
@@ -105,7 +136,9 @@ type Floor struct {
 	next      atomic.Int64
 }
 
-// Turn runs one floor turn of shape in session and returns its latency.
+// Turn runs one floor turn of shape in session and returns its latency, up
+// to the update's reply (the shape's After activities are not waited for,
+// as a durable turn's caller does not wait for Turn.Record).
 func (f *Floor) Turn(ctx context.Context, session string, shape FloorShape) (time.Duration, error) {
 	start := f.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       floorIDPrefix + session,

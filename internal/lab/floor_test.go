@@ -12,7 +12,7 @@ import (
 )
 
 // A floor turn runs exactly its shape's activities, local ones first, and
-// answers the update with their count.
+// answers the update with the count run before the reply.
 func TestFloorWorkflow(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -21,6 +21,7 @@ func TestFloorWorkflow(t *testing.T) {
 		{"plain turn", TurnShape(0)},
 		{"three tool steps", TurnShape(3)},
 		{"activities only", FloorShape{Activities: 2}},
+		{"two after the reply", FloorShape{Activities: 1, After: 2}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,10 +60,10 @@ func TestFloorWorkflow(t *testing.T) {
 			if updErr != nil {
 				t.Fatalf("update: %v", updErr)
 			}
-			want := tc.shape.Local + tc.shape.Activities
-			if ran != want {
+			if want := tc.shape.Local + tc.shape.Activities; ran != want {
 				t.Errorf("update answered %d, want %d", ran, want)
 			}
+			want := tc.shape.Total()
 			if len(order) != want {
 				t.Fatalf("%d activities started (%v), want %d", len(order), order, want)
 			}
