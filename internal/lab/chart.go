@@ -30,7 +30,7 @@ func BoxOf(s Sample) Box {
 
 // chart geometry, in SVG user units.
 const (
-	chartLabelW = 420
+	chartLabelW = 500
 	chartPlotW  = 560
 	chartRowH   = 26
 	chartTop    = 40
@@ -90,6 +90,9 @@ func WriteSVG(w io.Writer, title string, ds []Dist) error {
 		y := chartTop + chartRowH*i
 		mid := float64(y) + chartRowH/2
 		label := d.Figure + " · " + d.Variant
+		if r := []rune(label); len(r) > 72 {
+			label = string(r[:71]) + "…"
+		}
 		p(`<g class="dist">`)
 		p(`<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s (n=%d)</text>`,
 			chartLabelW-8, mid, html.EscapeString(label), len(d.Sample))
