@@ -53,7 +53,8 @@ clean:
 
 FUZZTIME ?= 60s
 
-## bench: one table of latency, throughput, history and memory figures, measured side by side
+## bench: one table of latency, throughput, history and memory figures, measured side by side;
+## also written to bench-out/bench.json with a chart of the latency distributions, bench-out/bench.svg
 bench:
 	$(GO) run ./cmd/fastagent-lab bench $(ARGS)
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/localagent"
 	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/worker"
 )
 
 // benchFlags are the sizes of the benchmark; the defaults are the issue's.
@@ -37,6 +40,7 @@ type benchFlags struct {
 	coldRuns     int
 	only         string
 	json         bool
+	out          string
 	nats         string
 	untuned      bool
 }
@@ -63,6 +67,9 @@ type benchReport struct {
 	Machine lab.Machine `json:"machine"`
 	Flags   string      `json:"flags"`
 	Rows    []row       `json:"rows"`
+	// Dists are the measured latencies behind the latency rows, drawn in
+	// bench.svg.
+	Dists []lab.Dist `json:"distributions,omitempty"`
 }
 
 // bench holds the shared stack: one tuned embedded server, one workspace
@@ -80,14 +87,19 @@ type bench struct {
 	busD   feed.Bus
 	queue  string
 	worker sdkworker.Worker
+	floor  *lab.Floor
 	bins   lab.Binaries
 	run    string
 	rows   []row
+	dists  []lab.Dist
 	// base keeps the turn-overhead samples for the step figure.
 	base *pairSample
 }
 
-type pairSample struct{ local, durable lab.Sample }
+// pairSample holds one figure's rounds: round i ran the same turn on the
+// in-process loop, the durable agent and the bare Temporal floor, one after
+// the other, so that diff[i] = durable[i] − local[i] is a paired difference.
+type pairSample struct{ local, durable, floor, diff lab.Sample }
 
 func runBench(args []string) error {
 	var f benchFlags
@@ -103,6 +115,7 @@ func runBench(args []string) error {
 	fs.IntVar(&f.coldRuns, "coldstart", 5, "fastagent dev cold starts (median)")
 	fs.StringVar(&f.only, "only", "", "comma-separated sections to run: "+strings.Join(benchSections, ","))
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of the table")
+	fs.StringVar(&f.out, "out", "bench-out", "directory to write bench.json and bench.svg into (empty: write nothing)")
 	fs.StringVar(&f.nats, "nats", envOr("FASTAGENT_LAB_NATS", "nats://127.0.0.1:4222"), "NATS URL for the multi-process figures")
 	fs.BoolVar(&f.untuned, "untuned", false, "use the embedded server's stock configuration (the tuning comparison runs this in a child process)")
 	if err := fs.Parse(args); err != nil {
@@ -155,13 +168,43 @@ func runBench(args []string) error {
 			b.rows = append(b.rows, row{Figure: label, Variant: "error", Result: oneLine(err.Error(), 160)})
 		}
 	}
-	report.Rows = b.rows
+	report.Rows, report.Dists = b.rows, b.dists
+	if f.out != "" {
+		if err := writeBenchOut(f.out, report); err != nil {
+			return err
+		}
+		b.prog.Logf("wrote %s and %s", filepath.Join(f.out, "bench.json"), filepath.Join(f.out, "bench.svg"))
+	}
 	if f.json {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)
 	}
 	printBench(os.Stdout, report)
+	return nil
+}
+
+// writeBenchOut writes the report as dir/bench.json and its latency
+// distributions as dir/bench.svg.
+func writeBenchOut(dir string, r benchReport) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("bench output: %w", err)
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("bench output: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.json"), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("bench output: %w", err)
+	}
+	var svg bytes.Buffer
+	title := fmt.Sprintf("%s — %s — %s", r.Title, r.Started.Format("2006-01-02 15:04 MST"), r.Machine)
+	if err := lab.WriteSVG(&svg, title, r.Dists); err != nil {
+		return fmt.Errorf("bench chart: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench.svg"), svg.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("bench chart: %w", err)
+	}
 	return nil
 }
 
@@ -223,10 +266,16 @@ func (b *bench) setup() error {
 	b.busL, b.busD = feed.NewInProcess(), feed.NewInProcess()
 	b.local = b.kit.Local(b.busL)
 	b.queue = lab.NewQueue("bench")
-	if b.worker, err = lab.StartWorker(b.c, b.kit, b.busD, b.queue); err != nil {
-		return err
+	// One worker runs the session workflow and the floor workflow, so both
+	// see the same worker tuning and the same embedded server.
+	b.worker = worker.New(b.c, worker.Options{TaskQueue: b.queue, Activities: b.kit.Activities(b.busD)})
+	lab.RegisterFloor(b.worker)
+	if err := b.worker.Start(); err != nil {
+		b.worker = nil
+		return fmt.Errorf("start worker: %w", err)
 	}
 	b.dur = lab.Durable(b.c, b.busD, b.queue)
+	b.floor = &lab.Floor{Client: b.c, TaskQueue: b.queue}
 	return nil
 }
 
@@ -266,46 +315,81 @@ func timeTurn(a agent.Agent, session, text string) (time.Duration, error) {
 	return d, nil
 }
 
-// pairTurns runs warm+n rounds of one in-process and one durable turn,
-// interleaved so that both see the same machine load, over 10 sessions each.
-func (b *bench) pairTurns(tag, text string, n int) (*pairSample, error) {
+// pairTurns runs warm+n rounds over 10 sessions each; a round is one
+// in-process turn, the same turn on the durable agent and a floor turn of
+// the durable turn's shape (steps tool calls), back to back so that all
+// three see the same machine load. The order rotates from round to round,
+// so that work a turn leaves running after its reply (Turn.Record, the
+// floor's trailing activity) weighs on each variant alike.
+func (b *bench) pairTurns(tag, text string, steps, n int) (*pairSample, error) {
 	const sessions, warm = 10, 10
 	p := &pairSample{}
+	shape := lab.TurnShape(steps)
 	for i := 0; i < warm+n; i++ {
 		s := fmt.Sprintf("%s-%s-%d", tag, b.run, i%sessions)
-		dl, err := timeTurn(b.local, "loc-"+s, text)
-		if err != nil {
-			return nil, err
+		var dl, dd, df time.Duration
+		runs := []func() error{
+			func() (err error) { dl, err = timeTurn(b.local, "loc-"+s, text); return err },
+			func() (err error) { dd, err = timeTurn(b.dur, "dur-"+s, text); return err },
+			func() (err error) { df, err = b.floorTurn("flr-"+s, shape); return err },
 		}
-		dd, err := timeTurn(b.dur, "dur-"+s, text)
-		if err != nil {
-			return nil, err
+		for j := range runs {
+			if err := runs[(i+j)%len(runs)](); err != nil {
+				return nil, err
+			}
 		}
 		if i >= warm {
 			p.local = append(p.local, dl)
 			p.durable = append(p.durable, dd)
+			p.floor = append(p.floor, df)
+			p.diff = append(p.diff, dd-dl)
 		}
-		b.prog.Printf("%d/%d turns each", max(0, i+1-warm), n)
+		b.prog.Printf("%d/%d rounds", max(0, i+1-warm), n)
 	}
 	return p, nil
 }
 
-// 1. Turn overhead: one model call, no tools, zero model latency.
+func (b *bench) floorTurn(session string, shape lab.FloorShape) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return b.floor.Turn(ctx, session, shape)
+}
+
+// addDist keeps a variant's latencies for the chart.
+func (b *bench) addDist(figure, variant string, s lab.Sample) {
+	b.dists = append(b.dists, lab.Dist{Figure: figure, Variant: variant, Sample: s})
+}
+
+// 1. Turn overhead: one model call, no tools, zero model latency. The added
+// latency is the distribution of paired differences (durable − in-process
+// of the same round); the floor is a bare Temporal turn of the same shape.
 func (b *bench) overhead() error {
-	p, err := b.pairTurns("ovh", "hi", b.f.n)
+	p, err := b.pairTurns("ovh", "hi", 0, b.f.n)
 	if err != nil {
 		return err
 	}
 	b.base = p
-	added := p.durable.P50() - p.local.P50()
+	added, added99 := p.diff.P50(), p.diff.P99()
+	floor := p.floor.P50()
 	label := sectionLabel("overhead")
+	durName := "durable, " + b.serverLabel()
+	floorName := fmt.Sprintf("bare Temporal floor, %s (%s)", b.serverLabel(), shapeLabel(lab.TurnShape(0)))
 	b.rows = append(b.rows,
 		row{Figure: label, Variant: "in-process loop (localagent)", N: len(p.local), P50: p.local.P50(), P99: p.local.P99()},
-		row{Figure: label, Variant: "durable, " + b.serverLabel(), N: len(p.durable), P50: p.durable.P50(), P99: p.durable.P99(),
-			Result: fmt.Sprintf("%s p50 added (p99 %s)", lab.SignedMs(added), lab.SignedMs(p.durable.P99()-p.local.P99())),
-			Goal:   "≤ 15 ms p50 added", Met: met(added <= 15*time.Millisecond),
-			Values: map[string]float64{"addedP50Ms": lab.MsOf(added)}},
+		row{Figure: label, Variant: floorName, N: len(p.floor), P50: p.floor.P50(), P99: p.floor.P99()},
+		row{Figure: label, Variant: durName, N: len(p.durable), P50: p.durable.P50(), P99: p.durable.P99(),
+			Result: fmt.Sprintf("added per paired turn: p50 %s, p99 %s; p50 added = %s of the floor",
+				lab.SignedMs(added), lab.SignedMs(added99), lab.Ratio(added, floor)),
+			Goal: "≤ 15 ms p50 added", Met: met(added <= 15*time.Millisecond),
+			Values: map[string]float64{
+				"addedP50Ms": lab.MsOf(added), "addedP99Ms": lab.MsOf(added99),
+				"floorP50Ms": lab.MsOf(floor), "floorP99Ms": lab.MsOf(p.floor.P99()),
+				"addedP50OverFloorP50": ratioOf(added, floor),
+			}},
 	)
+	b.addDist(label, "in-process loop", p.local)
+	b.addDist(label, "bare Temporal floor, "+b.serverLabel(), p.floor)
+	b.addDist(label, durName, p.durable)
 	if b.f.untuned {
 		return nil
 	}
@@ -316,13 +400,33 @@ func (b *bench) overhead() error {
 		return nil
 	}
 	for _, x := range r.Rows {
-		if strings.HasPrefix(x.Variant, "durable") {
-			x.Result += " (vs its own in-process run)"
+		if strings.HasPrefix(x.Variant, "durable") || strings.HasPrefix(x.Variant, "bare Temporal floor") {
+			if x.Result != "" {
+				x.Result += " (vs its own in-process run)"
+			}
 			x.Goal, x.Met = "(stock config, for comparison)", ""
 			b.rows = append(b.rows, x)
 		}
 	}
+	for _, d := range r.Dists {
+		if d.Variant != "in-process loop" {
+			b.dists = append(b.dists, d)
+		}
+	}
 	return nil
+}
+
+// shapeLabel says what a floor turn does.
+func shapeLabel(s lab.FloorShape) string {
+	return fmt.Sprintf("1 update: %d local + %d empty activities, reply, %d after", s.Local, s.Activities, s.After)
+}
+
+// ratioOf is a/b, or 0 when b is not positive.
+func ratioOf(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
 
 // untunedChild runs the turn-overhead figure in a child process whose
@@ -332,7 +436,7 @@ func (b *bench) untunedChild() (*benchReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "bench", "-untuned", "-only", "overhead", "-json", "-n", fmt.Sprint(b.f.n))
+	cmd := exec.Command(exe, "bench", "-untuned", "-only", "overhead", "-json", "-out", "", "-n", fmt.Sprint(b.f.n))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -346,33 +450,56 @@ func (b *bench) untunedChild() (*benchReport, error) {
 }
 
 // 2. Step overhead: a turn with k sequential tool calls (k+1 model calls).
+// Each round's paired difference, net of the plain turn's p50 difference
+// and divided by k, is one per-step sample; the floor's per-step figure is
+// built the same way from floor turns of both shapes.
 func (b *bench) stepOverhead() error {
 	if b.base == nil {
 		b.prog.Logf("measuring the plain-turn baseline first")
-		p, err := b.pairTurns("ovh", "hi", b.f.n)
+		p, err := b.pairTurns("ovh", "hi", 0, b.f.n)
 		if err != nil {
 			return err
 		}
 		b.base = p
 	}
 	k := b.f.steps
-	p, err := b.pairTurns("stp", fmt.Sprintf("[steps=%d] count", k), b.f.n)
+	if k <= 0 {
+		return fmt.Errorf("-steps %d: need at least one tool step", k)
+	}
+	p, err := b.pairTurns("stp", fmt.Sprintf("[steps=%d] count", k), k, b.f.n)
 	if err != nil {
 		return err
 	}
-	per := func(pick func(lab.Sample) time.Duration) time.Duration {
-		turn := pick(b.base.durable) - pick(b.base.local)
-		return (pick(p.durable) - pick(p.local) - turn) / time.Duration(k)
+	perStep := func(turns lab.Sample, base time.Duration) lab.Sample {
+		out := make(lab.Sample, len(turns))
+		for i, d := range turns {
+			out[i] = (d - base) / time.Duration(k)
+		}
+		return out
 	}
-	perP50, perP99 := per(lab.Sample.P50), per(lab.Sample.P99)
+	added := perStep(p.diff, b.base.diff.P50())
+	floor := perStep(p.floor, b.base.floor.P50())
+	perP50, perP99 := added.P50(), added.P99()
 	label := sectionLabel("steps")
+	durName := fmt.Sprintf("durable %s, %d tool steps", b.serverLabel(), k)
 	b.rows = append(b.rows,
 		row{Figure: label, Variant: fmt.Sprintf("in-process loop, %d tool steps", k), N: len(p.local), P50: p.local.P50(), P99: p.local.P99()},
-		row{Figure: label, Variant: fmt.Sprintf("durable %s, %d tool steps", b.serverLabel(), k), N: len(p.durable), P50: p.durable.P50(), P99: p.durable.P99(),
-			Result: fmt.Sprintf("%s per step p50 added, net of the turn overhead (p99 %s)", lab.SignedMs(perP50), lab.SignedMs(perP99)),
-			Goal:   "≤ 10 ms p50 per step", Met: met(perP50 <= 10*time.Millisecond),
-			Values: map[string]float64{"perStepP50Ms": lab.MsOf(perP50)}},
+		row{Figure: label, Variant: fmt.Sprintf("bare Temporal floor, %d tool steps (%s)", k, shapeLabel(lab.TurnShape(k))),
+			N: len(p.floor), P50: p.floor.P50(), P99: p.floor.P99(),
+			Result: fmt.Sprintf("%s per step p50 (p99 %s)", lab.SignedMs(floor.P50()), lab.SignedMs(floor.P99()))},
+		row{Figure: label, Variant: durName, N: len(p.durable), P50: p.durable.P50(), P99: p.durable.P99(),
+			Result: fmt.Sprintf("added per step, paired, net of the turn overhead: p50 %s, p99 %s; p50 = %s of the floor's step",
+				lab.SignedMs(perP50), lab.SignedMs(perP99), lab.Ratio(perP50, floor.P50())),
+			Goal: "≤ 10 ms p50 per step", Met: met(perP50 <= 10*time.Millisecond),
+			Values: map[string]float64{
+				"perStepP50Ms": lab.MsOf(perP50), "perStepP99Ms": lab.MsOf(perP99),
+				"floorPerStepP50Ms":          lab.MsOf(floor.P50()),
+				"perStepP50OverFloorStepP50": ratioOf(perP50, floor.P50()),
+			}},
 	)
+	b.addDist(label, fmt.Sprintf("in-process loop, %d steps", k), p.local)
+	b.addDist(label, fmt.Sprintf("bare Temporal floor, %d steps", k), p.floor)
+	b.addDist(label, durName, p.durable)
 	return nil
 }
 
@@ -450,16 +577,21 @@ func (b *bench) ttft() error {
 		b.prog.Printf("%d/%d turns each", max(0, i+1-warm), b.f.n)
 	}
 	label := sectionLabel("ttft")
-	base := vs[0].s.P50()
 	for i, v := range vs {
 		r := row{Figure: label, Variant: v.name, N: len(v.s), P50: v.s.P50(), P99: v.s.P99()}
 		if i > 0 {
-			added := v.s.P50() - base
-			r.Result = lab.SignedMs(added) + " p50 added"
+			// Round i measured every variant back to back: pair them.
+			d, err := lab.Paired(vs[0].s, v.s)
+			if err != nil {
+				return err
+			}
+			added := d.P50()
+			r.Result = fmt.Sprintf("added per paired turn: p50 %s, p99 %s", lab.SignedMs(added), lab.SignedMs(d.P99()))
 			r.Goal, r.Met = "≤ 5 ms p50 added", met(added <= 5*time.Millisecond)
-			r.Values = map[string]float64{"addedP50Ms": lab.MsOf(added)}
+			r.Values = map[string]float64{"addedP50Ms": lab.MsOf(added), "addedP99Ms": lab.MsOf(d.P99())}
 		}
 		b.rows = append(b.rows, r)
+		b.addDist(label, v.name, v.s)
 	}
 	if natsNote != "" {
 		b.rows = append(b.rows, row{Figure: label, Variant: "durable, NATS feed", Result: natsNote})

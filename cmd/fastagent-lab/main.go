@@ -5,7 +5,8 @@
 //	fastagent-lab chaos [flags]   worker and server kills, model faults, tool panics under load
 //
 // Results go to stdout as one table (or JSON with -json); progress goes to
-// stderr. Nothing is asserted: the tables say what was measured next to the
+// stderr. bench also writes the report as bench.json and a chart of the
+// latency distributions as bench.svg into -out (default bench-out/). Nothing is asserted: the tables say what was measured next to the
 // goal. `make bench` and `make chaos` run it with the default sizes; flags
 // shrink them for a quick run. It needs the go toolchain (worker and dev
 // subprocesses are built from the tree once per run) and, for the

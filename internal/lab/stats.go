@@ -116,3 +116,24 @@ func (m Machine) String() string {
 	}
 	return s
 }
+
+// Paired returns the per-pair differences b[i] − a[i] of two samples
+// measured in pairs (same index, same round).
+func Paired(a, b Sample) (Sample, error) {
+	if len(a) != len(b) {
+		return nil, fmt.Errorf("paired samples differ in size: %d and %d", len(a), len(b))
+	}
+	out := make(Sample, len(a))
+	for i := range a {
+		out[i] = b[i] - a[i]
+	}
+	return out, nil
+}
+
+// Ratio is a/b formatted as "3.2×", or "n/a" when b is not positive.
+func Ratio(a, b time.Duration) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", float64(a)/float64(b))
+}

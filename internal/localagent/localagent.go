@@ -3,6 +3,15 @@
 // done by a plain loop and one turn per session at a time (a second one is
 // refused with session_busy). It is the baseline the durable runtime is
 // measured against and a second implementation of the Agent contract.
+//
+// It does the same store and definition work per turn as a session
+// workflow: a session is opened (store lookup and definition load) once, on
+// its first turn, and its loop state (leaf, settings, activated tools) is
+// kept in memory for the next; each turn then begins (key lookup, user
+// entry), runs its model and tool steps and is recorded. Like the workflow,
+// an Agent assumes it is the only writer of its sessions while it holds
+// them: turns another Agent adds to a session this one has opened are not
+// seen.
 package localagent
 
 import (
@@ -41,6 +50,7 @@ type Agent struct {
 
 	mu     sync.Mutex
 	busy   map[string]bool
+	open   map[string]*agentloop.State
 	prefix string
 	next   int64
 }
@@ -75,13 +85,10 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 }
 
 func (a *Agent) run(ctx context.Context, scope agent.Scope, prompt agent.Prompt, turn, source string) agentloop.Outcome {
-	open, err := a.Acts.OpenSession(ctx, workflows.OpenInput{
-		Session: scope.Session, ParentSession: scope.ParentSession, BranchHints: scope.BranchHints, IDPrefix: a.prefixOnce(),
-	})
+	st, err := a.state(ctx, scope)
 	if err != nil {
-		return agentloop.Outcome{Turn: turn, Status: agent.TypeFailed, Details: "open session: " + err.Error(), Retryable: true}
+		return agentloop.Outcome{Turn: turn, Status: agent.TypeFailed, Details: err.Error(), Retryable: true}
 	}
-	st := &agentloop.State{Leaf: open.Leaf}
 	rt := &runtime{a: a, ctx: ctx}
 	t := agentloop.Turn{ID: turn, Prompt: prompt, Source: source}
 	entry := agentloop.UserEntry(rt, t)
@@ -116,6 +123,32 @@ func (a *Agent) run(ctx context.Context, scope agent.Scope, prompt agent.Prompt,
 		logger.Error("recording a turn failed", "session", scope.Session, "turn", turn, "error", err)
 	}
 	return out
+}
+
+// state returns the loop state of a session this Agent holds (acquire),
+// opening the session on its first turn as SessionWorkflow does once per
+// session; a failed open is not kept, so the next turn tries again.
+func (a *Agent) state(ctx context.Context, scope agent.Scope) (*agentloop.State, error) {
+	a.mu.Lock()
+	st, ok := a.open[scope.Session]
+	a.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	res, err := a.Acts.OpenSession(ctx, workflows.OpenInput{
+		Session: scope.Session, ParentSession: scope.ParentSession, BranchHints: scope.BranchHints, IDPrefix: a.prefixOnce(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open session %q: %w", scope.Session, err)
+	}
+	st = &agentloop.State{Leaf: res.Leaf, Settings: res.Settings}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.open == nil {
+		a.open = map[string]*agentloop.State{}
+	}
+	a.open[scope.Session] = st
+	return st, nil
 }
 
 func (a *Agent) idempotencyWindow() time.Duration {
