@@ -4,6 +4,7 @@
 package worker
 
 import (
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -51,9 +52,14 @@ const StickyTimeout = 2 * time.Second
 // finishes and its result is used rather than becoming "outcome unknown".
 const DefaultStopTimeout = 30 * time.Second
 
-// New returns a worker with the session workflow and every activity
-// registered. Start it with Run or Start.
-func New(c client.Client, opts Options) sdkworker.Worker {
+// New returns a worker with everything it serves registered completely: the
+// session and schedule-fire workflows, every activity they call (the
+// Schedule.Fire activity included). Options.Activities is required. Start
+// the worker with Run or Start.
+func New(c client.Client, opts Options) (sdkworker.Worker, error) {
+	if opts.Activities == nil || opts.Activities.Feed == nil && opts.Schedules == nil {
+		return nil, errors.New("worker: Options.Activities (with its Feed) is required: a worker registers every activity its workflows call")
+	}
 	tq := opts.TaskQueue
 	if tq == "" {
 		tq = workflows.TaskQueue
@@ -77,24 +83,20 @@ func New(c client.Client, opts Options) sdkworker.Worker {
 		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
 		WorkerStopTimeout:                       stopTimeout,
 	})
-	Register(w, opts.Activities)
 	firer := opts.Schedules
-	if firer == nil && opts.Activities != nil && opts.Activities.Feed != nil {
+	if firer == nil {
 		firer = schedules.NewFirer(c, opts.Activities.Feed, tq, opts.Activities.Logger)
 	}
-	if firer != nil {
-		firer.Register(w)
-	}
-	return w
+	Register(w, opts.Activities, firer)
+	return w, nil
 }
 
-// Register registers the session and schedule-fire workflows and the
-// activities on w (the Schedule.Fire activity is registered by New, or by
-// schedules.Firer.Register).
-func Register(w sdkworker.Registry, acts *activities.Activities) {
+// Register registers on w the session and schedule-fire workflows together
+// with every activity they call, so that no workflow is ever registered
+// without its activities.
+func Register(w sdkworker.Registry, acts *activities.Activities, firer *schedules.Firer) {
 	w.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	w.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
-	if acts != nil {
-		acts.Register(w)
-	}
+	acts.Register(w)
+	firer.Register(w)
 }

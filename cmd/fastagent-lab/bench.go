@@ -268,7 +268,11 @@ func (b *bench) setup() error {
 	b.queue = lab.NewQueue("bench")
 	// One worker runs the session workflow and the floor workflow, so both
 	// see the same worker tuning and the same embedded server.
-	b.worker = worker.New(b.c, worker.Options{TaskQueue: b.queue, Activities: b.kit.Activities(b.busD)})
+	w, err := worker.New(b.c, worker.Options{TaskQueue: b.queue, Activities: b.kit.Activities(b.busD)})
+	if err != nil {
+		return err
+	}
+	b.worker = w
 	lab.RegisterFloor(b.worker)
 	if err := b.worker.Start(); err != nil {
 		b.worker = nil

@@ -97,7 +97,10 @@ func newEnv(t *testing.T) *env {
 // startWorker starts an in-process worker for the env's task queue.
 func (e *env) startWorker() sdkworker.Worker {
 	e.t.Helper()
-	w := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus)})
+	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if err := w.Start(); err != nil {
 		e.t.Fatalf("start worker: %v", err)
 	}

@@ -287,9 +287,12 @@ func historyScenarios() []historyScenario {
 			ownWorker: true,
 			setup:     func(_ *testing.T, e *env) { e.kit.Counter.Delay = time.Minute },
 			run: func(t *testing.T, e *env, s string) string {
-				w := worker.New(e.client, worker.Options{
+				w, err := worker.New(e.client, worker.Options{
 					TaskQueue: e.queue, Activities: e.kit.Activities(e.bus), StopTimeout: 200 * time.Millisecond,
 				})
+				if err != nil {
+					t.Fatal(err)
+				}
 				if err := w.Start(); err != nil {
 					t.Fatalf("start worker: %v", err)
 				}

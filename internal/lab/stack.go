@@ -32,7 +32,10 @@ func Durable(c client.Client, bus feed.Bus, queue string) *durable.Agent {
 // StartWorker starts an in-process worker on queue running the kit's
 // activities, which publish to bus.
 func StartWorker(c client.Client, k *Kit, bus feed.Bus, queue string) (sdkworker.Worker, error) {
-	w := worker.New(c, worker.Options{TaskQueue: queue, Activities: k.Activities(bus)})
+	w, err := worker.New(c, worker.Options{TaskQueue: queue, Activities: k.Activities(bus)})
+	if err != nil {
+		return nil, err
+	}
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}

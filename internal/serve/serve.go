@@ -172,7 +172,10 @@ func (p *Parts) Close() {
 
 // StartWorker starts a worker on c; stop it with Stop.
 func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
-	w := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts, StopTimeout: p.Config.WorkerStopTimeout})
+	w, err := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts, StopTimeout: p.Config.WorkerStopTimeout})
+	if err != nil {
+		return nil, err
+	}
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
