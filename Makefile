@@ -5,20 +5,24 @@ GO       ?= go
 PKGS_FAST = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /examples/)
 BIN      ?= bin/fastagent
 
-.PHONY: dev test build build-worker lint vet fmt-check unit e2e record-histories clean
+.PHONY: dev test build build-worker lint vet fmt-check tidy-check unit e2e record-histories clean
 
 ## dev: run everything in one process (embedded Temporal + Web UI + worker + HTTP ingress)
 dev:
 	$(GO) run ./cmd/fastagent dev $(ARGS)
 
 ## test: what CI runs — format, vet, unit tests with -race, end-to-end tests on the embedded server
-test: fmt-check vet unit e2e
+test: fmt-check tidy-check vet unit e2e
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet ./...
+
+# go.mod and go.sum say exactly what the code imports.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS_FAST)

@@ -19,7 +19,6 @@ import (
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
-
 // argsPreviewLen bounds the argument preview kept in workflow history.
 const argsPreviewLen = 120
 

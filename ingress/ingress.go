@@ -54,7 +54,7 @@ type Attacher interface {
 
 // Server holds the HTTP handlers.
 type Server struct {
-	Agent    agent.Agent
+	Agent   agent.Agent
 	Control Control
 	Logger  *slog.Logger
 	// Attacher serves GET /sessions/{id}/turns/{key}/events (nil: 501).

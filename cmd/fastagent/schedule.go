@@ -260,7 +260,6 @@ func fireCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-
 // agentDirOf resolves the agent dir as the workspace loader does (--agent-dir,
 // else the config's agentDir, else the workspace) without loading tools.
 func agentDirOf(g *globals) (string, error) {
