@@ -13,12 +13,12 @@ import (
 
 // startEmbedded starts the embedded Temporal server with its state in db.
 func startEmbedded(db string, uiPort int, log *slog.Logger) (addr, namespace, ui string, stop func(), err error) {
-	logFile := io.Writer(io.Discard)
-	if f, err := os.OpenFile(filepath.Join(filepath.Dir(db), "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+	logFile := io.Discard
+	if f, err := os.OpenFile(filepath.Join(filepath.Dir(db), "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
 		logFile = f
 		defer func() {
 			if stop == nil {
-				f.Close()
+				_ = f.Close()
 			}
 		}()
 	}

@@ -51,8 +51,8 @@ func ResumeAfter(ctx context.Context) int64 {
 	return n
 }
 
-// ErrHandOff, as the cause of a consumer context's cancellation, says the
-// consumer is handing the turn over to another one (a server draining for a
-// restart tells its clients to reconnect elsewhere): engines that can keep
-// the turn running without a consumer must not abort it.
+// ErrHandOff is the cause a consumer gives its context's cancellation when it
+// hands the turn over to another consumer (a server draining for a restart
+// tells its clients to reconnect elsewhere): engines that can keep the turn
+// running without a consumer must not abort it.
 var ErrHandOff = errors.New("agent: turn handed off to another consumer")

@@ -107,7 +107,7 @@ func ScheduleFireWorkflow(ctx workflow.Context, in FireInput) (FireRecord, error
 	req := FireRequest{
 		FireInput: in,
 		Key:       info.WorkflowExecution.ID,
-		Nominal:   NominalTime(info.WorkflowExecution.ID, info.SearchAttributes),
+		Nominal:   NominalTime(info.WorkflowExecution.ID, info.SearchAttributes), //nolint:staticcheck // SA1019: NominalTime decodes the raw TemporalScheduledStartTime payload; moving to the typed API is a separate change
 		FiredAt:   info.WorkflowStartTime,
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

@@ -10,6 +10,7 @@ package agenttest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -188,7 +189,8 @@ func engineFailure(t testing.TB, h Harness, session string) {
 		t.Errorf("retryable is not a JSON bool: %s", raw)
 	}
 	_, err := agent.Collect(sliceSeq(evs))
-	if f, ok := err.(*agent.Failure); !ok || f.Details == "" {
+	var f *agent.Failure
+	if !errors.As(err, &f) || f.Details == "" {
 		t.Errorf("Collect error = %v, want *agent.Failure with details", err)
 	}
 }

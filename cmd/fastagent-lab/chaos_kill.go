@@ -35,7 +35,7 @@ type procEnv struct {
 
 func (ch *chaos) newProcEnv(config string, workers int) (*procEnv, error) {
 	if err := lab.NATSReachable(ch.f.nats); err != nil {
-		return nil, fmt.Errorf("worker-process scenarios need NATS at %s (-nats): %v", ch.f.nats, err)
+		return nil, fmt.Errorf("worker-process scenarios need NATS at %s (-nats): %w", ch.f.nats, err)
 	}
 	ch.prog.Logf("building the worker binary (-tags nodevserver)")
 	bin, err := ch.bins.Worker()

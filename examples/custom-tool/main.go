@@ -38,7 +38,8 @@ func (dice) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult, error
 		N int `json:"n"`
 	}
 	if err := json.Unmarshal(call.Args, &args); err != nil {
-		return agent.ToolResult{IsError: true, Content: "arguments: " + err.Error()}, nil
+		// Bad arguments are the model's to fix: an error result, not a Go error.
+		return agent.ToolResult{IsError: true, Content: "arguments: " + err.Error()}, nil //nolint:nilerr
 	}
 	faces := make([]string, args.N)
 	for i := range faces {

@@ -174,7 +174,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("devserver: start: %w", err)
 	}
 	if err := waitListening(s.frontendAddr, 30*time.Second); err != nil {
-		srv.Stop()
+		_ = srv.Stop()
 		return nil, err
 	}
 	if opts.UIPort > 0 {
@@ -215,7 +215,7 @@ func (s *Server) Stop() {
 	if s.ui != nil {
 		s.ui.Stop()
 	}
-	s.server.Stop()
+	_ = s.server.Stop() // stopping: nothing left to do with an error
 }
 
 func sqlConfig(opts Options) (*config.SQL, error) {

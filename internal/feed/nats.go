@@ -217,7 +217,7 @@ func (b *NATS) Subscribe(ctx context.Context, session, turn string) (Subscriptio
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		s.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("feed: subscribe to turn %q of session %q: %w", turn, session, err)
 	}
 	// The handler only decodes and queues, so the client buffer stays near
@@ -233,7 +233,7 @@ func (b *NATS) Subscribe(ctx context.Context, session, turn string) (Subscriptio
 		s.q.push(m)
 	}, jetstream.PullMaxMessages(256))
 	if err != nil {
-		s.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("feed: subscribe to turn %q of session %q: %w", turn, session, err)
 	}
 	s.setConsumer(cc)

@@ -128,7 +128,7 @@ func (a *Agent) stream(ctx context.Context, req *http.Request, key *string, last
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return streamResult{err: fmt.Errorf("cannot reach %s: %v (is `fastagent dev` running?)", req.URL.Host, err)}
+		return streamResult{err: fmt.Errorf("cannot reach %s: %w (is `fastagent dev` running?)", req.URL.Host, err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -67,7 +67,7 @@ func (b *Binaries) build(path *string, name string, flags ...string) (string, er
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, msg)
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, msg)
 	}
 	*path = out
 	return out, nil
@@ -188,7 +188,7 @@ func (p *Proc) WaitOutput(s string, timeout time.Duration) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("process %d exited (%v) before printing %q:\n%s", p.Pid(), p.err, s, tail(p.Output(), 2000))
+			return fmt.Errorf("process %d exited (%w) before printing %q:\n%s", p.Pid(), p.err, s, tail(p.Output(), 2000))
 		default:
 		}
 		if time.Now().After(deadline) {

@@ -361,11 +361,6 @@ type StreamOptions struct {
 	Abort func(ctx context.Context)
 }
 
-// ErrHandOff, as the cause of a consumer context's cancellation, says the
-// consumer is handing the turn to another one (a server draining for a
-// restart): the turn is left running, and nothing is aborted.
-var ErrHandOff = agent.ErrHandOff
-
 // Stream runs one turn behind a relay: it subscribes to the turn's log,
 // announces the attach, carries out the turn with run in the background and
 // relays until the terminal. When the consumer stops first, the turn is
@@ -393,24 +388,24 @@ func Stream(ctx context.Context, bus feed.Bus, session, turn string, opt StreamO
 	if ok {
 		cancel()
 		<-done
-		sub.Close()
+		_ = sub.Close()
 		return true
 	}
 	switch {
 	case errors.Is(context.Cause(ctx), agent.ErrHandOff):
 		cancel()
-		sub.Close()
+		_ = sub.Close()
 	case opt.Abort == nil:
 		cancel()
 		<-done
-		sub.Close()
+		_ = sub.Close()
 	case opt.DetachGrace <= 0:
 		abort(ctx, opt.Abort)
 		cancel()
-		sub.Close()
+		_ = sub.Close()
 	default:
 		go func() {
-			defer sub.Close()
+			defer func() { _ = sub.Close() }()
 			defer cancel()
 			if !reattached(sub, me, selfSeen, done, opt.DetachGrace) {
 				abort(ctx, opt.Abort)

@@ -101,7 +101,7 @@ func (r *Running) Stop() {
 	if r.cancel != nil {
 		r.cancel()
 		select {
-		case <-r.httpErr:
+		case <-r.httpErr: //nolint:errcheck // Wait reports the server's error; Stop only waits for it to end
 		case <-time.After(ShutdownTimeout + time.Second):
 		}
 	}

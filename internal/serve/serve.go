@@ -123,7 +123,7 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	}
 	bus, err := feed.Open(cfg.Feed)
 	if err != nil {
-		st.Close()
+		_ = st.Close()
 		return nil, fmt.Errorf("live feed: %w", err)
 	}
 	models := &Models{Getenv: cfg.Getenv}

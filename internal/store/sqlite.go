@@ -93,7 +93,7 @@ func OpenSQLite(path string) (*SQLite, error) {
 		return err
 	})
 	if err != nil {
-		db.Close()
+		_ = db.Close()
 		return nil, fmt.Errorf("store: sqlite: create schema in %s: %w", abs, err)
 	}
 	return s, nil
@@ -305,4 +305,4 @@ func isBusy(err error) bool {
 // sqlRows adapts *sql.Rows to rowScanner.
 type sqlRows struct{ *sql.Rows }
 
-func (r *sqlRows) Close() { r.Rows.Close() }
+func (r *sqlRows) Close() { _ = r.Rows.Close() }

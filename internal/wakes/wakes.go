@@ -86,7 +86,7 @@ func parse(spec, tz string) (cron.Schedule, *time.Location, error) {
 	}
 	sched, err := cron.ParseStandard(spec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bad cron %q: %v (use 5 fields: minute hour day-of-month month day-of-week)", spec, err)
+		return nil, nil, fmt.Errorf("bad cron %q: %w (use 5 fields: minute hour day-of-month month day-of-week)", spec, err)
 	}
 	return sched, loc, nil
 }

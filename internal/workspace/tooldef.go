@@ -199,7 +199,7 @@ func parseManifest(path, rel string, b []byte) (*toolDef, error) {
 	if filepath.Ext(path) == ".json" {
 		var v any
 		if err := json.Unmarshal(b, &v); err != nil {
-			return nil, fmt.Errorf("not valid JSON: %v", err)
+			return nil, fmt.Errorf("not valid JSON: %w", err)
 		}
 	}
 	var m manifest
@@ -316,7 +316,7 @@ func parametersJSON(p any) (json.RawMessage, error) {
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("parameters: cannot be written as JSON: %v", err)
+		return nil, fmt.Errorf("parameters: cannot be written as JSON: %w", err)
 	}
 	return b, nil
 }

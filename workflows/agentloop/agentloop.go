@@ -7,6 +7,7 @@ package agentloop
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -219,7 +220,6 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		if err != nil {
 			return fail(out, err)
 		}
-		pending = nil
 		st.Leaf, leaf = res.EntryID, res.EntryID
 		out.Marker = res.Marker
 		if res.Settings != (Settings{}) {
@@ -281,7 +281,8 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 
 func fail(out Outcome, err error) Outcome {
 	out.Status = agent.TypeFailed
-	if f, ok := err.(*Failure); ok {
+	var f *Failure
+	if errors.As(err, &f) {
 		out.Details, out.Retryable, out.Code = f.Details, f.Retryable, f.Code
 		return out
 	}
