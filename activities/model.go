@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,6 +169,10 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 		Settings:     settings,
 		Marker:       marker,
 	}
+	uses := map[string]int{}
+	for _, tc := range msg.ToolCalls {
+		uses[tc.ID]++
+	}
 	for _, tc := range msg.ToolCalls {
 		c := agentloop.Call{ID: tc.ID, Name: tc.Name, ArgsPreview: preview(tc.Args)}
 		if t, ok := def.Tool(tc.Name); ok {
@@ -177,10 +183,34 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 			c.RequiresApproval = s.RequiresApproval
 			c.Timeout = s.Timeout
 			c.MaxAttempts = def.MaxAttempts(tc.Name)
+			if c.RequiresApproval {
+				c.Args = normArgs(tc.Args)
+				c.ArgsHash = ArgsHash(c.Args)
+				c.DefinitionHash, _ = def.ToolHash(tc.Name)
+			}
+		}
+		if uses[tc.ID] > 1 {
+			c.Refused = fmt.Sprintf("This reply used the tool call ID %q %d times; every call in a reply needs its own ID, "+
+				"so none of them was run (an approval could not tell them apart). Re-issue the calls with distinct IDs.", tc.ID, uses[tc.ID])
 		}
 		res.Calls = append(res.Calls, c)
 	}
 	return res
+}
+
+// normArgs returns the arguments a tool receives for raw ("{}" when empty),
+// as RunTool reads them.
+func normArgs(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
+
+// ArgsHash is the digest an approval binds a call's arguments to.
+func ArgsHash(args json.RawMessage) string {
+	sum := sha256.Sum256(normArgs(args))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func preview(args json.RawMessage) string {

@@ -120,6 +120,9 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("Tool %s not found", call.Call.Name)}, nil
 	}
 	spec := tool.Spec()
+	if res, refused := bindingRefusal(def, call.Call, args); refused {
+		return res, nil
+	}
 	if err := tools.ValidateArgs(spec, args); err != nil {
 		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("Invalid arguments for %s: %s", spec.Name, err.Error())}, nil
 	}
@@ -155,6 +158,33 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 		res = h(ctx, tc, res)
 	}
 	return res, nil
+}
+
+// bindingRefusal checks an approved call against what was approved: the
+// arguments must be the ones shown to the human and the tool's definition
+// must not have changed since the model asked (a changed fastagent.yaml,
+// tools/ manifest or MCP server). Calls without a recorded hash (no
+// approval, or recorded before approvals were bound) pass.
+func bindingRefusal(def *workspace.Definition, c agentloop.Call, args json.RawMessage) (agent.ToolResult, bool) {
+	if c.ArgsHash != "" && ArgsHash(args) != c.ArgsHash {
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf(
+			"The %s call was not run: its arguments are not the ones that were approved (approved %s, now %s).",
+			c.Name, c.ArgsHash, ArgsHash(args))}, true
+	}
+	if c.DefinitionHash == "" {
+		return agent.ToolResult{}, false
+	}
+	now, ok := def.ToolHash(c.Name)
+	if !ok || now != c.DefinitionHash {
+		if !ok {
+			now = "no such tool"
+		}
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf(
+			"The %s call was not run: the tool's definition changed after the call was put up for approval "+
+				"(approved definition %s, now %s). Ask for the call again so a human can approve the current definition.",
+			c.Name, c.DefinitionHash, now)}, true
+	}
+	return agent.ToolResult{}, false
 }
 
 // activated reads the deferred tools a search_tools call switched on (its

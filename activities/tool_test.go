@@ -182,3 +182,110 @@ func TestExecuteLostResultIsRecordedAsUnknown(t *testing.T) {
 		t.Errorf("stored %+v, outcome %+v; want the unknown-outcome error", res.Message, out)
 	}
 }
+
+// TestApprovalBinding: a call that required approval runs only with the
+// arguments and the tool definition the human saw; the model activity
+// records both, and refuses reused call IDs.
+func TestApprovalBinding(t *testing.T) {
+	t.Parallel()
+	const session = "s1"
+	const args = `{"note":"ship"}`
+	tests := []struct {
+		name string
+		// change runs between the model reply and the execution.
+		change   func(t *testing.T, e *env, call *agentloop.ToolCall)
+		wantRuns int
+		wantText string
+	}{
+		{name: "unchanged: runs", wantRuns: 1, wantText: "count=1"},
+		{
+			name: "definition changed: refused",
+			change: func(t *testing.T, e *env, _ *agentloop.ToolCall) {
+				if err := e.kit.WriteConfig("tools:\n  counter: {requiresApproval: true, timeout: 5m}\n"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantText: "the tool's definition changed after the call was put up for approval",
+		},
+		{
+			name: "approval switched off meanwhile: refused",
+			change: func(t *testing.T, e *env, _ *agentloop.ToolCall) {
+				if err := e.kit.WriteConfig("tools:\n  counter: {requiresApproval: false}\n"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantText: "the tool's definition changed",
+		},
+		{
+			name: "arguments differ from the approved ones: refused",
+			change: func(_ *testing.T, _ *env, call *agentloop.ToolCall) {
+				call.Call.ArgsHash = activities.ArgsHash(json.RawMessage(`{"note":"other"}`))
+			},
+			wantText: "its arguments are not the ones that were approved",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			if err := e.kit.WriteConfig("tools:\n  counter: {requiresApproval: true}\n"); err != nil {
+				t.Fatal(err)
+			}
+			call := toolSetup(e, session, testkit.CounterName, args)
+			res, err := e.generate(agentloop.ModelCall{Session: session, Turn: "t1", Step: 1, EntryID: "a1", Leaf: "u1"})
+			if err != nil {
+				t.Fatalf("Generate: %v", err)
+			}
+			if len(res.Calls) != 1 {
+				t.Fatalf("calls = %+v", res.Calls)
+			}
+			c := res.Calls[0]
+			if !c.RequiresApproval || string(c.Args) != args || c.ArgsHash != activities.ArgsHash(json.RawMessage(args)) ||
+				!strings.HasPrefix(c.DefinitionHash, "sha256:") || c.Refused != "" {
+				t.Fatalf("call = %+v, want full args and both hashes", c)
+			}
+			call.Call = c
+			if tt.change != nil {
+				tt.change(t, e, &call)
+			}
+			out, err := e.execute(call)
+			if err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			if got := e.kit.Counter.Runs(session); got != tt.wantRuns {
+				t.Errorf("counter ran %d times, want %d", got, tt.wantRuns)
+			}
+			stored, _ := e.stored(session, "r1")
+			if stored.Message == nil || !strings.Contains(stored.Message.Text, tt.wantText) || out.IsError != (tt.wantRuns == 0) {
+				t.Errorf("result = %+v, want %q", stored.Message, tt.wantText)
+			}
+		})
+	}
+}
+
+func TestGenerateRefusesDuplicateCallIDs(t *testing.T) {
+	t.Parallel()
+	const session = "s1"
+	e := newEnv(t)
+	e.store(session,
+		message("u1", "", transcript.Message{Role: transcript.RoleUser, Text: "count"}),
+		message("a1", "u1", transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopToolUse,
+			ToolCalls: []transcript.ToolCall{
+				{ID: "c1", Name: testkit.CounterName, Args: json.RawMessage(`{}`)},
+				{ID: "c1", Name: testkit.CounterName, Args: json.RawMessage(`{"note":"2"}`)},
+				{ID: "c2", Name: testkit.CounterName, Args: json.RawMessage(`{}`)},
+			}}),
+	)
+	res, err := e.generate(agentloop.ModelCall{Session: session, Turn: "t1", Step: 1, EntryID: "a1", Leaf: "u1"})
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	for i, want := range []bool{true, true, false} {
+		if got := res.Calls[i].Refused != ""; got != want {
+			t.Errorf("call %d (%s) refused = %v (%q), want %v", i, res.Calls[i].ID, got, res.Calls[i].Refused, want)
+		}
+	}
+	if !strings.Contains(res.Calls[0].Refused, `tool call ID "c1" 2 times`) {
+		t.Errorf("refusal %q does not name the ID", res.Calls[0].Refused)
+	}
+}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -127,6 +128,10 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 	if c.Synthetic == nil && r.aborted() {
 		return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
 	}
+	if c.Synthetic == nil && c.Call.Refused != "" &&
+		workflow.GetVersion(ctx, changeApprovalBinding, workflow.DefaultVersion, 1) >= 1 {
+		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Refused}
+	}
 	if c.Synthetic == nil && c.Call.RequiresApproval {
 		ok, reason, err := r.approve(ctx, c)
 		if err != nil {
@@ -178,7 +183,12 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 
 // approve waits durably (no activity) for an UpdateApprove decision.
 func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool, string, error) {
-	a := &approval{view: PendingApproval{Turn: c.Turn, Call: c.Call.ID, Tool: c.Call.Name, Args: c.Call.ArgsPreview}}
+	view := PendingApproval{Turn: c.Turn, Call: c.Call.ID, Tool: c.Call.Name, Args: c.Call.Args,
+		ArgsHash: c.Call.ArgsHash, DefinitionHash: c.Call.DefinitionHash}
+	if len(view.Args) == 0 && c.Call.ArgsPreview != "" {
+		view.Args, _ = json.Marshal(c.Call.ArgsPreview)
+	}
+	a := &approval{view: view}
 	r.s.approvals = append(r.s.approvals, a)
 	if err := workflow.Await(ctx, func() bool { return a.decided }); err != nil {
 		return false, "", err

@@ -3,6 +3,7 @@ package workflows
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,6 +38,10 @@ type SessionInput struct {
 // Turn.Record around each turn, the prompt stored once) and entry IDs drawn
 // from randomness recorded in history rather than from the run ID.
 const changeTurnRecords = "turn-records"
+
+// changeApprovalBinding versions calls the model activity refused (Call.Refused,
+// e.g. a call ID used twice in one reply): they are recorded, not run.
+const changeApprovalBinding = "approval-binding"
 
 // defaultIdempotencyWindow is SessionInput.IdempotencyWindow's default.
 const defaultIdempotencyWindow = 24 * time.Hour
@@ -152,19 +157,29 @@ type SessionView struct {
 	WakeLog   []WakeRecord       `json:"wakeLog,omitempty"`
 }
 
-// PendingApproval is a tool call waiting for a human.
+// PendingApproval is a tool call waiting for a human: the full arguments
+// it will run with and the digest of the tool definition it will run; the
+// tool activity refuses the call if either differs at execution.
 type PendingApproval struct {
 	Turn string `json:"turn"`
 	Call string `json:"call"`
 	Tool string `json:"tool"`
-	Args string `json:"args,omitempty"`
+	// Args are the call's full arguments (a JSON object). Calls recorded
+	// before approvals were bound carry only a preview, as a JSON string.
+	Args           json.RawMessage `json:"args,omitempty"`
+	ArgsHash       string          `json:"argsHash,omitempty"`
+	DefinitionHash string          `json:"definitionHash,omitempty"`
 }
 
-// ApproveRequest answers a pending approval.
+// ApproveRequest answers a pending approval. ArgsHash and DefinitionHash,
+// when set, must equal the pending call's (so a decision made on what a
+// client displayed cannot apply to anything else).
 type ApproveRequest struct {
-	Call    string `json:"call"`
-	Approve bool   `json:"approve"`
-	Reason  string `json:"reason,omitempty"`
+	Call           string `json:"call"`
+	Approve        bool   `json:"approve"`
+	Reason         string `json:"reason,omitempty"`
+	ArgsHash       string `json:"argsHash,omitempty"`
+	DefinitionHash string `json:"definitionHash,omitempty"`
 }
 
 type pendingTurn struct {
@@ -449,6 +464,10 @@ func (s *session) onSteer(_ workflow.Context, req SteerRequest) error {
 func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error {
 	for _, a := range s.approvals {
 		if a.view.Call == req.Call && !a.decided {
+			if (req.ArgsHash != "" && req.ArgsHash != a.view.ArgsHash) || (req.DefinitionHash != "" && req.DefinitionHash != a.view.DefinitionHash) {
+				return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("tool call %q is waiting with other arguments or another definition than the ones approved (argsHash %s, definitionHash %s)",
+					req.Call, a.view.ArgsHash, a.view.DefinitionHash), agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
+			}
 			return nil
 		}
 	}

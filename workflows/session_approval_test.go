@@ -2,6 +2,9 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +12,9 @@ import (
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
+
+// fullArgs are longer than any preview: a human approves all of them.
+var fullArgs = `{"env":"prod","note":"` + strings.Repeat("x", 300) + `"}`
 
 // TestSessionApproval: a call that requires approval waits durably for the
 // "approve" update; approval runs it, denial records a refusal.
@@ -34,6 +40,8 @@ func TestSessionApproval(t *testing.T) {
 					c1 := known("c1", "deploy")
 					c1.RequiresApproval = true
 					c1.ArgsPreview = `{"env":"prod"}`
+					c1.Args = json.RawMessage(fullArgs)
+					c1.ArgsHash, c1.DefinitionHash = "sha256:args", "sha256:def"
 					return reply(call, c1), nil
 				}
 				return reply(call), nil
@@ -53,6 +61,10 @@ func TestSessionApproval(t *testing.T) {
 				toolsWhileWaiting = len(h.toolCalls())
 			})
 			wrong := h.send(time.Minute+time.Second, workflows.UpdateApprove, "approve-0", workflows.ApproveRequest{Call: "c-404", Approve: true})
+			otherArgs := h.send(time.Minute+2*time.Second, workflows.UpdateApprove, "approve-0a",
+				workflows.ApproveRequest{Call: "c1", Approve: true, ArgsHash: "sha256:other"})
+			otherDef := h.send(time.Minute+3*time.Second, workflows.UpdateApprove, "approve-0b",
+				workflows.ApproveRequest{Call: "c1", Approve: true, ArgsHash: "sha256:args", DefinitionHash: "sha256:other"})
 			ap := h.send(2*time.Minute, workflows.UpdateApprove, "approve-1", tt.req)
 			// The decided call's activity (run or record) holds at the gate.
 			h.at(2*time.Minute+ms, func() {
@@ -67,10 +79,14 @@ func TestSessionApproval(t *testing.T) {
 
 			equal(t, "Tool.Execute calls while waiting", toolsWhileWaiting, 0)
 			equal(t, "waiting.Running", waiting.Running, "t1")
-			if len(waiting.Approvals) != 1 || waiting.Approvals[0] != (workflows.PendingApproval{Turn: "t1", Call: "c1", Tool: "deploy", Args: `{"env":"prod"}`}) {
-				t.Errorf("waiting.Approvals = %+v, want the deploy call", waiting.Approvals)
+			want := workflows.PendingApproval{Turn: "t1", Call: "c1", Tool: "deploy", Args: json.RawMessage(fullArgs),
+				ArgsHash: "sha256:args", DefinitionHash: "sha256:def"}
+			if len(waiting.Approvals) != 1 || !reflect.DeepEqual(waiting.Approvals[0], want) {
+				t.Errorf("waiting.Approvals = %+v, want the deploy call with its full arguments and hashes", waiting.Approvals)
 			}
 			h.requireRejected(wrong, agent.CodeNotFound)
+			h.requireRejected(otherArgs, agent.CodeInvalidCommand)
+			h.requireRejected(otherDef, agent.CodeInvalidCommand)
 			h.requireOK(ap, "approve")
 			h.requireRejected(late, agent.CodeNotFound)
 			equal(t, "decided.Running", decided.Running, "t1")
@@ -97,5 +113,39 @@ func TestSessionApproval(t *testing.T) {
 			}
 			equal(t, "step2.Leaf", h.modelCalls()[1].Leaf, c1[0].ResultEntryID)
 		})
+	}
+}
+
+// TestSessionRefusedCalls: calls the model activity refused (a call ID used
+// twice in one reply) are recorded with the refusal and never run, even
+// when they require approval.
+func TestSessionRefusedCalls(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		if call.Step == 1 {
+			a, b := known("dup", "deploy"), known("dup", "deploy")
+			a.RequiresApproval = true
+			a.Refused, b.Refused = "used twice", "used twice"
+			return reply(call, a, b), nil
+		}
+		return reply(call), nil
+	}
+	h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+		return okTool(call), nil
+	}
+	u := h.turn(ms, "t1", "ship it twice")
+	var mid workflows.SessionView
+	h.at(time.Minute, func() { mid = h.state() })
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
+	equal(t, "pending approvals", len(mid.Approvals), 0)
+	calls := h.toolCallsFor("dup")
+	equal(t, "recorded calls", len(calls), 2)
+	for _, c := range calls {
+		if c.Synthetic == nil || !c.Synthetic.IsError || c.Synthetic.Content != "used twice" {
+			t.Errorf("refused call = %+v, want the refusal recorded", c.Synthetic)
+		}
 	}
 }

@@ -592,3 +592,30 @@ func TestToResult(t *testing.T) {
 		t.Errorf("structured only = %q", res.Content)
 	}
 }
+
+// TestResultTruncated: a huge MCP result reaches the model bounded like any
+// tool output, with the full text in Details.
+func TestResultTruncated(t *testing.T) {
+	m := newManager(t)
+	srv, _ := echoServer(t, "echo")
+	tl := mustTools(t, m, srv)
+	var b strings.Builder
+	for i := 0; b.Len() < 300<<10; i++ {
+		fmt.Fprintf(&b, "line %d of a very long MCP result\n", i)
+	}
+	big := b.String()
+	args, err := json.Marshal(map[string]string{"text": big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, toolNamed(t, tl, "echo"), string(args))
+	if len(res.Content) > 51<<10 || !strings.HasPrefix(res.Content, "line 0 of") || !strings.Contains(res.Content, "[Output truncated to its first") {
+		t.Fatalf("content is %d bytes, ends %q", len(res.Content), res.Content[max(0, len(res.Content)-200):])
+	}
+	var d struct {
+		FullOutput string `json:"fullOutput"`
+	}
+	if err := json.Unmarshal(res.Details, &d); err != nil || d.FullOutput != big {
+		t.Fatalf("details hold %d bytes (err %v), want the full %d", len(d.FullOutput), err, len(big))
+	}
+}

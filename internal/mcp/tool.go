@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/tools"
 )
 
 // toolDef is one listed MCP tool: its name on the server and its spec for
@@ -119,19 +120,48 @@ func (t *tool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, 
 }
 
 // toResult turns an MCP result into what the model sees: text contents
-// joined by newlines, other contents summarised.
+// joined by newlines, other contents summarised, bounded like every other
+// tool's output (the head within tools.DefaultMaxLines and
+// tools.DefaultMaxBytes, with a note). Details carries the structured
+// content when it fits in tools.DefaultMaxDetailsBytes; when the text was
+// cut and there is no structured content, it carries the full text (capped
+// the same way) as {"fullOutput": …}.
 func toResult(res *sdk.CallToolResult) agent.ToolResult {
 	var parts []string
 	for _, c := range res.Content {
 		parts = append(parts, contentText(c))
 	}
-	out := agent.ToolResult{Content: strings.Join(parts, "\n"), IsError: res.IsError}
+	text := strings.Join(parts, "\n")
+	var structured []byte
 	if res.StructuredContent != nil {
 		if b, err := json.Marshal(res.StructuredContent); err == nil {
-			out.Details = b
+			structured = b
 			if len(parts) == 0 {
-				out.Content = string(b)
+				text = string(b)
 			}
+		}
+	}
+	out := agent.ToolResult{Content: text, IsError: res.IsError}
+	if len(structured) > 0 && len(structured) <= tools.DefaultMaxDetailsBytes {
+		out.Details = structured
+	}
+	tr := tools.TruncateHead(text, tools.DefaultMaxLines, tools.DefaultMaxBytes)
+	if !tr.Truncated {
+		return out
+	}
+	out.Content = strings.TrimRight(tr.Content, "\n") + fmt.Sprintf("\n\n[Output truncated to its first %d of %d lines, %s of %s (limit %d lines or %s). Ask the tool for less output.]",
+		tr.OutputLines, tr.TotalLines, tools.FormatSize(tr.OutputBytes), tools.FormatSize(tr.TotalBytes), tools.DefaultMaxLines, tools.FormatSize(tools.DefaultMaxBytes))
+	if out.Details == nil {
+		d := struct {
+			FullOutput          string `json:"fullOutput"`
+			FullOutputTruncated bool   `json:"fullOutputTruncated,omitempty"`
+		}{FullOutput: text}
+		if len(text) > tools.DefaultMaxDetailsBytes {
+			d.FullOutput = strings.ToValidUTF8(text[:tools.DefaultMaxDetailsBytes], "")
+			d.FullOutputTruncated = true
+		}
+		if b, err := json.Marshal(d); err == nil {
+			out.Details = b
 		}
 	}
 	return out

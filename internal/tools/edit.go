@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/fastagent/fastagent/agent"
 )
 
-type editTool struct{ locks *fileLocks }
+type editTool struct {
+	locks     *fileLocks
+	protected []Protected
+}
 
 func (t *editTool) Spec() agent.ToolSpec {
 	return agent.ToolSpec{
@@ -44,19 +49,26 @@ func (t *editTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult
 	if a.OldText == a.NewText {
 		return errorResult("oldText and newText are identical; there is nothing to change"), nil
 	}
+	if p, ok := protectedBy(t.protected, path); ok {
+		return refuseProtected(NameEdit, a.Path, realDir, p), nil
+	}
 	unlock := t.locks.lock(path)
 	defer unlock()
-
-	fi, err := os.Stat(path)
+	rel, err := filepath.Rel(realDir, path)
+	if err != nil {
+		return errorResult("cannot edit %s: %v", a.Path, err), nil
+	}
+	f, err := openForWrite(realDir, rel, os.O_RDWR, false, false)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return errorResult("file not found: %s", a.Path), nil
+	case errors.Is(err, errIsDir):
+		return errorResult("%s is a directory, not a file", a.Path), nil
 	case err != nil:
 		return errorResult("cannot edit %s: %v", a.Path, err), nil
-	case fi.IsDir():
-		return errorResult("%s is a directory, not a file", a.Path), nil
 	}
-	data, err := os.ReadFile(path)
+	defer f.Close()
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return errorResult("cannot read %s: %v", a.Path, err), nil
 	}
@@ -80,7 +92,13 @@ func (t *editTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult
 	}
 	i := strings.Index(content, oldText)
 	updated := content[:i] + newText + content[i+len(oldText):]
-	if err := os.WriteFile(path, []byte(updated), fi.Mode().Perm()); err != nil {
+	if err := f.Truncate(0); err != nil {
+		return errorResult("cannot write %s: %v", a.Path, err), nil
+	}
+	if _, err := f.WriteAt([]byte(updated), 0); err != nil {
+		return errorResult("cannot write %s: %v", a.Path, err), nil
+	}
+	if err := f.Close(); err != nil {
 		return errorResult("cannot write %s: %v", a.Path, err), nil
 	}
 	line := strings.Count(content[:i], "\n") + 1

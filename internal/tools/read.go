@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/fastagent/fastagent/agent"
 )
@@ -31,7 +34,7 @@ type readArgs struct {
 	Limit  *float64 `json:"limit"`
 }
 
-func (t *readTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult, error) {
+func (t *readTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, error) {
 	var a readArgs
 	realDir, res, err := prepare(t.Spec(), call, &a)
 	if res != nil || err != nil {
@@ -41,21 +44,16 @@ func (t *readTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult
 	if err != nil {
 		return errorResult("%v", err), nil
 	}
-	fi, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return errorResult("file not found: %s", a.Path), nil
-	case err != nil:
-		return errorResult("cannot read %s: %v", a.Path, err), nil
-	case fi.IsDir():
-		return errorResult("%s is a directory, not a file; use bash (ls) to list it", a.Path), nil
-	case fi.Size() > t.opts.Read.MaxFileBytes:
-		return errorResult("%s is %s, larger than the %s read limit; inspect parts of it with bash (head, tail, sed -n, grep)",
-			a.Path, FormatSize(int(fi.Size())), FormatSize(int(t.opts.Read.MaxFileBytes))), nil
-	}
-	data, err := os.ReadFile(path)
+	rel, err := filepath.Rel(realDir, path)
 	if err != nil {
 		return errorResult("cannot read %s: %v", a.Path, err), nil
+	}
+	data, res := t.load(ctx, realDir, rel, a.Path)
+	if err := ctx.Err(); err != nil {
+		return agent.ToolResult{}, fmt.Errorf("read: %w", err)
+	}
+	if res != nil {
+		return *res, nil
 	}
 	if bytes.IndexByte(data[:min(len(data), 8192)], 0) >= 0 {
 		return errorResult("%s appears to be a binary file; inspect it with bash (e.g. file, xxd | head)", a.Path), nil
@@ -116,6 +114,78 @@ func (t *readTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult
 		r.Details = detailsJSON(d)
 	}
 	return r, nil
+}
+
+// readChunk is how much read loads between checks of its context.
+const readChunk = 256 << 10
+
+// load reads rel (relative to realDir) through an os.Root, so a symbolic
+// link swapped in after the path was checked cannot lead outside realDir.
+// Only regular files are read: FIFOs, devices and sockets are refused
+// before and after opening (the open does not block), and the context is
+// checked between chunks. A non-nil result is the error to return.
+func (t *readTool) load(ctx context.Context, realDir, rel, shown string) ([]byte, *agent.ToolResult) {
+	fail := func(format string, args ...any) ([]byte, *agent.ToolResult) {
+		r := errorResult(format, args...)
+		return nil, &r
+	}
+	root, err := os.OpenRoot(realDir)
+	if err != nil {
+		return fail("cannot read %s: %v", shown, err)
+	}
+	defer root.Close()
+	check := func(fi fs.FileInfo) ([]byte, *agent.ToolResult) {
+		switch {
+		case fi.IsDir():
+			return fail("%s is a directory, not a file; use bash (ls) to list it", shown)
+		case !fi.Mode().IsRegular():
+			return fail("%s is %s, not a regular file; read refuses it (it could block or never end)", shown, fileKind(fi.Mode()))
+		case fi.Size() > t.opts.Read.MaxFileBytes:
+			return fail("%s is %s, larger than the %s read limit; inspect parts of it with bash (head, tail, sed -n, grep)",
+				shown, FormatSize(int(fi.Size())), FormatSize(int(t.opts.Read.MaxFileBytes)))
+		}
+		return nil, nil
+	}
+	fi, err := root.Stat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fail("file not found: %s", shown)
+	case err != nil:
+		return fail("cannot read %s: %v", shown, err)
+	}
+	if _, r := check(fi); r != nil {
+		return nil, r
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return fail("cannot read %s: %v", shown, err)
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return fail("cannot read %s: %v", shown, err)
+	}
+	if _, r := check(fi); r != nil {
+		return nil, r
+	}
+	var buf bytes.Buffer
+	lim := io.LimitReader(f, t.opts.Read.MaxFileBytes+1)
+	for {
+		if err := ctx.Err(); err != nil {
+			return fail("read of %s was cancelled: %v", shown, err)
+		}
+		n, err := io.CopyN(&buf, lim, readChunk)
+		if errors.Is(err, io.EOF) || (err == nil && n < readChunk) {
+			break
+		}
+		if err != nil {
+			return fail("cannot read %s: %v", shown, err)
+		}
+	}
+	if int64(buf.Len()) > t.opts.Read.MaxFileBytes {
+		return fail("%s grew past the %s read limit while being read; inspect parts of it with bash (head, tail, sed -n, grep)",
+			shown, FormatSize(int(t.opts.Read.MaxFileBytes)))
+	}
+	return buf.Bytes(), nil
 }
 
 // lineStart returns the byte index at which 1-based line n of s begins, or

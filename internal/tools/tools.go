@@ -43,6 +43,9 @@ type Options struct {
 	// (default DefaultMaxDetailsBytes); beyond it the head (read) or tail
 	// (bash) is kept and fullOutputTruncated is set.
 	MaxDetailsBytes int
+	// Protected lists the paths write and edit refuse to change (the
+	// agent's own rules; see workspace.ProtectedPaths).
+	Protected []Protected
 }
 
 // ReadOptions configures the read tool.
@@ -98,8 +101,8 @@ func Builtin(opts Options) []agent.Tool {
 	return []agent.Tool{
 		&readTool{opts: opts},
 		&bashTool{opts: opts},
-		&editTool{locks: locks},
-		&writeTool{locks: locks},
+		&editTool{locks: locks, protected: opts.Protected},
+		&writeTool{locks: locks, protected: opts.Protected},
 	}
 }
 

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,10 @@ import (
 	"github.com/fastagent/fastagent/agent"
 )
 
-type writeTool struct{ locks *fileLocks }
+type writeTool struct {
+	locks     *fileLocks
+	protected []Protected
+}
 
 func (t *writeTool) Spec() agent.ToolSpec {
 	return agent.ToolSpec{
@@ -38,15 +42,30 @@ func (t *writeTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResul
 	if path == realDir {
 		return errorResult("%s is the working directory, not a file", a.Path), nil
 	}
+	if p, ok := protectedBy(t.protected, path); ok {
+		return refuseProtected(NameWrite, a.Path, realDir, p), nil
+	}
 	unlock := t.locks.lock(path)
 	defer unlock()
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+	rel, err := filepath.Rel(realDir, path)
+	if err != nil {
+		return errorResult("cannot write %s: %v", a.Path, err), nil
+	}
+	f, err := openForWrite(realDir, rel, os.O_WRONLY, true, true)
+	if errors.Is(err, errIsDir) {
 		return errorResult("%s is a directory, not a file", a.Path), nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return errorResult("cannot create the parent directories of %s: %v", a.Path, err), nil
+	if err != nil {
+		return errorResult("cannot write %s: %v", a.Path, err), nil
 	}
-	if err := os.WriteFile(path, []byte(a.Content), 0o644); err != nil {
+	defer f.Close()
+	if err := f.Truncate(0); err != nil {
+		return errorResult("cannot write %s: %v", a.Path, err), nil
+	}
+	if _, err := f.Write([]byte(a.Content)); err != nil {
+		return errorResult("cannot write %s: %v", a.Path, err), nil
+	}
+	if err := f.Close(); err != nil {
 		return errorResult("cannot write %s: %v", a.Path, err), nil
 	}
 	return agent.ToolResult{Content: fmt.Sprintf("Successfully wrote %d bytes to %s", len(a.Content), a.Path)}, nil

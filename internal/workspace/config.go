@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,8 +37,18 @@ type Config struct {
 	Retry RetryConfig `yaml:"retry"`
 	// Tools holds per-tool settings by tool name.
 	Tools map[string]ToolConfig `yaml:"tools"`
-	// Env names extra environment variables passed to bash and workspace tools.
+	// Env names extra environment variables passed to bash and workspace
+	// tools. Names of the worker's own secrets (see IsSecretEnv) are refused
+	// unless AllowSecretEnv lists them.
 	Env []string `yaml:"env"`
+	// AllowSecretEnv lists worker secrets that env may pass to tools and
+	// that mcpServers.*.env may expand with ${NAME}; nothing else of the
+	// kind is allowed.
+	AllowSecretEnv []string `yaml:"allowSecretEnv"`
+	// SelfEdit lets the agent's write and edit tools change persona.md,
+	// AGENTS.md and skills/ (default false). The rules (RulePaths) are never
+	// writable by the agent.
+	SelfEdit bool `yaml:"selfEdit"`
 	// MCPServers are Model Context Protocol servers whose tools the agent gets.
 	MCPServers map[string]MCPServer `yaml:"mcpServers"`
 	// HTTP is where the ingress listens.
@@ -225,7 +236,11 @@ func LoadConfig(dir string) (Config, error) {
 	if err := c.validate(); err != nil {
 		var ke *keyError
 		if errors.As(err, &ke) {
-			return c, &ConfigError{File: path, Line: lineOf(&root, ke.path), Key: strings.Join(ke.path, "."), Reason: ke.reason}
+			line := lineOf(&root, ke.path)
+			if ke.item > 0 {
+				line = itemLine(&root, ke.path, ke.item-1, line)
+			}
+			return c, &ConfigError{File: path, Line: line, Key: strings.Join(ke.path, "."), Reason: ke.reason}
 		}
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
@@ -236,6 +251,8 @@ func LoadConfig(dir string) (Config, error) {
 type keyError struct {
 	path   []string
 	reason string
+	// item, when positive, is the 1-based list item of path at fault.
+	item int
 }
 
 func (e *keyError) Error() string { return strings.Join(e.path, ".") + ": " + e.reason }
@@ -276,12 +293,71 @@ func (c Config) validate() error {
 			return badKey("set exactly one of command (stdio) or url (streamable HTTP)", "mcpServers", name)
 		}
 	}
-	for _, e := range c.Env {
+	for i, e := range c.AllowSecretEnv {
+		if !isEnvName(e) {
+			return &keyError{path: []string{"allowSecretEnv"}, item: i + 1, reason: fmt.Sprintf("%q is not an environment variable name", e)}
+		}
+	}
+	for i, e := range c.Env {
 		if e == "" || strings.ContainsAny(e, "= ") {
-			return badKey(fmt.Sprintf("%q is not an environment variable name", e), "env")
+			return &keyError{path: []string{"env"}, item: i + 1, reason: fmt.Sprintf("%q is not an environment variable name", e)}
+		}
+		if IsSecretEnv(e) && !slices.Contains(c.AllowSecretEnv, e) {
+			return &keyError{path: []string{"env"}, item: i + 1, reason: fmt.Sprintf("%s looks like one of the worker's own secrets; "+
+				"tools (bash, workspace tools) would see it. To pass it anyway, list it under allowSecretEnv", e)}
+		}
+	}
+	for _, name := range sortedKeys(c.MCPServers) {
+		env := c.MCPServers[name].Env
+		for _, k := range sortedKeys(env) {
+			for _, ref := range envRefs(env[k]) {
+				if IsSecretEnv(ref) && !slices.Contains(c.AllowSecretEnv, ref) {
+					return badKey(fmt.Sprintf("${%s} would hand one of the worker's own secrets to this MCP server; "+
+						"to allow it, list %s under allowSecretEnv (fastagent.yaml is not writable by the agent, so only the operator can)", ref, ref),
+						"mcpServers", name, "env", k)
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// envRefs returns the names referenced as ${NAME} in s, the only form MCP
+// server env values expand.
+func envRefs(s string) []string {
+	var out []string
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(s[i+2:], '}')
+		if j < 0 {
+			return out
+		}
+		if name := s[i+2 : i+2+j]; isEnvName(name) {
+			out = append(out, name)
+			s = s[i+2+j+1:]
+		} else {
+			s = s[i+2:]
+		}
+	}
+}
+
+// isEnvName reports whether s is a shell variable name.
+func isEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -462,6 +538,34 @@ func lineOf(root *yaml.Node, path []string) int {
 		}
 	}
 	return line
+}
+
+// itemLine returns the line of item i of the list at path, or fallback.
+func itemLine(root *yaml.Node, path []string, i, fallback int) int {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return fallback
+		}
+		var next *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == key {
+				next = n.Content[j+1]
+				break
+			}
+		}
+		if next == nil {
+			return fallback
+		}
+		n = next
+	}
+	if n.Kind != yaml.SequenceNode || i >= len(n.Content) {
+		return fallback
+	}
+	return n.Content[i].Line
 }
 
 // nearest returns the known key name most likely meant (same letters

@@ -168,9 +168,13 @@ maxSteps: 40
 retry: {modelAttempts: 5, modelTimeout: 90, heartbeat: 30s}
 tools:
   deploy: {timeout: 2m, maxAttempts: 3, idempotent: true, deferred: true}
-env: [GITHUB_TOKEN]
+env: [GITHUB_TOKEN, DEPLOY_REGION]
+allowSecretEnv: [GITHUB_TOKEN, OPENAI_API_KEY]
+mcpServers:
+  gh: {command: gh-mcp, env: {TOKEN: "${GITHUB_TOKEN}", KEY: "${OPENAI_API_KEY}", HOME: "${HOME}"}}
 http: {host: 0.0.0.0, port: 9000}
 selfSchedule: true
+selfEdit: true
 `
 	if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -188,7 +192,7 @@ selfSchedule: true
 	if time.Duration(c.Retry.ModelTimeout) != 90*time.Second || time.Duration(c.Tools["deploy"].Timeout) != 2*time.Minute {
 		t.Errorf("durations %v %v", c.Retry.ModelTimeout, c.Tools["deploy"].Timeout)
 	}
-	if c.HTTP.Port != 9000 || c.HTTP.Host != "0.0.0.0" || !c.SelfSchedule || c.Env[0] != "GITHUB_TOKEN" {
+	if c.HTTP.Port != 9000 || c.HTTP.Host != "0.0.0.0" || !c.SelfSchedule || !c.SelfEdit || c.Env[0] != "GITHUB_TOKEN" {
 		t.Errorf("config %+v", c)
 	}
 	for _, empty := range []string{"", "# nothing yet\n"} {
@@ -197,6 +201,55 @@ selfSchedule: true
 		}
 		if _, err := LoadConfig(dir); err != nil {
 			t.Errorf("empty config %q: %v", empty, err)
+		}
+	}
+}
+
+func TestIsSecretEnv(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{
+		"OPENAI_API_KEY": true, "ANTHROPIC_API_KEY": true, "TEMPORAL_API_KEY": true, "TEMPORAL_TLS_CERT": true,
+		"TEMPORAL_TLS_KEY": true, "FASTAGENT_STORE": true, "FASTAGENT_API_TOKEN": true, "FASTAGENT_API_TOKENS": true,
+		"NATS_TOKEN": true, "NATS_CREDS": true, "SLACK_SIGNING_SECRET": true, "PG_DSN": true, "openai_api_key": true,
+		"PATH": false, "GOPATH": false, "DEPLOY_REGION": false, "TEMPORAL_ADDRESS": false, "LANG": false,
+	} {
+		if got := IsSecretEnv(name); got != want {
+			t.Errorf("IsSecretEnv(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestProtectedPaths(t *testing.T) {
+	t.Parallel()
+	ws := Workspace{Dir: "/w", AgentDir: "/w/agent"}
+	has := func(list []string, p string) bool {
+		for _, x := range list {
+			if x == p {
+				return true
+			}
+		}
+		return false
+	}
+	paths := func(selfEdit bool) []string {
+		var out []string
+		for _, p := range ProtectedPaths(ws, selfEdit) {
+			out = append(out, p.Path)
+		}
+		return out
+	}
+	locked, open := paths(false), paths(true)
+	for _, p := range []string{"/w/fastagent.yaml", "/w/tools", "/w/channels", "/w/schedules", "/w/.fastagent", "/w/.env", "/w/.git",
+		"/w/agent/fastagent.yaml", "/w/agent/tools"} {
+		if !has(locked, p) || !has(open, p) {
+			t.Errorf("%s not protected", p)
+		}
+	}
+	for _, p := range []string{"/w/agent/persona.md", "/w/agent/AGENTS.md", "/w/agent/skills", "/w/AGENTS.md"} {
+		if !has(locked, p) {
+			t.Errorf("%s writable without selfEdit", p)
+		}
+		if has(open, p) {
+			t.Errorf("%s protected with selfEdit", p)
 		}
 	}
 }

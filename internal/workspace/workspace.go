@@ -207,7 +207,7 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		seen[name] = origin
 		d.Tools = append(d.Tools, ToolEntry{Tool: d.configure(t), Origin: origin})
 	}
-	for _, t := range tools.Builtin(tools.Options{Bash: tools.BashOptions{ExtraEnv: d.Config.Env}}) {
+	for _, t := range tools.Builtin(tools.Options{Bash: tools.BashOptions{ExtraEnv: d.Config.Env}, Protected: ProtectedPaths(d.Workspace, d.Config.SelfEdit)}) {
 		if d.Config.CodingTools.Enabled(t.Spec().Name) {
 			add(t, OriginBuiltin, OriginBuiltin)
 		}

@@ -96,6 +96,17 @@ type Call struct {
 	RequiresApproval bool          `json:"requiresApproval,omitempty"`
 	Timeout          time.Duration `json:"timeout,omitempty"`
 	MaxAttempts      int           `json:"maxAttempts,omitempty"`
+	// Args, ArgsHash and DefinitionHash are set for calls that require
+	// approval: the full arguments a human approves, their digest, and the
+	// digest of the tool's definition (workspace.Definition.ToolHash) when
+	// the model asked. The tool activity refuses to run the call if either
+	// no longer matches.
+	Args           json.RawMessage `json:"args,omitempty"`
+	ArgsHash       string          `json:"argsHash,omitempty"`
+	DefinitionHash string          `json:"definitionHash,omitempty"`
+	// Refused, when set, is recorded as the call's error result instead of
+	// running it (for example a call ID used twice in one reply).
+	Refused string `json:"refused,omitempty"`
 }
 
 // ToolCall asks the runtime to execute (or record) one call of a batch.
