@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // workerEnv switches the test binary into a stand-in worker: it runs the
@@ -24,7 +25,8 @@ func TestMain(m *testing.M) {
 	if command := os.Getenv(workerEnv); command != "" {
 		args, _ := json.Marshal(map[string]any{"command": command})
 		bash := testTools(Options{})[NameBash]
-		_, _ = bash.Run(context.Background(), agent.ToolCall{ID: "c1", Name: NameBash, Args: args, Session: "s", Dir: os.Getenv("FASTAGENT_TEST_BASH_DIR")})
+		// Unsandboxed: the test follows the shell by its host PID.
+		_, _ = bash.Run(sandbox.Off(context.Background()), agent.ToolCall{ID: "c1", Name: NameBash, Args: args, Session: "s", Dir: os.Getenv("FASTAGENT_TEST_BASH_DIR")})
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
