@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,16 @@ import (
 const workerEnv = "FASTAGENT_TEST_BASH_WORKER"
 
 func TestMain(m *testing.M) {
+	// Plant a unique secret in this process's own environment, as a
+	// worker's API keys are: re-executed with it, /proc/<pid>/environ and
+	// the process's memory show it (TestBashCannotReachWorkerSecrets).
+	if os.Getenv(canaryEnv) == "" {
+		env := append(os.Environ(), fmt.Sprintf("%s=canary-%d-%d", canaryEnv, os.Getpid(), time.Now().UnixNano()))
+		if exe, err := os.Executable(); err == nil {
+			err = syscall.Exec(exe, os.Args, env)
+			fmt.Fprintln(os.Stderr, "re-exec with a canary secret:", err)
+		}
+	}
 	if command := os.Getenv(workerEnv); command != "" {
 		args, _ := json.Marshal(map[string]any{"command": command})
 		bash := testTools(Options{})[NameBash]
