@@ -30,6 +30,7 @@ import (
 
 	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 )
@@ -109,6 +110,11 @@ var ErrNothingToRun = errors.New("fastagent: Roles asks for neither the worker n
 // Start opens the store and feed, loads the definition (a broken one is an
 // error naming the file), connects to Temporal and starts the roles.
 func Start(ctx context.Context, opts Options) (*Runtime, error) {
+	// Non-dumpable: tool processes cannot read this process's
+	// /proc/<pid>/environ, mem or cmdline (see internal/sandbox).
+	if err := sandbox.Harden(); err != nil {
+		slog.Warn("fastagent: worker stays dumpable", "err", err)
+	}
 	roles := opts.Roles
 	if roles == (Roles{}) {
 		roles = Roles{Worker: true, Ingress: true}

@@ -8,10 +8,18 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 func main() {
+	// Non-dumpable from the start: tool processes cannot read this
+	// process's /proc/<pid>/environ, mem or cmdline (see internal/sandbox).
+	if err := sandbox.Harden(); err != nil {
+		slog.Warn("fastagent: process stays dumpable", "err", err)
+	}
 	err := newRoot().Execute()
 	if err == nil {
 		return

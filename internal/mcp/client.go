@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fastagent/fastagent/internal/procgroup"
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // client is the Manager's handle on one server configuration: it starts
@@ -271,6 +272,11 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 			c.log.Warn("MCP server env references unset variables; they expand to empty strings", "variables", missing)
 		}
 		cmd.Env = env
+		// Own namespaces: no view of the worker, rules read-only, state
+		// hidden.
+		if err := sandbox.Wrap(ctx, cmd, sandbox.ForWorkspace(c.srv.Dir)); err != nil {
+			return nil, fmt.Errorf("start: %w", err)
+		}
 		cn.stderr = newStderrTail(c.log)
 		cmd.Stderr = cn.stderr
 		cn.cmd = cmd

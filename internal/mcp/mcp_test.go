@@ -212,6 +212,40 @@ func names(tools []agent.Tool) []string {
 	return out
 }
 
+// hostPIDs returns the host PIDs of the processes whose environment holds
+// kv: an echo server and, when it is sandboxed, its namespace's init and
+// unshare. With server set, only the server (this test binary), which must
+// be there.
+func hostPIDs(t *testing.T, kv string, server bool) []int {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); server && (err != nil || exe != self) {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && slices.Contains(strings.Split(string(env), "\x00"), kv) {
+			found = append(found, pid)
+		}
+	}
+	if server && len(found) != 1 {
+		t.Fatalf("servers with %s: %v, want one", kv, found)
+	}
+	return found
+}
+
 func mustTools(t *testing.T, m *Manager, servers ...Server) []agent.Tool {
 	t.Helper()
 	tools, diags := m.Tools(context.Background(), servers)
@@ -459,17 +493,18 @@ func TestServerDiesBetweenCalls(t *testing.T) {
 	m := newManager(t)
 	srv, logPath := echoServer(t, "echo")
 	mustTools(t, m, srv)
-	pid, err := strconv.Atoi(events(t, logPath, "start")[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The server logs its PID in the sandbox's PID namespace; find it on
+	// the host by its environment instead.
+	pid := hostPIDs(t, "MCP_ECHO_LOG="+logPath, true)[0]
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	// Once the dead server is reaped, the next use reconnects quietly. (A
 	// call racing with the death itself may reach the dying server: its
 	// outcome is unknown, see TestCrashDuringCall.)
-	waitFor(t, "the server to be reaped", func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
+	waitFor(t, "the server to be reaped", func() bool {
+		return syscall.Kill(pid, 0) == syscall.ESRCH && len(hostPIDs(t, "MCP_ECHO_LOG="+logPath, false)) == 0
+	})
 	tools := mustTools(t, m, srv)
 	if res := run(t, toolNamed(t, tools, "echo"), `{"text":"again"}`); res.Content != "again" {
 		t.Errorf("echo = %+v", res)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/procgroup"
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // outputDrain is how long bash waits for the output pipe to close after the
@@ -72,6 +73,10 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	cmd := exec.Command(bash, "-c", a.Command)
 	cmd.Dir = realDir
 	cmd.Env = t.env()
+	// Own namespaces: no view of the worker, rules read-only, state hidden.
+	if err := sandbox.Wrap(ctx, cmd, sandbox.ForWorkspace(realDir)); err != nil {
+		return errorResult("failed to start bash: %v", err), nil
+	}
 	// cmd.Stdin stays nil: the command reads from /dev/null.
 	pr, pw, err := os.Pipe()
 	if err != nil {

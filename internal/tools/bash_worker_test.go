@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // workerEnv switches the test binary into a stand-in worker: it runs the
@@ -21,10 +23,21 @@ import (
 const workerEnv = "FASTAGENT_TEST_BASH_WORKER"
 
 func TestMain(m *testing.M) {
+	// Plant a unique secret in this process's own environment, as a
+	// worker's API keys are: re-executed with it, /proc/<pid>/environ and
+	// the process's memory show it (TestBashCannotReachWorkerSecrets).
+	if os.Getenv(canaryEnv) == "" {
+		env := append(os.Environ(), fmt.Sprintf("%s=canary-%d-%d", canaryEnv, os.Getpid(), time.Now().UnixNano()))
+		if exe, err := os.Executable(); err == nil {
+			err = syscall.Exec(exe, os.Args, env)
+			fmt.Fprintln(os.Stderr, "re-exec with a canary secret:", err)
+		}
+	}
 	if command := os.Getenv(workerEnv); command != "" {
 		args, _ := json.Marshal(map[string]any{"command": command})
 		bash := testTools(Options{})[NameBash]
-		_, _ = bash.Run(context.Background(), agent.ToolCall{ID: "c1", Name: NameBash, Args: args, Session: "s", Dir: os.Getenv("FASTAGENT_TEST_BASH_DIR")})
+		// Unsandboxed: the test follows the shell by its host PID.
+		_, _ = bash.Run(sandbox.Off(context.Background()), agent.ToolCall{ID: "c1", Name: NameBash, Args: args, Session: "s", Dir: os.Getenv("FASTAGENT_TEST_BASH_DIR")})
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

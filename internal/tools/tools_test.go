@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // testTools returns the built-in tools with opts, by name.
@@ -33,6 +34,14 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 func run(t *testing.T, tool agent.Tool, dir string, args any) agent.ToolResult {
 	t.Helper()
 	return runCtx(t, context.Background(), tool, dir, args)
+}
+
+// runUnsandboxed runs tool outside the tool sandbox, for tests that follow
+// its processes by their host PIDs (the sandbox's PID namespace renumbers
+// them).
+func runUnsandboxed(t *testing.T, tool agent.Tool, dir string, args any) agent.ToolResult {
+	t.Helper()
+	return runCtx(t, sandbox.Off(context.Background()), tool, dir, args)
 }
 
 func runCtx(t *testing.T, ctx context.Context, tool agent.Tool, dir string, args any) agent.ToolResult {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/procgroup"
+	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/tools"
 )
 
@@ -122,9 +123,14 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	if ctx.Err() != nil {
 		return errorResult("Tool %s was aborted before it started.", d.name), nil
 	}
-	// Its own process group, killed with the worker; the deferred Close
-	// kills whatever is left of it (background jobs too) on every return.
-	group, err := procgroup.Start(cmd, nil)
+	// Own namespaces (no view of the worker, rules read-only, state
+	// hidden) and its own process group, killed with the worker; the
+	// deferred Close kills whatever is left of it on every return.
+	err = sandbox.Wrap(ctx, cmd, sandbox.ForWorkspace(dir))
+	var group *procgroup.Group
+	if err == nil {
+		group, err = procgroup.Start(cmd, nil)
+	}
 	if err != nil {
 		hint := ""
 		if errors.Is(err, syscall.EACCES) {

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,16 +13,30 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // runTool loads the workspace and runs one call of the named tool in it.
 func runTool(t *testing.T, d *Definition, name, args string) agent.ToolResult {
 	t.Helper()
+	return runToolCtx(t, t.Context(), d, name, args)
+}
+
+// runToolUnsandboxed runs the tool outside the tool sandbox, for tests that
+// follow its processes by their host PIDs or need its exact wait status
+// (the sandbox's namespace init reports a signal as exit code 128+n).
+func runToolUnsandboxed(t *testing.T, d *Definition, name, args string) agent.ToolResult {
+	t.Helper()
+	return runToolCtx(t, sandbox.Off(t.Context()), d, name, args)
+}
+
+func runToolCtx(t *testing.T, ctx context.Context, d *Definition, name, args string) agent.ToolResult {
+	t.Helper()
 	tool, ok := d.Tool(name)
 	if !ok {
 		t.Fatalf("tool %s not loaded; diagnostics:\n%s", name, diagText(d))
 	}
-	res, err := tool.Run(t.Context(), agent.ToolCall{ID: "c1", Name: name, Args: json.RawMessage(args), Session: "s1", Dir: d.Workspace.Dir})
+	res, err := tool.Run(ctx, agent.ToolCall{ID: "c1", Name: name, Args: json.RawMessage(args), Session: "s1", Dir: d.Workspace.Dir})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -46,6 +61,9 @@ func TestWorkspaceToolRuns(t *testing.T) {
 		contains []string
 		isError  bool
 		details  bool
+		// unsandboxed: the exact wait status is asserted, which the
+		// sandbox's namespace init turns into exit code 128+n.
+		unsandboxed bool
 	}{
 		{name: "stdin JSON to stdout", manifest: "command: cat\n", args: `{ "city" : "Paris" }`, want: `{"city":"Paris"}`},
 		{name: "no args is an empty object", manifest: "command: [cat]\n", args: ``, want: `{}`},
@@ -58,7 +76,7 @@ func TestWorkspaceToolRuns(t *testing.T) {
 			name: "non-zero exit reports stderr tail", manifest: "command: echo partial; echo first >&2; echo boom >&2; exit 3\n", args: `{}`,
 			contains: []string{"failed with exit code 3", "stderr:\nfirst\nboom", "stdout:\npartial"}, isError: true,
 		},
-		{name: "killed by a signal", manifest: "command: kill -KILL $$\n", args: `{}`, contains: []string{"terminated by signal killed"}, isError: true},
+		{name: "killed by a signal", manifest: "command: kill -KILL $$\n", args: `{}`, contains: []string{"terminated by signal killed"}, isError: true, unsandboxed: true},
 		{name: "missing program", manifest: "command: [./nope.sh]\n", args: `{}`, contains: []string{"could not start", "nope.sh"}, isError: true},
 		{name: "not executable", manifest: "command: [./plain.txt]\n", args: `{}`, contains: []string{"could not start", "chmod +x"}, isError: true},
 		{name: "json output", manifest: "output: json\ncommand: |\n  echo '{\"content\": \"it failed politely\", \"isError\": true}'\n", args: `{}`, want: "it failed politely", isError: true},
@@ -80,7 +98,11 @@ func TestWorkspaceToolRuns(t *testing.T) {
 				"tools/plain.txt": "#!/bin/sh\necho hi\n",
 				"marker.txt":      "MARKER\n",
 			}, nil)
-			res := runTool(t, d, "t", c.args)
+			run := runTool
+			if c.unsandboxed {
+				run = runToolUnsandboxed
+			}
+			res := run(t, d, "t", c.args)
 			if res.IsError != c.isError {
 				t.Fatalf("IsError = %v: %q", res.IsError, res.Content)
 			}
@@ -119,7 +141,7 @@ func TestWorkspaceToolTimeoutKillsGroup(t *testing.T) {
 			t.Parallel()
 			d := load(t, c.files, nil)
 			start := time.Now()
-			res := runTool(t, d, "slow", `{}`)
+			res := runToolUnsandboxed(t, d, "slow", `{}`)
 			if elapsed := time.Since(start); elapsed > 5*time.Second {
 				t.Fatalf("took %v; the timeout did not stop it", elapsed)
 			}
@@ -195,7 +217,7 @@ func TestWorkspaceToolNeedsWorkDir(t *testing.T) {
 func TestWorkspaceToolBackgroundJobGone(t *testing.T) {
 	t.Parallel()
 	d := load(t, map[string]string{"tools/bg.yaml": "description: bg\ncommand: sleep 100 & echo $! > bg.pid; echo ok\n"}, nil)
-	res := runTool(t, d, "bg", `{}`)
+	res := runToolUnsandboxed(t, d, "bg", `{}`)
 	if res.IsError || strings.TrimSpace(res.Content) != "ok" {
 		t.Fatalf("result %+v", res)
 	}

@@ -1,0 +1,237 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
+)
+
+// canaryEnv holds a unique secret that TestMain plants in the test
+// process's own (initial) environment, as a worker's provider key is.
+const canaryEnv = "FASTAGENT_TEST_CANARY_SECRET"
+
+// sandboxWorkspace makes a workspace whose .env and session database hold
+// the canary, with rules files to protect.
+func sandboxWorkspace(t *testing.T, canary string) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "fastagent.yaml"), "model: openai/gpt-4o-mini\n")
+	writeFile(t, filepath.Join(dir, "tools", "t.yaml"), "description: t\ncommand: 'true'\n")
+	writeFile(t, filepath.Join(dir, ".env"), "OPENAI_API_KEY="+canary+"\n")
+	writeFile(t, filepath.Join(dir, ".fastagent", "sessions.db"), "SQLite format 3\x00"+canary)
+	return dir
+}
+
+func requireSandbox(t *testing.T) string {
+	t.Helper()
+	if err := sandbox.Available(); err != nil {
+		t.Skipf("no tool sandbox here: %v", err)
+	}
+	canary := os.Getenv(canaryEnv)
+	if canary == "" {
+		t.Fatal("TestMain did not plant the canary")
+	}
+	return canary
+}
+
+// From inside bash, as the model would, no path shows a worker secret. The
+// unsandboxed control shows each attack does find it without the sandbox.
+func TestBashCannotReachWorkerSecrets(t *testing.T) {
+	canary := requireSandbox(t)
+	pid := os.Getpid()
+	cases := []struct {
+		name    string
+		command string
+		// leaks: the attack finds the canary when run unsandboxed.
+		leaks bool
+	}{
+		{"parent environ", `tr '\0' '\n' </proc/$PPID/environ`, true},
+		{"worker environ by pid", fmt.Sprintf(`cat /proc/%d/environ`, pid), true},
+		{"worker cmdline", fmt.Sprintf(`cat /proc/%d/cmdline; echo`, pid), false},
+		{"walk every environ", `for f in /proc/*/environ; do tr '\0' '\n' <"$f"; done 2>/dev/null | grep -a =canary-`, true},
+		{"worker memory", fmt.Sprintf(`grep '\[stack\]' /proc/%[1]d/maps | while read range rest; do
+			s=$((16#${range%%-*})); e=$((16#${range##*-}))
+			dd if=/proc/%[1]d/mem bs=65536 iflag=skip_bytes,count_bytes skip=$s count=$((e-s)) 2>/dev/null
+		done | tr -c '[:print:]' '\n' | grep -a FASTAGENT_TEST`, pid), true},
+		{".env", `cat .env`, true},
+		{"session database", `cat .fastagent/sessions.db; ls -la .fastagent`, true},
+		{"environment", `env`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			bash := testTools(Options{})[NameBash]
+			r := run(t, bash, sandboxWorkspace(t, canary), map[string]any{"command": c.command})
+			if strings.Contains(r.Content, canary) {
+				t.Errorf("sandboxed %q shows the worker's secret:\n%s", c.command, r.Content)
+			}
+			if c.leaks {
+				r := runUnsandboxed(t, bash, sandboxWorkspace(t, canary), map[string]any{"command": c.command})
+				if !strings.Contains(r.Content, canary) {
+					t.Errorf("control: unsandboxed %q does not find the secret, so the test proves nothing:\n%s", c.command, r.Content)
+				}
+			}
+		})
+	}
+}
+
+// The agent's rules are read-only from bash; the rest of the workspace is
+// writable.
+func TestBashCannotRewriteRules(t *testing.T) {
+	requireSandbox(t)
+	cases := []struct {
+		name    string
+		command string
+		file    string // must not exist / must be unchanged afterwards
+	}{
+		{"append to fastagent.yaml", `echo 'approvals: off' >> fastagent.yaml`, "fastagent.yaml"},
+		{"replace fastagent.yaml", `rm -f fastagent.yaml; echo x > fastagent.yaml`, "fastagent.yaml"},
+		{"add a tool", `echo 'command: x' > tools/x.yaml`, "tools/x.yaml"},
+		{"add a schedule", `mkdir -p schedules && echo 'x: 1' > schedules/x.yaml`, "schedules/x.yaml"},
+		{"add a channel", `echo 'x: 1' > channels/x.yaml`, "channels/x.yaml"},
+		{"move tools away", `mv tools tools.old && mkdir tools && echo 'command: x' > tools/x.yaml`, "tools/x.yaml"},
+		{"unmount", `umount fastagent.yaml; umount -l tools; echo x >> fastagent.yaml; echo 'command: x' > tools/x.yaml`, "tools/x.yaml"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := sandboxWorkspace(t, "not-a-secret")
+			before, _ := os.ReadFile(filepath.Join(dir, c.file))
+			bash := testTools(Options{})[NameBash]
+			r := run(t, bash, dir, map[string]any{"command": c.command + "; echo ok > notes.txt"})
+			after, _ := os.ReadFile(filepath.Join(dir, c.file))
+			if !bytes.Equal(before, after) {
+				t.Errorf("%s changed from bash: %q -> %q\n%s", c.file, before, after, r.Content)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "notes.txt")); err != nil || string(b) != "ok\n" {
+				t.Errorf("the workspace is not writable: %v %q\n%s", err, b, r.Content)
+			}
+			// Control: without the sandbox the same command does change it.
+			dir = sandboxWorkspace(t, "not-a-secret")
+			runUnsandboxed(t, bash, dir, map[string]any{"command": c.command})
+			if after, _ := os.ReadFile(filepath.Join(dir, c.file)); bytes.Equal(before, after) {
+				t.Errorf("control: unsandboxed %q left %s as it was", c.command, c.file)
+			}
+		})
+	}
+}
+
+// A job detached into its own session (out of the call's process group)
+// ends with the call.
+func TestBashDetachedJobEndsWithCall(t *testing.T) {
+	requireSandbox(t)
+	tests := []struct {
+		name    string
+		command string
+	}{
+		{"setsid", "setsid sleep %[1]s & until pgrep -f 'sleep %[1]s' >/dev/null; do sleep 0.05; done;"},
+		{"nohup", "nohup setsid sleep %[1]s >/dev/null 2>&1 & until pgrep -f 'sleep %[1]s' >/dev/null; do sleep 0.05; done;"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// A unique duration marks the job on the host.
+			arg := fmt.Sprintf("1000.%d%d", os.Getpid(), i)
+			bash := testTools(Options{})[NameBash]
+			r := run(t, bash, t.TempDir(), map[string]any{"command": fmt.Sprintf(tc.command, arg) + " echo started"})
+			if r.IsError {
+				t.Fatalf("got %+v", r)
+			}
+			if !waitUntil(func() bool { return len(sleepers(arg)) == 0 }) {
+				t.Fatalf("detached job %v outlived the call", sleepers(arg))
+			}
+			// Control: unsandboxed, the job escapes the process group.
+			arg += "1"
+			runUnsandboxed(t, bash, t.TempDir(), map[string]any{"command": fmt.Sprintf(tc.command, arg) + " echo started"})
+			left := sleepers(arg)
+			for _, p := range left {
+				_ = killPID(p)
+			}
+			if len(left) == 0 {
+				t.Error("control: unsandboxed, the detached job did not survive, so the test proves nothing")
+			}
+		})
+	}
+}
+
+// sleepers returns the host PIDs of `sleep arg` processes.
+func sleepers(arg string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.HasSuffix(b, []byte("\x00"+arg+"\x00")) && bytes.HasPrefix(b, []byte("sleep\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// BenchmarkBashCall measures a trivial bash call with and without the
+// sandbox; the difference is the sandbox's cost per call.
+func BenchmarkBashCall(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"sandboxed", context.Background()},
+		{"unsandboxed", sandbox.Off(context.Background())},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			for _, f := range []string{"fastagent.yaml", ".env"} {
+				_ = os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
+			}
+			_ = os.Mkdir(filepath.Join(dir, ".fastagent"), 0o755)
+			bash := testTools(Options{})[NameBash]
+			args := mustJSONB(b, map[string]any{"command": "true"})
+			for b.Loop() {
+				r, err := bash.Run(bc.ctx, callFor(bash, dir, args))
+				if err != nil || r.IsError {
+					b.Fatalf("%v %+v", err, r)
+				}
+			}
+		})
+	}
+}
+
+// waitUntil polls cond for up to 15s.
+func waitUntil(cond func() bool) bool {
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+func killPID(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+func mustJSONB(b *testing.B, v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
+func callFor(tool agent.Tool, dir string, args json.RawMessage) agent.ToolCall {
+	return agent.ToolCall{ID: "c1", Name: tool.Spec().Name, Args: args, Session: "s", Dir: dir}
+}
