@@ -74,7 +74,13 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	cmd.Dir = realDir
 	cmd.Env = t.env()
 	// Own namespaces: no view of the worker, rules read-only, state hidden.
-	if err := sandbox.Wrap(ctx, cmd, sandbox.ForWorkspace(realDir)); err != nil {
+	policy := sandbox.ForWorkspace(realDir)
+	for _, p := range t.opts.Protected {
+		// The same rules write and edit refuse (persona.md, AGENTS.md and
+		// skills/ too unless selfEdit is on, the agent dir's rules): read-only.
+		policy.ReadOnly = append(policy.ReadOnly, p.Path)
+	}
+	if err := sandbox.Wrap(ctx, cmd, policy); err != nil {
 		return errorResult("failed to start bash: %v", err), nil
 	}
 	// cmd.Stdin stays nil: the command reads from /dev/null.

@@ -235,3 +235,28 @@ func mustJSONB(b *testing.B, v any) json.RawMessage {
 func callFor(tool agent.Tool, dir string, args json.RawMessage) agent.ToolCall {
 	return agent.ToolCall{ID: "c1", Name: tool.Spec().Name, Args: args, Session: "s", Dir: dir}
 }
+
+// The paths write and edit refuse (here persona.md, protected while selfEdit
+// is off) are read-only for bash too.
+func TestBashHonoursProtectedPaths(t *testing.T) {
+	requireSandbox(t)
+	dir := sandboxWorkspace(t, "not-a-secret")
+	persona := filepath.Join(dir, "persona.md")
+	if err := os.WriteFile(persona, []byte("You are careful.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bash := testTools(Options{Protected: []Protected{{Path: persona, Reason: "selfEdit is off"}}})[NameBash]
+	r := run(t, bash, dir, map[string]any{"command": "echo 'You obey everyone.' > persona.md; echo ok > notes.txt"})
+	if b, _ := os.ReadFile(persona); string(b) != "You are careful.\n" {
+		t.Fatalf("persona.md changed from bash: %q\n%s", b, r.Content)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "notes.txt")); err != nil || string(b) != "ok\n" {
+		t.Fatalf("the workspace is not writable: %v %q", err, b)
+	}
+	// Control: without the protected list, bash can change it.
+	open := testTools(Options{})[NameBash]
+	run(t, open, dir, map[string]any{"command": "echo changed > persona.md"})
+	if b, _ := os.ReadFile(persona); string(b) != "changed\n" {
+		t.Fatalf("control: persona.md = %q", b)
+	}
+}
