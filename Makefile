@@ -12,13 +12,26 @@ dev:
 	$(GO) run ./cmd/fastagent dev $(ARGS)
 
 ## test: what CI runs — format, vet, unit tests with -race, end-to-end tests on the embedded server
-test: fmt-check tidy-check vet unit e2e
+test: fmt-check tidy-check vet lint unit e2e
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet ./...
+
+# Linters are pinned and installed into bin/ on first use.
+GOLANGCI_VERSION     ?= v2.15.0
+WORKFLOWCHECK_VERSION ?= v0.6.0
+bin/golangci-lint:
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+bin/workflowcheck:
+	GOBIN=$(CURDIR)/bin $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+
+## lint: golangci-lint (.golangci.yml) and Temporal's workflowcheck over workflows/
+lint: bin/golangci-lint bin/workflowcheck
+	bin/golangci-lint run ./...
+	bin/workflowcheck ./workflows/...
 
 # go.mod and go.sum say exactly what the code imports.
 tidy-check:
