@@ -111,7 +111,7 @@ func (e *env) startWorker() sdkworker.Worker {
 
 // ingress serves the env's durable agent over real HTTP.
 func (e *env) ingress() *httptest.Server {
-	srv := &ingress.Server{Agent: e.agent, Control: e.agent, Attacher: e.agent}
+	srv := &ingress.Server{Agent: e.agent, NoAuth: true, Control: e.agent, Attacher: e.agent}
 	srv.SetReady(true)
 	hs := httptest.NewServer(srv.Handler())
 	e.t.Cleanup(hs.Close)
