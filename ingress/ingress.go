@@ -314,6 +314,8 @@ func (s *Server) stream(c *gin.Context, ctx context.Context, key string, open fu
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("Idempotency-Key", key)
+	// The request is read: the server's ReadTimeout must not end the stream.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	w.WriteHeader(http.StatusOK)
 	w.Flush()
 
