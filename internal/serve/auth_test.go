@@ -3,10 +3,18 @@ package serve
 import (
 	"context"
 	"errors"
+	"io"
+	"iter"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/ingress"
 )
 
 func TestRedactDSN(t *testing.T) {
@@ -131,5 +139,50 @@ func TestHostPolicy(t *testing.T) {
 		if any != c.any || strings.Join(got, ",") != strings.Join(c.want, ",") {
 			t.Errorf("hostPolicy(%q, %v) = %v %v, want %v %v", c.host, c.allowed, got, any, c.want, c.any)
 		}
+	}
+}
+
+// slowAgent answers with a few text events spread over wait.
+type slowAgent struct{ wait time.Duration }
+
+func (s slowAgent) Invoke(ctx context.Context, _ agent.Scope, _ agent.Prompt) iter.Seq[agent.Event] {
+	return func(yield func(agent.Event) bool) {
+		for i := 0; i < 4; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(s.wait / 4):
+			}
+			if !yield(agent.Text("x")) {
+				return
+			}
+		}
+		yield(agent.Completed(nil))
+	}
+}
+
+// The server's ReadTimeout bounds reading a request, not an SSE stream that
+// outlives it.
+func TestReadTimeoutDoesNotCutStreams(t *testing.T) {
+	saved := HTTPTimeouts
+	defer func() { HTTPTimeouts = saved }()
+	HTTPTimeouts.Read = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &ingress.Server{Agent: slowAgent{wait: 1500 * time.Millisecond}, NoAuth: true}
+	srv.SetReady(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = ServeHTTP(ctx, ln, srv.Handler(), srv.Drain) }()
+	resp, err := http.Post("http://"+ln.Addr().String()+"/invoke", "application/json", strings.NewReader(`{"session":"s","text":"t"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), `"completed"`) || strings.Count(string(b), `"text"`) != 4 {
+		t.Errorf("stream cut short by the read timeout:\n%s", b)
 	}
 }
