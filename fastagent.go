@@ -50,6 +50,15 @@ type Options struct {
 	// HTTPAddr is the ingress's listen address (default 127.0.0.1:8787;
 	// "127.0.0.1:0" picks a free port, see Runtime.URL).
 	HTTPAddr string
+	// APIToken is an admin token the ingress accepts; APITokens are tokens
+	// lines ("principal:rights:sha256hex", see the README's Security
+	// section). Without either, the ingress serves loopback only, with a
+	// token generated per run (Runtime.APIToken).
+	APIToken, APITokens string
+	// AllowedOrigins are the browser origins the ingress serves;
+	// AllowedHosts the Host names beside loopback (default: fastagent.yaml's
+	// http: block).
+	AllowedOrigins, AllowedHosts []string
 	// Store is the session store: a SQLite file or a postgres:// DSN
 	// (default <StateDir>/sessions.db).
 	Store string
@@ -124,6 +133,8 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 		Store: opts.Store, Feed: opts.Feed, TaskQueue: opts.TaskQueue,
 		Tools: opts.Tools, Hooks: opts.Hooks, Logger: opts.Logger, Getenv: opts.Getenv,
 		DetachGrace: opts.DetachGrace, WorkerStopTimeout: opts.WorkerStopTimeout,
+		APIToken: opts.APIToken, APITokens: opts.APITokens,
+		AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts,
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -214,6 +225,10 @@ func (rt *Runtime) Agent() agent.Agent { return rt.run.Agent }
 
 // URL is the HTTP ingress's base URL ("" without the ingress role).
 func (rt *Runtime) URL() string { return rt.run.URL }
+
+// APIToken is the API token generated for this run when Options configured
+// none ("" otherwise, or without the ingress role).
+func (rt *Runtime) APIToken() string { return rt.run.Token }
 
 // WebUI is the embedded Temporal Web UI's address ("" when not embedded).
 func (rt *Runtime) WebUI() string { return rt.uiAddr }

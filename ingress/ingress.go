@@ -61,7 +61,30 @@ type Server struct {
 	Attacher Attacher
 	// PingEvery overrides PingEvery (tests).
 	PingEvery time.Duration
-	ready     atomic.Bool
+
+	// Tokens are the API tokens accepted (Authorization: Bearer). Without
+	// any, every route but /health answers 401 — unless NoAuth is set.
+	Tokens *Tokens
+	// NoAuth serves every route without a token, as an anonymous admin, and
+	// does not record session owners. It exists for in-process tests and
+	// tools; the serving commands never set it.
+	NoAuth bool
+	// Owners records who owns each session (nil: an in-process MemoryOwners).
+	Owners Owners
+	// AllowedOrigins are the browser origins ("https://app.example.com")
+	// whose requests are served; a request with any other Origin is 403.
+	AllowedOrigins []string
+	// AllowedHosts are the Host names served beside the loopback names
+	// (DNS rebinding defence); another Host is 421. AnyHost switches the
+	// check off.
+	AllowedHosts []string
+	AnyHost      bool
+	// Limits bound steering, branch hints and session creation.
+	Limits Limits
+
+	ready   atomic.Bool
+	created map[string][]time.Time
+	steers  map[string]*steerTurn
 
 	drainOnce sync.Once
 	draining  chan struct{}
@@ -105,12 +128,12 @@ func (s *Server) Handler() http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.Use(gin.Recovery())
 	r.GET("/health", s.health)
-	r.POST("/invoke", s.invoke)
-	r.GET("/sessions/:id", s.state)
-	r.POST("/sessions/:id/abort", s.abort)
-	r.POST("/sessions/:id/steer", s.steer)
-	r.POST("/sessions/:id/approvals/:call", s.approve)
-	r.GET("/sessions/:id/turns/:key/events", s.attach)
+	r.POST("/invoke", s.guard(RightInvoke), s.invoke)
+	r.GET("/sessions/:id", s.guard(RightControl, RightApprove), s.state)
+	r.POST("/sessions/:id/abort", s.guard(RightControl), s.abort)
+	r.POST("/sessions/:id/steer", s.guard(RightControl), s.steer)
+	r.POST("/sessions/:id/approvals/:call", s.guard(RightApprove), s.approve)
+	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
 	r.NoMethod(func(c *gin.Context) {
 		c.String(http.StatusMethodNotAllowed, "method not allowed")
 	})
@@ -195,6 +218,10 @@ func (s *Server) invoke(c *gin.Context) {
 		c.String(status, msg)
 		return
 	}
+	if max := limit(s.Limits.BranchHints, DefaultBranchHints); len(scope.BranchHints) > max {
+		abort(c, http.StatusBadRequest, CodeLimitExceeded, fmt.Sprintf("at most %d branchHints", max))
+		return
+	}
 	key := c.GetHeader("Idempotency-Key")
 	lastKey, after, err := ParseLastEventID(c.GetHeader("Last-Event-ID"))
 	if err != nil {
@@ -209,6 +236,12 @@ func (s *Server) invoke(c *gin.Context) {
 		return
 	case key == "":
 		key = NewKey()
+	}
+	if scope.ParentSession != "" && !s.access(c, scope.ParentSession, false) {
+		return
+	}
+	if !s.access(c, scope.Session, true) {
+		return
 	}
 	ctx := agent.WithSource(c.Request.Context(), "http")
 	ctx = agent.WithIdempotencyKey(ctx, key)
@@ -230,6 +263,9 @@ func (s *Server) attach(c *gin.Context) {
 	lastKey, after, err := ParseLastEventID(c.GetHeader("Last-Event-ID"))
 	if err != nil || (lastKey != "" && lastKey != key) {
 		c.JSON(http.StatusBadRequest, gin.H{"error": "Last-Event-ID must be an id this turn's stream sent (\"<key>.<seq>\")", "code": agent.CodeInvalidCommand})
+		return
+	}
+	if !s.access(c, c.Param("id"), false) {
 		return
 	}
 	ctx := agent.WithResumeAfter(c.Request.Context(), after)
@@ -278,6 +314,8 @@ func (s *Server) stream(c *gin.Context, ctx context.Context, key string, open fu
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("Idempotency-Key", key)
+	// The request is read: the server's ReadTimeout must not end the stream.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	w.WriteHeader(http.StatusOK)
 	w.Flush()
 
@@ -368,7 +406,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 }
 
 func (s *Server) state(c *gin.Context) {
-	if !s.control(c) {
+	if !s.control(c) || !s.access(c, c.Param("id"), false) {
 		return
 	}
 	v, err := s.Control.State(c.Request.Context(), c.Param("id"))
@@ -387,7 +425,7 @@ func (s *Server) abort(c *gin.Context) {
 		Turn   string `json:"turn"`
 		Reason string `json:"reason"`
 	}
-	if !bindOptional(c, &req) {
+	if !bindOptional(c, &req) || !s.access(c, c.Param("id"), false) {
 		return
 	}
 	turn, err := s.Control.Abort(c.Request.Context(), c.Param("id"), req.Turn, req.Reason)
@@ -412,7 +450,24 @@ func (s *Server) steer(c *gin.Context) {
 		c.JSON(http.StatusBadRequest, gin.H{"error": `need { "text": string }`, "code": agent.CodeInvalidCommand})
 		return
 	}
+	if max := limit(s.Limits.SteerBytes, DefaultSteerBytes); len(req.Text) > max {
+		abort(c, http.StatusRequestEntityTooLarge, CodeLimitExceeded, fmt.Sprintf("a steering message holds at most %d bytes", max))
+		return
+	}
+	if !s.access(c, c.Param("id"), false) {
+		return
+	}
+	release, ok, err := s.reserveSteer(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !ok {
+		abort(c, http.StatusTooManyRequests, CodeLimitExceeded, fmt.Sprintf("the running turn has received the most steering messages allowed (%d)", limit(s.Limits.SteersPerTurn, DefaultSteersPerTurn)))
+		return
+	}
 	if err := s.Control.Steer(c.Request.Context(), c.Param("id"), req.Text); err != nil {
+		release()
 		s.fail(c, err)
 		return
 	}
@@ -432,6 +487,9 @@ func (s *Server) approve(c *gin.Context) {
 	}
 	if req.Approve == nil {
 		c.JSON(http.StatusBadRequest, gin.H{"error": `need { "approve": true|false, "reason"?: string }`, "code": agent.CodeInvalidCommand})
+		return
+	}
+	if !s.access(c, c.Param("id"), false) {
 		return
 	}
 	if err := s.Control.Approve(c.Request.Context(), c.Param("id"), c.Param("call"), *req.Approve, req.Reason); err != nil {

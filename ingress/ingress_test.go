@@ -41,7 +41,7 @@ func (f *fakeAgent) Invoke(ctx context.Context, scope agent.Scope, p agent.Promp
 }
 
 func newServer(t *testing.T, a agent.Agent) *httptest.Server {
-	s := &ingress.Server{Agent: a, PingEvery: 50 * time.Millisecond}
+	s := &ingress.Server{Agent: a, NoAuth: true, PingEvery: 50 * time.Millisecond}
 	s.SetReady(true)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
@@ -67,6 +67,7 @@ func TestInvokeValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		req, _ := http.NewRequest(c.method, hs.URL+"/invoke", strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -88,6 +89,7 @@ func TestInvokeStreamsSSE(t *testing.T) {
 	fa := &fakeAgent{events: []agent.Event{agent.Text("he"), agent.Text("llo"), agent.Completed(nil)}}
 	hs := newServer(t, fa)
 	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/invoke", strings.NewReader(`{"session":"s1","text":"hi","parentSession":"p"}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "k-1")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -119,6 +121,7 @@ func TestInvokePingsAndCancelsOnDisconnect(t *testing.T) {
 	hs := newServer(t, fa)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/invoke", strings.NewReader(`{"session":"s","text":"t"}`))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +152,7 @@ func TestInvokePingsAndCancelsOnDisconnect(t *testing.T) {
 
 func TestHealth(t *testing.T) {
 	t.Parallel()
-	s := &ingress.Server{Agent: &fakeAgent{}}
+	s := &ingress.Server{Agent: &fakeAgent{}, NoAuth: true}
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	get := func() (int, string) {

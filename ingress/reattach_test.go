@@ -52,6 +52,7 @@ func (a *seqAgent) Invoke(ctx context.Context, _ agent.Scope, _ agent.Prompt) it
 func post(t *testing.T, url string, hdr map[string]string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url+"/invoke", strings.NewReader(`{"session":"s","text":"t"}`))
+	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
@@ -125,7 +126,7 @@ func TestInvokeLastEventID(t *testing.T) {
 func TestDrainHandsOffStreams(t *testing.T) {
 	t.Parallel()
 	a := &seqAgent{n: 1, block: true, cancel: make(chan struct{})}
-	s := &ingress.Server{Agent: a, PingEvery: time.Hour}
+	s := &ingress.Server{Agent: a, NoAuth: true, PingEvery: time.Hour}
 	s.SetReady(true)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
@@ -168,6 +169,7 @@ func TestDisconnectIsNotAHandOff(t *testing.T) {
 	hs := newServer(t, a)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/invoke", strings.NewReader(`{"session":"s","text":"t"}`))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +200,7 @@ func TestAttachRoute(t *testing.T) {
 	if resp.StatusCode != http.StatusNotImplemented {
 		t.Fatalf("without an attacher: %d, want 501", resp.StatusCode)
 	}
-	s := &ingress.Server{Agent: &seqAgent{}, Attacher: attacher{}}
+	s := &ingress.Server{Agent: &seqAgent{}, Attacher: attacher{}, NoAuth: true}
 	hs2 := httptest.NewServer(s.Handler())
 	defer hs2.Close()
 	req, _ := http.NewRequest(http.MethodGet, hs2.URL+"/sessions/s/turns/k/events", nil)

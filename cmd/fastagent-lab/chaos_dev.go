@@ -93,8 +93,10 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 	tport, _ := lab.FreePort()
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	start := func() (*lab.Proc, time.Duration, error) {
+		lab.Token = devToken
 		p, err := lab.StartProc(bin, []string{"dev", "--dir", kit.Dir, "--port", strconv.Itoa(port),
-			"--temporal-port", strconv.Itoa(tport), "--no-ui", "--log-level", envOr("FASTAGENT_LAB_DEV_LOG", "warn")}, kit.ProcessEnv())
+			"--temporal-port", strconv.Itoa(tport), "--no-ui", "--log-level", envOr("FASTAGENT_LAB_DEV_LOG", "warn")},
+			append(kit.ProcessEnv(), "FASTAGENT_API_TOKEN="+devToken))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -296,10 +298,18 @@ func scheduleCreated(temporalPort int, name string, limit time.Duration) (time.T
 	}
 }
 
+// devToken is the API token the chaos dev process is started with.
+const devToken = "lab-dev-token"
+
 // sessionState reads GET /sessions/{id}.
 func sessionState(base, session string) (workflows.SessionView, error) {
 	var v workflows.SessionView
-	resp, err := http.Get(base + "/sessions/" + session)
+	req, err := http.NewRequest(http.MethodGet, base+"/sessions/"+session, nil)
+	if err != nil {
+		return v, err
+	}
+	req.Header.Set("Authorization", "Bearer "+devToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return v, err
 	}

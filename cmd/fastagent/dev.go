@@ -36,7 +36,7 @@ func devCommand(g *globals) *cobra.Command {
 				return err
 			}
 			for name, p := range map[string]int{"--port": f.port, "--temporal-port": temporalPort, "--ui-port": uiPort} {
-				if p <= 0 || p > 65535 {
+				if p < 0 || p > 65535 || (p == 0 && name != "--port") {
 					return usageError("%s %d is not a TCP port", name, p)
 				}
 			}
@@ -53,7 +53,7 @@ func devCommand(g *globals) *cobra.Command {
 				return err
 			}
 			stateDir := parts.Config.StateDir
-			logFile, err := os.OpenFile(filepath.Join(stateDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			logFile, err := os.OpenFile(filepath.Join(stateDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 			if err != nil {
 				return failure("open temporal log: %w", err)
 			}
@@ -91,6 +91,7 @@ func devCommand(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(out, "  Temporal  %s   (namespace %s)\n", srv.FrontendAddress(), srv.Namespace())
 			fmt.Fprintf(out, "  State     %s\n", stateDir)
+			printToken(out, run)
 			fmt.Fprintf(out, "Try: fastagent invoke \"hello\" --session s1 --url %s\n", api)
 			return run.Wait(ctx)
 		},

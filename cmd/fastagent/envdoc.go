@@ -21,6 +21,8 @@ var processEnv = []struct{ name, what string }{
 	{"TEMPORAL_TLS_CERT", "mTLS client certificate file"},
 	{"TEMPORAL_TLS_KEY", "mTLS client key file"},
 	{"TEMPORAL_TLS", "true: TLS without a client certificate"},
+	{"FASTAGENT_API_TOKEN", "API token: the admin token the ingress accepts; the token invoke/session send"},
+	{"FASTAGENT_API_TOKENS", "API tokens the ingress accepts: principal:rights:sha256hex lines (or ;-separated)"},
 	{"FASTAGENT_SESSION", "default --session of invoke"},
 	{"FASTAGENT_URL", "default --url of invoke"},
 }

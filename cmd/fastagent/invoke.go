@@ -55,7 +55,7 @@ func newInvoke(g *globals) *cobra.Command {
 				ctx = agent.WithIdempotencyKey(ctx, key)
 			}
 			// A dropped connection or a restarting ingress is resumed, not lost.
-			a := &httpagent.Agent{BaseURL: url, Reconnects: 5}
+			a := &httpagent.Agent{BaseURL: url, Reconnects: 5, Token: g.apiToken()}
 			return runInvoke(ctx, a, session, text, jsonOut, os.Stdout, os.Stderr)
 		},
 	}

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fastagent/fastagent/internal/serve"
 )
 
 // globals are the flags every command shares.
@@ -39,7 +42,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.stateDir, "state-dir", os.Getenv("FASTAGENT_STATE_DIR"), "machine state (default <dir>/.fastagent) [FASTAGENT_STATE_DIR]")
 	pf.StringVar(&g.logLevel, "log-level", envOr("FASTAGENT_LOG_LEVEL", "info"), "debug, info, warn or error [FASTAGENT_LOG_LEVEL]")
 
-	root.AddCommand(newInvoke(g), newInit(g), newInfo(g), newTool(g), newSession(g))
+	root.AddCommand(newInvoke(g), newInit(g), newInfo(g), newTool(g), newSession(g), newToken())
 	root.AddCommand(serveCommands(g)...)
 	return root
 }
@@ -80,4 +83,22 @@ func isCobraUsage(err error) bool {
 		}
 	}
 	return false
+}
+
+// apiToken is the token `invoke` and `session` send: FASTAGENT_API_TOKEN,
+// else the one a loopback `dev`/`start`/`ingress` generated into
+// <state-dir>/api-token.
+func (g *globals) apiToken() string {
+	if t := os.Getenv("FASTAGENT_API_TOKEN"); t != "" {
+		return t
+	}
+	dir := g.stateDir
+	if dir == "" {
+		dir = filepath.Join(g.dir, ".fastagent")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, serve.TokenFileName))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

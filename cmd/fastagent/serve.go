@@ -25,6 +25,8 @@ type serveFlags struct {
 	feed      string
 	temporal  tclient.Config
 	taskQueue string
+	// tokensFile holds tokens lines (principal:rights:sha256hex).
+	tokensFile string
 	// stopTimeout bounds how long a stopping worker lets running tool and
 	// model calls finish.
 	stopTimeout time.Duration
@@ -32,9 +34,12 @@ type serveFlags struct {
 
 func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.host, "host", envOr("FASTAGENT_HTTP_HOST", "127.0.0.1"), "HTTP listen host [FASTAGENT_HTTP_HOST]")
-	fl.IntVarP(&f.port, "port", "p", envInt("FASTAGENT_HTTP_PORT", 8787), "HTTP listen port [FASTAGENT_HTTP_PORT]")
+	fl.StringVar(&f.host, "host", os.Getenv("FASTAGENT_HTTP_HOST"), "HTTP listen host (default http.host of fastagent.yaml, else 127.0.0.1; any other than loopback needs API tokens) [FASTAGENT_HTTP_HOST]")
+	fl.IntVarP(&f.port, "port", "p", envInt("FASTAGENT_HTTP_PORT", 0), "HTTP listen port (default http.port of fastagent.yaml, else 8787) [FASTAGENT_HTTP_PORT]")
 	fl.StringVar(&f.store, "store", os.Getenv("FASTAGENT_STORE"), "session store: a SQLite file or postgres://… DSN (default <state-dir>/sessions.db) [FASTAGENT_STORE]")
+	// --help shows the default, which may be a DSN with a password: redacted.
+	fl.Lookup("store").DefValue = serve.RedactDSN(f.store)
+	fl.StringVar(&f.tokensFile, "tokens-file", os.Getenv("FASTAGENT_TOKENS_FILE"), "API tokens file: lines principal:rights:sha256hex (see `fastagent token`) [FASTAGENT_TOKENS_FILE]")
 	fl.StringVar(&f.feed, "feed", envOr("FASTAGENT_FEED", "inprocess"), "live feed: inprocess, or nats://host:4222 when worker and ingress run apart [FASTAGENT_FEED]")
 	fl.StringVar(&f.taskQueue, "task-queue", envOr("FASTAGENT_TASK_QUEUE", "fastagent"), "Temporal task queue [FASTAGENT_TASK_QUEUE]")
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", worker.DefaultStopTimeout),
@@ -56,6 +61,10 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		HTTPHost:  f.host,
 		HTTPPort:  f.port,
 		Logger:    log,
+		// Secrets come from the environment only, never from a flag default.
+		APIToken:   os.Getenv("FASTAGENT_API_TOKEN"),
+		APITokens:  os.Getenv("FASTAGENT_API_TOKENS"),
+		TokensFile: f.tokensFile,
 
 		WorkerStopTimeout: f.stopTimeout,
 	}
@@ -130,6 +139,7 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 			}
 			if run.URL != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "fastagent API  %s  (POST /invoke, GET /health)\n", run.URL)
+				printToken(cmd.OutOrStdout(), run)
 			}
 			return run.Wait(ctx)
 		},
@@ -150,4 +160,12 @@ func checkDefinition(ctx context.Context, parts *serve.Parts, log *slog.Logger, 
 	}
 	log.Debug("agent loaded", "model", def.Config.Model, "tools", len(def.Tools), "dir", def.Workspace.Dir)
 	return nil
+}
+
+// printToken tells the user the API token generated for this run.
+func printToken(out io.Writer, run *serve.Running) {
+	if run.Token == "" {
+		return
+	}
+	fmt.Fprintf(out, "  Token     %s\n            (generated for this run, in %s; fastagent invoke/session read it; set FASTAGENT_API_TOKEN to choose one)\n", run.Token, run.TokenFile)
 }

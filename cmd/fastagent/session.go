@@ -35,6 +35,7 @@ func newSession(g *globals) *cobra.Command {
 			RunE: func(_ *cobra.Command, args []string) error { return run(args[0], args[1:]) },
 		}
 	}
+	call := func(method, u, body string) ([]byte, error) { return call(g.apiToken(), method, u, body) }
 	path := func(id, rest string) string {
 		return strings.TrimRight(base, "/") + "/sessions/" + url.PathEscape(id) + rest
 	}
@@ -110,12 +111,15 @@ func newSession(g *globals) *cobra.Command {
 
 // call does one control-plane request; non-2xx answers become failures
 // carrying the server's message.
-func call(method, u, body string) ([]byte, error) {
+func call(token, method, u, body string) ([]byte, error) {
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
 		return nil, usageError("%w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return nil, failure("cannot reach %s: %w (is `fastagent dev` running?)", u, err)

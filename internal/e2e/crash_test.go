@@ -81,6 +81,9 @@ func (e *env) startProcess(t *testing.T, command string, args ...string) *proc {
 	}, args...)
 	cmd := exec.Command(fastagentBinary(t), args...)
 	cmd.Env = e.kit.ProcessEnv()
+	if !e.noProcessToken {
+		cmd.Env = append(cmd.Env, "FASTAGENT_API_TOKEN="+e2eToken)
+	}
 	p := &proc{cmd: cmd, out: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	w := &lockedWriter{buf: p.out, mu: p.mu}
 	cmd.Stdout, cmd.Stderr = w, w

@@ -73,7 +73,12 @@ type env struct {
 	agent  *durable.Agent
 	// lastProc is the process startProcess started last.
 	lastProc *proc
+	// noProcessToken starts processes without FASTAGENT_API_TOKEN (e2eToken).
+	noProcessToken bool
 }
+
+// e2eToken is the admin API token processes started by startProcess accept.
+const e2eToken = "e2e-admin-token"
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -109,9 +114,11 @@ func (e *env) startWorker() sdkworker.Worker {
 	return w
 }
 
-// ingress serves the env's durable agent over real HTTP.
+// ingress serves the env's durable agent over real HTTP without tokens
+// (ingress.Server.NoAuth): these tests are about turns, not doors, and the
+// serving commands never set NoAuth. auth_test.go covers the doors.
 func (e *env) ingress() *httptest.Server {
-	srv := &ingress.Server{Agent: e.agent, Control: e.agent, Attacher: e.agent}
+	srv := &ingress.Server{Agent: e.agent, NoAuth: true, Control: e.agent, Attacher: e.agent}
 	srv.SetReady(true)
 	hs := httptest.NewServer(srv.Handler())
 	e.t.Cleanup(hs.Close)

@@ -88,7 +88,7 @@ func TestTwoWorkersTwoIngressesWorkerKilledMidStream(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	client := &httpagent.Agent{BaseURL: ingressA}
+	client := &httpagent.Agent{BaseURL: ingressA, Token: e2eToken}
 	var evs []agent.Event
 	killed := 0
 	for ev := range client.Invoke(ctx, agent.Scope{Session: "two-by-two"}, agent.Prompt{Text: "stream slowly"}) {
@@ -128,7 +128,7 @@ func TestTwoWorkersTwoIngressesWorkerKilledMidStream(t *testing.T) {
 		t.Errorf("text after the retry = %q", got)
 	}
 	// The session is reachable through ingress B too (portable).
-	res, err := agent.Collect((&httpagent.Agent{BaseURL: ingressB}).Invoke(ctx, agent.Scope{Session: "two-by-two"}, agent.Prompt{Text: "and now?"}))
+	res, err := agent.Collect((&httpagent.Agent{BaseURL: ingressB, Token: e2eToken}).Invoke(ctx, agent.Scope{Session: "two-by-two"}, agent.Prompt{Text: "and now?"}))
 	if err != nil || res.Text == "" {
 		t.Errorf("second turn through ingress B: %+v, %v", res, err)
 	}

@@ -154,6 +154,8 @@ func resumeRequest(t *testing.T, base, session, key string, last int64) *http.Re
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
 	req.Header.Set("Last-Event-ID", fmt.Sprintf("%s.%d", key, last))
 	return req
 }
@@ -301,7 +303,7 @@ func TestIngressStoppedMidStreamClientResumesElsewhere(t *testing.T) {
 			aborted := e.kit.Model.Aborted()
 			a := e.startIngressProcessProc(t)
 			b := e.startIngressProcessProc(t)
-			client := &httpagent.Agent{BaseURL: a.base, Fallbacks: []string{b.base}, Reconnects: 3, RetryDelay: 100 * time.Millisecond}
+			client := &httpagent.Agent{BaseURL: a.base, Fallbacks: []string{b.base}, Reconnects: 3, Token: e2eToken, RetryDelay: 100 * time.Millisecond}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			session := "ingress-" + strings.ToLower(sig.String())

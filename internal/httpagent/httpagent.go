@@ -36,6 +36,8 @@ type Agent struct {
 	// retry hint, else 1 s).
 	RetryDelay time.Duration
 	Client     *http.Client
+	// Token is the API token sent as Authorization: Bearer (none when "").
+	Token string
 }
 
 var _ agent.Agent = (*Agent)(nil)
@@ -122,6 +124,9 @@ type streamResult struct {
 // the response header) and the last event's Seq.
 func (a *Agent) stream(ctx context.Context, req *http.Request, key *string, last *int64, yield func(agent.Event) bool) streamResult {
 	req.Header.Set("Accept", "text/event-stream")
+	if a.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.Token)
+	}
 	c := a.Client
 	if c == nil {
 		c = http.DefaultClient

@@ -38,6 +38,9 @@ var httpClient = &http.Client{Transport: &http.Transport{
 	IdleConnTimeout:     90 * time.Second,
 }}
 
+// Token is the API token InvokeHTTP sends (none when "").
+var Token string
+
 // InvokeHTTP posts a turn to base+"/invoke" and reads the SSE stream to its
 // end, calling each (when not nil) as every event arrives. key, when not
 // empty, is sent as the Idempotency-Key. A stream cut before a terminal
@@ -49,6 +52,9 @@ func InvokeHTTP(ctx context.Context, base, session, text, key string, each func(
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if Token != "" {
+		req.Header.Set("Authorization", "Bearer "+Token)
+	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}

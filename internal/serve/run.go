@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -29,6 +30,11 @@ type Running struct {
 	Ingress *ingress.Server
 	// URL is the ingress's base URL ("" without the ingress role).
 	URL string
+	// Token is the API token generated for this run when no token was
+	// configured (loopback only; also in <StateDir>/api-token), else "".
+	Token string
+	// TokenFile is where Token was written.
+	TokenFile string
 
 	worker  sdkworker.Worker
 	httpErr chan error
@@ -57,14 +63,26 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		p.Config.Logger.Info("worker started", "task_queue", p.Config.TaskQueue)
 	}
 	if roles.Ingress {
+		host := listenHost(p.Config.HTTPHost, ln)
+		toks, generated, err := p.auth(host)
+		if err != nil {
+			r.stopWorker()
+			return nil, err
+		}
 		if ln == nil {
-			var err error
 			if ln, err = Listen(p.Config.HTTPHost, p.Config.HTTPPort); err != nil {
 				r.stopWorker()
 				return nil, err
 			}
 		}
 		r.Ingress = p.ingressFor(r.Agent)
+		r.Ingress.Tokens = toks
+		r.Ingress.Owners = storeOwners{store: p.Store, agent: r.Agent}
+		r.Ingress.AllowedOrigins = p.Config.AllowedOrigins
+		r.Ingress.AllowedHosts, r.Ingress.AnyHost = p.Config.hostPolicy(host)
+		if generated != "" {
+			r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
+		}
 		r.Ingress.SetReady(true)
 		r.URL = "http://" + ln.Addr().String()
 		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -45,9 +45,23 @@ type Config struct {
 	Feed string
 	// Warn receives warnings a user should read (default: logged).
 	Warn func(string)
-	// HTTPHost and HTTPPort are the ingress address (default 127.0.0.1:8787).
+	// HTTPHost and HTTPPort are the ingress address (default: http.host
+	// and http.port of fastagent.yaml, else 127.0.0.1:8787).
 	HTTPHost string
 	HTTPPort int
+	// APIToken is one admin principal's API token (FASTAGENT_API_TOKEN).
+	APIToken string
+	// APITokens are tokens lines "principal:rights:sha256hex", separated by
+	// newlines or ";" (FASTAGENT_API_TOKENS); TokensFile is a file of them.
+	// Without any token the ingress listens on loopback only, with a token
+	// generated per run (Running.Token, <StateDir>/api-token).
+	APITokens  string
+	TokensFile string
+	// AllowedOrigins are the browser origins the ingress serves; AllowedHosts
+	// the Host names beside loopback (default: http.allowedOrigins and
+	// http.allowedHosts of fastagent.yaml).
+	AllowedOrigins []string
+	AllowedHosts   []string
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
 	// WorkerStopTimeout bounds how long a stopping worker lets running
@@ -88,12 +102,6 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if cfg.Dir == "" {
 		cfg.Dir = "."
 	}
-	if cfg.HTTPHost == "" {
-		cfg.HTTPHost = "127.0.0.1"
-	}
-	if cfg.HTTPPort == 0 {
-		cfg.HTTPPort = 8787
-	}
 	abs, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -105,13 +113,37 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if cfg.Store == "" {
 		cfg.Store = filepath.Join(cfg.StateDir, "sessions.db")
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+	// The state dir holds the session store, logs and the API token.
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
 	}
+	_ = os.Chmod(cfg.StateDir, 0o700)
 	ensureGitignore(cfg.StateDir)
 	loader, err := workspace.NewLoader(cfg.Dir, cfg.AgentDir)
 	if err != nil {
 		return nil, err
+	}
+	if def, err := loader.Load(ctx); err == nil {
+		// fastagent.yaml's http: block fills what flags and env left unset.
+		h := def.Config.HTTP
+		if cfg.HTTPHost == "" {
+			cfg.HTTPHost = h.Host
+		}
+		if cfg.HTTPPort == 0 {
+			cfg.HTTPPort = h.Port
+		}
+		if cfg.AllowedOrigins == nil {
+			cfg.AllowedOrigins = h.AllowedOrigins
+		}
+		if cfg.AllowedHosts == nil {
+			cfg.AllowedHosts = h.AllowedHosts
+		}
+	}
+	if cfg.HTTPHost == "" {
+		cfg.HTTPHost = "127.0.0.1"
+	}
+	if cfg.HTTPPort == 0 {
+		cfg.HTTPPort = 8787
 	}
 	loader.Extra = cfg.Tools
 	if cfg.Getenv != nil {
@@ -217,6 +249,12 @@ func Listen(host string, port int) (net.Listener, error) {
 	return ln, nil
 }
 
+// HTTPTimeouts bound a slow client: the request headers, the whole request
+// (headers and body), and an idle keep-alive connection.
+var HTTPTimeouts = struct{ ReadHeader, Read, Idle time.Duration }{
+	ReadHeader: 10 * time.Second, Read: time.Minute, Idle: 2 * time.Minute,
+}
+
 // ShutdownTimeout bounds a graceful HTTP shutdown.
 const ShutdownTimeout = 5 * time.Second
 
@@ -225,7 +263,10 @@ const ShutdownTimeout = 5 * time.Second
 // nothing is aborted, the turns keep running in their workflows — and the
 // server shuts down within ShutdownTimeout.
 func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, drain func()) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// No WriteTimeout: an SSE stream lasts as long as its turn. The
+	// streaming handlers lift the read deadline once the body is read.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: HTTPTimeouts.ReadHeader,
+		ReadTimeout: HTTPTimeouts.Read, IdleTimeout: HTTPTimeouts.Idle}
 	if drain != nil {
 		srv.RegisterOnShutdown(drain)
 	}
@@ -277,5 +318,5 @@ func ensureGitignore(stateDir string) {
 	if _, err := os.Stat(p); err == nil {
 		return
 	}
-	_ = os.WriteFile(p, []byte("# fastagent machine state\n*\n"), 0o644)
+	_ = os.WriteFile(p, []byte("# fastagent machine state\n*\n"), 0o600)
 }

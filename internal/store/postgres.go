@@ -22,6 +22,9 @@ const postgresTable = "fastagent_entries"
 // postgresTurns is the table finished turns are recorded in, beside postgresTable.
 const postgresTurns = "fastagent_turns"
 
+// postgresOwners records which principal created each session.
+const postgresOwners = "fastagent_owners"
+
 const postgresSchema = `
 CREATE TABLE IF NOT EXISTS ` + postgresTable + ` (
 	session    TEXT        NOT NULL,
@@ -43,6 +46,11 @@ CREATE TABLE IF NOT EXISTS ` + postgresTurns + ` (
 	PRIMARY KEY (session, key)
 );
 CREATE INDEX IF NOT EXISTS ` + postgresTurns + `_session_seq ON ` + postgresTurns + ` (session, seq);
+CREATE TABLE IF NOT EXISTS ` + postgresOwners + ` (
+	session   TEXT        PRIMARY KEY,
+	principal TEXT        NOT NULL,
+	created   TIMESTAMPTZ NOT NULL DEFAULT now()
+);
 `
 
 // postgresSchemaLock is the advisory lock key serialising schema creation, so
@@ -217,6 +225,34 @@ VALUES ($1, $2, $3, $4) ON CONFLICT (session, key) DO NOTHING`, session, rec.Key
 		return fmt.Errorf("store: postgres: record turn %q in session %q: %w", rec.Key, session, err)
 	}
 	return nil
+}
+
+// ClaimSession implements Store.
+func (p *Postgres) ClaimSession(ctx context.Context, session, principal string) (string, error) {
+	if err := validClaim(session, principal); err != nil {
+		return "", err
+	}
+	// The no-op update makes RETURNING yield the row that won either way.
+	var owner string
+	err := p.pool.QueryRow(ctx, `INSERT INTO `+postgresOwners+` (session, principal) VALUES ($1, $2)
+ON CONFLICT (session) DO UPDATE SET session = EXCLUDED.session RETURNING principal`, session, principal).Scan(&owner)
+	if err != nil {
+		return "", fmt.Errorf("store: postgres: claim session %q: %w", session, err)
+	}
+	return owner, nil
+}
+
+// SessionOwner implements Store.
+func (p *Postgres) SessionOwner(ctx context.Context, session string) (string, error) {
+	var owner string
+	err := p.pool.QueryRow(ctx, `SELECT principal FROM `+postgresOwners+` WHERE session = $1`, session).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ownerNotFound(session)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: postgres: owner of session %q: %w", session, err)
+	}
+	return owner, nil
 }
 
 // Turn implements Store.

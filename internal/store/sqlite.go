@@ -42,6 +42,11 @@ CREATE TABLE IF NOT EXISTS turns (
 	finished INTEGER NOT NULL,
 	UNIQUE (session, key)
 );
+CREATE TABLE IF NOT EXISTS owners (
+	session   TEXT    PRIMARY KEY,
+	principal TEXT    NOT NULL,
+	created   INTEGER NOT NULL
+);
 `
 
 // SQLite is a Store in one SQLite file (modernc.org/sqlite, pure Go). The
@@ -72,8 +77,14 @@ func OpenSQLite(path string) (*SQLite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: sqlite: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("store: sqlite: create directory for %s: %w", abs, err)
+	}
+	// The file holds every transcript: readable by its owner only. SQLite
+	// gives the -wal and -shm files the database file's mode.
+	if f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		_ = f.Close()
+		_ = os.Chmod(abs, 0o600)
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()))
@@ -233,6 +244,38 @@ ON CONFLICT (session, key) DO NOTHING`, session, rec.Key, string(rec.Outcome), r
 		return fmt.Errorf("store: sqlite: record turn %q in session %q: %w", rec.Key, session, err)
 	}
 	return nil
+}
+
+// ClaimSession implements Store.
+func (s *SQLite) ClaimSession(ctx context.Context, session, principal string) (string, error) {
+	if err := validClaim(session, principal); err != nil {
+		return "", err
+	}
+	var owner string
+	err := retryBusy(ctx, func() error {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO owners (session, principal, created) VALUES (?, ?, ?)
+ON CONFLICT (session) DO NOTHING`, session, principal, time.Now().UnixNano()); err != nil {
+			return err
+		}
+		return s.db.QueryRowContext(ctx, `SELECT principal FROM owners WHERE session = ?`, session).Scan(&owner)
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: sqlite: claim session %q: %w", session, err)
+	}
+	return owner, nil
+}
+
+// SessionOwner implements Store.
+func (s *SQLite) SessionOwner(ctx context.Context, session string) (string, error) {
+	var owner string
+	err := s.db.QueryRowContext(ctx, `SELECT principal FROM owners WHERE session = ?`, session).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ownerNotFound(session)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: sqlite: owner of session %q: %w", session, err)
+	}
+	return owner, nil
 }
 
 // Turn implements Store.

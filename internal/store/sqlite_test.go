@@ -260,3 +260,32 @@ func TestOpenChoosesDriver(t *testing.T) {
 		}
 	}
 }
+
+// TestSQLiteFileMode: the database (and its WAL) is readable by its owner
+// only, whatever the umask.
+func TestSQLiteFileMode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := store.OpenSQLite(filepath.Join(dir, "sessions.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Append(context.Background(), "s", transcript.Entry{ID: "a", Type: transcript.TypeMessage}); err != nil {
+		t.Logf("append: %v", err)
+	}
+	for _, name := range []string{"sessions.db", "sessions.db-wal"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			if name == "sessions.db" {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s mode %o, want no group/other access", name, perm)
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("created directory mode %v (%v), want 0700", fi.Mode(), err)
+	}
+}

@@ -63,6 +63,12 @@ type Store interface {
 	Turn(ctx context.Context, session, key string) (TurnRecord, error)
 	// LastTurn returns the most recently recorded turn, or ErrNotFound.
 	LastTurn(ctx context.Context, session string) (TurnRecord, error)
+	// ClaimSession records principal as the owner of session unless an
+	// owner is recorded, and returns the owner recorded afterwards: of two
+	// principals racing for one session, exactly one owns it.
+	ClaimSession(ctx context.Context, session, principal string) (string, error)
+	// SessionOwner returns the recorded owner of session, or ErrNotFound.
+	SessionOwner(ctx context.Context, session string) (string, error)
 	// Close releases the store's connections.
 	Close() error
 }
@@ -184,4 +190,20 @@ SELECT session, n, id, created_at FROM (
 		ROW_NUMBER() OVER (PARTITION BY session ORDER BY seq DESC) AS rn
 	FROM ` + table + `
 ) t WHERE rn = 1 ORDER BY seq DESC`
+}
+
+// validClaim checks a ClaimSession call before any database work.
+func validClaim(session, principal string) error {
+	switch {
+	case session == "":
+		return errors.New("store: claim session: empty session")
+	case principal == "":
+		return fmt.Errorf("store: claim session %q: empty principal", session)
+	}
+	return nil
+}
+
+// ownerNotFound wraps ErrNotFound with the session it is about.
+func ownerNotFound(session string) error {
+	return fmt.Errorf("%w: no owner recorded for session %q", ErrNotFound, session)
 }

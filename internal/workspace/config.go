@@ -93,6 +93,12 @@ type HTTPConfig struct {
 	// before it is aborted, unless the client re-attaches (default 15s; 0 =
 	// abort at once).
 	DetachGrace *Duration `yaml:"detachGrace"`
+	// AllowedOrigins are the browser origins the API answers
+	// ("https://app.example.com"); a request with another Origin is refused.
+	AllowedOrigins []string `yaml:"allowedOrigins"`
+	// AllowedHosts are the Host names the API answers besides the loopback
+	// names (DNS rebinding defence).
+	AllowedHosts []string `yaml:"allowedHosts"`
 }
 
 // CodingTools selects built-in coding tools.

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BranchMissingParent", testBranchMissingParent},
 		{"TurnRecords", testTurnRecords},
 		{"TurnRecordIsolation", testTurnRecordIsolation},
+		{"SessionOwners", testSessionOwners},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -733,4 +734,45 @@ func jsonEqual(a, b json.RawMessage) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+func testSessionOwners(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if _, err := s.SessionOwner(ctx, "A"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SessionOwner of an unclaimed session: %v, want ErrNotFound", err)
+	}
+	// Racing claims: exactly one principal wins and every claimant learns who.
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, err := s.ClaimSession(ctx, "A", fmt.Sprintf("p%d", i))
+			if err != nil {
+				t.Errorf("ClaimSession: %v", err)
+			}
+			got[i] = o
+		}()
+	}
+	wg.Wait()
+	for _, o := range got {
+		if o != got[0] || o == "" {
+			t.Fatalf("claimants disagree on the owner: %v", got)
+		}
+	}
+	if o, err := s.SessionOwner(ctx, "A"); err != nil || o != got[0] {
+		t.Errorf("SessionOwner(A) = %q, %v; want %q", o, err, got[0])
+	}
+	if o, err := s.ClaimSession(ctx, "B", "bob"); err != nil || o != "bob" {
+		t.Errorf("ClaimSession(B, bob) = %q, %v", o, err)
+	}
+	if o, _ := s.SessionOwner(ctx, "A"); o != got[0] {
+		t.Errorf("claiming B changed A's owner to %q", o)
+	}
+	for _, bad := range [][2]string{{"", "p"}, {"C", ""}} {
+		if _, err := s.ClaimSession(ctx, bad[0], bad[1]); err == nil {
+			t.Errorf("ClaimSession(%q, %q) succeeded, want an error", bad[0], bad[1])
+		}
+	}
 }
