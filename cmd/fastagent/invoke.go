@@ -108,7 +108,7 @@ func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut
 	case term == nil:
 		return failure("the stream ended without a result")
 	case term.Type == agent.TypeFailed:
-		msg := term.Details
+		var msg string
 		if term.Code != "" {
 			msg = fmt.Sprintf("%s (code %s, retryable %v)", term.Details, term.Code, term.Retryable)
 		} else {

@@ -117,7 +117,7 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
 	}
-	_ = os.Chmod(cfg.StateDir, 0o700)
+	_ = os.Chmod(cfg.StateDir, 0o700) //nolint:gosec // G302: a directory needs x; 0700 is owner-only
 	ensureGitignore(cfg.StateDir)
 	loader, err := workspace.NewLoader(cfg.Dir, cfg.AgentDir)
 	if err != nil {

@@ -296,7 +296,7 @@ func openDirNoFollow(dir *os.Root, name string, mkdir bool) (*os.Root, error) {
 // when the platform does not say.
 func linkCount(fi fs.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Nlink)
+		return uint64(st.Nlink) //nolint:unconvert // Nlink is uint32 on some platforms
 	}
 	return 1
 }
