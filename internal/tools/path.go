@@ -155,6 +155,9 @@ type Protected struct {
 	Path string
 	// Reason completes "… is protected: " in the refusal the model sees.
 	Reason string
+	// Secret paths (the state dir, .env) are not readable either: they hold
+	// the session database and the operator's secrets.
+	Secret bool
 }
 
 // protectedBy returns the entry of list that covers real (a resolved

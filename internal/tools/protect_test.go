@@ -216,3 +216,39 @@ func TestReadHonoursContext(t *testing.T) {
 		t.Fatalf("got %+v, %v; want context.Canceled and no content", res, err)
 	}
 }
+
+// The state dir and .env are not even readable: the session database and
+// the operator's secrets live there.
+func TestReadRefusesSecretPaths(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, ".fastagent"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{".env": "OPENAI_API_KEY=canary-env", ".fastagent/sessions.db": "canary-db", "notes.txt": "fine"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(".env", filepath.Join(dir, "innocent.txt")); err != nil {
+		t.Fatal(err)
+	}
+	prot := []Protected{
+		{Path: filepath.Join(dir, ".fastagent"), Reason: "state", Secret: true},
+		{Path: filepath.Join(dir, ".env"), Reason: "secrets", Secret: true},
+	}
+	read := testTools(Options{Protected: prot})[NameRead]
+	for _, p := range []string{".env", ".fastagent/sessions.db", "innocent.txt", "./.fastagent/../.env"} {
+		r := run(t, read, dir, map[string]any{"path": p})
+		if !r.IsError || strings.Contains(r.Content, "canary") {
+			t.Errorf("read %s: %+v", p, r)
+		}
+	}
+	if r := run(t, read, dir, map[string]any{"path": "notes.txt"}); r.IsError || !strings.Contains(r.Content, "fine") {
+		t.Errorf("read notes.txt: %+v", r)
+	}
+	// Control: without the list the same read leaks.
+	open := testTools(Options{})[NameRead]
+	if r := run(t, open, dir, map[string]any{"path": ".env"}); !strings.Contains(r.Content, "canary-env") {
+		t.Errorf("control: %+v", r)
+	}
+}

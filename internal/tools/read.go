@@ -44,6 +44,9 @@ func (t *readTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	if err != nil {
 		return errorResult("%v", err), nil
 	}
+	if p, ok := protectedBy(t.opts.Protected, path); ok && p.Secret {
+		return errorResult("read refused: %s is not readable by the agent (%s)", a.Path, p.Reason), nil
+	}
 	rel, err := filepath.Rel(realDir, path)
 	if err != nil {
 		return errorResult("cannot read %s: %v", a.Path, err), nil

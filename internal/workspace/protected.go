@@ -32,7 +32,8 @@ func ProtectedPaths(ws Workspace, selfEdit bool) []tools.Protected {
 	add := func(p, reason string) {
 		if p = filepath.Clean(p); !seen[p] {
 			seen[p] = true
-			out = append(out, tools.Protected{Path: p, Reason: reason})
+			base := filepath.Base(p)
+			out = append(out, tools.Protected{Path: p, Reason: reason, Secret: base == ".fastagent" || base == ".env"})
 		}
 	}
 	for _, d := range dirs {
