@@ -82,3 +82,52 @@ func TestComposeMatchesCLI(t *testing.T) {
 		t.Error("deploy/Dockerfile must build without the embedded server and run as a non-root user")
 	}
 }
+
+// The compose file is closed by default: only the ingress is published on
+// all interfaces, no secret is written inline (every secret-looking value is a
+// ${VAR} from the secrets env file), and the fastagent containers run with an
+// init as a non-root user.
+func TestComposeIsClosedByDefault(t *testing.T) {
+	b, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Build       any               `yaml:"build"`
+			Ports       []string          `yaml:"ports"`
+			Command     []string          `yaml:"command"`
+			Environment map[string]string `yaml:"environment"`
+			Init        bool              `yaml:"init"`
+			User        string            `yaml:"user"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &compose); err != nil {
+		t.Fatal(err)
+	}
+	secretKey := regexp.MustCompile(`(PASSWORD|PWD|TOKEN|_KEY|SECRET)$`)
+	inlineCred := regexp.MustCompile(`://[^:/@$]+:[^@${}]+@`) // user:literal-password@
+	for name, svc := range compose.Services {
+		for _, p := range svc.Ports {
+			if name != "ingress" && !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("%s publishes %q on every interface; bind it to 127.0.0.1 or drop it", name, p)
+			}
+		}
+		for k, v := range svc.Environment {
+			if secretKey.MatchString(k) && v != "" && !strings.HasPrefix(v, "${") {
+				t.Errorf("%s: %s is written inline; take it from the secrets env file (${%s})", name, k, k)
+			}
+			if inlineCred.MatchString(v) {
+				t.Errorf("%s: %s has an inline password: %s", name, k, v)
+			}
+		}
+		if svc.Build != nil {
+			if !svc.Init || svc.User == "" || strings.HasPrefix(svc.User, "0") || svc.User == "root" {
+				t.Errorf("%s: fastagent containers need init: true and a non-root user (have init=%v user=%q)", name, svc.Init, svc.User)
+			}
+		}
+	}
+	if !strings.Contains(string(b), `"--auth"`) {
+		t.Error("nats runs without a token (--auth)")
+	}
+}
