@@ -7,6 +7,7 @@ package tclient
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -27,8 +28,14 @@ type Config struct {
 	TLSCertFile string
 	TLSKeyFile  string
 	// TLS forces TLS without client certificates (env TEMPORAL_TLS=true).
-	TLS    bool
-	Logger *slog.Logger
+	TLS bool
+	// TLSCAFile trusts this CA bundle instead of the system's (env
+	// TEMPORAL_TLS_CA), for self-hosted clusters with a private CA;
+	// TLSServerName overrides the name checked in the server's certificate
+	// (env TEMPORAL_TLS_SERVER_NAME). Either implies TLS.
+	TLSCAFile     string
+	TLSServerName string
+	Logger        *slog.Logger
 }
 
 // FromEnv fills unset fields from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
@@ -44,6 +51,8 @@ func (c Config) FromEnv() Config {
 	set(&c.APIKey, "TEMPORAL_API_KEY")
 	set(&c.TLSCertFile, "TEMPORAL_TLS_CERT")
 	set(&c.TLSKeyFile, "TEMPORAL_TLS_KEY")
+	set(&c.TLSCAFile, "TEMPORAL_TLS_CA")
+	set(&c.TLSServerName, "TEMPORAL_TLS_SERVER_NAME")
 	if os.Getenv("TEMPORAL_TLS") == "true" {
 		c.TLS = true
 	}
@@ -73,8 +82,23 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 			return nil, fmt.Errorf("temporal: load client certificate (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY): %w", err)
 		}
 		opts.ConnectionOptions.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	case c.TLS:
+	case c.TLS || c.TLSCAFile != "" || c.TLSServerName != "":
 		opts.ConnectionOptions.TLS = &tls.Config{}
+	}
+	if t := opts.ConnectionOptions.TLS; t != nil {
+		t.MinVersion = tls.VersionTLS12
+		t.ServerName = c.TLSServerName
+		if c.TLSCAFile != "" {
+			pem, err := os.ReadFile(c.TLSCAFile)
+			if err != nil {
+				return nil, fmt.Errorf("temporal: read CA bundle (TEMPORAL_TLS_CA): %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("temporal: TEMPORAL_TLS_CA %s holds no PEM certificate", c.TLSCAFile)
+			}
+			t.RootCAs = pool
+		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
