@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/fastagent/fastagent/internal/wakes"
+	"github.com/fastagent/fastagent/internal/waketools"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -147,7 +148,7 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 			return agent.ToolResult{IsError: true, Content: fmt.Sprintf("The %s call was blocked: %s", spec.Name, reason)}, nil
 		}
 	}
-	res, err = tool.Run(wakes.WithPending(ctx, wakes.Pending{IDs: call.PendingWakes, NextID: call.NextWakeID}), tc)
+	res, err = tool.Run(waketools.WithPending(ctx, waketools.Pending{IDs: call.PendingWakes, NextID: call.NextWakeID}), tc)
 	if ctx.Err() != nil && err != nil {
 		return res, ctx.Err()
 	}

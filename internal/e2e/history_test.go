@@ -22,6 +22,7 @@ import (
 	"github.com/fastagent/fastagent/internal/testkit"
 	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/fastagent/fastagent/internal/wakes"
+	"github.com/fastagent/fastagent/internal/waketools"
 	"github.com/fastagent/fastagent/worker"
 	"github.com/fastagent/fastagent/workflows"
 	sdklog "go.temporal.io/sdk/log"
@@ -320,7 +321,7 @@ func historyScenarios() []historyScenario {
 			name:   "wake_one_shot",
 			config: "selfSchedule: true\n",
 			setup: func(_ *testing.T, e *env) {
-				e.kit.Loader.Wakes = wakes.Options{MinOneShot: time.Second}
+				e.kit.Loader.Wakes = waketools.Options{MinOneShot: time.Second}
 			},
 			run: func(t *testing.T, e *env, s string) string {
 				e.kit.Model.Enqueue(
@@ -344,7 +345,7 @@ func historyScenarios() []historyScenario {
 			config:      "selfSchedule: true\n",
 			turnsPerRun: 2,
 			setup: func(_ *testing.T, e *env) {
-				e.kit.Loader.Wakes = wakes.Options{MinInterval: time.Second}
+				e.kit.Loader.Wakes = waketools.Options{MinInterval: time.Second}
 			},
 			run: func(t *testing.T, e *env, s string) string {
 				var woken atomic.Int32

@@ -9,6 +9,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/wakes"
+	"github.com/fastagent/fastagent/internal/waketools"
 )
 
 // On the real server: the agent sets a wake-up with its wake tool; the
@@ -18,7 +19,7 @@ import (
 // covered by the time-skipping tests in workflows/ and internal/wakes.)
 func TestSelfWakeFiresOnceAcrossWorkerRestart(t *testing.T) {
 	e := newEnv(t)
-	e.kit.Loader.Wakes = wakes.Options{MinOneShot: time.Second}
+	e.kit.Loader.Wakes = waketools.Options{MinOneShot: time.Second}
 	e.writeConfig("selfSchedule: true\n")
 	w := e.startWorker()
 	woken := make(chan string, 4)

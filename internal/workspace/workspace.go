@@ -17,6 +17,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/wakes"
+	"github.com/fastagent/fastagent/internal/waketools"
 )
 
 // Workspace locates an agent: Dir is the working directory tools run in;
@@ -98,7 +99,7 @@ type Loader struct {
 	Getenv func(string) string
 	// Wakes bounds the wake/unwake tools (selfSchedule: true); zero values
 	// take FastAgent's bounds.
-	Wakes wakes.Options
+	Wakes waketools.Options
 
 	// contextStop, when set, ends the AGENTS.md walk at this directory
 	// instead of the filesystem root (tests use it to stay in a fixture).
@@ -239,7 +240,7 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		_, w := seen[wakes.WakeName]
 		_, u := seen[wakes.UnwakeName]
 		if !w && !u {
-			for _, t := range wakes.Tools(l.Wakes) {
+			for _, t := range waketools.Tools(l.Wakes) {
 				add(t, OriginBuiltin, OriginBuiltin)
 			}
 		}
