@@ -86,9 +86,11 @@ func TestBashInWorkerProcessCannotReachSecrets(t *testing.T) {
 	w := e.startWorkerWithEnv(t, canaryVar+"="+canary)
 
 	// The marker is computed by the shell, so that finding it proves the
-	// command ran (the command's own text does not contain it).
-	command := fmt.Sprintf(`{ echo probe-ran-$((6*7)); cat /proc/$PPID/environ; cat /proc/%d/environ; `+
-		`for f in /proc/*/environ; do cat $f; done; cat .env; env; cat .fastagent/*; } 2>&1; echo probe-end; true`,
+	// command ran to its end (the command's own text does not contain it).
+	// The bulkiest reads come first: unsandboxed, the output is truncated
+	// to its tail, which then still shows the worker's environ and .env.
+	command := fmt.Sprintf(`{ cat .fastagent/*; for f in /proc/*/environ; do cat $f; done; `+
+		`cat /proc/%d/environ; cat /proc/$PPID/environ; cat .env; env; } 2>&1; echo probe-ran-$((6*7)); true`,
 		w.cmd.Process.Pid)
 	args, err := json.Marshal(map[string]string{"command": command})
 	if err != nil {
@@ -98,17 +100,20 @@ func TestBashInWorkerProcessCannotReachSecrets(t *testing.T) {
 		modelserver.Reply{Text: []string{"Looking."}, ToolCalls: []modelserver.ToolCall{{ID: "b1", Name: "bash", Args: string(args)}}},
 		modelserver.Reply{Text: []string{"nothing", " found"}},
 	)
-	evs := collect(t, e.agent, context.Background(), "secrets", "find the API key")
+	// A session of its own, so that -count=N does not reach the previous
+	// run's workflow (on a task queue whose worker is gone).
+	session := fmt.Sprintf("secrets-%d", time.Now().UnixNano())
+	evs := collect(t, e.agent, context.Background(), session, "find the API key")
 	if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
 		t.Fatalf("turn: %s", describe(evs))
 	}
 	for _, ev := range evs {
 		if b, _ := json.Marshal(ev); bytes.Contains(b, []byte(canary)) {
-			t.Errorf("an event of the turn shows the worker's secret: %s", b)
+			t.Errorf("an event of the turn shows the worker's secret: %s", around(b, canary))
 		}
 	}
 
-	entries, err := e.kit.Store.Entries(context.Background(), "secrets")
+	entries, err := e.kit.Store.Entries(context.Background(), session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +123,17 @@ func TestBashInWorkerProcessCannotReachSecrets(t *testing.T) {
 			results = append(results, en.Message)
 		}
 		if b, _ := json.Marshal(en); bytes.Contains(b, []byte(canary)) {
-			t.Errorf("stored entry %s (%s) shows the worker's secret: %s", en.ID, en.Message.Role, b)
+			t.Errorf("stored entry %s (%s) shows the worker's secret: %s", en.ID, en.Message.Role, around(b, canary))
 		}
 	}
-	if len(results) != 1 || !strings.Contains(results[0].Text, "probe-ran-42") || !strings.Contains(results[0].Text, "probe-end") {
-		t.Fatalf("the bash call did not run to its end: %+v", results)
+	switch {
+	case len(results) != 1:
+		t.Errorf("tool results = %d, want 1", len(results))
+	case !strings.Contains(results[0].Text, "probe-ran-42"):
+		t.Errorf("the bash call did not run to its end: %s", around([]byte(results[0].Text), "probe"))
+	default:
+		t.Logf("bash output:\n%s", results[0].Text)
 	}
-	t.Logf("bash output:\n%s", results[0].Text)
 
 	reqs := e.kit.Model.Requests()
 	if len(reqs) != 2 {
@@ -136,12 +145,25 @@ func TestBashInWorkerProcessCannotReachSecrets(t *testing.T) {
 			toolMsg = &reqs[1].Messages[i]
 		}
 	}
-	if toolMsg == nil || !strings.Contains(toolMsg.Content, "probe-ran-42") {
-		t.Fatalf("the model was not sent the bash output: %+v", reqs[1].Messages)
+	switch {
+	case toolMsg == nil:
+		t.Errorf("the model was not sent the bash result: %d messages", len(reqs[1].Messages))
+	case !strings.Contains(toolMsg.Content, "probe-ran-42"):
+		t.Errorf("the model was not sent the bash output: %s", around([]byte(toolMsg.Content), "probe"))
 	}
 	for _, r := range reqs {
 		if bytes.Contains(r.Raw, []byte(canary)) {
-			t.Errorf("model request %d shows the worker's secret: %s", r.Seq, r.Raw)
+			t.Errorf("model request %d shows the worker's secret: %s", r.Seq, around(r.Raw, canary))
 		}
 	}
+}
+
+// around returns the text of b around the first occurrence of s, so that a
+// failure quotes the leak, not the whole (possibly huge) output.
+func around(b []byte, s string) string {
+	i := bytes.Index(b, []byte(s))
+	if i < 0 {
+		i = 0
+	}
+	return fmt.Sprintf("…%q…", b[max(0, i-200):min(len(b), i+len(s)+200)])
 }
