@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("MCP_ECHO_SERVER") == "1" {
 		os.Exit(runEchoServer())
 	}
+	plantCanary()
 	os.Exit(m.Run())
 }
 
@@ -43,7 +44,11 @@ func runEchoServer() int {
 	}
 	record(logPath, "start")
 	defer record(logPath, "exit")
-	if err := newEchoServer(logPath).Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+	s := newEchoServer(logPath)
+	if os.Getenv("MCP_ECHO_MODE") == "secrets" {
+		addSecretsTool(s)
+	}
+	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "echoserver:", err)
 	}
 	return 0
