@@ -79,12 +79,15 @@ func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, er
 func modelFailure(err error, attempts int) *agentloop.Failure {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
+		// The activity's error type is already a contract code (model_error,
+		// model_config, definition_error, …): the failed event carries it.
 		if app.NonRetryable() {
-			return &agentloop.Failure{Details: app.Message(), Retryable: false}
+			return &agentloop.Failure{Details: app.Message(), Retryable: false, Code: app.Type()}
 		}
 		return &agentloop.Failure{
 			Details:   fmt.Sprintf("the model call failed %d times; last error: %s", attempts, app.Message()),
 			Retryable: true,
+			Code:      app.Type(),
 		}
 	}
 	var timeout *temporal.TimeoutError

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -280,7 +281,14 @@ func TestSessionModelFailure(t *testing.T) {
 			h.requireCancelled()
 
 			out := h.outcome(u)
-			requireOutcome(t, out, "t1", agent.TypeFailed, "", tt.wantRetryable)
+			// A failed model activity's error type is a contract code the
+			// failed event carries.
+			wantCode := ""
+			var app *temporal.ApplicationError
+			if errors.As(tt.err, &app) {
+				wantCode = app.Type()
+			}
+			requireOutcome(t, out, "t1", agent.TypeFailed, wantCode, tt.wantRetryable)
 			if tt.prefixOnly {
 				if !strings.HasPrefix(out.Details, tt.wantDetails) {
 					t.Errorf("outcome.Details = %q, want prefix %q", out.Details, tt.wantDetails)
