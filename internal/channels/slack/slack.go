@@ -29,8 +29,8 @@ const Path = "/slack"
 
 // Default environment variable names; Config may override them.
 const (
-	DefaultSigningSecretEnv = "SLACK_SIGNING_SECRET"
-	DefaultBotTokenEnv      = "SLACK_BOT_TOKEN"
+	DefaultSigningSecretEnv = "SLACK_SIGNING_SECRET" //nolint:gosec // G101: an environment variable name, not a secret
+	DefaultBotTokenEnv      = "SLACK_BOT_TOKEN"      //nolint:gosec // G101: an environment variable name, not a secret
 	// APIURLEnv overrides the Web API base URL (tests, proxies).
 	APIURLEnv = "SLACK_API_URL"
 )
