@@ -262,7 +262,7 @@ func (p *Parts) Ingress(c client.Client) *ingress.Server { return p.ingressFor(p
 // WithChannels serves each channel's door (POST <path>) beside h. Webhook
 // routes authenticate by the platform's signature, not by the ingress's
 // API tokens; every other route goes to h.
-func (p *Parts) WithChannels(h http.Handler, c client.Client) http.Handler {
+func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
 	if len(p.Channels) == 0 {
 		return h
 	}
