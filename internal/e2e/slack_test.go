@@ -19,6 +19,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/relay"
@@ -357,4 +358,32 @@ func TestSlackBusy(t *testing.T) {
 	if got := s.e.kit.Model.Count(); got != workflows.MaxQueuedTurns {
 		t.Errorf("model calls = %d, want %d", got, workflows.MaxQueuedTurns)
 	}
+}
+
+// runChannelDeliveries is the channel_deliveries history scenario: a
+// delivery sent twice (one turn, one reply), then a second message.
+func runChannelDeliveries(t *testing.T, e *env, session string) string {
+	fake := newFakeSlack(t)
+	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus),
+		Repliers: []channels.Replier{slack.NewReplier("xoxb-history", fake.srv.URL)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	target, _ := json.Marshal(slack.Target{Channel: "C1", ThreadTS: "1.000001"})
+	deliver := func(id, text string) {
+		d := channels.Delivery{Kind: slack.Kind, ID: id, Session: session, Prompt: agent.Prompt{Text: text}, Reply: target}
+		if err := channels.HandOff(context.Background(), e.client, e.queue, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliver("T1:C1:1.000001", "hello")
+	deliver("T1:C1:1.000001", "hello")
+	waitFor(t, time.Minute, "the first reply", func() bool { return len(fake.posts("chat.postMessage")) == 1 })
+	deliver("T1:C1:1.000002", "and again")
+	waitFor(t, time.Minute, "the second reply", func() bool { return len(fake.posts("chat.postMessage")) == 2 })
+	return ""
 }
