@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -34,6 +35,10 @@ type Options struct {
 	// Schedules runs the Schedule.Fire activity of schedule fires. When nil,
 	// New builds one from the client, Activities.Feed and the task queue.
 	Schedules *schedules.Firer
+	// Repliers post channel answers (one per channel kind, built from the
+	// channel files and the worker's environment); none is fine when no
+	// channel is configured.
+	Repliers []channels.Replier
 }
 
 // HeartbeatThrottle is the longest a heartbeat is held back by the SDK. An
@@ -87,16 +92,17 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if firer == nil {
 		firer = schedules.NewFirer(c, opts.Activities.Feed, tq, opts.Activities.Logger)
 	}
-	Register(w, opts.Activities, firer)
+	Register(w, opts.Activities, firer, activities.NewReplies(opts.Activities.Store, opts.Repliers, opts.Activities.Logger))
 	return w, nil
 }
 
 // Register registers on w the session and schedule-fire workflows together
 // with every activity they call, so that no workflow is ever registered
 // without its activities.
-func Register(w sdkworker.Registry, acts *activities.Activities, firer *schedules.Firer) {
+func Register(w sdkworker.Registry, acts *activities.Activities, firer *schedules.Firer, replies *activities.Replies) {
 	w.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	w.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
 	acts.Register(w)
 	firer.Register(w)
+	replies.Register(w)
 }

@@ -22,6 +22,9 @@ const (
 	UpdateSteer = "steer"
 	// UpdateApprove answers a tool call waiting for approval.
 	UpdateApprove = "approve"
+	// SignalDeliver hands a channel delivery (a Delivery) to a session; the
+	// channel door sends it with Signal-With-Start and never waits.
+	SignalDeliver = "deliver"
 	// QueryState returns a SessionView.
 	QueryState = "state"
 
@@ -36,6 +39,9 @@ const (
 	// ActivityTurnBegin (local) answers a turn whose idempotency key the
 	// session store has already recorded, or stores the turn's user entry.
 	ActivityTurnBegin = "Turn.Begin"
+	// ActivityChannelReply posts (or, when one was posted, updates) a channel
+	// turn's answer on its platform.
+	ActivityChannelReply = "Channel.Reply"
 	// ActivityTurnRecord keeps a finished turn's outcome in the session store
 	// under its idempotency key.
 	ActivityTurnRecord = "Turn.Record"

@@ -190,6 +190,8 @@ type pendingTurn struct {
 	wake string
 	// recorded is set when the outcome came from the session store's record.
 	recorded bool
+	// reply is where a channel turn's answer goes (nil: nowhere).
+	reply *ReplyTarget
 }
 
 type approval struct {
@@ -220,6 +222,10 @@ type session struct {
 	version workflow.Version
 	// nonce is the running turn's random ID part, recorded in history.
 	nonce string
+	// deliveries is the SignalDeliver channel; replies counts busy replies
+	// still running (continue-as-new waits for both to settle).
+	deliveries workflow.ReceiveChannel
+	replies    int
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
@@ -233,6 +239,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
+	s.listenDeliveries(ctx)
 	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
 	if s.snap.IDPrefix == "" {
 		if s.durableTurns() {
@@ -285,6 +292,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			s.recordTurn(ctx, t.id, out)
 		}
 		s.followUp(t, out)
+		s.replyTurn(ctx, t, out)
 		s.turnsThisRun++
 		s.snap.Turns++
 
@@ -297,7 +305,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			// Only between turns, with every handler finished: the turn's own
 			// update handler still has to return its outcome.
 			if err := workflow.Await(ctx, func() bool {
-				return len(s.queue) > 0 || workflow.AllHandlersFinished(ctx)
+				return len(s.queue) > 0 || workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && s.replies == 0
 			}); err != nil {
 				return err
 			}

@@ -113,6 +113,7 @@ func TestHistories(t *testing.T) {
 
 func historyScenarios() []historyScenario {
 	return []historyScenario{
+		{name: "channel_deliveries", ownWorker: true, run: runChannelDeliveries},
 		{name: "plain_turn", run: func(t *testing.T, e *env, s string) string {
 			testkit.Script(e.kit.Model, agenttest.Reply)
 			must(t, collect(t, e.agent, context.Background(), s, "hello"), agent.TypeCompleted)

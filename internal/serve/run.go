@@ -88,7 +88,7 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		r.cancel = cancel
 		r.httpErr = make(chan error, 1)
-		go func() { r.httpErr <- ServeHTTP(hctx, ln, r.Ingress.Handler(), r.Ingress.Drain) }()
+		go func() { r.httpErr <- ServeHTTP(hctx, ln, p.WithChannels(r.Ingress.Handler(), c), r.Ingress.Drain) }()
 	}
 	return r, nil
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/channels"
+	_ "github.com/fastagent/fastagent/internal/channels/slack" // registers the slack kind
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
@@ -91,6 +93,9 @@ type Parts struct {
 	Loader *workspace.Loader
 	Models *Models
 	Acts   *activities.Activities
+	// Channels are the enabled channels of channels/ (doors on the
+	// ingress, repliers on the worker).
+	Channels []*channels.Channel
 }
 
 // Open opens the store and the feed and prepares the definition loader. The
@@ -123,7 +128,17 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	var chans []*channels.Channel
 	if def, err := loader.Load(ctx); err == nil {
+		getenv := cfg.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		// A broken enabled channel stops startup, naming its file.
+		if chans, err = channels.Load(def.Workspace.Channels(), getenv); err != nil {
+			loader.Close()
+			return nil, err
+		}
 		// fastagent.yaml's http: block fills what flags and env left unset.
 		h := def.Config.HTTP
 		if cfg.HTTPHost == "" {
@@ -160,11 +175,12 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	}
 	models := &Models{Getenv: cfg.Getenv}
 	p := &Parts{
-		Config: cfg,
-		Store:  st,
-		Feed:   bus,
-		Loader: loader,
-		Models: models,
+		Config:   cfg,
+		Store:    st,
+		Feed:     bus,
+		Loader:   loader,
+		Models:   models,
+		Channels: chans,
 		Acts: &activities.Activities{
 			Store:       st,
 			Feed:        bus,
@@ -204,7 +220,12 @@ func (p *Parts) Close() {
 
 // StartWorker starts a worker on c; stop it with Stop.
 func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
-	w, err := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts, StopTimeout: p.Config.WorkerStopTimeout})
+	var repliers []channels.Replier
+	for _, ch := range p.Channels {
+		repliers = append(repliers, ch.Replier)
+	}
+	w, err := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts,
+		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers})
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +258,22 @@ func (p *Parts) Agent(c client.Client) *durable.Agent {
 
 // Ingress returns the HTTP server for the durable agent.
 func (p *Parts) Ingress(c client.Client) *ingress.Server { return p.ingressFor(p.Agent(c)) }
+
+// WithChannels serves each channel's door (POST <path>) beside h. Webhook
+// routes authenticate by the platform's signature, not by the ingress's
+// API tokens; every other route goes to h.
+func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
+	if len(p.Channels) == 0 {
+		return h
+	}
+	mux := http.NewServeMux()
+	for _, ch := range p.Channels {
+		mux.Handle("POST "+ch.Door.Path(), channels.Handler(ch.Door, c, p.Config.TaskQueue, p.Config.Logger))
+		p.Config.Logger.Info("channel enabled", "kind", ch.Door.Kind(), "route", ch.Door.Path(), "file", ch.File)
+	}
+	mux.Handle("/", h)
+	return mux
+}
 
 // Listen binds the ingress address, with a message that says what to do
 // when the port is taken.

@@ -25,7 +25,17 @@ const postgresTurns = "fastagent_turns"
 // postgresOwners records which principal created each session.
 const postgresOwners = "fastagent_owners"
 
+// postgresReplies records the platform message that answers each channel turn.
+const postgresReplies = "fastagent_replies"
+
 const postgresSchema = `
+CREATE TABLE IF NOT EXISTS ` + postgresReplies + ` (
+	session TEXT        NOT NULL,
+	turn    TEXT        NOT NULL,
+	ref     TEXT        NOT NULL,
+	created TIMESTAMPTZ NOT NULL DEFAULT now(),
+	PRIMARY KEY (session, turn)
+);
 CREATE TABLE IF NOT EXISTS ` + postgresTable + ` (
 	session    TEXT        NOT NULL,
 	id         TEXT        NOT NULL,
@@ -240,6 +250,32 @@ ON CONFLICT (session) DO UPDATE SET session = EXCLUDED.session RETURNING princip
 		return "", fmt.Errorf("store: postgres: claim session %q: %w", session, err)
 	}
 	return owner, nil
+}
+
+// SaveReply implements Store.
+func (p *Postgres) SaveReply(ctx context.Context, session, turn, ref string) error {
+	if err := validReply(session, turn, ref); err != nil {
+		return err
+	}
+	_, err := p.pool.Exec(ctx, `INSERT INTO `+postgresReplies+` (session, turn, ref) VALUES ($1, $2, $3)
+ON CONFLICT (session, turn) DO NOTHING`, session, turn, ref)
+	if err != nil {
+		return fmt.Errorf("store: postgres: save reply of turn %q in session %q: %w", turn, session, err)
+	}
+	return nil
+}
+
+// Reply implements Store.
+func (p *Postgres) Reply(ctx context.Context, session, turn string) (string, error) {
+	var ref string
+	err := p.pool.QueryRow(ctx, `SELECT ref FROM `+postgresReplies+` WHERE session = $1 AND turn = $2`, session, turn).Scan(&ref)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", replyNotFound(session, turn)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: postgres: reply of turn %q in session %q: %w", turn, session, err)
+	}
+	return ref, nil
 }
 
 // SessionOwner implements Store.

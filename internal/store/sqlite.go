@@ -42,6 +42,13 @@ CREATE TABLE IF NOT EXISTS turns (
 	finished INTEGER NOT NULL,
 	UNIQUE (session, key)
 );
+CREATE TABLE IF NOT EXISTS replies (
+	session TEXT    NOT NULL,
+	turn    TEXT    NOT NULL,
+	ref     TEXT    NOT NULL,
+	created INTEGER NOT NULL,
+	PRIMARY KEY (session, turn)
+);
 CREATE TABLE IF NOT EXISTS owners (
 	session   TEXT    PRIMARY KEY,
 	principal TEXT    NOT NULL,
@@ -263,6 +270,35 @@ ON CONFLICT (session) DO NOTHING`, session, principal, time.Now().UnixNano()); e
 		return "", fmt.Errorf("store: sqlite: claim session %q: %w", session, err)
 	}
 	return owner, nil
+}
+
+// SaveReply implements Store.
+func (s *SQLite) SaveReply(ctx context.Context, session, turn, ref string) error {
+	if err := validReply(session, turn, ref); err != nil {
+		return err
+	}
+	err := retryBusy(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, `INSERT INTO replies (session, turn, ref, created) VALUES (?, ?, ?, ?)
+ON CONFLICT (session, turn) DO NOTHING`, session, turn, ref, time.Now().UnixNano())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: sqlite: save reply of turn %q in session %q: %w", turn, session, err)
+	}
+	return nil
+}
+
+// Reply implements Store.
+func (s *SQLite) Reply(ctx context.Context, session, turn string) (string, error) {
+	var ref string
+	err := s.db.QueryRowContext(ctx, `SELECT ref FROM replies WHERE session = ? AND turn = ?`, session, turn).Scan(&ref)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", replyNotFound(session, turn)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: sqlite: reply of turn %q in session %q: %w", turn, session, err)
+	}
+	return ref, nil
 }
 
 // SessionOwner implements Store.

@@ -69,6 +69,12 @@ type Store interface {
 	ClaimSession(ctx context.Context, session, principal string) (string, error)
 	// SessionOwner returns the recorded owner of session, or ErrNotFound.
 	SessionOwner(ctx context.Context, session string) (string, error)
+	// SaveReply records ref, the platform's identity of the message that
+	// answers turn (for example a Slack channel and ts), unless one is
+	// recorded; the first write wins and a retried write is a no-op.
+	SaveReply(ctx context.Context, session, turn, ref string) error
+	// Reply returns the recorded reply of turn, or ErrNotFound.
+	Reply(ctx context.Context, session, turn string) (string, error)
 	// Close releases the store's connections.
 	Close() error
 }
@@ -206,4 +212,22 @@ func validClaim(session, principal string) error {
 // ownerNotFound wraps ErrNotFound with the session it is about.
 func ownerNotFound(session string) error {
 	return fmt.Errorf("%w: no owner recorded for session %q", ErrNotFound, session)
+}
+
+// validReply checks a SaveReply call before any database work.
+func validReply(session, turn, ref string) error {
+	switch {
+	case session == "":
+		return errors.New("store: save reply: empty session")
+	case turn == "":
+		return fmt.Errorf("store: save reply in session %q: empty turn", session)
+	case ref == "":
+		return fmt.Errorf("store: save reply of turn %q in session %q: empty reference", turn, session)
+	}
+	return nil
+}
+
+// replyNotFound wraps ErrNotFound with the turn and session it is about.
+func replyNotFound(session, turn string) error {
+	return fmt.Errorf("%w: no reply recorded for turn %q in session %q", ErrNotFound, turn, session)
 }

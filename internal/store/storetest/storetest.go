@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TurnRecords", testTurnRecords},
 		{"TurnRecordIsolation", testTurnRecordIsolation},
 		{"SessionOwners", testSessionOwners},
+		{"Replies", testReplies},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -773,6 +774,38 @@ func testSessionOwners(t *testing.T, s store.Store) {
 	for _, bad := range [][2]string{{"", "p"}, {"C", ""}} {
 		if _, err := s.ClaimSession(ctx, bad[0], bad[1]); err == nil {
 			t.Errorf("ClaimSession(%q, %q) succeeded, want an error", bad[0], bad[1])
+		}
+	}
+}
+
+func testReplies(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if _, err := s.Reply(ctx, "A", "t1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Reply before any save: %v, want ErrNotFound", err)
+	}
+	steps := []struct {
+		session, turn, ref string
+		want               string
+	}{
+		{"A", "t1", "C1:100.1", "C1:100.1"},
+		{"A", "t1", "C1:999.9", "C1:100.1"}, // first write wins
+		{"A", "t2", "C1:200.2", "C1:200.2"},
+		{"B", "t1", "C2:300.3", "C2:300.3"}, // sessions are separate
+	}
+	for _, st := range steps {
+		if err := s.SaveReply(ctx, st.session, st.turn, st.ref); err != nil {
+			t.Fatalf("SaveReply(%q, %q, %q): %v", st.session, st.turn, st.ref, err)
+		}
+		if got, err := s.Reply(ctx, st.session, st.turn); err != nil || got != st.want {
+			t.Errorf("Reply(%q, %q) = %q, %v; want %q", st.session, st.turn, got, err, st.want)
+		}
+	}
+	if got, _ := s.Reply(ctx, "A", "t1"); got != "C1:100.1" {
+		t.Errorf("Reply(A, t1) = %q after other saves, want C1:100.1", got)
+	}
+	for _, bad := range [][3]string{{"", "t", "r"}, {"A", "", "r"}, {"A", "t", ""}} {
+		if err := s.SaveReply(ctx, bad[0], bad[1], bad[2]); err == nil {
+			t.Errorf("SaveReply(%q, %q, %q) succeeded, want an error", bad[0], bad[1], bad[2])
 		}
 	}
 }

@@ -1,0 +1,100 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// fakeReplier records posts and updates.
+type fakeReplier struct {
+	mu    sync.Mutex
+	log   []string
+	posts int
+}
+
+func (f *fakeReplier) Kind() string { return "fake" }
+
+func (f *fakeReplier) Post(_ context.Context, _ json.RawMessage, text string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.posts++
+	ref := fmt.Sprintf("m%d", f.posts)
+	f.log = append(f.log, "post "+ref+" "+text)
+	return ref, nil
+}
+
+func (f *fakeReplier) Update(_ context.Context, _ json.RawMessage, ref, text string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log = append(f.log, "update "+ref+" "+text)
+	return nil
+}
+
+// TestChannelReply: the stored answer is posted once; a retried reply
+// updates the posted message; a busy notice never overwrites an answer; an
+// unconfigured kind fails without retries.
+func TestChannelReply(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Now()
+	entries := []transcript.Entry{
+		{ID: "u1", Type: transcript.TypeMessage, Time: now, Message: &transcript.Message{Role: transcript.RoleUser, Text: "hi"}},
+		{ID: "a1", ParentID: "u1", Type: transcript.TypeMessage, Time: now, Message: &transcript.Message{Role: transcript.RoleAssistant, Text: "Hello"}},
+		{ID: "a2", ParentID: "a1", Type: transcript.TypeMessage, Time: now, Message: &transcript.Message{Role: transcript.RoleAssistant, Text: "there."}},
+	}
+	if err := st.Append(ctx, "s1", entries...); err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeReplier{}
+	r := activities.NewReplies(st, []channels.Replier{fake}, nil)
+	out := agentloop.Outcome{Turn: "k1", Status: agent.TypeCompleted, First: "u1", Leaf: "a2"}
+	target := workflows.ReplyTarget{Kind: "fake", Data: json.RawMessage(`{}`)}
+	steps := []struct {
+		name string
+		in   workflows.ReplyInput
+		want []string
+	}{
+		{"first reply posts the stored answer", workflows.ReplyInput{Session: "s1", Turn: "k1", Reply: target, Outcome: out},
+			[]string{"post m1 Hello\n\nthere."}},
+		{"retried reply updates it", workflows.ReplyInput{Session: "s1", Turn: "k1", Reply: target, Outcome: out},
+			[]string{"post m1 Hello\n\nthere.", "update m1 Hello\n\nthere."}},
+		{"busy after an answer changes nothing", workflows.ReplyInput{Session: "s1", Turn: "k1", Reply: target, Busy: true},
+			[]string{"post m1 Hello\n\nthere.", "update m1 Hello\n\nthere."}},
+		{"busy for a new key posts the notice", workflows.ReplyInput{Session: "s1", Turn: "k2", Reply: target, Busy: true},
+			[]string{"post m1 Hello\n\nthere.", "update m1 Hello\n\nthere.", "post m2 " + activities.BusyText}},
+	}
+	for _, s := range steps {
+		if err := r.Reply(ctx, s.in); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if fmt.Sprint(fake.log) != fmt.Sprint(s.want) {
+			t.Errorf("%s: calls %q, want %q", s.name, fake.log, s.want)
+		}
+	}
+	err = r.Reply(ctx, workflows.ReplyInput{Session: "s1", Turn: "k3", Reply: workflows.ReplyTarget{Kind: "nope"}, Outcome: out})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || !app.NonRetryable() {
+		t.Errorf("unknown kind: %v, want a non-retryable application error", err)
+	}
+}

@@ -1,0 +1,389 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/channels/slack"
+	"github.com/fastagent/fastagent/internal/relay"
+	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+const slackSecret = "e2e-signing-secret"
+
+// slackCall is one Web API call the fake Slack received.
+type slackCall struct {
+	Method, Channel, Text, ThreadTS, TS string
+}
+
+// fakeSlack is a Slack Web API on loopback that records every call and
+// answers chat.postMessage and chat.update as Slack does.
+type fakeSlack struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	calls []slackCall
+	next  int
+}
+
+func newFakeSlack(t *testing.T) *fakeSlack {
+	f := &fakeSlack{}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		c := slackCall{Method: strings.TrimPrefix(r.URL.Path, "/"), Channel: r.Form.Get("channel"),
+			Text: r.Form.Get("text"), ThreadTS: r.Form.Get("thread_ts"), TS: r.Form.Get("ts")}
+		f.mu.Lock()
+		f.calls = append(f.calls, c)
+		f.next++
+		ts := c.TS
+		if c.Method == "chat.postMessage" {
+			ts = fmt.Sprintf("1800000000.%06d", f.next)
+		}
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch c.Method {
+		case "chat.postMessage", "chat.update":
+			_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": c.Channel, "ts": ts, "text": c.Text})
+		default:
+			_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "unknown_method"})
+		}
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeSlack) posts(method string) []slackCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []slackCall
+	for _, c := range f.calls {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// slackStack is a door on real HTTP and (optionally) a worker whose Slack
+// replier talks to the fake.
+type slackStack struct {
+	e     *env
+	fake  *fakeSlack
+	door  *httptest.Server
+	team  string
+	reply channels.Replier
+}
+
+func newSlackStack(t *testing.T) *slackStack {
+	e := newEnv(t)
+	s := &slackStack{e: e, fake: newFakeSlack(t), team: fmt.Sprintf("T%d", time.Now().UnixNano())}
+	s.reply = slack.NewReplier("xoxb-e2e", s.fake.srv.URL)
+	s.door = httptest.NewServer(channels.Handler(&slack.Door{SigningSecret: slackSecret}, e.client, e.queue, nil))
+	t.Cleanup(s.door.Close)
+	return s
+}
+
+func (s *slackStack) startWorker() sdkworker.Worker {
+	s.e.t.Helper()
+	w, err := worker.New(s.e.client, worker.Options{TaskQueue: s.e.queue, Activities: s.e.kit.Activities(s.e.bus),
+		Repliers: []channels.Replier{s.reply}})
+	if err != nil {
+		s.e.t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		s.e.t.Fatalf("start worker: %v", err)
+	}
+	s.e.t.Cleanup(w.Stop)
+	return w
+}
+
+// event is an Events API callback in Slack's shape.
+func (s *slackStack) event(eventID, typ, channelType, channel, ts, threadTS, text string) []byte {
+	inner := map[string]any{"type": typ, "user": "U061F7AUR", "text": text, "ts": ts, "channel": channel, "event_ts": ts}
+	if channelType != "" {
+		inner["channel_type"] = channelType
+	}
+	if threadTS != "" {
+		inner["thread_ts"] = threadTS
+	}
+	b, _ := json.Marshal(map[string]any{
+		"token": "ZZZZZZWSxiZZZ2yIvs3peJ", "team_id": s.team, "api_app_id": "A0MDYCDME",
+		"event": inner, "type": "event_callback", "event_id": eventID, "event_time": 1515449522,
+		"authed_users":   []string{"U0LAN0Z89"},
+		"authorizations": []map[string]any{{"team_id": s.team, "user_id": "U0LAN0Z89", "is_bot": true}},
+	})
+	return b
+}
+
+// post sends body to the door signed at `at` (with secret), plus headers.
+func (s *slackStack) post(body []byte, secret string, at time.Time, extra map[string]string) (int, string, time.Duration) {
+	s.e.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.door.URL+"/slack", bytes.NewReader(body))
+	if err != nil {
+		s.e.t.Fatal(err)
+	}
+	req.Header = slack.Sign(secret, at, body)
+	for k, v := range extra {
+		req.Header.Set(k, v)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	took := time.Since(start)
+	if err != nil {
+		s.e.t.Fatalf("POST /slack: %v", err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.String(), took
+}
+
+func (s *slackStack) workflowExists(session string) bool {
+	_, err := s.e.client.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(session), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false
+	}
+	if err != nil {
+		s.e.t.Fatalf("describe %s: %v", session, err)
+	}
+	return true
+}
+
+func (s *slackStack) terminate(session string) {
+	_ = s.e.client.TerminateWorkflow(context.Background(), workflows.WorkflowID(session), "", "test over")
+}
+
+// waitFor polls cond for up to limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSlackDoorRefuses: a bad signature, a stale timestamp and an oversized
+// body are refused before anything starts; url_verification is answered.
+func TestSlackDoorRefuses(t *testing.T) {
+	t.Parallel()
+	s := newSlackStack(t)
+	const ts = "1515449522.000016"
+	session := slack.SessionID(s.team, "C0LAN2Q65", ts)
+	body := s.event("Ev1", "app_mention", "", "C0LAN2Q65", ts, "", "<@U0LAN0Z89> hello")
+	big := append(append([]byte(nil), body[:len(body)-1]...), []byte(`,"pad":"`+strings.Repeat("x", channels.MaxBody)+`"}`)...)
+	cases := []struct {
+		name   string
+		body   []byte
+		secret string
+		at     time.Time
+		want   int
+	}{
+		{"bad signature", body, "not-the-secret", time.Now(), http.StatusUnauthorized},
+		{"stale timestamp", body, slackSecret, time.Now().Add(-6 * time.Minute), http.StatusUnauthorized},
+		{"oversized body", big, slackSecret, time.Now(), http.StatusRequestEntityTooLarge},
+	}
+	for _, c := range cases {
+		if code, _, _ := s.post(c.body, c.secret, c.at, nil); code != c.want {
+			t.Errorf("%s: status %d, want %d", c.name, code, c.want)
+		}
+	}
+	if s.workflowExists(session) {
+		t.Errorf("a refused request started session workflow %s", session)
+	}
+	challenge := `{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`
+	code, got, _ := s.post([]byte(challenge), slackSecret, time.Now(), nil)
+	if code != http.StatusOK || got != "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P" {
+		t.Errorf("url_verification: %d %q, want 200 with the challenge", code, got)
+	}
+}
+
+// TestSlackExactlyOnce: one app_mention delivered four times (Slack's
+// retries) plus its overlapping message event, and once more after the
+// answer, runs one turn and posts one reply in the message's thread, equal
+// to the stored answer; a retried reply updates that message.
+func TestSlackExactlyOnce(t *testing.T) {
+	t.Parallel()
+	s := newSlackStack(t)
+	s.startWorker()
+	const channel, ts = "C0LAN2Q65", "1515449522.000016"
+	session := slack.SessionID(s.team, channel, ts)
+	t.Cleanup(func() { s.terminate(session) })
+	mention := s.event("EvMention", "app_mention", "", channel, ts, "", "<@U0LAN0Z89> what is the capital of France?")
+	message := s.event("EvMessage", "message", "channel", channel, ts, "", "<@U0LAN0Z89> what is the capital of France?")
+	for i := 0; i < 4; i++ {
+		var h map[string]string
+		if i > 0 {
+			h = map[string]string{"X-Slack-Retry-Num": strconv.Itoa(i), "X-Slack-Retry-Reason": "http_timeout"}
+		}
+		if code, _, _ := s.post(mention, slackSecret, time.Now(), h); code != http.StatusOK {
+			t.Fatalf("delivery %d: status %d", i+1, code)
+		}
+	}
+	if code, _, _ := s.post(message, slackSecret, time.Now(), nil); code != http.StatusOK {
+		t.Fatalf("message event: status %d", code)
+	}
+	waitFor(t, 90*time.Second, "the reply", func() bool { return len(s.fake.posts("chat.postMessage")) > 0 })
+	// Once more after the answer (as a late retry would).
+	if code, _, _ := s.post(mention, slackSecret, time.Now(), map[string]string{"X-Slack-Retry-Num": "3"}); code != http.StatusOK {
+		t.Fatalf("late retry: status %d", code)
+	}
+	key := "slack:" + s.team + ":" + channel + ":" + ts
+	var rec agentloop.Outcome
+	waitFor(t, 30*time.Second, "the turn record", func() bool {
+		r, err := s.e.kit.Store.Turn(context.Background(), session, key)
+		return err == nil && json.Unmarshal(r.Outcome, &rec) == nil
+	})
+	// Give any wrongly queued second turn time to show itself.
+	time.Sleep(3 * time.Second)
+
+	if n := s.e.kit.Model.Count(); n != 1 {
+		t.Errorf("model calls = %d, want 1", n)
+	}
+	posts := s.fake.posts("chat.postMessage")
+	if len(posts) != 1 {
+		t.Fatalf("chat.postMessage calls = %+v, want one", posts)
+	}
+	steps, err := relay.StoredSteps(context.Background(), s.e.kit.Store, session, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(steps, "\n\n")
+	p := posts[0]
+	if p.Channel != channel || p.ThreadTS != ts || p.Text != want || !strings.Contains(p.Text, "capital of France") || strings.Contains(p.Text, "<@") {
+		t.Errorf("reply = %+v, want text %q in thread %s of %s", p, want, ts, channel)
+	}
+	if u := s.fake.posts("chat.update"); len(u) != 0 {
+		t.Errorf("chat.update calls = %+v, want none", u)
+	}
+
+	// A retried reply (same session and turn) edits the posted message.
+	target, _ := json.Marshal(slack.Target{Channel: channel, ThreadTS: ts})
+	acts := activities.NewReplies(s.e.kit.Store, []channels.Replier{s.reply}, nil)
+	in := workflows.ReplyInput{Session: session, Turn: key, Reply: workflows.ReplyTarget{Kind: "slack", Data: target}, Outcome: rec}
+	if err := acts.Reply(context.Background(), in); err != nil {
+		t.Fatalf("retried reply: %v", err)
+	}
+	if n := len(s.fake.posts("chat.postMessage")); n != 1 {
+		t.Errorf("after a retried reply: %d postMessage calls, want 1", n)
+	}
+	if u := s.fake.posts("chat.update"); len(u) != 1 || u[0].TS == "" || u[0].Text != want {
+		t.Errorf("after a retried reply: chat.update calls %+v, want one of the posted message", u)
+	}
+}
+
+// TestSlackAckWithoutWorker: with no worker running, every delivery is
+// handed to Temporal and acknowledged 200; the latency figures are logged.
+func TestSlackAckWithoutWorker(t *testing.T) {
+	t.Parallel()
+	s := newSlackStack(t)
+	const n = 20
+	var took []time.Duration
+	for i := 0; i < n; i++ {
+		ts := fmt.Sprintf("1515449600.%06d", i)
+		session := slack.SessionID(s.team, "C0LAN2Q65", ts)
+		t.Cleanup(func() { s.terminate(session) })
+		body := s.event(fmt.Sprintf("Ev%d", i), "app_mention", "", "C0LAN2Q65", ts, "", fmt.Sprintf("<@U0LAN0Z89> question %d", i))
+		code, _, d := s.post(body, slackSecret, time.Now(), nil)
+		if code != http.StatusOK {
+			t.Fatalf("delivery %d: status %d", i, code)
+		}
+		took = append(took, d)
+		if !s.workflowExists(session) {
+			t.Errorf("delivery %d was acknowledged but session %s has no workflow", i, session)
+		}
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("ACK latency with no worker over %d deliveries: p50 %s, p99 %s, max %s",
+		n, took[n/2], took[(n*99+99)/100-1], took[n-1])
+}
+
+// TestSlackBusy: deliveries beyond the session's queue get a visible busy
+// reply in their thread; the others are answered.
+func TestSlackBusy(t *testing.T) {
+	t.Parallel()
+	s := newSlackStack(t)
+	const channel, root = "D0PNCRP9N", "1525215129.000001"
+	session := slack.SessionID(s.team, channel, root)
+	t.Cleanup(func() { s.terminate(session) })
+	// Sent before the worker starts: its first workflow task sees them all,
+	// so the queue is certainly full when the last one arrives.
+	total := workflows.MaxQueuedTurns + 1
+	for i := 0; i < total; i++ {
+		ts := root
+		thread := ""
+		if i > 0 {
+			ts, thread = fmt.Sprintf("1525215130.%06d", i), root
+		}
+		body := s.event(fmt.Sprintf("EvIm%d", i), "message", "im", channel, ts, thread, fmt.Sprintf("message %d", i))
+		if code, _, _ := s.post(body, slackSecret, time.Now(), nil); code != http.StatusOK {
+			t.Fatalf("delivery %d: status %d", i, code)
+		}
+	}
+	s.startWorker()
+	waitFor(t, 120*time.Second, "every reply", func() bool { return len(s.fake.posts("chat.postMessage")) >= total })
+	busy := 0
+	for _, p := range s.fake.posts("chat.postMessage") {
+		if p.ThreadTS != root || p.Channel != channel {
+			t.Errorf("reply %+v not in thread %s of %s", p, root, channel)
+		}
+		if p.Text == activities.BusyText {
+			busy++
+		}
+	}
+	if busy != 1 {
+		t.Errorf("busy replies = %d, want 1 (of %d deliveries, %d queue slots)", busy, total, workflows.MaxQueuedTurns)
+	}
+	if got := s.e.kit.Model.Count(); got != workflows.MaxQueuedTurns {
+		t.Errorf("model calls = %d, want %d", got, workflows.MaxQueuedTurns)
+	}
+}
+
+// runChannelDeliveries is the channel_deliveries history scenario: a
+// delivery sent twice (one turn, one reply), then a second message.
+func runChannelDeliveries(t *testing.T, e *env, session string) string {
+	fake := newFakeSlack(t)
+	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus),
+		Repliers: []channels.Replier{slack.NewReplier("xoxb-history", fake.srv.URL)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	target, _ := json.Marshal(slack.Target{Channel: "C1", ThreadTS: "1.000001"})
+	deliver := func(id, text string) {
+		d := channels.Delivery{Kind: slack.Kind, ID: id, Session: session, Prompt: agent.Prompt{Text: text}, Reply: target}
+		if err := channels.HandOff(context.Background(), e.client, e.queue, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliver("T1:C1:1.000001", "hello")
+	deliver("T1:C1:1.000001", "hello")
+	waitFor(t, time.Minute, "the first reply", func() bool { return len(fake.posts("chat.postMessage")) == 1 })
+	deliver("T1:C1:1.000002", "and again")
+	waitFor(t, time.Minute, "the second reply", func() bool { return len(fake.posts("chat.postMessage")) == 2 })
+	return ""
+}

@@ -1,0 +1,136 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// replyLog is a fake Channel.Reply activity that records what it receives.
+type replyLog struct {
+	mu  sync.Mutex
+	got []workflows.ReplyInput
+}
+
+func (r *replyLog) reply(_ context.Context, in workflows.ReplyInput) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, in)
+	return nil
+}
+
+func (r *replyLog) calls() []workflows.ReplyInput {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]workflows.ReplyInput(nil), r.got...)
+}
+
+func withReplies(h *harness) *replyLog {
+	r := &replyLog{}
+	h.env.RegisterActivityWithOptions(r.reply, activity.RegisterOptions{Name: workflows.ActivityChannelReply})
+	return r
+}
+
+func delivery(key, text string) workflows.Delivery {
+	return workflows.Delivery{Key: key, Source: "slack", Prompt: agent.Prompt{Text: text},
+		Reply: &workflows.ReplyTarget{Kind: "slack", Data: []byte(`{"channel":"C1","thread":"1.0"}`)}}
+}
+
+func (h *harness) deliver(d workflows.Delivery) {
+	h.env.SignalWorkflow(workflows.SignalDeliver, d)
+}
+
+// TestSessionDeliveries: a delivered key runs one turn and gets one reply,
+// however often it is redelivered; a recorded key neither runs nor replies;
+// a full queue gets a busy reply.
+func TestSessionDeliveries(t *testing.T) {
+	t.Parallel()
+	const key = "slack:T1:C1:1.0"
+
+	t.Run("redeliveries while queued, running and finished", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		replies := withReplies(h)
+		gate := make(chan struct{})
+		h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+			if err := waitGate(gate); err != nil {
+				return agentloop.ModelResult{}, err
+			}
+			return reply(call), nil
+		}
+		h.at(ms, func() { h.deliver(delivery(key, "hello")); h.deliver(delivery(key, "hello")) })
+		h.when(func() bool { return len(h.modelCalls()) > 0 }, func() {
+			h.deliver(delivery(key, "hello")) // running
+			close(gate)
+		})
+		h.at(time.Hour, func() { h.deliver(delivery(key, "hello")) }) // in Recent
+		h.run(workflows.SessionInput{Session: "s1"})
+		h.requireCancelled()
+		equal(t, "model calls", len(h.modelCalls()), 1)
+		got := replies.calls()
+		equal(t, "replies", len(got), 1)
+		if len(got) == 1 {
+			equal(t, "reply turn", got[0].Turn, key)
+			equal(t, "reply busy", got[0].Busy, false)
+			equal(t, "reply session", got[0].Session, "s1")
+			equal(t, "reply outcome", got[0].Outcome.Status, agent.TypeCompleted)
+			equal(t, "reply kind", got[0].Reply.Kind, "slack")
+		}
+	})
+
+	t.Run("key recorded in the store", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		replies := withReplies(h)
+		h.stored[key] = agentloop.Outcome{Turn: key, Status: agent.TypeCompleted}
+		h.at(ms, func() { h.deliver(delivery(key, "hello")) })
+		h.run(workflows.SessionInput{Session: "s1"})
+		h.requireCancelled()
+		equal(t, "model calls", len(h.modelCalls()), 0)
+		equal(t, "Turn.Begin calls", len(h.beginCalls()), 1)
+		equal(t, "replies", len(replies.calls()), 0)
+	})
+
+	t.Run("full queue", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		replies := withReplies(h)
+		gate := make(chan struct{})
+		h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+			if call.Turn == "k0" {
+				if err := waitGate(gate); err != nil {
+					return agentloop.ModelResult{}, err
+				}
+			}
+			return reply(call), nil
+		}
+		h.at(ms, func() { h.deliver(delivery("k0", "first")) })
+		h.when(func() bool { return len(h.modelCalls()) > 0 }, func() {
+			for i := 1; i <= workflows.MaxQueuedTurns+1; i++ {
+				h.deliver(delivery(fmt.Sprintf("k%d", i), "more"))
+			}
+		})
+		h.when(func() bool { return len(replies.calls()) > 0 }, func() { close(gate) })
+		h.run(workflows.SessionInput{Session: "s1"})
+		h.requireCancelled()
+		got := replies.calls()
+		equal(t, "model calls", len(h.modelCalls()), workflows.MaxQueuedTurns+1)
+		equal(t, "replies", len(got), workflows.MaxQueuedTurns+2)
+		busy := 0
+		for _, r := range got {
+			if r.Busy {
+				busy++
+				equal(t, "busy turn", r.Turn, fmt.Sprintf("k%d", workflows.MaxQueuedTurns+1))
+			}
+		}
+		equal(t, "busy replies", busy, 1)
+	})
+}
