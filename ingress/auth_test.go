@@ -401,3 +401,23 @@ func TestTokensParse(t *testing.T) {
 		}
 	}
 }
+
+// Session IDs of channels and schedules cannot be created by a principal over
+// HTTP (only by an admin), so nobody can pre-empt a Slack thread's session.
+func TestReservedSessionPrefixes(t *testing.T) {
+	t.Parallel()
+	hs, rec := authServer(t, nil)
+	for _, id := range []string{"slack:T1:C1:1700000000.0001", "schedule:daily", "github:o/r#1"} {
+		body := `{"session":"` + id + `","text":"hi"}`
+		resp, got := do(t, hs, call{http.MethodPost, "/invoke", body}, aliceTok, nil)
+		if resp.StatusCode != http.StatusForbidden || codeOf(got) != ingress.CodeForbidden {
+			t.Errorf("alice creating %s: %d %s, want 403 forbidden", id, resp.StatusCode, got)
+		}
+	}
+	if n := len(rec.took()); n != 0 {
+		t.Fatalf("a refused request reached the agent: %v", rec.took())
+	}
+	if resp, got := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"slack:T1:C1:1","text":"hi"}`}, adminTok, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("admin: %d %s", resp.StatusCode, got)
+	}
+}

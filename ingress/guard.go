@@ -244,6 +244,11 @@ func (s *Server) access(c *gin.Context, session string, create bool) bool {
 		s.fail(c, agent.NewError(agent.CodeNoSuchSession, fmt.Sprintf("no such session %q", session)))
 		return false
 	}
+	if prefix := reservedPrefix(session); prefix != "" && !p.Admin() {
+		abort(c, http.StatusForbidden, CodeForbidden, fmt.Sprintf(
+			"session IDs starting with %q belong to a channel or a schedule; choose another session ID", prefix))
+		return false
+	}
 	if !s.allowNewSession(p.Name) {
 		c.Header("Retry-After", "60")
 		abort(c, http.StatusTooManyRequests, CodeRateLimited, fmt.Sprintf("principal %q created too many sessions in the last minute; retry later", p.Name))
@@ -259,6 +264,21 @@ func (s *Server) access(c *gin.Context, session string, create bool) bool {
 		return false
 	}
 	return true
+}
+
+// ReservedPrefixes start the session IDs that channels and schedules create
+// (slack:<team>:<channel>:<ts>, schedule:<name>, …). A principal other than
+// an admin cannot create such a session over HTTP, so it cannot pre-empt a
+// conversation a channel will route into it.
+var ReservedPrefixes = []string{"slack:", "feishu:", "lark:", "github:", "telegram:", "schedule:"}
+
+func reservedPrefix(session string) string {
+	for _, p := range ReservedPrefixes {
+		if strings.HasPrefix(session, p) {
+			return p
+		}
+	}
+	return ""
 }
 
 // allowNewSession counts a session created by principal against
