@@ -96,6 +96,9 @@ type Parts struct {
 	// Channels are the enabled channels of channels/ (doors on the
 	// ingress, repliers on the worker).
 	Channels []*channels.Channel
+	// invokeOff unmounts POST /invoke: channel files exist and
+	// fastagent.yaml does not say http: {invoke: true}.
+	invokeOff bool
 }
 
 // Open opens the store and the feed and prepares the definition loader. The
@@ -129,6 +132,7 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 		return nil, err
 	}
 	var chans []*channels.Channel
+	invokeOff := false
 	if def, err := loader.Load(ctx); err == nil {
 		getenv := cfg.Getenv
 		if getenv == nil {
@@ -141,6 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 		}
 		// fastagent.yaml's http: block fills what flags and env left unset.
 		h := def.Config.HTTP
+		invokeOff = len(chans) > 0 && (h.Invoke == nil || !*h.Invoke)
 		if cfg.HTTPHost == "" {
 			cfg.HTTPHost = h.Host
 		}
@@ -175,12 +180,13 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	}
 	models := &Models{Getenv: cfg.Getenv}
 	p := &Parts{
-		Config:   cfg,
-		Store:    st,
-		Feed:     bus,
-		Loader:   loader,
-		Models:   models,
-		Channels: chans,
+		Config:    cfg,
+		Store:     st,
+		Feed:      bus,
+		Loader:    loader,
+		Models:    models,
+		Channels:  chans,
+		invokeOff: invokeOff,
 		Acts: &activities.Activities{
 			Store:       st,
 			Feed:        bus,
@@ -267,6 +273,12 @@ func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
 		return h
 	}
 	mux := http.NewServeMux()
+	if p.invokeOff {
+		mux.HandleFunc("POST /invoke", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "POST /invoke is off because this agent has channels (channels/*.yaml); set http: {invoke: true} in fastagent.yaml to keep it", http.StatusNotFound)
+		})
+		p.Config.Logger.Info("POST /invoke is off: the agent has channels; http: {invoke: true} keeps it")
+	}
 	for _, ch := range p.Channels {
 		mux.Handle("POST "+ch.Door.Path(), channels.Handler(ch.Door, c, p.Config.TaskQueue, p.Config.Logger))
 		p.Config.Logger.Info("channel enabled", "kind", ch.Door.Kind(), "route", ch.Door.Path(), "file", ch.File)

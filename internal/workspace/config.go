@@ -99,6 +99,9 @@ type HTTPConfig struct {
 	// AllowedHosts are the Host names the API answers besides the loopback
 	// names (DNS rebinding defence).
 	AllowedHosts []string `yaml:"allowedHosts"`
+	// Invoke keeps POST /invoke mounted when channel files exist (as in
+	// FastAgent, the default route is off once the agent has channels).
+	Invoke *bool `yaml:"invoke"`
 }
 
 // CodingTools selects built-in coding tools.

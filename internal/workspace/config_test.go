@@ -25,7 +25,7 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "unknown nested key lists the known ones",
 			yaml: "http:\n  port: 8080\n  bind: 0.0.0.0\n",
-			want: []ConfigError{{Line: 3, Key: "http.bind", Reason: "unknown key (http takes: host, port, detachGrace, allowedOrigins, allowedHosts)"}},
+			want: []ConfigError{{Line: 3, Key: "http.bind", Reason: "unknown key (http takes: host, port, detachGrace, allowedOrigins, allowedHosts, invoke)"}},
 		},
 		{
 			name: "unknown nested key with a typo",
