@@ -387,3 +387,67 @@ func runChannelDeliveries(t *testing.T, e *env, session string) string {
 	waitFor(t, time.Minute, "the second reply", func() bool { return len(fake.posts("chat.postMessage")) == 2 })
 	return ""
 }
+
+// 20 top-level mentions at once in one channel: 20 sessions, one turn each,
+// each answer posted once, in its own thread.
+func TestSlackTwentyThreads(t *testing.T) {
+	t.Parallel()
+	s := newSlackStack(t)
+	s.startWorker()
+	const channel, n = "C0TWENTY", 20
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		ts := fmt.Sprintf("1515449600.%06d", i+1)
+		t.Cleanup(func() { s.terminate(slack.SessionID(s.team, channel, ts)) })
+		body := s.event(fmt.Sprintf("EvT%d", i), "app_mention", "", channel, ts, "", fmt.Sprintf("<@U0LAN0Z89> thread %d", i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, _, _ := s.post(body, slackSecret, time.Now(), nil); code != http.StatusOK {
+				t.Errorf("thread %d: status %d", i, code)
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, 3*time.Minute, "20 replies", func() bool { return len(s.fake.posts("chat.postMessage")) >= n })
+	time.Sleep(2 * time.Second) // a duplicate would show itself now
+	posts := s.fake.posts("chat.postMessage")
+	if len(posts) != n {
+		t.Fatalf("%d replies, want %d", len(posts), n)
+	}
+	seen := map[string]bool{}
+	for _, p := range posts {
+		if p.Channel != channel || seen[p.ThreadTS] || !strings.Contains(p.Text, "thread ") {
+			t.Errorf("reply %+v: wrong channel, a second reply in its thread, or not its answer", p)
+		}
+		seen[p.ThreadTS] = true
+		// Each answer is the one for its own thread: the echo model repeats the prompt.
+		var i int
+		if _, err := fmt.Sscanf(p.ThreadTS, "1515449600.%06d", &i); err != nil || p.Text != fmt.Sprintf("thread %d", i-1) {
+			t.Errorf("reply in thread %s carries %q", p.ThreadTS, p.Text)
+		}
+	}
+	if c := s.e.kit.Model.Count(); c != n {
+		t.Errorf("model calls = %d, want %d", c, n)
+	}
+}
+
+// The door goes away right after its ACK (an ingress killed): the delivery
+// was already durable in Temporal, so the turn runs once a worker is up and
+// its answer is posted.
+func TestSlackDoorGoneAfterAck(t *testing.T) {
+	t.Parallel()
+	s := newSlackStack(t)
+	const channel, ts = "C0GONE", "1515449700.000001"
+	session := slack.SessionID(s.team, channel, ts)
+	t.Cleanup(func() { s.terminate(session) })
+	if code, _, _ := s.post(s.event("EvGone", "app_mention", "", channel, ts, "", "<@U0LAN0Z89> still there?"), slackSecret, time.Now(), nil); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	s.door.Close() // the ingress is gone; no worker ran yet
+	s.startWorker()
+	waitFor(t, 90*time.Second, "the reply", func() bool { return len(s.fake.posts("chat.postMessage")) > 0 })
+	if p := s.fake.posts("chat.postMessage"); len(p) != 1 || p[0].ThreadTS != ts || !strings.Contains(p[0].Text, "still there?") {
+		t.Fatalf("replies %+v", p)
+	}
+}
