@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastagent/fastagent/internal/channels"
+	_ "github.com/fastagent/fastagent/internal/channels/slack" // the slack kind
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 
@@ -23,9 +26,37 @@ type infoReport struct {
 	Skills       []infoSkill            `json:"skills"`
 	Tools        []infoTool             `json:"tools"`
 	Collisions   []workspace.Collision  `json:"collisions"`
-	Channels     []workspace.FileEntry  `json:"channels"`
+	Channels     []infoChannel          `json:"channels"`
 	Schedules    []workspace.FileEntry  `json:"schedules"`
 	Diagnostics  []workspace.Diagnostic `json:"diagnostics"`
+}
+
+// infoChannel is a channel file and its real state: off (*.disabled),
+// on (with its route), or broken (what would stop the server).
+type infoChannel struct {
+	workspace.FileEntry
+	State   string `json:"state"`
+	Route   string `json:"route,omitempty"`
+	Problem string `json:"problem,omitempty"`
+}
+
+// channelInfo checks each channel file as the server would at startup.
+func channelInfo(files []workspace.FileEntry) []infoChannel {
+	out := []infoChannel{}
+	for _, f := range files {
+		c := infoChannel{FileEntry: f, State: "off"}
+		if f.Enabled {
+			chans, err := channels.Load([]workspace.FileEntry{f}, os.Getenv)
+			switch {
+			case err != nil:
+				c.State, c.Problem = "broken", err.Error()
+			case len(chans) == 1:
+				c.State, c.Route = "on", "POST "+chans[0].Door.Path()
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 type infoModel struct {
@@ -117,7 +148,7 @@ func buildInfo(def *workspace.Definition) infoReport {
 		Skills:       []infoSkill{},
 		Tools:        []infoTool{},
 		Collisions:   append([]workspace.Collision{}, def.Collisions...),
-		Channels:     append([]workspace.FileEntry{}, def.Workspace.Channels()...),
+		Channels:     channelInfo(def.Workspace.Channels()),
 		Schedules:    append([]workspace.FileEntry{}, def.Workspace.Schedules()...),
 		Diagnostics:  append([]workspace.Diagnostic{}, def.Diagnostics...),
 	}
@@ -216,11 +247,14 @@ func printInfo(out io.Writer, r infoReport) {
 	}
 	lines = nil
 	for _, c := range r.Channels {
-		state := "on"
-		if !c.Enabled {
-			state = "off"
+		line := c.Name + "\t" + c.State
+		switch c.State {
+		case "on":
+			line += "  " + c.Route
+		case "broken":
+			line += "  " + c.Problem
 		}
-		lines = append(lines, c.Name+"\t"+state+"  "+c.Path)
+		lines = append(lines, line+"  "+c.Path)
 	}
 	section("channels", lines)
 	lines = nil

@@ -206,6 +206,10 @@ func TestInfoJSON(t *testing.T) {
 	if len(r.Channels) != 2 || !r.Channels[0].Enabled || r.Channels[1].Enabled || r.Channels[1].Name != "telegram" {
 		t.Errorf("channels %+v", r.Channels)
 	}
+	// info shows the real state: slack.yaml ("x") would stop the server.
+	if len(r.Channels) == 2 && (r.Channels[0].State != "broken" || r.Channels[0].Problem == "" || r.Channels[1].State != "off") {
+		t.Errorf("channel states %+v", r.Channels)
+	}
 	if len(r.Schedules) != 1 || r.Schedules[0].Name != "daily" {
 		t.Errorf("schedules %+v", r.Schedules)
 	}
@@ -283,5 +287,31 @@ func writeFile(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A channel file that the server would accept shows as on, with its route;
+// one missing its secret shows as broken, saying which.
+func TestInfoChannelState(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "channels", "slack.yaml"), "signingSecretEnv: INFO_TEST_SLACK_SECRET\nbotTokenEnv: INFO_TEST_SLACK_TOKEN\n")
+	t.Setenv("INFO_TEST_SLACK_TOKEN", "xoxb-test")
+	read := func() infoChannel {
+		out, errOut, code := execute(t, "", "-C", dir, "info", "--json")
+		if code != 0 {
+			t.Fatalf("info: %d %s", code, errOut)
+		}
+		var r infoReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Channels) != 1 {
+			t.Fatalf("info --json: %v %s", err, out)
+		}
+		return r.Channels[0]
+	}
+	if c := read(); c.State != "broken" || !strings.Contains(c.Problem, "INFO_TEST_SLACK_SECRET") {
+		t.Errorf("without the signing secret: %+v", c)
+	}
+	t.Setenv("INFO_TEST_SLACK_SECRET", "sec")
+	if c := read(); c.State != "on" || c.Route != "POST /slack" {
+		t.Errorf("with both secrets: %+v", c)
 	}
 }
