@@ -80,7 +80,7 @@ func (e *env) startProcess(t *testing.T, command string, args ...string) *proc {
 		"--log-level", "warn",
 	}, args...)
 	cmd := exec.Command(fastagentBinary(t), args...)
-	cmd.Env = e.kit.ProcessEnv()
+	cmd.Env = append(e.kit.ProcessEnv(), e.extraEnv...)
 	if !e.noProcessToken {
 		cmd.Env = append(cmd.Env, "FASTAGENT_API_TOKEN="+e2eToken)
 	}

@@ -73,6 +73,8 @@ type env struct {
 	agent  *durable.Agent
 	// lastProc is the process startProcess started last.
 	lastProc *proc
+	// extraEnv is added to the environment of processes startProcess starts.
+	extraEnv []string
 	// noProcessToken starts processes without FASTAGENT_API_TOKEN (e2eToken).
 	noProcessToken bool
 }

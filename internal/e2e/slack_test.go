@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +24,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
+	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/worker"
 	"github.com/fastagent/fastagent/workflows"
@@ -449,5 +452,80 @@ func TestSlackDoorGoneAfterAck(t *testing.T) {
 	waitFor(t, 90*time.Second, "the reply", func() bool { return len(s.fake.posts("chat.postMessage")) > 0 })
 	if p := s.fake.posts("chat.postMessage"); len(p) != 1 || p[0].ThreadTS != ts || !strings.Contains(p[0].Text, "still there?") {
 		t.Fatalf("replies %+v", p)
+	}
+}
+
+// Two `fastagent worker` processes serve a Slack turn; the one running the
+// model stream is SIGKILLed mid-stream. The other retries the call, and the
+// thread gets exactly one reply, equal to the stored answer.
+func TestSlackWorkerKilledMidStream(t *testing.T) {
+	e := newProcessEnv(t)
+	fake := newFakeSlack(t)
+	if err := os.MkdirAll(filepath.Join(e.kit.Dir, "channels"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.kit.Dir, "channels", "slack.yaml"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.extraEnv = []string{"SLACK_SIGNING_SECRET=" + slackSecret, "SLACK_BOT_TOKEN=xoxb-e2e", "SLACK_API_URL=" + fake.srv.URL + "/"}
+	s := &slackStack{e: e, fake: fake, team: fmt.Sprintf("T%d", time.Now().UnixNano())}
+	s.door = httptest.NewServer(channels.Handler(&slack.Door{SigningSecret: slackSecret}, e.client, e.queue, nil))
+	t.Cleanup(s.door.Close)
+
+	slow := make([]string, 20)
+	for i := range slow {
+		slow[i] = fmt.Sprintf("w%d ", i)
+	}
+	e.kit.Model.Enqueue(
+		modelserver.Reply{Text: slow, ChunkDelay: 250 * time.Millisecond},
+		modelserver.Reply{Text: []string{"recovered", " answer"}},
+	)
+	workers := map[int]*proc{}
+	for i := 0; i < 2; i++ {
+		p := e.startWorkerProcess(t)
+		workers[p.cmd.Process.Pid] = p
+	}
+	streaming := make(chan struct{}, 1)
+	e.kit.Model.OnFirstDelta(func(modelserver.Request, time.Time) {
+		select {
+		case streaming <- struct{}{}:
+		default:
+		}
+	})
+	const channel, ts = "C0KILL", "1515449800.000001"
+	session := slack.SessionID(s.team, channel, ts)
+	t.Cleanup(func() { s.terminate(session) })
+	if code, _, _ := s.post(s.event("EvKill", "app_mention", "", channel, ts, "", "<@U0LAN0Z89> stream slowly"), slackSecret, time.Now(), nil); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	select {
+	case <-streaming:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the model stream never started")
+	}
+	pid := e.runningWorkerPID(t, session)
+	p, ok := workers[pid]
+	if !ok {
+		t.Fatalf("the activity runs on pid %d, not one of our workers", pid)
+	}
+	p.kill(t)
+	waitFor(t, 2*time.Minute, "the reply", func() bool { return len(fake.posts("chat.postMessage")) > 0 })
+	key := "slack:" + s.team + ":" + channel + ":" + ts
+	var rec agentloop.Outcome
+	waitFor(t, 30*time.Second, "the turn record", func() bool {
+		r, err := e.kit.Store.Turn(context.Background(), session, key)
+		return err == nil && json.Unmarshal(r.Outcome, &rec) == nil
+	})
+	time.Sleep(2 * time.Second) // a second reply would show itself now
+	posts := fake.posts("chat.postMessage")
+	steps, err := relay.StoredSteps(context.Background(), e.kit.Store, session, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(posts) != 1 || posts[0].ThreadTS != ts || posts[0].Text != strings.Join(steps, "\n\n") || posts[0].Text != "recovered answer" {
+		t.Fatalf("replies %+v, want one with the stored answer %q", posts, steps)
+	}
+	if n := e.kit.Model.Count(); n != 2 {
+		t.Errorf("model calls = %d, want 2 (the cut stream and its retry)", n)
 	}
 }
