@@ -53,6 +53,26 @@ func commandEnv(dir string, extra map[string]string) (env, missing []string) {
 // if unset, and then added to missing). Nothing else is expanded: "$NAME",
 // "$" and "${not a name}" stay as written.
 func expandVars(s string, missing *[]string) string {
+	return expandRefs(s, func(name string) string {
+		value, ok := os.LookupEnv(name)
+		if !ok {
+			*missing = append(*missing, name)
+		}
+		return value
+	})
+}
+
+// EnvRefs returns the variable names s references as ${NAME}, in order: the
+// only form an MCP server's env values expand (config checks use it to find
+// secrets a server would receive).
+func EnvRefs(s string) []string {
+	var out []string
+	expandRefs(s, func(name string) string { out = append(out, name); return "" })
+	return out
+}
+
+// expandRefs replaces each ${NAME} in s by value(NAME).
+func expandRefs(s string, value func(name string) string) string {
 	var b strings.Builder
 	for {
 		i := strings.Index(s, "${")
@@ -66,22 +86,19 @@ func expandVars(s string, missing *[]string) string {
 			return b.String()
 		}
 		name := s[i+2 : i+2+j]
-		if !isVarName(name) {
+		if !IsVarName(name) {
 			b.WriteString(s[:i+2])
 			s = s[i+2:]
 			continue
 		}
 		b.WriteString(s[:i])
-		value, ok := os.LookupEnv(name)
-		if !ok {
-			*missing = append(*missing, name)
-		}
-		b.WriteString(value)
+		b.WriteString(value(name))
 		s = s[i+2+j+1:]
 	}
 }
 
-func isVarName(s string) bool {
+// IsVarName reports whether s is a shell variable name.
+func IsVarName(s string) bool {
 	if s == "" {
 		return false
 	}

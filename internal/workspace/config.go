@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/fastagent/fastagent/internal/mcp"
 )
 
 // ConfigFile is the name of the definition's config file.
@@ -303,7 +305,7 @@ func (c Config) validate() error {
 		}
 	}
 	for i, e := range c.AllowSecretEnv {
-		if !isEnvName(e) {
+		if !mcp.IsVarName(e) {
 			return &keyError{path: []string{"allowSecretEnv"}, item: i + 1, reason: fmt.Sprintf("%q is not an environment variable name", e)}
 		}
 	}
@@ -319,7 +321,7 @@ func (c Config) validate() error {
 	for _, name := range sortedKeys(c.MCPServers) {
 		env := c.MCPServers[name].Env
 		for _, k := range sortedKeys(env) {
-			for _, ref := range envRefs(env[k]) {
+			for _, ref := range mcp.EnvRefs(env[k]) {
 				if IsSecretEnv(ref) && !slices.Contains(c.AllowSecretEnv, ref) {
 					return badKey(fmt.Sprintf("${%s} would hand one of the worker's own secrets to this MCP server; "+
 						"to allow it, list %s under allowSecretEnv (fastagent.yaml is not writable by the agent, so only the operator can)", ref, ref),
@@ -329,44 +331,6 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
-}
-
-// envRefs returns the names referenced as ${NAME} in s, the only form MCP
-// server env values expand.
-func envRefs(s string) []string {
-	var out []string
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			return out
-		}
-		j := strings.IndexByte(s[i+2:], '}')
-		if j < 0 {
-			return out
-		}
-		if name := s[i+2 : i+2+j]; isEnvName(name) {
-			out = append(out, name)
-			s = s[i+2+j+1:]
-		} else {
-			s = s[i+2:]
-		}
-	}
-}
-
-// isEnvName reports whether s is a shell variable name.
-func isEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func sortedKeys[V any](m map[string]V) []string {
