@@ -2,16 +2,19 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/workflows"
@@ -20,68 +23,215 @@ import (
 // BusyText is the reply to a message that found its session's queue full.
 const BusyText = "I'm busy with earlier messages in this conversation and could not take this one. Please send it again in a moment."
 
-// Replies is the Channel.Reply activity: it posts a channel turn's stored
-// answer through the replier of the turn's channel kind. Secrets live in
-// the repliers (built from the worker's environment), never in arguments.
+// Replies holds the channel activities: Channel.Stream renders a channel
+// turn's answer live while it runs, Channel.Reply settles it to the stored
+// answer, Channel.Fetch resolves a message's files, Chat.Route hands a chat
+// workflow's turn to its session. Secrets live in the repliers (built from
+// the worker's environment), never in arguments.
 type Replies struct {
 	Store    store.Store
+	Feed     feed.Bus
 	Repliers map[string]channels.Replier
-	Logger   *slog.Logger
+	// Starter and TaskQueue serve Chat.Route.
+	Starter   channels.Starter
+	TaskQueue string
+	// Dir is the agent's workspace, where Channel.Fetch saves files.
+	Dir    string
+	Logger *slog.Logger
+	// Tick is how often Channel.Stream re-renders and heartbeats (default
+	// 500 ms).
+	Tick time.Duration
 }
 
-// NewReplies returns the activity with repliers indexed by kind.
-func NewReplies(st store.Store, repliers []channels.Replier, log *slog.Logger) *Replies {
-	r := &Replies{Store: st, Repliers: map[string]channels.Replier{}, Logger: log}
+// NewReplies returns the channel activities with repliers indexed by kind.
+func NewReplies(st store.Store, bus feed.Bus, repliers []channels.Replier, log *slog.Logger) *Replies {
+	r := &Replies{Store: st, Feed: bus, Repliers: map[string]channels.Replier{}, Logger: log}
 	for _, rp := range repliers {
 		r.Repliers[rp.Kind()] = rp
 	}
 	return r
 }
 
-// Register registers the activity under workflows.ActivityChannelReply.
+// Register registers the channel activities under their names.
 func (r *Replies) Register(w Registrar) {
 	w.RegisterActivityWithOptions(r.Reply, activity.RegisterOptions{Name: workflows.ActivityChannelReply})
+	w.RegisterActivityWithOptions(r.Stream, activity.RegisterOptions{Name: workflows.ActivityChannelStream})
+	w.RegisterActivityWithOptions(r.Fetch, activity.RegisterOptions{Name: workflows.ActivityChannelFetch})
+	w.RegisterActivityWithOptions(r.Route, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
 }
 
-// Reply posts the answer of in.Turn, or updates the message posted for it
-// by an earlier attempt (its reference is kept in the session store under
-// (session, turn)), so a retried reply never posts twice. A busy notice is
-// posted only when nothing was posted for the turn.
-func (r *Replies) Reply(ctx context.Context, in workflows.ReplyInput) error {
-	rp := r.Repliers[in.Reply.Kind]
+// render opens the renderer of in's turn on its platform, continuing the
+// reply an earlier attempt stored.
+func (r *Replies) render(ctx context.Context, session, turn string, rt workflows.ReplyTarget) (channels.Render, string, error) {
+	rp := r.Repliers[rt.Kind]
 	if rp == nil {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("reply: no %q channel is configured on this worker", in.Reply.Kind), agent.CodeInvalidCommand, nil)
+		return nil, "", temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("reply: no %q channel is configured on this worker", rt.Kind), agent.CodeInvalidCommand, nil)
+	}
+	var target workflows.Target
+	if err := json.Unmarshal(rt.Data, &target); err != nil {
+		return nil, "", temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("reply: bad %s reply target: %v", rt.Kind, err), agent.CodeInvalidCommand, nil)
+	}
+	ref, err := r.Store.Reply(ctx, session, turn)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		ref = ""
+	case err != nil:
+		return nil, "", storeError(err)
+	}
+	rd, err := rp.Render(ctx, target, ref)
+	if err != nil {
+		return nil, "", fmt.Errorf("reply: turn %q: %w", turn, err)
+	}
+	return rd, ref, nil
+}
+
+// saveRef stores the reply's platform reference once it exists or changes.
+func (r *Replies) saveRef(ctx context.Context, session, turn string, rd channels.Render, saved *string) error {
+	ref := rd.Ref()
+	if ref == "" || ref == *saved {
+		return nil
+	}
+	if err := r.Store.SaveReply(ctx, session, turn, ref); err != nil {
+		return storeError(err)
+	}
+	*saved = ref
+	return nil
+}
+
+// Reply settles the reply of in.Turn to its stored answer: it updates the
+// message (or stream) posted for the turn by Channel.Stream or an earlier
+// attempt — its reference is kept in the session store under (session,
+// turn) — and posts one only when none exists, so a retried reply never
+// posts twice. A busy notice is posted only when nothing was posted for
+// the turn.
+func (r *Replies) Reply(ctx context.Context, in workflows.ReplyInput) error {
+	rd, ref, err := r.render(ctx, in.Session, in.Turn, in.Reply)
+	if err != nil {
+		return err
 	}
 	text := BusyText
-	if !in.Busy {
-		var err error
-		if text, err = r.answer(ctx, in); err != nil {
-			return err
-		}
-	}
-	ref, err := r.Store.Reply(ctx, in.Session, in.Turn)
-	switch {
-	case err == nil:
-		if in.Busy {
+	if in.Busy {
+		if ref != "" {
 			return nil
 		}
-		if err := rp.Update(ctx, in.Reply.Data, ref, text); err != nil {
-			return fmt.Errorf("reply: turn %q: %w", in.Turn, err)
-		}
-		return nil
-	case !errors.Is(err, store.ErrNotFound):
-		return storeError(err)
+	} else if text, err = r.answer(ctx, in); err != nil {
+		return err
 	}
-	ref, err = rp.Post(ctx, in.Reply.Data, text)
-	if err != nil {
+	if err := rd.Finish(ctx, text); err != nil {
 		return fmt.Errorf("reply: turn %q: %w", in.Turn, err)
 	}
-	if err := r.Store.SaveReply(ctx, in.Session, in.Turn, ref); err != nil {
-		return storeError(err)
+	if err := r.saveRef(ctx, in.Session, in.Turn, rd, &ref); err != nil {
+		return err
 	}
-	r.log().Info("channel reply posted", "kind", in.Reply.Kind, "session", in.Session, "turn", in.Turn, "busy", in.Busy)
+	r.log().Info("channel reply settled", "kind", in.Reply.Kind, "session", in.Session, "turn", in.Turn, "busy", in.Busy)
 	return nil
+}
+
+// Stream renders in.Turn's answer live while the turn runs: it follows the
+// turn's feed through the relay (the same events an SSE client gets), folds
+// them into a channels.View and shows it through the platform's renderer,
+// storing the reply's reference as soon as it exists. It returns when the
+// turn's outcome has arrived on the feed, or when cancelled; a retried
+// attempt continues the same reply.
+func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
+	if r.Feed == nil {
+		return nil
+	}
+	rd, saved, err := r.render(ctx, in.Session, in.Turn, in.Reply)
+	if err != nil {
+		return err
+	}
+	sub, err := r.Feed.Subscribe(ctx, in.Session, in.Turn)
+	if err != nil {
+		return fmt.Errorf("stream: subscribe: %w", err)
+	}
+	defer func() { _ = sub.Close() }()
+	events := make(chan agent.Event, 256)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(events)
+		relay.Run(rctx, sub, nil, relay.Options{Stored: relay.StoreReader(r.Store, in.Session), Logger: r.Logger},
+			func(ev agent.Event) bool {
+				select {
+				case events <- ev:
+					return true
+				case <-rctx.Done():
+					return false
+				}
+			})
+	}()
+	tick := r.Tick
+	if tick <= 0 {
+		tick = 500 * time.Millisecond
+	}
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	var v channels.View
+	show := func() error {
+		if err := rd.Show(ctx, &v); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// A live update is best effort: the final reply settles it.
+			r.log().Warn("channel live update failed", "kind", in.Reply.Kind, "turn", in.Turn, "error", err)
+		}
+		return r.saveRef(ctx, in.Session, in.Turn, rd, &saved)
+	}
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok || ev.IsTerminal() {
+				if err := show(); err != nil {
+					return err
+				}
+				return ctx.Err()
+			}
+			if v.Apply(ev) {
+				if err := show(); err != nil {
+					return err
+				}
+			}
+		case <-ticker.C:
+			activity.RecordHeartbeat(ctx)
+			if err := show(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Fetch resolves in's attachments into its prompt through the channel's
+// Fetcher; a channel without one leaves the prompt as it is, saying so.
+func (r *Replies) Fetch(ctx context.Context, in workflows.FetchInput) (agent.Prompt, error) {
+	rp := r.Repliers[in.Reply.Kind]
+	var target workflows.Target
+	if err := json.Unmarshal(in.Reply.Data, &target); err != nil {
+		return in.Prompt, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("fetch: bad %s reply target: %v", in.Reply.Kind, err), agent.CodeInvalidCommand, nil)
+	}
+	f, ok := rp.(channels.Fetcher)
+	if !ok || len(target.Attachments) == 0 {
+		if len(target.Attachments) > 0 {
+			in.Prompt.Text += fmt.Sprintf("\n\n(%d attached file(s) could not be read: this channel does not fetch files.)", len(target.Attachments))
+		}
+		return in.Prompt, nil
+	}
+	return f.Fetch(ctx, target, in.Prompt, r.Dir)
+}
+
+// Route is the Chat.Route local activity: Signal-With-Start of in's
+// delivery on its session workflow (which deduplicates it by key).
+func (r *Replies) Route(ctx context.Context, in workflows.RouteInput) error {
+	if r.Starter == nil {
+		return temporal.NewNonRetryableApplicationError("route: this worker has no Temporal client for chat routing",
+			agent.CodeInvalidCommand, nil)
+	}
+	return channels.SignalSession(ctx, r.Starter, r.TaskQueue, in.Session, in.Delivery)
 }
 
 // answer is the turn's stored answer (the step texts joined), or a short

@@ -30,19 +30,34 @@ type fakeReplier struct {
 
 func (f *fakeReplier) Kind() string { return "fake" }
 
-func (f *fakeReplier) Post(_ context.Context, _ json.RawMessage, text string) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.posts++
-	ref := fmt.Sprintf("m%d", f.posts)
-	f.log = append(f.log, "post "+ref+" "+text)
-	return ref, nil
+func (f *fakeReplier) Render(_ context.Context, _ workflows.Target, ref string) (channels.Render, error) {
+	return &fakeRender{f: f, ref: ref}, nil
 }
 
-func (f *fakeReplier) Update(_ context.Context, _ json.RawMessage, ref, text string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.log = append(f.log, "update "+ref+" "+text)
+type fakeRender struct {
+	f   *fakeReplier
+	ref string
+}
+
+func (r *fakeRender) Ref() string { return r.ref }
+
+func (r *fakeRender) Show(ctx context.Context, v *channels.View) error {
+	if v.Text() == "" {
+		return nil
+	}
+	return r.Finish(ctx, v.Text())
+}
+
+func (r *fakeRender) Finish(_ context.Context, text string) error {
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	if r.ref == "" {
+		r.f.posts++
+		r.ref = fmt.Sprintf("m%d", r.f.posts)
+		r.f.log = append(r.f.log, "post "+r.ref+" "+text)
+		return nil
+	}
+	r.f.log = append(r.f.log, "update "+r.ref+" "+text)
 	return nil
 }
 
@@ -67,7 +82,7 @@ func TestChannelReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := &fakeReplier{}
-	r := activities.NewReplies(st, []channels.Replier{fake}, nil)
+	r := activities.NewReplies(st, nil, []channels.Replier{fake}, nil)
 	out := agentloop.Outcome{Turn: "k1", Status: agent.TypeCompleted, First: "u1", Leaf: "a2"}
 	target := workflows.ReplyTarget{Kind: "fake", Data: json.RawMessage(`{}`)}
 	steps := []struct {

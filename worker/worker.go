@@ -39,6 +39,9 @@ type Options struct {
 	// channel files and the worker's environment); none is fine when no
 	// channel is configured.
 	Repliers []channels.Replier
+	// WorkspaceDir is the agent's workspace, where files that channel
+	// messages carry are saved.
+	WorkspaceDir string
 }
 
 // HeartbeatThrottle is the longest a heartbeat is held back by the SDK. An
@@ -92,7 +95,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if firer == nil {
 		firer = schedules.NewFirer(c, opts.Activities.Feed, tq, opts.Activities.Logger)
 	}
-	Register(w, opts.Activities, firer, activities.NewReplies(opts.Activities.Store, opts.Repliers, opts.Activities.Logger))
+	Register(w, opts.Activities, firer, opts.replies(c, tq))
 	return w, nil
 }
 
@@ -102,7 +105,16 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 func Register(w sdkworker.Registry, acts *activities.Activities, firer *schedules.Firer, replies *activities.Replies) {
 	w.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	w.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
+	w.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
 	acts.Register(w)
 	firer.Register(w)
 	replies.Register(w)
+}
+
+// replies builds the channel activities: repliers from the options, the
+// live feed and store of the activities, the client for chat routing.
+func (o Options) replies(c client.Client, tq string) *activities.Replies {
+	r := activities.NewReplies(o.Activities.Store, o.Activities.Feed, o.Repliers, o.Activities.Logger)
+	r.Starter, r.TaskQueue, r.Dir = c, tq, o.WorkspaceDir
+	return r
 }

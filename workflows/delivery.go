@@ -25,6 +25,9 @@ type Delivery struct {
 	Prompt agent.Prompt `json:"prompt"`
 	// Reply says where the answer goes; nil means nowhere.
 	Reply *ReplyTarget `json:"reply,omitempty"`
+	// Notify is the workflow ID told (SignalTurnDone) how the turn ended:
+	// the chat workflow that folded buffered context into it.
+	Notify string `json:"notify,omitempty"`
 }
 
 // ReplyTarget is a platform reply target: the channel kind and its opaque
@@ -43,6 +46,22 @@ type ReplyInput struct {
 	Outcome agentloop.Outcome `json:"outcome"`
 	// Busy asks for a "busy" notice instead: the turn was not queued.
 	Busy bool `json:"busy,omitempty"`
+}
+
+// StreamInput is the argument of ActivityChannelStream.
+type StreamInput struct {
+	Session string      `json:"session"`
+	Turn    string      `json:"turn"`
+	Reply   ReplyTarget `json:"reply"`
+}
+
+// FetchInput is the argument of ActivityChannelFetch: resolve a chat
+// turn's attachments into its prompt.
+type FetchInput struct {
+	Session string       `json:"session"`
+	Turn    string       `json:"turn"`
+	Reply   ReplyTarget  `json:"reply"`
+	Prompt  agent.Prompt `json:"prompt"`
 }
 
 // replyTimeout bounds one Channel.Reply attempt.
@@ -98,7 +117,7 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 		}
 		return
 	}
-	s.queue = append(s.queue, &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.Reply})
+	s.queue = append(s.queue, &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.Reply, notify: d.Notify})
 }
 
 // replyTurn posts a finished channel turn's answer, unless the store had
@@ -107,7 +126,87 @@ func (s *session) replyTurn(ctx workflow.Context, t *pendingTurn, out agentloop.
 	if t.reply == nil || t.recorded {
 		return
 	}
+	if t.live != nil {
+		s.settleLive(ctx, t)
+	}
 	s.reply(ctx, ReplyInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Outcome: out})
+	if t.notify != "" {
+		// The chat workflow commits (or releases) the context it folded.
+		f := workflow.SignalExternalWorkflow(ctx, t.notify, "", SignalTurnDone,
+			TurnDone{Key: t.id, Completed: out.Status == agent.TypeCompleted})
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("chat workflow not told the turn ended", "chat", t.notify, "turn", t.id, "error", err)
+		}
+	}
+}
+
+// Channel streams: a channel turn's answer is rendered live by
+// Channel.Stream, which follows the turn's feed, while the turn runs; the
+// final Channel.Reply then makes the same message equal the stored answer.
+const changeChannelStreams = "channel-streams"
+
+// Bounds of a live reply: how long it may take to finish by itself after
+// the turn, then to stop once cancelled.
+const (
+	liveHeartbeat   = 15 * time.Second
+	liveSettle      = 3 * time.Second
+	liveCancelGrace = 5 * time.Second
+)
+
+// prepareChannelTurn starts the live reply of a channel turn and resolves
+// its attachments into its prompt, before the turn runs.
+func (s *session) prepareChannelTurn(ctx workflow.Context, t *pendingTurn) {
+	if t.reply == nil || workflow.GetVersion(ctx, changeChannelStreams, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	var target Target
+	if err := json.Unmarshal(t.reply.Data, &target); err == nil && len(target.Attachments) > 0 {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 2 * time.Minute,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
+			Summary:             "files · " + t.reply.Kind + " · turn " + t.id,
+		})
+		var p agent.Prompt
+		err := workflow.ExecuteActivity(actx, ActivityChannelFetch, FetchInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Prompt: t.req.Prompt}).Get(ctx, &p)
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("channel files not resolved", "turn", t.id, "error", err)
+			t.req.Prompt.Text += "\n\n(The message had files that could not be fetched: " + err.Error() + ")"
+		} else {
+			t.req.Prompt = p
+		}
+	}
+	lctx, cancel := workflow.WithCancel(ctx)
+	lctx = workflow.WithActivityOptions(lctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 24 * time.Hour,
+		HeartbeatTimeout:    liveHeartbeat,
+		WaitForCancellation: true,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 10},
+		Summary:             "live · " + t.reply.Kind + " · turn " + t.id,
+	})
+	t.live = workflow.ExecuteActivity(lctx, ActivityChannelStream, StreamInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply})
+	t.stopLive = cancel
+}
+
+// settleLive lets the live reply finish by itself (it stops at the turn's
+// outcome on the feed), else cancels it, and waits a bounded time: the
+// final reply must not race a live update.
+func (s *session) settleLive(ctx workflow.Context, t *pendingTurn) {
+	wait := func(d time.Duration) bool {
+		done := false
+		tctx, cancel := workflow.WithCancel(ctx)
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(t.live, func(workflow.Future) { done = true })
+		sel.AddFuture(workflow.NewTimer(tctx, d), func(workflow.Future) {})
+		sel.Select(ctx)
+		cancel()
+		return done
+	}
+	if !wait(liveSettle) {
+		t.stopLive()
+		wait(liveCancelGrace)
+	}
+	t.stopLive()
+	t.live = nil
 }
 
 // reply runs ActivityChannelReply with retries; a reply that still fails is

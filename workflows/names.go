@@ -13,6 +13,8 @@ const (
 
 	// SessionWorkflowType is the registered name of SessionWorkflow.
 	SessionWorkflowType = "Session"
+	// ChatWorkflowType is the registered name of ChatWorkflow.
+	ChatWorkflowType = "Chat"
 
 	// UpdateTurn queues a turn; the update ID is the caller's idempotency key.
 	UpdateTurn = "turn"
@@ -25,7 +27,12 @@ const (
 	// SignalDeliver hands a channel delivery (a Delivery) to a session; the
 	// channel door sends it with Signal-With-Start and never waits.
 	SignalDeliver = "deliver"
-	// QueryState returns a SessionView.
+	// SignalChatMessage hands a chat channel's message (a ChatMessage) to
+	// its conversation's chat workflow.
+	SignalChatMessage = "message"
+	// SignalTurnDone tells a chat workflow how a turn it routed ended.
+	SignalTurnDone = "turn-done"
+	// QueryState returns a SessionView (a ChatState for a chat workflow).
 	QueryState = "state"
 
 	// ActivityModelGenerate runs one model call (streaming to the live feed).
@@ -42,6 +49,15 @@ const (
 	// ActivityChannelReply posts (or, when one was posted, updates) a channel
 	// turn's answer on its platform.
 	ActivityChannelReply = "Channel.Reply"
+	// ActivityChannelStream renders a channel turn's answer live on its
+	// platform while the turn runs (best effort; Channel.Reply settles it).
+	ActivityChannelStream = "Channel.Stream"
+	// ActivityChannelFetch resolves a channel turn's attachments (images to
+	// vision input, other files into the workspace) into its prompt.
+	ActivityChannelFetch = "Channel.Fetch"
+	// ActivityChatRoute (local) hands a chat turn to its session workflow
+	// with Signal-With-Start.
+	ActivityChatRoute = "Chat.Route"
 	// ActivityTurnRecord keeps a finished turn's outcome in the session store
 	// under its idempotency key.
 	ActivityTurnRecord = "Turn.Record"

@@ -192,6 +192,12 @@ type pendingTurn struct {
 	recorded bool
 	// reply is where a channel turn's answer goes (nil: nowhere).
 	reply *ReplyTarget
+	// notify is the chat workflow to tell how the turn ended.
+	notify string
+	// live is the running Channel.Stream of a channel turn; stopLive
+	// cancels it.
+	live     workflow.Future
+	stopLive workflow.CancelFunc
 }
 
 type approval struct {
@@ -264,6 +270,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		t := s.queue[0]
 		s.queue = s.queue[1:]
 		started := workflow.Now(ctx)
+		s.prepareChannelTurn(ctx, t)
 		out := s.runTurn(ctx, t)
 		limit := turnsPerRun
 		if in.TurnsPerRun > 0 {

@@ -6,19 +6,20 @@
 //     answer;
 //   - a Replier, which posts (or updates) the final answer of a turn.
 //
-// The door's handler (Handler) hands each delivery durably to Temporal with
-// Signal-With-Start on the session workflow and answers at once: it never
-// waits for a worker or a model. Deduplication of deliveries, queueing and
-// the reply happen in the session workflow (workflows.SignalDeliver,
-// workflows.ActivityChannelReply), so they are exactly-once across retries
-// and restarts. Channels are enabled by files channels/<kind>.yaml of the
-// agent dir; a kind registers its factory with Register.
+// The door's handler (Handler) — or a long connection (Connector) — hands
+// each message durably to Temporal with Signal-With-Start on its
+// conversation's chat workflow (workflows.ChatWorkflow: dedup, owned roots,
+// buffered context, routing to sessions) and answers at once: it never
+// waits for a worker or a model. Queueing and the reply happen in the
+// session workflow (workflows.ActivityChannelStream while the turn runs,
+// workflows.ActivityChannelReply after it), so they are exactly-once across
+// retries and restarts. Channels are enabled by files channels/<kind>.yaml
+// of the agent dir; a kind registers its factory with Register.
 package channels
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,25 +31,35 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/workflows"
 )
 
-// Delivery is one user message a door accepted.
+// Delivery is a turn a door maps directly to a session, without a chat
+// workflow: webhook channels whose policy names the session itself (GitHub).
 type Delivery struct {
-	// Kind is the channel kind ("slack").
+	// Kind is the channel kind ("github").
 	Kind string
-	// ID is the platform's identity of the user message (Slack:
-	// team:channel:ts). It deduplicates retried deliveries and overlapping
-	// events of the same message.
+	// ID is the platform's identity of the delivery; it deduplicates
+	// redeliveries.
 	ID string
-	// Session is the session the message belongs to.
+	// Session is the session the turn runs in.
 	Session string
 	Prompt  agent.Prompt
-	// Reply is the platform's reply target, opaque to the framework.
-	Reply json.RawMessage
+	// Reply is where the answer goes (nil: nowhere).
+	Reply *workflows.Target
 }
 
 // Key is the turn's idempotency key: "<kind>:<ID>".
 func (d Delivery) Key() string { return d.Kind + ":" + d.ID }
+
+// Parsed is what a door made of one verified request: chat messages for
+// their conversations' chat workflows, direct deliveries for sessions, and
+// the immediate answer.
+type Parsed struct {
+	Messages   []workflows.ChatMessage
+	Deliveries []Delivery
+	Answer     Answer
+}
 
 // Answer is a door's immediate HTTP answer.
 type Answer struct {
@@ -70,24 +81,60 @@ type Request struct {
 type Door interface {
 	// Kind is the channel kind.
 	Kind() string
-	// Path is the ingress route ("/slack"), served for POST.
+	// Path is the ingress route ("/slack"), served for POST; "" when the
+	// channel has no route (a long connection only).
 	Path() string
 	// Verify checks the request's signature (and timestamp window) over the
 	// raw body; an error answers 401 with nothing started.
 	Verify(r Request) error
-	// Parse turns a verified request into deliveries and the answer.
-	Parse(r Request) ([]Delivery, Answer, error)
+	// Parse turns a verified request into messages, deliveries and the
+	// answer. An error still answers with Parsed.Answer (a platform should
+	// not retry what cannot be read) and hands nothing off.
+	Parse(r Request) (Parsed, error)
 }
 
-// Replier posts a turn's answer on the platform.
+// Replier renders turns' answers on a platform. It is built from the
+// worker's environment (its token never enters history).
 type Replier interface {
 	// Kind is the channel kind.
 	Kind() string
-	// Post posts text to target and returns the platform's reference of the
-	// new message.
-	Post(ctx context.Context, target json.RawMessage, text string) (string, error)
-	// Update replaces the text of the message ref posted to target.
-	Update(ctx context.Context, target json.RawMessage, ref, text string) error
+	// Render returns the renderer of one turn's reply at target; ref is the
+	// platform reference an earlier attempt stored ("" for none), which the
+	// renderer continues instead of posting a second message.
+	Render(ctx context.Context, target workflows.Target, ref string) (Render, error)
+}
+
+// Render is one turn's reply on a platform: one message (or native stream)
+// updated as the turn streams, then settled to the stored answer.
+type Render interface {
+	// Show renders the turn's view so far. It is called on every change;
+	// the renderer throttles and batches platform calls itself and honours
+	// the platform's rate limits.
+	Show(ctx context.Context, v *View) error
+	// Ref is the platform reference of the reply ("" until one exists); the
+	// caller stores it as soon as it appears.
+	Ref() string
+	// Finish makes the reply equal text (posting it when nothing was
+	// posted) and closes any stream. It is idempotent.
+	Finish(ctx context.Context, text string) error
+}
+
+// Fetcher is implemented by a Replier whose messages carry files: it
+// resolves target's attachments into the prompt — images the model can
+// see as vision input, other files saved under dir (the agent's workspace)
+// with their paths added to the text. Downloads are host-restricted,
+// size-capped and timed out.
+type Fetcher interface {
+	Fetch(ctx context.Context, target workflows.Target, p agent.Prompt, dir string) (agent.Prompt, error)
+}
+
+// Connector is a channel's long connection (Slack Socket Mode, the
+// Feishu/Lark long connection, Telegram polling): an ingress that needs no
+// public URL. Run connects, calls ready once first connected, hands each
+// verified request to hand (which must return within the platform's ACK
+// budget), reconnects with logging, and returns when ctx ends.
+type Connector interface {
+	Run(ctx context.Context, hand func(context.Context, Parsed) error, ready func()) error
 }
 
 // Channel is one enabled channel.
@@ -96,6 +143,8 @@ type Channel struct {
 	File    string
 	Door    Door
 	Replier Replier
+	// Conn is the channel's long connection, nil for a webhook channel.
+	Conn Connector
 }
 
 // Factory builds a channel from its file's YAML (already read) and the
@@ -157,10 +206,12 @@ func Load(files []workspace.FileEntry, getenv func(string) string) ([]*Channel, 
 			return nil, fmt.Errorf("channel %s: %w", f.Path, err)
 		}
 		ch.File = f.Path
-		if prev, dup := paths[ch.Door.Path()]; dup {
-			return nil, fmt.Errorf("channel %s: route %s is already served by %s", f.Path, ch.Door.Path(), prev)
+		if p := ch.Door.Path(); p != "" {
+			if prev, dup := paths[p]; dup {
+				return nil, fmt.Errorf("channel %s: route %s is already served by %s", f.Path, p, prev)
+			}
+			paths[p] = f.Path
 		}
-		paths[ch.Door.Path()] = f.Path
 		out = append(out, ch)
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package channels
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,18 +61,18 @@ func Handler(d Door, c Starter, taskQueue string, log *slog.Logger) http.Handler
 			http.Error(w, "invalid signature", http.StatusUnauthorized)
 			return
 		}
-		deliveries, ans, err := d.Parse(req)
+		parsed, err := d.Parse(req)
+		ans := parsed.Answer
 		if err != nil {
 			log.Warn("channel: unparsable request acknowledged", "kind", d.Kind(), "error", err)
+			parsed = Parsed{}
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), handOffTimeout)
 		defer cancel()
-		for _, dl := range deliveries {
-			if err := HandOff(ctx, c, taskQueue, dl); err != nil {
-				log.Error("channel: hand-off failed", "kind", d.Kind(), "session", dl.Session, "key", dl.Key(), "error", err)
-				http.Error(w, "try again", http.StatusServiceUnavailable)
-				return
-			}
+		if err := Dispatch(ctx, c, taskQueue, parsed); err != nil {
+			log.Error("channel: hand-off failed", "kind", d.Kind(), "error", err)
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
 		}
 		for k, v := range ans.Header {
 			w.Header().Set(k, v)
@@ -88,21 +89,72 @@ func Handler(d Door, c Starter, taskQueue string, log *slog.Logger) http.Handler
 	})
 }
 
-// HandOff sends one delivery to session:<session> with Signal-With-Start.
-func HandOff(ctx context.Context, c Starter, taskQueue string, d Delivery) error {
-	sig := workflows.Delivery{Key: d.Key(), Source: d.Kind, Prompt: d.Prompt}
-	if len(d.Reply) > 0 {
-		sig.Reply = &workflows.ReplyTarget{Kind: d.Kind, Data: d.Reply}
+// Dispatch hands everything a door parsed to Temporal: each chat message
+// to its conversation's chat workflow, each delivery to its session, with
+// Signal-With-Start. It returns at the first failure (the platform's retry
+// is deduplicated by the workflows).
+func Dispatch(ctx context.Context, c Starter, taskQueue string, p Parsed) error {
+	if taskQueue == "" {
+		taskQueue = workflows.TaskQueue
 	}
-	_, err := c.SignalWithStartWorkflow(ctx, workflows.WorkflowID(d.Session), workflows.SignalDeliver, sig,
+	for _, m := range p.Messages {
+		if err := HandMessage(ctx, c, taskQueue, m); err != nil {
+			return err
+		}
+	}
+	for _, d := range p.Deliveries {
+		if err := HandOff(ctx, c, taskQueue, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HandMessage sends one chat message to its chat workflow with
+// Signal-With-Start.
+func HandMessage(ctx context.Context, c Starter, taskQueue string, m workflows.ChatMessage) error {
+	id := workflows.ChatWorkflowID(m.Kind, m.Chat)
+	_, err := c.SignalWithStartWorkflow(ctx, id, workflows.SignalChatMessage, m,
 		client.StartWorkflowOptions{
 			TaskQueue:                taskQueue,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-			StaticSummary:            "session " + d.Session,
-		}, workflows.SessionWorkflowType, workflows.SessionInput{Session: d.Session})
+			StaticSummary:            m.Kind + " conversation " + m.Chat,
+		}, workflows.ChatWorkflowType, workflows.ChatInput{Kind: m.Kind, Chat: m.Chat})
 	if err != nil {
-		return fmt.Errorf("channels: signal-with-start %s: %w", workflows.WorkflowID(d.Session), err)
+		return fmt.Errorf("channels: signal-with-start %s: %w", id, err)
+	}
+	return nil
+}
+
+// HandOff sends one direct delivery to its session workflow.
+func HandOff(ctx context.Context, c Starter, taskQueue string, d Delivery) error {
+	sig := workflows.Delivery{Key: d.Key(), Source: d.Kind, Prompt: d.Prompt}
+	if d.Reply != nil {
+		data, err := json.Marshal(d.Reply)
+		if err != nil {
+			return fmt.Errorf("channels: reply target: %w", err)
+		}
+		sig.Reply = &workflows.ReplyTarget{Kind: d.Kind, Data: data}
+	}
+	return SignalSession(ctx, c, taskQueue, d.Session, sig)
+}
+
+// SignalSession sends d to session:<session> with Signal-With-Start; the
+// session deduplicates it by its key.
+func SignalSession(ctx context.Context, c Starter, taskQueue, session string, d workflows.Delivery) error {
+	if taskQueue == "" {
+		taskQueue = workflows.TaskQueue
+	}
+	_, err := c.SignalWithStartWorkflow(ctx, workflows.WorkflowID(session), workflows.SignalDeliver, d,
+		client.StartWorkflowOptions{
+			TaskQueue:                taskQueue,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			StaticSummary:            "session " + session,
+		}, workflows.SessionWorkflowType, workflows.SessionInput{Session: session})
+	if err != nil {
+		return fmt.Errorf("channels: signal-with-start %s: %w", workflows.WorkflowID(session), err)
 	}
 	return nil
 }

@@ -231,7 +231,7 @@ func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
 		repliers = append(repliers, ch.Replier)
 	}
 	w, err := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts,
-		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers})
+		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: p.Config.Dir})
 	if err != nil {
 		return nil, err
 	}

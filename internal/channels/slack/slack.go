@@ -13,12 +13,13 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
-	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/workflows"
 )
 
 // Kind is the channel kind and the name of its file, channels/slack.yaml.
@@ -43,6 +44,27 @@ type Config struct {
 	// BotUserID is the bot's user ID; by default it is read from each
 	// event's authorizations.
 	BotUserID string `yaml:"botUserId"`
+	// DirectMessageSession is "thread" (default: each top-level DM starts
+	// a thread session) or "continuous" (one session per DM).
+	DirectMessageSession string `yaml:"directMessageSession"`
+	// GroupSession is "thread" (default) or "continuous".
+	GroupSession string `yaml:"groupSession"`
+	// GroupMode is "mentions" (default) or "context".
+	GroupMode string `yaml:"groupMode"`
+}
+
+// policy checks the file's session and group options.
+func (c Config) policy() (workflows.ChatPolicy, error) {
+	p := workflows.ChatPolicy{DirectSession: c.DirectMessageSession, GroupSession: c.GroupSession, GroupMode: c.GroupMode}
+	for _, o := range []struct{ key, val string }{{"directMessageSession", p.DirectSession}, {"groupSession", p.GroupSession}} {
+		if o.val != "" && o.val != workflows.SessionThread && o.val != workflows.SessionContinuous {
+			return p, fmt.Errorf("%s: %q is not one of thread, continuous", o.key, o.val)
+		}
+	}
+	if p.GroupMode != "" && p.GroupMode != workflows.GroupMentions && p.GroupMode != workflows.GroupContext {
+		return p, fmt.Errorf("groupMode: %q is not one of mentions, context", p.GroupMode)
+	}
+	return p, nil
 }
 
 func init() { channels.Register(Kind, New) }
@@ -51,6 +73,10 @@ func init() { channels.Register(Kind, New) }
 func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 	var cfg Config
 	if err := channels.Decode(file, &cfg); err != nil {
+		return nil, fmt.Errorf("slack: %w", err)
+	}
+	policy, err := cfg.policy()
+	if err != nil {
 		return nil, fmt.Errorf("slack: %w", err)
 	}
 	if cfg.SigningSecretEnv == "" {
@@ -68,7 +94,7 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 		return nil, fmt.Errorf("slack: botTokenEnv: environment variable %s is not set", cfg.BotTokenEnv)
 	}
 	return &channels.Channel{
-		Door:    &Door{SigningSecret: secret, BotUserID: cfg.BotUserID},
+		Door:    &Door{SigningSecret: secret, BotUserID: cfg.BotUserID, Policy: policy},
 		Replier: NewReplier(token, getenv(APIURLEnv)),
 	}, nil
 }
@@ -77,6 +103,7 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 type Door struct {
 	SigningSecret string
 	BotUserID     string
+	Policy        workflows.ChatPolicy
 }
 
 // Kind implements channels.Door.
@@ -101,86 +128,141 @@ func (d *Door) Verify(r channels.Request) error {
 	return nil
 }
 
-// Target is the reply target of a Slack delivery.
-type Target struct {
-	Channel  string `json:"channel"`
-	ThreadTS string `json:"thread_ts"`
+// Parse implements channels.Door: url_verification is answered; a human
+// message (app_mention, message.im, message.channels/groups/mpim) becomes a
+// chat message for the conversation's chat workflow. In mentions mode an
+// un-summoned group message is dropped here; in context mode it goes on to
+// be buffered.
+func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
+	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusOK}}
+	m, challenge, err := d.parse(r.Body)
+	if challenge != "" {
+		return channels.Parsed{Answer: channels.Answer{Status: http.StatusOK, ContentType: "text/plain", Body: []byte(challenge)}}, nil
+	}
+	if err != nil || m == nil {
+		return ok, err
+	}
+	ok.Messages = []workflows.ChatMessage{*m}
+	return ok, nil
 }
 
-// Parse implements channels.Door.
-func (d *Door) Parse(r channels.Request) ([]channels.Delivery, channels.Answer, error) {
-	ok := channels.Answer{Status: http.StatusOK}
-	ev, err := slackevents.ParseEvent(json.RawMessage(r.Body), slackevents.OptionNoVerifyToken())
+// parse turns an Events API payload (the HTTP body, or a Socket Mode
+// envelope's payload) into a chat message; nil when it is not a turn or
+// context. challenge is set for url_verification.
+func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, err error) {
+	ev, err := slackevents.ParseEvent(json.RawMessage(body), slackevents.OptionNoVerifyToken())
 	if err != nil {
 		// Acknowledge anyway, so Slack does not retry what we cannot read.
-		return nil, ok, fmt.Errorf("slack: parse: %w", err)
+		return nil, "", fmt.Errorf("slack: parse: %w", err)
 	}
 	switch ev.Type {
 	case slackevents.URLVerification:
 		v, isV := ev.Data.(*slackevents.EventsAPIURLVerificationEvent)
-		if !isV {
-			return nil, ok, errors.New("slack: url_verification without a challenge")
+		if !isV || v.Challenge == "" {
+			return nil, "", errors.New("slack: url_verification without a challenge")
 		}
-		return nil, channels.Answer{Status: http.StatusOK, ContentType: "text/plain", Body: []byte(v.Challenge)}, nil
+		return nil, v.Challenge, nil
 	case slackevents.CallbackEvent:
 	default:
-		return nil, ok, nil
+		return nil, "", nil
 	}
 	cb, _ := ev.Data.(*slackevents.EventsAPICallbackEvent)
 	bot := d.BotUserID
-	if bot == "" && cb != nil {
-		for _, a := range cb.Authorizations {
-			if a.IsBot && a.UserID != "" {
-				bot = a.UserID
-				break
+	eventID := ""
+	if cb != nil {
+		eventID = cb.EventID
+		if bot == "" {
+			for _, a := range cb.Authorizations {
+				if a.IsBot && a.UserID != "" {
+					bot = a.UserID
+					break
+				}
 			}
 		}
 	}
-	var m message
+	var msg message
 	switch e := ev.InnerEvent.Data.(type) {
 	case *slackevents.AppMentionEvent:
-		m = message{user: e.User, bot: e.BotID, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel, summoned: true}
+		msg = message{user: e.User, bot: e.BotID, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel, summoned: true}
+		msg.files = attachments(e.Files)
 	case *slackevents.MessageEvent:
-		m = message{user: e.User, bot: e.BotID, subtype: e.SubType, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel}
-		// A direct message is a summons; in a channel only a mention of us
-		// is (the same message also arrives as app_mention: same key).
-		m.summoned = e.ChannelType == "im" || (bot != "" && strings.Contains(e.Text, "<@"+bot+">"))
+		msg = message{user: e.User, bot: e.BotID, subtype: e.SubType, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel}
+		msg.direct = e.ChannelType == "im"
+		// In a channel only a mention of us summons (the same message also
+		// arrives as app_mention: same ID).
+		msg.summoned = bot != "" && strings.Contains(e.Text, "<@"+bot+">")
+		if e.Message != nil {
+			msg.files = attachments(e.Message.Files)
+		}
 	default:
-		return nil, ok, nil
+		return nil, "", nil
 	}
-	if !m.summoned || m.user == "" || m.bot != "" || m.subtype != "" || (bot != "" && m.user == bot) || m.ts == "" || m.channel == "" {
-		return nil, ok, nil
+	// file_share is a human message with files; every other subtype
+	// (bot_message, message_changed, message_deleted, me_message, joins…)
+	// is not a turn.
+	if msg.user == "" || msg.bot != "" || (msg.subtype != "" && msg.subtype != "file_share") ||
+		(bot != "" && msg.user == bot) || msg.ts == "" || msg.channel == "" {
+		return nil, "", nil
 	}
-	team := ev.TeamID
-	root := m.thread
-	if root == "" {
-		root = m.ts
+	if !msg.direct && !msg.summoned && d.Policy.GroupMode != workflows.GroupContext {
+		return nil, "", nil
 	}
-	text := stripMention(m.text, bot)
-	if text == "" {
-		return nil, ok, nil
+	text := stripMention(msg.text, bot)
+	if text == "" && len(msg.files) == 0 {
+		return nil, "", nil
 	}
-	reply, err := json.Marshal(Target{Channel: m.channel, ThreadTS: root})
+	root := msg.thread
+	if root == msg.ts {
+		root = ""
+	}
+	data, err := json.Marshal(targetData{Team: ev.TeamID})
 	if err != nil {
-		return nil, ok, fmt.Errorf("slack: reply target: %w", err)
+		return nil, "", fmt.Errorf("slack: reply data: %w", err)
 	}
-	return []channels.Delivery{{
-		Kind:    Kind,
-		ID:      team + ":" + m.channel + ":" + m.ts,
-		Session: SessionID(team, m.channel, root),
-		Prompt:  agent.Prompt{Text: text},
-		Reply:   reply,
-	}}, ok, nil
+	return &workflows.ChatMessage{
+		Kind:        Kind,
+		Chat:        ev.TeamID + ":" + msg.channel,
+		ID:          msg.ts,
+		Event:       eventID,
+		Root:        root,
+		Direct:      msg.direct,
+		Summoned:    msg.summoned,
+		User:        msg.user,
+		UserName:    "<@" + msg.user + ">",
+		Text:        text,
+		Attachments: msg.files,
+		Data:        data,
+		Policy:      d.Policy,
+	}, "", nil
+}
+
+// targetData is the Slack part of a reply target.
+type targetData struct {
+	Team string `json:"team,omitempty"`
+}
+
+// attachments lists a message's files by reference; they are fetched when
+// the turn runs.
+func attachments(files []slack.File) []workflows.Attachment {
+	var out []workflows.Attachment
+	for _, f := range files {
+		if f.ID == "" {
+			continue
+		}
+		out = append(out, workflows.Attachment{ID: f.ID, Name: f.Name, Mime: f.Mimetype, Size: int64(f.Size)})
+	}
+	return out
 }
 
 // SessionID names the session of a thread: slack:<team>:<channel>:<root ts>.
 func SessionID(team, channel, rootTS string) string {
-	return "slack:" + team + ":" + channel + ":" + rootTS
+	return workflows.ChatSession(Kind, team+":"+channel, rootTS)
 }
 
 type message struct {
 	user, bot, subtype, text, ts, thread, channel string
-	summoned                                      bool
+	summoned, direct                              bool
+	files                                         []workflows.Attachment
 }
 
 var anyMention = regexp.MustCompile(`^\s*<@[A-Z0-9]+(\|[^>]*)?>`)
@@ -197,9 +279,12 @@ func stripMention(text, bot string) string {
 	return strings.TrimSpace(text)
 }
 
-// Replier posts answers with the Web API.
+// Replier renders answers with the Web API.
 type Replier struct {
 	api *slack.Client
+	// EditEvery is the least interval between two edits of one message
+	// (Slack's chat.update is Tier 3); default 3 s.
+	EditEvery time.Duration
 }
 
 // NewReplier returns a replier with token; apiURL ("" = Slack's) overrides
@@ -209,45 +294,93 @@ func NewReplier(token, apiURL string) *Replier {
 	if apiURL != "" {
 		opts = append(opts, slack.OptionAPIURL(strings.TrimSuffix(apiURL, "/")+"/"))
 	}
-	return &Replier{api: slack.New(token, opts...)}
+	return &Replier{api: slack.New(token, opts...), EditEvery: 3 * time.Second}
 }
 
 // Kind implements channels.Replier.
 func (r *Replier) Kind() string { return Kind }
 
-// Post implements channels.Replier: chat.postMessage in the thread; the
-// reference is the new message's ts.
-func (r *Replier) Post(ctx context.Context, target json.RawMessage, text string) (string, error) {
-	t, err := decodeTarget(target)
-	if err != nil {
-		return "", err
+// Render implements channels.Replier: one message in the target's thread,
+// posted with the first text and edited at most every EditEvery.
+func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (channels.Render, error) {
+	_, channel, ok := strings.Cut(t.Chat, ":")
+	if !ok || channel == "" {
+		return nil, fmt.Errorf("slack: reply target chat %q: want <team>:<channel>", t.Chat)
 	}
-	_, ts, err := r.api.PostMessageContext(ctx, t.Channel, slack.MsgOptionText(text, false), slack.MsgOptionTS(t.ThreadTS))
-	if err != nil {
-		return "", fmt.Errorf("slack: chat.postMessage: %w", err)
-	}
-	return ts, nil
+	return &render{r: r, channel: channel, thread: t.Thread, ref: ref}, nil
 }
 
-// Update implements channels.Replier: chat.update of the posted message.
-func (r *Replier) Update(ctx context.Context, target json.RawMessage, ref, text string) error {
-	t, err := decodeTarget(target)
-	if err != nil {
+// render is one turn's reply: one message edited in place.
+type render struct {
+	r               *Replier
+	channel, thread string
+	ref             string
+	shown           string
+	shownAt         time.Time
+	// wait is when a rate limit lets the next edit go.
+	wait time.Time
+}
+
+func (m *render) Ref() string { return m.ref }
+
+// Show posts the text so far as the reply, then edits it at most every
+// EditEvery while it changes.
+func (m *render) Show(ctx context.Context, v *channels.View) error {
+	text := v.Text()
+	if text == "" || text == m.shown {
+		return nil
+	}
+	now := time.Now()
+	if now.Before(m.wait) || (m.ref != "" && now.Sub(m.shownAt) < m.r.EditEvery) {
+		return nil
+	}
+	if err := m.put(ctx, text); err != nil {
+		var rl *slack.RateLimitedError
+		if errors.As(err, &rl) {
+			m.wait = now.Add(rl.RetryAfter)
+		}
 		return err
 	}
-	if _, _, _, err := r.api.UpdateMessageContext(ctx, t.Channel, ref, slack.MsgOptionText(text, false)); err != nil {
-		return fmt.Errorf("slack: chat.update: %w", err)
-	}
+	m.shownAt = now
 	return nil
 }
 
-func decodeTarget(raw json.RawMessage) (Target, error) {
-	var t Target
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return Target{}, fmt.Errorf("slack: reply target: %w", err)
+// Finish settles the reply to text.
+func (m *render) Finish(ctx context.Context, text string) error {
+	if text == m.shown && m.ref != "" {
+		return nil
 	}
-	if t.Channel == "" || t.ThreadTS == "" {
-		return Target{}, fmt.Errorf("slack: reply target %s: needs channel and thread_ts", raw)
+	for {
+		err := m.put(ctx, text)
+		var rl *slack.RateLimitedError
+		if !errors.As(err, &rl) {
+			return err
+		}
+		select {
+		case <-time.After(rl.RetryAfter):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return t, nil
+}
+
+// put posts text (no message yet) or edits the message.
+func (m *render) put(ctx context.Context, text string) error {
+	if m.ref == "" {
+		opts := []slack.MsgOption{slack.MsgOptionText(text, false)}
+		if m.thread != "" {
+			opts = append(opts, slack.MsgOptionTS(m.thread))
+		}
+		_, ts, err := m.r.api.PostMessageContext(ctx, m.channel, opts...)
+		if err != nil {
+			return fmt.Errorf("slack: chat.postMessage: %w", err)
+		}
+		m.ref, m.shown = ts, text
+		return nil
+	}
+	if _, _, _, err := m.r.api.UpdateMessageContext(ctx, m.channel, m.ref, slack.MsgOptionText(text, false)); err != nil {
+		return fmt.Errorf("slack: chat.update: %w", err)
+	}
+	m.shown = text
+	return nil
 }

@@ -1,7 +1,6 @@
 package slack_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
+	"github.com/fastagent/fastagent/workflows"
 )
 
 const secret = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -55,56 +55,61 @@ func TestDoorVerify(t *testing.T) {
 
 func TestDoorParse(t *testing.T) {
 	t.Parallel()
-	const mentionID = "T061EG9R6:C0LAN2Q65:1515449522.000016"
 	cases := []struct {
 		fixture string
-		// want is "" for no delivery, else the delivery's ID.
-		wantID, wantSession, wantText, wantThread string
+		// wantID is "" for no message, else the message's ts.
+		wantChat, wantID, wantRoot, wantText string
+		direct, summoned                     bool
+		// context is the door in context group mode.
+		context bool
 	}{
-		{"app_mention.json", mentionID, "slack:T061EG9R6:C0LAN2Q65:1515449522.000016", "what is the capital of France?", "1515449522.000016"},
+		{fixture: "app_mention.json", wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449522.000016", wantText: "what is the capital of France?", summoned: true},
 		// The same message as a message.channels event: the same ID.
-		{"message_channels.json", mentionID, "slack:T061EG9R6:C0LAN2Q65:1515449522.000016", "what is the capital of France?", "1515449522.000016"},
-		{"message_im.json", "T061EG9R6:D0PNCRP9N:1525215129.000001", "slack:T061EG9R6:D0PNCRP9N:1525215129.000001", "hello there", "1525215129.000001"},
-		// A mention inside a thread continues the thread's session.
-		{"message_thread_reply.json", "T061EG9R6:C0LAN2Q65:1515449600.000200", "slack:T061EG9R6:C0LAN2Q65:1515449522.000016", "and Germany?", "1515449522.000016"},
-		{"bot_message.json", "", "", "", ""},
-		{"own_message.json", "", "", "", ""},
-		{"own_message_unknown_bot.json", "", "", "", ""},
-		{"me_message.json", "", "", "", ""},
-		{"message_changed.json", "", "", "", ""},
-		{"message_deleted.json", "", "", "", ""},
-		{"channel_chatter.json", "", "", "", ""},
-		{"url_verification.json", "", "", "", ""},
+		{fixture: "message_channels.json", wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449522.000016", wantText: "what is the capital of France?", summoned: true},
+		{fixture: "message_im.json", wantChat: "T061EG9R6:D0PNCRP9N", wantID: "1525215129.000001", wantText: "hello there", direct: true},
+		// A mention inside a thread names its root.
+		{fixture: "message_thread_reply.json", wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449600.000200", wantRoot: "1515449522.000016", wantText: "and Germany?", summoned: true},
+		{fixture: "bot_message.json"},
+		{fixture: "own_message.json"},
+		{fixture: "own_message_unknown_bot.json"},
+		{fixture: "me_message.json"},
+		{fixture: "message_changed.json"},
+		{fixture: "message_deleted.json"},
+		// Chatter is dropped in mentions mode, passed on in context mode.
+		{fixture: "channel_chatter.json"},
+		{fixture: "channel_chatter.json", context: true, wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449700.000300", wantText: "lunch anyone?"},
+		{fixture: "url_verification.json"},
 	}
-	d := &slack.Door{SigningSecret: secret}
 	for _, c := range cases {
 		t.Run(c.fixture, func(t *testing.T) {
-			got, ans, err := d.Parse(channels.Request{Body: fixture(t, c.fixture)})
+			d := &slack.Door{SigningSecret: secret}
+			if c.context {
+				d.Policy.GroupMode = workflows.GroupContext
+			}
+			got, err := d.Parse(channels.Request{Body: fixture(t, c.fixture)})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			if ans.Status != http.StatusOK {
-				t.Errorf("answer status %d, want 200", ans.Status)
+			if got.Answer.Status != http.StatusOK {
+				t.Errorf("answer status %d, want 200", got.Answer.Status)
+			}
+			if len(got.Deliveries) != 0 {
+				t.Errorf("direct deliveries %+v, want none (chat messages only)", got.Deliveries)
 			}
 			if c.wantID == "" {
-				if len(got) != 0 {
-					t.Fatalf("deliveries = %+v, want none", got)
+				if len(got.Messages) != 0 {
+					t.Fatalf("messages = %+v, want none", got.Messages)
 				}
 				return
 			}
-			if len(got) != 1 {
-				t.Fatalf("deliveries = %+v, want one", got)
+			if len(got.Messages) != 1 {
+				t.Fatalf("messages = %+v, want one", got.Messages)
 			}
-			dl := got[0]
-			if dl.Kind != "slack" || dl.ID != c.wantID || dl.Session != c.wantSession || dl.Prompt.Text != c.wantText {
-				t.Errorf("delivery = %+v, want id %q session %q text %q", dl, c.wantID, c.wantSession, c.wantText)
-			}
-			if dl.Key() != "slack:"+c.wantID {
-				t.Errorf("key = %q", dl.Key())
-			}
-			var tgt slack.Target
-			if err := json.Unmarshal(dl.Reply, &tgt); err != nil || tgt.ThreadTS != c.wantThread || tgt.Channel == "" {
-				t.Errorf("reply target = %s (%v), want thread %q", dl.Reply, err, c.wantThread)
+			m := got.Messages[0]
+			if m.Kind != "slack" || m.Chat != c.wantChat || m.ID != c.wantID || m.Root != c.wantRoot || m.Text != c.wantText ||
+				m.Direct != c.direct || m.Summoned != c.summoned || m.User == "" || m.Event == "" {
+				t.Errorf("message = %+v, want chat %q id %q root %q text %q direct %v summoned %v",
+					m, c.wantChat, c.wantID, c.wantRoot, c.wantText, c.direct, c.summoned)
 			}
 		})
 	}
@@ -113,12 +118,12 @@ func TestDoorParse(t *testing.T) {
 func TestDoorURLVerification(t *testing.T) {
 	t.Parallel()
 	d := &slack.Door{SigningSecret: secret}
-	got, ans, err := d.Parse(channels.Request{Body: fixture(t, "url_verification.json")})
-	if err != nil || len(got) != 0 {
+	got, err := d.Parse(channels.Request{Body: fixture(t, "url_verification.json")})
+	if err != nil || len(got.Messages) != 0 {
 		t.Fatalf("Parse = %v, %v", got, err)
 	}
-	if want := "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"; string(ans.Body) != want {
-		t.Errorf("answer body %q, want the challenge %q", ans.Body, want)
+	if want := "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"; string(got.Answer.Body) != want {
+		t.Errorf("answer body %q, want the challenge %q", got.Answer.Body, want)
 	}
 }
 

@@ -1,0 +1,118 @@
+package channels
+
+import (
+	"strings"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+// View is a turn's reply as a chat platform shows it while the turn runs:
+// the answer text so far, the tools in use and whether the model is
+// thinking. Raw thinking text and tool arguments are never part of it —
+// they stay on the worker.
+type View struct {
+	// steps holds each model step's text; a retried step starts over.
+	steps []string
+	// Tools are the turn's tool calls in start order.
+	Tools []ToolView
+	// Thinking is set while the model streams thinking and no text yet.
+	Thinking bool
+	// Changes counts the changes applied.
+	Changes int
+}
+
+// ToolView is one tool call as a chat shows it.
+type ToolView struct {
+	ID   string
+	Name string
+	// Status is "running", "done" or "error".
+	Status string
+}
+
+// Tool statuses.
+const (
+	ToolRunning = "running"
+	ToolDone    = "done"
+	ToolError   = "error"
+)
+
+// Text is the answer so far: the steps' texts, trimmed, joined by a blank
+// line (as the final answer is).
+func (v *View) Text() string {
+	var parts []string
+	for _, s := range v.steps {
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// Apply folds one relayed event into the view and reports whether it
+// changed.
+func (v *View) Apply(ev agent.Event) bool {
+	switch ev.Type {
+	case agent.TypeText:
+		if ev.Delta == "" {
+			return false
+		}
+		s := v.step(ev.Step)
+		v.steps[s] += ev.Delta
+		v.Thinking = false
+	case agent.TypeThinking:
+		if v.Thinking {
+			return false
+		}
+		v.Thinking = true
+	case agent.TypeRetrying:
+		s := v.step(ev.Step)
+		if v.steps[s] == "" {
+			return false
+		}
+		v.steps[s] = ""
+	case agent.TypeToolStarted:
+		for _, t := range v.Tools {
+			if t.ID == ev.ID {
+				return false
+			}
+		}
+		v.Tools = append(v.Tools, ToolView{ID: ev.ID, Name: ev.Name, Status: ToolRunning})
+		v.Thinking = false
+	case agent.TypeToolEnded:
+		st := ToolDone
+		if ev.IsError {
+			st = ToolError
+		}
+		found := false
+		for i := range v.Tools {
+			if v.Tools[i].ID == ev.ID {
+				if v.Tools[i].Status == st {
+					return false
+				}
+				v.Tools[i].Status, found = st, true
+			}
+		}
+		if !found {
+			v.Tools = append(v.Tools, ToolView{ID: ev.ID, Name: ev.Name, Status: st})
+		}
+	default:
+		return false
+	}
+	v.Changes++
+	return true
+}
+
+// step returns the index of step n (1-based; 0 means the last one),
+// growing the list as needed.
+func (v *View) step(n int) int {
+	if n <= 0 {
+		if len(v.steps) == 0 {
+			v.steps = append(v.steps, "")
+		}
+		return len(v.steps) - 1
+	}
+	for len(v.steps) < n {
+		v.steps = append(v.steps, "")
+	}
+	return n - 1
+}

@@ -1,0 +1,186 @@
+// Package fakeslack is a Slack Web API on loopback for tests: it records
+// every call (method and parameters, form or JSON) and answers the methods
+// the Slack channel uses as Slack does. Tests point slack-go at it with
+// SLACK_API_URL / slack.OptionAPIURL, and can inject failures per method.
+package fakeslack
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+)
+
+// Call is one Web API call the fake received.
+type Call struct {
+	Method string
+	// Params are the call's parameters (form values, or a JSON body's
+	// top-level fields rendered as strings).
+	Params map[string]string
+	// Raw is the request body.
+	Raw []byte
+}
+
+// Get returns the parameter name ("" when absent).
+func (c Call) Get(name string) string { return c.Params[name] }
+
+// Handler answers one method; it returns the JSON response's fields
+// ("ok" is added when missing).
+type Handler func(s *Server, c Call) map[string]any
+
+// Server is the fake Slack Web API.
+type Server struct {
+	*httptest.Server
+	mu       sync.Mutex
+	calls    []Call
+	seq      int
+	handlers map[string]Handler
+	// fail holds injected failures per method: each call consumes one.
+	fail map[string][]Failure
+}
+
+// Failure is an injected answer to the next call of a method.
+type Failure struct {
+	// Status is the HTTP status (429 for a rate limit); 0 = 200 with
+	// ok:false.
+	Status int
+	// RetryAfter is sent as the Retry-After header (seconds) with a 429.
+	RetryAfter int
+	// Error is the Slack error code of an ok:false answer.
+	Error string
+}
+
+// New starts a fake with the default methods; it is closed by Close.
+func New() *Server {
+	s := &Server{handlers: map[string]Handler{}, fail: map[string][]Failure{}}
+	for m, h := range defaults {
+		s.handlers[m] = h
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// APIURL is the base URL to give slack-go (with its trailing slash).
+func (s *Server) APIURL() string { return s.URL + "/" }
+
+// Handle sets (or replaces) the handler of method.
+func (s *Server) Handle(method string, h Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers[method] = h
+}
+
+// Fail makes the next calls of method answer with failures, in order.
+func (s *Server) Fail(method string, f ...Failure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail[method] = append(s.fail[method], f...)
+}
+
+// NextTS returns a new unique message timestamp.
+func (s *Server) NextTS() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextTSLocked()
+}
+
+func (s *Server) nextTSLocked() string {
+	s.seq++
+	return fmt.Sprintf("1800000000.%06d", s.seq)
+}
+
+// Calls returns the calls received, of the given methods (all when none).
+func (s *Server) Calls(methods ...string) []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Call
+	for _, c := range s.calls {
+		if len(methods) == 0 {
+			out = append(out, c)
+			continue
+		}
+		for _, m := range methods {
+			if c.Method == m {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	c := Call{Method: strings.TrimPrefix(r.URL.Path, "/"), Params: map[string]string{}, Raw: raw}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		var m map[string]any
+		if json.Unmarshal(raw, &m) == nil {
+			for k, v := range m {
+				if str, ok := v.(string); ok {
+					c.Params[k] = str
+				} else {
+					b, _ := json.Marshal(v)
+					c.Params[k] = string(b)
+				}
+			}
+		}
+	default:
+		r.Body = io.NopCloser(strings.NewReader(string(raw)))
+		_ = r.ParseForm()
+		for k := range r.Form {
+			c.Params[k] = r.Form.Get(k)
+		}
+		for k := range r.URL.Query() {
+			c.Params[k] = r.URL.Query().Get(k)
+		}
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, c)
+	var f *Failure
+	if q := s.fail[c.Method]; len(q) > 0 {
+		f, s.fail[c.Method] = &q[0], q[1:]
+	}
+	h := s.handlers[c.Method]
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if f != nil {
+		if f.Status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", fmt.Sprint(f.RetryAfter))
+			w.WriteHeader(http.StatusTooManyRequests)
+			_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "ratelimited"})
+			return
+		}
+		if f.Status != 0 {
+			w.WriteHeader(f.Status)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": f.Error})
+		return
+	}
+	if h == nil {
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "unknown_method"})
+		return
+	}
+	out := h(s, c)
+	if _, ok := out["ok"]; !ok {
+		out["ok"] = true
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+var defaults = map[string]Handler{
+	"chat.postMessage": func(s *Server, c Call) map[string]any {
+		return map[string]any{"channel": c.Get("channel"), "ts": s.NextTS(), "message": map[string]any{"text": c.Get("text")}}
+	},
+	"chat.update": func(_ *Server, c Call) map[string]any {
+		return map[string]any{"channel": c.Get("channel"), "ts": c.Get("ts"), "text": c.Get("text")}
+	},
+	"auth.test": func(_ *Server, _ Call) map[string]any {
+		return map[string]any{"user_id": "U0LAN0Z89", "team_id": "T061EG9R6", "bot_id": "B0BOT"}
+	},
+}

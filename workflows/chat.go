@@ -1,0 +1,460 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+// A chat workflow (ID "chat:<kind>:<chat>") owns what a chat channel must
+// remember about one platform conversation — a Slack channel or DM, a
+// Feishu chat, a Telegram chat — so that it is exactly-once, survives
+// restarts and is visible in the Web UI:
+//
+//   - which messages (and platform deliveries) it has seen, so a redelivery
+//     or an overlapping event is not a second turn;
+//   - which thread roots it owns (roots it answered as a summons at the top
+//     level), so bare replies there are turns in context mode;
+//   - the un-summoned discussion of each place (context mode), folded into
+//     that place's next answered turn and dropped only when that turn
+//     completes.
+//
+// It routes each turn to its session workflow (Chat.Route, a local activity
+// doing Signal-With-Start) and never runs a model itself.
+
+// ChatPolicy is a channel file's session and group policy, carried with
+// every message so that the workflow stays a function of its history.
+type ChatPolicy struct {
+	// DirectSession is "thread" (default: each top-level direct message
+	// starts a thread session) or "continuous" (one session per DM).
+	DirectSession string `json:"directSession,omitempty"`
+	// GroupSession is "thread" (default) or "continuous" (one session per
+	// group chat).
+	GroupSession string `json:"groupSession,omitempty"`
+	// GroupMode is "mentions" (default: only explicit summons are turns) or
+	// "context" (bare replies in owned roots are turns too; other discussion
+	// is buffered and folded into the next answered turn).
+	GroupMode string `json:"groupMode,omitempty"`
+}
+
+// Session and group policy values.
+const (
+	SessionThread     = "thread"
+	SessionContinuous = "continuous"
+	GroupMentions     = "mentions"
+	GroupContext      = "context"
+)
+
+// Attachment is a file of a chat message, by reference: it is resolved
+// (downloaded) by the worker when the turn runs, never carried in history.
+type Attachment struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	Mime string `json:"mime,omitempty"`
+	Size int64  `json:"size,omitempty"`
+}
+
+// ChatMessage is one human message a chat channel's door accepted,
+// argument of SignalChatMessage.
+type ChatMessage struct {
+	// Kind is the channel kind ("slack").
+	Kind string `json:"kind"`
+	// Chat is the platform conversation, unique per kind (Slack:
+	// "<team>:<channel>").
+	Chat string `json:"chat"`
+	// ID is the message's platform ID, unique within Chat (Slack: ts).
+	ID string `json:"id"`
+	// Event is the platform's delivery ID (Slack event_id), deduplicated
+	// besides ID.
+	Event string `json:"event,omitempty"`
+	// Root is the thread root's ID; "" for a top-level message.
+	Root string `json:"root,omitempty"`
+	// Direct is set for a one-to-one conversation with the bot.
+	Direct bool `json:"direct,omitempty"`
+	// Summoned is set when the message explicitly addresses the bot
+	// (mention, command, reply to the bot).
+	Summoned bool   `json:"summoned,omitempty"`
+	User     string `json:"user,omitempty"`
+	// UserName is how the sender is shown in folded context.
+	UserName    string       `json:"userName,omitempty"`
+	Text        string       `json:"text"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+	// Data is the platform's extra reply data (Slack: the team), passed to
+	// the replier in Target.Data.
+	Data   json.RawMessage `json:"data,omitempty"`
+	Policy ChatPolicy      `json:"policy"`
+}
+
+// Target is where a chat turn's reply goes; it is the Data of the turn's
+// ReplyTarget, read by the channel's replier.
+type Target struct {
+	// Chat is the platform conversation ("<team>:<channel>" for Slack).
+	Chat string `json:"chat"`
+	// Thread is the root message to reply under; "" replies at the top
+	// level of Chat.
+	Thread string `json:"thread,omitempty"`
+	// Message is the user message being answered.
+	Message string `json:"message,omitempty"`
+	// User is its sender.
+	User string `json:"user,omitempty"`
+	// Attachments are the message's files, resolved when the turn runs.
+	Attachments []Attachment    `json:"attachments,omitempty"`
+	Data        json.RawMessage `json:"data,omitempty"`
+}
+
+// TurnDone is the argument of SignalTurnDone: a session tells the chat
+// workflow that routed a turn how it ended.
+type TurnDone struct {
+	Key       string `json:"key"`
+	Completed bool   `json:"completed"`
+}
+
+// RouteInput is the argument of ActivityChatRoute: hand Delivery to the
+// session workflow of Session with Signal-With-Start.
+type RouteInput struct {
+	Session  string   `json:"session"`
+	Delivery Delivery `json:"delivery"`
+}
+
+// ChatInput starts (or continues) a chat workflow.
+type ChatInput struct {
+	Kind  string     `json:"kind"`
+	Chat  string     `json:"chat"`
+	State *ChatState `json:"state,omitempty"`
+}
+
+// ChatState is the chat workflow's durable state, carried across
+// continue-as-new. Every list is bounded.
+type ChatState struct {
+	// Seen holds recent message and delivery IDs, oldest first.
+	Seen []string `json:"seen,omitempty"`
+	// Owned holds the thread roots the bot owns, oldest first.
+	Owned []string `json:"owned,omitempty"`
+	// Buffers holds un-summoned discussion per place ("" = top level,
+	// else a thread root).
+	Buffers []ChatBuffer `json:"buffers,omitempty"`
+	// Routed counts the turns routed so far.
+	Routed int `json:"routed,omitempty"`
+}
+
+// ChatBuffer is one place's buffered discussion.
+type ChatBuffer struct {
+	Place    string         `json:"place"`
+	Messages []BufferedLine `json:"messages"`
+}
+
+// BufferedLine is one buffered message; Turn is set while a routed turn
+// has folded it (it is dropped when that turn completes).
+type BufferedLine struct {
+	ID          string       `json:"id"`
+	User        string       `json:"user,omitempty"`
+	Text        string       `json:"text,omitempty"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+	Turn        string       `json:"turn,omitempty"`
+}
+
+// Bounds of a chat workflow's state and run.
+const (
+	chatSeenLimit      = 2000
+	chatOwnedLimit     = 2000
+	chatPlacesLimit    = 200
+	chatBufferLimit    = 50
+	chatSignalsPerRun  = 1000
+	chatRouteTimeout   = 30 * time.Second
+	chatFoldTextLimit  = 2000
+	chatFoldTotalLimit = 16000
+)
+
+// ChatWorkflowID is the workflow ID of a platform conversation.
+func ChatWorkflowID(kind, chat string) string { return "chat:" + kind + ":" + chat }
+
+// ChatSession names the session a chat turn runs in: "<kind>:<chat>:<root>"
+// for a thread session, "<kind>:<chat>" for a continuous one.
+func ChatSession(kind, chat, root string) string {
+	if root == "" {
+		return kind + ":" + chat
+	}
+	return kind + ":" + chat + ":" + root
+}
+
+// ChatTurnKey is the turn (idempotency) key of a chat message.
+func ChatTurnKey(kind, chat, id string) string { return kind + ":" + chat + ":" + id }
+
+type chat struct {
+	in    ChatInput
+	st    ChatState
+	seen  map[string]bool
+	owned map[string]bool
+}
+
+// ChatWorkflow is the long-lived workflow of one platform conversation. It
+// receives SignalChatMessage and SignalTurnDone, decides for each message
+// whether it is a turn, buffered context or nothing, and routes turns to
+// their session workflows.
+func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
+	c := &chat{in: in, seen: map[string]bool{}, owned: map[string]bool{}}
+	if in.State != nil {
+		c.st = *in.State
+	}
+	for _, id := range c.st.Seen {
+		c.seen[id] = true
+	}
+	for _, id := range c.st.Owned {
+		c.owned[id] = true
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (ChatState, error) { return c.st, nil }); err != nil {
+		return fmt.Errorf("register %s: %w", QueryState, err)
+	}
+	msgs := workflow.GetSignalChannel(ctx, SignalChatMessage)
+	done := workflow.GetSignalChannel(ctx, SignalTurnDone)
+	handled := 0
+	for {
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(msgs, func(ch workflow.ReceiveChannel, _ bool) {
+			var m ChatMessage
+			ch.Receive(ctx, &m)
+			c.onMessage(ctx, m)
+		})
+		sel.AddReceive(done, func(ch workflow.ReceiveChannel, _ bool) {
+			var d TurnDone
+			ch.Receive(ctx, &d)
+			c.onTurnDone(d)
+		})
+		sel.Select(ctx)
+		handled++
+		if handled >= chatSignalsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			// Drain what has arrived, then start a fresh history with the
+			// state only.
+			for {
+				var m ChatMessage
+				if msgs.ReceiveAsync(&m) {
+					c.onMessage(ctx, m)
+					continue
+				}
+				var d TurnDone
+				if done.ReceiveAsync(&d) {
+					c.onTurnDone(d)
+					continue
+				}
+				break
+			}
+			st := c.st
+			return workflow.NewContinueAsNewError(ctx, ChatWorkflowType, ChatInput{Kind: c.in.Kind, Chat: c.in.Chat, State: &st})
+		}
+	}
+}
+
+// onMessage applies the channel policy to one message.
+func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
+	log := workflow.GetLogger(ctx)
+	if m.ID == "" || m.Kind != c.in.Kind || m.Chat != c.in.Chat {
+		log.Warn("chat message for another conversation or without an ID ignored", "kind", m.Kind, "chat", m.Chat, "id", m.ID)
+		return
+	}
+	if c.seen[m.ID] || (m.Event != "" && c.seen["event:"+m.Event]) {
+		return
+	}
+	c.see(m.ID)
+	if m.Event != "" {
+		c.see("event:" + m.Event)
+	}
+	if strings.TrimSpace(m.Text) == "" && len(m.Attachments) == 0 {
+		return
+	}
+	p := m.Policy
+	var session, thread, place string
+	switch {
+	case m.Direct:
+		if p.DirectSession == SessionContinuous {
+			session = ChatSession(m.Kind, m.Chat, "")
+			thread = m.Root
+		} else {
+			root := m.Root
+			if root == "" {
+				root = m.ID
+			}
+			session, thread = ChatSession(m.Kind, m.Chat, root), root
+		}
+	case m.Summoned || (p.GroupMode == GroupContext && m.Root != "" && c.owned[m.Root]):
+		place = m.Root
+		switch {
+		case p.GroupSession == SessionContinuous:
+			session, thread = ChatSession(m.Kind, m.Chat, ""), m.Root
+		case m.Root == "":
+			// Only a top-level summons creates an owned root.
+			c.own(m.ID)
+			session, thread = ChatSession(m.Kind, m.Chat, m.ID), m.ID
+		default:
+			// A thread it owns continues; a summons inside someone
+			// else's thread answers there without adopting it.
+			session, thread = ChatSession(m.Kind, m.Chat, m.Root), m.Root
+		}
+	case p.GroupMode == GroupContext:
+		c.buffer(m)
+		return
+	default:
+		return
+	}
+	key := ChatTurnKey(m.Kind, m.Chat, m.ID)
+	prompt, folded := c.fold(place, key, m)
+	if m.Direct {
+		folded = 0
+	}
+	target, err := json.Marshal(Target{Chat: m.Chat, Thread: thread, Message: m.ID, User: m.User,
+		Attachments: m.Attachments, Data: m.Data})
+	if err != nil {
+		log.Error("chat: reply target", "error", err)
+		return
+	}
+	d := Delivery{Key: key, Source: m.Kind, Prompt: prompt, Reply: &ReplyTarget{Kind: m.Kind, Data: target}}
+	if folded > 0 {
+		d.Notify = workflow.GetInfo(ctx).WorkflowExecution.ID
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: chatRouteTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second},
+	})
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityChatRoute, RouteInput{Session: session, Delivery: d}).Get(ctx, nil); err != nil {
+		// The session could not be reached even after retries: release
+		// the folded lines for the next turn.
+		log.Error("chat: route failed", "session", session, "key", key, "error", err)
+		c.onTurnDone(TurnDone{Key: key})
+		return
+	}
+	c.st.Routed++
+}
+
+// fold prefixes the message with its place's buffered discussion not yet
+// folded into another turn, and marks those lines as folded by key.
+func (c *chat) fold(place, key string, m ChatMessage) (agent.Prompt, int) {
+	prompt := agent.Prompt{Text: m.Text}
+	b := c.bufferOf(place, false)
+	if b == nil {
+		return prompt, 0
+	}
+	var lines []string
+	total, n := 0, 0
+	for i := range b.Messages {
+		l := &b.Messages[i]
+		if l.Turn != "" {
+			continue
+		}
+		text := l.Text
+		if len(text) > chatFoldTextLimit {
+			text = text[:chatFoldTextLimit] + "…"
+		}
+		for _, a := range l.Attachments {
+			text += fmt.Sprintf(" [file: %s]", a.Name)
+		}
+		line := fmt.Sprintf("- %s: %s", displayUser(l.User), text)
+		if total+len(line) > chatFoldTotalLimit {
+			break
+		}
+		total += len(line)
+		lines = append(lines, line)
+		l.Turn = key
+		n++
+	}
+	if n == 0 {
+		return prompt, 0
+	}
+	prompt.Text = "Messages in this conversation since you last answered (context, not addressed to you):\n" +
+		strings.Join(lines, "\n") + "\n\nThe message addressed to you:\n" + m.Text
+	return prompt, n
+}
+
+func displayUser(u string) string {
+	if u == "" {
+		return "someone"
+	}
+	return u
+}
+
+// onTurnDone commits (completed) or releases (failed) the lines a routed
+// turn had folded.
+func (c *chat) onTurnDone(d TurnDone) {
+	for bi := range c.st.Buffers {
+		b := &c.st.Buffers[bi]
+		kept := b.Messages[:0]
+		for _, l := range b.Messages {
+			if l.Turn == d.Key {
+				if d.Completed {
+					continue
+				}
+				l.Turn = ""
+			}
+			kept = append(kept, l)
+		}
+		b.Messages = kept
+	}
+	c.dropEmptyBuffers()
+}
+
+func (c *chat) buffer(m ChatMessage) {
+	b := c.bufferOf(m.Root, true)
+	name := m.UserName
+	if name == "" {
+		name = m.User
+	}
+	b.Messages = append(b.Messages, BufferedLine{ID: m.ID, User: name, Text: m.Text, Attachments: m.Attachments})
+	if n := len(b.Messages) - chatBufferLimit; n > 0 {
+		b.Messages = append([]BufferedLine(nil), b.Messages[n:]...)
+	}
+}
+
+func (c *chat) bufferOf(place string, create bool) *ChatBuffer {
+	for i := range c.st.Buffers {
+		if c.st.Buffers[i].Place == place {
+			return &c.st.Buffers[i]
+		}
+	}
+	if !create {
+		return nil
+	}
+	if len(c.st.Buffers) >= chatPlacesLimit {
+		c.st.Buffers = append([]ChatBuffer(nil), c.st.Buffers[1:]...)
+	}
+	c.st.Buffers = append(c.st.Buffers, ChatBuffer{Place: place})
+	return &c.st.Buffers[len(c.st.Buffers)-1]
+}
+
+func (c *chat) dropEmptyBuffers() {
+	kept := c.st.Buffers[:0]
+	for _, b := range c.st.Buffers {
+		if len(b.Messages) > 0 {
+			kept = append(kept, b)
+		}
+	}
+	c.st.Buffers = kept
+}
+
+func (c *chat) see(id string) {
+	c.seen[id] = true
+	c.st.Seen = append(c.st.Seen, id)
+	if n := len(c.st.Seen) - chatSeenLimit; n > 0 {
+		for _, old := range c.st.Seen[:n] {
+			delete(c.seen, old)
+		}
+		c.st.Seen = append([]string(nil), c.st.Seen[n:]...)
+	}
+}
+
+func (c *chat) own(root string) {
+	if c.owned[root] {
+		return
+	}
+	c.owned[root] = true
+	c.st.Owned = append(c.st.Owned, root)
+	if n := len(c.st.Owned) - chatOwnedLimit; n > 0 {
+		for _, old := range c.st.Owned[:n] {
+			delete(c.owned, old)
+		}
+		c.st.Owned = append([]string(nil), c.st.Owned[n:]...)
+	}
+}
