@@ -127,6 +127,9 @@ type ChatInput struct {
 	Kind  string     `json:"kind"`
 	Chat  string     `json:"chat"`
 	State *ChatState `json:"state,omitempty"`
+	// SignalsPerRun overrides how many signals a run handles before it
+	// continues as new (tests).
+	SignalsPerRun int `json:"signalsPerRun,omitempty"`
 }
 
 // ChatState is the chat workflow's durable state, carried across
@@ -228,7 +231,11 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 		})
 		sel.Select(ctx)
 		handled++
-		if handled >= chatSignalsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		limit := chatSignalsPerRun
+		if in.SignalsPerRun > 0 {
+			limit = in.SignalsPerRun
+		}
+		if handled >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			// Drain what has arrived, then start a fresh history with the
 			// state only.
 			for {
@@ -245,7 +252,7 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 				break
 			}
 			st := c.st
-			return workflow.NewContinueAsNewError(ctx, ChatWorkflowType, ChatInput{Kind: c.in.Kind, Chat: c.in.Chat, State: &st})
+			return workflow.NewContinueAsNewError(ctx, ChatWorkflowType, ChatInput{Kind: c.in.Kind, Chat: c.in.Chat, State: &st, SignalsPerRun: in.SignalsPerRun})
 		}
 	}
 }
@@ -314,7 +321,7 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 	}
 	d := Delivery{Key: key, Source: m.Kind, Prompt: prompt, Reply: &ReplyTarget{Kind: m.Kind, Data: target}}
 	if folded > 0 {
-		d.Notify = workflow.GetInfo(ctx).WorkflowExecution.ID
+		d.Notify = ChatWorkflowID(c.in.Kind, c.in.Chat)
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: chatRouteTimeout,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/fastagent/fastagent/agent"
@@ -14,17 +15,35 @@ import (
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
-// replyLog is a fake Channel.Reply activity that records what it receives.
+// replyLog is a fake of the channel activities (Channel.Reply and
+// Channel.Stream) that records what they receive, in order.
 type replyLog struct {
-	mu  sync.Mutex
-	got []workflows.ReplyInput
+	mu      sync.Mutex
+	got     []workflows.ReplyInput
+	streams []workflows.StreamInput
+	order   []string
 }
 
 func (r *replyLog) reply(_ context.Context, in workflows.ReplyInput) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, in)
+	r.order = append(r.order, "reply "+in.Turn)
 	return nil
+}
+
+func (r *replyLog) stream(_ context.Context, in workflows.StreamInput) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.streams = append(r.streams, in)
+	r.order = append(r.order, "stream "+in.Turn)
+	return nil
+}
+
+func (r *replyLog) log() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.order...)
 }
 
 func (r *replyLog) calls() []workflows.ReplyInput {
@@ -36,6 +55,7 @@ func (r *replyLog) calls() []workflows.ReplyInput {
 func withReplies(h *harness) *replyLog {
 	r := &replyLog{}
 	h.env.RegisterActivityWithOptions(r.reply, activity.RegisterOptions{Name: workflows.ActivityChannelReply})
+	h.env.RegisterActivityWithOptions(r.stream, activity.RegisterOptions{Name: workflows.ActivityChannelStream})
 	return r
 }
 
@@ -84,6 +104,27 @@ func TestSessionDeliveries(t *testing.T) {
 			equal(t, "reply outcome", got[0].Outcome.Status, agent.TypeCompleted)
 			equal(t, "reply kind", got[0].Reply.Kind, "slack")
 		}
+		// The live reply starts with the turn and ends before the final one.
+		equal(t, "channel activities", fmt.Sprint(replies.log()), fmt.Sprint([]string{"stream " + key, "reply " + key}))
+	})
+
+	t.Run("folded context is committed through the chat workflow", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		replies := withReplies(h)
+		var signalled []workflows.TurnDone
+		h.env.OnSignalExternalWorkflow(mock.Anything, "chat:slack:T1:C1", "", workflows.SignalTurnDone, mock.Anything).Return(
+			func(_, _, _, _ string, arg interface{}) error {
+				signalled = append(signalled, arg.(workflows.TurnDone))
+				return nil
+			})
+		d := delivery(key, "hello")
+		d.Notify = "chat:slack:T1:C1"
+		h.at(ms, func() { h.deliver(d) })
+		h.run(workflows.SessionInput{Session: "s1"})
+		h.requireCancelled()
+		equal(t, "replies", len(replies.calls()), 1)
+		equal(t, "turn-done signals", fmt.Sprint(signalled), fmt.Sprint([]workflows.TurnDone{{Key: key, Completed: true}}))
 	})
 
 	t.Run("key recorded in the store", func(t *testing.T) {

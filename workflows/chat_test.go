@@ -1,0 +1,226 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// chatHarness runs a ChatWorkflow with a fake Chat.Route that records the
+// turns it routes.
+type chatHarness struct {
+	t      *testing.T
+	env    *testsuite.TestWorkflowEnvironment
+	mu     sync.Mutex
+	routed []workflows.RouteInput
+	step   time.Duration
+	chat   string
+}
+
+func newChatHarness(t *testing.T) *chatHarness {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))))
+	h := &chatHarness{t: t, env: suite.NewTestWorkflowEnvironment(), chat: "T1:C1"}
+	h.env.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.RouteInput) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.routed = append(h.routed, in)
+		return nil
+	}, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
+	return h
+}
+
+// send signals m (kind slack, chat T1:C1 unless set) at the next step.
+func (h *chatHarness) send(m workflows.ChatMessage) {
+	if m.Kind == "" {
+		m.Kind = "slack"
+	}
+	if m.Chat == "" {
+		m.Chat = h.chat
+	}
+	h.step += time.Second
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(workflows.SignalChatMessage, m) }, h.step)
+}
+
+func (h *chatHarness) done(d workflows.TurnDone) {
+	h.step += time.Second
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(workflows.SignalTurnDone, d) }, h.step)
+}
+
+func (h *chatHarness) run() workflows.ChatState {
+	h.env.RegisterDelayedCallback(func() { h.env.CancelWorkflow() }, h.step+time.Minute)
+	var st workflows.ChatState
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(workflows.QueryState)
+		if err != nil {
+			h.t.Fatalf("query: %v", err)
+		}
+		if err := v.Get(&st); err != nil {
+			h.t.Fatal(err)
+		}
+	}, h.step+time.Second)
+	h.env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: h.chat})
+	return st
+}
+
+// turns renders the routed turns as "session|thread|prompt".
+func (h *chatHarness) turns() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.routed {
+		var tg workflows.Target
+		_ = json.Unmarshal(r.Delivery.Reply.Data, &tg)
+		out = append(out, r.Session+"|"+tg.Thread+"|"+r.Delivery.Prompt.Text)
+	}
+	return out
+}
+
+func TestChatRouting(t *testing.T) {
+	t.Parallel()
+	ctxMode := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	cases := []struct {
+		name string
+		msgs []workflows.ChatMessage
+		want []string
+	}{
+		{"direct messages start thread sessions; a reply continues its thread", []workflows.ChatMessage{
+			{Chat: "T1:D1", ID: "1.0", Direct: true, Text: "hi"},
+			{Chat: "T1:D1", ID: "2.0", Root: "1.0", Direct: true, Text: "more"},
+		}, []string{"slack:T1:D1:1.0|1.0|hi", "slack:T1:D1:1.0|1.0|more"}},
+		{"continuous direct messages share one session", []workflows.ChatMessage{
+			{Chat: "T1:D1", ID: "1.0", Direct: true, Text: "hi", Policy: workflows.ChatPolicy{DirectSession: workflows.SessionContinuous}},
+			{Chat: "T1:D1", ID: "2.0", Direct: true, Text: "again", Policy: workflows.ChatPolicy{DirectSession: workflows.SessionContinuous}},
+		}, []string{"slack:T1:D1||hi", "slack:T1:D1||again"}},
+		{"redelivered and overlapping events run once", []workflows.ChatMessage{
+			{ID: "1.0", Event: "Ev1", Summoned: true, Text: "hi"},
+			{ID: "1.0", Event: "Ev1", Summoned: true, Text: "hi"},
+			{ID: "1.0", Event: "Ev2", Summoned: true, Text: "hi"},
+		}, []string{"slack:T1:C1:1.0|1.0|hi"}},
+		{"mentions mode: a bare reply in an owned root is not a turn", []workflows.ChatMessage{
+			{ID: "1.0", Summoned: true, Text: "hi"},
+			{ID: "2.0", Root: "1.0", Text: "thanks"},
+		}, []string{"slack:T1:C1:1.0|1.0|hi"}},
+		{"context mode: a bare reply in an owned root is a turn", []workflows.ChatMessage{
+			{ID: "1.0", Summoned: true, Text: "hi", Policy: ctxMode},
+			{ID: "2.0", Root: "1.0", Text: "and then?", Policy: ctxMode},
+		}, []string{"slack:T1:C1:1.0|1.0|hi", "slack:T1:C1:1.0|1.0|and then?"}},
+		{"a summons in someone else's thread answers there without adopting it", []workflows.ChatMessage{
+			{ID: "2.0", Root: "1.0", Summoned: true, Text: "what do you think?", Policy: ctxMode},
+			{ID: "3.0", Root: "1.0", Text: "bare reply", Policy: ctxMode},
+			{ID: "4.0", Root: "1.0", Summoned: true, Text: "and now?", Policy: ctxMode},
+		}, []string{"slack:T1:C1:1.0|1.0|what do you think?",
+			"slack:T1:C1:1.0|1.0|Messages in this conversation since you last answered (context, not addressed to you):\n- someone: bare reply\n\nThe message addressed to you:\nand now?"}},
+		{"continuous group session", []workflows.ChatMessage{
+			{ID: "1.0", Summoned: true, Text: "hi", Policy: workflows.ChatPolicy{GroupSession: workflows.SessionContinuous}},
+		}, []string{"slack:T1:C1||hi"}},
+		{"empty and foreign messages are ignored", []workflows.ChatMessage{
+			{ID: "1.0", Summoned: true, Text: "  "},
+			{Chat: "T9:C9", ID: "2.0", Summoned: true, Text: "wrong chat"},
+			{Summoned: true, Text: "no id"},
+		}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h := newChatHarness(t)
+			if c.msgs[0].Chat != "" {
+				h.chat = c.msgs[0].Chat
+			}
+			for _, m := range c.msgs {
+				h.send(m)
+			}
+			h.run()
+			if got := h.turns(); strings.Join(got, "\n#\n") != strings.Join(c.want, "\n#\n") {
+				t.Errorf("routed:\n%q\nwant:\n%q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestChatContextCommit: buffered discussion is folded into the next
+// answered turn once, kept when that turn fails (folded again next time)
+// and dropped when it completes.
+func TestChatContextCommit(t *testing.T) {
+	t.Parallel()
+	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	h := newChatHarness(t)
+	h.send(workflows.ChatMessage{ID: "1.0", User: "U1", UserName: "<@U1>", Text: "lunch?", Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Summoned: true, Text: "book a table", Policy: p})
+	// A second summons while the first turn is open folds nothing twice.
+	h.send(workflows.ChatMessage{ID: "3.0", Summoned: true, Text: "for four", Policy: p})
+	h.done(workflows.TurnDone{Key: "slack:T1:C1:2.0", Completed: false})
+	h.send(workflows.ChatMessage{ID: "4.0", Summoned: true, Text: "retry", Policy: p})
+	h.done(workflows.TurnDone{Key: "slack:T1:C1:4.0", Completed: true})
+	h.send(workflows.ChatMessage{ID: "5.0", Summoned: true, Text: "thanks", Policy: p})
+	st := h.run()
+
+	folded := "Messages in this conversation since you last answered (context, not addressed to you):\n- <@U1>: lunch?\n\nThe message addressed to you:\n"
+	want := []string{
+		"slack:T1:C1:2.0|2.0|" + folded + "book a table",
+		"slack:T1:C1:3.0|3.0|for four",
+		"slack:T1:C1:4.0|4.0|" + folded + "retry",
+		"slack:T1:C1:5.0|5.0|thanks",
+	}
+	if got := h.turns(); strings.Join(got, "\n#\n") != strings.Join(want, "\n#\n") {
+		t.Errorf("routed:\n%q\nwant:\n%q", got, want)
+	}
+	h.mu.Lock()
+	notify := []string{}
+	for _, r := range h.routed {
+		notify = append(notify, r.Delivery.Notify)
+	}
+	h.mu.Unlock()
+	equal(t, "notify", strings.Join(notify, ","), "chat:slack:T1:C1,,chat:slack:T1:C1,")
+	equal(t, "buffers left", len(st.Buffers), 0)
+	equal(t, "owned roots", strings.Join(st.Owned, ","), "2.0,3.0,4.0,5.0")
+	equal(t, "routed", st.Routed, 4)
+}
+
+// TestChatContinueAsNew: a chat workflow starts a fresh history after
+// enough signals, carrying its state (seen IDs, owned roots) with it.
+func TestChatContinueAsNew(t *testing.T) {
+	t.Parallel()
+	h := newChatHarness(t)
+	h.env.SetTestTimeout(time.Minute)
+	h.send(workflows.ChatMessage{ID: "root", Summoned: true, Text: "hi"})
+	h.env.RegisterDelayedCallback(func() {
+		for i := 0; i < 30; i++ {
+			h.env.SignalWorkflow(workflows.SignalChatMessage, workflows.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: fmt.Sprintf("m%d", i), Text: "chatter"})
+		}
+	}, 2*time.Second)
+	h.env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: "T1:C1", SignalsPerRun: 20})
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error %v, want continue-as-new", err)
+	}
+	var in workflows.ChatInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.State == nil {
+		t.Fatal("continue-as-new without state")
+	}
+	// The test environment runs the workflow after each signal: the run
+	// ends at its 20th; on a server, signals that arrived meanwhile are
+	// drained first (or fail the task, which is retried with them).
+	equal(t, "seen", len(in.State.Seen), 20)
+	equal(t, "owned", strings.Join(in.State.Owned, ","), "root")
+	equal(t, "routed", len(h.turns()), 1)
+}
