@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -30,8 +31,14 @@ func (f *fakeStarter) SignalWithStartWorkflow(_ context.Context, id, signal stri
 	_ client.StartWorkflowOptions, _ interface{}, _ ...interface{}) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	d, _ := arg.(workflows.Delivery)
-	f.calls = append(f.calls, id+" "+signal+" "+d.Key)
+	switch a := arg.(type) {
+	case workflows.Delivery:
+		f.calls = append(f.calls, id+" "+signal+" "+a.Key)
+	case workflows.ChatMessage:
+		f.calls = append(f.calls, id+" "+signal+" "+a.ID)
+	default:
+		f.calls = append(f.calls, fmt.Sprintf("%s %s %T", id, signal, arg))
+	}
 	return nil, nil
 }
 
@@ -71,7 +78,7 @@ func TestWithChannels(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
 		}
 	}
-	want := []string{"session:slack:T1:C1:1.000001 deliver slack:T1:C1:1.000001"}
+	want := []string{"chat:slack:T1:C1 message 1.000001"}
 	if strings.Join(st.calls, ";") != strings.Join(want, ";") {
 		t.Errorf("signal-with-start calls = %q, want %q", st.calls, want)
 	}
