@@ -41,6 +41,8 @@ type Server struct {
 	handlers map[string]Handler
 	// fail holds injected failures per method: each call consumes one.
 	fail map[string][]Failure
+	// msgs are the messages posted or streamed, by ts (stream.go).
+	msgs map[string]*Message
 }
 
 // Failure is an injected answer to the next call of a method.
@@ -60,6 +62,7 @@ func New() *Server {
 	for m, h := range defaults {
 		s.handlers[m] = h
 	}
+	registerStream(s)
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
