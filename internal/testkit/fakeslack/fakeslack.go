@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Call is one Web API call the fake received.
@@ -23,6 +24,8 @@ type Call struct {
 	Params map[string]string
 	// Raw is the request body.
 	Raw []byte
+	// At is when the fake received it.
+	At time.Time
 }
 
 // Get returns the parameter name ("" when absent).
@@ -118,7 +121,7 @@ func (s *Server) Calls(methods ...string) []Call {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
-	c := Call{Method: strings.TrimPrefix(r.URL.Path, "/"), Params: map[string]string{}, Raw: raw}
+	c := Call{Method: strings.TrimPrefix(r.URL.Path, "/"), Params: map[string]string{}, Raw: raw, At: time.Now()}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
