@@ -1,6 +1,8 @@
 // Package fakeslack is a Slack Web API on loopback for tests: it records
-// every call (method and parameters, form or JSON) and answers the methods
-// the Slack channel uses as Slack does. Tests point slack-go at it with
+// every call (method and parameters, form or JSON, and when) and answers
+// the methods the Slack channel uses as Slack does, keeping each message's
+// text: chat.postMessage, chat.update, native streams (stream.go) and the
+// assistant thread status. Tests point slack-go at it with
 // SLACK_API_URL / slack.OptionAPIURL, and can inject failures per method.
 package fakeslack
 
