@@ -43,10 +43,11 @@ type benchFlags struct {
 	out          string
 	nats         string
 	untuned      bool
+	slackN       int
 }
 
 // sections in the order they run.
-var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "coldstart"}
+var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "coldstart", "slack"}
 
 // row is one line of the table.
 type row struct {
@@ -113,6 +114,7 @@ func runBench(args []string) error {
 	fs.IntVar(&f.coldSessions, "cold", 20, "turns on cold sessions after the worker restart")
 	fs.IntVar(&f.history, "history", 500, "turns of the history-growth session (compares turn 5 with the last)")
 	fs.IntVar(&f.coldRuns, "coldstart", 5, "fastagent dev cold starts (median)")
+	fs.IntVar(&f.slackN, "slack-n", 50, "measured webhook deliveries (distinct threads) in the Slack figure")
 	fs.StringVar(&f.only, "only", "", "comma-separated sections to run: "+strings.Join(benchSections, ","))
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of the table")
 	fs.StringVar(&f.out, "out", "bench-out", "directory to write bench.json and bench.svg into (empty: write nothing)")
@@ -162,6 +164,8 @@ func runBench(args []string) error {
 			err = b.idleSessions()
 		case "coldstart":
 			err = b.coldStart()
+		case "slack":
+			err = b.slackFigures()
 		}
 		if err != nil {
 			b.prog.Logf("error: %v", err)
@@ -224,6 +228,8 @@ func sectionLabel(name string) string {
 		return "6 idle sessions"
 	case "coldstart":
 		return "7 cold start"
+	case "slack":
+		return "8 Slack channel"
 	}
 	return name
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/relay"
+	"github.com/fastagent/fastagent/internal/testkit/fakeslack"
 	"github.com/fastagent/fastagent/worker"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -38,66 +39,43 @@ type slackCall struct {
 	Method, Channel, Text, ThreadTS, TS string
 }
 
-// fakeSlack is a Slack Web API on loopback that records every call and
-// answers chat.postMessage and chat.update as Slack does.
+// fakeSlack is the fake Slack Web API (fakeslack: posts, edits, native
+// streams) with these tests' helpers.
 type fakeSlack struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	calls []slackCall
-	next  int
+	srv *fakeslack.Server
 }
 
 func newFakeSlack(t *testing.T) *fakeSlack {
-	f := &fakeSlack{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		c := slackCall{Method: strings.TrimPrefix(r.URL.Path, "/"), Channel: r.Form.Get("channel"),
-			Text: r.Form.Get("text"), ThreadTS: r.Form.Get("thread_ts"), TS: r.Form.Get("ts")}
-		f.mu.Lock()
-		f.calls = append(f.calls, c)
-		f.next++
-		ts := c.TS
-		if c.Method == "chat.postMessage" {
-			ts = fmt.Sprintf("1800000000.%06d", f.next)
-			f.calls[len(f.calls)-1].TS = ts
-		}
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		switch c.Method {
-		case "chat.postMessage", "chat.update":
-			_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": c.Channel, "ts": ts, "text": c.Text})
-		default:
-			_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "unknown_method"})
-		}
-	}))
+	f := &fakeSlack{srv: fakeslack.New()}
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
-// final is the text the message ts shows now: its post's text, or that of
-// its last chat.update.
-func (f *fakeSlack) final(ts string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	text := ""
-	for _, c := range f.calls {
-		if c.TS == ts && (c.Method == "chat.postMessage" || c.Method == "chat.update") {
-			text = c.Text
-		}
-	}
-	return text
-}
-
 func (f *fakeSlack) posts(method string) []slackCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	var out []slackCall
-	for _, c := range f.calls {
-		if c.Method == method {
-			out = append(out, c)
+	for _, c := range f.srv.Calls(method) {
+		text := c.Get("markdown_text")
+		if text == "" {
+			text = c.Get("text")
 		}
+		out = append(out, slackCall{Method: c.Method, Channel: c.Get("channel"), Text: text, ThreadTS: c.Get("thread_ts"), TS: c.Get("ts")})
 	}
 	return out
+}
+
+// replies are the reply messages in channel ("" for all): one per
+// chat.postMessage or chat.startStream, with their current text.
+func (f *fakeSlack) replies(channel string) []fakeslack.Message { return f.srv.Messages(channel) }
+
+// settled reports whether there are n replies, none still streaming.
+func (f *fakeSlack) settled(n int) bool {
+	ms := f.srv.Messages("")
+	for _, m := range ms {
+		if m.Streaming {
+			return false
+		}
+	}
+	return len(ms) >= n
 }
 
 // slackStack is a door on real HTTP and (optionally) a worker whose Slack
@@ -252,8 +230,9 @@ func TestSlackDoorRefuses(t *testing.T) {
 
 // TestSlackExactlyOnce: one app_mention delivered four times (Slack's
 // retries) plus its overlapping message event, and once more after the
-// answer, runs one turn and posts one reply in the message's thread, equal
-// to the stored answer; a retried reply updates that message.
+// answer, runs one turn and makes one reply message in the message's thread
+// (one chat.startStream or one chat.postMessage) whose final text is the
+// stored answer; a retried reply updates that message.
 func TestSlackExactlyOnce(t *testing.T) {
 	t.Parallel()
 	s := newSlackStack(t)
@@ -275,7 +254,7 @@ func TestSlackExactlyOnce(t *testing.T) {
 	if code, _, _ := s.post(message, slackSecret, time.Now(), nil); code != http.StatusOK {
 		t.Fatalf("message event: status %d", code)
 	}
-	waitFor(t, 90*time.Second, "the reply", func() bool { return len(s.fake.posts("chat.postMessage")) > 0 })
+	waitFor(t, 90*time.Second, "the reply", func() bool { return len(s.fake.replies("")) > 0 })
 	// Once more after the answer (as a late retry would).
 	if code, _, _ := s.post(mention, slackSecret, time.Now(), map[string]string{"X-Slack-Retry-Num": "3"}); code != http.StatusOK {
 		t.Fatalf("late retry: status %d", code)
@@ -292,34 +271,32 @@ func TestSlackExactlyOnce(t *testing.T) {
 	if n := s.e.kit.Model.Count(); n != 1 {
 		t.Errorf("model calls = %d, want 1", n)
 	}
-	posts := s.fake.posts("chat.postMessage")
-	if len(posts) != 1 {
-		t.Fatalf("chat.postMessage calls = %+v, want one", posts)
-	}
 	steps, err := relay.StoredSteps(context.Background(), s.e.kit.Store, session, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := strings.Join(steps, "\n\n")
-	p := posts[0]
-	final := s.fake.final(p.TS)
-	if p.Channel != channel || p.ThreadTS != ts || final != want || !strings.Contains(final, "capital of France") || strings.Contains(final, "<@") {
-		t.Errorf("reply = %+v showing %q, want text %q in thread %s of %s", p, final, want, ts, channel)
+	waitFor(t, 30*time.Second, "the reply settled", func() bool { return s.fake.settled(1) })
+	replies := s.fake.replies("")
+	if n := len(s.fake.posts("chat.startStream")) + len(s.fake.posts("chat.postMessage")); len(replies) != 1 || n != 1 {
+		t.Fatalf("replies = %+v (%d startStream/postMessage calls), want exactly one", replies, n)
 	}
-	updates := len(s.fake.posts("chat.update"))
+	p := replies[0]
+	if p.Channel != channel || p.Thread != ts || p.Text != want || !strings.Contains(p.Text, "capital of France") || strings.Contains(p.Text, "<@") {
+		t.Errorf("reply = %+v, want text %q in thread %s of %s", p, want, ts, channel)
+	}
 
-	// A retried reply (same session and turn) edits the posted message.
-	target, _ := json.Marshal(workflows.Target{Chat: s.team + ":" + channel, Thread: ts})
-	acts := activities.NewReplies(s.e.kit.Store, nil, []channels.Replier{s.reply}, nil)
+	// A retried reply (same session and turn) edits that message.
+	updates := p.Updates
+	target, _ := json.Marshal(workflows.Target{Chat: s.team + ":" + channel, Thread: ts, Message: ts, User: "U061F7AUR"})
+	acts := activities.NewReplies(s.e.kit.Store, s.e.bus, []channels.Replier{s.reply}, nil)
 	in := workflows.ReplyInput{Session: session, Turn: key, Reply: workflows.ReplyTarget{Kind: "slack", Data: target}, Outcome: rec}
 	if err := acts.Reply(context.Background(), in); err != nil {
 		t.Fatalf("retried reply: %v", err)
 	}
-	if n := len(s.fake.posts("chat.postMessage")); n != 1 {
-		t.Errorf("after a retried reply: %d postMessage calls, want 1", n)
-	}
-	if u := s.fake.posts("chat.update"); len(u) != updates+1 || u[len(u)-1].TS != p.TS || u[len(u)-1].Text != want {
-		t.Errorf("after a retried reply: chat.update calls %+v, want one more, of the posted message", u)
+	after := s.fake.replies("")
+	if len(after) != 1 || after[0].TS != p.TS || after[0].Text != want || after[0].Updates != updates+1 {
+		t.Errorf("after a retried reply: replies %+v, want the one message updated once more to %q", after, want)
 	}
 }
 
@@ -376,10 +353,10 @@ func TestSlackBusy(t *testing.T) {
 		}
 	}
 	s.startWorker()
-	waitFor(t, 120*time.Second, "every reply", func() bool { return len(s.fake.posts("chat.postMessage")) >= total })
+	waitFor(t, 120*time.Second, "every reply", func() bool { return s.fake.settled(total) })
 	busy := 0
-	for _, p := range s.fake.posts("chat.postMessage") {
-		if p.ThreadTS != root || p.Channel != channel {
+	for _, p := range s.fake.replies("") {
+		if p.Thread != root || p.Channel != channel {
 			t.Errorf("reply %+v not in thread %s of %s", p, root, channel)
 		}
 		if p.Text == activities.BusyText {
@@ -390,9 +367,6 @@ func TestSlackBusy(t *testing.T) {
 	// before its first turn, MaxQueuedTurns wait and two are refused).
 	if busy < 1 || busy > 2 || s.e.kit.Model.Count() != total-busy {
 		t.Errorf("busy replies = %d, model calls %d (of %d deliveries, %d queue slots)", busy, s.e.kit.Model.Count(), total, workflows.MaxQueuedTurns)
-	}
-	if got := s.e.kit.Model.Count(); got != workflows.MaxQueuedTurns {
-		t.Errorf("model calls = %d, want %d", got, workflows.MaxQueuedTurns)
 	}
 }
 
@@ -418,9 +392,9 @@ func runChannelDeliveries(t *testing.T, e *env, session string) string {
 	}
 	deliver("T1:C1:1.000001", "hello")
 	deliver("T1:C1:1.000001", "hello")
-	waitFor(t, time.Minute, "the first reply", func() bool { return len(fake.posts("chat.postMessage")) == 1 })
+	waitFor(t, time.Minute, "the first reply", func() bool { return fake.settled(1) })
 	deliver("T1:C1:1.000002", "and again")
-	waitFor(t, time.Minute, "the second reply", func() bool { return len(fake.posts("chat.postMessage")) == 2 })
+	waitFor(t, time.Minute, "the second reply", func() bool { return fake.settled(2) })
 	return ""
 }
 
@@ -445,23 +419,22 @@ func TestSlackTwentyThreads(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, 3*time.Minute, "20 replies", func() bool { return len(s.fake.posts("chat.postMessage")) >= n })
+	waitFor(t, 3*time.Minute, "20 replies", func() bool { return s.fake.settled(n) })
 	time.Sleep(2 * time.Second) // a duplicate would show itself now
-	posts := s.fake.posts("chat.postMessage")
+	posts := s.fake.replies("")
 	if len(posts) != n {
 		t.Fatalf("%d replies, want %d", len(posts), n)
 	}
 	seen := map[string]bool{}
 	for _, p := range posts {
-		p.Text = s.fake.final(p.TS)
-		if p.Channel != channel || seen[p.ThreadTS] || !strings.Contains(p.Text, "thread ") {
+		if p.Channel != channel || seen[p.Thread] || !strings.Contains(p.Text, "thread ") {
 			t.Errorf("reply %+v: wrong channel, a second reply in its thread, or not its answer", p)
 		}
-		seen[p.ThreadTS] = true
+		seen[p.Thread] = true
 		// Each answer is the one for its own thread: the echo model repeats the prompt.
 		var i int
-		if _, err := fmt.Sscanf(p.ThreadTS, "1515449600.%06d", &i); err != nil || p.Text != fmt.Sprintf("thread %d", i-1) {
-			t.Errorf("reply in thread %s carries %q", p.ThreadTS, p.Text)
+		if _, err := fmt.Sscanf(p.Thread, "1515449600.%06d", &i); err != nil || p.Text != fmt.Sprintf("thread %d", i-1) {
+			t.Errorf("reply in thread %s carries %q", p.Thread, p.Text)
 		}
 	}
 	if c := s.e.kit.Model.Count(); c != n {
@@ -483,15 +456,16 @@ func TestSlackDoorGoneAfterAck(t *testing.T) {
 	}
 	s.door.Close() // the ingress is gone; no worker ran yet
 	s.startWorker()
-	waitFor(t, 90*time.Second, "the reply", func() bool { return len(s.fake.posts("chat.postMessage")) > 0 })
-	if p := s.fake.posts("chat.postMessage"); len(p) != 1 || p[0].ThreadTS != ts || !strings.Contains(s.fake.final(p[0].TS), "still there?") {
+	waitFor(t, 90*time.Second, "the reply", func() bool { return s.fake.settled(1) })
+	if p := s.fake.replies(""); len(p) != 1 || p[0].Thread != ts || !strings.Contains(p[0].Text, "still there?") {
 		t.Fatalf("replies %+v", p)
 	}
 }
 
 // Two `fastagent worker` processes serve a Slack turn; the one running the
 // model stream is SIGKILLed mid-stream. The other retries the call, and the
-// thread gets exactly one reply, equal to the stored answer.
+// thread gets exactly one reply message (one chat.startStream or one
+// chat.postMessage) whose final text is the stored answer.
 func TestSlackWorkerKilledMidStream(t *testing.T) {
 	e := newProcessEnv(t)
 	fake := newFakeSlack(t)
@@ -543,21 +517,29 @@ func TestSlackWorkerKilledMidStream(t *testing.T) {
 		t.Fatalf("the activity runs on pid %d, not one of our workers", pid)
 	}
 	p.kill(t)
-	waitFor(t, 2*time.Minute, "the reply", func() bool { return len(fake.posts("chat.postMessage")) > 0 })
+	waitFor(t, 2*time.Minute, "the reply", func() bool { return len(fake.replies("")) > 0 })
 	key := "slack:" + s.team + ":" + channel + ":" + ts
 	var rec agentloop.Outcome
 	waitFor(t, 30*time.Second, "the turn record", func() bool {
 		r, err := e.kit.Store.Turn(context.Background(), session, key)
 		return err == nil && json.Unmarshal(r.Outcome, &rec) == nil
 	})
-	time.Sleep(2 * time.Second) // a second reply would show itself now
-	posts := fake.posts("chat.postMessage")
 	steps, err := relay.StoredSteps(context.Background(), e.kit.Store, session, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(posts) != 1 || posts[0].ThreadTS != ts || fake.final(posts[0].TS) != strings.Join(steps, "\n\n") || fake.final(posts[0].TS) != "recovered answer" {
-		t.Fatalf("replies %+v (showing %q), want one with the stored answer %q", posts, fake.final(posts[0].TS), steps)
+	want := strings.Join(steps, "\n\n")
+	waitFor(t, time.Minute, "the reply settled to the stored answer", func() bool {
+		r := fake.replies("")
+		return fake.settled(1) && len(r) == 1 && r[0].Text == want
+	})
+	time.Sleep(2 * time.Second) // a second reply would show itself now
+	posts := fake.replies("")
+	if n := len(fake.posts("chat.startStream")) + len(fake.posts("chat.postMessage")); len(posts) != 1 || n != 1 {
+		t.Fatalf("replies %+v (%d startStream/postMessage calls), want exactly one", posts, n)
+	}
+	if posts[0].Thread != ts || posts[0].Text != want || want != "recovered answer" {
+		t.Fatalf("reply %+v, want the stored answer %q in thread %s", posts[0], want, ts)
 	}
 	if n := e.kit.Model.Count(); n != 2 {
 		t.Errorf("model calls = %d, want 2 (the cut stream and its retry)", n)

@@ -1,19 +1,17 @@
 // Package slack is the Slack channel (Events API over HTTP, slack-go): the
 // door verifies Slack's v0 signature over the raw body, answers
 // url_verification, and turns app_mention and direct messages from users
-// into deliveries; the replier posts the answer in the message's thread and
-// updates that message when a reply is retried.
+// into chat messages; the replier (render.go) streams the answer natively
+// in the message's thread, or posts one message and edits it.
 package slack
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
@@ -277,110 +275,4 @@ func stripMention(text, bot string) string {
 		text = anyMention.ReplaceAllString(text, "")
 	}
 	return strings.TrimSpace(text)
-}
-
-// Replier renders answers with the Web API.
-type Replier struct {
-	api *slack.Client
-	// EditEvery is the least interval between two edits of one message
-	// (Slack's chat.update is Tier 3); default 3 s.
-	EditEvery time.Duration
-}
-
-// NewReplier returns a replier with token; apiURL ("" = Slack's) overrides
-// the Web API base URL.
-func NewReplier(token, apiURL string) *Replier {
-	var opts []slack.Option
-	if apiURL != "" {
-		opts = append(opts, slack.OptionAPIURL(strings.TrimSuffix(apiURL, "/")+"/"))
-	}
-	return &Replier{api: slack.New(token, opts...), EditEvery: 3 * time.Second}
-}
-
-// Kind implements channels.Replier.
-func (r *Replier) Kind() string { return Kind }
-
-// Render implements channels.Replier: one message in the target's thread,
-// posted with the first text and edited at most every EditEvery.
-func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (channels.Render, error) {
-	_, channel, ok := strings.Cut(t.Chat, ":")
-	if !ok || channel == "" {
-		return nil, fmt.Errorf("slack: reply target chat %q: want <team>:<channel>", t.Chat)
-	}
-	return &render{r: r, channel: channel, thread: t.Thread, ref: ref}, nil
-}
-
-// render is one turn's reply: one message edited in place.
-type render struct {
-	r               *Replier
-	channel, thread string
-	ref             string
-	shown           string
-	shownAt         time.Time
-	// wait is when a rate limit lets the next edit go.
-	wait time.Time
-}
-
-func (m *render) Ref() string { return m.ref }
-
-// Show posts the text so far as the reply, then edits it at most every
-// EditEvery while it changes.
-func (m *render) Show(ctx context.Context, v *channels.View) error {
-	text := v.Text()
-	if text == "" || text == m.shown {
-		return nil
-	}
-	now := time.Now()
-	if now.Before(m.wait) || (m.ref != "" && now.Sub(m.shownAt) < m.r.EditEvery) {
-		return nil
-	}
-	if err := m.put(ctx, text); err != nil {
-		var rl *slack.RateLimitedError
-		if errors.As(err, &rl) {
-			m.wait = now.Add(rl.RetryAfter)
-		}
-		return err
-	}
-	m.shownAt = now
-	return nil
-}
-
-// Finish settles the reply to text.
-func (m *render) Finish(ctx context.Context, text string) error {
-	if text == m.shown && m.ref != "" {
-		return nil
-	}
-	for {
-		err := m.put(ctx, text)
-		var rl *slack.RateLimitedError
-		if !errors.As(err, &rl) {
-			return err
-		}
-		select {
-		case <-time.After(rl.RetryAfter):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// put posts text (no message yet) or edits the message.
-func (m *render) put(ctx context.Context, text string) error {
-	if m.ref == "" {
-		opts := []slack.MsgOption{slack.MsgOptionText(text, false)}
-		if m.thread != "" {
-			opts = append(opts, slack.MsgOptionTS(m.thread))
-		}
-		_, ts, err := m.r.api.PostMessageContext(ctx, m.channel, opts...)
-		if err != nil {
-			return fmt.Errorf("slack: chat.postMessage: %w", err)
-		}
-		m.ref, m.shown = ts, text
-		return nil
-	}
-	if _, _, _, err := m.r.api.UpdateMessageContext(ctx, m.channel, m.ref, slack.MsgOptionText(text, false)); err != nil {
-		return fmt.Errorf("slack: chat.update: %w", err)
-	}
-	m.shown = text
-	return nil
 }

@@ -1,6 +1,8 @@
 // Package fakeslack is a Slack Web API on loopback for tests: it records
-// every call (method and parameters, form or JSON) and answers the methods
-// the Slack channel uses as Slack does. Tests point slack-go at it with
+// every call (method and parameters, form or JSON, and when) and answers
+// the methods the Slack channel uses as Slack does, keeping each message's
+// text: chat.postMessage, chat.update, native streams (stream.go) and the
+// assistant thread status. Tests point slack-go at it with
 // SLACK_API_URL / slack.OptionAPIURL, and can inject failures per method.
 package fakeslack
 
@@ -13,6 +15,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Call is one Web API call the fake received.
@@ -23,6 +26,8 @@ type Call struct {
 	Params map[string]string
 	// Raw is the request body.
 	Raw []byte
+	// At is when the fake received it.
+	At time.Time
 }
 
 // Get returns the parameter name ("" when absent).
@@ -41,6 +46,8 @@ type Server struct {
 	handlers map[string]Handler
 	// fail holds injected failures per method: each call consumes one.
 	fail map[string][]Failure
+	// msgs are the messages posted or streamed, by ts (stream.go).
+	msgs map[string]*Message
 }
 
 // Failure is an injected answer to the next call of a method.
@@ -60,6 +67,7 @@ func New() *Server {
 	for m, h := range defaults {
 		s.handlers[m] = h
 	}
+	registerStream(s)
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -115,7 +123,7 @@ func (s *Server) Calls(methods ...string) []Call {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
-	c := Call{Method: strings.TrimPrefix(r.URL.Path, "/"), Params: map[string]string{}, Raw: raw}
+	c := Call{Method: strings.TrimPrefix(r.URL.Path, "/"), Params: map[string]string{}, Raw: raw, At: time.Now()}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":

@@ -1,0 +1,493 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// Slack's limits and answers the renderer depends on.
+const (
+	// markdownLimit is the most characters one markdown_text takes
+	// (chat.startStream, chat.appendStream, chat.stopStream, chat.update).
+	markdownLimit = 12000
+	// textLimit is about the most characters chat.postMessage and
+	// chat.update take in text.
+	textLimit = 40000
+	// errNotStreaming answers an append to (or stop of) a stream that is
+	// no longer open.
+	errNotStreaming = "message_not_in_streaming_state"
+)
+
+// Ref prefixes: a stored reference says which kind of message it names, so
+// a renderer resumed in another process continues it the same way. A bare
+// "<ts>" (rows written before streaming) is a message.
+const (
+	refStream  = "stream:"
+	refMessage = "msg:"
+)
+
+// ThinkingStatus is the assistant thread status shown before the first text.
+const ThinkingStatus = "is thinking…"
+
+// truncNote ends an answer cut to fit one Slack message.
+const truncNote = "\n\n_(The answer was cut here: it is longer than one Slack message can hold.)_"
+
+// Replier renders answers with the Web API.
+type Replier struct {
+	api *slack.Client
+	// EditEvery is the least interval between two edits of one message
+	// (Slack's chat.update is Tier 3); default 3 s.
+	EditEvery time.Duration
+	// AppendEvery is the least interval between two text appends to a
+	// native stream (tool updates go at once); default 1 s.
+	AppendEvery time.Duration
+	// Logger logs ignored failures (assistant status, stream refusals);
+	// nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// NewReplier returns a replier with token; apiURL ("" = Slack's) overrides
+// the Web API base URL.
+func NewReplier(token, apiURL string) *Replier {
+	var opts []slack.Option
+	if apiURL != "" {
+		opts = append(opts, slack.OptionAPIURL(strings.TrimSuffix(apiURL, "/")+"/"))
+	}
+	return &Replier{api: slack.New(token, opts...), EditEvery: 3 * time.Second, AppendEvery: time.Second}
+}
+
+// Kind implements channels.Replier.
+func (r *Replier) Kind() string { return Kind }
+
+// Render implements channels.Replier. A reply under a thread is a native
+// Slack stream (chat.startStream/appendStream/stopStream) with tool calls
+// as task updates and the assistant status "is thinking…" until the first
+// text; a top-level reply, or one whose stream Slack refuses, is one
+// message edited at most every EditEvery. ref is a reference an earlier
+// renderer stored; the reply continues that message, never posts another.
+func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (channels.Render, error) {
+	_, channel, ok := strings.Cut(t.Chat, ":")
+	if !ok || channel == "" {
+		return nil, fmt.Errorf("slack: reply target chat %q: want <team>:<channel>", t.Chat)
+	}
+	var d targetData
+	if len(t.Data) > 0 {
+		if err := json.Unmarshal(t.Data, &d); err != nil {
+			return nil, fmt.Errorf("slack: reply target data: %w", err)
+		}
+	}
+	m := &render{r: r, channel: channel, thread: t.Thread, team: d.Team, user: t.User, tasks: map[string]string{}}
+	switch {
+	case ref == "":
+	case strings.HasPrefix(ref, refStream):
+		// What a resumed stream shows is unknown: open is set so the
+		// next call finds out from Slack, known stays false.
+		m.mode, m.ts, m.open = modeStream, strings.TrimPrefix(ref, refStream), true
+	case strings.HasPrefix(ref, refMessage):
+		m.mode, m.ts = modeMessage, strings.TrimPrefix(ref, refMessage)
+	case !strings.Contains(ref, ":"):
+		m.mode, m.ts = modeMessage, ref
+	default:
+		return nil, fmt.Errorf("slack: reply reference %q: want stream:<ts>, msg:<ts> or <ts>", ref)
+	}
+	if m.mode != modeNone && m.ts == "" {
+		return nil, fmt.Errorf("slack: reply reference %q has no timestamp", ref)
+	}
+	return m, nil
+}
+
+// mode is what a reply is on Slack.
+type mode int
+
+const (
+	modeNone    mode = iota // nothing posted yet
+	modeStream              // a native stream (open or stopped)
+	modeMessage             // a message posted with chat.postMessage
+)
+
+// render is one turn's reply. Its fields are used by one goroutine at a
+// time (the activity that owns it).
+type render struct {
+	r                           *Replier
+	channel, thread, team, user string
+
+	mode mode
+	ts   string
+	// open is set while the stream may still be open.
+	open bool
+	// known is set when this renderer started the stream, so appended is
+	// exactly what it shows; a resumed stream is not known.
+	known bool
+	// appended is the markdown this renderer streamed.
+	appended string
+	// shrunk is set when the view's text stopped extending appended (a
+	// retried step); text appends stop and Finish settles the message.
+	shrunk bool
+	// tasks is the status sent per tool call ID.
+	tasks map[string]string
+	// refused is set when Slack refused to start a stream.
+	refused bool
+	// statusSet is set once the assistant status was attempted.
+	statusSet bool
+	// shown is the text the message was last set to by an edit or post
+	// ("" when unknown); shownAt is when; sentAt is the last append.
+	shown           string
+	shownAt, sentAt time.Time
+	// wait is when a rate limit lets the next live update go.
+	wait time.Time
+}
+
+// Ref implements channels.Render: "stream:<ts>" or "msg:<ts>".
+func (m *render) Ref() string {
+	switch m.mode {
+	case modeStream:
+		return refStream + m.ts
+	case modeMessage:
+		return refMessage + m.ts
+	}
+	return ""
+}
+
+// Show implements channels.Render. Rate limits are honoured by skipping
+// updates until Retry-After has passed.
+func (m *render) Show(ctx context.Context, v *channels.View) error {
+	now := time.Now()
+	if now.Before(m.wait) {
+		return nil
+	}
+	err := m.show(ctx, v, now)
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		m.wait = now.Add(rl.RetryAfter)
+	}
+	return err
+}
+
+func (m *render) show(ctx context.Context, v *channels.View, now time.Time) error {
+	text := v.Text()
+	switch {
+	case m.mode == modeNone && text == "" && (len(v.Tools) == 0 || m.thread == "" || m.refused):
+		// Nothing to show yet (a message shows no tools): the model is
+		// thinking.
+		m.setStatus(ctx)
+		return nil
+	case m.mode == modeNone && m.thread != "" && !m.refused:
+		return m.start(ctx, text, v.Tools, now)
+	case m.mode == modeStream && m.open && m.known:
+		return m.appendView(ctx, text, v.Tools, now)
+	case m.mode == modeStream && m.open:
+		// A resumed stream: what it shows is unknown, so appending could
+		// repeat text. Close it and edit the message instead.
+		if text == "" {
+			return nil
+		}
+		if err := m.stop(ctx, ""); err != nil {
+			return err
+		}
+		return m.edit(ctx, text, now)
+	default:
+		return m.edit(ctx, text, now)
+	}
+}
+
+// setStatus sets the thread's assistant status once. Failures are logged
+// and ignored: many apps lack the scope, and the status is a courtesy.
+func (m *render) setStatus(ctx context.Context) {
+	if m.statusSet || m.thread == "" {
+		return
+	}
+	m.statusSet = true
+	err := m.r.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
+		ChannelID: m.channel, ThreadTS: m.thread, Status: ThinkingStatus})
+	if err != nil {
+		m.r.log().Debug("slack: assistant status not set", "channel", m.channel, "thread", m.thread, "error", err)
+	}
+}
+
+// start opens the native stream with the text and tool updates so far. A
+// refusal (ok:false: not_allowed, missing_scope, unknown_method…) falls
+// back to one edited message.
+func (m *render) start(ctx context.Context, text string, tools []channels.ToolView, now time.Time) error {
+	head, _ := cutRunes(text, markdownLimit)
+	chunks := m.taskChunks(tools)
+	opts := []slack.MsgOption{slack.MsgOptionTS(m.thread)}
+	if m.team != "" {
+		opts = append(opts, slack.MsgOptionRecipientTeamID(m.team))
+	}
+	if m.user != "" {
+		opts = append(opts, slack.MsgOptionRecipientUserID(m.user))
+	}
+	_, ts, err := m.r.api.StartStreamContext(ctx, m.channel, append(opts, content(head, chunks)...)...)
+	if err != nil {
+		var se slack.SlackErrorResponse
+		if !errors.As(err, &se) {
+			return fmt.Errorf("slack: chat.startStream: %w", err)
+		}
+		m.r.log().Info("slack: native stream refused; posting one edited message", "channel", m.channel, "error", se.Err)
+		m.refused = true
+		return m.edit(ctx, text, now)
+	}
+	m.mode, m.ts, m.open, m.known, m.appended, m.sentAt = modeStream, ts, true, true, head, now
+	m.sent(chunks)
+	if head != text {
+		return m.appendText(ctx, text[len(head):], nil)
+	}
+	return nil
+}
+
+// appendView appends the view's new text (at most every AppendEvery) and
+// its tool changes (at once) to the open stream this renderer started.
+func (m *render) appendView(ctx context.Context, text string, tools []channels.ToolView, now time.Time) error {
+	if !m.shrunk && !strings.HasPrefix(text, m.appended) {
+		// A retried step took back text the stream already shows.
+		m.shrunk = true
+	}
+	suffix := ""
+	if !m.shrunk {
+		suffix = text[len(m.appended):]
+	}
+	chunks := m.taskChunks(tools)
+	if len(chunks) == 0 && (suffix == "" || now.Sub(m.sentAt) < m.r.AppendEvery) {
+		return nil
+	}
+	m.sentAt = now
+	return m.appendText(ctx, suffix, chunks)
+}
+
+// appendText appends suffix in pieces Slack accepts, chunks with the last.
+// A stream Slack says is closed turns into an edited message.
+func (m *render) appendText(ctx context.Context, suffix string, chunks []slack.StreamChunk) error {
+	for first := true; first || suffix != ""; first = false {
+		piece, rest := cutRunes(suffix, markdownLimit)
+		var send []slack.StreamChunk
+		if rest == "" {
+			send = chunks
+		}
+		if piece == "" && len(send) == 0 {
+			return nil
+		}
+		_, _, err := m.r.api.AppendStreamContext(ctx, m.channel, m.ts, content(piece, send)...)
+		if isNotStreaming(err) {
+			m.open, m.shown = false, m.appended
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("slack: chat.appendStream: %w", err)
+		}
+		m.appended += piece
+		m.sent(send)
+		suffix = rest
+	}
+	return nil
+}
+
+// stop closes the open stream with a last piece of markdown ("" for none);
+// a stream Slack already closed is fine.
+func (m *render) stop(ctx context.Context, last string) error {
+	var opts []slack.MsgOption
+	if last != "" {
+		opts = append(opts, slack.MsgOptionMarkdownText(last))
+	}
+	_, _, err := m.r.api.StopStreamContext(ctx, m.channel, m.ts, opts...)
+	switch {
+	case isNotStreaming(err):
+		m.known = false
+	case err != nil:
+		return fmt.Errorf("slack: chat.stopStream: %w", err)
+	default:
+		m.appended += last
+	}
+	m.open = false
+	return nil
+}
+
+// edit posts text as the reply when none exists, else edits the message
+// at most every EditEvery.
+func (m *render) edit(ctx context.Context, text string, now time.Time) error {
+	if text == "" || text == m.shown {
+		return nil
+	}
+	if m.mode != modeNone && now.Sub(m.shownAt) < m.r.EditEvery {
+		return nil
+	}
+	if err := m.put(ctx, text); err != nil {
+		return err
+	}
+	m.shownAt = now
+	return nil
+}
+
+// Finish implements channels.Render: an open stream is stopped (with the
+// rest of text when this renderer streamed a prefix of it), then the
+// message is set to exactly text unless it is known to show it; with
+// nothing posted, text is posted. A rate limit is waited out, bounded by
+// ctx. A text longer than one message holds (about 40,000 characters) is
+// cut with a note saying so.
+func (m *render) Finish(ctx context.Context, text string) error {
+	for {
+		err := m.finish(ctx, text)
+		var rl *slack.RateLimitedError
+		if !errors.As(err, &rl) {
+			return err
+		}
+		t := time.NewTimer(rl.RetryAfter)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+func (m *render) finish(ctx context.Context, text string) error {
+	if m.mode == modeStream && m.open {
+		last := ""
+		if m.known && !m.shrunk && strings.HasPrefix(text, m.appended) {
+			if rest := text[len(m.appended):]; utf8.RuneCountInString(rest) <= markdownLimit {
+				last = rest
+			}
+		}
+		if err := m.stop(ctx, last); err != nil {
+			return err
+		}
+		if m.known && !m.shrunk && m.appended == text {
+			m.shown = text
+			return nil
+		}
+		m.shown = ""
+	}
+	if m.mode != modeNone && m.shown == text {
+		return nil
+	}
+	return m.put(ctx, text)
+}
+
+// put posts text (no message yet) or sets the message to it: as
+// markdown_text on a stream's message (as it was streamed), as text
+// otherwise.
+func (m *render) put(ctx context.Context, text string) error {
+	if m.mode == modeNone {
+		opts := []slack.MsgOption{slack.MsgOptionText(fit(text), false)}
+		if m.thread != "" {
+			opts = append(opts, slack.MsgOptionTS(m.thread))
+		}
+		_, ts, err := m.r.api.PostMessageContext(ctx, m.channel, opts...)
+		if err != nil {
+			return fmt.Errorf("slack: chat.postMessage: %w", err)
+		}
+		m.mode, m.ts, m.shown = modeMessage, ts, text
+		return nil
+	}
+	opt := slack.MsgOptionText(fit(text), false)
+	if m.mode == modeStream && utf8.RuneCountInString(text) <= markdownLimit {
+		opt = slack.MsgOptionMarkdownText(text)
+	}
+	if _, _, _, err := m.r.api.UpdateMessageContext(ctx, m.channel, m.ts, opt); err != nil {
+		return fmt.Errorf("slack: chat.update: %w", err)
+	}
+	m.shown = text
+	return nil
+}
+
+// taskChunks returns task updates for the tools whose status changed
+// since the last one sent: the tool's name and status, never its
+// arguments.
+func (m *render) taskChunks(tools []channels.ToolView) []slack.StreamChunk {
+	var out []slack.StreamChunk
+	for _, t := range tools {
+		if m.tasks[t.ID] == t.Status {
+			continue
+		}
+		c := slack.NewTaskUpdateChunk(t.ID, t.Name)
+		switch t.Status {
+		case channels.ToolDone:
+			c.Status = slack.TaskCardStatusComplete
+		case channels.ToolError:
+			c.Status = slack.TaskCardStatusError
+		default:
+			c.Status = slack.TaskCardStatusInProgress
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// sent records the task updates Slack accepted.
+func (m *render) sent(chunks []slack.StreamChunk) {
+	for _, c := range chunks {
+		if t, ok := c.(slack.TaskUpdateChunk); ok {
+			switch t.Status {
+			case slack.TaskCardStatusComplete:
+				m.tasks[t.ID] = channels.ToolDone
+			case slack.TaskCardStatusError:
+				m.tasks[t.ID] = channels.ToolError
+			default:
+				m.tasks[t.ID] = channels.ToolRunning
+			}
+		}
+	}
+}
+
+// content is a stream call's payload: markdown_text alone, or chunks (a
+// markdown chunk first) when there are task updates.
+func content(text string, chunks []slack.StreamChunk) []slack.MsgOption {
+	if len(chunks) == 0 {
+		if text == "" {
+			return nil
+		}
+		return []slack.MsgOption{slack.MsgOptionMarkdownText(text)}
+	}
+	if text != "" {
+		chunks = append([]slack.StreamChunk{slack.NewMarkdownTextChunk(text)}, chunks...)
+	}
+	return []slack.MsgOption{slack.MsgOptionChunks(chunks...)}
+}
+
+// isNotStreaming reports Slack's answer for a stream that is closed.
+func isNotStreaming(err error) bool {
+	var se slack.SlackErrorResponse
+	return errors.As(err, &se) && se.Err == errNotStreaming
+}
+
+// cutRunes splits s after at most n characters.
+func cutRunes(s string, n int) (head, tail string) {
+	if len(s) <= n {
+		return s, ""
+	}
+	i := 0
+	for k := range s {
+		if i == n {
+			return s[:k], s[k:]
+		}
+		i++
+	}
+	return s, ""
+}
+
+// fit cuts text to what one message holds, ending it with a note.
+func fit(text string) string {
+	if utf8.RuneCountInString(text) <= textLimit {
+		return text
+	}
+	head, _ := cutRunes(text, textLimit-utf8.RuneCountInString(truncNote))
+	return head + truncNote
+}
+
+func (r *Replier) log() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,208 @@
+package fakeslack
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// MarkdownLimit is the most characters Slack takes in one markdown_text.
+const MarkdownLimit = 12000
+
+// ErrNotStreaming is Slack's answer to appending to (or stopping) a
+// message that is not streaming.
+const ErrNotStreaming = "message_not_in_streaming_state"
+
+// Message is a message as the fake keeps it: posted, or streamed with
+// chat.startStream, and edited since.
+type Message struct {
+	Channel string
+	TS      string
+	// Thread is the thread_ts it was posted under ("" at the top level).
+	Thread string
+	// Text is what the message shows now: the streamed markdown so far, or
+	// the text (or markdown_text) of its last post or update.
+	Text string
+	// Stream is set when chat.startStream created it; Streaming while the
+	// stream is open.
+	Stream, Streaming bool
+	// Appends counts chat.appendStream calls that were accepted.
+	Appends int
+	// Tasks are the task_update chunks received, in order.
+	Tasks []Task
+	// Updates counts chat.update calls on it.
+	Updates int
+}
+
+// Task is one task_update chunk of a stream.
+type Task struct {
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Status string `json:"status"`
+}
+
+// Status is one assistant.threads.setStatus call.
+type Status struct {
+	Channel, Thread, Status string
+}
+
+// chunk is a streaming chunk as sent in the chunks parameter.
+type chunk struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+	Task
+}
+
+// registerStream adds the streaming methods (chat.startStream,
+// chat.appendStream, chat.stopStream), assistant.threads.setStatus, and
+// makes chat.postMessage and chat.update keep the messages' text.
+func registerStream(s *Server) {
+	s.msgs = map[string]*Message{}
+	post, update := s.handlers["chat.postMessage"], s.handlers["chat.update"]
+	s.handlers["chat.postMessage"] = func(s *Server, c Call) map[string]any {
+		out := post(s, c)
+		if ts, _ := out["ts"].(string); ts != "" {
+			s.mu.Lock()
+			s.msgs[ts] = &Message{Channel: c.Get("channel"), TS: ts, Thread: c.Get("thread_ts"), Text: textOf(c)}
+			s.mu.Unlock()
+		}
+		return out
+	}
+	s.handlers["chat.update"] = func(s *Server, c Call) map[string]any {
+		s.mu.Lock()
+		m := s.msgs[c.Get("ts")]
+		if m == nil {
+			s.mu.Unlock()
+			return map[string]any{"ok": false, "error": "message_not_found"}
+		}
+		m.Text = textOf(c)
+		m.Updates++
+		s.mu.Unlock()
+		return update(s, c)
+	}
+	s.handlers["chat.startStream"] = func(s *Server, c Call) map[string]any {
+		if c.Get("thread_ts") == "" {
+			return map[string]any{"ok": false, "error": "invalid_thread_ts"}
+		}
+		text, tasks, errCode := content(c)
+		if errCode != "" {
+			return map[string]any{"ok": false, "error": errCode}
+		}
+		ts := s.NextTS()
+		s.mu.Lock()
+		s.msgs[ts] = &Message{Channel: c.Get("channel"), TS: ts, Thread: c.Get("thread_ts"), Text: text, Tasks: tasks,
+			Stream: true, Streaming: true}
+		s.mu.Unlock()
+		return map[string]any{"channel": c.Get("channel"), "ts": ts}
+	}
+	streamCall := func(stop bool) Handler {
+		return func(s *Server, c Call) map[string]any {
+			text, tasks, errCode := content(c)
+			if errCode != "" {
+				return map[string]any{"ok": false, "error": errCode}
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			m := s.msgs[c.Get("ts")]
+			switch {
+			case m == nil:
+				return map[string]any{"ok": false, "error": "message_not_found"}
+			case !m.Streaming:
+				return map[string]any{"ok": false, "error": ErrNotStreaming}
+			}
+			m.Text += text
+			m.Tasks = append(m.Tasks, tasks...)
+			if stop {
+				m.Streaming = false
+			} else {
+				m.Appends++
+			}
+			return map[string]any{"channel": m.Channel, "ts": m.TS}
+		}
+	}
+	s.handlers["chat.appendStream"] = streamCall(false)
+	s.handlers["chat.stopStream"] = streamCall(true)
+	s.handlers["assistant.threads.setStatus"] = func(s *Server, c Call) map[string]any {
+		if c.Get("channel_id") == "" || c.Get("thread_ts") == "" {
+			return map[string]any{"ok": false, "error": "invalid_arguments"}
+		}
+		return map[string]any{}
+	}
+}
+
+// textOf is a post's or update's text: markdown_text, else text.
+func textOf(c Call) string {
+	if t := c.Get("markdown_text"); t != "" {
+		return t
+	}
+	return c.Get("text")
+}
+
+// content is a stream call's markdown text and task updates, from
+// markdown_text or chunks; errCode is set for what Slack refuses.
+func content(c Call) (text string, tasks []Task, errCode string) {
+	text = c.Get("markdown_text")
+	if raw := c.Get("chunks"); raw != "" {
+		if text != "" {
+			return "", nil, "invalid_arguments"
+		}
+		var chunks []chunk
+		if err := json.Unmarshal([]byte(raw), &chunks); err != nil {
+			return "", nil, "invalid_chunks"
+		}
+		for _, ch := range chunks {
+			switch ch.Type {
+			case "markdown_text":
+				text += ch.Text
+			case "task_update":
+				tasks = append(tasks, ch.Task)
+			default:
+				return "", nil, "invalid_chunks"
+			}
+		}
+	}
+	if utf8.RuneCountInString(text) > MarkdownLimit {
+		return "", nil, "msg_too_long"
+	}
+	return text, tasks, ""
+}
+
+// Message returns the message with timestamp ts.
+func (s *Server) Message(ts string) (Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.msgs[ts]
+	if !ok {
+		return Message{}, false
+	}
+	out := *m
+	out.Tasks = append([]Task(nil), m.Tasks...)
+	return out, true
+}
+
+// Messages returns the messages posted or streamed in channel (all when
+// channel is ""), oldest first.
+func (s *Server) Messages(channel string) []Message {
+	var out []Message
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.msgs {
+		if channel == "" || m.Channel == channel {
+			cp := *m
+			cp.Tasks = append([]Task(nil), m.Tasks...)
+			out = append(out, cp)
+		}
+	}
+	slices.SortFunc(out, func(a, b Message) int { return strings.Compare(a.TS, b.TS) })
+	return out
+}
+
+// Statuses returns the assistant.threads.setStatus calls received.
+func (s *Server) Statuses() []Status {
+	var out []Status
+	for _, c := range s.Calls("assistant.threads.setStatus") {
+		out = append(out, Status{Channel: c.Get("channel_id"), Thread: c.Get("thread_ts"), Status: c.Get("status")})
+	}
+	return out
+}
