@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -51,6 +53,9 @@ type Config struct {
 	GroupSession string `yaml:"groupSession"`
 	// GroupMode is "mentions" (default) or "context".
 	GroupMode string `yaml:"groupMode"`
+	// MaxFileBytes caps one file a message brings in or the agent sends
+	// (default DefaultMaxFileBytes, 20 MiB).
+	MaxFileBytes int64 `yaml:"maxFileBytes"`
 }
 
 // policy checks the file's session and group options.
@@ -63,6 +68,9 @@ func (c Config) policy() (workflows.ChatPolicy, error) {
 	}
 	if p.GroupMode != "" && p.GroupMode != workflows.GroupMentions && p.GroupMode != workflows.GroupContext {
 		return p, fmt.Errorf("groupMode: %q is not one of mentions, context", p.GroupMode)
+	}
+	if c.MaxFileBytes < 0 {
+		return p, fmt.Errorf("maxFileBytes: %d is negative", c.MaxFileBytes)
 	}
 	return p, nil
 }
@@ -93,9 +101,12 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 	if token == "" {
 		return nil, fmt.Errorf("slack: botTokenEnv: environment variable %s is not set", cfg.BotTokenEnv)
 	}
+	rp := NewReplier(token, getenv(APIURLEnv))
+	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	return &channels.Channel{
 		Door:    &Door{SigningSecret: secret, BotUserID: cfg.BotUserID, Policy: policy},
-		Replier: NewReplier(token, getenv(APIURLEnv)),
+		Replier: rp,
+		Tools:   []agent.Tool{rp.SendFileTool()},
 	}, nil
 }
 
@@ -279,22 +290,37 @@ func stripMention(text, bot string) string {
 	return strings.TrimSpace(text)
 }
 
-// Replier renders answers with the Web API.
+// Replier renders answers with the Web API, resolves messages' files
+// (Fetch) and provides the slack_send_file tool. It holds the bot token,
+// which never leaves the worker.
 type Replier struct {
-	api *slack.Client
+	api   *slack.Client
+	token string
+	// apiURL is the parsed API URL override (nil for Slack's).
+	apiURL *url.URL
 	// EditEvery is the least interval between two edits of one message
 	// (Slack's chat.update is Tier 3); default 3 s.
 	EditEvery time.Duration
+	// Files bounds file downloads and uploads.
+	Files FileLimits
+	// Transport carries file downloads (nil: http.DefaultTransport).
+	Transport http.RoundTripper
 }
 
 // NewReplier returns a replier with token; apiURL ("" = Slack's) overrides
 // the Web API base URL.
 func NewReplier(token, apiURL string) *Replier {
+	r := &Replier{token: token, EditEvery: 3 * time.Second}
 	var opts []slack.Option
 	if apiURL != "" {
-		opts = append(opts, slack.OptionAPIURL(strings.TrimSuffix(apiURL, "/")+"/"))
+		base := strings.TrimSuffix(apiURL, "/") + "/"
+		opts = append(opts, slack.OptionAPIURL(base))
+		if u, err := url.Parse(base); err == nil {
+			r.apiURL = u
+		}
 	}
-	return &Replier{api: slack.New(token, opts...), EditEvery: 3 * time.Second}
+	r.api = slack.New(token, opts...)
+	return r
 }
 
 // Kind implements channels.Replier.
