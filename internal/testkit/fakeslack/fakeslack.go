@@ -41,6 +41,8 @@ type Server struct {
 	handlers map[string]Handler
 	// fail holds injected failures per method: each call consumes one.
 	fail map[string][]Failure
+	// files serves files.* and the download and upload URLs (files.go).
+	files *files
 }
 
 // Failure is an injected answer to the next call of a method.
@@ -56,11 +58,13 @@ type Failure struct {
 
 // New starts a fake with the default methods; it is closed by Close.
 func New() *Server {
-	s := &Server{handlers: map[string]Handler{}, fail: map[string][]Failure{}}
-	for m, h := range defaults {
-		s.handlers[m] = h
+	s := &Server{handlers: map[string]Handler{}, fail: map[string][]Failure{}, files: newFiles()}
+	for _, set := range []map[string]Handler{defaults, fileMethods} {
+		for m, h := range set {
+			s.handlers[m] = h
+		}
 	}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewServer(s.routes())
 	return s
 }
 
