@@ -302,3 +302,30 @@ func TestFileHostAllowed(t *testing.T) {
 		t.Error("without an API URL override, a loopback host is allowed")
 	}
 }
+
+// TestDoorParseFiles: a file_share message carries its files by reference
+// (ID, name, type, size), never their bytes or URLs.
+func TestDoorParseFiles(t *testing.T) {
+	t.Parallel()
+	d := &slack.Door{SigningSecret: secret}
+	got, err := d.Parse(channels.Request{Body: fixture(t, "message_im_files.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 1 {
+		t.Fatalf("messages = %+v, want one", got.Messages)
+	}
+	want := []workflows.Attachment{
+		{ID: "F0IMG0001", Name: "photo.png", Mime: "image/png", Size: 5232},
+		{ID: "F0TXT0002", Name: "notes.txt", Mime: "text/plain", Size: 12},
+	}
+	m := got.Messages[0]
+	if m.Text != "what is in these?" || !m.Direct || len(m.Attachments) != len(want) {
+		t.Fatalf("message = %+v", m)
+	}
+	for i := range want {
+		if m.Attachments[i] != want[i] {
+			t.Errorf("attachment %d = %+v, want %+v", i, m.Attachments[i], want[i])
+		}
+	}
+}
