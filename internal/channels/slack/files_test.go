@@ -329,3 +329,24 @@ func TestDoorParseFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestNewFileConfig: maxFileBytes bounds downloads (a negative value is
+// refused) and the channel brings its slack_send_file tool.
+func TestNewFileConfig(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SLACK_SIGNING_SECRET": "s", "SLACK_BOT_TOKEN": "xoxb-1"}
+	if _, err := slack.New([]byte("maxFileBytes: -1\n"), func(k string) string { return env[k] }); err == nil ||
+		!strings.Contains(err.Error(), "maxFileBytes") {
+		t.Errorf("negative maxFileBytes: error %v, want one naming the key", err)
+	}
+	ch, err := slack.New([]byte("maxFileBytes: 1048576\n"), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := ch.Replier.(*slack.Replier); rp.Files.MaxFileBytes != 1<<20 {
+		t.Errorf("MaxFileBytes = %d, want 1 MiB", rp.Files.MaxFileBytes)
+	}
+	if len(ch.Tools) != 1 || ch.Tools[0].Spec().Name != slack.SendFileName {
+		t.Errorf("channel tools = %v, want %s", ch.Tools, slack.SendFileName)
+	}
+}
