@@ -25,11 +25,11 @@ import (
 	"github.com/fastagent/fastagent/workflows"
 )
 
-// TestSlackFiles: a DM with an image and a text file reaches the model as
-// vision input plus the path the text file was saved at; the model sends a
-// workspace file back with slack_send_file, which lands in the DM's thread
-// through the external upload protocol; the answer is posted there too.
-func TestSlackFiles(t *testing.T) {
+// TestSlackFilesInAndOut: a DM with an image and a text file reaches the
+// model as vision input plus the path the text file was saved at; the model
+// sends a workspace file back with slack_send_file, which lands in the DM's
+// thread through the external upload protocol; the answer is posted there.
+func TestSlackFilesInAndOut(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	fake := fakeslack.New()
