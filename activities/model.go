@@ -75,7 +75,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 	req := llm.Request{
 		System:   def.SystemPrompt(),
 		Messages: transcript.Context(branch),
-		Tools:    def.ActiveSpecs(call.Activated),
+		Tools:    def.SessionSpecs(call.Session, call.Activated),
 	}
 	if err := a.applyModelHooks(ctx, call, &req); err != nil {
 		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), agent.CodeHook,

@@ -221,7 +221,12 @@ func (r *Replies) Fetch(ctx context.Context, in workflows.FetchInput) (agent.Pro
 		}
 		return in.Prompt, nil
 	}
-	return f.Fetch(ctx, target, in.Prompt, r.Dir)
+	p, err := f.Fetch(ctx, target, in.Prompt, r.Dir)
+	if err != nil && channels.IsPermanent(err) {
+		// A retry cannot fix it (a file over the cap, a refused host).
+		return in.Prompt, temporal.NewNonRetryableApplicationError(err.Error(), agent.CodeInvalidCommand, nil)
+	}
+	return p, err
 }
 
 // Route is the Chat.Route local activity: Signal-With-Start of in's

@@ -145,6 +145,34 @@ type Channel struct {
 	Replier Replier
 	// Conn is the channel's long connection, nil for a webhook channel.
 	Conn Connector
+	// Tools are the channel's agent tools (Slack: slack_send_file). They
+	// run in the worker with the channel's credentials; a tool that
+	// implements workspace.SessionTool is offered only in the sessions it
+	// accepts.
+	Tools []agent.Tool
+}
+
+// permanentError marks an error a retry cannot fix.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one a retry cannot fix (a file over its size cap,
+// a download host refused): the activity fails at once instead of
+// retrying. A nil err stays nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err (or an error it wraps) was marked by
+// Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
 }
 
 // Factory builds a channel from its file's YAML (already read) and the

@@ -165,7 +165,12 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if cfg.HTTPPort == 0 {
 		cfg.HTTPPort = 8787
 	}
-	loader.Extra = cfg.Tools
+	loader.Extra = append([]agent.Tool(nil), cfg.Tools...)
+	for _, ch := range chans {
+		// Channel tools (slack_send_file) run in the worker with the
+		// channel's credentials.
+		loader.Extra = append(loader.Extra, ch.Tools...)
+	}
 	if cfg.Getenv != nil {
 		loader.Getenv = cfg.Getenv
 	}

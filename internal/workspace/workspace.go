@@ -317,6 +317,17 @@ func (d *Definition) MaxAttempts(name string) int { return d.Config.Tools[name].
 // ActiveSpecs returns the specs sent to the model: every tool that is not
 // deferred, plus the deferred ones activated in this session.
 func (d *Definition) ActiveSpecs(activated []string) []agent.ToolSpec {
+	return d.specs("", activated)
+}
+
+// SessionSpecs is ActiveSpecs for one session: tools that exist only in
+// some sessions (SessionTool, such as a channel's tools) are left out of
+// the others.
+func (d *Definition) SessionSpecs(session string, activated []string) []agent.ToolSpec {
+	return d.specs(session, activated)
+}
+
+func (d *Definition) specs(session string, activated []string) []agent.ToolSpec {
 	on := map[string]bool{}
 	for _, n := range activated {
 		on[n] = true
@@ -324,11 +335,37 @@ func (d *Definition) ActiveSpecs(activated []string) []agent.ToolSpec {
 	var out []agent.ToolSpec
 	for _, t := range d.Tools {
 		s := t.Tool.Spec()
+		if session != "" && !ForSession(t.Tool, session) {
+			continue
+		}
 		if !s.Deferred || on[s.Name] {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// SessionTool is implemented by a tool that exists only in some sessions:
+// a channel's tool (slack_send_file) in that channel's sessions.
+type SessionTool interface {
+	ForSession(session string) bool
+}
+
+// ForSession reports whether t exists in session: true unless t (or the
+// tool it wraps) is a SessionTool refusing it.
+func ForSession(t agent.Tool, session string) bool {
+	for {
+		switch w := t.(type) {
+		case SessionTool:
+			return w.ForSession(session)
+		case configuredTool:
+			t = w.Tool
+		case deferredTool:
+			t = w.Tool
+		default:
+			return true
+		}
+	}
 }
 
 // contextFiles returns the agent dir's AGENTS.md, then every AGENTS.md from

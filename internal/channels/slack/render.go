@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -45,7 +47,14 @@ const truncNote = "\n\n_(The answer was cut here: it is longer than one Slack me
 
 // Replier renders answers with the Web API.
 type Replier struct {
-	api *slack.Client
+	api   *slack.Client
+	token string
+	// apiURL is the parsed API URL override (nil for Slack's).
+	apiURL *url.URL
+	// Files bounds file downloads and uploads.
+	Files FileLimits
+	// Transport carries file downloads (nil: http.DefaultTransport).
+	Transport http.RoundTripper
 	// EditEvery is the least interval between two edits of one message
 	// (Slack's chat.update is Tier 3); default 3 s.
 	EditEvery time.Duration
@@ -60,11 +69,17 @@ type Replier struct {
 // NewReplier returns a replier with token; apiURL ("" = Slack's) overrides
 // the Web API base URL.
 func NewReplier(token, apiURL string) *Replier {
+	r := &Replier{token: token, EditEvery: 3 * time.Second, AppendEvery: time.Second}
 	var opts []slack.Option
 	if apiURL != "" {
-		opts = append(opts, slack.OptionAPIURL(strings.TrimSuffix(apiURL, "/")+"/"))
+		base := strings.TrimSuffix(apiURL, "/") + "/"
+		opts = append(opts, slack.OptionAPIURL(base))
+		if u, err := url.Parse(base); err == nil {
+			r.apiURL = u
+		}
 	}
-	return &Replier{api: slack.New(token, opts...), EditEvery: 3 * time.Second, AppendEvery: time.Second}
+	r.api = slack.New(token, opts...)
+	return r
 }
 
 // Kind implements channels.Replier.

@@ -16,6 +16,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	GroupSession string `yaml:"groupSession"`
 	// GroupMode is "mentions" (default) or "context".
 	GroupMode string `yaml:"groupMode"`
+	// MaxFileBytes caps one file a message brings in or the agent sends
+	// (default DefaultMaxFileBytes, 20 MiB).
+	MaxFileBytes int64 `yaml:"maxFileBytes"`
 }
 
 // policy checks the file's session and group options.
@@ -61,6 +65,9 @@ func (c Config) policy() (workflows.ChatPolicy, error) {
 	}
 	if p.GroupMode != "" && p.GroupMode != workflows.GroupMentions && p.GroupMode != workflows.GroupContext {
 		return p, fmt.Errorf("groupMode: %q is not one of mentions, context", p.GroupMode)
+	}
+	if c.MaxFileBytes < 0 {
+		return p, fmt.Errorf("maxFileBytes: %d is negative", c.MaxFileBytes)
 	}
 	return p, nil
 }
@@ -91,9 +98,12 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 	if token == "" {
 		return nil, fmt.Errorf("slack: botTokenEnv: environment variable %s is not set", cfg.BotTokenEnv)
 	}
+	rp := NewReplier(token, getenv(APIURLEnv))
+	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	return &channels.Channel{
 		Door:    &Door{SigningSecret: secret, BotUserID: cfg.BotUserID, Policy: policy},
-		Replier: NewReplier(token, getenv(APIURLEnv)),
+		Replier: rp,
+		Tools:   []agent.Tool{rp.SendFileTool()},
 	}, nil
 }
 

@@ -48,6 +48,8 @@ type Server struct {
 	fail map[string][]Failure
 	// msgs are the messages posted or streamed, by ts (stream.go).
 	msgs map[string]*Message
+	// files serves files.* and the download and upload URLs (files.go).
+	files *files
 }
 
 // Failure is an injected answer to the next call of a method.
@@ -63,12 +65,14 @@ type Failure struct {
 
 // New starts a fake with the default methods; it is closed by Close.
 func New() *Server {
-	s := &Server{handlers: map[string]Handler{}, fail: map[string][]Failure{}}
-	for m, h := range defaults {
-		s.handlers[m] = h
+	s := &Server{handlers: map[string]Handler{}, fail: map[string][]Failure{}, files: newFiles()}
+	for _, set := range []map[string]Handler{defaults, fileMethods} {
+		for m, h := range set {
+			s.handlers[m] = h
+		}
 	}
 	registerStream(s)
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewServer(s.routes())
 	return s
 }
 

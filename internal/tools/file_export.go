@@ -1,0 +1,79 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+// Helpers for tools and channels outside this package that move workspace
+// files to or from another system (a chat platform), by the same
+// confinement rules as read and write.
+
+// ReadWorkspaceFile reads p (relative to the working directory dir, or
+// absolute inside it) as the read tool would: no escape from dir, no
+// Secret path (the state dir, .env), regular files of at most maxBytes
+// only. It returns the contents and the path relative to dir; a non-nil
+// result is an error for the model.
+func ReadWorkspaceFile(ctx context.Context, dir, p string, protected []Protected, maxBytes int64) ([]byte, string, *agent.ToolResult, error) {
+	realDir, err := workDir(dir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	path, err := resolvePath(dir, realDir, p)
+	if err != nil {
+		r := errorResult("%v", err)
+		return nil, "", &r, nil
+	}
+	if pr, ok := protectedBy(protected, path); ok && pr.Secret {
+		r := errorResult("%s is not readable by the agent (%s)", p, pr.Reason)
+		return nil, "", &r, nil
+	}
+	rel, err := filepath.Rel(realDir, path)
+	if err != nil || rel == "." {
+		r := errorResult("%s is not a file", p)
+		return nil, "", &r, nil
+	}
+	rt := &readTool{opts: Options{Read: ReadOptions{MaxFileBytes: maxBytes}}}
+	data, res := rt.load(ctx, realDir, rel, p)
+	if res != nil {
+		return nil, "", res, nil
+	}
+	return data, filepath.ToSlash(rel), nil, nil
+}
+
+// WriteWorkspaceFile writes data to rel, a clean relative path inside the
+// working directory dir, creating missing parent directories. No symbolic
+// link is followed (a link in the way fails the write) and a file with
+// more than one hard link is refused, so the write cannot land outside dir.
+// The file gets mode perm.
+func WriteWorkspaceFile(dir, rel string, data []byte, perm os.FileMode) error {
+	realDir, err := workDir(dir)
+	if err != nil {
+		return err
+	}
+	if rel = filepath.Clean(rel); filepath.IsAbs(rel) || rel == "." || !within(realDir, filepath.Join(realDir, rel)) {
+		return fmt.Errorf("tools: %q is not a path inside the working directory", rel)
+	}
+	f, err := openForWrite(realDir, rel, os.O_WRONLY, true, true)
+	if err != nil {
+		return fmt.Errorf("tools: write %s: %w", rel, err)
+	}
+	defer f.Close()
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("tools: write %s: %w", rel, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("tools: write %s: %w", rel, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("tools: write %s: %w", rel, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("tools: write %s: %w", rel, err)
+	}
+	return nil
+}
