@@ -145,3 +145,9 @@ func (s *Server) Drop() {
 		_ = c.c.Close()
 	}
 }
+
+// Close drops the long connections and stops the server.
+func (s *Server) Close() {
+	s.Drop()
+	s.Server.Close()
+}
