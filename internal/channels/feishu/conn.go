@@ -92,6 +92,7 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 	select {
 	case <-ctx.Done():
 		closed.Store(true)
+		lg.quiet.Store(true)
 		log.Info("feishu: long connection closing; the SDK keeps its socket until the process exits")
 		return nil
 	case err := <-errc:
@@ -108,6 +109,9 @@ type connLogger struct {
 	log       *slog.Logger
 	onConnect func()
 	connects  atomic.Int64
+	// quiet demotes every line to Debug once Run has returned: the SDK's
+	// orphaned client keeps logging its failed reconnects.
+	quiet atomic.Bool
 }
 
 var _ larkcore.Logger = (*connLogger)(nil)
@@ -119,6 +123,8 @@ func (l *connLogger) Debug(_ context.Context, args ...interface{}) {
 func (l *connLogger) Info(_ context.Context, args ...interface{}) {
 	msg := fmt.Sprint(args...)
 	switch {
+	case l.quiet.Load():
+		l.log.Debug(msg)
 	case strings.HasPrefix(msg, "connected to "):
 		if n := l.connects.Add(1); n > 1 {
 			l.log.Info("feishu: long connection reconnected", "connects", n)
@@ -133,8 +139,17 @@ func (l *connLogger) Info(_ context.Context, args ...interface{}) {
 	}
 }
 
-func (l *connLogger) Warn(_ context.Context, args ...interface{}) { l.log.Warn(fmt.Sprint(args...)) }
+func (l *connLogger) Warn(_ context.Context, args ...interface{}) {
+	l.at(slog.LevelWarn, args)
+}
 
 func (l *connLogger) Error(_ context.Context, args ...interface{}) {
-	l.log.Error(fmt.Sprint(args...))
+	l.at(slog.LevelError, args)
+}
+
+func (l *connLogger) at(level slog.Level, args []interface{}) {
+	if l.quiet.Load() {
+		level = slog.LevelDebug
+	}
+	l.log.Log(context.Background(), level, fmt.Sprint(args...))
 }
