@@ -62,6 +62,9 @@ func BenchmarkWebhookAck(b *testing.B) {
 // BenchmarkWebsocketAck: an event pushed over the long connection (the
 // SDK's client against the fake) to its ACK frame, hand-off a no-op.
 func BenchmarkWebsocketAck(b *testing.B) {
+	if sdkRace {
+		b.Skip("the SDK's larkws client has data races of its own (see race_on_test.go)")
+	}
 	fake := fakefeishu.New()
 	defer fake.Close()
 	p := feishu.Feishu()
