@@ -38,6 +38,7 @@ type Running struct {
 
 	worker  sdkworker.Worker
 	httpErr chan error
+	connErr <-chan error
 	cancel  context.CancelFunc
 	stopped chan struct{}
 }
@@ -83,10 +84,13 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		if generated != "" {
 			r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
 		}
-		r.Ingress.SetReady(true)
 		r.URL = "http://" + ln.Addr().String()
 		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		r.cancel = cancel
+		// /health is 200 once every long connection is connected (at
+		// once without any).
+		ingr := r.Ingress
+		r.connErr = RunConnectors(hctx, p.Channels, c, p.Config.TaskQueue, func() { ingr.SetReady(true) }, p.Config.Logger)
 		r.httpErr = make(chan error, 1)
 		go func() { r.httpErr <- ServeHTTP(hctx, ln, p.WithChannels(r.Ingress.Handler(), c), r.Ingress.Drain) }()
 	}
@@ -103,6 +107,7 @@ func (r *Running) Wait(ctx context.Context) error {
 		if err != nil {
 			err = fmt.Errorf("http: %w", err)
 		}
+	case err = <-r.connErr:
 	}
 	r.Stop()
 	return err

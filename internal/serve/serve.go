@@ -23,7 +23,8 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/channels"
-	_ "github.com/fastagent/fastagent/internal/channels/slack" // registers the slack kind
+	_ "github.com/fastagent/fastagent/internal/channels/feishu" // registers the feishu and lark kinds
+	_ "github.com/fastagent/fastagent/internal/channels/slack"  // registers the slack kind
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
@@ -285,6 +286,11 @@ func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
 		p.Config.Logger.Info("POST /invoke is off: the agent has channels; http: {invoke: true} keeps it")
 	}
 	for _, ch := range p.Channels {
+		if ch.Door.Path() == "" {
+			// A long connection only (Conn): no route.
+			p.Config.Logger.Info("channel enabled", "kind", ch.Door.Kind(), "transport", "long connection", "file", ch.File)
+			continue
+		}
 		mux.Handle("POST "+ch.Door.Path(), channels.Handler(ch.Door, c, p.Config.TaskQueue, p.Config.Logger))
 		p.Config.Logger.Info("channel enabled", "kind", ch.Door.Kind(), "route", ch.Door.Path(), "file", ch.File)
 	}

@@ -1,0 +1,155 @@
+package feishu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
+
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// handTimeout bounds one event's hand-off, well inside the platform's 3 s.
+const handTimeout = 2500 * time.Millisecond
+
+// Conn is the long connection (transport: websocket) through the SDK's
+// larkws client: the platform pushes events over an outbound websocket
+// authenticated by App ID and Secret, so no public URL, token or Encrypt
+// Key is needed. Each event is handed to Temporal and then ACKed; a failed
+// hand-off is answered 500, so the platform pushes the event again.
+//
+// Shutdown is only as clean as the SDK allows: larkws.Client.Start blocks
+// forever, ignores its context for the open socket and has no Close. When
+// Run's context ends, Run returns at once, every later event is refused
+// (500: the platform re-pushes it to a live connection) and the SDK can no
+// longer reconnect (its endpoint request uses the cancelled context); the
+// SDK's socket and goroutines stay until the process exits.
+type Conn struct {
+	Door      *Door
+	AppID     string
+	AppSecret string
+	Log       *slog.Logger
+}
+
+// Run implements channels.Connector.
+func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Parsed) error, ready func()) error {
+	log := c.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("kind", c.Door.Kind(), "transport", TransportWebsocket)
+	if c.Door.Bot != nil {
+		if err := c.Door.Bot.Resolve(ctx); err != nil {
+			log.Warn("feishu: bot open_id unknown: group summons are ignored until it is", "error", err)
+		}
+	}
+	var closed atomic.Bool
+	d := dispatcher.NewEventDispatcher("", "").
+		OnP2MessageReceiveV1(func(hctx context.Context, ev *larkim.P2MessageReceiveV1) error {
+			if closed.Load() {
+				return errors.New("feishu: connection is shutting down")
+			}
+			bctx, cancel := context.WithTimeout(hctx, botLookupTimeout)
+			m, err := c.Door.Message(bctx, ev)
+			cancel()
+			if err != nil {
+				// Unreadable: acknowledge, as the webhook does.
+				log.Warn("feishu: unreadable event acknowledged", "error", err)
+				return nil
+			}
+			if m == nil {
+				return nil
+			}
+			hctx, cancel = context.WithTimeout(hctx, handTimeout)
+			defer cancel()
+			if err := hand(hctx, channels.Parsed{Messages: []workflows.ChatMessage{*m}}); err != nil {
+				log.Error("feishu: hand-off failed; the platform will push again", "id", m.ID, "error", err)
+				return fmt.Errorf("feishu: hand-off: %w", err)
+			}
+			return nil
+		})
+	var once sync.Once
+	lg := &connLogger{log: log, onConnect: func() { once.Do(ready) }}
+	cli := larkws.NewClient(c.AppID, c.AppSecret,
+		larkws.WithEventHandler(d),
+		larkws.WithDomain(c.Door.Profile.BaseURL),
+		larkws.WithLogger(lg),
+		larkws.WithLogLevel(larkcore.LogLevelInfo))
+	sdkCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- cli.Start(sdkCtx) }()
+	select {
+	case <-ctx.Done():
+		closed.Store(true)
+		lg.quiet.Store(true)
+		log.Info("feishu: long connection closing; the SDK keeps its socket until the process exits")
+		return nil
+	case err := <-errc:
+		// Start only returns on an error it does not retry (bad
+		// credentials, connection limit).
+		closed.Store(true)
+		return fmt.Errorf("feishu: long connection: %w", err)
+	}
+}
+
+// connLogger routes the ws client's log lines to slog and spots
+// connections ("connected to …") for ready and reconnects.
+type connLogger struct {
+	log       *slog.Logger
+	onConnect func()
+	connects  atomic.Int64
+	// quiet demotes every line to Debug once Run has returned: the SDK's
+	// orphaned client keeps logging its failed reconnects.
+	quiet atomic.Bool
+}
+
+var _ larkcore.Logger = (*connLogger)(nil)
+
+func (l *connLogger) Debug(_ context.Context, args ...interface{}) {
+	l.log.Debug(fmt.Sprint(args...))
+}
+
+func (l *connLogger) Info(_ context.Context, args ...interface{}) {
+	msg := fmt.Sprint(args...)
+	switch {
+	case l.quiet.Load():
+		l.log.Debug(msg)
+	case strings.HasPrefix(msg, "connected to "):
+		if n := l.connects.Add(1); n > 1 {
+			l.log.Info("feishu: long connection reconnected", "connects", n)
+		} else {
+			l.log.Info("feishu: long connection connected")
+		}
+		l.onConnect()
+	case strings.HasPrefix(msg, "disconnected"):
+		l.log.Warn("feishu: long connection lost; reconnecting", "detail", msg)
+	default:
+		l.log.Info(msg)
+	}
+}
+
+func (l *connLogger) Warn(_ context.Context, args ...interface{}) {
+	l.at(slog.LevelWarn, args)
+}
+
+func (l *connLogger) Error(_ context.Context, args ...interface{}) {
+	l.at(slog.LevelError, args)
+}
+
+func (l *connLogger) at(level slog.Level, args []interface{}) {
+	if l.quiet.Load() {
+		level = slog.LevelDebug
+	}
+	l.log.Log(context.Background(), level, fmt.Sprint(args...))
+}

@@ -1,0 +1,106 @@
+package feishu_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/channels/feishu"
+	"github.com/fastagent/fastagent/internal/testkit/fakefeishu"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestConnLongConnection runs the SDK's larkws client against the fake's
+// long-connection endpoint: connect → ready, event → hand-off → ACK 200,
+// failed hand-off → ACK 500 (the platform pushes again), reconnect after
+// the server drops the socket, and after shutdown events are refused.
+func TestConnLongConnection(t *testing.T) {
+	if sdkRace {
+		t.Skip("the SDK's larkws client has data races of its own (see race_on_test.go)")
+	}
+	t.Parallel()
+	fake := fakefeishu.New()
+	t.Cleanup(fake.Close)
+	p := feishu.Feishu()
+	p.BaseURL = fake.URL
+	d := &feishu.Door{Profile: p, Bot: feishu.NewBot(bot, nil)}
+	conn := &feishu.Conn{Door: d, AppID: "cli_test", AppSecret: "app-secret"}
+
+	got := make(chan channels.Parsed, 10)
+	var failHand atomic.Bool
+	hand := func(_ context.Context, p channels.Parsed) error {
+		if failHand.Load() {
+			return errors.New("temporal unavailable")
+		}
+		got <- p
+		return nil
+	}
+	var readies atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- conn.Run(ctx, hand, func() { readies.Add(1) }) }()
+	waitFor(t, "ready", func() bool { return readies.Load() == 1 })
+
+	event := fixture(t, "p2p_text.json")
+	code, err := fake.Push(event, 5*time.Second)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("push: ACK %d, %v; want 200", code, err)
+	}
+	select {
+	case p := <-got:
+		if len(p.Messages) != 1 || p.Messages[0].ID != "om_p2p0000000000000000000000000001" || !p.Messages[0].Direct {
+			t.Errorf("handed %+v", p.Messages)
+		}
+	default:
+		t.Fatal("ACK before the hand-off")
+	}
+
+	failHand.Store(true)
+	if code, err := fake.Push(event, 5*time.Second); err != nil || code != http.StatusInternalServerError {
+		t.Errorf("push with a failing hand-off: ACK %d, %v; want 500", code, err)
+	}
+	failHand.Store(false)
+
+	fake.Drop()
+	waitFor(t, "reconnect", func() bool { return len(fake.Calls("ws.connect")) == 2 && fake.Connected() == 1 })
+	if code, err := fake.Push(fixture(t, "group_mention.json"), 5*time.Second); err != nil || code != http.StatusOK {
+		t.Fatalf("push after reconnect: ACK %d, %v", code, err)
+	}
+	if p := <-got; len(p.Messages) != 1 || !p.Messages[0].Summoned {
+		t.Errorf("handed after reconnect %+v", p.Messages)
+	}
+	if n := readies.Load(); n != 1 {
+		t.Errorf("ready called %d times, want once", n)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v, want nil on shutdown", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if code, _ := fake.Push(event, 5*time.Second); code == http.StatusOK {
+		t.Error("an event was accepted after shutdown")
+	}
+	if len(got) != 0 {
+		t.Errorf("%d events handed after shutdown", len(got))
+	}
+}

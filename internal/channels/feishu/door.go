@@ -1,0 +1,450 @@
+package feishu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// EventMessageReceive is the event type of a message sent to the bot.
+const EventMessageReceive = "im.message.receive_v1"
+
+// Door is the webhook door of one profile. Verification is modal and fail
+// closed: with EncryptKey set every ordinary event must be signed (within
+// MaxSkew) and encrypted, and only the url_verification challenge may pass
+// unsigned, by its token; without one, the body is plaintext and its
+// verification token must match.
+type Door struct {
+	Profile Profile
+	// Token is the app's Verification Token.
+	Token string
+	// EncryptKey is the app's Encrypt Key ("" = plaintext events).
+	EncryptKey string
+	Policy     workflows.ChatPolicy
+	// Webhook is false under the long connection: the door then refuses
+	// every request and has no route.
+	Webhook bool
+	// Bot resolves the bot's open_id (summons fail closed until known).
+	Bot *Bot
+	// Now is the clock (tests); nil = time.Now.
+	Now func() time.Time
+}
+
+// Kind implements channels.Door.
+func (d *Door) Kind() string { return d.Profile.Kind }
+
+// Path implements channels.Door; "" under the long connection.
+func (d *Door) Path() string {
+	if !d.Webhook {
+		return ""
+	}
+	return d.Profile.Path
+}
+
+// Verify implements channels.Door.
+func (d *Door) Verify(r channels.Request) error {
+	_, err := d.open(r)
+	return err
+}
+
+// envelope is the part of a (decrypted) body the door routes on.
+type envelope struct {
+	Encrypt   string `json:"encrypt"`
+	Schema    string `json:"schema"`
+	Type      string `json:"type"`
+	Token     string `json:"token"`
+	Challenge string `json:"challenge"`
+	Header    *struct {
+		EventID   string `json:"event_id"`
+		EventType string `json:"event_type"`
+		Token     string `json:"token"`
+	} `json:"header"`
+}
+
+func (e envelope) token() string {
+	if e.Header != nil {
+		return e.Header.Token
+	}
+	return e.Token
+}
+
+const typeURLVerification = "url_verification"
+
+// open verifies r and returns its plaintext event JSON.
+func (d *Door) open(r channels.Request) ([]byte, error) {
+	kind := d.Profile.Kind
+	if !d.Webhook {
+		return nil, fmt.Errorf("%s: the channel uses the long connection; webhook requests are refused", kind)
+	}
+	var env envelope
+	if err := json.Unmarshal(r.Body, &env); err != nil {
+		return nil, fmt.Errorf("%s: body: %w", kind, err)
+	}
+	if d.EncryptKey == "" {
+		if env.Encrypt != "" {
+			return nil, fmt.Errorf("%s: encrypted body, but no encrypt key is configured", kind)
+		}
+		if !tokenEqual(env.token(), d.Token) {
+			return nil, fmt.Errorf("%s: verification token mismatch", kind)
+		}
+		return r.Body, nil
+	}
+	if env.Encrypt == "" {
+		return nil, fmt.Errorf("%s: plaintext body refused: an encrypt key is set", kind)
+	}
+	now := time.Now()
+	if d.Now != nil {
+		now = d.Now()
+	}
+	sigErr := checkSignature(http.Header(r.Header), d.EncryptKey, r.Body, now)
+	plain, err := Decrypt(d.EncryptKey, env.Encrypt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	}
+	var inner envelope
+	if err := json.Unmarshal(plain, &inner); err != nil {
+		return nil, fmt.Errorf("%s: decrypted body: %w", kind, err)
+	}
+	if sigErr == nil {
+		if d.Token != "" && !tokenEqual(inner.token(), d.Token) {
+			return nil, fmt.Errorf("%s: verification token mismatch", kind)
+		}
+		return plain, nil
+	}
+	// The Request URL challenge is not signed: decrypt → exactly
+	// url_verification → token. Nothing else passes unsigned.
+	if inner.Type == typeURLVerification && inner.Header == nil && inner.Schema == "" && inner.Challenge != "" {
+		if !tokenEqual(inner.Token, d.Token) {
+			return nil, fmt.Errorf("%s: url_verification: verification token mismatch", kind)
+		}
+		return plain, nil
+	}
+	return nil, fmt.Errorf("%s: %w", kind, sigErr)
+}
+
+// Parse implements channels.Door: url_verification is answered with its
+// challenge; a user's im.message.receive_v1 becomes a chat message. Other
+// events are acknowledged and dropped.
+func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
+	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusOK, ContentType: "application/json", Body: []byte(`{"msg":"success"}`)}}
+	plain, err := d.open(r)
+	if err != nil {
+		return ok, err
+	}
+	var env envelope
+	if err := json.Unmarshal(plain, &env); err != nil {
+		return ok, fmt.Errorf("%s: event: %w", d.Profile.Kind, err)
+	}
+	if env.Type == typeURLVerification {
+		body, err := json.Marshal(map[string]string{"challenge": env.Challenge})
+		if err != nil {
+			return ok, fmt.Errorf("%s: challenge: %w", d.Profile.Kind, err)
+		}
+		return channels.Parsed{Answer: channels.Answer{Status: http.StatusOK, ContentType: "application/json", Body: body}}, nil
+	}
+	if env.Schema != "2.0" || env.Header == nil || env.Header.EventType != EventMessageReceive {
+		return ok, nil
+	}
+	var ev larkim.P2MessageReceiveV1
+	if err := json.Unmarshal(plain, &ev); err != nil {
+		return ok, fmt.Errorf("%s: %s: %w", d.Profile.Kind, EventMessageReceive, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), botLookupTimeout)
+	defer cancel()
+	m, err := d.Message(ctx, &ev)
+	if err != nil || m == nil {
+		return ok, err
+	}
+	ok.Messages = []workflows.ChatMessage{*m}
+	return ok, nil
+}
+
+// Message turns a decoded im.message.receive_v1 event (webhook or long
+// connection) into a chat message; nil when it is neither a turn nor
+// context: a non-user sender, the bot itself, an un-summoned group message
+// in mentions mode, or a message without text or files.
+func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*workflows.ChatMessage, error) {
+	if ev == nil || ev.Event == nil || ev.Event.Message == nil || ev.Event.Sender == nil {
+		return nil, fmt.Errorf("%s: %s without a message or sender", d.Profile.Kind, EventMessageReceive)
+	}
+	s, msg := ev.Event.Sender, ev.Event.Message
+	if str(s.SenderType) != "user" {
+		return nil, nil
+	}
+	user := ""
+	if s.SenderId != nil {
+		user = str(s.SenderId.OpenId)
+	}
+	id, chat := str(msg.MessageId), str(msg.ChatId)
+	if id == "" || chat == "" {
+		return nil, fmt.Errorf("%s: %s without message_id or chat_id", d.Profile.Kind, EventMessageReceive)
+	}
+	direct := str(msg.ChatType) == "p2p"
+	var bot string
+	if d.Bot != nil {
+		bot = d.Bot.OpenID(ctx)
+	}
+	if bot != "" && user == bot {
+		return nil, nil
+	}
+	summoned := false
+	for _, mn := range msg.Mentions {
+		if bot != "" && mn != nil && mn.Id != nil && str(mn.Id.OpenId) == bot {
+			summoned = true
+		}
+	}
+	if !direct && !summoned && d.Policy.GroupMode != workflows.GroupContext {
+		return nil, nil
+	}
+	text, files := content(str(msg.MessageType), str(msg.Content), msg.Mentions, bot)
+	if text == "" && len(files) == 0 {
+		return nil, nil
+	}
+	// A reply inside a thread continues the thread's root; a quoted reply
+	// at the top level (root_id without thread_id) is a new root.
+	root := ""
+	if str(msg.ThreadId) != "" {
+		root = str(msg.RootId)
+	}
+	eventID := ""
+	if ev.EventV2Base != nil && ev.EventV2Base.Header != nil {
+		eventID = ev.EventV2Base.Header.EventID
+	}
+	return &workflows.ChatMessage{
+		Kind:        d.Profile.Kind,
+		Chat:        chat,
+		ID:          id,
+		Event:       eventID,
+		Root:        root,
+		Direct:      direct,
+		Summoned:    summoned,
+		User:        user,
+		UserName:    user,
+		Text:        text,
+		Attachments: files,
+		Policy:      d.Policy,
+	}, nil
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// content decodes a message's content JSON into text and attachments:
+// text (the bot's @_user_N keys removed, others shown as @Name), post
+// (flattened; its images become attachments), image and file (by key).
+func content(msgType, raw string, mentions []*larkim.MentionEvent, bot string) (string, []workflows.Attachment) {
+	names := map[string]string{} // mention key → replacement
+	for _, m := range mentions {
+		if m == nil || m.Key == nil {
+			continue
+		}
+		if bot != "" && m.Id != nil && str(m.Id.OpenId) == bot {
+			names[*m.Key] = ""
+		} else {
+			names[*m.Key] = "@" + str(m.Name)
+		}
+	}
+	switch msgType {
+	case "text":
+		var c struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal([]byte(raw), &c) != nil {
+			return "", nil
+		}
+		return strings.TrimSpace(replaceMentions(c.Text, names)), nil
+	case "post":
+		return flattenPost(raw, names)
+	case "image":
+		var c struct {
+			ImageKey string `json:"image_key"`
+		}
+		if json.Unmarshal([]byte(raw), &c) != nil || c.ImageKey == "" {
+			return "", nil
+		}
+		return "", []workflows.Attachment{{ID: c.ImageKey, Name: c.ImageKey, Mime: MimeImage}}
+	case "file", "media":
+		var c struct {
+			FileKey  string `json:"file_key"`
+			FileName string `json:"file_name"`
+		}
+		if json.Unmarshal([]byte(raw), &c) != nil || c.FileKey == "" {
+			return "", nil
+		}
+		name := c.FileName
+		if name == "" {
+			name = c.FileKey
+		}
+		return "", []workflows.Attachment{{ID: c.FileKey, Name: name}}
+	}
+	return "", nil
+}
+
+// MimeImage marks an attachment that is an image (fetched with
+// type=image from the message-resource API).
+const MimeImage = "image/*"
+
+// replaceMentions replaces mention keys, longest first (@_user_10 before
+// @_user_1).
+func replaceMentions(text string, names map[string]string) string {
+	keys := make([]string, 0, len(names))
+	for k := range names {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return len(keys[i]) > len(keys[j]) })
+	for _, k := range keys {
+		text = strings.ReplaceAll(text, k, names[k])
+	}
+	return text
+}
+
+// postElement is one element of a post paragraph.
+type postElement struct {
+	Tag      string `json:"tag"`
+	Text     string `json:"text"`
+	Href     string `json:"href"`
+	UserID   string `json:"user_id"`
+	UserName string `json:"user_name"`
+	ImageKey string `json:"image_key"`
+	FileKey  string `json:"file_key"`
+	Language string `json:"language"`
+}
+
+type postBody struct {
+	Title   string          `json:"title"`
+	Content [][]postElement `json:"content"`
+}
+
+// flattenPost turns a post (rich text) into plain lines. Events carry the
+// body directly; a locale-keyed body ({"zh_cn": {...}}) is read too.
+func flattenPost(raw string, names map[string]string) (string, []workflows.Attachment) {
+	var p postBody
+	if json.Unmarshal([]byte(raw), &p) != nil {
+		return "", nil
+	}
+	if p.Title == "" && len(p.Content) == 0 {
+		var byLocale map[string]postBody
+		if json.Unmarshal([]byte(raw), &byLocale) != nil {
+			return "", nil
+		}
+		locales := make([]string, 0, len(byLocale))
+		for l := range byLocale {
+			locales = append(locales, l)
+		}
+		sort.Strings(locales)
+		if len(locales) > 0 {
+			p = byLocale[locales[0]]
+		}
+	}
+	var lines []string
+	var files []workflows.Attachment
+	if t := strings.TrimSpace(p.Title); t != "" {
+		lines = append(lines, t)
+	}
+	for _, para := range p.Content {
+		var b strings.Builder
+		for _, e := range para {
+			switch e.Tag {
+			case "text", "md":
+				b.WriteString(replaceMentions(e.Text, names))
+			case "a":
+				if e.Text != "" && e.Href != "" && e.Text != e.Href {
+					fmt.Fprintf(&b, "%s (%s)", e.Text, e.Href)
+				} else {
+					b.WriteString(e.Text + e.Href)
+				}
+			case "at":
+				if n, ok := names[e.UserID]; ok {
+					b.WriteString(n)
+				} else if e.UserName != "" {
+					b.WriteString("@" + e.UserName)
+				}
+			case "code_block":
+				fmt.Fprintf(&b, "```%s\n%s\n```", e.Language, e.Text)
+			case "img":
+				if e.ImageKey != "" {
+					files = append(files, workflows.Attachment{ID: e.ImageKey, Name: e.ImageKey, Mime: MimeImage})
+				}
+			case "media":
+				if e.FileKey != "" {
+					files = append(files, workflows.Attachment{ID: e.FileKey, Name: e.FileKey})
+				}
+			}
+		}
+		if line := strings.TrimSpace(b.String()); line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines, "\n"), files
+}
+
+// Bot lookup bounds: one lookup may take botLookupTimeout; after a failure
+// the next is tried no sooner than botRetryEvery.
+const (
+	botLookupTimeout = 1500 * time.Millisecond
+	botRetryEvery    = 10 * time.Second
+)
+
+// Bot is the bot's open_id, configured or fetched once (bot info API) and
+// kept. Until it is known, group messages are not summons (fail closed).
+type Bot struct {
+	mu     sync.Mutex
+	openID string
+	fetch  func(context.Context) (string, error)
+	next   time.Time
+	err    error
+}
+
+// NewBot returns a Bot with a known openID, or one that fetches it.
+func NewBot(openID string, fetch func(context.Context) (string, error)) *Bot {
+	return &Bot{openID: openID, fetch: fetch}
+}
+
+// Resolve fetches the open_id now unless it is known; serving calls it at
+// startup so the first group message does not wait.
+func (b *Bot) Resolve(ctx context.Context) error {
+	if b.OpenID(ctx) == "" {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.err == nil {
+			return errors.New("feishu: bot open_id unknown")
+		}
+		return b.err
+	}
+	return nil
+}
+
+// OpenID returns the bot's open_id, fetching it when unknown (at most once
+// per botRetryEvery); "" when it cannot be had.
+func (b *Bot) OpenID(ctx context.Context) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.openID != "" || b.fetch == nil || time.Now().Before(b.next) {
+		return b.openID
+	}
+	id, err := b.fetch(ctx)
+	if err != nil || id == "" {
+		if err == nil {
+			err = errors.New("feishu: bot info without an open_id")
+		}
+		b.err, b.next = err, time.Now().Add(botRetryEvery)
+		return ""
+	}
+	b.openID, b.err = id, nil
+	return id
+}

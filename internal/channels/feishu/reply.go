@@ -1,0 +1,454 @@
+package feishu
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	lark "github.com/larksuite/oapi-sdk-go/v3"
+	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
+	larkcardkit "github.com/larksuite/oapi-sdk-go/v3/service/cardkit/v1"
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// Replier renders turns' answers with the open API: a CardKit streaming
+// card replied to the user's message (in its thread), or — when card
+// creation fails — an interactive card message patched in place.
+type Replier struct {
+	kind string
+	api  *lark.Client
+	log  *slog.Logger
+	// UpdateEvery is the least interval between two updates of one card
+	// (CardKit allows 10 per second per card); default 200 ms.
+	UpdateEvery time.Duration
+	// PatchEvery is the least interval between two patches of a card
+	// message (5 QPS per message); default 1 s.
+	PatchEvery time.Duration
+}
+
+// NewReplier returns the replier of profile p (its BaseURL, possibly
+// overridden) for app appID.
+func NewReplier(p Profile, appID, appSecret string, log *slog.Logger) *Replier {
+	if log == nil {
+		log = slog.Default()
+	}
+	api := lark.NewClient(appID, appSecret,
+		lark.WithOpenBaseUrl(p.BaseURL),
+		lark.WithReqTimeout(15*time.Second),
+		lark.WithLogger(sdkLogger{log: log.With("kind", p.Kind)}),
+		lark.WithLogLevel(larkcore.LogLevelWarn))
+	return &Replier{kind: p.Kind, api: api, log: log, UpdateEvery: 200 * time.Millisecond, PatchEvery: time.Second}
+}
+
+// Kind implements channels.Replier.
+func (r *Replier) Kind() string { return r.kind }
+
+// BotOpenID fetches the bot's open_id from the bot info API.
+func (r *Replier) BotOpenID(ctx context.Context) (string, error) {
+	resp, err := r.api.Get(ctx, "/open-apis/bot/v3/info", nil, larkcore.AccessTokenTypeTenant)
+	if err != nil {
+		return "", fmt.Errorf("%s: bot info: %w", r.kind, err)
+	}
+	var out struct {
+		Code int    `json:"code"`
+		Msg  string `json:"msg"`
+		Bot  struct {
+			OpenID string `json:"open_id"`
+		} `json:"bot"`
+	}
+	if err := json.Unmarshal(resp.RawBody, &out); err != nil {
+		return "", fmt.Errorf("%s: bot info: %w", r.kind, err)
+	}
+	if out.Code != 0 || out.Bot.OpenID == "" {
+		return "", fmt.Errorf("%s: bot info: code %d: %s", r.kind, out.Code, out.Msg)
+	}
+	return out.Bot.OpenID, nil
+}
+
+// Render implements channels.Replier. ref is what an earlier attempt
+// stored: "card:<card_id>:<created ms>[:<message_id>]" for a streaming card
+// (posted once the message ID is there), "msg:<message_id>" for a card
+// message patched in place.
+func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (channels.Render, error) {
+	if t.Chat == "" || t.Message == "" {
+		return nil, fmt.Errorf("%s: reply target needs chat and message, got %q / %q", r.kind, t.Chat, t.Message)
+	}
+	sum := sha256.Sum256([]byte(r.kind + "\x00" + t.Chat + "\x00" + t.Message))
+	m := &render{r: r, target: t, uuid: hex.EncodeToString(sum[:])[:40]}
+	if ref != "" {
+		if err := m.parseRef(ref); err != nil {
+			return nil, err
+		}
+		m.resumed = true
+	}
+	return m, nil
+}
+
+// Reply modes.
+const (
+	modeCard = "card"
+	modeMsg  = "msg"
+)
+
+// resumeMargin is added to the sequence of a card continued by another
+// attempt (maybe another worker), so its sequence numbers stay above the
+// earlier attempt's despite clock skew between workers.
+const resumeMargin = 1000
+
+// render is one turn's reply.
+type render struct {
+	r      *Replier
+	target workflows.Target
+	// uuid is the idempotency key of the turn's reply (1 h on the
+	// platform): a retried post is the same message.
+	uuid string
+	mode string
+	card string
+	// created is the card's creation time (Unix ms); sequence numbers are
+	// milliseconds since, so they increase across attempts and workers.
+	created int64
+	msgID   string
+	lastSeq int
+	resumed bool
+	// cardFailed is set when card creation failed: degrade to a card
+	// message.
+	cardFailed bool
+	shown      string
+	shownAt    time.Time
+	wait       time.Time
+	settled    string
+}
+
+func (m *render) parseRef(ref string) error {
+	parts := strings.Split(ref, ":")
+	switch {
+	case parts[0] == modeCard && (len(parts) == 3 || len(parts) == 4) && parts[1] != "":
+		created, err := strconv.ParseInt(parts[2], 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: bad reply reference %q", m.r.kind, ref)
+		}
+		m.mode, m.card, m.created = modeCard, parts[1], created
+		if len(parts) == 4 {
+			m.msgID = parts[3]
+		}
+	case parts[0] == modeMsg && len(parts) == 2 && parts[1] != "":
+		m.mode, m.msgID = modeMsg, parts[1]
+	default:
+		return fmt.Errorf("%s: bad reply reference %q", m.r.kind, ref)
+	}
+	return nil
+}
+
+// Ref implements channels.Render.
+func (m *render) Ref() string {
+	switch m.mode {
+	case modeCard:
+		ref := modeCard + ":" + m.card + ":" + strconv.FormatInt(m.created, 10)
+		if m.msgID != "" {
+			ref += ":" + m.msgID
+		}
+		return ref
+	case modeMsg:
+		return modeMsg + ":" + m.msgID
+	}
+	return ""
+}
+
+// seq returns the next sequence number of the card: strictly increasing.
+func (m *render) seq() int {
+	s := int(time.Now().UnixMilli() - m.created)
+	if m.resumed {
+		s += resumeMargin
+	}
+	if s <= m.lastSeq {
+		s = m.lastSeq + 1
+	}
+	if s < 1 {
+		s = 1
+	}
+	m.lastSeq = s
+	return s
+}
+
+// preview is what the card shows while the turn runs.
+func preview(v *channels.View) string {
+	text := v.Text()
+	var tools []string
+	for _, t := range v.Tools {
+		if t.Status == channels.ToolRunning {
+			tools = append(tools, "`"+t.Name+"`")
+		}
+	}
+	switch {
+	case len(tools) > 0 && text != "":
+		return text + "\n\n_Using " + strings.Join(tools, ", ") + "…_"
+	case len(tools) > 0:
+		return "_Using " + strings.Join(tools, ", ") + "…_"
+	case text == "" && v.Thinking:
+		return "_Thinking…_"
+	}
+	return text
+}
+
+// Show implements channels.Render: it creates the streaming card (first
+// call with something to show), posts it (next call, after the caller
+// stored the card's reference), then updates its content at most every
+// UpdateEvery. When card creation fails it posts a card message instead
+// and patches it at most every PatchEvery.
+func (m *render) Show(ctx context.Context, v *channels.View) error {
+	text := preview(v)
+	if text == "" || (text == m.shown && m.msgID != "") || m.settled != "" {
+		return nil
+	}
+	now := time.Now()
+	if now.Before(m.wait) {
+		return nil
+	}
+	err := m.show(ctx, text, now)
+	if err != nil {
+		m.wait = now.Add(2 * time.Second)
+	}
+	return err
+}
+
+func (m *render) show(ctx context.Context, text string, now time.Time) error {
+	switch {
+	case m.mode == "" && !m.cardFailed:
+		if err := m.createCard(ctx, text, now); err != nil {
+			m.cardFailed = true
+			m.r.log.Warn("feishu: streaming card unavailable, replying with a card message", "kind", m.r.kind, "error", err)
+			return m.postMessage(ctx, text)
+		}
+		return nil
+	case m.mode == "":
+		return m.postMessage(ctx, text)
+	case m.mode == modeCard && m.msgID == "":
+		if err := m.postCard(ctx); err != nil {
+			return err
+		}
+		m.shownAt = now
+		if text == m.shown {
+			return nil
+		}
+		return m.updateContent(ctx, text, now)
+	case m.mode == modeCard:
+		if now.Sub(m.shownAt) < m.r.UpdateEvery {
+			return nil
+		}
+		return m.updateContent(ctx, text, now)
+	default:
+		if now.Sub(m.shownAt) < m.r.PatchEvery {
+			return nil
+		}
+		if err := m.patch(ctx, text); err != nil {
+			return err
+		}
+		m.shownAt = now
+		return nil
+	}
+}
+
+// Finish implements channels.Render: the card (or card message) is
+// settled to text with streaming closed; with nothing posted yet, text is
+// posted as a card message. Idempotent: the platform calls carry uuids.
+func (m *render) Finish(ctx context.Context, text string) error {
+	if m.settled == text && m.mode != "" {
+		return nil
+	}
+	switch {
+	case m.mode == modeCard:
+		if err := m.settleCard(ctx, text); err != nil {
+			return err
+		}
+		if m.msgID == "" {
+			if err := m.postCard(ctx); err != nil {
+				return err
+			}
+		}
+	case m.mode == modeMsg:
+		if err := m.patch(ctx, text); err != nil {
+			return err
+		}
+	default:
+		if err := m.postMessage(ctx, text); err != nil {
+			return err
+		}
+	}
+	m.settled = text
+	return nil
+}
+
+// answerElement is the element ID of the card's answer text.
+const answerElement = "answer"
+
+// maxCardText caps the text of a card (the platform caps a card at 30 KB).
+const maxCardText = 20000
+
+func clip(text string) string {
+	if len(text) <= maxCardText {
+		return text
+	}
+	cut := maxCardText
+	for cut > 0 && !utf8Start(text[cut]) {
+		cut--
+	}
+	return text[:cut] + "\n\n…(truncated)"
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// cardJSON is a card (JSON 2.0) with one Markdown element.
+func cardJSON(text string, streaming bool) string {
+	summary := text
+	if r := []rune(summary); len(r) > 60 {
+		summary = string(r[:60]) + "…"
+	}
+	if streaming {
+		summary = "…"
+	}
+	card := map[string]any{
+		"schema": "2.0",
+		"config": map[string]any{
+			"streaming_mode": streaming,
+			"update_multi":   true,
+			"summary":        map[string]any{"content": summary},
+		},
+		"body": map[string]any{
+			"elements": []any{map[string]any{"tag": "markdown", "element_id": answerElement, "content": clip(text)}},
+		},
+	}
+	b, _ := json.Marshal(card) // a map of strings and bools: cannot fail
+	return string(b)
+}
+
+func (m *render) createCard(ctx context.Context, text string, now time.Time) error {
+	req := larkcardkit.NewCreateCardReqBuilder().
+		Body(larkcardkit.NewCreateCardReqBodyBuilder().Type("card_json").Data(cardJSON(text, true)).Build()).Build()
+	resp, err := m.r.api.Cardkit.V1.Card.Create(ctx, req)
+	if err := apiError("cardkit card create", err, resp); err != nil {
+		return err
+	}
+	if resp.Data == nil || str(resp.Data.CardId) == "" {
+		return errors.New("cardkit card create: no card_id")
+	}
+	m.mode, m.card, m.created = modeCard, str(resp.Data.CardId), now.UnixMilli()
+	m.shown = text
+	return nil
+}
+
+func (m *render) postCard(ctx context.Context) error {
+	c, _ := json.Marshal(map[string]any{"type": "card", "data": map[string]string{"card_id": m.card}})
+	id, err := m.reply(ctx, string(c))
+	if err != nil {
+		return err
+	}
+	m.msgID = id
+	return nil
+}
+
+func (m *render) updateContent(ctx context.Context, text string, now time.Time) error {
+	req := larkcardkit.NewContentCardElementReqBuilder().CardId(m.card).ElementId(answerElement).
+		Body(larkcardkit.NewContentCardElementReqBodyBuilder().Content(clip(text)).Sequence(m.seq()).Build()).Build()
+	resp, err := m.r.api.Cardkit.V1.CardElement.Content(ctx, req)
+	if err := apiError("cardkit element content", err, resp); err != nil {
+		// A card whose streaming was closed (the platform closes it after
+		// a while) keeps its last preview; Finish still settles it.
+		return err
+	}
+	m.shown, m.shownAt = text, now
+	return nil
+}
+
+// settleCard replaces the card with the final text and closes streaming.
+func (m *render) settleCard(ctx context.Context, text string) error {
+	sum := sha256.Sum256([]byte(m.uuid + "\x00settle\x00" + text))
+	req := larkcardkit.NewUpdateCardReqBuilder().CardId(m.card).
+		Body(larkcardkit.NewUpdateCardReqBodyBuilder().
+			Card(larkcardkit.NewCardBuilder().Type("card_json").Data(cardJSON(text, false)).Build()).
+			Uuid(hex.EncodeToString(sum[:])[:40]).Sequence(m.seq()).Build()).Build()
+	resp, err := m.r.api.Cardkit.V1.Card.Update(ctx, req)
+	if err := apiError("cardkit card update", err, resp); err != nil {
+		return err
+	}
+	m.shown = text
+	return nil
+}
+
+// postMessage replies with a card message holding text.
+func (m *render) postMessage(ctx context.Context, text string) error {
+	id, err := m.reply(ctx, cardJSON(text, false))
+	if err != nil {
+		return err
+	}
+	m.mode, m.msgID, m.shown, m.shownAt = modeMsg, id, text, time.Now()
+	return nil
+}
+
+func (m *render) patch(ctx context.Context, text string) error {
+	req := larkim.NewPatchMessageReqBuilder().MessageId(m.msgID).
+		Body(larkim.NewPatchMessageReqBodyBuilder().Content(cardJSON(text, false)).Build()).Build()
+	resp, err := m.r.api.Im.V1.Message.Patch(ctx, req)
+	if err := apiError("im message patch", err, resp); err != nil {
+		return err
+	}
+	m.shown = text
+	return nil
+}
+
+// reply posts an interactive message answering the target message, in its
+// thread when the target names one, with the turn's uuid.
+func (m *render) reply(ctx context.Context, content string) (string, error) {
+	body := larkim.NewReplyMessageReqBodyBuilder().MsgType("interactive").Content(content).Uuid(m.uuid)
+	if m.target.Thread != "" {
+		body.ReplyInThread(true)
+	}
+	req := larkim.NewReplyMessageReqBuilder().MessageId(m.target.Message).Body(body.Build()).Build()
+	resp, err := m.r.api.Im.V1.Message.Reply(ctx, req)
+	if err := apiError("im message reply", err, resp); err != nil {
+		return "", err
+	}
+	if resp.Data == nil || str(resp.Data.MessageId) == "" {
+		return "", errors.New("im message reply: no message_id")
+	}
+	return str(resp.Data.MessageId), nil
+}
+
+// apiResult is what every SDK response has.
+type apiResult interface{ Success() bool }
+
+// apiError folds a call's transport error, API code and HTTP status into
+// one error (nil on success).
+func apiError[R apiResult](op string, err error, resp R) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var zero R
+	if any(resp) == any(zero) {
+		return fmt.Errorf("%s: no response", op)
+	}
+	if !resp.Success() {
+		if e, ok := any(resp).(error); ok {
+			return fmt.Errorf("%s: %s", op, e.Error())
+		}
+		return fmt.Errorf("%s: failed", op)
+	}
+	return nil
+}
+
+// sdkLogger routes the SDK's log lines to slog.
+type sdkLogger struct{ log *slog.Logger }
+
+func (l sdkLogger) Debug(_ context.Context, args ...interface{}) { l.log.Debug(fmt.Sprint(args...)) }
+func (l sdkLogger) Info(_ context.Context, args ...interface{})  { l.log.Info(fmt.Sprint(args...)) }
+func (l sdkLogger) Warn(_ context.Context, args ...interface{})  { l.log.Warn(fmt.Sprint(args...)) }
+func (l sdkLogger) Error(_ context.Context, args ...interface{}) { l.log.Error(fmt.Sprint(args...)) }
