@@ -170,6 +170,7 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	var v channels.View
+	v.Queued = in.Queued
 	show := func() error {
 		if err := rd.Show(ctx, &v); err != nil {
 			if ctx.Err() != nil {
@@ -179,6 +180,11 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 			r.log().Warn("channel live update failed", "kind", in.Reply.Kind, "turn", in.Turn, "error", err)
 		}
 		return r.saveRef(ctx, in.Session, in.Turn, rd, &saved)
+	}
+	if v.Queued {
+		if err := show(); err != nil {
+			return err
+		}
 	}
 	for {
 		select {

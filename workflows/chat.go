@@ -89,6 +89,10 @@ type ChatMessage struct {
 	// the replier in Target.Data.
 	Data   json.RawMessage `json:"data,omitempty"`
 	Policy ChatPolicy      `json:"policy"`
+	// UniqueIDs says message IDs are unique across the platform's chats
+	// (Feishu/Lark): a thread session is then named "<kind>:<root>", which
+	// keeps it short.
+	UniqueIDs bool `json:"uniqueIds,omitempty"`
 }
 
 // Target is where a chat turn's reply goes; it is the Data of the turn's
@@ -275,32 +279,38 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 		return
 	}
 	p := m.Policy
+	sessionOf := func(root string) string {
+		if m.UniqueIDs && root != "" {
+			return m.Kind + ":" + root
+		}
+		return ChatSession(m.Kind, m.Chat, root)
+	}
 	var session, thread, place string
 	switch {
 	case m.Direct:
 		if p.DirectSession == SessionContinuous {
-			session = ChatSession(m.Kind, m.Chat, "")
+			session = sessionOf("")
 			thread = m.Root
 		} else {
 			root := m.Root
 			if root == "" {
 				root = m.ID
 			}
-			session, thread = ChatSession(m.Kind, m.Chat, root), root
+			session, thread = sessionOf(root), root
 		}
 	case m.Summoned || (p.GroupMode == GroupContext && m.Root != "" && c.owned[m.Root]):
 		place = m.Root
 		switch {
 		case p.GroupSession == SessionContinuous:
-			session, thread = ChatSession(m.Kind, m.Chat, ""), m.Root
+			session, thread = sessionOf(""), m.Root
 		case m.Root == "":
 			// Only a top-level summons creates an owned root.
 			c.own(m.ID)
-			session, thread = ChatSession(m.Kind, m.Chat, m.ID), m.ID
+			session, thread = sessionOf(m.ID), m.ID
 		default:
 			// A thread it owns continues; a summons inside someone
 			// else's thread answers there without adopting it.
-			session, thread = ChatSession(m.Kind, m.Chat, m.Root), m.Root
+			session, thread = sessionOf(m.Root), m.Root
 		}
 	case p.GroupMode == GroupContext:
 		c.buffer(m)
@@ -309,6 +319,9 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 		return
 	}
 	key := ChatTurnKey(m.Kind, m.Chat, m.ID)
+	if m.UniqueIDs {
+		key = m.Kind + ":" + m.ID
+	}
 	prompt, folded := c.fold(place, key, m)
 	if m.Direct {
 		folded = 0

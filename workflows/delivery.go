@@ -53,6 +53,9 @@ type StreamInput struct {
 	Session string      `json:"session"`
 	Turn    string      `json:"turn"`
 	Reply   ReplyTarget `json:"reply"`
+	// Queued is set when the turn waits behind another: the reply may show
+	// that until the turn starts.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // FetchInput is the argument of ActivityChannelFetch: resolve a chat
@@ -117,17 +120,23 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 		}
 		return
 	}
-	s.queue = append(s.queue, &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.Reply, notify: d.Notify})
+	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.Reply, notify: d.Notify}
+	s.queue = append(s.queue, t)
+	if d.Reply != nil && (s.running != nil || len(s.queue) > 1) &&
+		workflow.GetVersion(ctx, changeChannelStreams, workflow.DefaultVersion, 1) >= 1 {
+		// Waiting behind another turn: its reply mounts now, showing that.
+		s.startLive(ctx, t, true)
+	}
 }
 
 // replyTurn posts a finished channel turn's answer, unless the store had
 // already recorded the turn (it was answered then).
 func (s *session) replyTurn(ctx workflow.Context, t *pendingTurn, out agentloop.Outcome) {
-	if t.reply == nil || t.recorded {
-		return
-	}
 	if t.live != nil {
 		s.settleLive(ctx, t)
+	}
+	if t.reply == nil || t.recorded {
+		return
 	}
 	s.reply(ctx, ReplyInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Outcome: out})
 	if t.notify != "" {
@@ -175,6 +184,13 @@ func (s *session) prepareChannelTurn(ctx workflow.Context, t *pendingTurn) {
 			t.req.Prompt = p
 		}
 	}
+	if t.live == nil {
+		s.startLive(ctx, t, false)
+	}
+}
+
+// startLive starts Channel.Stream for t's reply.
+func (s *session) startLive(ctx workflow.Context, t *pendingTurn, queued bool) {
 	lctx, cancel := workflow.WithCancel(ctx)
 	lctx = workflow.WithActivityOptions(lctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 24 * time.Hour,
@@ -183,7 +199,7 @@ func (s *session) prepareChannelTurn(ctx workflow.Context, t *pendingTurn) {
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 10},
 		Summary:             "live · " + t.reply.Kind + " · turn " + t.id,
 	})
-	t.live = workflow.ExecuteActivity(lctx, ActivityChannelStream, StreamInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply})
+	t.live = workflow.ExecuteActivity(lctx, ActivityChannelStream, StreamInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Queued: queued})
 	t.stopLive = cancel
 }
 

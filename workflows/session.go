@@ -452,6 +452,9 @@ func (s *session) onAbort(_ workflow.Context, req AbortRequest) (AbortResult, er
 			out := agentloop.Outcome{Turn: t.id, Status: agent.TypeFailed, Details: reason, Code: agent.CodeAborted}
 			t.outcome = &out
 			s.remember(t.id, out)
+			if t.stopLive != nil {
+				t.stopLive() // its reply was waiting for the turn
+			}
 			return AbortResult{Turn: t.id}, nil
 		}
 	}

@@ -108,6 +108,32 @@ func TestSessionDeliveries(t *testing.T) {
 		equal(t, "channel activities", fmt.Sprint(replies.log()), fmt.Sprint([]string{"stream " + key, "reply " + key}))
 	})
 
+	t.Run("a turn queued behind another mounts its reply at once", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		replies := withReplies(h)
+		gate := make(chan struct{})
+		h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+			if call.Turn == "k1" {
+				if err := waitGate(gate); err != nil {
+					return agentloop.ModelResult{}, err
+				}
+			}
+			return reply(call), nil
+		}
+		h.at(ms, func() { h.deliver(delivery("k1", "first")) })
+		h.when(func() bool { return len(h.modelCalls()) > 0 }, func() { h.deliver(delivery("k2", "second")) })
+		h.when(func() bool { return len(replies.log()) >= 2 }, func() { close(gate) })
+		h.run(workflows.SessionInput{Session: "s1"})
+		h.requireCancelled()
+		equal(t, "channel activities", fmt.Sprint(replies.log()),
+			fmt.Sprint([]string{"stream k1", "stream k2", "reply k1", "reply k2"}))
+		replies.mu.Lock()
+		defer replies.mu.Unlock()
+		equal(t, "k1 queued", replies.streams[0].Queued, false)
+		equal(t, "k2 queued", replies.streams[1].Queued, true)
+	})
+
 	t.Run("folded context is committed through the chat workflow", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)

@@ -17,6 +17,9 @@ type View struct {
 	Tools []ToolView
 	// Thinking is set while the model streams thinking and no text yet.
 	Thinking bool
+	// Queued is set while the turn waits behind another turn of its
+	// session; a renderer may mount its reply early with that state.
+	Queued bool
 	// Changes counts the changes applied.
 	Changes int
 }
@@ -51,6 +54,7 @@ func (v *View) Text() string {
 // Apply folds one relayed event into the view and reports whether it
 // changed.
 func (v *View) Apply(ev agent.Event) bool {
+	v.Queued = false
 	switch ev.Type {
 	case agent.TypeText:
 		if ev.Delta == "" {

@@ -223,6 +223,7 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 	}
 	return &workflows.ChatMessage{
 		Kind:        d.Profile.Kind,
+		UniqueIDs:   true,
 		Chat:        chat,
 		ID:          id,
 		Event:       eventID,

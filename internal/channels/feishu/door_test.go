@@ -222,7 +222,7 @@ func TestDoorParse(t *testing.T) {
 				t.Fatalf("messages = %+v, want one", p.Messages)
 			}
 			w := *c.want
-			w.Kind, w.User, w.UserName, w.Policy = feishu.KindFeishu, "ou_84aad35d084aa403a838cf73ee18467", "ou_84aad35d084aa403a838cf73ee18467", d.Policy
+			w.Kind, w.User, w.UserName, w.Policy, w.UniqueIDs = feishu.KindFeishu, "ou_84aad35d084aa403a838cf73ee18467", "ou_84aad35d084aa403a838cf73ee18467", d.Policy, true
 			if got := p.Messages[0]; !reflect.DeepEqual(got, w) {
 				t.Errorf("message\n got %+v\nwant %+v", got, w)
 			}

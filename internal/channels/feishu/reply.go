@@ -196,6 +196,8 @@ func preview(v *channels.View) string {
 		return "_Using " + strings.Join(tools, ", ") + "…_"
 	case text == "" && v.Thinking:
 		return "_Thinking…_"
+	case text == "" && v.Queued:
+		return "> ⏳ Queued"
 	}
 	return text
 }
