@@ -93,8 +93,8 @@ func TestSlackFilesInAndOut(t *testing.T) {
 	}
 
 	replied := func() bool {
-		for _, c := range fake.Calls("chat.postMessage", "chat.update") {
-			if strings.Contains(c.Get("text"), "your notes.") {
+		for _, m := range fake.Messages("") {
+			if !m.Streaming && strings.Contains(m.Text, "your notes.") {
 				return true
 			}
 		}
@@ -158,7 +158,7 @@ func TestSlackFilesInAndOut(t *testing.T) {
 		u.Title != "your notes" || u.Comment != "sending them back" {
 		t.Errorf("upload = %+v, want the notes in %s thread %s", u, channel, ts)
 	}
-	for _, c := range fake.Calls("chat.postMessage") {
+	for _, c := range fake.Calls("chat.postMessage", "chat.startStream") {
 		if c.Get("channel") != channel || c.Get("thread_ts") != ts {
 			t.Errorf("reply posted to %s thread %q, want %s thread %s", c.Get("channel"), c.Get("thread_ts"), channel, ts)
 		}
