@@ -393,3 +393,53 @@ func TestRenderStatusRefused(t *testing.T) {
 		t.Errorf("message = %+v", m)
 	}
 }
+
+// TestRenderResumeKnownStream: a stream's reference names what it shows,
+// so a renderer resumed from it (a retried live reply, the final reply)
+// goes on appending and stops the stream without editing the message.
+func TestRenderResumeKnownStream(t *testing.T) {
+	t.Parallel()
+	r, fake := replier(t)
+	first := open(t, r, target(thread), "")
+	var v channels.View
+	step(t, first, &v, text("Hello wor", 1))
+	ref := first.Ref()
+	if !strings.HasPrefix(ref, "stream:") || strings.Count(ref, ":") != 3 {
+		t.Fatalf("ref %q, want stream:<ts>:<length>:<hash>", ref)
+	}
+
+	// A resumed live reply appends only what is new.
+	second := open(t, r, target(thread), ref)
+	var v2 channels.View
+	step(t, second, &v2, text("Hello world", 1))
+	if got := onlyMessage(t, fake); got.Text != "Hello world" || !got.Streaming {
+		t.Fatalf("after resume: %+v, want the stream showing %q", got, "Hello world")
+	}
+
+	// The final reply, resumed from the latest reference, stops the stream
+	// with the rest of the answer and edits nothing.
+	final := open(t, r, target(thread), second.Ref())
+	if err := final.Finish(context.Background(), "Hello world!"); err != nil {
+		t.Fatal(err)
+	}
+	got := onlyMessage(t, fake)
+	if got.Text != "Hello world!" || got.Streaming {
+		t.Errorf("final message %+v, want %q, stopped", got, "Hello world!")
+	}
+	if n := len(fake.Calls("chat.update")); n != 0 {
+		t.Errorf("%d chat.update calls, want none", n)
+	}
+
+	// A reference whose text does not match falls back to an edit.
+	r2, fake2 := replier(t)
+	a := open(t, r2, target(thread), "")
+	var v3 channels.View
+	step(t, a, &v3, text("draft one", 1))
+	b := open(t, r2, target(thread), a.Ref())
+	if err := b.Finish(context.Background(), "another answer"); err != nil {
+		t.Fatal(err)
+	}
+	if m := onlyMessage(t, fake2); m.Text != "another answer" || len(fake2.Calls("chat.update")) != 1 {
+		t.Errorf("mismatched resume: %+v, %d updates; want the message edited once to the answer", m, len(fake2.Calls("chat.update")))
+	}
+}
