@@ -34,6 +34,7 @@ func replay(f string) error {
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
 	if err := r.ReplayWorkflowHistoryFromJSONFile(logger, f); err != nil {
 		return fmt.Errorf("replay %s: %w", f, err)
 	}

@@ -58,6 +58,7 @@ func TestHistories(t *testing.T) {
 	replayer := sdkworker.NewWorkflowReplayer()
 	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	replayer.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
+	replayer.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	record := os.Getenv("FASTAGENT_RECORD_HISTORIES") == "1"
 	for _, sc := range historyScenarios() {
@@ -114,6 +115,8 @@ func TestHistories(t *testing.T) {
 func historyScenarios() []historyScenario {
 	return []historyScenario{
 		{name: "channel_deliveries", ownWorker: true, run: runChannelDeliveries},
+		{name: "chat_routing_chat", ownWorker: true, run: runChatRouting(true)},
+		{name: "chat_routing_session", ownWorker: true, run: runChatRouting(false)},
 		{name: "plain_turn", run: func(t *testing.T, e *env, s string) string {
 			testkit.Script(e.kit.Model, agenttest.Reply)
 			must(t, collect(t, e.agent, context.Background(), s, "hello"), agent.TypeCompleted)

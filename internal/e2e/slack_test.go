@@ -545,3 +545,50 @@ func TestSlackWorkerKilledMidStream(t *testing.T) {
 		t.Errorf("model calls = %d, want 2 (the cut stream and its retry)", n)
 	}
 }
+
+// runChatRouting is the chat_routing history scenarios: through the Slack
+// door in context mode, a channel's chatter is buffered, a top-level
+// summons folds it into a slow turn (and owns its root), a bare reply in
+// that root queues a second turn behind it (its reply mounted early), and
+// the first turn's completion commits the folded chatter. It records the
+// chat workflow (chat) or the session.
+func runChatRouting(chat bool) func(t *testing.T, e *env, session string) string {
+	return func(t *testing.T, e *env, _ string) string {
+		fake := newFakeSlack(t)
+		replier := slack.NewReplier("xoxb-history", fake.srv.URL)
+		w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus),
+			Repliers: []channels.Replier{replier}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		door := &slack.Door{SigningSecret: slackSecret, Policy: workflows.ChatPolicy{GroupMode: workflows.GroupContext}}
+		srv := httptest.NewServer(channels.Handler(door, e.client, e.queue, nil))
+		t.Cleanup(srv.Close)
+		s := &slackStack{e: e, fake: fake, door: srv, team: fmt.Sprintf("THIST%v", chat)}
+		const channel, root = "C0HIST", "1600000000.000001"
+		e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"booked ", "a table"}, ChunkDelay: 500 * time.Millisecond})
+		for _, m := range []struct{ id, ts, thread, text string }{
+			{"EvH1", "1599999999.000001", "", "lunch anyone?"},
+			{"EvH2", root, "", "<@U0LAN0Z89> book a table"},
+			{"EvH3", "1600000000.000002", root, "for four please"},
+		} {
+			if code, _, _ := s.post(s.event(m.id, "message", "channel", channel, m.ts, m.thread, m.text), slackSecret, time.Now(), nil); code != http.StatusOK {
+				t.Fatalf("%s: status %d", m.id, code)
+			}
+		}
+		waitFor(t, time.Minute, "two settled replies", func() bool { return fake.settled(2) })
+		session := slack.SessionID(s.team, channel, root)
+		reqs := e.kit.Model.Requests()
+		if len(reqs) != 2 || !strings.Contains(reqs[0].LastUserText(), "lunch anyone?") || reqs[1].LastUserText() != "for four please" {
+			t.Fatalf("model saw %d requests; want the chatter folded into the first only", len(reqs))
+		}
+		if chat {
+			return workflows.ChatWorkflowID(slack.Kind, s.team+":"+channel)
+		}
+		return workflows.WorkflowID(session)
+	}
+}
