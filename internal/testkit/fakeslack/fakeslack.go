@@ -23,6 +23,8 @@ type Call struct {
 	Params map[string]string
 	// Raw is the request body.
 	Raw []byte
+	// Header is the request's header (Authorization carries the token).
+	Header http.Header
 }
 
 // Get returns the parameter name ("" when absent).
@@ -41,6 +43,8 @@ type Server struct {
 	handlers map[string]Handler
 	// fail holds injected failures per method: each call consumes one.
 	fail map[string][]Failure
+	// socket serves the Socket Mode websocket path once Socket is called.
+	socket http.Handler
 }
 
 // Failure is an injected answer to the next call of a method.
@@ -114,8 +118,17 @@ func (s *Server) Calls(methods ...string) []Call {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == socketPath {
+		s.mu.Lock()
+		h := s.socket
+		s.mu.Unlock()
+		if h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+	}
 	raw, _ := io.ReadAll(r.Body)
-	c := Call{Method: strings.TrimPrefix(r.URL.Path, "/"), Params: map[string]string{}, Raw: raw}
+	c := Call{Method: strings.TrimPrefix(r.URL.Path, "/"), Params: map[string]string{}, Raw: raw, Header: r.Header.Clone()}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
