@@ -37,6 +37,7 @@ type Running struct {
 	TokenFile string
 
 	worker  sdkworker.Worker
+	conns   *connections
 	httpErr chan error
 	cancel  context.CancelFunc
 	stopped chan struct{}
@@ -45,7 +46,7 @@ type Running struct {
 // Start starts the parts of roles on Temporal client c: the worker,
 // registered completely (session and schedule workflows with every
 // activity), and the HTTP ingress on Config.HTTPHost:HTTPPort (or the
-// listener ln when not nil). Wait blocks until ctx ends and stops them.
+// listener ln when not nil) with the channels' long connections. Wait blocks until ctx ends and stops them.
 func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.Listener) (*Running, error) {
 	if !roles.Worker && !roles.Ingress {
 		return nil, errors.New("serve: nothing to run: neither the worker nor the ingress role")
@@ -83,10 +84,15 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		if generated != "" {
 			r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
 		}
-		r.Ingress.SetReady(true)
 		r.URL = "http://" + ln.Addr().String()
 		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		r.cancel = cancel
+		// Long connections (Slack Socket Mode…) run beside the HTTP
+		// server; /health is 503 until each one connected.
+		if r.conns = p.startConnections(hctx, c); r.conns != nil {
+			r.Ingress.Waiting = r.conns.Waiting
+		}
+		r.Ingress.SetReady(true)
 		r.httpErr = make(chan error, 1)
 		go func() { r.httpErr <- ServeHTTP(hctx, ln, p.WithChannels(r.Ingress.Handler(), c), r.Ingress.Drain) }()
 	}
@@ -122,6 +128,9 @@ func (r *Running) Stop() {
 		case <-r.httpErr: //nolint:errcheck // Wait reports the server's error; Stop only waits for it to end
 		case <-time.After(ShutdownTimeout + time.Second):
 		}
+	}
+	if r.conns != nil {
+		r.conns.stop()
 	}
 	r.stopWorker()
 }
