@@ -73,6 +73,9 @@ func (p *Parts) startConnections(ctx context.Context, st channels.Starter) *conn
 			continue
 		}
 		kind := ch.Door.Kind()
+		if l, ok := ch.Conn.(interface{ SetLogger(*slog.Logger) }); ok && p.Config.Logger != nil {
+			l.SetLogger(p.Config.Logger)
+		}
 		c.waiting[kind] = true
 		c.wg.Add(1)
 		go func() {

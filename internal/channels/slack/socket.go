@@ -36,6 +36,9 @@ type Socket struct {
 	Options []socketmode.Option
 }
 
+// SetLogger sets the logger Run logs to (the serving process's own).
+func (s *Socket) SetLogger(l *slog.Logger) { s.Logger = l }
+
 // Run implements channels.Connector: it connects (socketmode reconnects by
 // itself, with backoff), calls ready on the first connection, hands every
 // Events API envelope to hand and acknowledges it once hand succeeded. It
