@@ -81,6 +81,10 @@ type Server struct {
 	AnyHost      bool
 	// Limits bound steering, branch hints and session creation.
 	Limits Limits
+	// Waiting lists the long connections (channel kinds) not connected yet;
+	// until it is empty GET /health answers 503
+	// {"status":"connecting","waiting":[…]}. nil: none.
+	Waiting func() []string
 
 	ready   atomic.Bool
 	created map[string][]time.Time
@@ -151,6 +155,12 @@ func (s *Server) health(c *gin.Context) {
 	if !s.ready.Load() {
 		c.String(http.StatusServiceUnavailable, "starting")
 		return
+	}
+	if s.Waiting != nil {
+		if w := s.Waiting(); len(w) > 0 {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "connecting", "waiting": w})
+			return
+		}
 	}
 	c.String(http.StatusOK, "ok")
 }

@@ -3,10 +3,12 @@ package ingress_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"iter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,6 +173,44 @@ func TestHealth(t *testing.T) {
 	s.SetReady(true)
 	if code, body := get(); code != 200 || body != "ok" {
 		t.Errorf("ready: %d %q", code, body)
+	}
+}
+
+// GET /health stays 503 "connecting", naming them, while long connections
+// are not connected.
+func TestHealthWaitsForConnections(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	waiting := []string{"slack"}
+	s := &ingress.Server{Agent: &fakeAgent{}, NoAuth: true, Waiting: func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return waiting
+	}}
+	s.SetReady(true)
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	get := func() (int, string) {
+		resp, err := http.Get(hs.URL + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(); code != 503 || body != `{"status":"connecting","waiting":["slack"]}` {
+		t.Errorf("connecting: %d %s", code, body)
+	}
+	mu.Lock()
+	waiting = nil
+	mu.Unlock()
+	if code, body := get(); code != 200 || body != "ok" {
+		t.Errorf("connected: %d %q", code, body)
+	}
+	s.Drain()
+	if code, body := get(); code != 503 || body != "draining" {
+		t.Errorf("draining: %d %q", code, body)
 	}
 }
 

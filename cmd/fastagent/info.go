@@ -33,7 +33,8 @@ type infoReport struct {
 }
 
 // infoChannel is a channel file and its real state: off (*.disabled),
-// on (with its route), or broken (what would stop the server).
+// on (with its route, or "long connection" for one that needs no route),
+// or broken (what would stop the server).
 type infoChannel struct {
 	workspace.FileEntry
 	State   string `json:"state"`
@@ -53,6 +54,9 @@ func channelInfo(files []workspace.FileEntry) []infoChannel {
 				c.State, c.Problem = "broken", err.Error()
 			case len(chans) == 1:
 				c.State, c.Route = "on", "POST "+chans[0].Door.Path()
+				if chans[0].Door.Path() == "" {
+					c.Route = "long connection"
+				}
 			}
 		}
 		out = append(out, c)

@@ -110,6 +110,16 @@ func Dispatch(ctx context.Context, c Starter, taskQueue string, p Parsed) error 
 	return nil
 }
 
+// Hand returns the hand-off of a long connection (Connector.Run's hand):
+// Dispatch to c within the same budget a webhook request has.
+func Hand(c Starter, taskQueue string) func(context.Context, Parsed) error {
+	return func(ctx context.Context, p Parsed) error {
+		ctx, cancel := context.WithTimeout(ctx, handOffTimeout)
+		defer cancel()
+		return Dispatch(ctx, c, taskQueue, p)
+	}
+}
+
 // HandMessage sends one chat message to its chat workflow with
 // Signal-With-Start.
 func HandMessage(ctx context.Context, c Starter, taskQueue string, m workflows.ChatMessage) error {

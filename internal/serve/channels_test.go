@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -31,14 +30,14 @@ func (f *fakeStarter) SignalWithStartWorkflow(_ context.Context, id, signal stri
 	_ client.StartWorkflowOptions, _ interface{}, _ ...interface{}) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	key := ""
 	switch a := arg.(type) {
 	case workflows.Delivery:
-		f.calls = append(f.calls, id+" "+signal+" "+a.Key)
+		key = a.Key
 	case workflows.ChatMessage:
-		f.calls = append(f.calls, id+" "+signal+" "+a.ID)
-	default:
-		f.calls = append(f.calls, fmt.Sprintf("%s %s %T", id, signal, arg))
+		key = a.ID
 	}
+	f.calls = append(f.calls, id+" "+signal+" "+key)
 	return nil, nil
 }
 
@@ -78,7 +77,7 @@ func TestWithChannels(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
 		}
 	}
-	want := []string{"chat:slack:T1:C1 message 1.000001"}
+	want := []string{"chat:slack:T1:C1 " + workflows.SignalChatMessage + " 1.000001"}
 	if strings.Join(st.calls, ";") != strings.Join(want, ";") {
 		t.Errorf("signal-with-start calls = %q, want %q", st.calls, want)
 	}
@@ -176,5 +175,33 @@ func TestOpenInvokeOffWithChannelFiles(t *testing.T) {
 		if got != tc.off {
 			t.Errorf("config %q: invokeOff = %v, want %v", tc.config, got, tc.off)
 		}
+	}
+}
+
+// A Socket Mode channel mounts no webhook route: POST /slack falls through
+// to the API handler (and its authentication), nothing is started.
+func TestWithChannelsSocketNoRoute(t *testing.T) {
+	t.Parallel()
+	ch, err := slack.New([]byte("transport: socket\n"), func(k string) string {
+		return map[string]string{"SLACK_BOT_TOKEN": "xoxb", "SLACK_APP_TOKEN": "xapp-1"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Parts{Config: Config{Logger: slog.Default()}, Channels: []*channels.Channel{ch}}
+	guarded := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "no token", http.StatusUnauthorized) })
+	st := &fakeStarter{}
+	srv := httptest.NewServer(p.WithChannels(guarded, st))
+	t.Cleanup(srv.Close)
+	body := []byte(`{"team_id":"T1","type":"event_callback","event_id":"Ev1","event":{"type":"app_mention","user":"U1","text":"hi","ts":"1.000001","channel":"C1"}}`)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/slack", bytes.NewReader(body))
+	req.Header = slack.Sign("", time.Now(), body)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || len(st.calls) != 0 {
+		t.Errorf("POST /slack = %d with %d hand-offs, want 401 from the API handler and none", resp.StatusCode, len(st.calls))
 	}
 }

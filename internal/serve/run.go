@@ -37,8 +37,8 @@ type Running struct {
 	TokenFile string
 
 	worker  sdkworker.Worker
+	conns   *connections
 	httpErr chan error
-	connErr <-chan error
 	cancel  context.CancelFunc
 	stopped chan struct{}
 }
@@ -46,7 +46,7 @@ type Running struct {
 // Start starts the parts of roles on Temporal client c: the worker,
 // registered completely (session and schedule workflows with every
 // activity), and the HTTP ingress on Config.HTTPHost:HTTPPort (or the
-// listener ln when not nil). Wait blocks until ctx ends and stops them.
+// listener ln when not nil) with the channels' long connections. Wait blocks until ctx ends and stops them.
 func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.Listener) (*Running, error) {
 	if !roles.Worker && !roles.Ingress {
 		return nil, errors.New("serve: nothing to run: neither the worker nor the ingress role")
@@ -87,10 +87,12 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		r.URL = "http://" + ln.Addr().String()
 		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		r.cancel = cancel
-		// /health is 200 once every long connection is connected (at
-		// once without any).
-		ingr := r.Ingress
-		r.connErr = RunConnectors(hctx, p.Channels, c, p.Config.TaskQueue, func() { ingr.SetReady(true) }, p.Config.Logger)
+		// Long connections (Slack Socket Mode…) run beside the HTTP
+		// server; /health is 503 until each one connected.
+		if r.conns = p.startConnections(hctx, c); r.conns != nil {
+			r.Ingress.Waiting = r.conns.Waiting
+		}
+		r.Ingress.SetReady(true)
 		r.httpErr = make(chan error, 1)
 		go func() { r.httpErr <- ServeHTTP(hctx, ln, p.WithChannels(r.Ingress.Handler(), c), r.Ingress.Drain) }()
 	}
@@ -107,7 +109,6 @@ func (r *Running) Wait(ctx context.Context) error {
 		if err != nil {
 			err = fmt.Errorf("http: %w", err)
 		}
-	case err = <-r.connErr:
 	}
 	r.Stop()
 	return err
@@ -127,6 +128,9 @@ func (r *Running) Stop() {
 		case <-r.httpErr: //nolint:errcheck // Wait reports the server's error; Stop only waits for it to end
 		case <-time.After(ShutdownTimeout + time.Second):
 		}
+	}
+	if r.conns != nil {
+		r.conns.stop()
 	}
 	r.stopWorker()
 }

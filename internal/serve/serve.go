@@ -100,6 +100,8 @@ type Parts struct {
 	// invokeOff unmounts POST /invoke: channel files exist and
 	// fastagent.yaml does not say http: {invoke: true}.
 	invokeOff bool
+	// connRestart overrides connRestartMin (tests).
+	connRestart time.Duration
 }
 
 // Open opens the store and the feed and prepares the definition loader. The
@@ -273,7 +275,8 @@ func (p *Parts) Ingress(c client.Client) *ingress.Server { return p.ingressFor(p
 
 // WithChannels serves each channel's door (POST <path>) beside h. Webhook
 // routes authenticate by the platform's signature, not by the ingress's
-// API tokens; every other route goes to h.
+// API tokens; every other route goes to h. A door without a path (a long
+// connection) has no route.
 func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
 	if len(p.Channels) == 0 {
 		return h
@@ -287,9 +290,7 @@ func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
 	}
 	for _, ch := range p.Channels {
 		if ch.Door.Path() == "" {
-			// A long connection only (Conn): no route.
-			p.Config.Logger.Info("channel enabled", "kind", ch.Door.Kind(), "transport", "long connection", "file", ch.File)
-			continue
+			continue // a long connection only (startConnections)
 		}
 		mux.Handle("POST "+ch.Door.Path(), channels.Handler(ch.Door, c, p.Config.TaskQueue, p.Config.Logger))
 		p.Config.Logger.Info("channel enabled", "kind", ch.Door.Kind(), "route", ch.Door.Path(), "file", ch.File)

@@ -1,8 +1,11 @@
-// Package slack is the Slack channel (Events API over HTTP, slack-go): the
-// door verifies Slack's v0 signature over the raw body, answers
-// url_verification, and turns app_mention and direct messages from users
-// into chat messages; the replier (render.go) streams the answer natively
-// in the message's thread, or posts one message and edits it.
+// Package slack is the Slack channel (slack-go). Events arrive over HTTP
+// (the Events API: the door verifies Slack's v0 signature over the raw
+// body and answers url_verification) or over Socket Mode (a long
+// connection opened with an app-level token: no public URL); either way
+// app_mention and messages from users become chat messages. The replier
+// (render.go) streams the answer natively in the message's thread, or posts
+// one message and edits it; it also fetches messages' files and sends files
+// back (files.go, sendfile.go).
 package slack
 
 import (
@@ -31,6 +34,7 @@ const Path = "/slack"
 const (
 	DefaultSigningSecretEnv = "SLACK_SIGNING_SECRET" //nolint:gosec // G101: an environment variable name, not a secret
 	DefaultBotTokenEnv      = "SLACK_BOT_TOKEN"      //nolint:gosec // G101: an environment variable name, not a secret
+	DefaultAppTokenEnv      = "SLACK_APP_TOKEN"      //nolint:gosec // G101: an environment variable name, not a secret
 	// APIURLEnv overrides the Web API base URL (tests, proxies).
 	APIURLEnv = "SLACK_API_URL"
 )
@@ -38,8 +42,14 @@ const (
 // Config is channels/slack.yaml. Secrets never live in the file: it names
 // the environment variables that hold them.
 type Config struct {
+	// Transport is "http" (default: the Events API on POST /slack) or
+	// "socket" (Socket Mode: no route, no public URL).
+	Transport        string `yaml:"transport"`
 	SigningSecretEnv string `yaml:"signingSecretEnv"`
 	BotTokenEnv      string `yaml:"botTokenEnv"`
+	// AppTokenEnv names the app-level token (xapp-…) Socket Mode connects
+	// with (default SLACK_APP_TOKEN).
+	AppTokenEnv string `yaml:"appTokenEnv"`
 	// BotUserID is the bot's user ID; by default it is read from each
 	// event's authorizations.
 	BotUserID string `yaml:"botUserId"`
@@ -74,7 +84,15 @@ func (c Config) policy() (workflows.ChatPolicy, error) {
 
 func init() { channels.Register(Kind, New) }
 
-// New builds the Slack channel from its file and the environment.
+// Transports of Config.Transport.
+const (
+	TransportHTTP   = "http"
+	TransportSocket = "socket"
+)
+
+// New builds the Slack channel from its file and the environment. With
+// transport socket the door has no route and Conn is the Socket Mode
+// connection; the signing secret is then not needed.
 func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 	var cfg Config
 	if err := channels.Decode(file, &cfg); err != nil {
@@ -84,27 +102,47 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("slack: %w", err)
 	}
+	if cfg.Transport == "" {
+		cfg.Transport = TransportHTTP
+	}
+	if cfg.Transport != TransportHTTP && cfg.Transport != TransportSocket {
+		return nil, fmt.Errorf("slack: transport: %q is not one of http, socket", cfg.Transport)
+	}
 	if cfg.SigningSecretEnv == "" {
 		cfg.SigningSecretEnv = DefaultSigningSecretEnv
 	}
 	if cfg.BotTokenEnv == "" {
 		cfg.BotTokenEnv = DefaultBotTokenEnv
 	}
-	secret := getenv(cfg.SigningSecretEnv)
-	if secret == "" {
-		return nil, fmt.Errorf("slack: signingSecretEnv: environment variable %s is not set", cfg.SigningSecretEnv)
+	if cfg.AppTokenEnv == "" {
+		cfg.AppTokenEnv = DefaultAppTokenEnv
 	}
 	token := getenv(cfg.BotTokenEnv)
 	if token == "" {
 		return nil, fmt.Errorf("slack: botTokenEnv: environment variable %s is not set", cfg.BotTokenEnv)
 	}
-	rp := NewReplier(token, getenv(APIURLEnv))
+	apiURL := getenv(APIURLEnv)
+	door := &Door{BotUserID: cfg.BotUserID, Policy: policy}
+	rp := NewReplier(token, apiURL)
 	rp.Files.MaxFileBytes = cfg.MaxFileBytes
-	return &channels.Channel{
-		Door:    &Door{SigningSecret: secret, BotUserID: cfg.BotUserID, Policy: policy},
-		Replier: rp,
-		Tools:   []agent.Tool{rp.SendFileTool()},
-	}, nil
+	ch := &channels.Channel{Door: door, Replier: rp, Tools: []agent.Tool{rp.SendFileTool()}}
+	if cfg.Transport == TransportSocket {
+		app := getenv(cfg.AppTokenEnv)
+		if app == "" {
+			return nil, fmt.Errorf("slack: appTokenEnv: environment variable %s is not set (Socket Mode needs an app-level token, xapp-…)", cfg.AppTokenEnv)
+		}
+		if !strings.HasPrefix(app, "xapp-") {
+			return nil, fmt.Errorf("slack: appTokenEnv: %s does not hold an app-level token (want xapp-…)", cfg.AppTokenEnv)
+		}
+		door.Socket = true
+		ch.Conn = &Socket{Door: door, AppToken: app, BotToken: token, APIURL: apiURL}
+		return ch, nil
+	}
+	door.SigningSecret = getenv(cfg.SigningSecretEnv)
+	if door.SigningSecret == "" {
+		return nil, fmt.Errorf("slack: signingSecretEnv: environment variable %s is not set", cfg.SigningSecretEnv)
+	}
+	return ch, nil
 }
 
 // Door is the Slack Events API door.
@@ -112,17 +150,29 @@ type Door struct {
 	SigningSecret string
 	BotUserID     string
 	Policy        workflows.ChatPolicy
+	// Socket is set with Socket Mode: the door serves no route.
+	Socket bool
 }
 
 // Kind implements channels.Door.
 func (d *Door) Kind() string { return Kind }
 
-// Path implements channels.Door.
-func (d *Door) Path() string { return Path }
+// Path implements channels.Door: "/slack", or "" with Socket Mode (no
+// route: Verify is never called).
+func (d *Door) Path() string {
+	if d.Socket {
+		return ""
+	}
+	return Path
+}
 
 // Verify implements channels.Door: Slack's v0 HMAC-SHA256 over
 // "v0:<timestamp>:<body>" with a 5-minute timestamp window.
 func (d *Door) Verify(r channels.Request) error {
+	if d.SigningSecret == "" {
+		// A Socket Mode door has no secret and no route: refuse anything.
+		return errors.New("slack: verify: no signing secret")
+	}
 	sv, err := slack.NewSecretsVerifier(http.Header(r.Header), d.SigningSecret)
 	if err != nil {
 		return fmt.Errorf("slack: verify: %w", err)
@@ -142,8 +192,14 @@ func (d *Door) Verify(r channels.Request) error {
 // un-summoned group message is dropped here; in context mode it goes on to
 // be buffered.
 func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
+	return d.parsePayload(r.Body)
+}
+
+// parsePayload is Parse of an Events API payload: the HTTP body, or a
+// Socket Mode envelope's payload.
+func (d *Door) parsePayload(body []byte) (channels.Parsed, error) {
 	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusOK}}
-	m, challenge, err := d.parse(r.Body)
+	m, challenge, err := d.parse(body)
 	if challenge != "" {
 		return channels.Parsed{Answer: channels.Answer{Status: http.StatusOK, ContentType: "text/plain", Body: []byte(challenge)}}, nil
 	}

@@ -162,3 +162,51 @@ func TestNewFromFile(t *testing.T) {
 		})
 	}
 }
+
+func TestNewTransport(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1-A-1-x", "BAD_APP": "xoxb-2"}
+	cases := []struct {
+		name, file string
+		// without drops a variable from the environment.
+		without  string
+		wantPath string
+		wantConn bool
+		wantErr  string
+	}{
+		{name: "socket, no signing secret needed", file: "transport: socket\n", without: "SLACK_SIGNING_SECRET", wantConn: true},
+		{name: "http needs the signing secret", file: "transport: http\n", without: "SLACK_SIGNING_SECRET", wantErr: "SLACK_SIGNING_SECRET"},
+		{name: "socket without app token", file: "transport: socket\n", without: "SLACK_APP_TOKEN", wantErr: "SLACK_APP_TOKEN is not set"},
+		{name: "socket with a bot token as app token", file: "transport: socket\nappTokenEnv: BAD_APP\n", wantErr: "want xapp-"},
+		{name: "unknown transport", file: "transport: websocket\n", wantErr: `transport: "websocket"`},
+		{name: "http by default", file: "", wantPath: "/slack"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := map[string]string{"SLACK_SIGNING_SECRET": "s"}
+			for k, v := range base {
+				env[k] = v
+			}
+			delete(env, c.without)
+			ch, err := slack.New([]byte(c.file), func(k string) string { return env[k] })
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("New error = %v, want one with %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ch.Door.Path() != c.wantPath || (ch.Conn != nil) != c.wantConn {
+				t.Errorf("path %q conn %v, want %q conn %v", ch.Door.Path(), ch.Conn != nil, c.wantPath, c.wantConn)
+			}
+			if c.wantConn {
+				// A socket door serves no route and refuses any request.
+				if err := ch.Door.Verify(channels.Request{Header: slack.Sign("", time.Now(), []byte("{}")), Body: []byte("{}")}); err == nil {
+					t.Error("socket door verified a request")
+				}
+			}
+		})
+	}
+}

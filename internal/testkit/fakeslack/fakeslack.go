@@ -28,6 +28,8 @@ type Call struct {
 	Raw []byte
 	// At is when the fake received it.
 	At time.Time
+	// Header is the request's header (Authorization carries the token).
+	Header http.Header
 }
 
 // Get returns the parameter name ("" when absent).
@@ -50,6 +52,8 @@ type Server struct {
 	msgs map[string]*Message
 	// files serves files.* and the download and upload URLs (files.go).
 	files *files
+	// socket serves the Socket Mode websocket path once Socket is called.
+	socket http.Handler
 }
 
 // Failure is an injected answer to the next call of a method.
@@ -126,8 +130,17 @@ func (s *Server) Calls(methods ...string) []Call {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == socketPath {
+		s.mu.Lock()
+		h := s.socket
+		s.mu.Unlock()
+		if h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+	}
 	raw, _ := io.ReadAll(r.Body)
-	c := Call{Method: strings.TrimPrefix(r.URL.Path, "/"), Params: map[string]string{}, Raw: raw, At: time.Now()}
+	c := Call{Method: strings.TrimPrefix(r.URL.Path, "/"), Params: map[string]string{}, Raw: raw, At: time.Now(), Header: r.Header.Clone()}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
