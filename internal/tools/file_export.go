@@ -32,10 +32,10 @@ func ReadWorkspaceFile(ctx context.Context, dir, p string, protected []Protected
 		r := errorResult("%s is not readable by the agent (%s)", p, pr.Reason)
 		return nil, "", &r, nil
 	}
-	rel, err := filepath.Rel(realDir, path)
-	if err != nil || rel == "." {
+	rel, relErr := filepath.Rel(realDir, path)
+	if relErr != nil || rel == "." {
 		r := errorResult("%s is not a file", p)
-		return nil, "", &r, nil
+		return nil, "", &r, nil //nolint:nilerr // a path outside the workspace is a tool error result, not a Go error
 	}
 	rt := &readTool{opts: Options{Read: ReadOptions{MaxFileBytes: maxBytes}}}
 	data, res := rt.load(ctx, realDir, rel, p)

@@ -267,8 +267,8 @@ func (m *render) Finish(ctx context.Context, text string) error {
 	if m.settled == text && m.mode != "" {
 		return nil
 	}
-	switch {
-	case m.mode == modeCard:
+	switch m.mode {
+	case modeCard:
 		if err := m.settleCard(ctx, text); err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func (m *render) Finish(ctx context.Context, text string) error {
 				return err
 			}
 		}
-	case m.mode == modeMsg:
+	case modeMsg:
 		if err := m.patch(ctx, text); err != nil {
 			return err
 		}
@@ -399,7 +399,7 @@ func (m *render) postMessage(ctx context.Context, text string) error {
 func (m *render) patch(ctx context.Context, text string) error {
 	req := larkim.NewPatchMessageReqBuilder().MessageId(m.msgID).
 		Body(larkim.NewPatchMessageReqBodyBuilder().Content(cardJSON(text, false)).Build()).Build()
-	resp, err := m.r.api.Im.V1.Message.Patch(ctx, req)
+	resp, err := m.r.api.Im.Message.Patch(ctx, req)
 	if err := apiError("im message patch", err, resp); err != nil {
 		return err
 	}
@@ -415,7 +415,7 @@ func (m *render) reply(ctx context.Context, content string) (string, error) {
 		body.ReplyInThread(true)
 	}
 	req := larkim.NewReplyMessageReqBuilder().MessageId(m.target.Message).Body(body.Build()).Build()
-	resp, err := m.r.api.Im.V1.Message.Reply(ctx, req)
+	resp, err := m.r.api.Im.Message.Reply(ctx, req)
 	if err := apiError("im message reply", err, resp); err != nil {
 		return "", err
 	}

@@ -57,7 +57,7 @@ func (k *Socket) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	hello := map[string]any{"type": "hello", "num_connections": 1,
 		"debug_info":      map[string]any{"host": "applink-fake", "approximate_connection_time": 18060},
 		"connection_info": map[string]any{"app_id": "A0FAKE"}}
