@@ -276,7 +276,7 @@ func TestFeishuExactlyOnce(t *testing.T) {
 	want := feishuAnswer(t, s.e, id, id)
 	waitFor(t, 30*time.Second, "the card settled to the stored answer", func() bool { return settledCard(s.fake, id, want) })
 	s.send(id, "", "what is the capital of France?") // a late re-push
-	time.Sleep(2 * time.Second)                       // a second turn or reply would show itself now
+	time.Sleep(2 * time.Second)                      // a second turn or reply would show itself now
 
 	if n := s.e.kit.Model.Count(); n != 1 {
 		t.Errorf("model calls = %d, want 1", n)
