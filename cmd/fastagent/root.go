@@ -42,7 +42,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.stateDir, "state-dir", os.Getenv("FASTAGENT_STATE_DIR"), "machine state (default <dir>/.fastagent) [FASTAGENT_STATE_DIR]")
 	pf.StringVar(&g.logLevel, "log-level", envOr("FASTAGENT_LOG_LEVEL", "info"), "debug, info, warn or error [FASTAGENT_LOG_LEVEL]")
 
-	root.AddCommand(newInvoke(g), newInit(g), newInfo(g), newTool(g), newSession(g), newToken())
+	root.AddCommand(newInvoke(g), newInit(g), newInfo(g), newTool(g), newSession(g), newToken(), newAdd(g))
 	root.AddCommand(serveCommands(g)...)
 	return root
 }
