@@ -29,7 +29,7 @@ func TestAddFeishu(t *testing.T) {
 				"im:message.group_msg", "not needed in mentions mode"},
 			notWant: []string{"How should"}},
 		{name: "lark websocket by answer", args: []string{"add", "lark"}, stdin: "2\n", profile: feishu.Lark(), transport: feishu.TransportWebsocket,
-			want: []string{"How should Lark deliver events?", "https://open.larksuite.com/app", "persistent connection", "LARK_APP_ID=", "LARK_APP_SECRET="},
+			want:    []string{"How should Lark deliver events?", "https://open.larksuite.com/app", "persistent connection", "LARK_APP_ID=", "LARK_APP_SECRET="},
 			notWant: []string{"LARK_VERIFICATION_TOKEN=", "Request URL"}},
 		{name: "feishu websocket, context mode", args: []string{"add", "feishu", "--websocket", "--context"}, profile: feishu.Feishu(),
 			transport: feishu.TransportWebsocket, context: true, notWant: []string{"not needed in mentions mode"}},
