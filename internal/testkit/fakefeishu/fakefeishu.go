@@ -31,6 +31,8 @@ type Call struct {
 	Method string
 	Path   string
 	Body   []byte
+	// At is when the call arrived.
+	At time.Time
 }
 
 // Message is a message the bot posted.
@@ -240,7 +242,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	op, args := route(r.Method, r.URL.Path)
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Op: op, Method: r.Method, Path: r.URL.RequestURI(), Body: raw})
+	s.calls = append(s.calls, Call{Op: op, Method: r.Method, Path: r.URL.RequestURI(), Body: raw, At: time.Now()})
 	wait := s.delay[op]
 	s.mu.Unlock()
 	if wait > 0 {
