@@ -3,8 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"log/slog"
 	"net/http"
@@ -539,5 +542,58 @@ func TestFeishuWebsocket(t *testing.T) {
 	case err := <-errc:
 		t.Errorf("the long connection stopped: %v", err)
 	default:
+	}
+}
+
+// TestFeishuFilesAndParent: a top-level quoted reply carrying an image,
+// sent through the door, reaches the model with the replied-to message's
+// text as primary input and the image as vision input, both fetched by
+// the worker when the turn runs.
+func TestFeishuFilesAndParent(t *testing.T) {
+	t.Parallel()
+	s := newFeishuStack(t, newEnv(t))
+	s.startWorker()
+	parent, id := s.msgID(), s.msgID()
+	t.Cleanup(func() { s.terminate(feishu.KindFeishu + ":" + id) })
+	var img bytes.Buffer
+	if err := png.Encode(&img, image.NewRGBA(image.Rect(0, 0, 4, 4))); err != nil {
+		t.Fatal(err)
+	}
+	s.fake.AddUserMessage(fakefeishu.UserMessage{ID: parent, MsgType: "text", Content: `{"text":"the launch moves to Friday"}`})
+	s.fake.AddResource(id, "img_e2e", fakefeishu.Resource{Type: "image", Data: img.Bytes()})
+
+	var ev map[string]any
+	_ = json.Unmarshal(feishuEvent(s.chat, id, "", ""), &ev)
+	msg := ev["event"].(map[string]any)["message"].(map[string]any)
+	msg["parent_id"], msg["root_id"], msg["message_type"] = parent, parent, "post"
+	msg["content"] = `{"title":"","content":[[{"tag":"text","text":"is that realistic?"}],[{"tag":"img","image_key":"img_e2e"}]]}`
+	plain, _ := json.Marshal(ev)
+	body := sealed(t, plain)
+	if code := s.post(body, feishu.Sign(feishuKey, time.Now(), "n-files", body)); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	want := feishuAnswer(t, s.e, id, id)
+	waitFor(t, 30*time.Second, "the card", func() bool { return settledCard(s.fake, id, want) })
+	reqs := s.e.kit.Model.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("model requests = %d, want 1", len(reqs))
+	}
+	var user *modelserver.Message
+	for i := range reqs[0].Messages {
+		if reqs[0].Messages[i].Role == "user" {
+			user = &reqs[0].Messages[i]
+		}
+	}
+	if user == nil {
+		t.Fatal("no user message")
+	}
+	wantImage := "data:image/png;base64," + base64.StdEncoding.EncodeToString(img.Bytes())
+	gotImage := false
+	for _, p := range user.Parts {
+		gotImage = gotImage || (p.Type == "image_url" && p.ImageURL == wantImage)
+	}
+	if !gotImage || !strings.Contains(user.Content, "The message this replies to (primary input):\nthe launch moves to Friday") ||
+		!strings.Contains(user.Content, "is that realistic?") {
+		t.Errorf("user message %q (image %v): want the parent's text first, the reply, and the image", user.Content, gotImage)
 	}
 }
