@@ -44,10 +44,11 @@ type benchFlags struct {
 	nats         string
 	untuned      bool
 	slackN       int
+	feishuN      int
 }
 
 // sections in the order they run.
-var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "coldstart", "slack"}
+var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "coldstart", "slack", "feishu"}
 
 // row is one line of the table.
 type row struct {
@@ -115,6 +116,7 @@ func runBench(args []string) error {
 	fs.IntVar(&f.history, "history", 500, "turns of the history-growth session (compares turn 5 with the last)")
 	fs.IntVar(&f.coldRuns, "coldstart", 5, "fastagent dev cold starts (median)")
 	fs.IntVar(&f.slackN, "slack-n", 50, "measured webhook deliveries (distinct threads) in the Slack figure")
+	fs.IntVar(&f.feishuN, "feishu-n", 50, "measured events per transport (webhook, websocket) in the Feishu figure")
 	fs.StringVar(&f.only, "only", "", "comma-separated sections to run: "+strings.Join(benchSections, ","))
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of the table")
 	fs.StringVar(&f.out, "out", "bench-out", "directory to write bench.json and bench.svg into (empty: write nothing)")
@@ -166,6 +168,8 @@ func runBench(args []string) error {
 			err = b.coldStart()
 		case "slack":
 			err = b.slackFigures()
+		case "feishu":
+			err = b.feishuFigures()
 		}
 		if err != nil {
 			b.prog.Logf("error: %v", err)
@@ -230,6 +234,8 @@ func sectionLabel(name string) string {
 		return "7 cold start"
 	case "slack":
 		return "8 Slack channel"
+	case "feishu":
+		return "9 Feishu channel"
 	}
 	return name
 }

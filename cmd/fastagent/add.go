@@ -18,13 +18,16 @@ import (
 // the workspace (not a rule file: the agent needs nothing from it).
 const manifestFile = "slack-app-manifest.yaml"
 
+// newAdd is the parent of the commands that add a channel to the agent
+// (each writes channels/<kind>.yaml and prints the platform's setup steps).
 func newAdd(g *globals) *cobra.Command {
 	add := &cobra.Command{
 		Use:   "add",
-		Short: "Add a channel to the agent (writes channels/<kind>.yaml)",
+		Short: "Add a channel to the agent (writes channels/<kind>.yaml and prints the setup steps)",
 		Args:  cobra.NoArgs,
 	}
 	add.AddCommand(newAddSlack(g))
+	add.AddCommand(newAddFeishu(g)...)
 	return add
 }
 

@@ -133,3 +133,41 @@ func (p *Parts) restartMin() time.Duration {
 	}
 	return connRestartMin
 }
+
+// RunConnectors runs the long connections of chans outside a full ingress
+// (tests, benchmarks) the way Start runs them: handed to st with
+// channels.Dispatch, restarted with backoff, stopped when ctx ends. ready is
+// called once every connection has connected. The returned channel is
+// closed once all have stopped.
+func RunConnectors(ctx context.Context, chans []*channels.Channel, st channels.Starter, taskQueue string,
+	ready func(), log *slog.Logger) <-chan error {
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &Parts{Config: Config{TaskQueue: taskQueue, Logger: log}, Channels: chans}
+	done := make(chan error)
+	c := p.startConnections(ctx, st)
+	if c == nil {
+		ready()
+		close(done)
+		return done
+	}
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for len(c.Waiting()) > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		ready()
+	}()
+	go func() {
+		<-ctx.Done()
+		c.stop()
+		close(done)
+	}()
+	return done
+}

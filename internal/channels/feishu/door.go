@@ -208,6 +208,12 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 		return nil, nil
 	}
 	text, files := content(str(msg.MessageType), str(msg.Content), msg.Mentions, bot)
+	// A reply-summon at the top level (a quoted reply: parent_id without
+	// thread_id) loads its parent as primary input when the turn runs.
+	// Thread continuations do not: their session history is authoritative.
+	if parent := str(msg.ParentId); parent != "" && str(msg.ThreadId) == "" && (direct || summoned) {
+		files = append([]workflows.Attachment{{ID: parent, Name: "replied-to message", Mime: MimeParent}}, files...)
+	}
 	if text == "" && len(files) == 0 {
 		return nil, nil
 	}

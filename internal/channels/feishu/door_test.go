@@ -182,7 +182,9 @@ func TestDoorParse(t *testing.T) {
 		{name: "thread reply", fixture: "thread_reply.json", want: &workflows.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000004",
 			Event: "5e3702a84e847582be8db7fb73283c06", Root: "om_grp0000000000000000000000000001", Summoned: true, Text: "and Germany? cc @Alice"}},
 		{name: "quoted reply at top level is a new root", fixture: "quoted_reply.json", want: &workflows.ChatMessage{Chat: p2p,
-			ID: "om_p2p0000000000000000000000000002", Event: "5e3702a84e847582be8db7fb73283c07", Direct: true, Text: "about this one"}},
+			ID: "om_p2p0000000000000000000000000002", Event: "5e3702a84e847582be8db7fb73283c07", Direct: true, Text: "about this one",
+			// Its parent is loaded as primary input when the turn runs.
+			Attachments: []workflows.Attachment{{ID: "om_p2p0000000000000000000000000001", Name: "replied-to message", Mime: feishu.MimeParent}}}},
 		{name: "bot sender", fixture: "bot_sender.json"},
 		{name: "post", fixture: "post_message.json", want: &workflows.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000006",
 			Event: "5e3702a84e847582be8db7fb73283c09", Summoned: true, Text: "Report\nsummarise this (https://example.com/r)",

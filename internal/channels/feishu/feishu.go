@@ -78,6 +78,8 @@ type Config struct {
 	GroupMessageSession string `yaml:"groupMessageSession"`
 	// GroupMode is "mentions" (default) or "context".
 	GroupMode string `yaml:"groupMode"`
+	// MaxFileBytes caps one file a message brings in (default 20 MB).
+	MaxFileBytes int64 `yaml:"maxFileBytes"`
 }
 
 // policy checks the file's session and group options.
@@ -90,6 +92,9 @@ func (c Config) policy() (workflows.ChatPolicy, error) {
 	}
 	if p.GroupMode != "" && p.GroupMode != workflows.GroupMentions && p.GroupMode != workflows.GroupContext {
 		return p, fmt.Errorf("groupMode: %q is not one of mentions, context", p.GroupMode)
+	}
+	if c.MaxFileBytes < 0 {
+		return p, fmt.Errorf("maxFileBytes: %d is negative", c.MaxFileBytes)
 	}
 	return p, nil
 }
@@ -165,6 +170,7 @@ func New(p Profile, file []byte, getenv func(string) string, log *slog.Logger) (
 		return nil, err
 	}
 	rp := NewReplier(p, appID, appSecret, log)
+	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	door := &Door{Profile: p, Token: token, EncryptKey: key, Policy: policy, Webhook: webhook, Bot: NewBot(cfg.BotOpenID, rp.BotOpenID)}
 	ch := &channels.Channel{Door: door, Replier: rp}
 	if !webhook {

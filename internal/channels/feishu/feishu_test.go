@@ -101,3 +101,23 @@ func TestKindsRegistered(t *testing.T) {
 		}
 	}
 }
+
+// TestNewFileConfig: maxFileBytes bounds downloads; a negative value is
+// refused naming the key.
+func TestNewFileConfig(t *testing.T) {
+	t.Parallel()
+	e := env(map[string]string{"FEISHU_APP_ID": "cli", "FEISHU_APP_SECRET": "s", "FEISHU_VERIFICATION_TOKEN": "tok"})
+	if _, err := feishu.New(feishu.Feishu(), []byte("maxFileBytes: -1\n"), e, nil); err == nil || !strings.Contains(err.Error(), "maxFileBytes") {
+		t.Errorf("negative maxFileBytes: %v, want an error naming the key", err)
+	}
+	ch, err := feishu.New(feishu.Feishu(), []byte("maxFileBytes: 1048576\n"), e, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := ch.Replier.(*feishu.Replier); rp.Files.MaxFileBytes != 1<<20 {
+		t.Errorf("MaxFileBytes = %d, want 1 MiB", rp.Files.MaxFileBytes)
+	}
+	if _, ok := ch.Replier.(channels.Fetcher); !ok {
+		t.Error("the replier does not fetch files")
+	}
+}

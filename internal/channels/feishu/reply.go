@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	lark "github.com/larksuite/oapi-sdk-go/v3"
@@ -28,6 +29,15 @@ type Replier struct {
 	kind string
 	api  *lark.Client
 	log  *slog.Logger
+	// Files bounds the files Fetch downloads (config maxFileBytes); set it
+	// before the first Fetch.
+	Files channels.FileLimits
+
+	profile   Profile
+	appID     string
+	appSecret string
+	filesOnce sync.Once
+	files     *lark.Client
 	// UpdateEvery is the least interval between two updates of one card
 	// (CardKit allows 10 per second per card); default 200 ms.
 	UpdateEvery time.Duration
@@ -47,7 +57,17 @@ func NewReplier(p Profile, appID, appSecret string, log *slog.Logger) *Replier {
 		lark.WithReqTimeout(15*time.Second),
 		lark.WithLogger(sdkLogger{log: log.With("kind", p.Kind)}),
 		lark.WithLogLevel(larkcore.LogLevelWarn))
-	return &Replier{kind: p.Kind, api: api, log: log, UpdateEvery: 200 * time.Millisecond, PatchEvery: time.Second}
+	return &Replier{kind: p.Kind, api: api, log: log, UpdateEvery: 200 * time.Millisecond, PatchEvery: time.Second,
+		profile: p, appID: appID, appSecret: appSecret}
+}
+
+// filesAPI is the client of downloads, built on first use with the
+// replier's Files limits.
+func (r *Replier) filesAPI() *lark.Client {
+	r.filesOnce.Do(func() {
+		r.files = newFilesClient(r.profile, r.appID, r.appSecret, r.Files.WithDefaults().MaxFileBytes, sdkLogger{log: r.log.With("kind", r.kind)})
+	})
+	return r.files
 }
 
 // Kind implements channels.Replier.

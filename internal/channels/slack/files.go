@@ -3,15 +3,12 @@ package slack
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
-	"time"
 
 	"github.com/slack-go/slack"
 
@@ -21,22 +18,12 @@ import (
 	"github.com/fastagent/fastagent/workflows"
 )
 
-// Defaults of FileLimits.
+// Defaults of FileLimits (channels.FileLimits).
 const (
-	// DefaultMaxFileBytes caps one file, downloaded or sent (config
-	// maxFileBytes).
-	DefaultMaxFileBytes = 20 << 20
-	// DefaultMaxImageBytes caps one image given to the model as vision
-	// input (the smallest per-image limit of the major model APIs); a larger
-	// image is saved as a file.
-	DefaultMaxImageBytes = 3840 << 10 // 3.75 MiB
-	// DefaultMaxImagesBytes caps the images of one prompt together. The
-	// prompt Channel.Fetch returns is recorded in Temporal history, whose
-	// payloads are limited to 2 MiB by default; images past this budget
-	// (base64 grows them by a third) are saved as files instead.
-	DefaultMaxImagesBytes = 1 << 20
-	// DefaultFileTimeout bounds one download.
-	DefaultFileTimeout = 30 * time.Second
+	DefaultMaxFileBytes   = channels.DefaultMaxFileBytes
+	DefaultMaxImageBytes  = channels.DefaultMaxImageBytes
+	DefaultMaxImagesBytes = channels.DefaultMaxImagesBytes
+	DefaultFileTimeout    = channels.DefaultFileTimeout
 )
 
 // InboxDir is where files of Slack messages are saved, relative to the
@@ -45,32 +32,7 @@ const InboxDir = "inbox/slack"
 
 // FileLimits bound the files a message brings in and the files the agent
 // sends; zero values take the defaults.
-type FileLimits struct {
-	MaxFileBytes   int64
-	MaxImageBytes  int64
-	MaxImagesBytes int64
-	Timeout        time.Duration
-}
-
-func (l FileLimits) withDefaults() FileLimits {
-	if l.MaxFileBytes <= 0 {
-		l.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if l.MaxImageBytes <= 0 {
-		l.MaxImageBytes = DefaultMaxImageBytes
-	}
-	if l.MaxImagesBytes <= 0 {
-		l.MaxImagesBytes = DefaultMaxImagesBytes
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = DefaultFileTimeout
-	}
-	return l
-}
-
-// visionTypes are the image types given to the model as vision input,
-// decided by the bytes, not by the declared type.
-var visionTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+type FileLimits = channels.FileLimits
 
 // Fetch implements channels.Fetcher. For each attachment it reads the
 // file's current metadata (files.info), downloads it with the bot token
@@ -83,10 +45,8 @@ var visionTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/
 // message's text and a note that its files could not be fetched. Errors a
 // retry cannot fix are channels.Permanent.
 func (r *Replier) Fetch(ctx context.Context, t workflows.Target, p agent.Prompt, dir string) (agent.Prompt, error) {
-	lim := r.Files.withDefaults()
-	var lines []string
-	images := append([]agent.Image(nil), p.Images...)
-	var imageBytes int64
+	lim := r.Files.WithDefaults()
+	in := channels.Intake{Limits: lim, Dir: dir, Inbox: InboxDir}
 	for _, a := range t.Attachments {
 		name := a.Name
 		if name == "" {
@@ -121,30 +81,11 @@ func (r *Replier) Fetch(ctx context.Context, t workflows.Target, p agent.Prompt,
 		if err != nil {
 			return fail(err)
 		}
-		typ := http.DetectContentType(data)
-		if visionTypes[typ] && int64(len(data)) <= lim.MaxImageBytes && imageBytes+int64(len(data)) <= lim.MaxImagesBytes {
-			imageBytes += int64(len(data))
-			images = append(images, agent.Image{MimeType: typ, Data: base64.StdEncoding.EncodeToString(data)})
-			lines = append(lines, fmt.Sprintf("[image attached: %s, %s]", name, tools.FormatSize(len(data))))
-			continue
+		if err := in.Add(a.ID, name, data); err != nil {
+			return fail(err)
 		}
-		if dir == "" {
-			return fail(channels.Permanent(errors.New("this worker has no workspace to save files in")))
-		}
-		rel := path.Join(InboxDir, SafeFileName(a.ID, name))
-		if err := tools.WriteWorkspaceFile(dir, rel, data, 0o600); err != nil {
-			return fail(channels.Permanent(fmt.Errorf("save: %w", err)))
-		}
-		lines = append(lines, fmt.Sprintf("[file saved at %s: %s, %s]", rel, name, tools.FormatSize(len(data))))
 	}
-	out := agent.Prompt{Text: p.Text, Images: images}
-	if len(lines) > 0 {
-		if strings.TrimSpace(out.Text) != "" {
-			out.Text += "\n\n"
-		}
-		out.Text += strings.Join(lines, "\n")
-	}
-	return out, nil
+	return in.Prompt(p), nil
 }
 
 // download GETs link with the bot token. The link and every redirect must
@@ -240,39 +181,6 @@ func hostOf(u *url.URL) string {
 	return u.Host
 }
 
-// SafeFileName is the name a Slack file is saved under: its ID, a dash and
-// its name reduced to letters, digits, '.', '-' and '_' (no separators, no
-// leading dot), at most 100 bytes; it cannot name a path outside InboxDir.
-func SafeFileName(id, name string) string {
-	clean := func(s string, keepDot bool) string {
-		var b strings.Builder
-		for _, c := range s {
-			switch {
-			case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
-				b.WriteRune(c)
-			case c == '.' && keepDot:
-				b.WriteRune(c)
-			default:
-				b.WriteByte('_')
-			}
-		}
-		return b.String()
-	}
-	id = clean(id, false)
-	if id == "" {
-		id = "file"
-	}
-	base := strings.TrimLeft(clean(name, true), "._")
-	if base == "" {
-		base = "file"
-	}
-	const maxLen = 100
-	if len(base) > maxLen {
-		ext := path.Ext(base)
-		if len(ext) > 16 {
-			ext = ""
-		}
-		base = base[:maxLen-len(ext)] + ext
-	}
-	return id + "-" + base
-}
+// SafeFileName is the name a Slack file is saved under
+// (channels.SafeFileName): it cannot name a path outside InboxDir.
+func SafeFileName(id, name string) string { return channels.SafeFileName(id, name) }

@@ -94,7 +94,7 @@ func (t *sendFileTool) Run(ctx context.Context, call agent.ToolCall) (agent.Tool
 	if secretComponent(a.Path) {
 		return sendFail("%s refused: %s is not readable by the agent (it holds the runtime's state or the operator's secrets)", SendFileName, a.Path), nil
 	}
-	lim := t.r.Files.withDefaults()
+	lim := t.r.Files.WithDefaults()
 	protected := workspace.ProtectedPaths(workspace.Workspace{Dir: call.Dir}, true)
 	data, rel, res, err := tools.ReadWorkspaceFile(ctx, call.Dir, a.Path, protected, lim.MaxFileBytes)
 	if err != nil {

@@ -1,5 +1,6 @@
 // Package fakefeishu is a Feishu/Lark open platform on loopback for tests:
-// tenant access token, bot info, message reply/create/patch, CardKit card
+// tenant access token, bot info, message reply/create/patch/get, message
+// resources (downloads), CardKit card
 // create/update/settings/element content, and the long-connection endpoint
 // with a websocket speaking the SDK's own protobuf frames. It records every
 // call, deduplicates replies by uuid and checks CardKit sequence numbers as
@@ -30,6 +31,8 @@ type Call struct {
 	Method string
 	Path   string
 	Body   []byte
+	// At is when the call arrived.
+	At time.Time
 }
 
 // Message is a message the bot posted.
@@ -54,6 +57,30 @@ type Card struct {
 	Updates int
 }
 
+// Resource is a file of a message, served by the message-resource API.
+type Resource struct {
+	// Type is "image" or "file": the type the request must ask for.
+	Type string
+	Name string
+	Data []byte
+}
+
+// UserMessage is a message the fake serves through the get-message API
+// (a parent a reply-summon loads).
+type UserMessage struct {
+	ID      string
+	MsgType string
+	// Content is the content JSON, as the API returns it.
+	Content string
+	// SenderType is "user" (default) or "app".
+	SenderType string
+	// Mentions are the message's mentions (key, open_id, name).
+	Mentions []Mention
+}
+
+// Mention is one mention of a UserMessage.
+type Mention struct{ Key, OpenID, Name string }
+
 // Server is the fake open platform.
 type Server struct {
 	*httptest.Server
@@ -67,6 +94,9 @@ type Server struct {
 	uuids    map[string]string
 	cards    map[string]*Card
 	fail     map[string][]int
+	delay    map[string]time.Duration
+	res      map[string]Resource
+	users    map[string]UserMessage
 	// websocket side
 	upgrader websocket.Upgrader
 	conns    []*wsConn
@@ -87,7 +117,8 @@ const (
 // New starts a fake; it is closed by Close.
 func New() *Server {
 	s := &Server{BotOpenID: "ou_bot0000000000000000000000000000", messages: map[string]*Message{}, uuids: map[string]string{},
-		cards: map[string]*Card{}, fail: map[string][]int{}, acks: map[string]chan int{}, notify: make(chan struct{}, 1)}
+		cards: map[string]*Card{}, fail: map[string][]int{},
+		delay: map[string]time.Duration{}, res: map[string]Resource{}, users: map[string]UserMessage{}, acks: map[string]chan int{}, notify: make(chan struct{}, 1)}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -97,6 +128,27 @@ func (s *Server) Fail(op string, codes ...int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail[op] = append(s.fail[op], codes...)
+}
+
+// Delay makes every call of op wait d before it is answered.
+func (s *Server) Delay(op string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay[op] = d
+}
+
+// AddResource makes file key of message msg downloadable.
+func (s *Server) AddResource(msg, key string, r Resource) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.res[msg+"/"+key] = r
+}
+
+// AddUserMessage makes m readable with the get-message API.
+func (s *Server) AddUserMessage(m UserMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[m.ID] = m
 }
 
 // Calls returns the calls received of the given ops (all when none).
@@ -169,6 +221,9 @@ func (s *Server) Changed() <-chan struct{} { return s.notify }
 type apiAnswer struct {
 	status int
 	body   map[string]any
+	// file and name answer a download.
+	file []byte
+	name string
 }
 
 func ok(data any) apiAnswer {
@@ -187,11 +242,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	op, args := route(r.Method, r.URL.Path)
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Op: op, Method: r.Method, Path: r.URL.Path, Body: raw})
+	s.calls = append(s.calls, Call{Op: op, Method: r.Method, Path: r.URL.RequestURI(), Body: raw, At: time.Now()})
+	wait := s.delay[op]
+	s.mu.Unlock()
+	if wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	s.mu.Lock()
 	var ans apiAnswer
 	if q := s.fail[op]; len(q) > 0 {
 		s.fail[op] = q[1:]
 		ans = apiErr(q[0], "injected failure")
+	} else if op == "im.resource" {
+		ans = s.resource(args, r.URL.Query().Get("type"))
 	} else {
 		ans = s.answer(op, args, raw)
 	}
@@ -200,9 +267,47 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case s.notify <- struct{}{}:
 	default:
 	}
+	if ans.file != nil {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", ans.name))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(ans.file)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(ans.status)
 	_ = json.NewEncoder(w).Encode(ans.body)
+}
+
+// resource serves a message resource; s.mu is held.
+func (s *Server) resource(args []string, typ string) apiAnswer {
+	res, found := s.res[args[0]+"/"+args[1]]
+	switch {
+	case !found:
+		return apiErr(234003, "file not in message")
+	case typ != res.Type:
+		return apiErr(234001, "invalid type: "+typ)
+	}
+	return apiAnswer{status: http.StatusOK, file: res.Data, name: res.Name}
+}
+
+// userMessage answers the get-message API; s.mu is held.
+func (s *Server) userMessage(id string) apiAnswer {
+	m, found := s.users[id]
+	if !found {
+		return apiErr(230001, "message not found")
+	}
+	sender := m.SenderType
+	if sender == "" {
+		sender = "user"
+	}
+	var mentions []map[string]any
+	for _, mn := range m.Mentions {
+		mentions = append(mentions, map[string]any{"key": mn.Key, "id": mn.OpenID, "id_type": "open_id", "name": mn.Name})
+	}
+	return ok(map[string]any{"items": []any{map[string]any{
+		"message_id": m.ID, "msg_type": m.MsgType, "body": map[string]any{"content": m.Content},
+		"sender": map[string]any{"id": "ou_sender", "id_type": "open_id", "sender_type": sender}, "mentions": mentions}}})
 }
 
 // route names the operation of a request and its path arguments.
@@ -217,6 +322,10 @@ func route(method, path string) (string, []string) {
 		return "bot.info", nil
 	case method == http.MethodPost && path == larkws.GenEndpointUri:
 		return "ws.endpoint", nil
+	case method == http.MethodGet && len(p) == 7 && p[1] == "im" && p[3] == "messages" && p[5] == "resources":
+		return "im.resource", []string{p[4], p[6]}
+	case method == http.MethodGet && len(p) == 5 && p[1] == "im" && p[3] == "messages":
+		return "im.get", []string{p[4]}
 	case method == http.MethodPost && len(p) == 4 && p[1] == "im" && p[3] == "messages":
 		return "im.create", nil
 	case method == http.MethodPost && len(p) == 6 && p[1] == "im" && p[3] == "messages" && p[5] == "reply":
@@ -267,6 +376,8 @@ func (s *Server) answer(op string, args []string, raw []byte) apiAnswer {
 			s.uuids[m.UUID] = m.ID
 		}
 		return ok(s.messageData(m))
+	case "im.get":
+		return s.userMessage(args[0])
 	case "im.patch":
 		m, found := s.messages[args[0]]
 		if !found {
