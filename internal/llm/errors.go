@@ -25,7 +25,7 @@ const (
 	// the model's context window; compacting the context can help, retrying
 	// it as is cannot.
 	KindContextOverflow = "context_overflow"
-	KindCanceled       = "canceled"        // the caller's context ended
+	KindCanceled        = "canceled" // the caller's context ended
 )
 
 // Error is every failure Generate returns. Message is meant for people and
