@@ -196,4 +196,3 @@ func compactions(t *testing.T, e *env, session string) []transcript.Compaction {
 	}
 	return out
 }
-
