@@ -63,6 +63,7 @@ func (a *Activities) Register(w Registrar) {
 	w.RegisterActivityWithOptions(a.NextWake, activity.RegisterOptions{Name: workflows.ActivityWakeNext})
 	w.RegisterActivityWithOptions(a.BeginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
 	w.RegisterActivityWithOptions(a.RecordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
+	w.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
 }
 
 // Generate is the Model.Generate activity.

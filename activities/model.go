@@ -15,6 +15,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
+	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/fastagent/fastagent/internal/workspace"
@@ -81,6 +82,13 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), agent.CodeHook,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
+	if call.CheckContext && def.Config.Compaction.On() {
+		if over := a.overBudget(def, model.Name(), branch, req); over != nil {
+			over.Leaf = leaf
+			pub.flush(ctx)
+			return agentloop.ModelResult{Compact: over, Settings: settings}, nil
+		}
+	}
 	streamed := false
 	msg, err := model.Generate(ctx, req, func(d llm.Delta) {
 		streamed = true
@@ -124,6 +132,10 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 	if !errors.As(err, &le) {
 		le = &llm.Error{Retryable: true, Kind: "unknown", Message: err.Error()}
 	}
+	if le.Kind == llm.KindContextOverflow {
+		return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeContextOverflow,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
 	if !le.Retryable {
 		return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
@@ -144,6 +156,22 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 	return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel, temporal.ApplicationErrorOptions{
 		NextRetryDelay: le.RetryAfter,
 	})
+}
+
+// overBudget sizes the request about to be sent and reports it when it is
+// over the compaction threshold (nil when it fits).
+func (a *Activities) overBudget(def *workspace.Definition, spec string, branch []transcript.Entry, req llm.Request) *agentloop.ContextReport {
+	_, fresh := transcript.ContextOf(branch)
+	if a.Hooks.TransformContext != nil {
+		// The hook may have reshaped the messages: size them by estimate only.
+		fresh = len(req.Messages)
+	}
+	b := BudgetOf(def, spec)
+	tokens := models.ContextTokens(req.System, req.Tools, req.Messages, fresh)
+	if tokens <= b.Threshold() {
+		return nil
+	}
+	return &agentloop.ContextReport{Tokens: tokens, Threshold: b.Threshold(), Window: b.Window}
 }
 
 func storeError(err error) error {

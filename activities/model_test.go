@@ -101,6 +101,13 @@ func TestGenerate(t *testing.T) {
 			wantRetry:    false,
 		},
 		{
+			name:         "context too long (400 context_length_exceeded): context_overflow, not retried",
+			script:       []modelserver.Reply{modelserver.ContextLengthExceeded(4000, 5000)},
+			wantRequests: 1,
+			wantErrType:  agent.CodeContextOverflow,
+			wantRetry:    false,
+		},
+		{
 			name:         "overloaded model (500): retried",
 			script:       []modelserver.Reply{{Status: 500, Message: "upstream overloaded"}},
 			wantRequests: 1,

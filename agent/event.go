@@ -53,6 +53,9 @@ const (
 	CodeStore = "store_error"
 	// CodeHook: a Go hook failed.
 	CodeHook = "hook_error"
+	// CodeContextOverflow: the conversation no longer fits the model's
+	// context window, even after compacting it (or with compaction off).
+	CodeContextOverflow = "context_overflow"
 )
 
 // Event is one element of a turn's stream. Which fields are meaningful depends

@@ -51,6 +51,11 @@ func (r *recorder) Steer(_ context.Context, session, _ string) error {
 	return nil
 }
 
+func (r *recorder) Compact(_ context.Context, session string) (workflows.CompactResult, error) {
+	r.record("compact " + session)
+	return workflows.CompactResult{EntryID: "k1"}, nil
+}
+
 func (r *recorder) Approve(_ context.Context, session, call string, _ bool, _ string) error {
 	r.record("approve " + session + " " + call)
 	return nil
@@ -112,6 +117,7 @@ var routes = map[string]call{
 	"state":   {http.MethodGet, "/sessions/s1", ""},
 	"abort":   {http.MethodPost, "/sessions/s1/abort", `{}`},
 	"steer":   {http.MethodPost, "/sessions/s1/steer", `{"text":"more"}`},
+	"compact": {http.MethodPost, "/sessions/s1/compact", ""},
 	"approve": {http.MethodPost, "/sessions/s1/approvals/c1", `{"approve":true}`},
 	"attach":  {http.MethodGet, "/sessions/s1/turns/k1/events", ""},
 }
@@ -204,7 +210,7 @@ func TestRightsPerRoute(t *testing.T) {
 	}{
 		{invokerTok, map[string]bool{"invoke": true}},
 		{approverTok, map[string]bool{"approve": true, "state": true}},
-		{operatorTok, map[string]bool{"state": true, "abort": true, "steer": true, "attach": true}},
+		{operatorTok, map[string]bool{"state": true, "abort": true, "steer": true, "attach": true, "compact": true}},
 	}
 	for _, tc := range cases {
 		hs, rec := authServer(t, nil)
@@ -242,7 +248,7 @@ func TestAnotherPrincipalsSessionIsNotFound(t *testing.T) {
 		"fork":   {http.MethodPost, "/invoke", `{"session":"bob-fork","text":"hi","parentSession":"s1"}`},
 		"reuse":  routes["invoke"], // alice's key on alice's session
 		"state":  routes["state"], "abort": routes["abort"], "steer": routes["steer"],
-		"approve": routes["approve"], "attach": routes["attach"],
+		"approve": routes["approve"], "attach": routes["attach"], "compact": routes["compact"],
 	}
 	for name, c := range bob {
 		resp, body := do(t, hs, c, bobTok, map[string]string{"Idempotency-Key": "k1"})
@@ -419,5 +425,23 @@ func TestReservedSessionPrefixes(t *testing.T) {
 	}
 	if resp, got := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"slack:T1:C1:1","text":"hi"}`}, adminTok, nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("admin: %d %s", resp.StatusCode, got)
+	}
+}
+
+// TestCompactRoute: POST /sessions/{id}/compact answers the compaction's
+// result; a malformed body is refused before the session is touched.
+func TestCompactRoute(t *testing.T) {
+	t.Parallel()
+	hs, rec := authServer(t, nil)
+	resp, body := do(t, hs, call{http.MethodPost, "/sessions/s1/compact", `{not json`}, adminTok, nil)
+	if resp.StatusCode != http.StatusBadRequest || codeOf(body) != agent.CodeInvalidCommand || len(rec.took()) != 0 {
+		t.Errorf("malformed body: %d %s, calls %v; want 400 invalid_command and nothing", resp.StatusCode, body, rec.took())
+	}
+	resp, body = do(t, hs, call{http.MethodPost, "/sessions/s1/compact", `{}`}, adminTok, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"compacted":true`) || !strings.Contains(body, `"entryId":"k1"`) {
+		t.Errorf("compact: %d %s", resp.StatusCode, body)
+	}
+	if got := rec.took(); len(got) != 1 || got[0] != "compact s1" {
+		t.Errorf("calls %v, want one compact of s1", got)
 	}
 }

@@ -44,6 +44,8 @@ type Control interface {
 	Steer(ctx context.Context, session, text string) error
 	Approve(ctx context.Context, session, call string, approve bool, reason string) error
 	State(ctx context.Context, session string) (workflows.SessionView, error)
+	// Compact compacts the session's context between turns.
+	Compact(ctx context.Context, session string) (workflows.CompactResult, error)
 }
 
 // Attacher follows a turn that is running, queued or finished, without
@@ -136,6 +138,7 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/sessions/:id", s.guard(RightControl, RightApprove), s.state)
 	r.POST("/sessions/:id/abort", s.guard(RightControl), s.abort)
 	r.POST("/sessions/:id/steer", s.guard(RightControl), s.steer)
+	r.POST("/sessions/:id/compact", s.guard(RightControl), s.compact)
 	r.POST("/sessions/:id/approvals/:call", s.guard(RightApprove), s.approve)
 	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
 	r.NoMethod(func(c *gin.Context) {
@@ -482,6 +485,24 @@ func (s *Server) steer(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"queued": true})
+}
+
+// compact serves POST /sessions/{id}/compact: a manual compaction, run
+// between turns; the answer says what was summarized or why nothing was.
+func (s *Server) compact(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	var req struct{}
+	if !bindOptional(c, &req) || !s.access(c, c.Param("id"), false) {
+		return
+	}
+	res, err := s.Control.Compact(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"compacted": res.EntryID != "", "result": res})
 }
 
 func (s *Server) approve(c *gin.Context) {

@@ -24,6 +24,9 @@ const (
 	UpdateSteer = "steer"
 	// UpdateApprove answers a tool call waiting for approval.
 	UpdateApprove = "approve"
+	// UpdateCompact compacts the session's context between turns (a
+	// CompactRequest; the result is a CompactResult).
+	UpdateCompact = "compact"
 	// SignalDeliver hands a channel delivery (a Delivery) to a session; the
 	// channel door sends it with Signal-With-Start and never waits.
 	SignalDeliver = "deliver"
@@ -58,6 +61,9 @@ const (
 	// ActivityChatRoute (local) hands a chat turn to its session workflow
 	// with Signal-With-Start.
 	ActivityChatRoute = "Chat.Route"
+	// ActivityCompact summarizes the older part of a session's branch and
+	// appends a compaction entry (Summary "compact · <session>").
+	ActivityCompact = "Session.Compact"
 	// ActivityTurnRecord keeps a finished turn's outcome in the session store
 	// under its idempotency key.
 	ActivityTurnRecord = "Turn.Record"

@@ -139,3 +139,34 @@ func TestReplayCoversBothVersionsOfTurnRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayCoversCompaction: a recorded session carries the "compaction"
+// version marker and a Session.Compact activity, and replays.
+func TestReplayCoversCompaction(t *testing.T) {
+	f := filepath.Join("testdata", "histories", "compaction.json")
+	r, err := os.Open(f)
+	if err != nil {
+		t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/compaction", err)
+	}
+	h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+	_ = r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := false
+	for _, id := range changeIDs(t, h) {
+		marked = marked || id == "compaction"
+	}
+	compacts := 0
+	for _, ev := range h.GetEvents() {
+		if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityCompact {
+			compacts++
+		}
+	}
+	if !marked || compacts < 3 {
+		t.Errorf("%s: marker %v, %d Session.Compact activities; want the marker and at least 3 (threshold, overflow, manual)", f, marked, compacts)
+	}
+	if err := replay(f); err != nil {
+		t.Error(err)
+	}
+}

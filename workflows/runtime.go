@@ -50,6 +50,14 @@ func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, er
 	if r.aborted() {
 		return agentloop.ModelResult{}, &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
 	}
+	if workflow.GetVersion(r.ctx, changeCompaction, workflow.DefaultVersion, 1) < 1 {
+		return r.generate(call)
+	}
+	return r.generateWithin(call)
+}
+
+// generate runs one Model.Generate activity.
+func (r *loopRuntime) generate(call agentloop.ModelCall) (agentloop.ModelResult, error) {
 	set := r.settings()
 	attempts := orInt(set.ModelAttempts, defaultModelAttempts)
 	call.MaxAttempts = attempts

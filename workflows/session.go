@@ -198,6 +198,8 @@ type pendingTurn struct {
 	// cancels it.
 	live     workflow.Future
 	stopLive workflow.CancelFunc
+	// compact, when set, makes this queue item a manual compaction.
+	compact *compactJob
 }
 
 type approval struct {
@@ -269,39 +271,15 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		}
 		t := s.queue[0]
 		s.queue = s.queue[1:]
-		started := workflow.Now(ctx)
-		s.prepareChannelTurn(ctx, t)
-		out := s.runTurn(ctx, t)
 		limit := turnsPerRun
 		if in.TurnsPerRun > 0 {
 			limit = in.TurnsPerRun
 		}
-		// Every turn is recorded, wake-ups included, so any turn can be
-		// attached to and a redelivered key is answered for a day.
-		record := s.durableTurns() && !t.recorded
-		if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit) {
-			// The run ends after this turn: record first, so that the
-			// outcome and continue-as-new share one workflow task and no
-			// turn is refused as busy in between.
-			s.recordTurn(ctx, t.id, out)
-			record = false
-		}
-		t.outcome = &out
-		if t.wake != "" {
-			s.logWake(t, out, started)
+		if t.compact != nil {
+			s.runCompaction(ctx, t)
 		} else {
-			s.remember(t.id, out)
+			s.serve(ctx, t, limit)
 		}
-		if record {
-			// The update handler returns the outcome in this same
-			// workflow task; the record follows, and the next turn
-			// (or continue-as-new) waits for it.
-			s.recordTurn(ctx, t.id, out)
-		}
-		s.followUp(t, out)
-		s.replyTurn(ctx, t, out)
-		s.turnsThisRun++
-		s.snap.Turns++
 
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= limit {
 			// Admit no new turns until the queue drains, so that a busy
@@ -328,6 +306,40 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	}
 }
 
+// serve runs one queued turn and settles it: recorded, remembered, followed
+// up, replied to. limit is the run's turns-per-run bound.
+func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
+	started := workflow.Now(ctx)
+	s.prepareChannelTurn(ctx, t)
+	out := s.runTurn(ctx, t)
+	// Every turn is recorded, wake-ups included, so any turn can be
+	// attached to and a redelivered key is answered for a day.
+	record := s.durableTurns() && !t.recorded
+	if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit) {
+		// The run ends after this turn: record first, so that the
+		// outcome and continue-as-new share one workflow task and no
+		// turn is refused as busy in between.
+		s.recordTurn(ctx, t.id, out)
+		record = false
+	}
+	t.outcome = &out
+	if t.wake != "" {
+		s.logWake(t, out, started)
+	} else {
+		s.remember(t.id, out)
+	}
+	if record {
+		// The update handler returns the outcome in this same
+		// workflow task; the record follows, and the next turn
+		// (or continue-as-new) waits for it.
+		s.recordTurn(ctx, t.id, out)
+	}
+	s.followUp(t, out)
+	s.replyTurn(ctx, t, out)
+	s.turnsThisRun++
+	s.snap.Turns++
+}
+
 func (s *session) register(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateTurn, s.onTurn, workflow.UpdateHandlerOptions{
 		Validator: s.validateTurn,
@@ -348,6 +360,11 @@ func (s *session) register(ctx workflow.Context) error {
 		Validator: s.validateApprove,
 	}); err != nil {
 		return fmt.Errorf("register %s: %w", UpdateApprove, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCompact, s.onCompact, workflow.UpdateHandlerOptions{
+		Validator: s.validateCompact,
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", UpdateCompact, err)
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, s.view); err != nil {
 		return fmt.Errorf("register %s: %w", QueryState, err)
@@ -449,6 +466,12 @@ func (s *session) onAbort(_ workflow.Context, req AbortRequest) (AbortResult, er
 	for i, t := range s.queue {
 		if t.id == req.Turn {
 			s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
+			if t.compact != nil {
+				t.compact.err = temporal.NewApplicationErrorWithOptions("the compaction was aborted: "+reason, agent.CodeAborted,
+					temporal.ApplicationErrorOptions{NonRetryable: true})
+				t.compact.done = true
+				return AbortResult{Turn: t.id}, nil
+			}
 			out := agentloop.Outcome{Turn: t.id, Status: agent.TypeFailed, Details: reason, Code: agent.CodeAborted}
 			t.outcome = &out
 			s.remember(t.id, out)

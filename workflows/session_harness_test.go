@@ -77,6 +77,10 @@ type harness struct {
 	begin func(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error)
 	model func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error)
 	tool  func(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error)
+	// compacts are what Session.Compact received; compactFn answers it
+	// (default: a compaction entry under the ID asked for).
+	compacts  []workflows.CompactInput
+	compactFn func(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -99,6 +103,7 @@ func newHarness(t *testing.T) *harness {
 	env.RegisterActivityWithOptions(h.execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
 	env.RegisterActivityWithOptions(h.beginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
 	env.RegisterActivityWithOptions(h.recordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
+	env.RegisterActivityWithOptions(h.compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
 	env.SetOnActivityCanceledListener(func(info *activity.Info) {
 		h.mu.Lock()
 		h.cancelled = append(h.cancelled, info.ActivityType.Name)
@@ -152,6 +157,25 @@ func (h *harness) generate(ctx context.Context, call agentloop.ModelCall) (agent
 	fn := h.model
 	h.mu.Unlock()
 	return fn(ctx, call)
+}
+
+// compact is the fake Session.Compact.
+func (h *harness) compact(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error) {
+	h.mu.Lock()
+	h.compacts = append(h.compacts, in)
+	h.events = append(h.events, fmt.Sprintf("compact %s force=%v", in.Reason, in.Force))
+	fn := h.compactFn
+	h.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, in)
+	}
+	return workflows.CompactResult{EntryID: in.EntryID, FirstKept: "kept", TokensBefore: 1000, TokensAfter: 100}, nil
+}
+
+func (h *harness) compactCalls() []workflows.CompactInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]workflows.CompactInput(nil), h.compacts...)
 }
 
 func (h *harness) execute(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {

@@ -14,12 +14,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newSession is the control plane over HTTP: show, wakes, abort, steer, approve.
+// newSession is the control plane over HTTP: show, wakes, abort, steer, compact, approve.
 func newSession(g *globals) *cobra.Command {
 	var base string
 	cmd := &cobra.Command{
 		Use:   "session",
-		Short: "Inspect and control a session on a running fastagent (state, wake-ups, abort, steer, approvals)",
+		Short: "Inspect and control a session on a running fastagent (state, wake-ups, abort, steer, compact, approvals)",
 	}
 	cmd.PersistentFlags().StringVar(&base, "url", envOr("FASTAGENT_URL", fmt.Sprintf("http://127.0.0.1:%d", envInt("FASTAGENT_HTTP_PORT", 8787))), "fastagent HTTP address [FASTAGENT_URL]")
 	one := func(use, short string, run func(id string, args []string) error, nargs int) *cobra.Command {
@@ -97,6 +97,34 @@ func newSession(g *globals) *cobra.Command {
 			_, err := call(http.MethodPost, path(id, "/steer"), string(b))
 			return err
 		}, 2),
+		one("compact <session>", "Compact the session's context now: summarize its older part, keep the newest messages", func(id string, _ []string) error {
+			body, err := call(http.MethodPost, path(id, "/compact"), `{}`)
+			if err != nil {
+				return err
+			}
+			var v struct {
+				Compacted bool `json:"compacted"`
+				Result    struct {
+					EntryID      string `json:"entryId"`
+					FirstKept    string `json:"firstKept"`
+					TokensBefore int    `json:"tokensBefore"`
+					TokensAfter  int    `json:"tokensAfter"`
+					Summarized   int    `json:"summarized"`
+					Skipped      string `json:"skipped"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(body, &v); err != nil {
+				return failure("unexpected answer: %w", err)
+			}
+			r := v.Result
+			if !v.Compacted {
+				fmt.Printf("nothing compacted: %s\n", r.Skipped)
+				return nil
+			}
+			fmt.Printf("compacted: %d messages summarized, ~%d → ~%d tokens; entry %s keeps from %s\n",
+				r.Summarized, r.TokensBefore, r.TokensAfter, r.EntryID, r.FirstKept)
+			return nil
+		}, 1),
 		one("approve <session> <call>", "Approve a tool call waiting for approval", func(id string, args []string) error {
 			_, err := call(http.MethodPost, path(id, "/approvals/"+url.PathEscape(args[0])), `{"approve":true}`)
 			return err

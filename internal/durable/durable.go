@@ -291,6 +291,13 @@ func (a *Agent) Approve(ctx context.Context, session, call string, approve bool,
 	return a.update(ctx, session, workflows.UpdateApprove, workflows.ApproveRequest{Call: call, Approve: approve, Reason: reason}, nil)
 }
 
+// Compact compacts a session's context between its turns (UpdateCompact).
+func (a *Agent) Compact(ctx context.Context, session string) (workflows.CompactResult, error) {
+	var res workflows.CompactResult
+	err := a.update(ctx, session, workflows.UpdateCompact, workflows.CompactRequest{}, &res)
+	return res, err
+}
+
 // State queries a session's state.
 func (a *Agent) State(ctx context.Context, session string) (workflows.SessionView, error) {
 	var v workflows.SessionView

@@ -117,6 +117,11 @@ func historyScenarios() []historyScenario {
 		{name: "channel_deliveries", ownWorker: true, run: runChannelDeliveries},
 		{name: "chat_routing_chat", ownWorker: true, run: runChatRouting(true)},
 		{name: "chat_routing_session", ownWorker: true, run: runChatRouting(false)},
+		{
+			// Compaction by threshold, after a context overflow (L1), and a
+			// manual one, in a 4,000-token window.
+			name: "compaction", config: compactionConfig, turnsPerRun: 20, run: runCompaction,
+		},
 		{name: "plain_turn", run: func(t *testing.T, e *env, s string) string {
 			testkit.Script(e.kit.Model, agenttest.Reply)
 			must(t, collect(t, e.agent, context.Background(), s, "hello"), agent.TypeCompleted)
@@ -626,4 +631,33 @@ func settled(ctx context.Context, e *env, workflowID, runID string) bool {
 		return true
 	}
 	return len(d.GetPendingActivities()) == 0 && d.GetPendingWorkflowTask() == nil
+}
+
+// runCompaction drives the compaction scenario: turns with large tool
+// outputs until the context is compacted, a turn whose first request
+// overflows, then a manual compaction.
+func runCompaction(t *testing.T, e *env, s string) string {
+	// Twice the long session's output, so that the second turn compacts
+	// and the recorded history stays small.
+	if err := os.WriteFile(filepath.Join(e.kit.Dir, "big.txt"), []byte(bigFile+bigFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model := &compactingModel{}
+	e.kit.Model.Handle(model.handle)
+	for i := 0; i < 2; i++ {
+		must(t, collect(t, e.agent, context.Background(), s, fmt.Sprintf("turn %d", i)), agent.TypeCompleted)
+	}
+	before := len(compactions(t, e, s))
+	if before == 0 {
+		t.Fatal("two turns of large outputs in a 4,000-token window ran no compaction")
+	}
+	model.forceOverflow()
+	must(t, collect(t, e.agent, context.Background(), s, "overflow"), agent.TypeCompleted)
+	if len(compactions(t, e, s)) == before {
+		t.Fatal("the overflow was recovered without a compaction")
+	}
+	if res, err := e.agent.Compact(context.Background(), s); err != nil || res.EntryID == "" {
+		t.Fatalf("manual compaction: %+v %v", res, err)
+	}
+	return ""
 }

@@ -21,7 +21,11 @@ const (
 	KindAuth           = "auth"            // HTTP 401/403; check the API key
 	KindNotFound       = "not_found"       // HTTP 404; check the model name and endpoint
 	KindInvalidRequest = "invalid_request" // other 4xx or a request that could not be built
-	KindCanceled       = "canceled"        // the caller's context ended
+	// KindContextOverflow: the provider refused the request as longer than
+	// the model's context window; compacting the context can help, retrying
+	// it as is cannot.
+	KindContextOverflow = "context_overflow"
+	KindCanceled        = "canceled" // the caller's context ended
 )
 
 // Error is every failure Generate returns. Message is meant for people and
@@ -92,6 +96,9 @@ func (m *model) classify(ctx, callCtx context.Context, rec *recorder, err error)
 		} else {
 			e.Message = fmt.Sprintf("the model server refused the request (HTTP %d); check %s", status, m.urlEnv)
 		}
+	case isOverflow(detail) || isOverflow(m.scrub(err.Error())):
+		e.Kind = KindContextOverflow
+		e.Message = fmt.Sprintf("the request is longer than the model's context window (HTTP %d)%s", status, withDetail(detail))
 	case status == http.StatusNotFound:
 		e.Kind = KindNotFound
 		e.Message = fmt.Sprintf("the model provider answered HTTP 404; check the model name %q%s%s",
@@ -110,6 +117,18 @@ func (m *model) checkURLHint() string {
 	}
 	return " and " + m.urlEnv + " (" + m.baseURL + ")"
 }
+
+// overflowRE matches the providers' wording for a request longer than the
+// context window: OpenAI (context_length_exceeded, "maximum context
+// length", "exceeds the context window"), Anthropic ("prompt is too long"),
+// Ollama and llama.cpp ("input length exceeds the context length", "exceeds
+// the available context size").
+var overflowRE = regexp.MustCompile(`(?i)context_length_exceeded|maximum context length|prompt is too long|` +
+	`exceeds the context window|context window exceeded|context length exceeded|` +
+	`input length exceeds the (maximum )?context length|exceeds the available context size`)
+
+// isOverflow reports whether a provider message says the context is too long.
+func isOverflow(msg string) bool { return msg != "" && overflowRE.MatchString(msg) }
 
 // statusRE finds the provider's own message in langchaingo's errors, which
 // read "API returned unexpected status code: 429: <message>".

@@ -318,6 +318,14 @@ func TestHTTPErrors(t *testing.T) {
 		{"400 echoing the key", modelserver.Reply{Status: 400, Message: "bad tools for key sk-test-secret-key"}, KindInvalidRequest, false, 0, 0,
 			[]string{"HTTP 400", "bad tools for key [redacted]"}},
 		{"422", modelserver.Reply{Status: 422, Message: "unprocessable"}, KindInvalidRequest, false, 0, 0, []string{"HTTP 422", "unprocessable"}},
+		{"openai context_length_exceeded", modelserver.ContextLengthExceeded(4000, 5210), KindContextOverflow, false, 0, 0,
+			[]string{"longer than the model's context window", "HTTP 400", "maximum context length is 4000 tokens"}},
+		{"anthropic prompt is too long", modelserver.Reply{Status: 400, Message: "prompt is too long: 210000 tokens > 200000 maximum"}, KindContextOverflow, false, 0, 0,
+			[]string{"context window", "prompt is too long"}},
+		{"ollama input length", modelserver.Reply{Status: 400, Message: "the input length exceeds the context length"}, KindContextOverflow, false, 0, 0,
+			[]string{"context window"}},
+		{"llama.cpp context size", modelserver.Reply{Status: 400, Message: "the request exceeds the available context size, try increasing it"}, KindContextOverflow, false, 0, 0,
+			[]string{"context window"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

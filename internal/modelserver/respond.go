@@ -35,7 +35,7 @@ func (x *exchange) respond() {
 		if !x.sleep(rp.ChunkDelay) {
 			return
 		}
-		writeError(x.w, rp.Status, "", rp.Message)
+		writeErrorCode(x.w, rp.Status, "", rp.Message, rp.ErrorCode)
 		return
 	}
 	if x.req.Stream {
@@ -315,6 +315,11 @@ func splitArgs(s string) []string {
 
 // writeError sends an OpenAI-style error body.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeErrorCode(w, status, typ, msg, "")
+}
+
+// writeErrorCode sends an OpenAI-style error body with a code (null when "").
+func writeErrorCode(w http.ResponseWriter, status int, typ, msg, code string) {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
@@ -323,7 +328,11 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": nil}})
+	var c any
+	if code != "" {
+		c = code
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": c}})
 	_, _ = w.Write(b)
 }
 

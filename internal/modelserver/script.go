@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -25,6 +26,9 @@ type Reply struct {
 	RetryAfter string
 	// Message is the error message of a non-200 reply (default: the status text).
 	Message string
+	// ErrorCode is the error body's "code" (null when empty), e.g.
+	// "context_length_exceeded".
+	ErrorCode string
 
 	// Thinking pieces are sent as delta.reasoning_content.
 	Thinking []string
@@ -57,6 +61,17 @@ type Reply struct {
 
 	// Usage is reported in the usage chunk; nil derives a rough count.
 	Usage *Usage
+}
+
+// ContextLengthExceeded is OpenAI's answer to a request longer than the
+// model's context window (HTTP 400, code context_length_exceeded).
+func ContextLengthExceeded(window, got int) Reply {
+	return Reply{
+		Status:    400,
+		ErrorCode: "context_length_exceeded",
+		Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. "+
+			"Please reduce the length of the messages.", window, got),
+	}
 }
 
 // ToolCall is one scripted tool call. Args is the raw JSON arguments text

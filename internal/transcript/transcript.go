@@ -114,7 +114,16 @@ const CompactionPrefix = "The conversation history before this point was compact
 // with a compaction on the path, its summary (as a user message), then the
 // kept entries from FirstKeptEntryID, then everything after.
 func Context(branch []Entry) []Message {
-	start := 0
+	msgs, _ := ContextOf(branch)
+	return msgs
+}
+
+// ContextOf is Context that also returns the index in the messages of the
+// first one written after the latest compaction (0 without a compaction):
+// usage reported by replies before it describes a context that no longer
+// exists.
+func ContextOf(branch []Entry) (msgs []Message, fresh int) {
+	start, at := 0, -1
 	var summary *Message
 	for i := len(branch) - 1; i >= 0; i-- {
 		c := branch[i].Compaction
@@ -122,7 +131,7 @@ func Context(branch []Entry) []Message {
 			continue
 		}
 		summary = &Message{Role: RoleUser, Text: CompactionPrefix + "\n\n" + c.Summary}
-		start = i + 1
+		start, at = i+1, i
 		for j := 0; j < i; j++ {
 			if branch[j].ID == c.FirstKeptEntryID {
 				start = j
@@ -134,11 +143,26 @@ func Context(branch []Entry) []Message {
 	var out []Message
 	if summary != nil {
 		out = append(out, *summary)
+		fresh = 1
 	}
-	for _, e := range branch[start:] {
+	for i, e := range branch[start:] {
 		if e.Type == TypeMessage && e.Message != nil {
 			out = append(out, *e.Message)
+			if start+i < at {
+				fresh = len(out)
+			}
 		}
 	}
-	return out
+	return out, fresh
+}
+
+// LatestCompaction returns the index of the last compaction entry on the
+// branch, or -1.
+func LatestCompaction(branch []Entry) int {
+	for i := len(branch) - 1; i >= 0; i-- {
+		if branch[i].Type == TypeCompaction && branch[i].Compaction != nil {
+			return i
+		}
+	}
+	return -1
 }

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fastagent/fastagent/internal/mcp"
+	"github.com/fastagent/fastagent/internal/models"
 )
 
 // ConfigFile is the name of the definition's config file.
@@ -57,7 +58,26 @@ type Config struct {
 	HTTP HTTPConfig `yaml:"http"`
 	// SelfSchedule enables the wake and unwake tools.
 	SelfSchedule bool `yaml:"selfSchedule"`
+	// ContextWindow overrides the model catalog's context window (tokens).
+	ContextWindow int `yaml:"contextWindow"`
+	// Compaction keeps a long session's context inside the window.
+	Compaction CompactionConfig `yaml:"compaction"`
 }
+
+// CompactionConfig tunes automatic compaction (pi's algorithm).
+type CompactionConfig struct {
+	// Enabled turns automatic compaction on (the default) or off; a manual
+	// compaction (POST /sessions/{id}/compact) runs either way.
+	Enabled *bool `yaml:"enabled"`
+	// ReserveTokens are kept free below the window: the context is compacted
+	// once it exceeds contextWindow − reserveTokens (default 16384).
+	ReserveTokens int `yaml:"reserveTokens"`
+	// KeepRecentTokens of the newest messages stay verbatim (default 20000).
+	KeepRecentTokens int `yaml:"keepRecentTokens"`
+}
+
+// On reports whether automatic compaction is enabled.
+func (c CompactionConfig) On() bool { return c.Enabled == nil || *c.Enabled }
 
 // RetryConfig tunes model-call retries.
 type RetryConfig struct {
@@ -288,6 +308,9 @@ func (c Config) validate() error {
 	if c.Retry.Heartbeat != 0 && time.Duration(c.Retry.Heartbeat) < time.Second {
 		return badKey("must be at least 1s", "retry", "heartbeat")
 	}
+	if err := c.validateCompaction(); err != nil {
+		return err
+	}
 	if c.HTTP.DetachGrace != nil && *c.HTTP.DetachGrace < 0 {
 		return badKey("a negative duration; use 0 to abort at once when a client disconnects", "http", "detachGrace")
 	}
@@ -329,6 +352,36 @@ func (c Config) validate() error {
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// maxContextWindow bounds contextWindow (no model has ten million tokens).
+const maxContextWindow = 10_000_000
+
+// minContextWindow is the smallest window compaction can work in.
+const minContextWindow = 1024
+
+func (c Config) validateCompaction() error {
+	if c.ContextWindow != 0 && (c.ContextWindow < minContextWindow || c.ContextWindow > maxContextWindow) {
+		return badKey(fmt.Sprintf("%d is out of range %d..%d tokens", c.ContextWindow, minContextWindow, maxContextWindow), "contextWindow")
+	}
+	cp := c.Compaction
+	if cp.ReserveTokens < 0 || cp.ReserveTokens > maxContextWindow {
+		return badKey(fmt.Sprintf("%d is not a token count (0..%d)", cp.ReserveTokens, maxContextWindow), "compaction", "reserveTokens")
+	}
+	if cp.KeepRecentTokens < 0 || cp.KeepRecentTokens > maxContextWindow {
+		return badKey(fmt.Sprintf("%d is not a token count (0..%d)", cp.KeepRecentTokens, maxContextWindow), "compaction", "keepRecentTokens")
+	}
+	if c.ContextWindow == 0 {
+		return nil
+	}
+	if cp.ReserveTokens >= c.ContextWindow/2 {
+		return badKey(fmt.Sprintf("%d leaves no room for the conversation in a window of %d; keep it under half of contextWindow", cp.ReserveTokens, c.ContextWindow), "compaction", "reserveTokens")
+	}
+	reserve := models.NewBudget(c.ContextWindow, cp.ReserveTokens, 0).Reserve
+	if room := c.ContextWindow - reserve; cp.KeepRecentTokens > room/2 {
+		return badKey(fmt.Sprintf("%d would keep more than half of what a compacted context may hold (%d = contextWindow − reserveTokens); keep it at most %d", cp.KeepRecentTokens, room, room/2), "compaction", "keepRecentTokens")
 	}
 	return nil
 }
@@ -400,11 +453,12 @@ var configTypes = map[string]struct {
 	t     reflect.Type
 	where string
 }{
-	"workspace.Config":      {reflect.TypeOf(Config{}), "the file"},
-	"workspace.RetryConfig": {reflect.TypeOf(RetryConfig{}), "retry"},
-	"workspace.ToolConfig":  {reflect.TypeOf(ToolConfig{}), "a tools entry"},
-	"workspace.MCPServer":   {reflect.TypeOf(MCPServer{}), "an mcpServers entry"},
-	"workspace.HTTPConfig":  {reflect.TypeOf(HTTPConfig{}), "http"},
+	"workspace.Config":           {reflect.TypeOf(Config{}), "the file"},
+	"workspace.RetryConfig":      {reflect.TypeOf(RetryConfig{}), "retry"},
+	"workspace.ToolConfig":       {reflect.TypeOf(ToolConfig{}), "a tools entry"},
+	"workspace.MCPServer":        {reflect.TypeOf(MCPServer{}), "an mcpServers entry"},
+	"workspace.HTTPConfig":       {reflect.TypeOf(HTTPConfig{}), "http"},
+	"workspace.CompactionConfig": {reflect.TypeOf(CompactionConfig{}), "compaction"},
 }
 
 func unknownKeyReason(name, typ string) string {

@@ -91,6 +91,36 @@ func TestConfigErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "unknown compaction key",
+			yaml: "compaction:\n  keepRecent: 100\n",
+			want: []ConfigError{{Line: 2, Key: "compaction.keepRecent", Reason: "unknown key (compaction takes: enabled, reserveTokens, keepRecentTokens)"}},
+		},
+		{
+			name: "compaction.enabled not a boolean",
+			yaml: "compaction:\n  enabled: sometimes\n",
+			want: []ConfigError{{Line: 2, Key: "compaction.enabled", Reason: "want true or false"}},
+		},
+		{
+			name: "contextWindow too small",
+			yaml: "contextWindow: 100\n",
+			want: []ConfigError{{Line: 1, Key: "contextWindow", Reason: "100 is out of range 1024..10000000 tokens"}},
+		},
+		{
+			name: "negative reserveTokens",
+			yaml: "compaction:\n  reserveTokens: -1\n",
+			want: []ConfigError{{Line: 2, Key: "compaction.reserveTokens", Reason: "-1 is not a token count"}},
+		},
+		{
+			name: "reserveTokens larger than half the window",
+			yaml: "contextWindow: 4000\ncompaction:\n  reserveTokens: 3000\n",
+			want: []ConfigError{{Line: 3, Key: "compaction.reserveTokens", Reason: "3000 leaves no room for the conversation"}},
+		},
+		{
+			name: "keepRecentTokens that compaction cannot honour",
+			yaml: "contextWindow: 4000\ncompaction:\n  reserveTokens: 1000\n  keepRecentTokens: 2000\n",
+			want: []ConfigError{{Line: 4, Key: "compaction.keepRecentTokens", Reason: "2000 would keep more than half"}},
+		},
+		{
 			name: "not a mapping",
 			yaml: "- model\n",
 			want: []ConfigError{{Line: 1, Reason: "the file must be a mapping of settings (key: value), e.g. model: openai/gpt-4o-mini"}},
@@ -175,6 +205,8 @@ mcpServers:
 http: {host: 0.0.0.0, port: 9000}
 selfSchedule: true
 selfEdit: true
+contextWindow: 32000
+compaction: {enabled: false, reserveTokens: 4000, keepRecentTokens: 8000}
 `
 	if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -194,6 +226,12 @@ selfEdit: true
 	}
 	if c.HTTP.Port != 9000 || c.HTTP.Host != "0.0.0.0" || !c.SelfSchedule || !c.SelfEdit || c.Env[0] != "GITHUB_TOKEN" {
 		t.Errorf("config %+v", c)
+	}
+	if c.ContextWindow != 32000 || c.Compaction.On() || c.Compaction.ReserveTokens != 4000 || c.Compaction.KeepRecentTokens != 8000 {
+		t.Errorf("compaction %d %+v", c.ContextWindow, c.Compaction)
+	}
+	if !(CompactionConfig{}).On() {
+		t.Error("compaction is on by default")
 	}
 	for _, empty := range []string{"", "# nothing yet\n"} {
 		if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(empty), 0o644); err != nil {

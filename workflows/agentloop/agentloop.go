@@ -71,6 +71,21 @@ type ModelCall struct {
 	Activated []string `json:"activated,omitempty"`
 	// MaxAttempts is set by the runtime: how many attempts the call gets.
 	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// CheckContext is set by runtimes that can compact: the step measures
+	// the context first and, when it is over the compaction threshold,
+	// answers ModelResult.Compact instead of calling the model.
+	CheckContext bool `json:"checkContext,omitempty"`
+}
+
+// ContextReport sizes a context that is over the compaction threshold.
+type ContextReport struct {
+	// Leaf is the branch's last entry (the call's pending entries stored).
+	Leaf string `json:"leaf"`
+	// Tokens is the context's size; Threshold the size that triggers a
+	// compaction; Window the model's context window.
+	Tokens    int `json:"tokens"`
+	Threshold int `json:"threshold"`
+	Window    int `json:"window"`
 }
 
 // ModelResult is the outcome of a model step: a reference to the stored reply
@@ -83,6 +98,10 @@ type ModelResult struct {
 	Settings     Settings `json:"settings"`
 	// Marker names the feed marker published after the step's last event.
 	Marker string `json:"marker,omitempty"`
+	// Compact, when set (only for a ModelCall with CheckContext), means the
+	// model was not called: the context must be compacted first. EntryID is
+	// then empty.
+	Compact *ContextReport `json:"compact,omitempty"`
 }
 
 // Call is a tool call annotated with what the definition says about its tool.
