@@ -77,6 +77,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		System:   def.SystemPrompt(),
 		Messages: transcript.Context(branch),
 		Tools:    def.SessionSpecs(call.Session, call.Activated),
+		Thinking: def.Config.ThinkingLevel,
 	}
 	if err := a.applyModelHooks(ctx, call, &req); err != nil {
 		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), agent.CodeHook,

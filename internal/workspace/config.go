@@ -28,7 +28,8 @@ const ConfigFile = "fastagent.yaml"
 type Config struct {
 	// Model is "provider/model", e.g. openai/gpt-4o-mini; FASTAGENT_MODEL overrides it.
 	Model string `yaml:"model"`
-	// ThinkingLevel is off, low, medium or high.
+	// ThinkingLevel is off, minimal, low, medium or high: OpenAI reasoning
+	// effort or an Anthropic thinking budget, for reasoning models only.
 	ThinkingLevel string `yaml:"thinkingLevel"`
 	// AgentDir moves the agent surface into a subfolder of the working directory.
 	AgentDir string `yaml:"agentDir"`
@@ -295,9 +296,9 @@ func (c Config) validate() error {
 		return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", c.Model), "model")
 	}
 	switch c.ThinkingLevel {
-	case "", "off", "low", "medium", "high":
+	case "", "off", "minimal", "low", "medium", "high":
 	default:
-		return badKey(fmt.Sprintf("%q is not one of off, low, medium, high", c.ThinkingLevel), "thinkingLevel")
+		return badKey(fmt.Sprintf("%q is not one of off, minimal, low, medium, high", c.ThinkingLevel), "thinkingLevel")
 	}
 	if c.MaxSteps < 0 || c.MaxSteps > 1000 {
 		return badKey(fmt.Sprintf("%d is out of range 1..1000", c.MaxSteps), "maxSteps")

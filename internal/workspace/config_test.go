@@ -40,7 +40,7 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "bad thinkingLevel",
 			yaml: "model: openai/gpt-4o-mini\nthinkingLevel: max\n",
-			want: []ConfigError{{Line: 2, Key: "thinkingLevel", Reason: `"max" is not one of off, low, medium, high`}},
+			want: []ConfigError{{Line: 2, Key: "thinkingLevel", Reason: `"max" is not one of off, minimal, low, medium, high`}},
 		},
 		{
 			name: "bad codingTools entry",
