@@ -198,6 +198,10 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 		Settings:     settings,
 		Marker:       marker,
 	}
+	if u := msg.Usage; u != nil {
+		res.Usage = &agent.Usage{Input: int64(u.Input), Output: int64(u.Output),
+			CacheRead: int64(u.CacheRead), CacheWrite: int64(u.CacheWrite), Calls: 1}
+	}
 	uses := map[string]int{}
 	for _, tc := range msg.ToolCalls {
 		uses[tc.ID]++

@@ -165,6 +165,8 @@ func (m *model) toMessage(resp *llms.ContentResponse) (transcript.Message, strin
 		u.Input = max(u.Input, intInfo(c.GenerationInfo, "PromptTokens"), intInfo(c.GenerationInfo, "InputTokens"))
 		u.Output = max(u.Output, intInfo(c.GenerationInfo, "CompletionTokens"), intInfo(c.GenerationInfo, "OutputTokens"))
 		u.Total = max(u.Total, intInfo(c.GenerationInfo, "TotalTokens"))
+		u.CacheRead = max(u.CacheRead, intInfo(c.GenerationInfo, "PromptCachedTokens"), intInfo(c.GenerationInfo, "CacheReadInputTokens"))
+		u.CacheWrite = max(u.CacheWrite, intInfo(c.GenerationInfo, "CacheCreationInputTokens"))
 	}
 	if u.Total == 0 {
 		u.Total = u.Input + u.Output

@@ -8,6 +8,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/transcript"
 )
 
 func TestReasoningEffortReachesOpenAI(t *testing.T) {
@@ -85,5 +86,22 @@ func TestAnthropicThinkingBudget(t *testing.T) {
 				t.Errorf("budget %d max_tokens %d, want %d %d", budget, o.MaxTokens, tt.wantBudget, tt.wantMx)
 			}
 		})
+	}
+}
+
+// TestUsageFromStream: the usage chunk of a streamed reply, cached prompt
+// tokens included, lands on the message.
+func TestUsageFromStream(t *testing.T) {
+	t.Parallel()
+	s := modelserver.New()
+	defer s.Close()
+	s.Enqueue(modelserver.Reply{Text: []string{"hi"}, Usage: &modelserver.Usage{PromptTokens: 120, CompletionTokens: 5, CachedTokens: 64}})
+	msg, err := newTestModel(t, s, 0).Generate(context.Background(), userPrompt("hello"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := transcript.Usage{Input: 120, Output: 5, Total: 125, CacheRead: 64}
+	if msg.Usage == nil || *msg.Usage != want {
+		t.Errorf("usage %+v, want %+v", msg.Usage, want)
 	}
 }

@@ -98,6 +98,8 @@ type ModelResult struct {
 	Settings     Settings `json:"settings"`
 	// Marker names the feed marker published after the step's last event.
 	Marker string `json:"marker,omitempty"`
+	// Usage is what the provider reported for the call (nil: nothing).
+	Usage *agent.Usage `json:"usage,omitempty"`
 	// Compact, when set (only for a ModelCall with CheckContext), means the
 	// model was not called: the context must be compacted first. EntryID is
 	// then empty.
@@ -175,12 +177,16 @@ type Outcome struct {
 	// Leftover are steering messages that arrived too late for this turn
 	// (after its last step); the session runs them as a follow-up turn.
 	Leftover []string `json:"leftover,omitempty"`
+	// Usage sums the tokens of the turn's model calls.
+	Usage *agent.Usage `json:"usage,omitempty"`
 }
 
 // Event returns the terminal event for the outcome.
 func (o Outcome) Event() agent.Event {
 	if o.Status == agent.TypeCompleted {
-		return agent.Completed(o.Data)
+		ev := agent.Completed(o.Data)
+		ev.Usage = o.Usage
+		return ev
 	}
 	return agent.Failed(o.Details, o.Retryable, o.Code)
 }
@@ -249,6 +255,12 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		})
 		if err != nil {
 			return fail(out, err)
+		}
+		if res.Usage != nil {
+			if out.Usage == nil {
+				out.Usage = &agent.Usage{}
+			}
+			out.Usage.Add(*res.Usage)
 		}
 		st.Leaf, leaf = res.EntryID, res.EntryID
 		out.Marker = res.Marker
