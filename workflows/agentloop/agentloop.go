@@ -71,6 +71,12 @@ type ModelCall struct {
 	Activated []string `json:"activated,omitempty"`
 	// MaxAttempts is set by the runtime: how many attempts the call gets.
 	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// AfterTools says the previous step of the turn ran tools: the step is
+	// served by the tool model (dual-model routing), else by the chat model.
+	AfterTools bool `json:"afterTools,omitempty"`
+	// Fallback indexes the step's model chain (0 = the primary); the
+	// runtime raises it when a model hands the step on (ModelFallback).
+	Fallback int `json:"fallback,omitempty"`
 	// CheckContext is set by runtimes that can compact: the step measures
 	// the context first and, when it is over the compaction threshold,
 	// answers ModelResult.Compact instead of calling the model.
@@ -231,6 +237,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 	}
 	defer func() { out.Leaf = st.Leaf }()
 	maxSteps := st.Settings.MaxSteps
+	afterTools := false
 	for step := 1; ; step++ {
 		if maxSteps <= 0 {
 			maxSteps = DefaultMaxSteps
@@ -245,13 +252,14 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		out.Steps = step
 		chain(pending, leaf)
 		res, err := rt.Model(ModelCall{
-			Session:   session,
-			Turn:      t.ID,
-			Step:      step,
-			Leaf:      leaf,
-			Prepend:   pending,
-			EntryID:   rt.NewID(),
-			Activated: st.Activated,
+			Session:    session,
+			Turn:       t.ID,
+			Step:       step,
+			Leaf:       leaf,
+			Prepend:    pending,
+			EntryID:    rt.NewID(),
+			Activated:  st.Activated,
+			AfterTools: afterTools,
 		})
 		if err != nil {
 			return fail(out, err)
@@ -276,6 +284,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 			steer := rt.Steering()
 			if len(steer) > 0 && step < maxSteps {
 				pending = steeringEntries(rt, steer)
+				afterTools = false
 				continue
 			}
 			out.Status = agent.TypeCompleted
@@ -317,6 +326,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		if err != nil {
 			return fail(out, err)
 		}
+		afterTools = true
 		pending = steeringEntries(rt, rt.Steering())
 	}
 }

@@ -569,3 +569,22 @@ func TestRunSumsUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAfterTools: only a step that follows a tool batch is AfterTools; a
+// step that follows steering after a plain answer is a chat step.
+func TestRunAfterTools(t *testing.T) {
+	t.Parallel()
+	rt := &fakeRuntime{
+		model: toolsThenReply(map[int][]agentloop.Call{1: {known("c1", "bash")}}),
+		steer: [][]string{nil, {"one more thing"}},
+	}
+	out := agentloop.Run(rt, "s", &agentloop.State{}, agentloop.Turn{ID: "t", Prompt: agent.Prompt{Text: "hi"}})
+	if out.Status != agent.TypeCompleted || len(rt.models) != 3 {
+		t.Fatalf("outcome %+v after %d model calls", out, len(rt.models))
+	}
+	var got []bool
+	for _, m := range rt.models {
+		got = append(got, m.AfterTools)
+	}
+	equal(t, "AfterTools", got, []bool{false, true, false})
+}
