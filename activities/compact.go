@@ -105,7 +105,7 @@ func (a *Activities) RunCompact(ctx context.Context, in workflows.CompactInput) 
 	if in.Reason != workflows.CompactManual && !def.Config.Compaction.On() {
 		return workflows.CompactResult{Skipped: "compaction is disabled (compaction.enabled: false in fastagent.yaml)"}, nil
 	}
-	model, err := a.Models.Model(def.Config.Model)
+	model, err := a.Models.Model(def.Config.ModelFor(false)[0]) // the chat model
 	if err != nil {
 		return workflows.CompactResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig,
 			temporal.ApplicationErrorOptions{NonRetryable: true})

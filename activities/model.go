@@ -19,6 +19,7 @@ import (
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -36,7 +37,13 @@ func ToolMarker(turn, call string) string { return fmt.Sprintf("%s/t/%s", turn, 
 // call.EntryID. If that entry already exists (an earlier attempt stored it
 // and its worker died before reporting), the stored reply is returned and
 // the model is not called again.
+//
+// The step's model is routed by the definition (Config.ModelFor: chatModel,
+// toolModel after a tool step) and call.Fallback indexes its fallback chain.
+// A fallback's attempts are numbered on the feed after those of the models
+// before it, so the relay treats them as restarts of the same step.
 func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, attempt int) (agentloop.ModelResult, error) {
+	attempt += call.Fallback * max(call.MaxAttempts, 1)
 	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
 	pub.send(ctx, feed.Message{Kind: feed.KindAttempt, Step: call.Step, Attempt: attempt, MaxAttempts: call.MaxAttempts})
 
@@ -64,7 +71,8 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		return agentloop.ModelResult{}, storeError(err)
 	}
 
-	model, err := a.Models.Model(def.Config.Model)
+	chain := def.Config.ModelFor(call.AfterTools)
+	model, err := a.Models.Model(chain[min(call.Fallback, len(chain)-1)])
 	if err != nil {
 		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
@@ -77,6 +85,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		System:   def.SystemPrompt(),
 		Messages: transcript.Context(branch),
 		Tools:    def.SessionSpecs(call.Session, call.Activated),
+		Thinking: def.Config.ThinkingLevel,
 	}
 	if err := a.applyModelHooks(ctx, call, &req); err != nil {
 		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), agent.CodeHook,
@@ -100,7 +109,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
 	})
 	if err != nil {
-		return agentloop.ModelResult{}, a.modelError(ctx, pub, call, attempt, streamed, err)
+		return agentloop.ModelResult{}, a.modelError(ctx, pub, call, attempt, streamed, err, fallbackOf(def, chain, call.Fallback))
 	}
 	entry := transcript.Entry{
 		ID:       call.EntryID,
@@ -122,9 +131,30 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 	return resultOf(def, call.EntryID, &msg, settings, marker), nil
 }
 
+// fallback is the next model of a step's chain and when to hand over to it.
+type fallback struct {
+	next  string        // "" when the chain is exhausted
+	after time.Duration // the longest Retry-After waited for instead
+}
+
+func fallbackOf(def *workspace.Definition, chain []string, at int) fallback {
+	f := fallback{after: time.Duration(def.Config.Retry.FallbackAfter)}
+	if f.after <= 0 {
+		f.after = workspace.DefaultFallbackAfter
+	}
+	if at+1 < len(chain) {
+		f.next = chain[at+1]
+	}
+	return f
+}
+
 // modelError classifies a failed model call for Temporal's retry policy and
 // tells the client to drop partial text when a retry follows streamed deltas.
-func (a *Activities) modelError(ctx context.Context, pub publisher, call agentloop.ModelCall, attempt int, streamed bool, err error) error {
+// A retryable failure on the model's last attempt, or a rate limit longer
+// than fb.after, hands the step to the next model of the chain: the error
+// is then workflows.ErrModelFallback (the workflow runs the step again with
+// the next Fallback) and a retrying event names the fallback model.
+func (a *Activities) modelError(ctx context.Context, pub publisher, call agentloop.ModelCall, attempt int, streamed bool, err error, fb fallback) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -140,7 +170,24 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 		return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	if streamed && (call.MaxAttempts == 0 || attempt < call.MaxAttempts) {
+	own := attempt - call.Fallback*max(call.MaxAttempts, 1) // this model's attempt
+	exhausted := call.MaxAttempts > 0 && own >= call.MaxAttempts
+	throttled := le.Kind == llm.KindRateLimit && le.RetryAfter > fb.after
+	if fb.next != "" && (exhausted || throttled) {
+		ev := agent.Event{
+			Type:        agent.TypeRetrying,
+			Step:        call.Step,
+			Attempt:     (call.Fallback+1)*max(call.MaxAttempts, 1) + 1,
+			MaxAttempts: call.MaxAttempts,
+			Reason:      fmt.Sprintf("falling back to %s: %s", fb.next, le.Error()),
+		}
+		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
+		pub.flush(ctx)
+		a.log().Warn("model call failed; falling back", "session", call.Session, "step", call.Step, "model", le.Model, "fallback", fb.next, "error", le.Error())
+		return temporal.NewApplicationErrorWithOptions(ev.Reason, workflows.ErrModelFallback,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if streamed && (call.MaxAttempts == 0 || own < call.MaxAttempts) {
 		ev := agent.Event{
 			Type:        agent.TypeRetrying,
 			Step:        call.Step,
@@ -196,6 +243,10 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 		ErrorMessage: msg.ErrorMessage,
 		Settings:     settings,
 		Marker:       marker,
+	}
+	if u := msg.Usage; u != nil {
+		res.Usage = &agent.Usage{Input: int64(u.Input), Output: int64(u.Output),
+			CacheRead: int64(u.CacheRead), CacheWrite: int64(u.CacheWrite), Calls: 1}
 	}
 	uses := map[string]int{}
 	for _, tc := range msg.ToolCalls {

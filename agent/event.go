@@ -85,6 +85,8 @@ type Event struct {
 
 	// completed
 	Data json.RawMessage
+	// Usage sums the turn's model calls (nil when no provider reported any).
+	Usage *Usage
 
 	// failed
 	Details   string
@@ -158,8 +160,30 @@ type wireRetrying struct {
 }
 
 type wireCompleted struct {
-	Type string          `json:"type"`
-	Data json.RawMessage `json:"data,omitempty"`
+	Type  string          `json:"type"`
+	Data  json.RawMessage `json:"data,omitempty"`
+	Usage *Usage          `json:"usage,omitempty"`
+}
+
+// Usage counts model tokens as the providers reported them: Input are the
+// prompt tokens (OpenAI counts cached ones in them, Anthropic does not),
+// CacheRead those served from the provider's prompt cache, CacheWrite those
+// written to it (Anthropic), Calls the model calls counted.
+type Usage struct {
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	CacheRead  int64 `json:"cacheRead,omitempty"`
+	CacheWrite int64 `json:"cacheWrite,omitempty"`
+	Calls      int64 `json:"calls"`
+}
+
+// Add adds o to u.
+func (u *Usage) Add(o Usage) {
+	u.Input += o.Input
+	u.Output += o.Output
+	u.CacheRead += o.CacheRead
+	u.CacheWrite += o.CacheWrite
+	u.Calls += o.Calls
 }
 
 type wireFailed struct {
@@ -185,7 +209,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case TypeRetrying:
 		return marshal(wireRetrying{e.Type, e.Step, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
 	case TypeCompleted:
-		return marshal(wireCompleted{e.Type, e.Data})
+		return marshal(wireCompleted{e.Type, e.Data, e.Usage})
 	case TypeFailed:
 		return marshal(wireFailed{e.Type, e.Details, e.Retryable, e.Code})
 	case "":
@@ -231,7 +255,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	case TypeCompleted:
 		var w wireCompleted
 		err = json.Unmarshal(b, &w)
-		e.Data = w.Data
+		e.Data, e.Usage = w.Data, w.Usage
 	case TypeFailed:
 		var w wireFailed
 		err = json.Unmarshal(b, &w)

@@ -24,6 +24,8 @@ func TestEventWireFormat(t *testing.T) {
 		{agent.Event{Type: agent.TypeRetrying, Attempt: 2, MaxAttempts: 6, DelayMs: 1500, Reason: "429"}, `{"type":"retrying","attempt":2,"maxAttempts":6,"delayMs":1500,"reason":"429"}`},
 		{agent.Completed(nil), `{"type":"completed"}`},
 		{agent.Completed(json.RawMessage(`{"k":1}`)), `{"type":"completed","data":{"k":1}}`},
+		{agent.Event{Type: agent.TypeCompleted, Usage: &agent.Usage{Input: 10, Output: 3, CacheRead: 4, Calls: 2}},
+			`{"type":"completed","usage":{"input":10,"output":3,"cacheRead":4,"calls":2}}`},
 		{agent.Failed("boom", false, ""), `{"type":"failed","details":"boom","retryable":false}`},
 		{agent.Failed("busy", true, agent.CodeSessionBusy), `{"type":"failed","details":"busy","retryable":true,"code":"session_busy"}`},
 	}

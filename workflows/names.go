@@ -77,3 +77,9 @@ func WorkflowID(session string) string { return "session:" + session }
 // included; the bound stays under it so rejections are ours, with a clear
 // message, rather than the server's.
 const MaxQueuedTurns = 8
+
+// ErrModelFallback is the error type of a model activity that hands its
+// step to the next model of the fallback chain (models: in fastagent.yaml);
+// the workflow runs the step again with ModelCall.Fallback raised. It never
+// reaches a client: a turn that cannot fall back fails with agent.CodeModel.
+const ErrModelFallback = "model_fallback"

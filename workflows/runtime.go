@@ -56,11 +56,50 @@ func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, er
 	return r.generateWithin(call)
 }
 
-// generate runs one Model.Generate activity.
+// changeFallback versions the fallback chain: a model activity failing with
+// ErrModelFallback is run again for the next model. Only activities that
+// know the chain return that error, so no older history reaches the check.
+const changeFallback = "model-fallback"
+
+// maxFallbacks bounds the models one step may be handed to.
+const maxFallbacks = 8
+
+// generate runs one Model.Generate activity, and again for the next model of
+// the chain each time the activity hands the step on (ErrModelFallback).
 func (r *loopRuntime) generate(call agentloop.ModelCall) (agentloop.ModelResult, error) {
+	for {
+		res, err := r.generateOnce(call)
+		var app *temporal.ApplicationError
+		if err == nil || r.aborted() || !errors.As(err, &app) || app.Type() != ErrModelFallback || call.Fallback >= maxFallbacks {
+			return res, r.modelFailure(err)
+		}
+		if workflow.GetVersion(r.ctx, changeFallback, workflow.DefaultVersion, 1) < 1 {
+			return res, r.modelFailure(err)
+		}
+		call.Fallback++
+	}
+}
+
+// modelFailure turns a model activity's error (nil: none) into the turn's.
+func (r *loopRuntime) modelFailure(err error) error {
+	if err == nil {
+		return nil
+	}
+	if r.aborted() {
+		return &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+	}
+	return modelFailure(err, orInt(r.settings().ModelAttempts, defaultModelAttempts))
+}
+
+// generateOnce runs one Model.Generate activity with its retries.
+func (r *loopRuntime) generateOnce(call agentloop.ModelCall) (agentloop.ModelResult, error) {
 	set := r.settings()
 	attempts := orInt(set.ModelAttempts, defaultModelAttempts)
 	call.MaxAttempts = attempts
+	summary := fmt.Sprintf("model · turn step %d", call.Step)
+	if call.Fallback > 0 {
+		summary += fmt.Sprintf(" · fallback %d", call.Fallback)
+	}
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: orDur(set.ModelTimeout, defaultModelTimeout),
 		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
@@ -70,17 +109,11 @@ func (r *loopRuntime) generate(call agentloop.ModelCall) (agentloop.ModelResult,
 			MaximumInterval:    time.Minute,
 			MaximumAttempts:    int32(attempts),
 		},
-		Summary: fmt.Sprintf("model · turn step %d", call.Step),
+		Summary: summary,
 	})
 	var res agentloop.ModelResult
 	err := workflow.ExecuteActivity(ctx, ActivityModelGenerate, call).Get(ctx, &res)
-	if err != nil {
-		if r.aborted() {
-			return res, &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
-		}
-		return res, modelFailure(err, attempts)
-	}
-	return res, nil
+	return res, err
 }
 
 // modelFailure turns a failed model activity into the turn's failure.
@@ -89,6 +122,10 @@ func modelFailure(err error, attempts int) *agentloop.Failure {
 	if errors.As(err, &app) {
 		// The activity's error type is already a contract code (model_error,
 		// model_config, definition_error, …): the failed event carries it.
+		if app.Type() == ErrModelFallback {
+			// The chain was cut short (maxFallbacks): the model failed.
+			return &agentloop.Failure{Details: app.Message(), Retryable: true, Code: agent.CodeModel}
+		}
 		if app.NonRetryable() {
 			return &agentloop.Failure{Details: app.Message(), Retryable: false, Code: app.Type()}
 		}

@@ -88,6 +88,9 @@ type Snapshot struct {
 	Wakes   []wakes.Wake `json:"wakes,omitempty"`
 	WakeSeq int          `json:"wakeSeq,omitempty"`
 	WakeLog []WakeRecord `json:"wakeLog,omitempty"`
+	// Usage sums the tokens of every turn's model calls (compactions'
+	// summaries excluded), carried across continue-as-new.
+	Usage agent.Usage `json:"usage"`
 }
 
 // RecentTurn is one remembered outcome.
@@ -155,6 +158,8 @@ type SessionView struct {
 	Settings  agentloop.Settings `json:"settings"`
 	Wakes     []wakes.Wake       `json:"wakes,omitempty"`
 	WakeLog   []WakeRecord       `json:"wakeLog,omitempty"`
+	// Usage sums the session's model tokens, turn by turn.
+	Usage agent.Usage `json:"usage"`
 }
 
 // PendingApproval is a tool call waiting for a human: the full arguments
@@ -338,6 +343,9 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 	s.replyTurn(ctx, t, out)
 	s.turnsThisRun++
 	s.snap.Turns++
+	if out.Usage != nil {
+		s.snap.Usage.Add(*out.Usage)
+	}
 }
 
 func (s *session) register(ctx workflow.Context) error {
@@ -534,6 +542,7 @@ func (s *session) view() (SessionView, error) {
 		Settings:  s.snap.Loop.Settings,
 		Wakes:     s.snap.Wakes,
 		WakeLog:   s.snap.WakeLog,
+		Usage:     s.snap.Usage,
 	}
 	if s.running != nil {
 		v.Running = s.running.id

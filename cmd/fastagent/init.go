@@ -91,7 +91,7 @@ TZ=$tz date '+%Y-%m-%d %H:%M:%S %Z (%A)'
 # overrides it; API keys come from the environment (OPENAI_API_KEY, …).
 # model: openai/gpt-4o-mini
 
-# off, low, medium or high (for models that reason before answering).
+# off, minimal, low, medium or high (for models that reason before answering).
 thinkingLevel: off
 
 # Built-in coding tools: true (read, bash, edit, write), false, or a list.

@@ -28,6 +28,8 @@ type model struct {
 
 	flavor          flavor
 	legacyMaxTokens bool
+	reasoning       bool // the catalog says the model thinks
+	maxOutput       int  // the catalog's output limit, 0 unknown
 	stall           time.Duration
 	client          *http.Client
 	llm             llms.Model
@@ -58,6 +60,12 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	defer cancel(nil)
 	rec := &recorder{dog: startWatchdog(m.stall, cancel)}
 	defer rec.dog.stop()
+	if m.flavor == flavorOpenAI && m.reasoning {
+		// langchaingo v0.1.14 never sends reasoning_effort: the transport adds it.
+		if effort := reasoningEffort(req.Thinking); effort != "" {
+			rec.extra = map[string]any{"reasoning_effort": effort}
+		}
+	}
 	callCtx = context.WithValue(callCtx, recorderKey{}, rec)
 
 	resp, err := m.llm.GenerateContent(callCtx, msgs, m.callOptions(req, tools, sink)...)
@@ -90,6 +98,16 @@ func (m *model) callOptions(req Request, tools []llms.Tool, sink *deltaSink) []l
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 && m.flavor == flavorAnthropic {
 		maxTokens = defaultAnthropicMaxTokens
+	}
+	if budget := ThinkingBudget(req.Thinking); budget > 0 && m.flavor == flavorAnthropic && m.reasoning {
+		// max_tokens must exceed the thinking budget and leave room for
+		// the answer; the model's own output limit caps both.
+		maxTokens = max(maxTokens, budget+defaultAnthropicMaxTokens)
+		if m.maxOutput > 0 && maxTokens > m.maxOutput {
+			maxTokens = m.maxOutput
+			budget = min(budget, maxTokens/2)
+		}
+		opts = append(opts, llms.WithThinkingBudget(budget))
 	}
 	if maxTokens > 0 {
 		opts = append(opts, llms.WithMaxTokens(maxTokens))
@@ -147,6 +165,8 @@ func (m *model) toMessage(resp *llms.ContentResponse) (transcript.Message, strin
 		u.Input = max(u.Input, intInfo(c.GenerationInfo, "PromptTokens"), intInfo(c.GenerationInfo, "InputTokens"))
 		u.Output = max(u.Output, intInfo(c.GenerationInfo, "CompletionTokens"), intInfo(c.GenerationInfo, "OutputTokens"))
 		u.Total = max(u.Total, intInfo(c.GenerationInfo, "TotalTokens"))
+		u.CacheRead = max(u.CacheRead, intInfo(c.GenerationInfo, "PromptCachedTokens"), intInfo(c.GenerationInfo, "CacheReadInputTokens"))
+		u.CacheWrite = max(u.CacheWrite, intInfo(c.GenerationInfo, "CacheCreationInputTokens"))
 	}
 	if u.Total == 0 {
 		u.Total = u.Input + u.Output

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/tmc/langchaingo/llms/anthropic"
 	"github.com/tmc/langchaingo/llms/openai"
@@ -39,6 +40,46 @@ type Request struct {
 	Messages  []transcript.Message
 	Tools     []agent.ToolSpec
 	MaxTokens int // 0 = provider default
+	// Thinking is the thinking level (off, minimal, low, medium, high; ""
+	// = off). It reaches reasoning models only (models.Info.Reasoning):
+	// OpenAI as reasoning_effort, Anthropic as an extended-thinking budget
+	// (ThinkingBudget).
+	Thinking string
+}
+
+// Thinking levels.
+const (
+	ThinkingOff     = "off"
+	ThinkingMinimal = "minimal"
+	ThinkingLow     = "low"
+	ThinkingMedium  = "medium"
+	ThinkingHigh    = "high"
+)
+
+// ThinkingBudget is the Anthropic extended-thinking budget (tokens) of a
+// level; 0 means thinking stays off.
+func ThinkingBudget(level string) int {
+	switch level {
+	case ThinkingMinimal:
+		return 1024
+	case ThinkingLow:
+		return 2048
+	case ThinkingMedium:
+		return 8192
+	case ThinkingHigh:
+		return 24576
+	}
+	return 0
+}
+
+// reasoningEffort is the OpenAI reasoning_effort of a level; "" leaves the
+// provider's default (OpenAI reasoning models cannot switch thinking off).
+func reasoningEffort(level string) string {
+	switch level {
+	case ThinkingMinimal, ThinkingLow, ThinkingMedium, ThinkingHigh:
+		return level
+	}
+	return ""
 }
 
 // Delta kinds.
@@ -108,7 +149,9 @@ func New(spec string, opts Options) (Model, error) {
 	if stall <= 0 {
 		stall = DefaultStallTimeout
 	}
-	m := &model{spec: spec, provider: provider, name: name, stall: stall, client: wrapClient(opts.HTTPClient)}
+	info := models.Lookup(spec)
+	m := &model{spec: spec, provider: provider, name: name, stall: stall, client: wrapClient(opts.HTTPClient),
+		reasoning: info.Reasoning, maxOutput: info.MaxOutput}
 	var err error
 	switch provider {
 	case "openai":

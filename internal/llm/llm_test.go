@@ -732,14 +732,15 @@ func TestToMessageFromResponse(t *testing.T) {
 	m := &model{spec: "anthropic/claude"}
 	// The shape langchaingo's Anthropic client returns: one choice per block.
 	resp := &llms.ContentResponse{Choices: []*llms.ContentChoice{
-		{StopReason: "tool_use", GenerationInfo: map[string]any{"ThinkingContent": "hmm", "ThinkingSignature": "sig", "InputTokens": 9, "OutputTokens": 4}},
+		{StopReason: "tool_use", GenerationInfo: map[string]any{"ThinkingContent": "hmm", "ThinkingSignature": "sig", "InputTokens": 9, "OutputTokens": 4,
+			"CacheReadInputTokens": 5, "CacheCreationInputTokens": 2}},
 		{Content: "calling", StopReason: "tool_use", GenerationInfo: map[string]any{"ThinkingContent": "", "InputTokens": 9, "OutputTokens": 4}},
 		{StopReason: "tool_use", ToolCalls: []llms.ToolCall{{ID: "toolu_1", FunctionCall: &llms.FunctionCall{Name: "ls", Arguments: `{"d":"."}`}}}},
 		{StopReason: "tool_use", ToolCalls: []llms.ToolCall{{FunctionCall: &llms.FunctionCall{}}}}, // merge artefact
 		{StopReason: "tool_use", ToolCalls: []llms.ToolCall{{ID: "toolu_2", FunctionCall: &llms.FunctionCall{Name: "cat", Arguments: `{"path": broken`}}}},
 	}}
 	msg, stop := m.toMessage(resp)
-	if stop != "tool_use" || msg.Thinking != "hmm" || msg.Text != "calling" || msg.Usage == nil || *msg.Usage != (transcript.Usage{Input: 9, Output: 4, Total: 13}) {
+	if stop != "tool_use" || msg.Thinking != "hmm" || msg.Text != "calling" || msg.Usage == nil || *msg.Usage != (transcript.Usage{Input: 9, Output: 4, Total: 13, CacheRead: 5, CacheWrite: 2}) {
 		t.Errorf("message %+v stop %q", msg, stop)
 	}
 	if len(msg.ToolCalls) != 2 || msg.ToolCalls[0].ID != "toolu_1" || string(msg.ToolCalls[0].Args) != `{"d":"."}` ||

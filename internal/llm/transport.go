@@ -1,8 +1,11 @@
 package llm
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -24,6 +27,9 @@ type recorder struct {
 	retryAfter time.Duration
 	netErr     error // the transport's own error, before langchaingo rewords it
 	dog        *watchdog
+	// extra are top-level JSON fields added to the request body (fields
+	// langchaingo cannot send, such as OpenAI's reasoning_effort).
+	extra map[string]any
 }
 
 func (r *recorder) snapshot() (attempted bool, status int, retryAfter time.Duration, netErr error) {
@@ -48,6 +54,12 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	rec.mu.Lock()
 	rec.attempted = true
 	rec.mu.Unlock()
+	if len(rec.extra) > 0 {
+		var err error
+		if req, err = withFields(req, rec.extra); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		rec.mu.Lock()
@@ -134,4 +146,37 @@ func (w *watchdog) kick() {
 func (w *watchdog) stop() {
 	w.stopped.Store(true)
 	w.timer.Stop()
+}
+
+// withFields returns a copy of req whose JSON object body has fields added
+// (existing fields of the same name are replaced).
+func withFields(req *http.Request, fields map[string]any) (*http.Request, error) {
+	if req.Body == nil || req.Method != http.MethodPost {
+		return req, nil
+	}
+	raw, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("llm: read request body: %w", err)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return nil, fmt.Errorf("llm: request body is not a JSON object: %w", err)
+	}
+	for k, v := range fields {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("llm: encode request field %s: %w", k, err)
+		}
+		body[k] = b
+	}
+	out, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("llm: encode request body: %w", err)
+	}
+	r := req.Clone(req.Context())
+	r.Body = io.NopCloser(bytes.NewReader(out))
+	r.ContentLength = int64(len(out))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
+	return r, nil
 }

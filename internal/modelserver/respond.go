@@ -273,7 +273,11 @@ func (x *exchange) usage() *usageJSON {
 		if total == 0 {
 			total = u.PromptTokens + u.CompletionTokens
 		}
-		return &usageJSON{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: total}
+		out := &usageJSON{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: total}
+		if u.CachedTokens > 0 {
+			out.PromptDetails = &promptDetails{CachedTokens: u.CachedTokens}
+		}
+		return out
 	}
 	chars := 0
 	for _, m := range x.req.Messages {
@@ -391,6 +395,12 @@ type usageJSON struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptDetails carries cached_tokens (OpenAI's prompt cache).
+	PromptDetails *promptDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 type wholeResponse struct {

@@ -88,6 +88,8 @@ type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
 	TotalTokens      int
+	// CachedTokens are prompt tokens reported as read from the prompt cache.
+	CachedTokens int
 }
 
 // keyedQueue holds the replies scripted for one conversation key.

@@ -92,6 +92,10 @@ type Usage struct {
 	Input  int `json:"input"`
 	Output int `json:"output"`
 	Total  int `json:"totalTokens"`
+	// CacheRead and CacheWrite are prompt tokens read from and written to
+	// the provider's prompt cache.
+	CacheRead  int `json:"cacheRead,omitempty"`
+	CacheWrite int `json:"cacheWrite,omitempty"`
 }
 
 // Compaction replaces everything before FirstKeptEntryID with Summary.

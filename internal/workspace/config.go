@@ -28,7 +28,18 @@ const ConfigFile = "fastagent.yaml"
 type Config struct {
 	// Model is "provider/model", e.g. openai/gpt-4o-mini; FASTAGENT_MODEL overrides it.
 	Model string `yaml:"model"`
-	// ThinkingLevel is off, low, medium or high.
+	// ChatModel serves a turn's first step and every step after which no
+	// tool ran; ToolModel the step after a tool step (Flowbot's dual-model
+	// routing). Either empty means Model. Compaction uses the chat model.
+	ChatModel string `yaml:"chatModel"`
+	ToolModel string `yaml:"toolModel"`
+	// Models is a fallback chain [primary, fallback…]: when a step's model
+	// fails with a retryable error after its attempts, or is rate-limited
+	// for longer than FallbackAfter, the next model serves the step. The
+	// primary is Model (models[0] when model is unset).
+	Models []string `yaml:"models"`
+	// ThinkingLevel is off, minimal, low, medium or high: OpenAI reasoning
+	// effort or an Anthropic thinking budget, for reasoning models only.
 	ThinkingLevel string `yaml:"thinkingLevel"`
 	// AgentDir moves the agent surface into a subfolder of the working directory.
 	AgentDir string `yaml:"agentDir"`
@@ -86,7 +97,14 @@ type RetryConfig struct {
 	// Heartbeat is how long a silent worker may go before its call is
 	// declared lost.
 	Heartbeat Duration `yaml:"heartbeat"`
+	// FallbackAfter is the longest rate-limit wait (Retry-After) a model
+	// with a fallback (models:) is waited for; a longer one hands the step
+	// to the fallback at once (default 30s).
+	FallbackAfter Duration `yaml:"fallbackAfter"`
 }
+
+// DefaultFallbackAfter is RetryConfig.FallbackAfter's default.
+const DefaultFallbackAfter = 30 * time.Second
 
 // ToolConfig overrides one tool's runtime settings.
 type ToolConfig struct {
@@ -294,10 +312,24 @@ func (c Config) validate() error {
 	if c.Model != "" && !modelSpec.MatchString(c.Model) {
 		return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", c.Model), "model")
 	}
+	for _, k := range []struct{ key, spec string }{{"chatModel", c.ChatModel}, {"toolModel", c.ToolModel}} {
+		if k.spec != "" && !modelSpec.MatchString(k.spec) {
+			return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", k.spec), k.key)
+		}
+	}
+	if len(c.Models) > maxModels {
+		return badKey(fmt.Sprintf("lists %d models; at most %d (a primary and its fallbacks)", len(c.Models), maxModels), "models")
+	}
+	for i, spec := range c.Models {
+		if !modelSpec.MatchString(spec) {
+			return &keyError{path: []string{"models"}, item: i + 1,
+				reason: fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", spec)}
+		}
+	}
 	switch c.ThinkingLevel {
-	case "", "off", "low", "medium", "high":
+	case "", "off", "minimal", "low", "medium", "high":
 	default:
-		return badKey(fmt.Sprintf("%q is not one of off, low, medium, high", c.ThinkingLevel), "thinkingLevel")
+		return badKey(fmt.Sprintf("%q is not one of off, minimal, low, medium, high", c.ThinkingLevel), "thinkingLevel")
 	}
 	if c.MaxSteps < 0 || c.MaxSteps > 1000 {
 		return badKey(fmt.Sprintf("%d is out of range 1..1000", c.MaxSteps), "maxSteps")
@@ -637,4 +669,35 @@ func editDistance(a, b string) int {
 		}
 	}
 	return d[len(ra)][len(rb)]
+}
+
+// maxModels bounds the fallback chain.
+const maxModels = 8
+
+// ModelFor returns the model chain of a step: the routed primary (toolModel
+// after a tool step, else chatModel, else model) followed by the fallbacks
+// of models, each once.
+func (c Config) ModelFor(afterTools bool) []string {
+	primary := c.Model
+	if primary == "" && len(c.Models) > 0 {
+		primary = c.Models[0]
+	}
+	if c.ChatModel != "" {
+		primary = c.ChatModel
+	}
+	if afterTools && c.ToolModel != "" {
+		primary = c.ToolModel
+	}
+	chain := []string{primary}
+	for i, m := range c.Models {
+		if i == 0 && c.Model != "" && m != c.Model {
+			// models[0] is the primary's slot; a model: (or FASTAGENT_MODEL)
+			// replaces it.
+			continue
+		}
+		if !slices.Contains(chain, m) {
+			chain = append(chain, m)
+		}
+	}
+	return chain
 }

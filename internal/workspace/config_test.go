@@ -23,6 +23,21 @@ func TestConfigErrors(t *testing.T) {
 			want: []ConfigError{{Line: 2, Key: "thinking_level", Reason: "unknown key (did you mean thinkingLevel?)"}},
 		},
 		{
+			name: "bad chatModel",
+			yaml: "chatModel: gpt-4o\n",
+			want: []ConfigError{{Line: 1, Key: "chatModel", Reason: `"gpt-4o" is not provider/model`}},
+		},
+		{
+			name: "bad toolModel",
+			yaml: "toolModel: mistral/large\n",
+			want: []ConfigError{{Line: 1, Key: "toolModel", Reason: `"mistral/large" is not provider/model`}},
+		},
+		{
+			name: "bad fallback in models",
+			yaml: "models: [openai/gpt-4o, nope]\n",
+			want: []ConfigError{{Key: "models", Reason: `"nope" is not provider/model`}},
+		},
+		{
 			name: "unknown nested key lists the known ones",
 			yaml: "http:\n  port: 8080\n  bind: 0.0.0.0\n",
 			want: []ConfigError{{Line: 3, Key: "http.bind", Reason: "unknown key (http takes: host, port, detachGrace, allowedOrigins, allowedHosts, invoke)"}},
@@ -40,7 +55,7 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "bad thinkingLevel",
 			yaml: "model: openai/gpt-4o-mini\nthinkingLevel: max\n",
-			want: []ConfigError{{Line: 2, Key: "thinkingLevel", Reason: `"max" is not one of off, low, medium, high`}},
+			want: []ConfigError{{Line: 2, Key: "thinkingLevel", Reason: `"max" is not one of off, minimal, low, medium, high`}},
 		},
 		{
 			name: "bad codingTools entry",
@@ -289,5 +304,32 @@ func TestProtectedPaths(t *testing.T) {
 		if has(open, p) {
 			t.Errorf("%s protected with selfEdit", p)
 		}
+	}
+}
+
+func TestModelFor(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		cfg        Config
+		afterTools bool
+		want       []string
+	}{
+		{"model only", Config{Model: "openai/a"}, true, []string{"openai/a"}},
+		{"chat model for chat steps", Config{Model: "openai/a", ChatModel: "openai/c", ToolModel: "openai/t"}, false, []string{"openai/c"}},
+		{"tool model after tools", Config{Model: "openai/a", ChatModel: "openai/c", ToolModel: "openai/t"}, true, []string{"openai/t"}},
+		{"chat model after tools without a tool model", Config{Model: "openai/a", ChatModel: "openai/c"}, true, []string{"openai/c"}},
+		{"fallback chain", Config{Models: []string{"openai/a", "anthropic/b", "ollama/c"}}, false, []string{"openai/a", "anthropic/b", "ollama/c"}},
+		{"model replaces models[0]", Config{Model: "openai/x", Models: []string{"openai/a", "anthropic/b"}}, false, []string{"openai/x", "anthropic/b"}},
+		{"routed primary keeps the fallbacks", Config{Models: []string{"openai/a", "anthropic/b"}, ToolModel: "openai/t"}, true, []string{"openai/t", "openai/a", "anthropic/b"}},
+		{"no duplicates", Config{Models: []string{"openai/a", "openai/c"}, ChatModel: "openai/c"}, false, []string{"openai/c", "openai/a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.cfg.ModelFor(tt.afterTools); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("ModelFor(%v) = %v, want %v", tt.afterTools, got, tt.want)
+			}
+		})
 	}
 }

@@ -159,6 +159,9 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Model == "" && len(cfg.Models) > 0 {
+		cfg.Model = cfg.Models[0]
+	}
 	d := &Definition{Config: cfg}
 	if _, err := os.Stat(filepath.Join(cfgDir, ConfigFile)); err == nil {
 		d.ConfigPath = filepath.Join(cfgDir, ConfigFile)

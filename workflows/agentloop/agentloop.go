@@ -71,6 +71,12 @@ type ModelCall struct {
 	Activated []string `json:"activated,omitempty"`
 	// MaxAttempts is set by the runtime: how many attempts the call gets.
 	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// AfterTools says the previous step of the turn ran tools: the step is
+	// served by the tool model (dual-model routing), else by the chat model.
+	AfterTools bool `json:"afterTools,omitempty"`
+	// Fallback indexes the step's model chain (0 = the primary); the
+	// runtime raises it when a model hands the step on (ModelFallback).
+	Fallback int `json:"fallback,omitempty"`
 	// CheckContext is set by runtimes that can compact: the step measures
 	// the context first and, when it is over the compaction threshold,
 	// answers ModelResult.Compact instead of calling the model.
@@ -98,6 +104,8 @@ type ModelResult struct {
 	Settings     Settings `json:"settings"`
 	// Marker names the feed marker published after the step's last event.
 	Marker string `json:"marker,omitempty"`
+	// Usage is what the provider reported for the call (nil: nothing).
+	Usage *agent.Usage `json:"usage,omitempty"`
 	// Compact, when set (only for a ModelCall with CheckContext), means the
 	// model was not called: the context must be compacted first. EntryID is
 	// then empty.
@@ -175,12 +183,16 @@ type Outcome struct {
 	// Leftover are steering messages that arrived too late for this turn
 	// (after its last step); the session runs them as a follow-up turn.
 	Leftover []string `json:"leftover,omitempty"`
+	// Usage sums the tokens of the turn's model calls.
+	Usage *agent.Usage `json:"usage,omitempty"`
 }
 
 // Event returns the terminal event for the outcome.
 func (o Outcome) Event() agent.Event {
 	if o.Status == agent.TypeCompleted {
-		return agent.Completed(o.Data)
+		ev := agent.Completed(o.Data)
+		ev.Usage = o.Usage
+		return ev
 	}
 	return agent.Failed(o.Details, o.Retryable, o.Code)
 }
@@ -225,6 +237,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 	}
 	defer func() { out.Leaf = st.Leaf }()
 	maxSteps := st.Settings.MaxSteps
+	afterTools := false
 	for step := 1; ; step++ {
 		if maxSteps <= 0 {
 			maxSteps = DefaultMaxSteps
@@ -239,16 +252,23 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		out.Steps = step
 		chain(pending, leaf)
 		res, err := rt.Model(ModelCall{
-			Session:   session,
-			Turn:      t.ID,
-			Step:      step,
-			Leaf:      leaf,
-			Prepend:   pending,
-			EntryID:   rt.NewID(),
-			Activated: st.Activated,
+			Session:    session,
+			Turn:       t.ID,
+			Step:       step,
+			Leaf:       leaf,
+			Prepend:    pending,
+			EntryID:    rt.NewID(),
+			Activated:  st.Activated,
+			AfterTools: afterTools,
 		})
 		if err != nil {
 			return fail(out, err)
+		}
+		if res.Usage != nil {
+			if out.Usage == nil {
+				out.Usage = &agent.Usage{}
+			}
+			out.Usage.Add(*res.Usage)
 		}
 		st.Leaf, leaf = res.EntryID, res.EntryID
 		out.Marker = res.Marker
@@ -264,6 +284,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 			steer := rt.Steering()
 			if len(steer) > 0 && step < maxSteps {
 				pending = steeringEntries(rt, steer)
+				afterTools = false
 				continue
 			}
 			out.Status = agent.TypeCompleted
@@ -305,6 +326,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		if err != nil {
 			return fail(out, err)
 		}
+		afterTools = true
 		pending = steeringEntries(rt, rt.Steering())
 	}
 }

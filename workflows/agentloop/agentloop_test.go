@@ -516,6 +516,8 @@ func TestOutcomeEvent(t *testing.T) {
 	}{
 		{"completed", agentloop.Outcome{Status: agent.TypeCompleted, Data: []byte(`{"a":1}`)}, agent.Completed([]byte(`{"a":1}`))},
 		{"failed", agentloop.Outcome{Status: agent.TypeFailed, Details: "boom", Retryable: true, Code: "x"}, agent.Failed("boom", true, "x")},
+		{"completed with usage", agentloop.Outcome{Status: agent.TypeCompleted, Usage: &agent.Usage{Input: 5, Calls: 1}},
+			agent.Event{Type: agent.TypeCompleted, Usage: &agent.Usage{Input: 5, Calls: 1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -530,4 +532,59 @@ func equal[T any](t *testing.T, what string, got, want T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s = %#v, want %#v", what, got, want)
 	}
+}
+
+// TestRunSumsUsage: the outcome sums the usage of every model step that
+// reported one, and has none when no step did.
+func TestRunSumsUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		usages []*agent.Usage // per step; the last step ends the turn
+		want   *agent.Usage
+	}{
+		{"none reported", []*agent.Usage{nil, nil}, nil},
+		{"one step", []*agent.Usage{{Input: 100, Output: 7, Calls: 1}}, &agent.Usage{Input: 100, Output: 7, Calls: 1}},
+		{"tool step then answer", []*agent.Usage{{Input: 100, Output: 7, CacheWrite: 90, Calls: 1}, nil, {Input: 130, Output: 9, CacheRead: 90, Calls: 1}},
+			&agent.Usage{Input: 230, Output: 16, CacheRead: 90, CacheWrite: 90, Calls: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rt := &fakeRuntime{model: func(call agentloop.ModelCall) (agentloop.ModelResult, error) {
+				var res agentloop.ModelResult
+				if call.Step < len(tt.usages) {
+					res = reply(call, known(fmt.Sprintf("c%d", call.Step), "bash"))
+				} else {
+					res = reply(call)
+				}
+				res.Usage = tt.usages[call.Step-1]
+				return res, nil
+			}}
+			out := agentloop.Run(rt, "s", &agentloop.State{}, agentloop.Turn{ID: "t", Prompt: agent.Prompt{Text: "hi"}})
+			if out.Status != agent.TypeCompleted || out.Steps != len(tt.usages) {
+				t.Fatalf("outcome %+v", out)
+			}
+			equal(t, "Usage", out.Usage, tt.want)
+		})
+	}
+}
+
+// TestRunAfterTools: only a step that follows a tool batch is AfterTools; a
+// step that follows steering after a plain answer is a chat step.
+func TestRunAfterTools(t *testing.T) {
+	t.Parallel()
+	rt := &fakeRuntime{
+		model: toolsThenReply(map[int][]agentloop.Call{1: {known("c1", "bash")}}),
+		steer: [][]string{nil, {"one more thing"}},
+	}
+	out := agentloop.Run(rt, "s", &agentloop.State{}, agentloop.Turn{ID: "t", Prompt: agent.Prompt{Text: "hi"}})
+	if out.Status != agent.TypeCompleted || len(rt.models) != 3 {
+		t.Fatalf("outcome %+v after %d model calls", out, len(rt.models))
+	}
+	var got []bool
+	for _, m := range rt.models {
+		got = append(got, m.AfterTools)
+	}
+	equal(t, "AfterTools", got, []bool{false, true, false})
 }

@@ -1,0 +1,107 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/transcript"
+)
+
+func TestReasoningEffortReachesOpenAI(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, spec, level, want string
+	}{
+		{"reasoning model, high", "openai/o3-mini", ThinkingHigh, "high"},
+		{"reasoning model, minimal", "openai/gpt-5", ThinkingMinimal, "minimal"},
+		{"reasoning model, off", "openai/o4-mini", ThinkingOff, ""},
+		{"reasoning model, unset", "openai/o4-mini", "", ""},
+		{"plain model ignores it", "openai/gpt-4o-mini", ThinkingHigh, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := modelserver.New()
+			defer s.Close()
+			m, err := New(tt.spec, Options{Getenv: env("OPENAI_BASE_URL", s.URL())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := userPrompt("hi")
+			req.Thinking = tt.level
+			if _, err := m.Generate(context.Background(), req, nil); err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				Effort   string            `json:"reasoning_effort"`
+				Messages []json.RawMessage `json:"messages"`
+			}
+			raw := s.Requests()[0].Raw
+			if err := json.Unmarshal(raw, &body); err != nil {
+				t.Fatalf("body %s: %v", raw, err)
+			}
+			if body.Effort != tt.want || len(body.Messages) != 1 {
+				t.Errorf("reasoning_effort %q, want %q; body %s", body.Effort, tt.want, raw)
+			}
+		})
+	}
+}
+
+func TestAnthropicThinkingBudget(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name               string
+		reasoning          bool
+		maxOutput          int
+		level              string
+		wantBudget, wantMx int
+	}{
+		{"off", true, 64_000, ThinkingOff, 0, defaultAnthropicMaxTokens},
+		{"minimal", true, 64_000, ThinkingMinimal, 1024, 1024 + defaultAnthropicMaxTokens},
+		{"low", true, 64_000, ThinkingLow, 2048, 2048 + defaultAnthropicMaxTokens},
+		{"medium", true, 64_000, ThinkingMedium, 8192, 8192 + defaultAnthropicMaxTokens},
+		{"high", true, 64_000, ThinkingHigh, 24576, 24576 + defaultAnthropicMaxTokens},
+		{"high capped by output limit", true, 20_000, ThinkingHigh, 10_000, 20_000},
+		{"model without thinking", false, 8192, ThinkingHigh, 0, defaultAnthropicMaxTokens},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := &model{spec: "anthropic/x", flavor: flavorAnthropic, reasoning: tt.reasoning, maxOutput: tt.maxOutput}
+			req := userPrompt("hi")
+			req.Thinking = tt.level
+			var o llms.CallOptions
+			for _, opt := range m.callOptions(req, nil, &deltaSink{}) {
+				opt(&o)
+			}
+			budget := 0
+			if c := llms.GetThinkingConfig(&o); c != nil {
+				budget = c.BudgetTokens
+			}
+			if budget != tt.wantBudget || o.MaxTokens != tt.wantMx {
+				t.Errorf("budget %d max_tokens %d, want %d %d", budget, o.MaxTokens, tt.wantBudget, tt.wantMx)
+			}
+		})
+	}
+}
+
+// TestUsageFromStream: the usage chunk of a streamed reply, cached prompt
+// tokens included, lands on the message.
+func TestUsageFromStream(t *testing.T) {
+	t.Parallel()
+	s := modelserver.New()
+	defer s.Close()
+	s.Enqueue(modelserver.Reply{Text: []string{"hi"}, Usage: &modelserver.Usage{PromptTokens: 120, CompletionTokens: 5, CachedTokens: 64}})
+	msg, err := newTestModel(t, s, 0).Generate(context.Background(), userPrompt("hello"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := transcript.Usage{Input: 120, Output: 5, Total: 125, CacheRead: 64}
+	if msg.Usage == nil || *msg.Usage != want {
+		t.Errorf("usage %+v, want %+v", msg.Usage, want)
+	}
+}
