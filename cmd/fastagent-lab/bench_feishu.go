@@ -102,7 +102,7 @@ func (b *bench) feishuFigures() error {
 		sent := time.Now()
 		code, err := fake.Push(feishuBenchEvent(chat, id, fmt.Sprintf("feishu ws bench %d", i)), 10*time.Second)
 		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("push %d: ACK %d, %v", i, code, err)
+			return fmt.Errorf("push %d: ACK %d: %w", i, code, err)
 		}
 		if i >= warm {
 			wsAck = append(wsAck, time.Since(sent))
