@@ -44,6 +44,8 @@ type Config struct {
 	// history).
 	Codec *codec.Codec
 	Plain bool
+	// MetricsHandler receives the SDK's metrics (nil: none).
+	MetricsHandler client.MetricsHandler
 }
 
 // FromEnv fills unset fields from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
@@ -79,6 +81,9 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 		HostPort:  c.Address,
 		Namespace: c.Namespace,
 		Logger:    logger(c.Logger),
+	}
+	if c.MetricsHandler != nil {
+		opts.MetricsHandler = c.MetricsHandler
 	}
 	if c.Codec == nil && !c.Plain {
 		var err error
