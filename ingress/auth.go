@@ -25,11 +25,17 @@ const (
 	// RightApprove answers approval requests (and reads the state, to see
 	// what is being approved) in the principal's own sessions.
 	RightApprove Right = "approve"
+	// RightCodec encodes and decodes Temporal payloads through the codec
+	// server (POST /codec/…): whoever holds it can read every session's
+	// history, so it is granted apart from the session rights.
+	RightCodec Right = "codec"
+	// RightMetrics scrapes GET /metrics.
+	RightMetrics Right = "metrics"
 	// RightAdmin is every right, on every session.
 	RightAdmin Right = "admin"
 )
 
-var knownRights = []Right{RightInvoke, RightControl, RightApprove, RightAdmin}
+var knownRights = []Right{RightInvoke, RightControl, RightApprove, RightCodec, RightMetrics, RightAdmin}
 
 // Principal is who a request acts for.
 type Principal struct {

@@ -87,6 +87,19 @@ type Server struct {
 	// until it is empty GET /health answers 503
 	// {"status":"connecting","waiting":[…]}. nil: none.
 	Waiting func() []string
+	// Codec serves Temporal's remote codec protocol under /codec (nil: not
+	// mounted) for the Web UI and `temporal --codec-endpoint`; callers need
+	// a token with RightCodec. CodecOrigins are the browser origins (the
+	// Web UI's) allowed to call it besides AllowedOrigins.
+	Codec        http.Handler
+	CodecOrigins []string
+	// DevUIOrigin is the embedded Web UI's origin in `fastagent dev`, which
+	// cannot send a token: its codec requests without an Authorization
+	// header are served. Set it only on a loopback listener.
+	DevUIOrigin string
+	// Metrics serves GET /metrics (nil: not mounted); callers need a token
+	// with RightMetrics.
+	Metrics http.Handler
 
 	ready   atomic.Bool
 	created map[string][]time.Time
@@ -141,6 +154,10 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/sessions/:id/compact", s.guard(RightControl), s.compact)
 	r.POST("/sessions/:id/approvals/:call", s.guard(RightApprove), s.approve)
 	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
+	s.codecRoutes(r)
+	if s.Metrics != nil {
+		r.GET("/metrics", s.guard(RightMetrics), gin.WrapH(s.Metrics))
+	}
 	r.NoMethod(func(c *gin.Context) {
 		c.String(http.StatusMethodNotAllowed, "method not allowed")
 	})

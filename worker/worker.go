@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -42,6 +43,8 @@ type Options struct {
 	// WorkspaceDir is the agent's workspace, where files that channel
 	// messages carry are saved.
 	WorkspaceDir string
+	// Interceptors are added to the SDK worker (metrics).
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // HeartbeatThrottle is the longest a heartbeat is held back by the SDK. An
@@ -90,6 +93,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		StickyScheduleToStartTimeout:            StickyTimeout,
 		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
 		WorkerStopTimeout:                       stopTimeout,
+		Interceptors:                            opts.Interceptors,
 	})
 	firer := opts.Schedules
 	if firer == nil {

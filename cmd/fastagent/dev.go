@@ -4,14 +4,17 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
@@ -68,18 +71,34 @@ func devCommand(g *globals) *cobra.Command {
 			if noUI {
 				opts.UIPort = -1
 			}
+			// With codec keys, the API listens first so the embedded UI can
+			// be told its codec endpoint (POST <api>/codec/decode).
+			var ln net.Listener
+			if cdc, err := codec.FromEnv(os.Getenv); err != nil {
+				return failure("%w", err)
+			} else if cdc != nil {
+				if ln, err = serve.Listen(parts.Config.HTTPHost, parts.Config.HTTPPort); err != nil {
+					return failure("%w", err)
+				}
+				defer ln.Close()
+				opts.CodecEndpoint = "http://" + ln.Addr().String() + "/codec"
+				if !noUI {
+					parts.Config.DevUIOrigin = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(uiPort))
+				}
+			}
 			srv, err := devserver.Start(opts)
 			if err != nil {
 				return failure("embedded Temporal: %w", err)
 			}
 			defer srv.Stop()
-			c, err := tclient.Dial(ctx, tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: log})
+			c, err := tclient.Dial(ctx, tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: log,
+				MetricsHandler: parts.Config.Metrics.SDKHandler()})
 			if err != nil {
 				return failure("%w", err)
 			}
 			defer c.Close()
 			out := cmd.OutOrStdout()
-			run, err := parts.Start(ctx, c, serve.Roles{Worker: true, Ingress: true}, nil)
+			run, err := parts.Start(ctx, c, serve.Roles{Worker: true, Ingress: true}, ln)
 			if err != nil {
 				return failure("%w", err)
 			}

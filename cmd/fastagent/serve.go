@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/worker"
@@ -67,6 +68,8 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		TokensFile: f.tokensFile,
 
 		WorkerStopTimeout: f.stopTimeout,
+		Metrics:           metrics.New(),
+		MetricsAddr:       os.Getenv(metrics.EnvAddr),
 	}
 }
 
@@ -128,6 +131,7 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 			}
 			tc := f.temporal.FromEnv()
 			tc.Logger = log
+			tc.MetricsHandler = parts.Config.Metrics.SDKHandler()
 			c, err := tclient.Dial(ctx, tc)
 			if err != nil {
 				return failure("%w", err)

@@ -42,6 +42,6 @@ func newToken() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&principal, "principal", "", "who the token acts for (sessions belong to it)")
-	cmd.Flags().StringVar(&rights, "rights", "invoke,control,approve", "comma-separated rights: invoke, control, approve, admin")
+	cmd.Flags().StringVar(&rights, "rights", "invoke,control,approve", "comma-separated rights: invoke, control, approve, codec, metrics, admin")
 	return cmd
 }

@@ -54,6 +54,9 @@ type Options struct {
 	Untuned bool
 	// DynamicConfig overrides or adds dynamic config values.
 	DynamicConfig map[string]any
+	// CodecEndpoint is the codec server the Web UI decodes payloads with
+	// (e.g. http://127.0.0.1:8787/codec); empty shows payloads as stored.
+	CodecEndpoint string
 }
 
 // Server is a running embedded Temporal server (and UI).
@@ -187,6 +190,7 @@ func Start(opts Options) (*Server, error) {
 			DefaultNamespace:    opts.Namespace,
 			CORS:                uiconfig.CORS{CookieInsecure: true},
 			HideLogs:            true,
+			Codec:               uiconfig.Codec{Endpoint: opts.CodecEndpoint},
 		}))
 		ui := s.ui
 		go func() {

@@ -14,7 +14,6 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -114,7 +113,7 @@ func infoOf(name string, d *client.ScheduleDescription) Info {
 		in.digest = memoString(wa.Memo[MemoDigest])
 		if len(wa.Args) > 0 {
 			var fi workflows.FireInput
-			if p, ok := wa.Args[0].(*commonpb.Payload); ok && converter.GetDefaultDataConverter().FromPayload(p, &fi) == nil {
+			if p, ok := wa.Args[0].(*commonpb.Payload); ok && payloads().FromPayload(p, &fi) == nil {
 				in.Cron, in.Prompt = fi.Cron, fi.Prompt
 				if fi.TZ != "" {
 					in.TZ = fi.TZ

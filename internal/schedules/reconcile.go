@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
 
+	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -322,11 +324,21 @@ func memoString(v any) string {
 		return v
 	case *commonpb.Payload:
 		var s string
-		if err := converter.GetDefaultDataConverter().FromPayload(v, &s); err == nil {
+		if err := payloads().FromPayload(v, &s); err == nil {
 			return s
 		}
 	}
 	return ""
+}
+
+// payloads decodes the raw payloads a schedule description carries (memo,
+// action arguments): the SDK hands them over still encoded, encrypted when
+// the process has codec keys (the same environment tclient.Dial reads).
+func payloads() converter.DataConverter {
+	if c, err := codec.FromEnv(os.Getenv); err == nil && c != nil {
+		return c.DataConverter()
+	}
+	return converter.GetDefaultDataConverter()
 }
 
 func ownerName(o string) string {

@@ -39,8 +39,10 @@ type Running struct {
 	worker  sdkworker.Worker
 	conns   *connections
 	httpErr chan error
-	cancel  context.CancelFunc
-	stopped chan struct{}
+	// stopMetrics stops the FASTAGENT_METRICS_ADDR listener.
+	stopMetrics func()
+	cancel      context.CancelFunc
+	stopped     chan struct{}
 }
 
 // Start starts the parts of roles on Temporal client c: the worker,
@@ -52,6 +54,11 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		return nil, errors.New("serve: nothing to run: neither the worker nor the ingress role")
 	}
 	r := &Running{Agent: p.Agent(c), stopped: make(chan struct{})}
+	stopMetrics, err := p.startMetrics()
+	if err != nil {
+		return nil, err
+	}
+	r.stopMetrics = stopMetrics
 	if roles.Worker {
 		if err := p.reconcileSchedules(ctx, c, p.warn); err != nil {
 			return nil, err
@@ -81,6 +88,10 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		r.Ingress.Owners = storeOwners{store: p.Store, agent: r.Agent}
 		r.Ingress.AllowedOrigins = p.Config.AllowedOrigins
 		r.Ingress.AllowedHosts, r.Ingress.AnyHost = p.Config.hostPolicy(host)
+		if err := p.opsRoutes(r.Ingress, host); err != nil {
+			r.stopWorker()
+			return nil, err
+		}
 		if generated != "" {
 			r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
 		}
@@ -136,6 +147,9 @@ func (r *Running) Stop() {
 }
 
 func (r *Running) stopWorker() {
+	if r.stopMetrics != nil {
+		r.stopMetrics()
+	}
 	if r.worker != nil {
 		r.worker.Stop()
 	}

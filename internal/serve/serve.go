@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/fastagent/fastagent/activities"
@@ -25,9 +26,11 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	_ "github.com/fastagent/fastagent/internal/channels/feishu" // registers the feishu and lark kinds
 	_ "github.com/fastagent/fastagent/internal/channels/slack"  // registers the slack kind
+	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
+	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/worker"
@@ -81,6 +84,20 @@ type Config struct {
 	// running before it is aborted, unless the client re-attaches
 	// (default DefaultDetachGrace; negative = abort at once).
 	DetachGrace time.Duration
+	// Metrics records fastagent's metrics (worker interceptor, webhook
+	// doors) and serves GET /metrics on the ingress; nil: none.
+	Metrics *metrics.Metrics
+	// MetricsAddr is a separate listen address serving GET /metrics without
+	// a token (FASTAGENT_METRICS_ADDR); "" serves it only on the ingress.
+	MetricsAddr string
+	// Codec, when set, is served as the codec server on the ingress
+	// (POST /codec/encode|decode); nil reads FASTAGENT_CODEC_KEYS /
+	// FASTAGENT_CODEC_KEY_FILE. CodecOrigins are the Web UI origins allowed
+	// to call it (FASTAGENT_CODEC_ORIGINS); DevUIOrigin is the embedded UI's
+	// in `fastagent dev`, served without a token (loopback only).
+	Codec        *codec.Codec
+	CodecOrigins []string
+	DevUIOrigin  string
 }
 
 // DefaultDetachGrace is the default Config.DetachGrace.
@@ -238,8 +255,12 @@ func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
 	for _, ch := range p.Channels {
 		repliers = append(repliers, ch.Replier)
 	}
+	var icpt []interceptor.WorkerInterceptor
+	if p.Config.Metrics != nil {
+		icpt = append(icpt, p.Config.Metrics.Interceptor())
+	}
 	w, err := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts,
-		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: p.Config.Dir})
+		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: p.Config.Dir, Interceptors: icpt})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +313,11 @@ func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
 		if ch.Door.Path() == "" {
 			continue // a long connection only (startConnections)
 		}
-		mux.Handle("POST "+ch.Door.Path(), channels.Handler(ch.Door, c, p.Config.TaskQueue, p.Config.Logger))
+		door := channels.Handler(ch.Door, c, p.Config.TaskQueue, p.Config.Logger)
+		if p.Config.Metrics != nil {
+			door = p.Config.Metrics.WrapDoor(ch.Door.Kind(), door)
+		}
+		mux.Handle("POST "+ch.Door.Path(), door)
 		p.Config.Logger.Info("channel enabled", "kind", ch.Door.Kind(), "route", ch.Door.Path(), "file", ch.File)
 	}
 	mux.Handle("/", h)

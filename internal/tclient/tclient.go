@@ -1,7 +1,7 @@
 // Package tclient dials Temporal from configuration shared by every command:
 // a local or self-hosted cluster (address + namespace) or Temporal Cloud
-// (API key, or mTLS client certificate). Secrets come from the environment
-// only.
+// (API key, or mTLS client certificate), with payloads encrypted when codec
+// keys are configured. Secrets come from the environment only.
 package tclient
 
 import (
@@ -15,6 +15,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+
+	"github.com/fastagent/fastagent/internal/codec"
 )
 
 // Config says how to reach Temporal.
@@ -36,6 +38,14 @@ type Config struct {
 	TLSCAFile     string
 	TLSServerName string
 	Logger        *slog.Logger
+	// Codec encrypts every payload (see package codec). Nil reads it from
+	// FASTAGENT_CODEC_KEYS / FASTAGENT_CODEC_KEY_FILE, so every process of a
+	// deployment encrypts alike; Plain skips that (tests that read raw
+	// history).
+	Codec *codec.Codec
+	Plain bool
+	// MetricsHandler receives the SDK's metrics (nil: none).
+	MetricsHandler client.MetricsHandler
 }
 
 // FromEnv fills unset fields from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
@@ -71,6 +81,18 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 		HostPort:  c.Address,
 		Namespace: c.Namespace,
 		Logger:    logger(c.Logger),
+	}
+	if c.MetricsHandler != nil {
+		opts.MetricsHandler = c.MetricsHandler
+	}
+	if c.Codec == nil && !c.Plain {
+		var err error
+		if c.Codec, err = codec.FromEnv(os.Getenv); err != nil {
+			return nil, fmt.Errorf("temporal: payload codec: %w", err)
+		}
+	}
+	if c.Codec != nil && !c.Plain {
+		opts.DataConverter = c.Codec.DataConverter()
 	}
 	switch {
 	case c.APIKey != "":

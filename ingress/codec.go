@@ -1,0 +1,91 @@
+package ingress
+
+import (
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// codecAllowHeaders are the request headers the Temporal Web UI and CLI send
+// to a codec server.
+const codecAllowHeaders = "Authorization, Content-Type, X-Namespace"
+
+// MaxCodecBody bounds a codec request (a page of history's payloads).
+const MaxCodecBody = 16 << 20
+
+// codecRoutes mounts Temporal's remote codec protocol (POST /codec/encode,
+// /codec/decode) when s.Codec is set: CORS for the Web UI's origins
+// (CodecOrigins), a bearer token with the codec right, as every API route.
+func (s *Server) codecRoutes(r *gin.Engine) {
+	if s.Codec == nil {
+		return
+	}
+	h := gin.WrapH(s.Codec)
+	for _, op := range []string{"/codec/encode", "/codec/decode"} {
+		r.OPTIONS(op, s.codecCORS)
+		r.POST(op, s.codecCORS, s.codecGuard, h)
+	}
+}
+
+// codecOrigin reports whether origin may call the codec from a browser.
+func (s *Server) codecOrigin(origin string) bool {
+	o := strings.TrimRight(origin, "/")
+	return slices.Contains(s.CodecOrigins, o) || slices.Contains(s.AllowedOrigins, o) ||
+		(s.DevUIOrigin != "" && o == s.DevUIOrigin)
+}
+
+// codecCORS answers the browser's preflight and adds the CORS headers for an
+// allowed origin; a request from another origin gets none (and the guard
+// refuses it).
+func (s *Server) codecCORS(c *gin.Context) {
+	origin := c.GetHeader("Origin")
+	if origin != "" && s.codecOrigin(origin) {
+		h := c.Writer.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Allow-Credentials", "true")
+		h.Set("Access-Control-Allow-Methods", "POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", codecAllowHeaders)
+		h.Set("Access-Control-Max-Age", "600")
+		h.Add("Vary", "Origin")
+	}
+	if c.Request.Method == http.MethodOptions {
+		c.AbortWithStatus(http.StatusNoContent)
+	}
+}
+
+// codecGuard is guard for the codec routes: the Web UI's origins are
+// allowed besides AllowedOrigins, and the right needed is RightCodec. A
+// request from DevUIOrigin is served without a token (see DevUIOrigin).
+func (s *Server) codecGuard(c *gin.Context) {
+	if !s.hostAllowed(c.Request.Host) {
+		abort(c, http.StatusMisdirectedRequest, CodeMisdirected, fmt.Sprintf("this server does not answer for host %q (configure http.allowedHosts)", c.Request.Host))
+		return
+	}
+	origin := c.GetHeader("Origin")
+	if origin != "" && !s.codecOrigin(origin) {
+		abort(c, http.StatusForbidden, CodeForbiddenOrigin, fmt.Sprintf("codec requests from origin %q are not allowed (set FASTAGENT_CODEC_ORIGINS)", origin))
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type")); err != nil || mt != "application/json" {
+		abort(c, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "a codec request must be sent with Content-Type: application/json")
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxCodecBody)
+	if s.DevUIOrigin != "" && origin == s.DevUIOrigin && c.GetHeader("Authorization") == "" {
+		c.Next()
+		return
+	}
+	p, ok := s.authenticate(c)
+	if !ok {
+		return
+	}
+	if !p.Has(RightCodec) {
+		abort(c, http.StatusForbidden, CodeForbidden, fmt.Sprintf("principal %q lacks the %s right for this route", p.Name, RightCodec))
+		return
+	}
+	c.Next()
+}

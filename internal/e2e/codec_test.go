@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	commonpb "go.temporal.io/api/common/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/interceptor"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/metrics"
+	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/tclient"
+	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+var (
+	keyA = codec.Key{ID: "key-a", Key: bytes.Repeat([]byte{0xa}, 32)}
+	keyB = codec.Key{ID: "key-b", Key: bytes.Repeat([]byte{0xb}, 32)}
+)
+
+// useCodec redials the env's client with c (nil: a plain client, which
+// reads history as stored) and rebuilds its durable agent on it.
+func (e *env) useCodec(c *codec.Codec, mh *metrics.Metrics) {
+	e.t.Helper()
+	cfg := tclient.Config{
+		Address: server.FrontendAddress(), Namespace: server.Namespace(),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4})),
+		Codec:  c, Plain: c == nil,
+	}
+	if mh != nil {
+		cfg.MetricsHandler = mh.SDKHandler()
+	}
+	cl, err := tclient.Dial(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatalf("dial: %v", err)
+	}
+	e.t.Cleanup(cl.Close)
+	e.client = cl
+	e.agent = &durable.Agent{Client: cl, Feed: e.bus, TaskQueue: e.queue, Store: e.kit.Store}
+}
+
+func newCodec(t *testing.T, keys ...codec.Key) *codec.Codec {
+	t.Helper()
+	c, err := codec.New(keys, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// rawHistory reads a session's whole history through a plain client.
+func rawHistory(t *testing.T, e *env, session string) *historypb.History {
+	t.Helper()
+	plain := &env{t: t, kit: e.kit, bus: e.bus, queue: e.queue}
+	plain.useCodec(nil, nil)
+	id := workflows.WorkflowID(session)
+	settleLatest(t, plain, id)
+	h := &historypb.History{}
+	for _, run := range runIDs(t, plain, id) {
+		h.Events = append(h.Events, fetchHistory(t, plain, id, run).Events...)
+	}
+	return h
+}
+
+// updateInputs are the payloads of the history's accepted updates (the prompts).
+func updateInputs(h *historypb.History) []*commonpb.Payload {
+	var out []*commonpb.Payload
+	for _, ev := range h.Events {
+		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
+			out = append(out, a.GetAcceptedRequest().GetInput().GetArgs().GetPayloads()...)
+		}
+	}
+	return out
+}
+
+// decodeThrough posts payloads to the codec server's /codec/decode.
+func decodeThrough(t *testing.T, url, token string, ps []*commonpb.Payload) (int, string) {
+	t.Helper()
+	body, err := protojson.Marshal(&commonpb.Payloads{Payloads: ps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/codec/decode", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Namespace", server.Namespace())
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, string(b)
+	}
+	var out commonpb.Payloads
+	if err := protojson.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, p := range out.Payloads {
+		text.Write(p.Data)
+	}
+	return resp.StatusCode, text.String()
+}
+
+func codecServer(t *testing.T, c *codec.Codec) *httptest.Server {
+	t.Helper()
+	toks := &ingress.Tokens{}
+	toks.AddToken("ops", "codec-token", ingress.RightCodec)
+	srv := &ingress.Server{Tokens: toks, Codec: c.Handler()}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// With codec keys, a canary in a prompt (and in the answer) never appears
+// in the raw history bytes; the codec server decodes the prompt for whoever
+// holds a codec token and for nobody else.
+func TestCodecHistoryEncrypted(t *testing.T) {
+	e := newEnv(t)
+	cdc := newCodec(t, keyA)
+	e.useCodec(cdc, nil)
+	e.startWorker()
+	const canary = "CANARY-7f3e9b-do-not-leak"
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"echo ", canary}})
+	evs := collect(t, e.agent, context.Background(), "codec-canary", "remember "+canary)
+	if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
+		t.Fatalf("turn: %s", describe(evs))
+	}
+	h := rawHistory(t, e, "codec-canary")
+	raw, err := proto.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte(canary)) || bytes.Contains(raw, []byte("CANARY")) {
+		t.Fatal("the canary appears in raw history bytes")
+	}
+	if !bytes.Contains(raw, []byte(codec.Encoding)) || !bytes.Contains(raw, []byte(keyA.ID)) {
+		t.Fatal("history holds no payload encrypted with key-a")
+	}
+	inputs := updateInputs(h)
+	if len(inputs) == 0 {
+		t.Fatal("no accepted update in history")
+	}
+	hs := codecServer(t, cdc)
+	if code, text := decodeThrough(t, hs.URL, "codec-token", inputs); code != 200 || !strings.Contains(text, canary) {
+		t.Fatalf("decode through the codec server: %d %q", code, text)
+	}
+	if code, text := decodeThrough(t, hs.URL, "", inputs); code != http.StatusUnauthorized || strings.Contains(text, canary) {
+		t.Fatalf("decode without a token: %d %q", code, text)
+	}
+}
+
+// A history written with key A still replays, runs on and decodes once the
+// keys become B,A; new payloads are encrypted with B.
+func TestCodecRotation(t *testing.T) {
+	e := newEnv(t)
+	e.useCodec(newCodec(t, keyA), nil)
+	w := e.startWorker()
+	const session = "codec-rotation"
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"first answer"}})
+	if term := agenttest.CheckTerminal(t, collect(t, e.agent, context.Background(), session, "first CANARY-A")); term.Type != agent.TypeCompleted {
+		t.Fatalf("turn under key A: %+v", term)
+	}
+	before := rawHistory(t, e, session)
+	w.Stop()
+
+	rotated := newCodec(t, keyB, keyA)
+	replayer, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{DataConverter: rotated.DataConverter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
+	if err := replayer.ReplayWorkflowHistory(nil, before); err != nil {
+		t.Fatalf("replay of the key-A history with keys B,A: %v", err)
+	}
+
+	// A fresh worker (no cached state: it replays the key-A history) with B,A.
+	e.useCodec(rotated, nil)
+	e.startWorker()
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"second answer"}})
+	evs := collect(t, e.agent, context.Background(), session, "second CANARY-B")
+	if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
+		t.Fatalf("turn after rotation: %s", describe(evs))
+	}
+	after := rawHistory(t, e, session)
+	inputs := updateInputs(after)
+	if len(inputs) != 2 {
+		t.Fatalf("%d accepted updates, want 2", len(inputs))
+	}
+	if got := string(inputs[0].Metadata[codec.MetadataKeyID]); got != keyA.ID {
+		t.Errorf("first prompt encrypted with %q, want key-a", got)
+	}
+	if got := string(inputs[1].Metadata[codec.MetadataKeyID]); got != keyB.ID {
+		t.Errorf("prompt after rotation encrypted with %q, want key-b", got)
+	}
+	hs := codecServer(t, rotated)
+	if code, text := decodeThrough(t, hs.URL, "codec-token", inputs); code != 200 || !strings.Contains(text, "CANARY-A") || !strings.Contains(text, "CANARY-B") {
+		t.Fatalf("decode of both prompts after rotation: %d %q", code, text)
+	}
+	// Without key A the old prompt is a clear error, not garbage.
+	if code, text := decodeThrough(t, codecServer(t, newCodec(t, keyB)).URL, "codec-token", inputs[:1]); code != http.StatusBadRequest || !strings.Contains(text, "key-a") {
+		t.Fatalf("decode with key B only: %d %q", code, text)
+	}
+}
+
+// GET /metrics after a few turns (one with a tool call) shows fastagent's
+// counters and the SDK's metrics moved; without a token it is refused.
+func TestMetricsScrape(t *testing.T) {
+	e := newEnv(t)
+	m := metrics.New()
+	e.useCodec(nil, m)
+	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus), Interceptors: []interceptor.WorkerInterceptor{m.Interceptor()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	e.write("notes.txt", "hello")
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "read", Args: `{"path":"notes.txt"}`}}},
+		modelserver.Reply{Text: []string{"read it"}},
+		modelserver.Reply{Text: []string{"two"}},
+	)
+	for _, p := range []string{"read notes.txt", "say two"} {
+		if term := agenttest.CheckTerminal(t, collect(t, e.agent, context.Background(), "metrics", p)); term.Type != agent.TypeCompleted {
+			t.Fatalf("turn %q: %+v", p, term)
+		}
+	}
+	toks := &ingress.Tokens{}
+	toks.AddToken("prom", "metrics-token", ingress.RightMetrics)
+	toks.AddToken("alice", "alice-token", ingress.RightInvoke, ingress.RightControl)
+	srv := &ingress.Server{Agent: e.agent, Tokens: toks, Metrics: m.Handler()}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	for token, want := range map[string]int{"": 401, "alice-token": 403} {
+		if code, _, _ := send(t, http.MethodGet, hs.URL+"/metrics", token, "", nil); code != want {
+			t.Errorf("scrape with token %q: %d, want %d", token, code, want)
+		}
+	}
+	code, body, _ := send(t, http.MethodGet, hs.URL+"/metrics", "metrics-token", "", nil)
+	if code != 200 {
+		t.Fatalf("scrape: %d %s", code, body)
+	}
+	for _, want := range []string{
+		"fastagent_turns_started_total 2",
+		`fastagent_turns_finished_total{code="",status="completed"} 2`,
+		`fastagent_turn_duration_seconds_count{status="completed"} 2`,
+		`fastagent_model_call_duration_seconds_count{outcome="ok"} 3`,
+		`fastagent_tool_calls_total{outcome="ok",tool="read"} 1`,
+		"temporal_request", // the SDK's own metrics
+		"temporal_workflow_task_execution_latency_count",
+		"temporal_activity_execution_latency_count",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", grepLines(body, "fastagent_", "temporal_"))
+	}
+}
+
+func grepLines(s string, prefixes ...string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(l, p) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}

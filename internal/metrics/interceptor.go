@@ -1,0 +1,124 @@
+package metrics
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// maxOpenTurns bounds the start times kept for turn latency; a turn whose
+// outcome is recorded by another worker leaves its start behind, so the
+// oldest are dropped past this size.
+const maxOpenTurns = 10000
+
+// Interceptor returns the worker interceptor that records fastagent's turn,
+// model and tool metrics from the activities the session workflow runs
+// (activities see real time; workflow code stays untouched).
+func (m *Metrics) Interceptor() interceptor.WorkerInterceptor {
+	return &workerInterceptor{m: m, open: map[string]time.Time{}}
+}
+
+type workerInterceptor struct {
+	interceptor.WorkerInterceptorBase
+	m    *Metrics
+	mu   sync.Mutex
+	open map[string]time.Time // session\x00key -> start
+}
+
+func (w *workerInterceptor) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	a := &activityInbound{w: w}
+	a.Next = next
+	return a
+}
+
+type activityInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	w *workerInterceptor
+}
+
+func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	start := time.Now()
+	res, err := a.Next.ExecuteActivity(ctx, in)
+	m := a.w.m
+	switch activity.GetInfo(ctx).ActivityType.Name {
+	case workflows.ActivityTurnBegin:
+		if r, ok := res.(workflows.BeginTurnResult); ok && err == nil && r.Outcome == nil {
+			m.turnsStarted.Inc()
+			if bi, ok := arg[workflows.BeginTurnInput](in); ok && bi.Key != "" {
+				a.w.started(bi.Session+"\x00"+bi.Key, start)
+			}
+		}
+	case workflows.ActivityTurnRecord:
+		if ri, ok := arg[workflows.RecordTurnInput](in); ok && err == nil {
+			m.turnsFinished.WithLabelValues(ri.Outcome.Status, ri.Outcome.Code).Inc()
+			if t, ok := a.w.finished(ri.Session + "\x00" + ri.Key); ok {
+				m.turnLatency.WithLabelValues(ri.Outcome.Status).Observe(time.Since(t).Seconds())
+			}
+		}
+	case workflows.ActivityModelGenerate:
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		m.modelLatency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	case workflows.ActivityToolExecute:
+		if tc, ok := arg[agentloop.ToolCall](in); ok {
+			outcome := "ok"
+			if o, isOutcome := res.(agentloop.ToolOutcome); err != nil {
+				outcome = "error"
+			} else if isOutcome && o.IsError {
+				outcome = "tool_error"
+			}
+			m.toolCalls.WithLabelValues(tc.Call.Name, outcome).Inc()
+		}
+	}
+	return res, err
+}
+
+// arg is the activity's first argument as T.
+func arg[T any](in *interceptor.ExecuteActivityInput) (T, bool) {
+	var zero T
+	if len(in.Args) == 0 {
+		return zero, false
+	}
+	switch v := in.Args[0].(type) {
+	case T:
+		return v, true
+	case *T:
+		if v != nil {
+			return *v, true
+		}
+	}
+	return zero, false
+}
+
+func (w *workerInterceptor) started(id string, t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.open) >= maxOpenTurns {
+		oldest, ot := "", t
+		for k, v := range w.open {
+			if v.Before(ot) {
+				oldest, ot = k, v
+			}
+		}
+		delete(w.open, oldest)
+	}
+	if _, ok := w.open[id]; !ok {
+		w.open[id] = t
+	}
+}
+
+func (w *workerInterceptor) finished(id string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.open[id]
+	delete(w.open, id)
+	return t, ok
+}

@@ -1,0 +1,74 @@
+package metrics_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/metrics"
+)
+
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("scrape: %d %s", w.Code, w.Body)
+	}
+	return w.Body.String()
+}
+
+// The SDK reports one name with different tag sets; the scrape stays valid
+// (one label set per name, missing labels empty) and sums per series.
+func TestSDKHandler(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	h := m.SDKHandler()
+	h.WithTags(map[string]string{"namespace": "default"}).Counter("temporal_request").Inc(2)
+	h.WithTags(map[string]string{"namespace": "default", "operation": "Poll"}).Counter("temporal_request").Inc(1)
+	h.Counter("temporal_request").Inc(1)
+	h.Gauge("temporal_num_pollers").Update(3)
+	h.Gauge("temporal_num_pollers").Update(5)
+	tm := h.WithTags(map[string]string{"task-queue": "q"}).Timer("temporal_workflow_task_execution_latency")
+	tm.Record(20 * time.Millisecond)
+	tm.Record(2 * time.Minute) // beyond the last bucket: only in +Inf
+	body := scrape(t, m)
+	for _, want := range []string{
+		`temporal_request{namespace="default",operation=""} 2`,
+		`temporal_request{namespace="default",operation="Poll"} 1`,
+		`temporal_request{namespace="",operation=""} 1`,
+		`temporal_num_pollers 5`,
+		`temporal_workflow_task_execution_latency_bucket{task_queue="q",le="0.025"} 1`,
+		`temporal_workflow_task_execution_latency_bucket{task_queue="q",le="+Inf"} 2`,
+		`temporal_workflow_task_execution_latency_count{task_queue="q"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+}
+
+func TestWrapDoor(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	tests := []struct {
+		channel string
+		status  int
+		want    string
+	}{
+		{"slack", http.StatusOK, `fastagent_webhook_ack_seconds_count{channel="slack",status="2xx"} 1`},
+		{"feishu", http.StatusUnauthorized, `fastagent_webhook_ack_seconds_count{channel="feishu",status="4xx"} 1`},
+	}
+	for _, tt := range tests {
+		door := m.WrapDoor(tt.channel, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(tt.status) }))
+		door.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/x", nil))
+	}
+	body := scrape(t, m)
+	for _, tt := range tests {
+		if !strings.Contains(body, tt.want) {
+			t.Errorf("scrape lacks %s", tt.want)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/codec"
+)
+
+// EnvCodecOrigins lists the Web UI origins (comma-separated) allowed to call
+// the codec server from a browser.
+const EnvCodecOrigins = "FASTAGENT_CODEC_ORIGINS"
+
+// opsRoutes mounts the codec server (when codec keys are configured) and
+// GET /metrics (when Config.Metrics is set) on the ingress listening on host.
+func (p *Parts) opsRoutes(in *ingress.Server, host string) error {
+	cdc := p.Config.Codec
+	if cdc == nil {
+		var err error
+		if cdc, err = codec.FromEnv(os.Getenv); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	if cdc != nil {
+		in.Codec = cdc.Handler()
+		in.CodecOrigins = p.Config.CodecOrigins
+		if in.CodecOrigins == nil {
+			for _, o := range strings.Split(os.Getenv(EnvCodecOrigins), ",") {
+				if o = strings.TrimRight(strings.TrimSpace(o), "/"); o != "" {
+					in.CodecOrigins = append(in.CodecOrigins, o)
+				}
+			}
+		}
+		if p.Config.DevUIOrigin != "" && ingress.IsLoopback(host) {
+			in.DevUIOrigin = p.Config.DevUIOrigin
+		}
+		p.Config.Logger.Info("codec server on the ingress", "routes", "POST /codec/encode, /codec/decode", "key", cdc.KeyID(), "origins", in.CodecOrigins)
+	}
+	if p.Config.Metrics != nil {
+		in.Metrics = p.Config.Metrics.Handler()
+	}
+	return nil
+}
+
+// startMetrics serves GET /metrics without a token on Config.MetricsAddr
+// (nothing when unset or without Config.Metrics); the returned stop shuts
+// it down.
+func (p *Parts) startMetrics() (stop func(), err error) {
+	if p.Config.MetricsAddr == "" || p.Config.Metrics == nil {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", p.Config.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener (FASTAGENT_METRICS_ADDR): %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", p.Config.Metrics.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.Config.Logger.Error("metrics listener stopped", "error", err)
+		}
+	}()
+	p.Config.Logger.Info("metrics served", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
