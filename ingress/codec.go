@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"mime"
 	"net/http"
@@ -28,6 +29,19 @@ func (s *Server) codecRoutes(r *gin.Engine) {
 	for _, op := range []string{"/codec/encode", "/codec/decode"} {
 		r.OPTIONS(op, s.codecCORS)
 		r.POST(op, s.codecCORS, s.codecGuard, h)
+	}
+	if s.DevCodecKey == "" {
+		return
+	}
+	// The dev UI's endpoint: the codec handler sees the protocol's own path.
+	dev := gin.WrapH(http.StripPrefix("/codec/dev/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, op, _ := strings.Cut(r.URL.Path, "/")
+		r.URL.Path = "/codec/" + op
+		s.Codec.ServeHTTP(w, r)
+	})))
+	for _, op := range []string{"/codec/dev/:key/encode", "/codec/dev/:key/decode"} {
+		r.OPTIONS(op, s.codecCORS)
+		r.POST(op, s.codecCORS, s.codecGuard, dev)
 	}
 }
 
@@ -58,8 +72,9 @@ func (s *Server) codecCORS(c *gin.Context) {
 }
 
 // codecGuard is guard for the codec routes: the Web UI's origins are
-// allowed besides AllowedOrigins, and the right needed is RightCodec. A
-// request from DevUIOrigin is served without a token (see DevUIOrigin).
+// allowed besides AllowedOrigins, and the right needed is RightCodec. On
+// the dev UI's routes (/codec/dev/<key>/…) the path's key, compared in
+// constant time with DevCodecKey, stands for the token.
 func (s *Server) codecGuard(c *gin.Context) {
 	if !s.hostAllowed(c.Request.Host) {
 		abort(c, http.StatusMisdirectedRequest, CodeMisdirected, fmt.Sprintf("this server does not answer for host %q (configure http.allowedHosts)", c.Request.Host))
@@ -75,7 +90,11 @@ func (s *Server) codecGuard(c *gin.Context) {
 		return
 	}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxCodecBody)
-	if s.DevUIOrigin != "" && origin == s.DevUIOrigin && c.GetHeader("Authorization") == "" {
+	if key := c.Param("key"); key != "" {
+		if s.DevCodecKey == "" || subtle.ConstantTimeCompare([]byte(key), []byte(s.DevCodecKey)) != 1 {
+			abort(c, http.StatusUnauthorized, CodeUnauthorized, "wrong dev codec key: use the codec endpoint `fastagent dev` printed")
+			return
+		}
 		c.Next()
 		return
 	}

@@ -33,7 +33,7 @@ func codecServer(t *testing.T, devUI bool) (*ingress.Server, *codec.Codec) {
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("up 1\n")) }),
 	}
 	if devUI {
-		s.DevUIOrigin = "http://127.0.0.1:9999"
+		s.DevUIOrigin, s.DevCodecKey = "http://127.0.0.1:9999", "devkey123"
 	}
 	return s, c
 }
@@ -65,7 +65,10 @@ func TestCodecRoutes(t *testing.T) {
 		{name: "session rights only", path: "/codec/decode", token: "user-token", want: 403},
 		{name: "other origin", path: "/codec/decode", token: "codec-token", origin: "https://evil.example", want: 403},
 		{name: "form post", path: "/codec/decode", token: "codec-token", ctype: "text/plain", want: 415},
-		{name: "dev UI without token", path: "/codec/decode", origin: "http://127.0.0.1:9999", dev: true, want: 200},
+		{name: "dev UI with the run's key", path: "/codec/dev/devkey123/decode", origin: "http://127.0.0.1:9999", dev: true, want: 200},
+		{name: "dev UI with a wrong key", path: "/codec/dev/guess/decode", origin: "http://127.0.0.1:9999", dev: true, want: 401},
+		{name: "dev UI without key or token", path: "/codec/decode", origin: "http://127.0.0.1:9999", dev: true, want: 401},
+		{name: "dev routes off outside dev", path: "/codec/dev/devkey123/decode", origin: "http://127.0.0.1:9999", want: 404},
 		{name: "dev UI origin unset", path: "/codec/decode", origin: "http://127.0.0.1:9999", want: 403},
 		{name: "other origin in dev", path: "/codec/decode", origin: uiOrigin, dev: true, want: 401},
 		{name: "metrics", path: "/metrics", token: "metrics-token", want: 200},

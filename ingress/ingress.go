@@ -93,10 +93,14 @@ type Server struct {
 	// Web UI's) allowed to call it besides AllowedOrigins.
 	Codec        http.Handler
 	CodecOrigins []string
-	// DevUIOrigin is the embedded Web UI's origin in `fastagent dev`, which
-	// cannot send a token: its codec requests without an Authorization
-	// header are served. Set it only on a loopback listener.
+	// DevUIOrigin is the embedded Web UI's origin in `fastagent dev`: it may
+	// call the codec from the browser (CORS).
 	DevUIOrigin string
+	// DevCodecKey is a per-run secret of `fastagent dev`: the embedded Web
+	// UI cannot send a bearer token, so its codec endpoint carries this key
+	// in its path (POST /codec/dev/<key>/decode) and the key is checked in
+	// constant time instead. Empty: those routes are not mounted.
+	DevCodecKey string
 	// Metrics serves GET /metrics (nil: not mounted); callers need a token
 	// with RightMetrics.
 	Metrics http.Handler

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -83,6 +85,14 @@ func devCommand(g *globals) *cobra.Command {
 				defer ln.Close()
 				opts.CodecEndpoint = "http://" + ln.Addr().String() + "/codec"
 				if !noUI {
+					// The UI sends no token: its endpoint carries a key
+					// drawn for this run instead.
+					key := make([]byte, 16)
+					if _, err := rand.Read(key); err != nil {
+						return failure("dev codec key: %w", err)
+					}
+					parts.Config.DevCodecKey = hex.EncodeToString(key)
+					opts.CodecEndpoint += "/dev/" + parts.Config.DevCodecKey
 					parts.Config.DevUIOrigin = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(uiPort))
 				}
 			}

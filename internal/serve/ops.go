@@ -40,6 +40,7 @@ func (p *Parts) opsRoutes(in *ingress.Server, host string) error {
 		}
 		if p.Config.DevUIOrigin != "" && ingress.IsLoopback(host) {
 			in.DevUIOrigin = p.Config.DevUIOrigin
+			in.DevCodecKey = p.Config.DevCodecKey
 		}
 		p.Config.Logger.Info("codec server on the ingress", "routes", "POST /codec/encode, /codec/decode", "key", cdc.KeyID(), "origins", in.CodecOrigins)
 	}

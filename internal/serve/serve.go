@@ -94,10 +94,13 @@ type Config struct {
 	// (POST /codec/encode|decode); nil reads FASTAGENT_CODEC_KEYS /
 	// FASTAGENT_CODEC_KEY_FILE. CodecOrigins are the Web UI origins allowed
 	// to call it (FASTAGENT_CODEC_ORIGINS); DevUIOrigin is the embedded UI's
-	// in `fastagent dev`, served without a token (loopback only).
+	// in `fastagent dev` (CORS; its endpoint carries DevCodecKey, loopback only).
 	Codec        *codec.Codec
 	CodecOrigins []string
 	DevUIOrigin  string
+	// DevCodecKey is the per-run key of the dev UI's codec endpoint
+	// (ingress.Server.DevCodecKey).
+	DevCodecKey string
 }
 
 // DefaultDetachGrace is the default Config.DetachGrace.
