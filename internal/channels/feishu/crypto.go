@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -90,6 +91,11 @@ func Decrypt(encryptKey, encrypted string) ([]byte, error) {
 	pad := int(out[len(out)-1])
 	if pad == 0 || pad > aes.BlockSize || !bytes.Equal(out[len(out)-pad:], bytes.Repeat([]byte{byte(pad)}, pad)) {
 		return nil, errors.New("feishu: decrypt: bad padding (wrong encrypt key?)")
+	}
+	// A wrong key yields valid-looking padding about once in 256 tries;
+	// the platform only ever encrypts JSON.
+	if !json.Valid(out[:len(out)-pad]) {
+		return nil, errors.New("feishu: decrypt: the plaintext is not JSON (wrong encrypt key?)")
 	}
 	return out[:len(out)-pad], nil
 }
