@@ -2,15 +2,12 @@ package slack
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -109,20 +106,9 @@ func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (cha
 	switch {
 	case ref == "":
 	case strings.HasPrefix(ref, refStream):
-		// A resumed stream: open is set so the next call finds out from
-		// Slack. Its reference may name what it shows (length and hash of
-		// the streamed text): a text with that prefix lets the stream go on
-		// (adopt); otherwise what it shows is unknown.
-		m.mode, m.open = modeStream, true
-		m.ts = strings.TrimPrefix(ref, refStream)
-		if ts, shown, ok := strings.Cut(m.ts, ":"); ok {
-			n, hash, ok2 := strings.Cut(shown, ":")
-			l, err := strconv.Atoi(n)
-			if !ok2 || err != nil || l < 0 || len(hash) != shownHashLen {
-				return nil, fmt.Errorf("slack: reply reference %q: want stream:<ts>[:<length>:<hash>]", ref)
-			}
-			m.ts, m.prefixLen, m.prefixHash = ts, l, hash
-		}
+		// What a resumed stream shows is unknown: open is set so the
+		// next call finds out from Slack, known stays false.
+		m.mode, m.ts, m.open = modeStream, strings.TrimPrefix(ref, refStream), true
 	case strings.HasPrefix(ref, refMessage):
 		m.mode, m.ts = modeMessage, strings.TrimPrefix(ref, refMessage)
 	case !strings.Contains(ref, ":"):
@@ -163,10 +149,6 @@ type render struct {
 	// shrunk is set when the view's text stopped extending appended (a
 	// retried step); text appends stop and Finish settles the message.
 	shrunk bool
-	// prefixLen and prefixHash describe what a resumed stream shows (from
-	// its reference), until adopt matches them against a text.
-	prefixLen  int
-	prefixHash string
 	// tasks is the status sent per tool call ID.
 	tasks map[string]string
 	// refused is set when Slack refused to start a stream.
@@ -181,17 +163,10 @@ type render struct {
 	wait time.Time
 }
 
-// Ref implements channels.Render: "stream:<ts>" or "msg:<ts>". An open
-// stream whose text this renderer knows adds its length and hash
-// ("stream:<ts>:<n>:<hash>"), so that a renderer resumed from the stored
-// reference (another attempt, the final reply) can go on appending or stop
-// it without an edit.
+// Ref implements channels.Render: "stream:<ts>" or "msg:<ts>".
 func (m *render) Ref() string {
 	switch m.mode {
 	case modeStream:
-		if m.open && m.known && !m.shrunk && m.appended != "" {
-			return refStream + m.ts + ":" + strconv.Itoa(len(m.appended)) + ":" + shownHash(m.appended)
-		}
 		return refStream + m.ts
 	case modeMessage:
 		return refMessage + m.ts
@@ -216,7 +191,6 @@ func (m *render) Show(ctx context.Context, v *channels.View) error {
 
 func (m *render) show(ctx context.Context, v *channels.View, now time.Time) error {
 	text := v.Text()
-	m.adopt(text)
 	switch {
 	case m.mode == modeNone && text == "" && (len(v.Tools) == 0 || m.thread == "" || m.refused):
 		// Nothing to show yet (a message shows no tools): the model is
@@ -393,7 +367,6 @@ func (m *render) Finish(ctx context.Context, text string) error {
 }
 
 func (m *render) finish(ctx context.Context, text string) error {
-	m.adopt(text)
 	if m.mode == modeStream && m.open {
 		last := ""
 		if m.known && !m.shrunk && strings.HasPrefix(text, m.appended) {
@@ -441,26 +414,6 @@ func (m *render) put(ctx context.Context, text string) error {
 	}
 	m.shown = text
 	return nil
-}
-
-// shownHashLen is the length of the hash a stream reference carries.
-const shownHashLen = 16
-
-// shownHash names a streamed text in a reference.
-func shownHash(text string) string {
-	sum := sha256.Sum256([]byte(text))
-	return hex.EncodeToString(sum[:])[:shownHashLen]
-}
-
-// adopt makes a resumed stream known when text starts with what its
-// reference says it shows.
-func (m *render) adopt(text string) {
-	if m.known || m.prefixHash == "" || m.mode != modeStream || !m.open || len(text) < m.prefixLen {
-		return
-	}
-	if shownHash(text[:m.prefixLen]) == m.prefixHash {
-		m.known, m.appended = true, text[:m.prefixLen]
-	}
 }
 
 // taskChunks returns task updates for the tools whose status changed
