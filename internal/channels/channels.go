@@ -258,3 +258,20 @@ func Decode(file []byte, v any) error {
 	}
 	return nil
 }
+
+// Policy checks a chat channel file's session and group options and
+// returns them as the chat workflow's policy. groupKey names the file's
+// group-session key ("groupSession" for Slack, "groupMessageSession" for
+// Feishu/Lark) in errors.
+func Policy(directSession, groupKey, groupSession, groupMode string) (workflows.ChatPolicy, error) {
+	p := workflows.ChatPolicy{DirectSession: directSession, GroupSession: groupSession, GroupMode: groupMode}
+	for _, o := range []struct{ key, val string }{{"directMessageSession", p.DirectSession}, {groupKey, p.GroupSession}} {
+		if o.val != "" && o.val != workflows.SessionThread && o.val != workflows.SessionContinuous {
+			return p, fmt.Errorf("%s: %q is not one of thread, continuous", o.key, o.val)
+		}
+	}
+	if p.GroupMode != "" && p.GroupMode != workflows.GroupMentions && p.GroupMode != workflows.GroupContext {
+		return p, fmt.Errorf("groupMode: %q is not one of mentions, context", p.GroupMode)
+	}
+	return p, nil
+}

@@ -67,14 +67,9 @@ type Config struct {
 
 // policy checks the file's session and group options.
 func (c Config) policy() (workflows.ChatPolicy, error) {
-	p := workflows.ChatPolicy{DirectSession: c.DirectMessageSession, GroupSession: c.GroupSession, GroupMode: c.GroupMode}
-	for _, o := range []struct{ key, val string }{{"directMessageSession", p.DirectSession}, {"groupSession", p.GroupSession}} {
-		if o.val != "" && o.val != workflows.SessionThread && o.val != workflows.SessionContinuous {
-			return p, fmt.Errorf("%s: %q is not one of thread, continuous", o.key, o.val)
-		}
-	}
-	if p.GroupMode != "" && p.GroupMode != workflows.GroupMentions && p.GroupMode != workflows.GroupContext {
-		return p, fmt.Errorf("groupMode: %q is not one of mentions, context", p.GroupMode)
+	p, err := channels.Policy(c.DirectMessageSession, "groupSession", c.GroupSession, c.GroupMode)
+	if err != nil {
+		return p, err
 	}
 	if c.MaxFileBytes < 0 {
 		return p, fmt.Errorf("maxFileBytes: %d is negative", c.MaxFileBytes)
