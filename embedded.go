@@ -11,8 +11,9 @@ import (
 	"github.com/fastagent/fastagent/internal/devserver"
 )
 
-// startEmbedded starts the embedded Temporal server with its state in db.
-func startEmbedded(db string, uiPort int, log *slog.Logger) (addr, namespace, ui string, stop func(), err error) {
+// startEmbedded starts the embedded Temporal server with its state in db;
+// a codecEndpoint configures its Web UI's codec server.
+func startEmbedded(db string, uiPort int, codecEndpoint string, log *slog.Logger) (addr, namespace, ui string, stop func(), err error) {
 	logFile := io.Discard
 	if f, err := os.OpenFile(filepath.Join(filepath.Dir(db), "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
 		logFile = f
@@ -22,7 +23,8 @@ func startEmbedded(db string, uiPort int, log *slog.Logger) (addr, namespace, ui
 			}
 		}()
 	}
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: db, FrontendPort: 0, UIPort: uiPort, Logger: log, LogWriter: logFile})
+	srv, err := devserver.Start(devserver.Options{DatabaseFile: db, FrontendPort: 0, UIPort: uiPort, Logger: log, LogWriter: logFile,
+		CodecEndpoint: codecEndpoint})
 	if err != nil {
 		return "", "", "", nil, err
 	}

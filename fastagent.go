@@ -19,20 +19,28 @@ package fastagent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
+	"github.com/fastagent/fastagent/internal/tracing"
 )
 
 // Options configure an embedded runtime. The zero value serves the agent in
@@ -81,6 +89,25 @@ type Options struct {
 	Getenv func(string) string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// MetricsAddr, when set, serves GET /metrics (Prometheus text) without a
+	// token on its own listener, e.g. "127.0.0.1:9464". The ingress serves
+	// it for a token with the metrics right either way, and
+	// Runtime.Metrics is the handler to mount on a server of your own.
+	MetricsAddr string
+	// CodecKeys encrypts every payload written to Temporal: entries
+	// "id:base64key" separated by commas, the first encrypts, all decrypt
+	// (as FASTAGENT_CODEC_KEYS, which is read when this is empty). The
+	// ingress then serves the codec server (POST /codec/encode|decode) for
+	// a token with the codec right; CodecOrigins are the Web UI origins
+	// allowed to call it from a browser. With Temporal.Embedded, the
+	// embedded Web UI is configured with it.
+	CodecKeys    string
+	CodecOrigins []string
+	// TracerProvider, when set, receives the spans of HTTP requests,
+	// updates, workflows and activities; nil exports them by OTLP when the
+	// OTEL_EXPORTER_OTLP_* variables ask for it. With Temporal.Client,
+	// tracing of Temporal calls needs the interceptor on that client.
+	TracerProvider trace.TracerProvider
 }
 
 // Roles selects the parts of the runtime a process runs.
@@ -107,10 +134,14 @@ type Temporal struct {
 
 // Runtime is a started fastagent.
 type Runtime struct {
-	run    *serve.Running
-	parts  *serve.Parts
-	closer []func()
-	uiAddr string
+	run     *serve.Running
+	parts   *serve.Parts
+	closer  []func()
+	uiAddr  string
+	metrics *metrics.Metrics
+	tracing *tracing.Tracing
+	codec   *codec.Codec
+	ln      net.Listener
 }
 
 // ErrNothingToRun is returned when Options.Roles was set to run no part.
@@ -135,7 +166,25 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 		DetachGrace: opts.DetachGrace, WorkerStopTimeout: opts.WorkerStopTimeout,
 		APIToken: opts.APIToken, APITokens: opts.APITokens,
 		AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts,
+		Metrics: metrics.New(), MetricsAddr: opts.MetricsAddr, CodecOrigins: opts.CodecOrigins,
 	}
+	cdc, err := codec.FromEnv(func(k string) string {
+		if k == codec.EnvKeys && opts.CodecKeys != "" {
+			return opts.CodecKeys
+		}
+		return os.Getenv(k)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fastagent: %w", err)
+	}
+	cfg.Codec = cdc
+	var tr *tracing.Tracing
+	if opts.TracerProvider != nil {
+		tr = tracing.New(opts.TracerProvider)
+	} else if tr, err = tracing.FromEnv(ctx, os.Getenv); err != nil {
+		return nil, fmt.Errorf("fastagent: %w", err)
+	}
+	cfg.Tracing = tr
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -145,12 +194,11 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 		if addr == "" {
 			addr = "127.0.0.1:8787"
 		}
-		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			return nil, fmt.Errorf("fastagent: listen on %s: %w (choose another Options.HTTPAddr)", addr, err)
 		}
 	}
-	rt := &Runtime{}
+	rt := &Runtime{metrics: cfg.Metrics, tracing: tr, codec: cdc, ln: ln}
 	ok := false
 	defer func() {
 		if !ok {
@@ -171,7 +219,7 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("fastagent: %w", err)
 		}
 	}
-	c, err := rt.connect(ctx, opts.Temporal, parts.Config.StateDir, cfg.Logger)
+	c, err := rt.connect(ctx, opts.Temporal, parts, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -184,21 +232,42 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 	return rt, nil
 }
 
-func (rt *Runtime) connect(ctx context.Context, t Temporal, stateDir string, log *slog.Logger) (client.Client, error) {
+func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts, log *slog.Logger) (client.Client, error) {
 	if t.Client != nil {
 		return t.Client, nil
 	}
 	cfg := tclient.Config{Address: t.Address, Namespace: t.Namespace, Logger: log}
 	if t.Embedded {
-		addr, ns, ui, stop, err := startEmbedded(filepath.Join(stateDir, "temporal.db"), t.UIPort, log)
+		// With codec keys the embedded Web UI decodes through the ingress:
+		// its endpoint carries a key drawn for this run (it sends no token).
+		codecEndpoint := ""
+		if rt.codec != nil && rt.ln != nil && t.UIPort >= 0 {
+			key := make([]byte, 16)
+			if _, err := rand.Read(key); err != nil {
+				return nil, fmt.Errorf("fastagent: dev codec key: %w", err)
+			}
+			parts.Config.DevCodecKey = hex.EncodeToString(key)
+			codecEndpoint = "http://" + rt.ln.Addr().String() + "/codec/dev/" + parts.Config.DevCodecKey
+		}
+		addr, ns, ui, stop, err := startEmbedded(filepath.Join(parts.Config.StateDir, "temporal.db"), t.UIPort, codecEndpoint, log)
 		if err != nil {
 			return nil, fmt.Errorf("fastagent: embedded Temporal: %w", err)
 		}
 		rt.closer = append(rt.closer, stop)
 		rt.uiAddr = ui
+		if codecEndpoint != "" && ui != "" {
+			parts.Config.DevUIOrigin = "http://" + ui
+		}
 		cfg = tclient.Config{Address: addr, Namespace: ns, Logger: log}
 	} else {
 		cfg = cfg.FromEnv()
+	}
+	cfg.Codec = rt.codec
+	cfg.MetricsHandler = rt.metrics.SDKHandler()
+	if icpt, err := rt.tracing.Interceptor(); err != nil {
+		return nil, fmt.Errorf("fastagent: %w", err)
+	} else if icpt != nil {
+		cfg.Interceptors = append(cfg.Interceptors, icpt)
 	}
 	c, err := tclient.Dial(ctx, cfg)
 	if err != nil {
@@ -230,6 +299,11 @@ func (rt *Runtime) URL() string { return rt.run.URL }
 // none ("" otherwise, or without the ingress role).
 func (rt *Runtime) APIToken() string { return rt.run.Token }
 
+// Metrics serves the runtime's metrics as Prometheus text (GET), for a
+// server of your own; it is also on the ingress (metrics right) and on
+// Options.MetricsAddr.
+func (rt *Runtime) Metrics() http.Handler { return rt.metrics.Handler() }
+
 // WebUI is the embedded Temporal Web UI's address ("" when not embedded).
 func (rt *Runtime) WebUI() string { return rt.uiAddr }
 
@@ -242,4 +316,9 @@ func (rt *Runtime) Close() {
 		rt.closer[i]()
 	}
 	rt.closer = nil
+	if rt.tracing != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = rt.tracing.Shutdown(sctx) // flushes OTLP spans; New's provider is the caller's
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/store"
@@ -48,6 +49,27 @@ type Activities struct {
 	Hooks Hooks
 	// HeartbeatEvery is how often running activities heartbeat (default 1s).
 	HeartbeatEvery time.Duration
+	// Observer, when set, receives what each model call measured (time to
+	// first token, tokens by model) for metrics.
+	Observer ModelObserver
+}
+
+// ModelObserver receives the measurements of one model call.
+type ModelObserver interface {
+	ObserveModel(ModelStats)
+}
+
+// ModelStats is what one call to a model client measured.
+type ModelStats struct {
+	// Model is the "provider/model" spec that served the call.
+	Model string
+	// FirstToken is the time from the request to the first streamed delta
+	// (0: nothing was streamed).
+	FirstToken time.Duration
+	// Usage is what the provider reported (nil: nothing, or the call failed).
+	Usage *agent.Usage
+	// Failed says the call returned an error.
+	Failed bool
 }
 
 // Registrar is the part of a Temporal worker activities are registered on.

@@ -99,7 +99,12 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		}
 	}
 	streamed := false
+	sent := time.Now()
+	var firstToken time.Duration
 	msg, err := model.Generate(ctx, req, func(d llm.Delta) {
+		if !streamed {
+			firstToken = time.Since(sent)
+		}
 		streamed = true
 		ev := agent.Text(d.Text)
 		if d.Kind == "thinking" {
@@ -108,6 +113,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		ev.Step = call.Step
 		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
 	})
+	a.observeModel(model.Name(), firstToken, &msg, err)
 	if err != nil {
 		return agentloop.ModelResult{}, a.modelError(ctx, pub, call, attempt, streamed, err, fallbackOf(def, chain, call.Fallback))
 	}
@@ -129,6 +135,19 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 	pub.send(ctx, feed.Message{Kind: feed.KindEnd, Step: call.Step, Marker: marker})
 	pub.flush(ctx)
 	return resultOf(def, call.EntryID, &msg, settings, marker), nil
+}
+
+// observeModel tells the Observer what a model call measured.
+func (a *Activities) observeModel(spec string, firstToken time.Duration, msg *transcript.Message, err error) {
+	if a.Observer == nil {
+		return
+	}
+	st := ModelStats{Model: spec, FirstToken: firstToken, Failed: err != nil}
+	if u := msg.Usage; err == nil && u != nil {
+		st.Usage = &agent.Usage{Input: int64(u.Input), Output: int64(u.Output),
+			CacheRead: int64(u.CacheRead), CacheWrite: int64(u.CacheWrite), Calls: 1}
+	}
+	a.Observer.ObserveModel(st)
 }
 
 // fallback is the next model of a step's chain and when to hand over to it.
@@ -183,7 +202,7 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 		}
 		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
 		pub.flush(ctx)
-		a.log().Warn("model call failed; falling back", "session", call.Session, "step", call.Step, "model", le.Model, "fallback", fb.next, "error", le.Error())
+		a.log().WarnContext(ctx, "model call failed; falling back", "session", call.Session, "turn", call.Turn, "step", call.Step, "model", le.Model, "fallback", fb.next, "error", le.Error())
 		return temporal.NewApplicationErrorWithOptions(ev.Reason, workflows.ErrModelFallback,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
@@ -199,7 +218,7 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
 		pub.flush(ctx)
 	}
-	a.log().Warn("model call failed; Temporal will retry", "session", call.Session, "step", call.Step, "attempt", attempt, "error", le.Error())
+	a.log().WarnContext(ctx, "model call failed; Temporal will retry", "session", call.Session, "turn", call.Turn, "step", call.Step, "attempt", attempt, "error", le.Error())
 	return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel, temporal.ApplicationErrorOptions{
 		NextRetryDelay: le.RetryAfter,
 	})

@@ -108,3 +108,18 @@ func (s *Server) codecGuard(c *gin.Context) {
 	}
 	c.Next()
 }
+
+// CodecHandler serves only the codec routes and GET /health, for a codec
+// server on its own (`fastagent codec-server`): the same CORS, Host check
+// and tokens (RightCodec) as on the ingress, no other route.
+func (s *Server) CodecHandler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(gin.Recovery())
+	r.GET("/health", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	s.codecRoutes(r)
+	r.NoMethod(func(c *gin.Context) { c.String(http.StatusMethodNotAllowed, "method not allowed") })
+	r.NoRoute(func(c *gin.Context) { c.String(http.StatusNotFound, "not found") })
+	return r
+}

@@ -83,3 +83,9 @@ const MaxQueuedTurns = 8
 // the workflow runs the step again with ModelCall.Fallback raised. It never
 // reaches a client: a turn that cannot fall back fails with agent.CodeModel.
 const ErrModelFallback = "model_fallback"
+
+// MetricTurnQueueDepth is the metric a session workflow reports its queue
+// length changes to (through workflow.GetMetricsHandler, as a counter of
+// signed deltas): summed over every session, it is the number of turns
+// waiting behind a running one.
+const MetricTurnQueueDepth = "fastagent_turn_queue_depth"

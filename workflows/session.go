@@ -205,6 +205,9 @@ type pendingTurn struct {
 	stopLive workflow.CancelFunc
 	// compact, when set, makes this queue item a manual compaction.
 	compact *compactJob
+	// span is the tracing span of the update that sent the turn (nil:
+	// none), under which the turn's activities are traced.
+	span any
 }
 
 type approval struct {
@@ -253,6 +256,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		return err
 	}
 	s.listenDeliveries(ctx)
+	s.reportQueueDepth(ctx)
 	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
 	if s.snap.IDPrefix == "" {
 		if s.durableTurns() {
@@ -283,7 +287,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		if t.compact != nil {
 			s.runCompaction(ctx, t)
 		} else {
-			s.serve(ctx, t, limit)
+			s.serve(traced(ctx, t.span), t, limit)
 		}
 
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= limit {
@@ -429,7 +433,7 @@ func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outco
 	if out, ok := s.recent(id); ok {
 		return out, nil
 	}
-	t := &pendingTurn{id: id, req: req}
+	t := &pendingTurn{id: id, req: req, span: ctx.Value(TraceSpanKey{})}
 	s.queue = append(s.queue, t)
 	if err := workflow.Await(ctx, func() bool { return t.outcome != nil }); err != nil {
 		return agentloop.Outcome{}, err

@@ -101,8 +101,14 @@ func devCommand(g *globals) *cobra.Command {
 				return failure("embedded Temporal: %w", err)
 			}
 			defer srv.Stop()
-			c, err := tclient.Dial(ctx, tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: log,
-				MetricsHandler: parts.Config.Metrics.SDKHandler()})
+			tc := tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: log,
+				MetricsHandler: parts.Config.Metrics.SDKHandler()}
+			stopTracing, err := startTracing(ctx, parts, &tc)
+			if err != nil {
+				return failure("%w", err)
+			}
+			defer stopTracing()
+			c, err := tclient.Dial(ctx, tc)
 			if err != nil {
 				return failure("%w", err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/tracing"
 )
 
 // globals are the flags every command shares.
@@ -42,7 +43,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.stateDir, "state-dir", os.Getenv("FASTAGENT_STATE_DIR"), "machine state (default <dir>/.fastagent) [FASTAGENT_STATE_DIR]")
 	pf.StringVar(&g.logLevel, "log-level", envOr("FASTAGENT_LOG_LEVEL", "info"), "debug, info, warn or error [FASTAGENT_LOG_LEVEL]")
 
-	root.AddCommand(newInvoke(g), newInit(g), newAdd(g), newInfo(g), newTool(g), newSession(g), newToken())
+	root.AddCommand(newInvoke(g), newInit(g), newAdd(g), newInfo(g), newTool(g), newSession(g), newToken(), newVersion(), newCodecServer(g))
 	root.AddCommand(serveCommands(g)...)
 	return root
 }
@@ -52,7 +53,8 @@ func (g *globals) logger() (*slog.Logger, error) {
 	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
 		return nil, usageError("--log-level %q: want debug, info, warn or error", g.logLevel)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
+	// Records logged with a traced context carry trace_id and span_id.
+	return slog.New(tracing.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))), nil
 }
 
 func envOr(name, def string) string {

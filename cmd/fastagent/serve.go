@@ -15,6 +15,7 @@ import (
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
+	"github.com/fastagent/fastagent/internal/tracing"
 	"github.com/fastagent/fastagent/worker"
 )
 
@@ -132,6 +133,11 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 			tc := f.temporal.FromEnv()
 			tc.Logger = log
 			tc.MetricsHandler = parts.Config.Metrics.SDKHandler()
+			stopTracing, err := startTracing(ctx, parts, &tc)
+			if err != nil {
+				return failure("%w", err)
+			}
+			defer stopTracing()
 			c, err := tclient.Dial(ctx, tc)
 			if err != nil {
 				return failure("%w", err)
@@ -150,6 +156,30 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 	}
 	f.bind(cmd, true)
 	return cmd
+}
+
+// startTracing exports spans by OTLP when the OTEL_EXPORTER_OTLP_*
+// variables ask for it: the ingress gets the HTTP middleware and tc the
+// Temporal interceptor. stop flushes what is left.
+func startTracing(ctx context.Context, parts *serve.Parts, tc *tclient.Config) (stop func(), err error) {
+	tr, err := tracing.FromEnv(ctx, os.Getenv)
+	if err != nil || tr == nil {
+		return func() {}, err
+	}
+	icpt, err := tr.Interceptor()
+	if err != nil {
+		return nil, err
+	}
+	tc.Interceptors = append(tc.Interceptors, icpt)
+	parts.Config.Tracing = tr
+	parts.Config.Logger.Info("tracing: spans exported by OTLP")
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			parts.Config.Logger.Warn("tracing: flush on exit", "error", err)
+		}
+	}, nil
 }
 
 // checkDefinition loads the agent once at startup: a broken definition stops

@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -22,6 +25,8 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/metrics"
@@ -225,13 +230,17 @@ func TestCodecRotation(t *testing.T) {
 	}
 }
 
-// GET /metrics after a few turns (one with a tool call) shows fastagent's
-// counters and the SDK's metrics moved; without a token it is refused.
+// GET /metrics after a few turns (one with a tool call, one queued behind
+// another) and a webhook shows each of fastagent's metrics moved, and the
+// SDK's; without a token it is refused.
 func TestMetricsScrape(t *testing.T) {
 	e := newEnv(t)
 	m := metrics.New()
 	e.useCodec(nil, m)
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus), Interceptors: []interceptor.WorkerInterceptor{m.Interceptor()}})
+	m.WatchSessions(e.client)
+	acts := e.kit.Activities(e.bus)
+	acts.Observer = m
+	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: acts, Interceptors: []interceptor.WorkerInterceptor{m.Interceptor()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,16 +270,71 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("scrape with token %q: %d, want %d", token, code, want)
 		}
 	}
-	code, body, _ := send(t, http.MethodGet, hs.URL+"/metrics", "metrics-token", "", nil)
-	if code != 200 {
-		t.Fatalf("scrape: %d %s", code, body)
+	scrapeMetrics := func() string {
+		t.Helper()
+		code, body, _ := send(t, http.MethodGet, hs.URL+"/metrics", "metrics-token", "", nil)
+		if code != 200 {
+			t.Fatalf("scrape: %d %s", code, body)
+		}
+		return body
 	}
+	// waitFor scrapes until the scrape has want (the worker records
+	// asynchronously from the caller's view).
+	waitFor := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(scrapeMetrics(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("scrape never showed %q:\n%s", want, grepLines(scrapeMetrics(), "fastagent_"))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// A turn waits behind a held one: the queue depth shows it, then drains.
+	release := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce)
+	e.kit.Model.EnqueueFor("hold me", modelserver.Reply{Text: []string{"held"}, Hold: release})
+	e.kit.Model.EnqueueFor("queued", modelserver.Reply{Text: []string{"after"}})
+	done := make(chan []agent.Event, 2)
+	go func() { done <- collect(t, e.agent, context.Background(), "metrics-q", "hold me") }()
+	waitFor("fastagent_turns_started_total 3")
+	go func() { done <- collect(t, e.agent, context.Background(), "metrics-q", "queued") }()
+	waitFor(workflows.MetricTurnQueueDepth + " 1")
+	releaseOnce()
+	for range 2 {
+		if term := agenttest.CheckTerminal(t, <-done); term.Type != agent.TypeCompleted {
+			t.Fatalf("queued session turn: %+v", term)
+		}
+	}
+	waitFor(workflows.MetricTurnQueueDepth + " 0")
+
+	// A Slack door answers its URL check: the ACK latency by channel moves.
+	door := httptest.NewServer(m.WrapDoor("slack", channels.Handler(&slack.Door{SigningSecret: slackSecret}, e.client, e.queue, nil)))
+	t.Cleanup(door.Close)
+	challenge := []byte(`{"token":"x","challenge":"c-1","type":"url_verification"}`)
+	req, _ := http.NewRequest(http.MethodPost, door.URL+"/slack", bytes.NewReader(challenge))
+	req.Header = slack.Sign(slackSecret, time.Now(), challenge)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("slack url_verification: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	body := scrapeMetrics()
 	for _, want := range []string{
-		"fastagent_turns_started_total 2",
-		`fastagent_turns_finished_total{code="",status="completed"} 2`,
-		`fastagent_turn_duration_seconds_count{status="completed"} 2`,
-		`fastagent_model_call_duration_seconds_count{outcome="ok"} 3`,
+		"fastagent_turns_started_total 4",
+		`fastagent_turns_finished_total{code="",status="completed"} 4`,
+		`fastagent_turn_duration_seconds_count{status="completed"} 4`,
+		`fastagent_model_call_duration_seconds_count{outcome="ok"} 5`,
+		`fastagent_model_first_token_seconds_count{model="`,
+		`fastagent_model_tokens_total{kind="input",model="`,
+		`fastagent_model_tokens_total{kind="output",model="`,
 		`fastagent_tool_calls_total{outcome="ok",tool="read"} 1`,
+		workflows.MetricTurnQueueDepth + " 0",
+		"fastagent_active_sessions ",
+		`fastagent_webhook_ack_seconds_count{channel="slack",status="2xx"} 1`,
 		"temporal_request", // the SDK's own metrics
 		"temporal_workflow_task_execution_latency_count",
 		"temporal_activity_execution_latency_count",
@@ -279,9 +343,26 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("scrape lacks %q", want)
 		}
 	}
+	// Both sessions are open workflows (other tests' may be too).
+	if n := metricValue(body, "fastagent_active_sessions"); n < 2 {
+		t.Errorf("fastagent_active_sessions %v, want at least 2", n)
+	}
 	if t.Failed() {
 		t.Logf("scrape:\n%s", grepLines(body, "fastagent_", "temporal_"))
 	}
+}
+
+// metricValue is the value of an unlabelled metric in a scrape (-1: absent).
+func metricValue(body, name string) float64 {
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 func grepLines(s string, prefixes ...string) string {

@@ -12,6 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
+
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/workflows"
 )
 
 // EnvAddr names the variable of the separate, unauthenticated listen address
@@ -31,6 +34,10 @@ type Metrics struct {
 	modelLatency  *prometheus.HistogramVec
 	toolCalls     *prometheus.CounterVec
 	webhookAck    *prometheus.HistogramVec
+	firstToken    *prometheus.HistogramVec
+	tokens        *prometheus.CounterVec
+	queueDepth    prometheus.Gauge
+	sessions      *sessionsCollector
 }
 
 // New returns a registry with every collector registered.
@@ -59,7 +66,21 @@ func New() *Metrics {
 			Name: "fastagent_webhook_ack_seconds", Help: "Time a channel's webhook door took to answer the platform, by channel and status class.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5},
 		}, []string{"channel", "status"}),
+		firstToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fastagent_model_first_token_seconds", Help: "Time from a model request to its first streamed delta (text or thinking), by model.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2, 3, 5, 10, 20, 30, 60},
+		}, []string{"model"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fastagent_model_tokens_total", Help: "Tokens the providers reported, by model and kind (input, output, cache_read, cache_write).",
+		}, []string{"model", "kind"}),
+		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: workflows.MetricTurnQueueDepth, Help: "Turns waiting behind a running turn, over the sessions this worker ran (sum over workers for the cluster's).",
+		}),
+		sessions: &sessionsCollector{desc: prometheus.NewDesc("fastagent_active_sessions",
+			"Open session workflows in the namespace (Temporal visibility; the same figure on every process, so take max, not sum).", nil, nil)},
 	}
+	m.sdk.upDown = map[string]prometheus.Gauge{workflows.MetricTurnQueueDepth: m.queueDepth}
+	m.reg.MustRegister(m.firstToken, m.tokens, m.queueDepth, m.sessions)
 	m.reg.MustRegister(m.sdk, m.turnsStarted, m.turnsFinished, m.turnLatency, m.modelLatency, m.toolCalls, m.webhookAck,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -76,6 +97,28 @@ func (m *Metrics) SDKHandler() client.MetricsHandler { return sdkHandler{m: m.sd
 
 // Registry is the underlying registry, for tests and extra collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// ObserveModel records a model call's time to first token and the tokens
+// its provider reported; it makes Metrics an activities.ModelObserver.
+func (m *Metrics) ObserveModel(st activities.ModelStats) {
+	if st.FirstToken > 0 {
+		m.firstToken.WithLabelValues(st.Model).Observe(st.FirstToken.Seconds())
+	}
+	if u := st.Usage; u != nil {
+		for _, k := range []struct {
+			kind string
+			n    int64
+		}{{"input", u.Input}, {"output", u.Output}, {"cache_read", u.CacheRead}, {"cache_write", u.CacheWrite}} {
+			if k.n > 0 {
+				m.tokens.WithLabelValues(st.Model, k.kind).Add(float64(k.n))
+			}
+		}
+	}
+}
+
+// WatchSessions makes fastagent_active_sessions count the open session
+// workflows of c's namespace (at most once per SessionsEvery, when scraped).
+func (m *Metrics) WatchSessions(c client.Client) { m.sessions.watch(c) }
 
 // WebhookAck records how long a channel door took to answer.
 func (m *Metrics) WebhookAck(channel string, status int, d time.Duration) {

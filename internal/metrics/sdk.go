@@ -22,6 +22,9 @@ var sdkBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 1
 type sdkMetrics struct {
 	mu     sync.Mutex
 	series map[string]*series // by name + "\xff" + encoded tags
+	// upDown are fastagent's metrics reported from workflow code as
+	// counters of signed deltas; they land in these gauges, without tags.
+	upDown map[string]prometheus.Gauge
 }
 
 type kind int
@@ -143,6 +146,9 @@ func (h sdkHandler) WithTags(tags map[string]string) client.MetricsHandler {
 }
 
 func (h sdkHandler) Counter(name string) client.MetricsCounter {
+	if g, ok := h.m.upDown[name]; ok {
+		return counterFunc(func(d int64) { g.Add(float64(d)) })
+	}
 	return counterFunc(func(d int64) {
 		h.m.mu.Lock()
 		defer h.m.mu.Unlock()

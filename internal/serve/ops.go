@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/fastagent/fastagent/ingress"
@@ -32,11 +31,7 @@ func (p *Parts) opsRoutes(in *ingress.Server, host string) error {
 		in.Codec = cdc.Handler()
 		in.CodecOrigins = p.Config.CodecOrigins
 		if in.CodecOrigins == nil {
-			for _, o := range strings.Split(os.Getenv(EnvCodecOrigins), ",") {
-				if o = strings.TrimRight(strings.TrimSpace(o), "/"); o != "" {
-					in.CodecOrigins = append(in.CodecOrigins, o)
-				}
-			}
+			in.CodecOrigins = splitOrigins(os.Getenv(EnvCodecOrigins))
 		}
 		if p.Config.DevUIOrigin != "" && ingress.IsLoopback(host) {
 			in.DevUIOrigin = p.Config.DevUIOrigin

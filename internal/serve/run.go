@@ -59,6 +59,9 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		return nil, err
 	}
 	r.stopMetrics = stopMetrics
+	if p.Config.Metrics != nil {
+		p.Config.Metrics.WatchSessions(c)
+	}
 	if roles.Worker {
 		if err := p.reconcileSchedules(ctx, c, p.warn); err != nil {
 			return nil, err
@@ -105,7 +108,9 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		}
 		r.Ingress.SetReady(true)
 		r.httpErr = make(chan error, 1)
-		go func() { r.httpErr <- ServeHTTP(hctx, ln, p.WithChannels(r.Ingress.Handler(), c), r.Ingress.Drain) }()
+		go func() {
+			r.httpErr <- ServeHTTP(hctx, ln, p.Config.Tracing.Middleware(p.WithChannels(r.Ingress.Handler(), c)), r.Ingress.Drain)
+		}()
 	}
 	return r, nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/tracing"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/worker"
 )
@@ -87,6 +88,9 @@ type Config struct {
 	// Metrics records fastagent's metrics (worker interceptor, webhook
 	// doors) and serves GET /metrics on the ingress; nil: none.
 	Metrics *metrics.Metrics
+	// Tracing, when set, starts a span per HTTP request on the ingress and
+	// the channel doors; the Temporal client must carry its Interceptor.
+	Tracing *tracing.Tracing
 	// MetricsAddr is a separate listen address serving GET /metrics without
 	// a token (FASTAGENT_METRICS_ADDR); "" serves it only on the ingress.
 	MetricsAddr string
@@ -223,6 +227,9 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 			Logger:      cfg.Logger,
 			Hooks:       cfg.Hooks,
 		},
+	}
+	if cfg.Metrics != nil {
+		p.Acts.Observer = cfg.Metrics
 	}
 	return p, nil
 }

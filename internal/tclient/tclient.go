@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/fastagent/fastagent/internal/codec"
@@ -46,6 +47,9 @@ type Config struct {
 	Plain bool
 	// MetricsHandler receives the SDK's metrics (nil: none).
 	MetricsHandler client.MetricsHandler
+	// Interceptors wrap the client's calls; those that are also worker
+	// interceptors (tracing) wrap workers built on the client too.
+	Interceptors []interceptor.ClientInterceptor
 }
 
 // FromEnv fills unset fields from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
@@ -85,6 +89,7 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 	if c.MetricsHandler != nil {
 		opts.MetricsHandler = c.MetricsHandler
 	}
+	opts.Interceptors = c.Interceptors
 	if c.Codec == nil && !c.Plain {
 		var err error
 		if c.Codec, err = codec.FromEnv(os.Getenv); err != nil {
