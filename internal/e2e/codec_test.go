@@ -237,7 +237,7 @@ func TestMetricsScrape(t *testing.T) {
 	e := newEnv(t)
 	m := metrics.New()
 	e.useCodec(nil, m)
-	m.WatchSessions(e.client)
+	m.WatchSessions(e.client, time.Nanosecond) // count on every scrape
 	acts := e.kit.Activities(e.bus)
 	acts.Observer = m
 	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: acts, Interceptors: []interceptor.WorkerInterceptor{m.Interceptor()}})
@@ -343,9 +343,17 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("scrape lacks %q", want)
 		}
 	}
-	// Both sessions are open workflows (other tests' may be too).
-	if n := metricValue(body, "fastagent_active_sessions"); n < 2 {
-		t.Errorf("fastagent_active_sessions %v, want at least 2", n)
+	// Both sessions are open workflows (other tests' may be too; visibility
+	// may lag a moment).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n := metricValue(scrapeMetrics(), "fastagent_active_sessions")
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("fastagent_active_sessions %v, want at least 2", n)
+			break
+		}
 	}
 	if t.Failed() {
 		t.Logf("scrape:\n%s", grepLines(body, "fastagent_", "temporal_"))

@@ -68,7 +68,7 @@ func TestTracingOneTurn(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "event: completed") {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"type":"completed"`) {
 			t.Fatalf("turn %q: %d %s", text, resp.StatusCode, body)
 		}
 	}

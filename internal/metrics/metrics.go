@@ -117,8 +117,14 @@ func (m *Metrics) ObserveModel(st activities.ModelStats) {
 }
 
 // WatchSessions makes fastagent_active_sessions count the open session
-// workflows of c's namespace (at most once per SessionsEvery, when scraped).
-func (m *Metrics) WatchSessions(c client.Client) { m.sessions.watch(c) }
+// workflows of c's namespace when scraped, at most once per every (0:
+// SessionsEvery).
+func (m *Metrics) WatchSessions(c client.Client, every time.Duration) {
+	if every <= 0 {
+		every = SessionsEvery
+	}
+	m.sessions.watch(c, every)
+}
 
 // WebhookAck records how long a channel door took to answer.
 func (m *Metrics) WebhookAck(channel string, status int, d time.Duration) {

@@ -26,15 +26,16 @@ type sessionsCollector struct {
 
 	mu    sync.Mutex
 	c     client.Client
+	every time.Duration
 	n     int64
 	at    time.Time
 	known bool
 }
 
-func (s *sessionsCollector) watch(c client.Client) {
+func (s *sessionsCollector) watch(c client.Client, every time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.c = c
+	s.c, s.every = c, every
 }
 
 // Describe implements prometheus.Collector.
@@ -48,7 +49,7 @@ func (s *sessionsCollector) Collect(ch chan<- prometheus.Metric) {
 	if s.c == nil {
 		return
 	}
-	if !s.known || time.Since(s.at) >= SessionsEvery {
+	if !s.known || time.Since(s.at) >= s.every {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		res, err := s.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: sessionsQuery})
 		cancel()

@@ -60,7 +60,7 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 	}
 	r.stopMetrics = stopMetrics
 	if p.Config.Metrics != nil {
-		p.Config.Metrics.WatchSessions(c)
+		p.Config.Metrics.WatchSessions(c, 0)
 	}
 	if roles.Worker {
 		if err := p.reconcileSchedules(ctx, c, p.warn); err != nil {
