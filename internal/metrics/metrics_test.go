@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/metrics"
+	"github.com/fastagent/fastagent/workflows"
 )
 
 func scrape(t *testing.T, m *metrics.Metrics) string {
@@ -70,5 +73,43 @@ func TestWrapDoor(t *testing.T) {
 		if !strings.Contains(body, tt.want) {
 			t.Errorf("scrape lacks %s", tt.want)
 		}
+	}
+}
+
+// ObserveModel records time to first token and tokens by model; the queue
+// depth the session workflow reports as signed counter deltas is a gauge.
+func TestObserveModelAndQueueDepth(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	tests := []activities.ModelStats{
+		{Model: "openai/a", FirstToken: 300 * time.Millisecond, Usage: &agent.Usage{Input: 100, Output: 7, CacheRead: 40}},
+		{Model: "openai/a", Usage: &agent.Usage{Input: 10, Output: 3}}, // nothing streamed
+		{Model: "anthropic/b", FirstToken: time.Second, Failed: true},
+	}
+	for _, st := range tests {
+		m.ObserveModel(st)
+	}
+	depth := m.SDKHandler().WithTags(map[string]string{"workflow_type": "Session"}).Counter(workflows.MetricTurnQueueDepth)
+	depth.Inc(2)
+	depth.Inc(-1)
+	body := scrape(t, m)
+	for _, want := range []string{
+		`fastagent_model_first_token_seconds_count{model="openai/a"} 1`,
+		`fastagent_model_first_token_seconds_count{model="anthropic/b"} 1`,
+		`fastagent_model_tokens_total{kind="input",model="openai/a"} 110`,
+		`fastagent_model_tokens_total{kind="output",model="openai/a"} 10`,
+		`fastagent_model_tokens_total{kind="cache_read",model="openai/a"} 40`,
+		"fastagent_turn_queue_depth 1",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `model="anthropic/b",kind`) || strings.Contains(body, `fastagent_model_tokens_total{kind="input",model="anthropic/b"}`) {
+		t.Error("a failed call without usage counted tokens")
+	}
+	// Without WatchSessions the active-sessions gauge is absent, not 0.
+	if strings.Contains(body, "fastagent_active_sessions ") {
+		t.Error("fastagent_active_sessions reported without a client")
 	}
 }
