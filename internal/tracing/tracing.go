@@ -66,9 +66,10 @@ func Enabled(getenv func(string) string) bool {
 
 // FromEnv returns tracing exported by OTLP when Enabled, else nil. The
 // protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
-// OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" (the default) or "grpc";
-// the exporters read the other OTEL_EXPORTER_OTLP_* variables (headers,
-// timeout, TLS) themselves. Call Shutdown to flush spans on exit.
+// OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" (the default) or "grpc".
+// getenv only decides whether and how: the exporters read the endpoint and
+// the other OTEL_EXPORTER_OTLP_* variables (headers, timeout, TLS) from the
+// process environment themselves. Call Shutdown to flush spans on exit.
 func FromEnv(ctx context.Context, getenv func(string) string) (*Tracing, error) {
 	if !Enabled(getenv) {
 		return nil, nil

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -112,5 +113,36 @@ func TestRouteOf(t *testing.T) {
 		if got := routeOf(path); got != want {
 			t.Errorf("routeOf(%q) = %q, want %q", path, got, want)
 		}
+	}
+}
+
+// FromEnv exports by OTLP/HTTP to the configured endpoint: a span ended
+// before Shutdown reaches the collector. (The exporter reads the process
+// environment itself, hence Setenv.)
+func TestFromEnvExports(t *testing.T) {
+	got := make(chan string, 4)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Method + " " + r.URL.Path
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(collector.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	tr, err := FromEnv(context.Background(), os.Getenv)
+	if err != nil || tr == nil {
+		t.Fatalf("FromEnv: %v %v", tr, err)
+	}
+	_, span := tr.provider.Tracer("test").Start(context.Background(), "one")
+	span.End()
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case req := <-got:
+		if req != "POST /v1/traces" {
+			t.Fatalf("collector got %q", req)
+		}
+	default:
+		t.Fatal("the collector received nothing")
 	}
 }
