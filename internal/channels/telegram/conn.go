@@ -124,4 +124,3 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 		}
 	}
 }
-

@@ -3,7 +3,6 @@ package telegram
 import (
 	"html"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -225,7 +224,17 @@ func tokenize(h string) []token {
 	return out
 }
 
-func units(s string) int { return len(utf16.Encode([]rune(s))) }
+// units is the length of s in UTF-16 code units.
+func units(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r >= 0x10000 {
+			n++
+		}
+	}
+	return n
+}
 
 // Split cuts rendered HTML into parts of at most limit characters
 // (UTF-16 units, tags included) without breaking a tag: tags open at a cut
