@@ -24,8 +24,9 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/channels"
-	_ "github.com/fastagent/fastagent/internal/channels/feishu" // registers the feishu and lark kinds
-	_ "github.com/fastagent/fastagent/internal/channels/slack"  // registers the slack kind
+	_ "github.com/fastagent/fastagent/internal/channels/feishu"   // registers the feishu and lark kinds
+	_ "github.com/fastagent/fastagent/internal/channels/slack"    // registers the slack kind
+	_ "github.com/fastagent/fastagent/internal/channels/telegram" // registers the telegram kind
 	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
