@@ -70,6 +70,14 @@ func notModified(err error) bool {
 	return errors.As(err, &e) && e.Code == http.StatusBadRequest && strings.Contains(e.Description, "message is not modified")
 }
 
+// gone reports an edit refused because the message no longer exists or
+// can no longer be edited.
+func gone(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == http.StatusBadRequest &&
+		(strings.Contains(e.Description, "message to edit not found") || strings.Contains(e.Description, "message can't be edited"))
+}
+
 // badEntities reports an answer refusing a message's HTML.
 func badEntities(err error) bool {
 	var e *Error

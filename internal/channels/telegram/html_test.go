@@ -95,7 +95,7 @@ func wellFormed(h string) bool {
 func TestSplitProperty(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewSource(14))
-	for i := 0; i < 150; i++ {
+	for i := 0; i < 100; i++ {
 		md := randomMarkdown(r)
 		h := HTML(md)
 		if !wellFormed(h) {

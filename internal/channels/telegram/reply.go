@@ -199,7 +199,14 @@ func (m *render) Finish(ctx context.Context, text string) error {
 			return err
 		}
 	} else if err := m.retry(ctx, func() error { return m.edit(ctx, parts[0], "HTML") }); err != nil && !notModified(err) {
-		return err
+		if !gone(err) {
+			return err
+		}
+		// The preview was deleted (or is too old to edit): post the answer.
+		m.msgID = 0
+		if err := m.retry(ctx, func() error { return m.send(ctx, parts[0], "HTML") }); err != nil {
+			return err
+		}
 	}
 	for ; m.sent < len(parts)-1; m.sent++ {
 		p := parts[m.sent+1]
