@@ -122,3 +122,19 @@ func TestSplitProperty(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHTMLSplit renders and splits a ~12,000-character Markdown
+// answer (three messages), the work of one final reply.
+func BenchmarkHTMLSplit(b *testing.B) {
+	var md strings.Builder
+	for md.Len() < 12000 {
+		md.WriteString("## Step\n- **Paris** is the capital of *France* & `fr` — see [docs](https://example.com/a?b=1)\n> quoted line\n")
+	}
+	s := md.String()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if parts := Split(HTML(s), MaxText); len(parts) < 3 {
+			b.Fatalf("%d parts", len(parts))
+		}
+	}
+}
