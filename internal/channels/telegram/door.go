@@ -98,7 +98,7 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 	if !s.Direct && !s.Summoned && d.Policy.GroupMode != workflows.GroupContext {
 		return nil, nil
 	}
-	files := attachments(msg)
+	files := attachments(msg, channels.DefaultMaxImagesBytes)
 	if strings.TrimSpace(s.Text) == "" && len(files) == 0 {
 		return nil, nil
 	}
@@ -237,16 +237,26 @@ const (
 	MimePhoto = "image/jpeg"
 )
 
-// attachments are a message's photo (its largest size) and document, by
-// file_id.
-func attachments(m *Message) []workflows.Attachment {
+// attachments are a message's photo and document, by file_id. Of a
+// photo's sizes it takes the largest whose file_size fits photoCap (the
+// per-prompt image budget, so the photo reaches the model as vision
+// input), else the smallest.
+func attachments(m *Message, photoCap int64) []workflows.Attachment {
 	var out []workflows.Attachment
 	if len(m.Photo) > 0 {
-		best := m.Photo[0]
-		for _, p := range m.Photo[1:] {
-			if p.Width*p.Height > best.Width*best.Height {
+		var best *PhotoSize
+		smallest := &m.Photo[0]
+		for i := range m.Photo {
+			p := &m.Photo[i]
+			if p.Width*p.Height < smallest.Width*smallest.Height {
+				smallest = p
+			}
+			if p.FileSize <= photoCap && (best == nil || p.Width*p.Height > best.Width*best.Height) {
 				best = p
 			}
+		}
+		if best == nil {
+			best = smallest
 		}
 		out = append(out, workflows.Attachment{ID: best.FileID, Name: "photo-" + best.FileUniqueID + ".jpg", Mime: MimePhoto, Size: best.FileSize})
 	}

@@ -228,3 +228,19 @@ func TestNew(t *testing.T) {
 		}
 	}
 }
+
+func TestPhotoSizeChoice(t *testing.T) {
+	t.Parallel()
+	sizes := []PhotoSize{{FileID: "s", Width: 90, Height: 60, FileSize: 1000}, {FileID: "m", Width: 800, Height: 600, FileSize: 90_000},
+		{FileID: "l", Width: 2560, Height: 1920, FileSize: 2_000_000}}
+	cases := []struct {
+		cap  int64
+		want string
+	}{{1 << 20, "m"}, {10 << 20, "l"}, {500, "s"}}
+	for _, c := range cases {
+		got := attachments(&Message{Photo: sizes}, c.cap)
+		if len(got) != 1 || got[0].ID != c.want {
+			t.Errorf("cap %d: %+v, want size %s", c.cap, got, c.want)
+		}
+	}
+}
