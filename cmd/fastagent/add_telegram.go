@@ -30,7 +30,7 @@ func newAddTelegram(g *globals) *cobra.Command {
 		Short: "Add the Telegram channel: write channels/telegram.yaml and print the bot's setup steps",
 		Long: "Writes channels/telegram.yaml into the agent dir and prints the BotFather steps and the environment\n" +
 			"variables. Transport: the webhook (default; Telegram POSTs updates to /telegram on the ingress, which\n" +
-			"needs a public HTTPS URL) or --polling (getUpdates from the worker: no public URL).\n" +
+			"needs a public HTTPS URL) or --polling (getUpdates from the ingress: no public URL).\n" +
 			"--set-webhook <public base URL> also registers <url>/telegram with the Bot API (setWebhook, with the\n" +
 			"secret token), using TELEGRAM_BOT_TOKEN and TELEGRAM_WEBHOOK_SECRET from the environment.",
 		Args: cobra.NoArgs,
@@ -43,7 +43,7 @@ func newAddTelegram(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.polling, "polling", false, "receive updates by long polling from the worker (no public URL)")
+	f.BoolVar(&o.polling, "polling", false, "receive updates by long polling from the ingress (no public URL)")
 	f.BoolVar(&o.mentions, "mentions", false, "groupMode: mentions — drop un-summoned group messages instead of keeping them as context")
 	f.StringVar(&o.setWebhook, "set-webhook", "", "public https base URL of the ingress: register <url>/telegram with setWebhook")
 	f.BoolVar(&o.force, "force", false, "overwrite an existing channels/telegram.yaml")
@@ -104,7 +104,7 @@ func runAddTelegram(ctx context.Context, agentDir string, o addTelegramOptions, 
 		steps = append(steps, "Groups: @BotFather → /setprivacy → Disable, so the bot sees group chatter it keeps as context\n     (with privacy on it only gets commands, @mentions and replies to it).")
 	}
 	if transport == telegram.TransportPolling {
-		steps = append(steps, "Start the worker (make dev, or fastagent dev / fastagent worker): it deletes any webhook and polls.")
+		steps = append(steps, "Start the agent (make dev, or fastagent dev / fastagent ingress — one ingress per bot): it deletes any webhook and polls.")
 	} else {
 		steps = append(steps,
 			"Pick a secret token (1-256 of A-Z a-z 0-9 _ -) into "+telegram.EnvSecret+": Telegram sends it with every update.",

@@ -45,7 +45,7 @@ const SecretHeader = "X-Telegram-Bot-Api-Secret-Token"
 // names the environment variables that hold them.
 type Config struct {
 	// Transport is "webhook" (default: POST /telegram) or "polling"
-	// (getUpdates from the worker process: no public URL).
+	// (getUpdates from the ingress process: no public URL).
 	Transport string `yaml:"transport"`
 	// BotTokenEnv names the bot token's variable (TELEGRAM_BOT_TOKEN).
 	BotTokenEnv string `yaml:"botTokenEnv"`
