@@ -65,6 +65,7 @@ func newTelegramStack(t *testing.T, e *env) *telegramStack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ch.Replier.(*telegram.Replier).Refs = e.kit.Store // as serve wires it
 	n := time.Now().UnixNano() % 1_000_000_000
 	s := &telegramStack{e: e, fake: fake, ch: ch, group: -1_000_000_000_000 - n, user: 1_000_000 + n}
 	s.door = httptest.NewServer(channels.Handler(ch.Door, e.client, e.queue, nil))

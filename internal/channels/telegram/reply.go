@@ -34,10 +34,22 @@ type Replier struct {
 	// default 30 s.
 	MaxWait time.Duration
 
+	// Refs keeps the message IDs of the parts after the first of a split
+	// answer (the session store's replies table), so a retried reply
+	// edits them instead of sending them again; nil keeps them in memory
+	// only.
+	Refs Refs
+
 	mu sync.Mutex
 	// next is, per chat, the earliest time of the next preview edit (the
 	// rate limit, or a 429's retry_after).
 	next map[string]time.Time
+}
+
+// Refs stores platform references (store.Store has these methods).
+type Refs interface {
+	SaveReply(ctx context.Context, session, turn, ref string) error
+	Reply(ctx context.Context, session, turn string) (string, error)
 }
 
 // NewReplier returns the replier on api.
@@ -209,12 +221,43 @@ func (m *render) Finish(ctx context.Context, text string) error {
 		}
 	}
 	for ; m.sent < len(parts)-1; m.sent++ {
-		p := parts[m.sent+1]
-		if err := m.retry(ctx, func() error { _, err := m.post(ctx, p, "HTML", false); return err }); err != nil {
+		if err := m.extra(ctx, m.sent+2, parts[m.sent+1]); err != nil {
 			return err
 		}
 	}
 	m.shown, m.settled = text, text
+	return nil
+}
+
+// extra makes part n (2, 3, …) of the answer show p: it edits the part's
+// message when a stored reference names one, else sends it and stores its
+// reference.
+func (m *render) extra(ctx context.Context, n int, p string) error {
+	session, key := Kind+":"+m.chatKey, fmt.Sprintf("%d#part%d", m.replyTo, n)
+	if m.r.Refs != nil {
+		if ref, err := m.r.Refs.Reply(ctx, session, key); err == nil {
+			id, perr := strconv.ParseInt(ref, 10, 64)
+			if perr != nil {
+				return fmt.Errorf("telegram: bad part reference %q", ref)
+			}
+			err := m.retry(ctx, func() error { return m.editID(ctx, id, p, "HTML") })
+			if err == nil || notModified(err) {
+				return nil
+			}
+			if !gone(err) {
+				return err
+			}
+		}
+	}
+	var id int64
+	if err := m.retry(ctx, func() error { var err error; id, err = m.post(ctx, p, "HTML", false); return err }); err != nil {
+		return err
+	}
+	if m.r.Refs != nil {
+		if err := m.r.Refs.SaveReply(ctx, session, key, strconv.FormatInt(id, 10)); err != nil {
+			return fmt.Errorf("telegram: store part %d: %w", n, err)
+		}
+	}
 	return nil
 }
 
@@ -289,7 +332,12 @@ func (m *render) post(ctx context.Context, text, mode string, reply bool) (int64
 
 // edit replaces the preview message's text.
 func (m *render) edit(ctx context.Context, text, mode string) error {
-	params := map[string]any{"chat_id": m.chat, "message_id": m.msgID, "text": text, "link_preview_options": map[string]any{"is_disabled": true}}
+	return m.editID(ctx, m.msgID, text, mode)
+}
+
+// editID replaces message id's text.
+func (m *render) editID(ctx context.Context, id int64, text, mode string) error {
+	params := map[string]any{"chat_id": m.chat, "message_id": id, "text": text, "link_preview_options": map[string]any{"is_disabled": true}}
 	if mode != "" {
 		params["parse_mode"] = mode
 	}

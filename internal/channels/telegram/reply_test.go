@@ -3,11 +3,13 @@ package telegram
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,5 +240,59 @@ func TestFinishAfterPreviewDeleted(t *testing.T) {
 	}
 	if m := fake.Messages(8); len(m) != 1 || m[0].Text != "answer" || rd.Ref() != "1001" {
 		t.Errorf("messages %+v, ref %q", m, rd.Ref())
+	}
+}
+
+// memRefs is an in-memory Refs.
+type memRefs struct {
+	mu   sync.Mutex
+	refs map[string]string
+}
+
+func (m *memRefs) SaveReply(_ context.Context, session, turn, ref string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.refs[session+"|"+turn]; !ok {
+		m.refs[session+"|"+turn] = ref
+	}
+	return nil
+}
+
+func (m *memRefs) Reply(_ context.Context, session, turn string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.refs[session+"|"+turn]; ok {
+		return r, nil
+	}
+	return "", errors.New("not found")
+}
+
+// TestFinishRetriedSendsNoPartTwice: a reply retried by a new attempt
+// (a new renderer from the stored reference) edits the split answer's
+// later parts through their stored references instead of sending them
+// again.
+func TestFinishRetriedSendsNoPartTwice(t *testing.T) {
+	t.Parallel()
+	r, fake := newTestReplier(t)
+	r.Refs = &memRefs{refs: map[string]string{}}
+	ctx := context.Background()
+	answer := strings.Repeat("a long line of the answer\n", 500)
+	rd, _ := r.Render(ctx, workflows.Target{Chat: "9", Message: "4"}, "")
+	if err := rd.Finish(ctx, answer); err != nil {
+		t.Fatal(err)
+	}
+	sends := len(fake.Calls("sendMessage"))
+	if sends < 3 {
+		t.Fatalf("%d sends for a long answer", sends)
+	}
+	rd2, _ := r.Render(ctx, workflows.Target{Chat: "9", Message: "4"}, rd.Ref())
+	if err := rd2.Finish(ctx, answer); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fake.Calls("sendMessage")); n != sends {
+		t.Errorf("the retried reply sent %d more messages", n-sends)
+	}
+	if n := len(fake.Messages(9)); n != sends {
+		t.Errorf("%d messages, want %d", n, sends)
 	}
 }
