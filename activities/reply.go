@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
@@ -58,6 +60,7 @@ func (r *Replies) Register(w Registrar) {
 	w.RegisterActivityWithOptions(r.Stream, activity.RegisterOptions{Name: workflows.ActivityChannelStream})
 	w.RegisterActivityWithOptions(r.Fetch, activity.RegisterOptions{Name: workflows.ActivityChannelFetch})
 	w.RegisterActivityWithOptions(r.Route, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
+	w.RegisterActivityWithOptions(r.Stop, activity.RegisterOptions{Name: workflows.ActivityChatStop})
 }
 
 // render opens the renderer of in's turn on its platform, continuing the
@@ -243,6 +246,41 @@ func (r *Replies) Route(ctx context.Context, in workflows.RouteInput) error {
 			agent.CodeInvalidCommand, nil)
 	}
 	return channels.SignalSession(ctx, r.Starter, r.TaskQueue, in.Session, in.Delivery)
+}
+
+// updater is the part of a Temporal client Chat.Stop needs.
+type updater interface {
+	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+}
+
+// Stop is the Chat.Stop local activity: the abort update on in's session.
+// A session that does not exist or runs no turn is not an error.
+func (r *Replies) Stop(ctx context.Context, in workflows.StopInput) error {
+	u, ok := r.Starter.(updater)
+	if !ok {
+		return temporal.NewNonRetryableApplicationError("stop: this worker has no Temporal client for chat control",
+			agent.CodeInvalidCommand, nil)
+	}
+	h, err := u.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.WorkflowID(in.Session),
+		UpdateName:   workflows.UpdateAbort,
+		Args:         []any{workflows.AbortRequest{Reason: in.Reason}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res workflows.AbortResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	var nf *serviceerror.NotFound
+	var app *temporal.ApplicationError
+	switch {
+	case err == nil:
+		r.log().Info("chat stop: turn aborted", "session", in.Session, "turn", res.Turn)
+		return nil
+	case errors.As(err, &nf), errors.As(err, &app) && app.Type() == agent.CodeNoActiveRun:
+		return nil
+	}
+	return fmt.Errorf("stop: session %q: %w", in.Session, err)
 }
 
 // answer is the turn's stored answer (the step texts joined), or a short

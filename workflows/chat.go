@@ -93,7 +93,21 @@ type ChatMessage struct {
 	// (Feishu/Lark): a thread session is then named "<kind>:<root>", which
 	// keeps it short.
 	UniqueIDs bool `json:"uniqueIds,omitempty"`
+	// Stop asks to stop the running turn of the message's session (a
+	// Telegram /stop) instead of being a turn.
+	Stop bool `json:"stop,omitempty"`
 }
+
+// StopInput is the argument of ActivityChatStop: abort the running turn
+// of Session.
+type StopInput struct {
+	Session string `json:"session"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// changeChatStop versions the chat workflow's handling of stop messages
+// (ChatMessage.Stop).
+const changeChatStop = "chat-stop"
 
 // Target is where a chat turn's reply goes; it is the Data of the turn's
 // ReplyTarget, read by the channel's replier.
@@ -275,6 +289,10 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 	if m.Event != "" {
 		c.see("event:" + m.Event)
 	}
+	if m.Stop {
+		c.stop(ctx, m)
+		return
+	}
 	if strings.TrimSpace(m.Text) == "" && len(m.Attachments) == 0 {
 		return
 	}
@@ -350,6 +368,35 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 		return
 	}
 	c.st.Routed++
+}
+
+// stop aborts the running turn of the session m would be routed to (the
+// conversation's continuous session, or its thread's session).
+func (c *chat) stop(ctx workflow.Context, m ChatMessage) {
+	if workflow.GetVersion(ctx, changeChatStop, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	p := m.Policy
+	continuous := (m.Direct && p.DirectSession == SessionContinuous) || (!m.Direct && p.GroupSession == SessionContinuous)
+	var session string
+	switch {
+	case continuous:
+		session = ChatSession(m.Kind, m.Chat, "")
+	case m.Root != "" && m.UniqueIDs:
+		session = m.Kind + ":" + m.Root
+	case m.Root != "":
+		session = ChatSession(m.Kind, m.Chat, m.Root)
+	default:
+		return // a top-level message has no thread session to stop
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: chatRouteTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
+	})
+	in := StopInput{Session: session, Reason: "stopped by " + displayUser(m.UserName) + " in the chat"}
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityChatStop, in).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("chat: stop failed", "session", session, "error", err)
+	}
 }
 
 // fold prefixes the message with its place's buffered discussion not yet

@@ -224,3 +224,34 @@ func TestChatContinueAsNew(t *testing.T) {
 	equal(t, "owned", strings.Join(in.State.Owned, ","), "root")
 	equal(t, "routed", len(h.turns()), 1)
 }
+
+// TestChatStop: a stop message (Telegram /stop) aborts the running turn of
+// the conversation's continuous session through Chat.Stop, once per
+// message, and is never a turn; a top-level stop under thread sessions
+// stops nothing.
+func TestChatStop(t *testing.T) {
+	t.Parallel()
+	h := newChatHarness(t)
+	var mu sync.Mutex
+	var stops []string
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.StopInput) error {
+		mu.Lock()
+		defer mu.Unlock()
+		stops = append(stops, in.Session+"|"+in.Reason)
+		return nil
+	}, activity.RegisterOptions{Name: workflows.ActivityChatStop})
+	cont := workflows.ChatPolicy{DirectSession: workflows.SessionContinuous, GroupSession: workflows.SessionContinuous}
+	h.send(workflows.ChatMessage{ID: "1", Summoned: true, Text: "write an essay", Policy: cont})
+	h.send(workflows.ChatMessage{ID: "2", Event: "u2", Summoned: true, Stop: true, UserName: "@ada", Policy: cont})
+	h.send(workflows.ChatMessage{ID: "2", Event: "u2", Summoned: true, Stop: true, UserName: "@ada", Policy: cont}) // redelivered
+	h.send(workflows.ChatMessage{ID: "3", Summoned: true, Stop: true, Policy: workflows.ChatPolicy{}})
+	h.run()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(stops) != 1 || stops[0] != "slack:T1:C1|stopped by @ada in the chat" {
+		t.Errorf("stops %q, want one of the continuous session", stops)
+	}
+	if len(h.routed) != 1 || h.routed[0].Delivery.Prompt.Text != "write an essay" {
+		t.Errorf("routed %+v, want only the first message", h.routed)
+	}
+}

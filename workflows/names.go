@@ -61,6 +61,9 @@ const (
 	// ActivityChatRoute (local) hands a chat turn to its session workflow
 	// with Signal-With-Start.
 	ActivityChatRoute = "Chat.Route"
+	// ActivityChatStop (local) aborts the running turn of a chat's session
+	// (a Telegram /stop).
+	ActivityChatStop = "Chat.Stop"
 	// ActivityCompact summarizes the older part of a session's branch and
 	// appends a compaction entry (Summary "compact · <session>").
 	ActivityCompact = "Session.Compact"

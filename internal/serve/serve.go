@@ -26,6 +26,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	_ "github.com/fastagent/fastagent/internal/channels/feishu" // registers the feishu and lark kinds
 	_ "github.com/fastagent/fastagent/internal/channels/slack"  // registers the slack kind
+	"github.com/fastagent/fastagent/internal/channels/telegram" // registers the telegram kind
 	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
@@ -263,6 +264,9 @@ func (p *Parts) Close() {
 func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
 	var repliers []channels.Replier
 	for _, ch := range p.Channels {
+		if tg, ok := ch.Replier.(*telegram.Replier); ok {
+			tg.Refs = p.Store // split answers' later parts are stored too
+		}
 		repliers = append(repliers, ch.Replier)
 	}
 	var icpt []interceptor.WorkerInterceptor

@@ -1,0 +1,328 @@
+package telegram
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf16"
+
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// Door is the webhook door: the secret token header must equal Secret
+// (compared in constant time). Under polling (Webhook false) it has no
+// route and refuses every request.
+type Door struct {
+	Secret  string
+	Webhook bool
+	Policy  workflows.ChatPolicy
+	// Bot resolves the bot's username and ID (group summons by mention or
+	// reply fail closed until known).
+	Bot *Bot
+}
+
+// Kind implements channels.Door.
+func (d *Door) Kind() string { return Kind }
+
+// Path implements channels.Door; "" under polling.
+func (d *Door) Path() string {
+	if !d.Webhook {
+		return ""
+	}
+	return Path
+}
+
+// Verify implements channels.Door.
+func (d *Door) Verify(r channels.Request) error {
+	if !d.Webhook {
+		return errors.New("telegram: the channel uses polling; webhook requests are refused")
+	}
+	got := http.Header(r.Header).Get(SecretHeader)
+	if d.Secret == "" || subtle.ConstantTimeCompare([]byte(got), []byte(d.Secret)) != 1 {
+		return errors.New("telegram: secret token mismatch")
+	}
+	return nil
+}
+
+// Parse implements channels.Door: a new message becomes a chat message;
+// other updates are acknowledged and dropped.
+func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
+	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusOK}}
+	var u Update
+	if err := json.Unmarshal(r.Body, &u); err != nil {
+		return ok, fmt.Errorf("telegram: update: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), botLookupTimeout)
+	defer cancel()
+	m, err := d.Message(ctx, u)
+	if err != nil || m == nil {
+		return ok, err
+	}
+	ok.Messages = []workflows.ChatMessage{*m}
+	return ok, nil
+}
+
+// Message turns one update (webhook or polling) into a chat message; nil
+// when it is none: not a new message, sent by a bot, without text or
+// files, or un-summoned in a group in mentions mode.
+func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, error) {
+	msg := u.Message
+	if msg == nil {
+		return nil, nil
+	}
+	if msg.MessageID == 0 || msg.Chat.ID == 0 {
+		return nil, errors.New("telegram: message without message_id or chat")
+	}
+	if msg.From == nil || msg.From.IsBot {
+		return nil, nil
+	}
+	var bot BotInfo
+	if d.Bot != nil {
+		bot = d.Bot.Info(ctx)
+	}
+	s := Summon(msg, bot)
+	if s.Stop {
+		return &workflows.ChatMessage{
+			Kind: Kind, Chat: chatID(msg), ID: strconv.FormatInt(msg.MessageID, 10), Event: strconv.FormatInt(u.UpdateID, 10),
+			Direct: s.Direct, Summoned: true, Stop: true, UserName: displayName(msg.From), User: strconv.FormatInt(msg.From.ID, 10), Policy: d.Policy,
+		}, nil
+	}
+	if !s.Direct && !s.Summoned && d.Policy.GroupMode != workflows.GroupContext {
+		return nil, nil
+	}
+	files := attachments(msg, channels.DefaultMaxImagesBytes)
+	if strings.TrimSpace(s.Text) == "" && len(files) == 0 {
+		return nil, nil
+	}
+	root := ""
+	if msg.IsTopicMessage && msg.MessageThreadID != 0 {
+		root = strconv.FormatInt(msg.MessageThreadID, 10)
+	}
+	return &workflows.ChatMessage{
+		Kind:        Kind,
+		Chat:        chatID(msg),
+		ID:          strconv.FormatInt(msg.MessageID, 10),
+		Event:       strconv.FormatInt(u.UpdateID, 10),
+		Root:        root,
+		Direct:      s.Direct,
+		Summoned:    s.Summoned,
+		User:        strconv.FormatInt(msg.From.ID, 10),
+		UserName:    displayName(msg.From),
+		Text:        s.Text,
+		Attachments: files,
+		Policy:      d.Policy,
+	}, nil
+}
+
+func chatID(m *Message) string { return strconv.FormatInt(m.Chat.ID, 10) }
+
+func displayName(u *User) string {
+	if u.Username != "" {
+		return "@" + u.Username
+	}
+	return strings.TrimSpace(u.FirstName + " " + u.LastName)
+}
+
+// BotInfo is the bot's identity; zero until known.
+type BotInfo struct {
+	ID       int64
+	Username string
+}
+
+// Summons is what Summon decided about a message.
+type Summons struct {
+	// Direct: a private chat with the bot.
+	Direct bool
+	// Summoned: a mention of the bot, a reply to it, or a command for it.
+	Summoned bool
+	// Stop: the /stop command for this bot.
+	Stop bool
+	// Text is the message's text (or caption) without the bot's @username.
+	Text string
+}
+
+// Summon applies the summon policy: private chats always; in groups an
+// @mention of the bot (or a text mention of its ID), a reply to one of its
+// messages, or a command (/cmd, or /cmd@<bot> — a command addressed to
+// another bot is not a summons). /stop (to this bot) asks to stop the
+// running turn.
+func Summon(m *Message, bot BotInfo) Summons {
+	text, ents := m.Text, m.Entities
+	if text == "" {
+		text, ents = m.Caption, m.CaptionEntities
+	}
+	s := Summons{Direct: m.Chat.Type == "private", Text: text}
+	units := utf16.Encode([]rune(text))
+	part := func(e Entity) string {
+		if e.Offset < 0 || e.Length <= 0 || e.Offset+e.Length > len(units) {
+			return ""
+		}
+		return string(utf16.Decode(units[e.Offset : e.Offset+e.Length]))
+	}
+	isBot := func(name string) bool {
+		return bot.Username != "" && strings.EqualFold(strings.TrimPrefix(name, "@"), bot.Username)
+	}
+	for _, e := range ents {
+		switch e.Type {
+		case "bot_command":
+			if e.Offset != 0 {
+				continue
+			}
+			cmd, target, addressed := strings.Cut(strings.TrimPrefix(part(e), "/"), "@")
+			if addressed && !isBot(target) {
+				continue // another bot's command
+			}
+			s.Summoned = true
+			if strings.EqualFold(cmd, "stop") {
+				s.Stop = true
+			}
+		case "mention":
+			if isBot(part(e)) {
+				s.Summoned = true
+			}
+		case "text_mention":
+			if e.User != nil && bot.ID != 0 && e.User.ID == bot.ID {
+				s.Summoned = true
+			}
+		}
+	}
+	if r := m.ReplyToMessage; r != nil && r.From != nil && bot.ID != 0 && r.From.ID == bot.ID {
+		s.Summoned = true
+	}
+	if bot.Username != "" {
+		s.Text = stripMention(s.Text, "@"+bot.Username)
+	}
+	s.Text = strings.TrimSpace(s.Text)
+	return s
+}
+
+// stripMention removes every case-insensitive occurrence of name (an
+// @username) that is not part of a longer username.
+func stripMention(text, name string) string {
+	lower, ln := strings.ToLower(text), strings.ToLower(name)
+	var b strings.Builder
+	for i := 0; i < len(text); {
+		j := strings.Index(lower[i:], ln)
+		if j < 0 {
+			b.WriteString(text[i:])
+			break
+		}
+		end := i + j + len(ln)
+		if end < len(text) && isNameByte(text[end]) {
+			b.WriteString(text[i:end])
+			i = end
+			continue
+		}
+		b.WriteString(text[i : i+j])
+		i = end
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+}
+
+// Mime types of attachments.
+const (
+	// MimePhoto marks a photo (fetched as an image).
+	MimePhoto = "image/jpeg"
+)
+
+// attachments are a message's photo and document, by file_id. Of a
+// photo's sizes it takes the largest whose file_size fits photoCap (the
+// per-prompt image budget, so the photo reaches the model as vision
+// input), else the smallest.
+func attachments(m *Message, photoCap int64) []workflows.Attachment {
+	var out []workflows.Attachment
+	if len(m.Photo) > 0 {
+		var best *PhotoSize
+		smallest := &m.Photo[0]
+		for i := range m.Photo {
+			p := &m.Photo[i]
+			if p.Width*p.Height < smallest.Width*smallest.Height {
+				smallest = p
+			}
+			if p.FileSize <= photoCap && (best == nil || p.Width*p.Height > best.Width*best.Height) {
+				best = p
+			}
+		}
+		if best == nil {
+			best = smallest
+		}
+		out = append(out, workflows.Attachment{ID: best.FileID, Name: "photo-" + best.FileUniqueID + ".jpg", Mime: MimePhoto, Size: best.FileSize})
+	}
+	if d := m.Document; d != nil && d.FileID != "" {
+		name := d.FileName
+		if name == "" {
+			name = d.FileUniqueID
+		}
+		out = append(out, workflows.Attachment{ID: d.FileID, Name: name, Mime: d.MimeType, Size: d.FileSize})
+	}
+	return out
+}
+
+// Bot lookup bounds: one getMe may take botLookupTimeout; after a failure
+// the next is tried no sooner than botRetryEvery.
+const (
+	botLookupTimeout = 1500 * time.Millisecond
+	botRetryEvery    = 10 * time.Second
+)
+
+// Bot is the bot's identity, fetched once with getMe and kept.
+type Bot struct {
+	mu   sync.Mutex
+	info BotInfo
+	api  *API
+	next time.Time
+	err  error
+}
+
+// NewBot returns a Bot that knows username (may be "") and fetches the
+// rest with api's getMe.
+func NewBot(username string, api *API) *Bot {
+	return &Bot{info: BotInfo{Username: username}, api: api}
+}
+
+// Info returns what is known of the bot, calling getMe when its ID is
+// unknown (at most once per botRetryEvery).
+func (b *Bot) Info(ctx context.Context) BotInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.info.ID != 0 || b.api == nil || time.Now().Before(b.next) {
+		return b.info
+	}
+	var me User
+	err := b.api.Call(ctx, "getMe", struct{}{}, &me)
+	if err == nil && (me.ID == 0 || me.Username == "") {
+		err = errors.New("telegram: getMe without id or username")
+	}
+	if err != nil {
+		b.err, b.next = err, time.Now().Add(botRetryEvery)
+		return b.info
+	}
+	b.info, b.err = BotInfo{ID: me.ID, Username: me.Username}, nil
+	return b.info
+}
+
+// Resolve calls getMe now unless the bot is known; connectors call it at
+// startup so the first group message does not wait.
+func (b *Bot) Resolve(ctx context.Context) error {
+	if b.Info(ctx).ID != 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		return errors.New("telegram: bot identity unknown")
+	}
+	return b.err
+}
