@@ -172,7 +172,7 @@ func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
 			modelserver.Reply{Text: []string{"all", " done"}},
 		)
 		w1 := e.startWorkerProcess(t)
-		if term := agenttest.CheckTerminal(t, collect(t, e.agent, context.Background(), "crash", "warm up")); term.Type != agent.TypeCompleted {
+		if term := agenttest.CheckTerminal(t, collect(t, e.agent, context.Background(), e.session("crash"), "warm up")); term.Type != agent.TypeCompleted {
 			t.Fatalf("warm-up turn: %+v", term)
 		}
 
@@ -181,7 +181,7 @@ func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
 		var evs []agent.Event
 		var w2 *proc
 		killedInTool := false
-		for ev := range e.agent.Invoke(ctx, agent.Scope{Session: "crash"}, agent.Prompt{Text: "do the risky thing"}) {
+		for ev := range e.agent.Invoke(ctx, agent.Scope{Session: e.session("crash")}, agent.Prompt{Text: "do the risky thing"}) {
 			evs = append(evs, ev)
 			switch {
 			case ev.Type == agent.TypeText && w2 == nil && strings.HasPrefix(ev.Delta, "word"):
@@ -219,7 +219,7 @@ func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
 			t.Errorf("the non-idempotent tool ran %d times, want 1", n)
 		}
 
-		entries, err := e.kit.Store.Entries(context.Background(), "crash")
+		entries, err := e.kit.Store.Entries(context.Background(), e.session("crash"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +236,7 @@ func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
 		if got := strings.Join(kinds, ","); got != want {
 			t.Errorf("entries = %s, want %s (none missing, none twice)", got, want)
 		}
-		branch, err := e.kit.Store.Branch(context.Background(), "crash", entries[len(entries)-1].ID)
+		branch, err := e.kit.Store.Branch(context.Background(), e.session("crash"), entries[len(entries)-1].ID)
 		if err != nil || len(branch) != len(entries) {
 			t.Errorf("the transcript is not one unbroken branch: %d of %d entries (%v)", len(branch), len(entries), err)
 		}

@@ -118,6 +118,16 @@ func forProviders(t *testing.T, fn func(t *testing.T, e *env)) {
 	}
 }
 
+// session names a session of a test run per provider: sessions are
+// workflows of the one shared namespace, so the anthropic run of a test
+// must not reuse (and attach to) the openai run's session.
+func (e *env) session(name string) string {
+	if p := e.kit.Model.Shape(); p != modelserver.OpenAI {
+		return name + "-" + string(p)
+	}
+	return name
+}
+
 // startWorker starts an in-process worker for the env's task queue.
 func (e *env) startWorker() sdkworker.Worker {
 	e.t.Helper()

@@ -94,7 +94,7 @@ func TestModelFaults(t *testing.T) {
 				modelserver.Reply{Text: []string{"after", " the wait"}},
 			)
 			before := e.kit.Model.Count()
-			evs := collect(t, e.agent, context.Background(), "fault-429", "hi")
+			evs := collect(t, e.agent, context.Background(), e.session("fault-429"), "hi")
 			if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
 				t.Fatalf("want completed after the retry, got %+v", evs)
 			}
@@ -113,7 +113,7 @@ func TestModelFaults(t *testing.T) {
 		t.Run("529_overloaded_retried", func(t *testing.T) {
 			e.kit.Model.Enqueue(modelserver.Overloaded(), modelserver.Reply{Text: []string{"back"}})
 			before := e.kit.Model.Count()
-			evs := collect(t, e.agent, context.Background(), "fault-529", "hi")
+			evs := collect(t, e.agent, context.Background(), e.session("fault-529"), "hi")
 			if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
 				t.Fatalf("want completed after the retry, got %s", describe(evs))
 			}
@@ -124,7 +124,7 @@ func TestModelFaults(t *testing.T) {
 
 		t.Run("context_too_long", func(t *testing.T) {
 			e.kit.Model.Enqueue(modelserver.ContextLengthExceeded(4000, 4100))
-			evs := collect(t, e.agent, context.Background(), "fault-overflow", "hi")
+			evs := collect(t, e.agent, context.Background(), e.session("fault-overflow"), "hi")
 			term := agenttest.CheckTerminal(t, evs)
 			if term.Type != agent.TypeFailed || term.Code != agent.CodeContextOverflow || term.Retryable {
 				t.Fatalf("want failed context_overflow, not retryable; got %+v", term)
@@ -137,7 +137,7 @@ func TestModelFaults(t *testing.T) {
 		t.Run("400_invalid_not_retryable", func(t *testing.T) {
 			e.kit.Model.Enqueue(modelserver.Reply{Status: 400, Message: "tools.0.name: String should match pattern"})
 			before := e.kit.Model.Count()
-			evs := collect(t, e.agent, context.Background(), "fault-400", "hi")
+			evs := collect(t, e.agent, context.Background(), e.session("fault-400"), "hi")
 			term := agenttest.CheckTerminal(t, evs)
 			if term.Type != agent.TypeFailed || term.Retryable || !strings.Contains(term.Details, "String should match pattern") {
 				t.Fatalf("want failed, not retryable, with the provider's message; got %+v", term)
@@ -150,7 +150,7 @@ func TestModelFaults(t *testing.T) {
 		t.Run("401_not_retryable", func(t *testing.T) {
 			e.kit.Model.Enqueue(modelserver.Reply{Status: 401, Message: "Incorrect API key provided"})
 			before := e.kit.Model.Count()
-			evs := collect(t, e.agent, context.Background(), "fault-401", "hi")
+			evs := collect(t, e.agent, context.Background(), e.session("fault-401"), "hi")
 			term := agenttest.CheckTerminal(t, evs)
 			if term.Type != agent.TypeFailed || term.Retryable {
 				t.Fatalf("want failed, not retryable; got %+v", term)
@@ -181,7 +181,7 @@ func TestToolTurnThinkingAndUsage(t *testing.T) {
 			modelserver.Reply{Text: []string{"counted ", "twice"},
 				Usage: &modelserver.Usage{PromptTokens: 150, CompletionTokens: 5, CachedTokens: 100}},
 		)
-		evs := collect(t, e.agent, context.Background(), "tool-usage", "count twice")
+		evs := collect(t, e.agent, context.Background(), e.session("tool-usage"), "count twice")
 		term := agenttest.CheckTerminal(t, evs)
 		if term.Type != agent.TypeCompleted {
 			t.Fatalf("want completed, got %s", describe(evs))
@@ -204,7 +204,7 @@ func TestToolTurnThinkingAndUsage(t *testing.T) {
 		if got := agenttest.TextAfterLastRetry(evs); !strings.HasSuffix(got, "counted twice") {
 			t.Errorf("text %q", got)
 		}
-		if n := e.kit.Counter.Runs("tool-usage"); n != 2 {
+		if n := e.kit.Counter.Runs(e.session("tool-usage")); n != 2 {
 			t.Errorf("counter ran %d times, want 2", n)
 		}
 		want := agent.Usage{Input: 250, Output: 25, CacheRead: 160, Calls: 2}
@@ -230,11 +230,11 @@ func TestAbortRunningTurn(t *testing.T) {
 		e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"working…"}, Hang: true})
 		aborted := e.kit.Model.Aborted()
 		done := make(chan []agent.Event, 1)
-		go func() { done <- collect(t, e.agent, context.Background(), "abort-me", "take forever") }()
+		go func() { done <- collect(t, e.agent, context.Background(), e.session("abort-me"), "take forever") }()
 
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			v, err := e.agent.State(context.Background(), "abort-me")
+			v, err := e.agent.State(context.Background(), e.session("abort-me"))
 			if err == nil && v.Running != "" {
 				break
 			}
@@ -243,7 +243,7 @@ func TestAbortRunningTurn(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		resp, err := http.Post(hs.URL+"/sessions/abort-me/abort", "application/json", strings.NewReader(`{"reason":"user pressed stop"}`))
+		resp, err := http.Post(hs.URL+"/sessions/"+e.session("abort-me")+"/abort", "application/json", strings.NewReader(`{"reason":"user pressed stop"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +264,7 @@ func TestAbortRunningTurn(t *testing.T) {
 		}
 
 		// Nothing runs now: a second abort is a clear 409 no_active_run.
-		resp, err = http.Post(hs.URL+"/sessions/abort-me/abort", "application/json", nil)
+		resp, err = http.Post(hs.URL+"/sessions/"+e.session("abort-me")+"/abort", "application/json", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +274,7 @@ func TestAbortRunningTurn(t *testing.T) {
 		if resp.StatusCode != http.StatusConflict || body["code"] != agent.CodeNoActiveRun {
 			t.Errorf("abort with nothing running: %s %v, want 409 no_active_run", resp.Status, body)
 		}
-		resp, err = http.Post(hs.URL+"/sessions/never-existed/abort", "application/json", nil)
+		resp, err = http.Post(hs.URL+"/sessions/"+e.session("never-existed")+"/abort", "application/json", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,9 +389,9 @@ func TestSteeringDuringTool(t *testing.T) {
 			modelserver.Reply{Text: []string{"steered"}},
 		)
 		done := make(chan []agent.Event, 1)
-		go func() { done <- collect(t, e.agent, context.Background(), "steer", "count please") }()
-		waitRunning(t, e, "steer")
-		resp, err := http.Post(hs.URL+"/sessions/steer/steer", "application/json", strings.NewReader(`{"text":"also say hi"}`))
+		go func() { done <- collect(t, e.agent, context.Background(), e.session("steer"), "count please") }()
+		waitRunning(t, e, e.session("steer"))
+		resp, err := http.Post(hs.URL+"/sessions/"+e.session("steer")+"/steer", "application/json", strings.NewReader(`{"text":"also say hi"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
