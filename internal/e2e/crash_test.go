@@ -133,13 +133,20 @@ func (w *lockedWriter) Write(b []byte) (int, error) {
 func newProcessEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t)
+	processEnv(t, e)
+	return e
+}
+
+// processEnv switches e to NATS and a heartbeat short enough for worker
+// deaths to be noticed quickly (see newProcessEnv).
+func processEnv(t *testing.T, e *env) {
+	t.Helper()
 	bus, err := feed.NewNATS(natsURL())
 	testkit.RequireService(t, "nats", natsURL(), err)
 	t.Cleanup(func() { _ = bus.Close() })
 	e.bus = bus
 	e.agent.Feed = bus
 	e.writeConfig("retry:\n  heartbeat: 3s\n")
-	return e
 }
 
 // A worker process is SIGKILLed in the middle of a model stream, then a new
@@ -148,97 +155,99 @@ func newProcessEnv(t *testing.T) *env {
 // the store holds each entry once; the tool ran once and the model was told
 // its outcome is unknown.
 func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
-	e := newProcessEnv(t)
-	sideFile := filepath.Join(e.kit.Dir, "side-effect.txt")
-	slow := make([]string, 20)
-	for i := range slow {
-		slow[i] = fmt.Sprintf("word%d ", i)
-	}
-	e.kit.Model.Enqueue(
-		modelserver.Reply{Text: []string{"ready"}}, // warm-up turn: loads settings
-		modelserver.Reply{Text: slow, ChunkDelay: 250 * time.Millisecond},
-		modelserver.Reply{Text: []string{"Running it."}, ToolCalls: []modelserver.ToolCall{{
-			ID: "call_side", Name: "bash",
-			Args: fmt.Sprintf(`{"command":"echo ran >> %s; sleep 8; echo finished"}`, sideFile),
-		}}},
-		modelserver.Reply{Text: []string{"all", " done"}},
-	)
-	w1 := e.startWorkerProcess(t)
-	if term := agenttest.CheckTerminal(t, collect(t, e.agent, context.Background(), "crash", "warm up")); term.Type != agent.TypeCompleted {
-		t.Fatalf("warm-up turn: %+v", term)
-	}
+	forProviders(t, func(t *testing.T, e *env) {
+		processEnv(t, e)
+		sideFile := filepath.Join(e.kit.Dir, "side-effect.txt")
+		slow := make([]string, 20)
+		for i := range slow {
+			slow[i] = fmt.Sprintf("word%d ", i)
+		}
+		e.kit.Model.Enqueue(
+			modelserver.Reply{Text: []string{"ready"}}, // warm-up turn: loads settings
+			modelserver.Reply{Text: slow, ChunkDelay: 250 * time.Millisecond},
+			modelserver.Reply{Text: []string{"Running it."}, ToolCalls: []modelserver.ToolCall{{
+				ID: "call_side", Name: "bash",
+				Args: fmt.Sprintf(`{"command":"echo ran >> %s; sleep 8; echo finished"}`, sideFile),
+			}}},
+			modelserver.Reply{Text: []string{"all", " done"}},
+		)
+		w1 := e.startWorkerProcess(t)
+		if term := agenttest.CheckTerminal(t, collect(t, e.agent, context.Background(), e.session("crash"), "warm up")); term.Type != agent.TypeCompleted {
+			t.Fatalf("warm-up turn: %+v", term)
+		}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var evs []agent.Event
-	var w2 *proc
-	killedInTool := false
-	for ev := range e.agent.Invoke(ctx, agent.Scope{Session: "crash"}, agent.Prompt{Text: "do the risky thing"}) {
-		evs = append(evs, ev)
-		switch {
-		case ev.Type == agent.TypeText && w2 == nil && strings.HasPrefix(ev.Delta, "word"):
-			w1.kill(t) // mid-stream
-			w2 = e.startWorkerProcess(t)
-		case ev.Type == agent.TypeToolStarted && !killedInTool:
-			killedInTool = true
-			waitForFile(t, sideFile)
-			w2.kill(t) // mid-tool
-			e.startWorkerProcess(t)
-		}
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("turn did not finish: %s", describe(evs))
-	}
-	t.Logf("events: %s", describe(evs))
-	term := agenttest.CheckTerminal(t, evs)
-	if term.Type != agent.TypeCompleted {
-		t.Fatalf("want completed, got %s", describe(evs))
-	}
-	sawRetrying := false
-	for _, ev := range evs {
-		if ev.Type == agent.TypeRetrying {
-			sawRetrying = true
-		}
-	}
-	if !sawRetrying {
-		t.Errorf("no retrying event after the worker died mid-stream: %s", describe(evs))
-	}
-	if got := agenttest.TextAfterLastRetry(evs); !strings.HasSuffix(got, "all done") || strings.Contains(got, "word") {
-		t.Errorf("text the client keeps = %q", got)
-	}
-	b, _ := os.ReadFile(sideFile)
-	if n := strings.Count(string(b), "ran"); n != 1 {
-		t.Errorf("the non-idempotent tool ran %d times, want 1", n)
-	}
-
-	entries, err := e.kit.Store.Entries(context.Background(), "crash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string]bool{}
-	var kinds []string
-	for _, en := range entries {
-		if ids[en.ID] {
-			t.Errorf("duplicate entry %s", en.ID)
-		}
-		ids[en.ID] = true
-		kinds = append(kinds, en.Message.Role)
-	}
-	want := "user,assistant,user,assistant,toolResult,assistant"
-	if got := strings.Join(kinds, ","); got != want {
-		t.Errorf("entries = %s, want %s (none missing, none twice)", got, want)
-	}
-	branch, err := e.kit.Store.Branch(context.Background(), "crash", entries[len(entries)-1].ID)
-	if err != nil || len(branch) != len(entries) {
-		t.Errorf("the transcript is not one unbroken branch: %d of %d entries (%v)", len(branch), len(entries), err)
-	}
-	for _, en := range entries {
-		if en.Message.Role == transcript.RoleToolResult {
-			if !en.Message.IsError || !strings.Contains(en.Message.Text, "unknown") {
-				t.Errorf("tool result after the crash should say the outcome is unknown: %+v", en.Message)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var evs []agent.Event
+		var w2 *proc
+		killedInTool := false
+		for ev := range e.agent.Invoke(ctx, agent.Scope{Session: e.session("crash")}, agent.Prompt{Text: "do the risky thing"}) {
+			evs = append(evs, ev)
+			switch {
+			case ev.Type == agent.TypeText && w2 == nil && strings.HasPrefix(ev.Delta, "word"):
+				w1.kill(t) // mid-stream
+				w2 = e.startWorkerProcess(t)
+			case ev.Type == agent.TypeToolStarted && !killedInTool:
+				killedInTool = true
+				waitForFile(t, sideFile)
+				w2.kill(t) // mid-tool
+				e.startWorkerProcess(t)
 			}
 		}
-	}
+		if ctx.Err() != nil {
+			t.Fatalf("turn did not finish: %s", describe(evs))
+		}
+		t.Logf("events: %s", describe(evs))
+		term := agenttest.CheckTerminal(t, evs)
+		if term.Type != agent.TypeCompleted {
+			t.Fatalf("want completed, got %s", describe(evs))
+		}
+		sawRetrying := false
+		for _, ev := range evs {
+			if ev.Type == agent.TypeRetrying {
+				sawRetrying = true
+			}
+		}
+		if !sawRetrying {
+			t.Errorf("no retrying event after the worker died mid-stream: %s", describe(evs))
+		}
+		if got := agenttest.TextAfterLastRetry(evs); !strings.HasSuffix(got, "all done") || strings.Contains(got, "word") {
+			t.Errorf("text the client keeps = %q", got)
+		}
+		b, _ := os.ReadFile(sideFile)
+		if n := strings.Count(string(b), "ran"); n != 1 {
+			t.Errorf("the non-idempotent tool ran %d times, want 1", n)
+		}
+
+		entries, err := e.kit.Store.Entries(context.Background(), e.session("crash"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]bool{}
+		var kinds []string
+		for _, en := range entries {
+			if ids[en.ID] {
+				t.Errorf("duplicate entry %s", en.ID)
+			}
+			ids[en.ID] = true
+			kinds = append(kinds, en.Message.Role)
+		}
+		want := "user,assistant,user,assistant,toolResult,assistant"
+		if got := strings.Join(kinds, ","); got != want {
+			t.Errorf("entries = %s, want %s (none missing, none twice)", got, want)
+		}
+		branch, err := e.kit.Store.Branch(context.Background(), e.session("crash"), entries[len(entries)-1].ID)
+		if err != nil || len(branch) != len(entries) {
+			t.Errorf("the transcript is not one unbroken branch: %d of %d entries (%v)", len(branch), len(entries), err)
+		}
+		for _, en := range entries {
+			if en.Message.Role == transcript.RoleToolResult {
+				if !en.Message.IsError || !strings.Contains(en.Message.Text, "unknown") {
+					t.Errorf("tool result after the crash should say the outcome is unknown: %+v", en.Message)
+				}
+			}
+		}
+	})
 }
 
 func waitForFile(t *testing.T, path string) {

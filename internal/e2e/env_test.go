@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testkit"
 	"github.com/fastagent/fastagent/worker"
@@ -84,7 +86,14 @@ const e2eToken = "e2e-admin-token"
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	k := testkit.New(t)
+	return newEnvFor(t, modelserver.OpenAI)
+}
+
+// newEnvFor is newEnv with a model server of the given provider's shape;
+// the in-process worker and worker processes use that provider.
+func newEnvFor(t *testing.T, provider modelserver.Shape) *env {
+	t.Helper()
+	k := testkit.NewFor(t, provider)
 	bus := feed.NewInProcess()
 	t.Cleanup(func() { _ = bus.Close() })
 	c, err := tclient.Dial(context.Background(), tclient.Config{
@@ -96,9 +105,27 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(c.Close)
-	e := &env{t: t, kit: k, bus: bus, client: c, queue: fmt.Sprintf("e2e-%s-%d", t.Name(), time.Now().UnixNano())}
+	e := &env{t: t, kit: k, bus: bus, client: c, queue: fmt.Sprintf("e2e-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())}
 	e.agent = &durable.Agent{Client: c, Feed: bus, TaskQueue: e.queue, Store: k.Store}
 	return e
+}
+
+// forProviders runs fn as one subtest per model provider shape (openai,
+// anthropic), each with its own env built by newEnvFor.
+func forProviders(t *testing.T, fn func(t *testing.T, e *env)) {
+	for _, p := range testkit.Providers {
+		t.Run(string(p), func(t *testing.T) { fn(t, newEnvFor(t, p)) })
+	}
+}
+
+// session names a session of a test run per provider: sessions are
+// workflows of the one shared namespace, so the anthropic run of a test
+// must not reuse (and attach to) the openai run's session.
+func (e *env) session(name string) string {
+	if p := e.kit.Model.Shape(); p != modelserver.OpenAI {
+		return name + "-" + string(p)
+	}
+	return name
 }
 
 // startWorker starts an in-process worker for the env's task queue.

@@ -13,6 +13,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/testkit"
 	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -79,47 +80,143 @@ func TestRedeliverySameKeyIsOneTurn(t *testing.T) {
 	}
 }
 
-// A 429 with Retry-After is retried after the delay; a 401 ends the turn as
-// failed, not retryable, with a message that says what to check.
+// A 429 with Retry-After is retried after the delay, a 529 (overloaded)
+// is retried; a context overflow fails with context_overflow; a 400 and a
+// 401 end the turn as failed, not retryable, with a message that says what
+// to check. Against both provider shapes.
 func TestModelFaults(t *testing.T) {
-	e := newEnv(t)
-	e.startWorker()
+	forProviders(t, func(t *testing.T, e *env) {
+		e.startWorker()
 
-	t.Run("429_retry_after", func(t *testing.T) {
-		e.kit.Model.Enqueue(
-			modelserver.Reply{Status: 429, RetryAfter: "2", Message: "rate limited"},
-			modelserver.Reply{Text: []string{"after", " the wait"}},
-		)
-		before := e.kit.Model.Count()
-		evs := collect(t, e.agent, context.Background(), "fault-429", "hi")
-		if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
-			t.Fatalf("want completed after the retry, got %+v", evs)
-		}
-		reqs := e.kit.Model.Requests()[before:]
-		if len(reqs) != 2 {
-			t.Fatalf("want 2 model requests, got %d", len(reqs))
-		}
-		if gap := reqs[1].Received.Sub(reqs[0].Received); gap < 2*time.Second {
-			t.Errorf("retried after %s, want at least the 2s Retry-After", gap)
-		}
-		if got := agenttest.TextAfterLastRetry(evs); got != "after the wait" {
-			t.Errorf("text = %q", got)
-		}
+		t.Run("429_retry_after", func(t *testing.T) {
+			e.kit.Model.Enqueue(
+				modelserver.Reply{Status: 429, RetryAfter: "2", Message: "rate limited"},
+				modelserver.Reply{Text: []string{"after", " the wait"}},
+			)
+			before := e.kit.Model.Count()
+			evs := collect(t, e.agent, context.Background(), e.session("fault-429"), "hi")
+			if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
+				t.Fatalf("want completed after the retry, got %+v", evs)
+			}
+			reqs := e.kit.Model.Requests()[before:]
+			if len(reqs) != 2 {
+				t.Fatalf("want 2 model requests, got %d", len(reqs))
+			}
+			if gap := reqs[1].Received.Sub(reqs[0].Received); gap < 2*time.Second {
+				t.Errorf("retried after %s, want at least the 2s Retry-After", gap)
+			}
+			if got := agenttest.TextAfterLastRetry(evs); got != "after the wait" {
+				t.Errorf("text = %q", got)
+			}
+		})
+
+		t.Run("529_overloaded_retried", func(t *testing.T) {
+			e.kit.Model.Enqueue(modelserver.Overloaded(), modelserver.Reply{Text: []string{"back"}})
+			before := e.kit.Model.Count()
+			evs := collect(t, e.agent, context.Background(), e.session("fault-529"), "hi")
+			if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
+				t.Fatalf("want completed after the retry, got %s", describe(evs))
+			}
+			if n := e.kit.Model.Count() - before; n != 2 {
+				t.Errorf("want 2 model requests, got %d", n)
+			}
+		})
+
+		t.Run("context_too_long", func(t *testing.T) {
+			e.kit.Model.Enqueue(modelserver.ContextLengthExceeded(4000, 4100))
+			evs := collect(t, e.agent, context.Background(), e.session("fault-overflow"), "hi")
+			term := agenttest.CheckTerminal(t, evs)
+			if term.Type != agent.TypeFailed || term.Code != agent.CodeContextOverflow || term.Retryable {
+				t.Fatalf("want failed context_overflow, not retryable; got %+v", term)
+			}
+			if !strings.Contains(term.Details, "context window") {
+				t.Errorf("details %q should say the context window is exceeded", term.Details)
+			}
+		})
+
+		t.Run("400_invalid_not_retryable", func(t *testing.T) {
+			e.kit.Model.Enqueue(modelserver.Reply{Status: 400, Message: "tools.0.name: String should match pattern"})
+			before := e.kit.Model.Count()
+			evs := collect(t, e.agent, context.Background(), e.session("fault-400"), "hi")
+			term := agenttest.CheckTerminal(t, evs)
+			if term.Type != agent.TypeFailed || term.Retryable || !strings.Contains(term.Details, "String should match pattern") {
+				t.Fatalf("want failed, not retryable, with the provider's message; got %+v", term)
+			}
+			if n := e.kit.Model.Count() - before; n != 1 {
+				t.Errorf("a 400 was sent %d times, want 1", n)
+			}
+		})
+
+		t.Run("401_not_retryable", func(t *testing.T) {
+			e.kit.Model.Enqueue(modelserver.Reply{Status: 401, Message: "Incorrect API key provided"})
+			before := e.kit.Model.Count()
+			evs := collect(t, e.agent, context.Background(), e.session("fault-401"), "hi")
+			term := agenttest.CheckTerminal(t, evs)
+			if term.Type != agent.TypeFailed || term.Retryable {
+				t.Fatalf("want failed, not retryable; got %+v", term)
+			}
+			if !strings.Contains(term.Details, "401") || !strings.Contains(term.Details, e.kit.KeyEnv()) {
+				t.Errorf("details should name the status and what to check: %q", term.Details)
+			}
+			if n := e.kit.Model.Count() - before; n != 1 {
+				t.Errorf("a 401 was sent %d times, want 1", n)
+			}
+		})
 	})
+}
 
-	t.Run("401_not_retryable", func(t *testing.T) {
-		e.kit.Model.Enqueue(modelserver.Reply{Status: 401, Message: "Incorrect API key provided"})
-		before := e.kit.Model.Count()
-		evs := collect(t, e.agent, context.Background(), "fault-401", "hi")
+// A tool turn streams thinking and text, runs both tool calls of one model
+// message, and reports the usage of all its model calls (cache reads and,
+// for Anthropic, cache writes included) in completed.
+func TestToolTurnThinkingAndUsage(t *testing.T) {
+	forProviders(t, func(t *testing.T, e *env) {
+		e.startWorker()
+		e.kit.Model.Enqueue(
+			modelserver.Reply{Thinking: []string{"two ", "counts"}, Text: []string{"Counting."},
+				ToolCalls: []modelserver.ToolCall{
+					{ID: "call_a", Name: testkit.CounterName, Args: `{"note":"a"}`},
+					{ID: "call_b", Name: testkit.CounterName, Args: `{"note":"b"}`},
+				},
+				Usage: &modelserver.Usage{PromptTokens: 100, CompletionTokens: 20, CachedTokens: 60, CacheWriteTokens: 40}},
+			modelserver.Reply{Text: []string{"counted ", "twice"},
+				Usage: &modelserver.Usage{PromptTokens: 150, CompletionTokens: 5, CachedTokens: 100}},
+		)
+		evs := collect(t, e.agent, context.Background(), e.session("tool-usage"), "count twice")
 		term := agenttest.CheckTerminal(t, evs)
-		if term.Type != agent.TypeFailed || term.Retryable {
-			t.Fatalf("want failed, not retryable; got %+v", term)
+		if term.Type != agent.TypeCompleted {
+			t.Fatalf("want completed, got %s", describe(evs))
 		}
-		if !strings.Contains(term.Details, "401") || !strings.Contains(term.Details, "OPENAI_API_KEY") {
-			t.Errorf("details should name the status and what to check: %q", term.Details)
+		var thinking string
+		started, ended := 0, 0
+		for _, ev := range evs {
+			switch ev.Type {
+			case agent.TypeThinking:
+				thinking += ev.Delta
+			case agent.TypeToolStarted:
+				started++
+			case agent.TypeToolEnded:
+				ended++
+			}
 		}
-		if n := e.kit.Model.Count() - before; n != 1 {
-			t.Errorf("a 401 was sent %d times, want 1", n)
+		if thinking != "two counts" || started != 2 || ended != 2 {
+			t.Errorf("thinking %q, %d tool_started, %d tool_ended; events %s", thinking, started, ended, describe(evs))
+		}
+		if got := agenttest.TextAfterLastRetry(evs); !strings.HasSuffix(got, "counted twice") {
+			t.Errorf("text %q", got)
+		}
+		if n := e.kit.Counter.Runs(e.session("tool-usage")); n != 2 {
+			t.Errorf("counter ran %d times, want 2", n)
+		}
+		want := agent.Usage{Input: 250, Output: 25, CacheRead: 160, Calls: 2}
+		if e.kit.Model.Shape() == modelserver.Anthropic {
+			want.CacheWrite = 40
+		}
+		if term.Usage == nil || *term.Usage != want {
+			t.Errorf("completed usage %+v, want %+v", term.Usage, want)
+		}
+		reqs := e.kit.Model.Requests()
+		if roles := strings.Join(reqs[len(reqs)-1].Roles(), ","); roles != "system,user,assistant,tool,tool" {
+			t.Errorf("second call's roles %s", roles)
 		}
 	})
 }
@@ -127,66 +224,67 @@ func TestModelFaults(t *testing.T) {
 // POST /sessions/{id}/abort stops a running turn: the stream ends with
 // failed{code: aborted} and the model call is cancelled upstream.
 func TestAbortRunningTurn(t *testing.T) {
-	e := newEnv(t)
-	e.startWorker()
-	hs := e.ingress()
-	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"working…"}, Hang: true})
-	aborted := e.kit.Model.Aborted()
-	done := make(chan []agent.Event, 1)
-	go func() { done <- collect(t, e.agent, context.Background(), "abort-me", "take forever") }()
+	forProviders(t, func(t *testing.T, e *env) {
+		e.startWorker()
+		hs := e.ingress()
+		e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"working…"}, Hang: true})
+		aborted := e.kit.Model.Aborted()
+		done := make(chan []agent.Event, 1)
+		go func() { done <- collect(t, e.agent, context.Background(), e.session("abort-me"), "take forever") }()
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		v, err := e.agent.State(context.Background(), "abort-me")
-		if err == nil && v.Running != "" {
-			break
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			v, err := e.agent.State(context.Background(), e.session("abort-me"))
+			if err == nil && v.Running != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("turn never started: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("turn never started: %v", err)
+		resp, err := http.Post(hs.URL+"/sessions/"+e.session("abort-me")+"/abort", "application/json", strings.NewReader(`{"reason":"user pressed stop"}`))
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	resp, err := http.Post(hs.URL+"/sessions/abort-me/abort", "application/json", strings.NewReader(`{"reason":"user pressed stop"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("abort: %s", resp.Status)
-	}
-	evs := <-done
-	term := agenttest.CheckTerminal(t, evs)
-	if term.Type != agent.TypeFailed || term.Code != agent.CodeAborted {
-		t.Fatalf("want failed{code:aborted}, got %+v", term)
-	}
-	if !strings.Contains(term.Details, "user pressed stop") {
-		t.Errorf("details %q should carry the reason", term.Details)
-	}
-	if err := waitAborted(e, aborted); err != nil {
-		t.Error(err)
-	}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("abort: %s", resp.Status)
+		}
+		evs := <-done
+		term := agenttest.CheckTerminal(t, evs)
+		if term.Type != agent.TypeFailed || term.Code != agent.CodeAborted {
+			t.Fatalf("want failed{code:aborted}, got %+v", term)
+		}
+		if !strings.Contains(term.Details, "user pressed stop") {
+			t.Errorf("details %q should carry the reason", term.Details)
+		}
+		if err := waitAborted(e, aborted); err != nil {
+			t.Error(err)
+		}
 
-	// Nothing runs now: a second abort is a clear 409 no_active_run.
-	resp, err = http.Post(hs.URL+"/sessions/abort-me/abort", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body map[string]string
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict || body["code"] != agent.CodeNoActiveRun {
-		t.Errorf("abort with nothing running: %s %v, want 409 no_active_run", resp.Status, body)
-	}
-	resp, err = http.Post(hs.URL+"/sessions/never-existed/abort", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body = nil
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || body["code"] != agent.CodeNoSuchSession {
-		t.Errorf("abort of an unknown session: %s %v, want 404 no_such_session", resp.Status, body)
-	}
+		// Nothing runs now: a second abort is a clear 409 no_active_run.
+		resp, err = http.Post(hs.URL+"/sessions/"+e.session("abort-me")+"/abort", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusConflict || body["code"] != agent.CodeNoActiveRun {
+			t.Errorf("abort with nothing running: %s %v, want 409 no_active_run", resp.Status, body)
+		}
+		resp, err = http.Post(hs.URL+"/sessions/"+e.session("never-existed")+"/abort", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = nil
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || body["code"] != agent.CodeNoSuchSession {
+			t.Errorf("abort of an unknown session: %s %v, want 404 no_such_session", resp.Status, body)
+		}
+	})
 }
 
 func waitAborted(e *env, before int) error {
@@ -282,35 +380,36 @@ func waitQueued(t *testing.T, e *env, session string, n int) {
 // A steering message sent while a tool runs reaches the model in the same
 // turn, before its next call.
 func TestSteeringDuringTool(t *testing.T) {
-	e := newEnv(t)
-	e.kit.Counter.Delay = time.Second
-	e.startWorker()
-	hs := e.ingress()
-	e.kit.Model.Enqueue(
-		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "counter", Args: `{}`}}},
-		modelserver.Reply{Text: []string{"steered"}},
-	)
-	done := make(chan []agent.Event, 1)
-	go func() { done <- collect(t, e.agent, context.Background(), "steer", "count please") }()
-	waitRunning(t, e, "steer")
-	resp, err := http.Post(hs.URL+"/sessions/steer/steer", "application/json", strings.NewReader(`{"text":"also say hi"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("steer: %s", resp.Status)
-	}
-	evs := <-done
-	if agenttest.CheckTerminal(t, evs).Type != agent.TypeCompleted {
-		t.Fatalf("%+v", evs)
-	}
-	reqs := e.kit.Model.Requests()
-	last := reqs[len(reqs)-1]
-	if last.LastUserText() != "also say hi" {
-		t.Errorf("the second model call's last user message = %q, want the steering text", last.LastUserText())
-	}
-	if roles := strings.Join(last.Roles(), ","); roles != "system,user,assistant,tool,user" {
-		t.Errorf("context roles = %s", roles)
-	}
+	forProviders(t, func(t *testing.T, e *env) {
+		e.kit.Counter.Delay = time.Second
+		e.startWorker()
+		hs := e.ingress()
+		e.kit.Model.Enqueue(
+			modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "counter", Args: `{}`}}},
+			modelserver.Reply{Text: []string{"steered"}},
+		)
+		done := make(chan []agent.Event, 1)
+		go func() { done <- collect(t, e.agent, context.Background(), e.session("steer"), "count please") }()
+		waitRunning(t, e, e.session("steer"))
+		resp, err := http.Post(hs.URL+"/sessions/"+e.session("steer")+"/steer", "application/json", strings.NewReader(`{"text":"also say hi"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("steer: %s", resp.Status)
+		}
+		evs := <-done
+		if agenttest.CheckTerminal(t, evs).Type != agent.TypeCompleted {
+			t.Fatalf("%+v", evs)
+		}
+		reqs := e.kit.Model.Requests()
+		last := reqs[len(reqs)-1]
+		if last.LastUserText() != "also say hi" {
+			t.Errorf("the second model call's last user message = %q, want the steering text", last.LastUserText())
+		}
+		if roles := strings.Join(last.Roles(), ","); roles != "system,user,assistant,tool,user" {
+			t.Errorf("context roles = %s", roles)
+		}
+	})
 }

@@ -76,6 +76,8 @@ func (m *model) classify(ctx, callCtx context.Context, rec *recorder, err error)
 			cause = netErr
 		}
 		e.Message = fmt.Sprintf("could not reach the model provider at %s: %s", m.baseURL, m.scrub(cause.Error()))
+	case status == http.StatusOK && streamErrorType(err) != "":
+		m.classifyStreamError(e, streamErrorType(err), err)
 	case status == http.StatusOK:
 		e.Kind, e.Retryable = KindNetwork, true
 		e.Message = "the connection to the model provider broke mid-stream: " + m.scrub(streamCause(err))
@@ -116,6 +118,40 @@ func (m *model) checkURLHint() string {
 		return ""
 	}
 	return " and " + m.urlEnv + " (" + m.baseURL + ")"
+}
+
+// streamErrorRE finds the error type of an Anthropic "error" event in
+// langchaingo's rendering of it ("received error event: map[error:map[
+// message:Overloaded type:overloaded_error] type:error]").
+var streamErrorRE = regexp.MustCompile(`received error event: .*type:([a-z_]+_error)`)
+
+// streamErrorType returns the type of an error event the provider sent
+// mid-stream, "" when err is not one.
+func streamErrorType(err error) string {
+	if err == nil {
+		return ""
+	}
+	if sm := streamErrorRE.FindStringSubmatch(err.Error()); sm != nil {
+		return sm[1]
+	}
+	return ""
+}
+
+// classifyStreamError fills e for an error event that arrived after an
+// HTTP 200: overloaded and server errors are retryable like a 529/5xx, a
+// rate limit like a 429, anything else is retried as a broken stream.
+func (m *model) classifyStreamError(e *Error, typ string, err error) {
+	switch typ {
+	case "overloaded_error", "api_error":
+		e.Kind, e.Retryable = KindServer, true
+		e.Message = "the model provider failed mid-stream (" + typ + ")"
+	case "rate_limit_error":
+		e.Kind, e.Retryable = KindRateLimit, true
+		e.Message = "the model provider is rate limiting requests (rate_limit_error mid-stream)"
+	default:
+		e.Kind, e.Retryable = KindNetwork, true
+		e.Message = "the model stream ended with an error event: " + m.scrub(err.Error())
+	}
 }
 
 // overflowRE matches the providers' wording for a request longer than the

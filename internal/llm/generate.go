@@ -60,10 +60,21 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	defer cancel(nil)
 	rec := &recorder{dog: startWatchdog(m.stall, cancel)}
 	defer rec.dog.stop()
-	if m.flavor == flavorOpenAI && m.reasoning {
+	switch {
+	case m.flavor == flavorOpenAI && m.reasoning:
 		// langchaingo v0.1.14 never sends reasoning_effort: the transport adds it.
 		if effort := reasoningEffort(req.Thinking); effort != "" {
 			rec.extra = map[string]any{"reasoning_effort": effort}
+		}
+	case m.flavor == flavorAnthropic:
+		// The transport sends thinking too: langchaingo v0.1.14 drops the
+		// budget for model names it does not know (claude-haiku-4-5) and
+		// always sends temperature 0, which the API refuses with thinking.
+		if budget, _ := m.anthropicLimits(req); budget > 0 {
+			rec.extra = map[string]any{
+				"thinking":    map[string]any{"type": "enabled", "budget_tokens": budget},
+				"temperature": 1,
+			}
 		}
 	}
 	callCtx = context.WithValue(callCtx, recorderKey{}, rec)
@@ -96,18 +107,8 @@ func (m *model) callOptions(req Request, tools []llms.Tool, sink *deltaSink) []l
 		opts = append(opts, llms.WithTools(tools))
 	}
 	maxTokens := req.MaxTokens
-	if maxTokens == 0 && m.flavor == flavorAnthropic {
-		maxTokens = defaultAnthropicMaxTokens
-	}
-	if budget := ThinkingBudget(req.Thinking); budget > 0 && m.flavor == flavorAnthropic && m.reasoning {
-		// max_tokens must exceed the thinking budget and leave room for
-		// the answer; the model's own output limit caps both.
-		maxTokens = max(maxTokens, budget+defaultAnthropicMaxTokens)
-		if m.maxOutput > 0 && maxTokens > m.maxOutput {
-			maxTokens = m.maxOutput
-			budget = min(budget, maxTokens/2)
-		}
-		opts = append(opts, llms.WithThinkingBudget(budget))
+	if m.flavor == flavorAnthropic {
+		_, maxTokens = m.anthropicLimits(req)
 	}
 	if maxTokens > 0 {
 		opts = append(opts, llms.WithMaxTokens(maxTokens))
@@ -126,6 +127,45 @@ func (m *model) callOptions(req Request, tools []llms.Tool, sink *deltaSink) []l
 		opts = append(opts, llms.WithStreamingReasoningFunc(sink.openAIStream))
 	}
 	return opts
+}
+
+// anthropicLimits returns the extended-thinking budget (0: thinking off)
+// and max_tokens of an Anthropic call. Thinking is on for reasoning models
+// at a level above off, except in a step that answers tool results:
+// langchaingo cannot send back the signed thinking block the API then
+// requires at the start of the assistant turn, and a step without thinking
+// is always accepted. max_tokens must exceed the budget and leave room for
+// the answer; the model's output limit caps both.
+func (m *model) anthropicLimits(req Request) (budget, maxTokens int) {
+	maxTokens = req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = defaultAnthropicMaxTokens
+	}
+	budget = ThinkingBudget(req.Thinking)
+	if budget == 0 || !m.reasoning || answersToolResults(req.Messages) {
+		return 0, maxTokens
+	}
+	maxTokens = max(maxTokens, budget+defaultAnthropicMaxTokens)
+	if m.maxOutput > 0 && maxTokens > m.maxOutput {
+		maxTokens = m.maxOutput
+		budget = min(budget, maxTokens/2)
+	}
+	return budget, maxTokens
+}
+
+// answersToolResults reports whether msgs end with tool results (possibly
+// followed by user messages, such as steering) after the last assistant
+// message: the call continues an assistant turn that used tools.
+func answersToolResults(msgs []transcript.Message) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch msgs[i].Role {
+		case transcript.RoleToolResult:
+			return true
+		case transcript.RoleAssistant:
+			return false
+		}
+	}
+	return false
 }
 
 func (m *model) invalid(err error) *Error {

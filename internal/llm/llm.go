@@ -115,8 +115,9 @@ const DefaultStallTimeout = 60 * time.Second
 var ErrNotConfigured = errors.New("model not configured")
 
 const (
-	defaultOpenAIURL  = "https://api.openai.com/v1"
-	defaultOllamaHost = "http://127.0.0.1:11434"
+	defaultOpenAIURL    = "https://api.openai.com/v1"
+	defaultAnthropicURL = "https://api.anthropic.com/v1"
+	defaultOllamaHost   = "http://127.0.0.1:11434"
 	// localToken is sent as the API key to local servers that need none.
 	localToken = "no-key"
 	// defaultAnthropicMaxTokens replaces langchaingo's default of 2048,
@@ -125,13 +126,15 @@ const (
 )
 
 const usage = "set FASTAGENT_MODEL=openai/gpt-4o-mini and OPENAI_API_KEY " +
-	"(OPENAI_BASE_URL for an OpenAI-compatible server), or anthropic/<model> with ANTHROPIC_API_KEY, " +
+	"(OPENAI_BASE_URL for an OpenAI-compatible server), or anthropic/<model> with ANTHROPIC_API_KEY " +
+	"(ANTHROPIC_BASE_URL for a proxy or gateway), " +
 	"or ollama/<model> (OLLAMA_HOST, default " + defaultOllamaHost + ")"
 
 // New returns the model named by spec, "provider/model": openai/<model>
 // (OPENAI_API_KEY, optional OPENAI_BASE_URL and OPENAI_ORGANIZATION),
-// anthropic/<model> (ANTHROPIC_API_KEY) or ollama/<model> (OLLAMA_HOST).
-// An OpenAI key may be empty when OPENAI_BASE_URL points at loopback.
+// anthropic/<model> (ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL) or
+// ollama/<model> (OLLAMA_HOST). An OpenAI or Anthropic key may be empty when
+// the base URL points at loopback.
 func New(spec string, opts Options) (Model, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -211,12 +214,30 @@ func (m *model) initOpenAI(getenv func(string) string) error {
 
 func (m *model) initAnthropic(getenv func(string) string) error {
 	m.keyEnv = "ANTHROPIC_API_KEY"
-	m.baseURL = "https://api.anthropic.com/v1"
+	m.urlEnv = "ANTHROPIC_BASE_URL"
+	base := strings.TrimSpace(getenv("ANTHROPIC_BASE_URL"))
+	if base == "" {
+		base = defaultAnthropicURL
+	}
+	u, err := checkURL("ANTHROPIC_BASE_URL", base)
+	if err != nil {
+		return err
+	}
+	// Anthropic's SDKs take the host ("https://api.anthropic.com") and add
+	// /v1; langchaingo wants the /v1 in the base. Both spellings work.
+	m.baseURL = strings.TrimSuffix(u.String(), "/")
+	if !strings.HasSuffix(m.baseURL, "/v1") {
+		m.baseURL += "/v1"
+	}
 	key := getenv("ANTHROPIC_API_KEY")
 	if key == "" {
-		return fmt.Errorf("llm: %s needs ANTHROPIC_API_KEY: set it in the environment: %w", m.spec, ErrNotConfigured)
+		if !isLoopback(u) {
+			return fmt.Errorf("llm: %s needs ANTHROPIC_API_KEY: set it in the environment: %w", m.spec, ErrNotConfigured)
+		}
+		key = localToken
+	} else {
+		m.secret = key
 	}
-	m.secret = key
 	m.flavor = flavorAnthropic
 	llm, err := anthropic.New(
 		anthropic.WithToken(key),

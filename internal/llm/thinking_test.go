@@ -53,37 +53,48 @@ func TestReasoningEffortReachesOpenAI(t *testing.T) {
 
 func TestAnthropicThinkingBudget(t *testing.T) {
 	t.Parallel()
+	toolStep := []transcript.Message{
+		{Role: transcript.RoleUser, Text: "hi"},
+		{Role: transcript.RoleAssistant, ToolCalls: []transcript.ToolCall{{ID: "t1", Name: "ls"}}},
+		{Role: transcript.RoleToolResult, ToolCallID: "t1", Text: "a"},
+		{Role: transcript.RoleUser, Text: "steer"},
+	}
 	tests := []struct {
 		name               string
 		reasoning          bool
 		maxOutput          int
 		level              string
+		msgs               []transcript.Message
 		wantBudget, wantMx int
 	}{
-		{"off", true, 64_000, ThinkingOff, 0, defaultAnthropicMaxTokens},
-		{"minimal", true, 64_000, ThinkingMinimal, 1024, 1024 + defaultAnthropicMaxTokens},
-		{"low", true, 64_000, ThinkingLow, 2048, 2048 + defaultAnthropicMaxTokens},
-		{"medium", true, 64_000, ThinkingMedium, 8192, 8192 + defaultAnthropicMaxTokens},
-		{"high", true, 64_000, ThinkingHigh, 24576, 24576 + defaultAnthropicMaxTokens},
-		{"high capped by output limit", true, 20_000, ThinkingHigh, 10_000, 20_000},
-		{"model without thinking", false, 8192, ThinkingHigh, 0, defaultAnthropicMaxTokens},
+		{"off", true, 64_000, ThinkingOff, nil, 0, defaultAnthropicMaxTokens},
+		{"minimal", true, 64_000, ThinkingMinimal, nil, 1024, 1024 + defaultAnthropicMaxTokens},
+		{"low", true, 64_000, ThinkingLow, nil, 2048, 2048 + defaultAnthropicMaxTokens},
+		{"medium", true, 64_000, ThinkingMedium, nil, 8192, 8192 + defaultAnthropicMaxTokens},
+		{"high", true, 64_000, ThinkingHigh, nil, 24576, 24576 + defaultAnthropicMaxTokens},
+		{"high capped by output limit", true, 20_000, ThinkingHigh, nil, 10_000, 20_000},
+		{"model without thinking", false, 8192, ThinkingHigh, nil, 0, defaultAnthropicMaxTokens},
+		{"step answering tool results", true, 64_000, ThinkingHigh, toolStep, 0, defaultAnthropicMaxTokens},
+		{"next turn thinks again", true, 64_000, ThinkingLow,
+			append(append([]transcript.Message{}, toolStep...), transcript.Message{Role: transcript.RoleAssistant, Text: "done"},
+				transcript.Message{Role: transcript.RoleUser, Text: "again"}), 2048, 2048 + defaultAnthropicMaxTokens},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			m := &model{spec: "anthropic/x", flavor: flavorAnthropic, reasoning: tt.reasoning, maxOutput: tt.maxOutput}
 			req := userPrompt("hi")
+			if tt.msgs != nil {
+				req.Messages = tt.msgs
+			}
 			req.Thinking = tt.level
+			budget, maxTokens := m.anthropicLimits(req)
 			var o llms.CallOptions
 			for _, opt := range m.callOptions(req, nil, &deltaSink{}) {
 				opt(&o)
 			}
-			budget := 0
-			if c := llms.GetThinkingConfig(&o); c != nil {
-				budget = c.BudgetTokens
-			}
-			if budget != tt.wantBudget || o.MaxTokens != tt.wantMx {
-				t.Errorf("budget %d max_tokens %d, want %d %d", budget, o.MaxTokens, tt.wantBudget, tt.wantMx)
+			if budget != tt.wantBudget || maxTokens != tt.wantMx || o.MaxTokens != tt.wantMx {
+				t.Errorf("budget %d max_tokens %d (option %d), want %d %d", budget, maxTokens, o.MaxTokens, tt.wantBudget, tt.wantMx)
 			}
 		})
 	}

@@ -16,6 +16,13 @@ type Request struct {
 	Tools     []Tool
 	Stream    bool
 	MaxTokens int // max_completion_tokens, or max_tokens when that is absent
+	// ThinkingBudget is the Anthropic extended-thinking budget_tokens, 0
+	// when thinking is not enabled.
+	ThinkingBudget int
+	// Temperature is the request's temperature, nil when absent.
+	Temperature *float64
+	// APIKey is the key the client sent (x-api-key, or the bearer token).
+	APIKey string
 	// Raw is the request body as received.
 	Raw json.RawMessage
 
@@ -82,6 +89,7 @@ type wireRequest struct {
 	Stream              bool            `json:"stream"`
 	MaxTokens           int             `json:"max_tokens"`
 	MaxCompletionTokens int             `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
 	StreamOptions       json.RawMessage `json:"stream_options"`
 }
 
@@ -126,10 +134,11 @@ func decodeRequest(body []byte) (Request, error) {
 		return Request{}, fmt.Errorf("modelserver: invalid request body: %w", err)
 	}
 	req := Request{
-		Model:     w.Model,
-		Stream:    w.Stream,
-		MaxTokens: w.MaxCompletionTokens,
-		Raw:       append(json.RawMessage(nil), body...),
+		Model:       w.Model,
+		Stream:      w.Stream,
+		MaxTokens:   w.MaxCompletionTokens,
+		Temperature: w.Temperature,
+		Raw:         append(json.RawMessage(nil), body...),
 	}
 	if req.MaxTokens == 0 {
 		req.MaxTokens = w.MaxTokens

@@ -35,7 +35,19 @@ func (x *exchange) respond() {
 		if !x.sleep(rp.ChunkDelay) {
 			return
 		}
+		if x.s.shape == Anthropic {
+			x.anthError()
+			return
+		}
 		writeErrorCode(x.w, rp.Status, "", rp.Message, rp.ErrorCode)
+		return
+	}
+	switch {
+	case x.s.shape == Anthropic && x.req.Stream:
+		x.anthStream()
+		return
+	case x.s.shape == Anthropic:
+		x.anthWhole()
 		return
 	}
 	if x.req.Stream {
@@ -86,7 +98,9 @@ func (x *exchange) stream() {
 			}
 		}
 	}
-	x.write(rc, "data: [DONE]\n\n")
+	if x.reply.StreamError == "" {
+		x.write(rc, "data: [DONE]\n\n")
+	}
 }
 
 // write sends one event and flushes it; a failure counts as an abort.
@@ -178,6 +192,10 @@ func (x *exchange) whole() {
 	if !x.sleep(rp.ChunkDelay) {
 		return
 	}
+	if rp.StreamError != "" {
+		writeError(x.w, http.StatusInternalServerError, rp.StreamError, streamErrorMessage(rp))
+		return
+	}
 	msg := wholeMessage{Role: "assistant", ReasoningContent: strings.Join(rp.Thinking, "")}
 	text := strings.Join(rp.Text, "")
 	if text != "" || len(rp.ToolCalls) == 0 {
@@ -225,13 +243,18 @@ func (x *exchange) chunks() []chunk {
 			out = append(out, chunk{data: x.delta(delta{ToolCalls: []toolCallDelta{d}}, nil), content: true})
 		}
 	}
-	if fr := x.finishReason(); fr != nil {
-		out = append(out, chunk{data: x.delta(delta{}, fr)})
+	if rp.StreamError != "" {
+		out = append(out, chunk{data: map[string]any{"error": map[string]any{
+			"message": streamErrorMessage(rp), "type": rp.StreamError, "code": nil}}})
+	} else {
+		if fr := x.finishReason(); fr != nil {
+			out = append(out, chunk{data: x.delta(delta{}, fr)})
+		}
+		out = append(out, chunk{data: streamChunk{
+			ID: x.id(), Object: "chat.completion.chunk", Created: x.req.Received.Unix(), Model: x.req.Model,
+			Choices: []streamChoice{}, Usage: x.usage(),
+		}})
 	}
-	out = append(out, chunk{data: streamChunk{
-		ID: x.id(), Object: "chat.completion.chunk", Created: x.req.Received.Unix(), Model: x.req.Model,
-		Choices: []streamChoice{}, Usage: x.usage(),
-	}})
 	// Hang stops before the first event after the text (there always is one:
 	// the usage chunk).
 	if i := 1 + len(rp.Thinking) + len(rp.Text); i < len(out) {

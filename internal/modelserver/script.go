@@ -59,16 +59,30 @@ type Reply struct {
 	// finish.
 	Hold <-chan struct{}
 
+	// StreamError, when set, ends a streamed reply after its content with
+	// an error instead of the finish: the Anthropic shape sends an "error"
+	// event of this type (e.g. "overloaded_error") with Message, the OpenAI
+	// shape a data chunk {"error":{...}} without "[DONE]". A non-streaming
+	// reply answers HTTP 500 instead.
+	StreamError string
+
 	// Usage is reported in the usage chunk; nil derives a rough count.
 	Usage *Usage
+
+	// overflowWindow and overflowGot are the numbers of ContextLengthExceeded,
+	// for the Anthropic wording.
+	overflowWindow, overflowGot int
 }
 
-// ContextLengthExceeded is OpenAI's answer to a request longer than the
-// model's context window (HTTP 400, code context_length_exceeded).
+// ContextLengthExceeded is the answer to a request longer than the model's
+// context window: HTTP 400 with code context_length_exceeded in the OpenAI
+// shape, "prompt is too long: N tokens > M maximum" in the Anthropic shape.
 func ContextLengthExceeded(window, got int) Reply {
 	return Reply{
-		Status:    400,
-		ErrorCode: "context_length_exceeded",
+		Status:         400,
+		ErrorCode:      "context_length_exceeded",
+		overflowWindow: window,
+		overflowGot:    got,
 		Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. "+
 			"Please reduce the length of the messages.", window, got),
 	}
@@ -88,8 +102,13 @@ type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
 	TotalTokens      int
-	// CachedTokens are prompt tokens reported as read from the prompt cache.
+	// CachedTokens are prompt tokens reported as read from the prompt cache
+	// (Anthropic: cache_read_input_tokens).
 	CachedTokens int
+	// CacheWriteTokens are prompt tokens reported as written to the prompt
+	// cache (Anthropic's cache_creation_input_tokens; the OpenAI shape has
+	// no such field).
+	CacheWriteTokens int
 }
 
 // keyedQueue holds the replies scripted for one conversation key.

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -33,6 +34,7 @@ type Server struct {
 	abortCh  chan struct{} // closed and replaced on every abort
 	onFirst  func(Request, time.Time)
 	url      string
+	shape    Shape // "" = OpenAI
 	servers  []*http.Server
 	closed   bool
 
@@ -92,7 +94,8 @@ func (s *Server) serve(ln net.Listener) error {
 	return nil
 }
 
-// URL returns the base URL to use as OPENAI_BASE_URL, ending in "/v1"; it is
+// URL returns the base URL to use as OPENAI_BASE_URL (or ANTHROPIC_BASE_URL
+// for the Anthropic shape), ending in "/v1"; it is
 // empty until the server listens somewhere.
 func (s *Server) URL() string {
 	s.mu.Lock()
@@ -101,7 +104,8 @@ func (s *Server) URL() string {
 }
 
 // Handler returns the server as a plain http.Handler. It serves
-// POST /v1/chat/completions (and POST /chat/completions).
+// POST /v1/chat/completions (and POST /chat/completions), or for the
+// Anthropic shape POST /v1/messages (and POST /messages).
 func (s *Server) Handler() http.Handler { return s }
 
 // Close stops listening, drops open connections, ends hanging replies and
@@ -191,22 +195,41 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.wg.Done()
 
-	if r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/chat/completions" {
-		writeError(w, http.StatusNotFound, "", "modelserver serves only POST /v1/chat/completions, not "+r.URL.Path)
+	anthropic := s.shape == Anthropic
+	fail := func(status int, msg string) {
+		if anthropic {
+			writeAnthropicError(w, status, "", msg)
+		} else {
+			writeError(w, status, "", msg)
+		}
+	}
+	path := "/chat/completions"
+	if anthropic {
+		path = "/messages"
+	}
+	if r.URL.Path != "/v1"+path && r.URL.Path != path {
+		fail(http.StatusNotFound, "modelserver serves only POST /v1"+path+", not "+r.URL.Path)
 		return
 	}
 	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "", "use POST")
+		fail(http.StatusMethodNotAllowed, "use POST")
 		return
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "", "reading body: "+err.Error())
+		fail(http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}
-	req, err := decodeRequest(body)
+	var req Request
+	if anthropic {
+		req, err = decodeAnthropic(body)
+		req.APIKey = r.Header.Get("X-Api-Key")
+	} else {
+		req, err = decodeRequest(body)
+		req.APIKey = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "", err.Error())
+		fail(http.StatusBadRequest, err.Error())
 		return
 	}
 	req.Received = time.Now()

@@ -1,6 +1,6 @@
 // Package testkit builds the real parts tests run against: a scripted
-// OpenAI-compatible model server reached through the real langchaingo
-// client, a SQLite session store, a workspace, and a side-effecting
+// model server (OpenAI-compatible, or Anthropic-shaped with NewFor) reached
+// through the real langchaingo client, a SQLite session store, a workspace, and a side-effecting
 // "counter" tool. It also maps the conformance suite's scenarios to model
 // scripts. It links no Temporal server, so any package's tests may use it.
 package testkit
@@ -26,8 +26,15 @@ import (
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 
-// ModelSpec is the model tests configure.
-const ModelSpec = "openai/scripted"
+// ModelSpec is the model tests configure (the OpenAI-shaped server);
+// AnthropicModelSpec the model of a kit opened with the Anthropic shape.
+const (
+	ModelSpec          = "openai/scripted"
+	AnthropicModelSpec = "anthropic/claude-scripted"
+)
+
+// Providers are the wire shapes the end-to-end tests run against.
+var Providers = []modelserver.Shape{modelserver.OpenAI, modelserver.Anthropic}
 
 // Kit is one test's backend: model server, store, workspace, tools.
 type Kit struct {
@@ -48,7 +55,15 @@ type Kit struct {
 // New builds a kit whose resources are released at the end of the test.
 func New(t testing.TB) *Kit {
 	t.Helper()
-	k, err := Open(t.TempDir())
+	return NewFor(t, modelserver.OpenAI)
+}
+
+// NewFor builds a kit whose scripted model server speaks the given
+// provider's API; the worker environment (Getenv, ProcessEnv) names that
+// provider's model, key and base URL.
+func NewFor(t testing.TB, provider modelserver.Shape) *Kit {
+	t.Helper()
+	k, err := OpenFor(t.TempDir(), provider)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +75,11 @@ func New(t testing.TB) *Kit {
 // directly). The counter tool and extra are registered as Go tools; the model
 // server echoes unless scripted otherwise. Close releases it.
 func Open(dir string, extra ...agent.Tool) (*Kit, error) {
+	return OpenFor(dir, modelserver.OpenAI, extra...)
+}
+
+// OpenFor is Open with a model server of the given provider shape.
+func OpenFor(dir string, provider modelserver.Shape, extra ...agent.Tool) (*Kit, error) {
 	k := &Kit{Dir: dir, StorePath: filepath.Join(dir, ".fastagent", "sessions.db"), Counter: &CounterTool{}}
 	st, err := store.OpenSQLite(k.StorePath)
 	if err != nil {
@@ -75,7 +95,7 @@ func Open(dir string, extra ...agent.Tool) (*Kit, error) {
 	k.Models = &serve.Models{Getenv: k.Getenv}
 	loader.Extra = append([]agent.Tool{k.Counter}, extra...)
 	loader.Getenv = k.Getenv
-	k.Model = modelserver.New()
+	k.Model = modelserver.NewFor(provider)
 	k.Model.Handle(Echo)
 	return k, nil
 }
@@ -90,13 +110,11 @@ func (k *Kit) Close() {
 // ProcessEnv is the environment of fastagent subprocesses that use this
 // kit's model server.
 func (k *Kit) ProcessEnv() []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + os.Getenv("HOME"),
-		"FASTAGENT_MODEL=" + ModelSpec,
-		"OPENAI_BASE_URL=" + k.Model.URL(),
-		"OPENAI_API_KEY=test-key",
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for _, name := range []string{"FASTAGENT_MODEL", k.keyEnv(), k.urlEnv()} {
+		env = append(env, name+"="+k.Getenv(name))
 	}
+	return env
 }
 
 // WriteConfig writes fastagent.yaml into the workspace.
@@ -104,15 +122,41 @@ func (k *Kit) WriteConfig(yaml string) error {
 	return os.WriteFile(filepath.Join(k.Dir, workspace.ConfigFile), []byte(yaml), 0o644)
 }
 
-// Getenv is the environment model clients see: the scripted server as an
-// OpenAI-compatible endpoint.
+// Spec returns the provider/model the kit's workers use.
+func (k *Kit) Spec() string {
+	if k.Model.Shape() == modelserver.Anthropic {
+		return AnthropicModelSpec
+	}
+	return ModelSpec
+}
+
+// KeyEnv returns the environment variable that holds the API key of the
+// kit's provider (OPENAI_API_KEY or ANTHROPIC_API_KEY).
+func (k *Kit) KeyEnv() string { return k.keyEnv() }
+
+func (k *Kit) keyEnv() string {
+	if k.Model.Shape() == modelserver.Anthropic {
+		return "ANTHROPIC_API_KEY"
+	}
+	return "OPENAI_API_KEY"
+}
+
+func (k *Kit) urlEnv() string {
+	if k.Model.Shape() == modelserver.Anthropic {
+		return "ANTHROPIC_BASE_URL"
+	}
+	return "OPENAI_BASE_URL"
+}
+
+// Getenv is the environment model clients see: the scripted server as the
+// endpoint of the kit's provider.
 func (k *Kit) Getenv(name string) string {
 	switch name {
 	case "FASTAGENT_MODEL":
-		return ModelSpec
-	case "OPENAI_BASE_URL":
+		return k.Spec()
+	case k.urlEnv():
 		return k.Model.URL()
-	case "OPENAI_API_KEY":
+	case k.keyEnv():
 		return "test-key"
 	}
 	return ""
