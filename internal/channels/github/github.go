@@ -218,8 +218,12 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 		}
 		dl := channels.Delivery{Kind: Kind, ID: delivery + ":" + strconv.Itoa(i), Session: in.Session,
 			Prompt: agent.Prompt{Text: in.Prompt}}
-		dl.Reply = &workflows.Target{Chat: ev.Repo, Thread: strconv.Itoa(ev.Number), Message: dl.Key(),
-			User: ev.Sender, Data: data}
+		if ev.Repo != "" && ev.Number > 0 {
+			// Events without an issue or PR (push, release…) are answered
+			// nowhere.
+			dl.Reply = &workflows.Target{Chat: ev.Repo, Thread: strconv.Itoa(ev.Number), Message: dl.Key(),
+				User: ev.Sender, Data: data}
+		}
 		ok.Deliveries = append(ok.Deliveries, dl)
 	}
 	if len(ok.Deliveries) > 0 {

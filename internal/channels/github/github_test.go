@@ -227,3 +227,16 @@ func TestLoadLocatesExecPolicy(t *testing.T) {
 		t.Errorf("exec resolved to %s", got)
 	}
 }
+
+// An executable policy sees any event; one without an issue or PR (push)
+// is a turn answered nowhere.
+func TestDoorEventWithoutIssue(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, `cat >/dev/null; echo '[{"session":"gh:push","prompt":"a push"}]'`)
+	d := door(t, "policy: {exec: "+script+"}")
+	p, err := d.Parse(req(testSecret, "push", "p1", []byte(`{"ref":"refs/heads/main","repository":{"full_name":"o/r"},"sender":{"login":"a"}}`)))
+	if err != nil || p.Answer.Status != http.StatusAccepted || len(p.Deliveries) != 1 || p.Deliveries[0].Reply != nil ||
+		p.Deliveries[0].Session != "gh:push" || p.Deliveries[0].Prompt.Text != "a push" {
+		t.Fatalf("parsed %+v, %v", p, err)
+	}
+}
