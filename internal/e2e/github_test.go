@@ -21,6 +21,7 @@ import (
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/testkit/fakegithub"
 	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -268,7 +269,7 @@ func TestGitHubWorkerKilled(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the model stream never started")
 	}
-	pid := e.runningWorkerPID(t, session)
+	pid := activityWorkerPID(t, e, session, workflows.ActivityModelGenerate)
 	p, ok := workers[pid]
 	if !ok {
 		t.Fatalf("the activity runs on pid %d, not one of our workers", pid)
@@ -314,7 +315,7 @@ func TestGitHubWorkerKilled(t *testing.T) {
 		t.Fatal("the second comment was never posted")
 	}
 	s.fake.Hold(nil)
-	pid = e.runningWorkerPID(t, session)
+	pid = activityWorkerPID(t, e, session, workflows.ActivityChannelReply)
 	if p, ok = workers[pid]; !ok {
 		t.Fatalf("the reply runs on pid %d, not one of our workers", pid)
 	}
