@@ -29,6 +29,7 @@ func newAdd(g *globals) *cobra.Command {
 	add.AddCommand(newAddSlack(g))
 	add.AddCommand(newAddFeishu(g)...)
 	add.AddCommand(newAddTelegram(g))
+	add.AddCommand(newAddGitHub(g))
 	return add
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	_ "github.com/fastagent/fastagent/internal/channels/feishu"   // the feishu and lark kinds
+	_ "github.com/fastagent/fastagent/internal/channels/github"   // the github kind
 	_ "github.com/fastagent/fastagent/internal/channels/slack"    // the slack kind
 	_ "github.com/fastagent/fastagent/internal/channels/telegram" // the telegram kind
 	"github.com/fastagent/fastagent/internal/workspace"

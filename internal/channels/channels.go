@@ -175,6 +175,13 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// Located is implemented by a Door whose file names paths (GitHub's
+// executable policy): Load calls Locate with the channel file's path, to
+// resolve them relative to it and check they exist.
+type Located interface {
+	Locate(file string) error
+}
+
 // Factory builds a channel from its file's YAML (already read) and the
 // environment. It must reject unknown keys and missing secrets.
 type Factory func(file []byte, getenv func(string) string) (*Channel, error)
@@ -234,6 +241,11 @@ func Load(files []workspace.FileEntry, getenv func(string) string) ([]*Channel, 
 			return nil, fmt.Errorf("channel %s: %w", f.Path, err)
 		}
 		ch.File = f.Path
+		if l, ok := ch.Door.(Located); ok {
+			if err := l.Locate(f.Path); err != nil {
+				return nil, fmt.Errorf("channel %s: %w", f.Path, err)
+			}
+		}
 		if p := ch.Door.Path(); p != "" {
 			if prev, dup := paths[p]; dup {
 				return nil, fmt.Errorf("channel %s: route %s is already served by %s", f.Path, p, prev)

@@ -25,6 +25,7 @@ import (
 	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/channels"
 	_ "github.com/fastagent/fastagent/internal/channels/feishu" // registers the feishu and lark kinds
+	_ "github.com/fastagent/fastagent/internal/channels/github" // registers the github kind
 	_ "github.com/fastagent/fastagent/internal/channels/slack"  // registers the slack kind
 	"github.com/fastagent/fastagent/internal/channels/telegram" // registers the telegram kind
 	"github.com/fastagent/fastagent/internal/codec"
