@@ -9,6 +9,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/store"
@@ -167,7 +168,7 @@ func (a *Agent) FollowUp(ctx context.Context, session, key, text string) error {
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:            "session " + session,
 	}, workflows.SessionWorkflowType, workflows.SessionInput{Session: session, TurnsPerRun: a.TurnsPerRun})
-	_, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+	h, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			UpdateID:     key,
@@ -176,6 +177,16 @@ func (a *Agent) FollowUp(ctx context.Context, session, key, text string) error {
 			WaitForStage: client.WorkflowUpdateStageAccepted,
 		},
 	})
+	if err == nil {
+		// A rejected update comes back settled; an accepted one would
+		// wait for the turn, so its outcome is not asked for.
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		var app *temporal.ApplicationError
+		if gerr := h.Get(done, nil); errors.As(gerr, &app) {
+			err = gerr
+		}
+	}
 	var exhausted *serviceerror.ResourceExhausted
 	if errors.As(err, &exhausted) {
 		return agent.NewError(agent.CodeSessionBusy, "session busy: too many turns in flight; retry later")
