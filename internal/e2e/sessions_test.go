@@ -23,6 +23,7 @@ type branchModel struct {
 	mu      sync.Mutex
 	release chan struct{}
 	slowAt  chan struct{}
+	slowed  sync.Once
 	reqs    []modelserver.Request
 }
 
@@ -37,7 +38,7 @@ func (m *branchModel) handle(req modelserver.Request) modelserver.Reply {
 	}
 	last := req.LastUserText()
 	if last == "slow" {
-		close(m.slowAt)
+		m.slowed.Do(func() { close(m.slowAt) })
 		return modelserver.Reply{Text: []string{"slow done"}, Hold: m.release}
 	}
 	return modelserver.Reply{Text: []string{"answer: " + last}}
@@ -92,7 +93,7 @@ func TestReadingAndMovingSessions(t *testing.T) {
 	invoke := func(tok, body string) string {
 		t.Helper()
 		st, b := req(http.MethodPost, "/invoke", tok, body)
-		if st != http.StatusOK || !strings.Contains(b, "event: completed") {
+		if st != http.StatusOK || !strings.Contains(b, `"type":"completed"`) {
 			t.Fatalf("invoke %s: %d %s", body, st, b)
 		}
 		return b
@@ -284,13 +285,13 @@ func TestReadingAndMovingSessions(t *testing.T) {
 			}
 		}
 		close(model.release)
-		if b := <-done; !strings.Contains(b, "event: completed") {
+		if b := <-done; !strings.Contains(b, `"type":"completed"`) {
 			t.Errorf("slow turn: %s", b)
 		}
 		// Every follow-up runs, in order, and can be attached to.
 		for i, k := range keys {
 			st, b := req(http.MethodGet, "/sessions/orig/turns/"+k+"/events", "alice-token", "")
-			if st != 200 || !strings.Contains(b, "event: completed") || !strings.Contains(b, fmt.Sprintf("answer: follow %d", i)) {
+			if st != 200 || !strings.Contains(b, `"type":"completed"`) || !strings.Contains(b, fmt.Sprintf("answer: follow %d", i)) {
 				t.Errorf("follow-up %d (%s): %d %s", i, k, st, b)
 			}
 		}
