@@ -86,6 +86,7 @@ func (a *Activities) Register(w Registrar) {
 	w.RegisterActivityWithOptions(a.BeginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
 	w.RegisterActivityWithOptions(a.RecordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	w.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
+	w.RegisterActivityWithOptions(a.Rewind, activity.RegisterOptions{Name: workflows.ActivityRewind})
 }
 
 // Generate is the Model.Generate activity.

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/transcript"
 	"github.com/fastagent/fastagent/internal/wakes"
@@ -62,6 +65,18 @@ func (a *Activities) openLeaf(ctx context.Context, in workflows.OpenInput) (work
 			cut = in.BranchHints[i]
 			break
 		}
+	}
+	if in.FromEntry != "" {
+		// The ingress checked it exists; a parent that lost it is an error,
+		// not a silently different fork.
+		if _, err := a.Store.Get(ctx, in.ParentSession, in.FromEntry); errors.Is(err, store.ErrNotFound) {
+			return workflows.OpenResult{}, temporal.NewApplicationErrorWithOptions(
+				fmt.Sprintf("parent session %q has no entry %q to fork from", in.ParentSession, in.FromEntry),
+				agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+		} else if err != nil {
+			return workflows.OpenResult{}, storeError(err)
+		}
+		cut = in.FromEntry
 	}
 	if cut == "" {
 		return workflows.OpenResult{}, nil

@@ -21,6 +21,9 @@ type Scope struct {
 	ParentSession string `json:"parentSession,omitempty"`
 	// BranchHints are best-effort cut points (entry IDs) in the parent.
 	BranchHints []string `json:"branchHints,omitempty"`
+	// FromEntry forks the parent at this entry (read with ParentSession,
+	// when the session is first created; it wins over BranchHints).
+	FromEntry string `json:"fromEntry,omitempty"`
 }
 
 // Image is an attached picture; engines without vision ignore it.

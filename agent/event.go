@@ -37,6 +37,11 @@ const (
 	// CodeNotFound: a control command named something the session does not
 	// have (a tool call waiting for approval, for example).
 	CodeNotFound = "not_found"
+	// CodeTurnRunning: a control command that needs the session idle (a
+	// rewind) found a turn running or waiting.
+	CodeTurnRunning = "turn_running"
+	// CodeSessionExists: a session to be created (an import) exists.
+	CodeSessionExists = "session_exists"
 	// CodeNoSuchTurn: no running, queued or recorded turn has that key.
 	CodeNoSuchTurn = "no_such_turn"
 

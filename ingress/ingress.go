@@ -61,6 +61,9 @@ type Server struct {
 	Logger  *slog.Logger
 	// Attacher serves GET /sessions/{id}/turns/{key}/events (nil: 501).
 	Attacher Attacher
+	// Sessions serves the session list, transcripts, export/import,
+	// rewind and follow-ups (nil: 501).
+	Sessions Sessions
 	// PingEvery overrides PingEvery (tests).
 	PingEvery time.Duration
 
@@ -158,6 +161,7 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/sessions/:id/compact", s.guard(RightControl), s.compact)
 	r.POST("/sessions/:id/approvals/:call", s.guard(RightApprove), s.approve)
 	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
+	s.sessionRoutes(r)
 	s.codecRoutes(r)
 	if s.Metrics != nil {
 		r.GET("/metrics", s.guard(RightMetrics), gin.WrapH(s.Metrics))
@@ -196,6 +200,8 @@ type InvokeRequest struct {
 	Images        []agent.Image `json:"images,omitempty"`
 	ParentSession string        `json:"parentSession,omitempty"`
 	BranchHints   []string      `json:"branchHints,omitempty"`
+	// FromEntry forks parentSession at this entry (any entry of its tree).
+	FromEntry string `json:"fromEntry,omitempty"`
 }
 
 // errNeedFields is the contract's message for a body without session/text.
@@ -220,7 +226,10 @@ func ParseInvoke(body []byte) (agent.Scope, agent.Prompt, int, string) {
 			return agent.Scope{}, agent.Prompt{}, http.StatusBadRequest, "each image needs mimeType and data (base64)"
 		}
 	}
-	return agent.Scope{Session: *req.Session, ParentSession: req.ParentSession, BranchHints: req.BranchHints},
+	if req.FromEntry != "" && req.ParentSession == "" {
+		return agent.Scope{}, agent.Prompt{}, http.StatusBadRequest, "fromEntry needs parentSession (the session to fork)"
+	}
+	return agent.Scope{Session: *req.Session, ParentSession: req.ParentSession, BranchHints: req.BranchHints, FromEntry: req.FromEntry},
 		agent.Prompt{Text: *req.Text, Images: req.Images}, http.StatusOK, ""
 }
 
@@ -272,6 +281,9 @@ func (s *Server) invoke(c *gin.Context) {
 		key = NewKey()
 	}
 	if scope.ParentSession != "" && !s.access(c, scope.ParentSession, false) {
+		return
+	}
+	if scope.FromEntry != "" && !s.checkForkEntry(c, scope) {
 		return
 	}
 	if !s.access(c, scope.Session, true) {
@@ -424,6 +436,8 @@ var statusOf = map[string]int{
 	agent.CodeInvalidCommand:        http.StatusBadRequest,
 	agent.CodeSessionBusy:           http.StatusTooManyRequests,
 	agent.CodeUnsupportedCapability: http.StatusNotImplemented,
+	agent.CodeTurnRunning:           http.StatusConflict,
+	agent.CodeSessionExists:         http.StatusConflict,
 }
 
 // StatusOf maps an error's contract code (agent.CodeOf) to its HTTP status;

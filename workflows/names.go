@@ -27,6 +27,10 @@ const (
 	// UpdateCompact compacts the session's context between turns (a
 	// CompactRequest; the result is a CompactResult).
 	UpdateCompact = "compact"
+	// UpdateRewind moves the session's leaf to an earlier entry between
+	// turns, summarizing the abandoned branch (a RewindRequest; the result
+	// is a RewindResult).
+	UpdateRewind = "rewind"
 	// SignalDeliver hands a channel delivery (a Delivery) to a session; the
 	// channel door sends it with Signal-With-Start and never waits.
 	SignalDeliver = "deliver"
@@ -67,6 +71,9 @@ const (
 	// ActivityCompact summarizes the older part of a session's branch and
 	// appends a compaction entry (Summary "compact · <session>").
 	ActivityCompact = "Session.Compact"
+	// ActivityRewind summarizes the branch a rewind abandons and appends a
+	// branch-summary entry below the target (Summary "rewind · <session>").
+	ActivityRewind = "Session.Rewind"
 	// ActivityTurnRecord keeps a finished turn's outcome in the session store
 	// under its idempotency key.
 	ActivityTurnRecord = "Turn.Record"

@@ -24,6 +24,9 @@ type SessionInput struct {
 	// ParentSession seeds a new session from another one's transcript.
 	ParentSession string   `json:"parentSession,omitempty"`
 	BranchHints   []string `json:"branchHints,omitempty"`
+	// FromEntry forks the parent at this entry (instead of its leaf or a
+	// branch hint).
+	FromEntry string `json:"fromEntry,omitempty"`
 	// TurnsPerRun overrides how many turns one run serves before it
 	// continues as new (default 200; tests use small values).
 	TurnsPerRun int `json:"turnsPerRun,omitempty"`
@@ -134,6 +137,8 @@ type OpenInput struct {
 	Session       string   `json:"session"`
 	ParentSession string   `json:"parentSession,omitempty"`
 	BranchHints   []string `json:"branchHints,omitempty"`
+	// FromEntry is the parent's entry to fork at (SessionInput.FromEntry).
+	FromEntry string `json:"fromEntry,omitempty"`
 	// IDPrefix prefixes the IDs of entries copied from a parent.
 	IDPrefix string `json:"idPrefix"`
 }
@@ -205,6 +210,8 @@ type pendingTurn struct {
 	stopLive workflow.CancelFunc
 	// compact, when set, makes this queue item a manual compaction.
 	compact *compactJob
+	// rewind, when set, makes this queue item a rewind.
+	rewind *rewindJob
 	// span is the tracing span of the update that sent the turn (nil:
 	// none), under which the turn's activities are traced.
 	span any
@@ -284,9 +291,12 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		if in.TurnsPerRun > 0 {
 			limit = in.TurnsPerRun
 		}
-		if t.compact != nil {
+		switch {
+		case t.rewind != nil:
+			s.runRewind(ctx, t)
+		case t.compact != nil:
 			s.runCompaction(ctx, t)
-		} else {
+		default:
 			s.serve(traced(ctx, t.span), t, limit)
 		}
 
@@ -378,6 +388,11 @@ func (s *session) register(ctx workflow.Context) error {
 	}); err != nil {
 		return fmt.Errorf("register %s: %w", UpdateCompact, err)
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRewind, s.onRewind, workflow.UpdateHandlerOptions{
+		Validator: s.validateRewind,
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", UpdateRewind, err)
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, s.view); err != nil {
 		return fmt.Errorf("register %s: %w", QueryState, err)
 	}
@@ -394,6 +409,7 @@ func (s *session) open(ctx workflow.Context) error {
 		Session:       s.in.Session,
 		ParentSession: s.in.ParentSession,
 		BranchHints:   s.in.BranchHints,
+		FromEntry:     s.in.FromEntry,
 		IDPrefix:      s.snap.IDPrefix,
 	}).Get(ctx, &res)
 	if err != nil {
@@ -478,6 +494,12 @@ func (s *session) onAbort(_ workflow.Context, req AbortRequest) (AbortResult, er
 	for i, t := range s.queue {
 		if t.id == req.Turn {
 			s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
+			if t.rewind != nil {
+				t.rewind.err = temporal.NewApplicationErrorWithOptions("the rewind was aborted: "+reason, agent.CodeAborted,
+					temporal.ApplicationErrorOptions{NonRetryable: true})
+				t.rewind.done = true
+				return AbortResult{Turn: t.id}, nil
+			}
 			if t.compact != nil {
 				t.compact.err = temporal.NewApplicationErrorWithOptions("the compaction was aborted: "+reason, agent.CodeAborted,
 					temporal.ApplicationErrorOptions{NonRetryable: true})

@@ -135,6 +135,7 @@ func (a *Agent) updateTurn(ctx context.Context, scope agent.Scope, prompt agent.
 		Session:       scope.Session,
 		ParentSession: scope.ParentSession,
 		BranchHints:   scope.BranchHints,
+		FromEntry:     scope.FromEntry,
 		TurnsPerRun:   a.TurnsPerRun,
 	})
 	h, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{

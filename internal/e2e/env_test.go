@@ -147,7 +147,7 @@ func (e *env) startWorker() sdkworker.Worker {
 // (ingress.Server.NoAuth): these tests are about turns, not doors, and the
 // serving commands never set NoAuth. auth_test.go covers the doors.
 func (e *env) ingress() *httptest.Server {
-	srv := &ingress.Server{Agent: e.agent, NoAuth: true, Control: e.agent, Attacher: e.agent}
+	srv := &ingress.Server{Agent: e.agent, NoAuth: true, Control: e.agent, Attacher: e.agent, Sessions: e.agent}
 	srv.SetReady(true)
 	hs := httptest.NewServer(srv.Handler())
 	e.t.Cleanup(hs.Close)

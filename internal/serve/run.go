@@ -170,5 +170,5 @@ func (p *Parts) warn(msg string) {
 
 // ingressFor returns the HTTP server for a.
 func (p *Parts) ingressFor(a *durable.Agent) *ingress.Server {
-	return &ingress.Server{Agent: a, Control: a, Attacher: a, Logger: p.Config.Logger}
+	return &ingress.Server{Agent: a, Control: a, Attacher: a, Sessions: a, Logger: p.Config.Logger}
 }

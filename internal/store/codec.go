@@ -91,6 +91,10 @@ func canonical(e transcript.Entry) transcript.Entry {
 		c := *e.Compaction
 		e.Compaction = &c
 	}
+	if e.BranchSummary != nil {
+		b := *e.BranchSummary
+		e.BranchSummary = &b
+	}
 	if e.Custom != nil {
 		c := *e.Custom
 		c.Data = canonicalRaw(c.Data)

@@ -224,6 +224,43 @@ func (p *Postgres) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	return out, nil
 }
 
+// ListSessions implements Store.
+func (p *Postgres) ListSessions(ctx context.Context, q SessionQuery) (SessionPage, error) {
+	args, limit, err := listArgs(q)
+	if err != nil {
+		return SessionPage{}, err
+	}
+	query := listQuery(postgresTable, postgresTurns, postgresOwners, func(n int) string {
+		switch n {
+		case 1, 2:
+			return fmt.Sprintf("$%d::text", n)
+		case 3, 4:
+			return fmt.Sprintf("$%d::bigint", n)
+		}
+		return fmt.Sprintf("$%d", n)
+	})
+	rows, err := p.pool.Query(ctx, query, args...)
+	if err != nil {
+		return SessionPage{}, fmt.Errorf("store: postgres: list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []listRow
+	for rows.Next() {
+		var r listRow
+		var n, turns int64
+		if err := rows.Scan(&r.info.Session, &n, &r.info.Leaf, &r.info.Updated, &r.seq, &r.info.Owner, &turns); err != nil {
+			return SessionPage{}, fmt.Errorf("store: postgres: list sessions: %w", err)
+		}
+		r.info.Entries, r.info.Turns = int(n), int(turns)
+		r.info.Updated = r.info.Updated.UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return SessionPage{}, fmt.Errorf("store: postgres: list sessions: %w", err)
+	}
+	return pageOf(out, limit), nil
+}
+
 // RecordTurn implements Store.
 func (p *Postgres) RecordTurn(ctx context.Context, session string, rec TurnRecord) error {
 	if err := validTurn(session, rec); err != nil {

@@ -236,6 +236,33 @@ func (s *SQLite) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	return out, nil
 }
 
+// ListSessions implements Store.
+func (s *SQLite) ListSessions(ctx context.Context, q SessionQuery) (SessionPage, error) {
+	args, limit, err := listArgs(q)
+	if err != nil {
+		return SessionPage{}, err
+	}
+	rows, err := s.db.QueryContext(ctx, listQuery("entries", "turns", "owners", func(int) string { return "?" }), args...)
+	if err != nil {
+		return SessionPage{}, fmt.Errorf("store: sqlite: list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []listRow
+	for rows.Next() {
+		var r listRow
+		var updated int64
+		if err := rows.Scan(&r.info.Session, &r.info.Entries, &r.info.Leaf, &updated, &r.seq, &r.info.Owner, &r.info.Turns); err != nil {
+			return SessionPage{}, fmt.Errorf("store: sqlite: list sessions: %w", err)
+		}
+		r.info.Updated = time.Unix(0, updated).UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return SessionPage{}, fmt.Errorf("store: sqlite: list sessions: %w", err)
+	}
+	return pageOf(out, limit), nil
+}
+
 // RecordTurn implements Store.
 func (s *SQLite) RecordTurn(ctx context.Context, session string, rec TurnRecord) error {
 	if err := validTurn(session, rec); err != nil {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/fastagent/fastagent/internal/transcript"
@@ -35,7 +36,34 @@ type SessionInfo struct {
 	Entries int       `json:"entries"`
 	Leaf    string    `json:"leaf"`
 	Updated time.Time `json:"updated"`
+	// Owner is the principal recorded as the session's owner ("" none);
+	// Turns counts its recorded turns. ListSessions fills both.
+	Owner string `json:"owner,omitempty"`
+	Turns int    `json:"turns"`
 }
+
+// SessionQuery selects a page of ListSessions.
+type SessionQuery struct {
+	// Owner keeps only the sessions this principal owns; "" keeps all.
+	Owner string
+	// Limit bounds the page (0: DefaultSessionPage; at most MaxSessionPage).
+	Limit int
+	// Cursor is the previous page's NextCursor ("" the first page).
+	Cursor string
+}
+
+// SessionPage is one page of ListSessions, most recently updated first.
+type SessionPage struct {
+	Sessions []SessionInfo `json:"sessions"`
+	// NextCursor continues the listing; "" on the last page.
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// Page sizes of ListSessions.
+const (
+	DefaultSessionPage = 50
+	MaxSessionPage     = 500
+)
 
 // Store is a session store. Implementations are safe for concurrent use by
 // several goroutines and several processes.
@@ -56,6 +84,9 @@ type Store interface {
 	Leaf(ctx context.Context, session string) (string, error)
 	// Sessions lists sessions, most recently updated first.
 	Sessions(ctx context.Context) ([]SessionInfo, error)
+	// ListSessions lists a page of sessions, most recently updated first,
+	// with their owners and recorded turn counts. A bad cursor is an error.
+	ListSessions(ctx context.Context, q SessionQuery) (SessionPage, error)
 	// RecordTurn keeps a finished turn under its idempotency key. The first
 	// write for a key wins; a retried write is a no-op.
 	RecordTurn(ctx context.Context, session string, rec TurnRecord) error
@@ -230,4 +261,64 @@ func validReply(session, turn, ref string) error {
 // replyNotFound wraps ErrNotFound with the turn and session it is about.
 func replyNotFound(session, turn string) error {
 	return fmt.Errorf("%w: no reply recorded for turn %q in session %q", ErrNotFound, turn, session)
+}
+
+// listQuery is the ListSessions query for a driver: entries, turns and
+// owners tables, and ph(n) the driver's n-th placeholder. Parameters:
+// owner (twice), cursor seq (twice; 0 = from the newest), limit + 1.
+func listQuery(entries, turns, owners string, ph func(int) string) string {
+	return `
+SELECT t.session, t.n, t.id, t.created_at, t.seq, COALESCE(o.principal, ''),
+	(SELECT COUNT(*) FROM ` + turns + ` tr WHERE tr.session = t.session)
+FROM (
+	SELECT session, id, seq, created_at,
+		COUNT(*) OVER (PARTITION BY session) AS n,
+		ROW_NUMBER() OVER (PARTITION BY session ORDER BY seq DESC) AS rn
+	FROM ` + entries + `
+) t LEFT JOIN ` + owners + ` o ON o.session = t.session
+WHERE t.rn = 1 AND (` + ph(1) + ` = '' OR o.principal = ` + ph(2) + `)
+	AND (` + ph(3) + ` = 0 OR t.seq < ` + ph(4) + `)
+ORDER BY t.seq DESC LIMIT ` + ph(5)
+}
+
+// listArgs validates q and returns listQuery's parameters and the page size.
+func listArgs(q SessionQuery) ([]any, int, error) {
+	limit := q.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultSessionPage
+	case limit < 0 || limit > MaxSessionPage:
+		return nil, 0, fmt.Errorf("store: list sessions: limit %d is outside 1..%d", limit, MaxSessionPage)
+	}
+	var after int64
+	if q.Cursor != "" {
+		n, err := strconv.ParseInt(q.Cursor, 36, 64)
+		if err != nil || n <= 0 {
+			return nil, 0, fmt.Errorf("%w: %q is not a cursor this store returned", ErrBadCursor, q.Cursor)
+		}
+		after = n
+	}
+	return []any{q.Owner, q.Owner, after, after, limit + 1}, limit, nil
+}
+
+// ErrBadCursor is returned by ListSessions for a cursor it did not issue.
+var ErrBadCursor = errors.New("store: bad cursor")
+
+// listRow is one scanned row of listQuery with its seq.
+type listRow struct {
+	info SessionInfo
+	seq  int64
+}
+
+// pageOf cuts the scanned rows (limit + 1 at most) into a page.
+func pageOf(rows []listRow, limit int) SessionPage {
+	p := SessionPage{Sessions: []SessionInfo{}}
+	for i, r := range rows {
+		if i == limit {
+			p.NextCursor = strconv.FormatInt(rows[i-1].seq, 36)
+			break
+		}
+		p.Sessions = append(p.Sessions, r.info)
+	}
+	return p
 }

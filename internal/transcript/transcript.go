@@ -15,6 +15,9 @@ const (
 	// TypeCustom holds runtime facts that are not model context (tool
 	// activations, approvals); see Custom.
 	TypeCustom = "custom"
+	// TypeBranchSummary summarizes a branch the session moved away from (a
+	// rewind); it enters the model context as a user message.
+	TypeBranchSummary = "branch_summary"
 )
 
 // Message roles.
@@ -44,6 +47,28 @@ type Entry struct {
 	Message    *Message    `json:"message,omitempty"`
 	Compaction *Compaction `json:"compaction,omitempty"`
 	Custom     *Custom     `json:"custom,omitempty"`
+	// BranchSummary is set on TypeBranchSummary entries.
+	BranchSummary *BranchSummary `json:"branchSummary,omitempty"`
+}
+
+// BranchSummary says what was tried on an abandoned branch, pi's
+// branch_summary: FromID is the leaf the session moved away from.
+type BranchSummary struct {
+	FromID  string `json:"fromId"`
+	Summary string `json:"summary"`
+}
+
+// BranchSummaryPrefix and BranchSummarySuffix wrap a branch summary given to
+// the model (pi's wording).
+const (
+	BranchSummaryPrefix = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+	BranchSummarySuffix = "\n</summary>"
+)
+
+// BranchSummaryMessage is the user message a branch summary entry becomes
+// in the model context.
+func BranchSummaryMessage(b BranchSummary) Message {
+	return Message{Role: RoleUser, Text: BranchSummaryPrefix + b.Summary + BranchSummarySuffix}
 }
 
 // Message is a user prompt, an assistant reply or a tool result.
@@ -150,8 +175,16 @@ func ContextOf(branch []Entry) (msgs []Message, fresh int) {
 		fresh = 1
 	}
 	for i, e := range branch[start:] {
-		if e.Type == TypeMessage && e.Message != nil {
-			out = append(out, *e.Message)
+		var m *Message
+		switch {
+		case e.Type == TypeMessage && e.Message != nil:
+			m = e.Message
+		case e.Type == TypeBranchSummary && e.BranchSummary != nil:
+			bm := BranchSummaryMessage(*e.BranchSummary)
+			m = &bm
+		}
+		if m != nil {
+			out = append(out, *m)
 			if start+i < at {
 				fresh = len(out)
 			}

@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NewSession", testNewSession},
 		{"SessionIsolation", testSessionIsolation},
 		{"Sessions", testSessions},
+		{"ListSessions", testListSessions},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"OddSessionIDs", testOddSessionIDs},
 		{"InvalidAppend", testInvalidAppend},
@@ -806,6 +807,94 @@ func testReplies(t *testing.T, s store.Store) {
 	for _, bad := range [][3]string{{"", "t", "r"}, {"A", "", "r"}, {"A", "t", ""}} {
 		if err := s.SaveReply(ctx, bad[0], bad[1], bad[2]); err == nil {
 			t.Errorf("SaveReply(%q, %q, %q) succeeded, want an error", bad[0], bad[1], bad[2])
+		}
+	}
+}
+
+func testListSessions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	// s1..s5 appended in order (s5 newest); alice owns s1, s3, s5; s2 has
+	// two recorded turns.
+	for i := 1; i <= 5; i++ {
+		id := fmt.Sprintf("s%d", i)
+		if err := s.Append(ctx, id, msg(id+"-a", "", "a"), msg(id+"-b", id+"-a", "b")); err != nil {
+			t.Fatalf("Append(%s): %v", id, err)
+		}
+		if i%2 == 1 {
+			if _, err := s.ClaimSession(ctx, id, "alice"); err != nil {
+				t.Fatalf("ClaimSession(%s): %v", id, err)
+			}
+		}
+	}
+	for _, k := range []string{"k1", "k2"} {
+		if err := s.RecordTurn(ctx, "s2", store.TurnRecord{Key: k, Outcome: json.RawMessage(`{}`), Finished: base}); err != nil {
+			t.Fatalf("RecordTurn: %v", err)
+		}
+	}
+	walk := func(q store.SessionQuery) []store.SessionInfo {
+		t.Helper()
+		var all []store.SessionInfo
+		for pages := 0; ; pages++ {
+			p, err := s.ListSessions(ctx, q)
+			if err != nil {
+				t.Fatalf("ListSessions(%+v): %v", q, err)
+			}
+			if q.Limit > 0 && len(p.Sessions) > q.Limit {
+				t.Fatalf("ListSessions(%+v) returned %d sessions, over the limit", q, len(p.Sessions))
+			}
+			all = append(all, p.Sessions...)
+			if p.NextCursor == "" || pages > 10 {
+				return all
+			}
+			q.Cursor = p.NextCursor
+		}
+	}
+	ids := func(list []store.SessionInfo) string {
+		var out []string
+		for _, si := range list {
+			out = append(out, si.Session)
+		}
+		return strings.Join(out, ",")
+	}
+	cases := []struct {
+		name string
+		q    store.SessionQuery
+		want string
+	}{
+		{"all in one page", store.SessionQuery{}, "s5,s4,s3,s2,s1"},
+		{"pages of two", store.SessionQuery{Limit: 2}, "s5,s4,s3,s2,s1"},
+		{"exact pages", store.SessionQuery{Limit: 5}, "s5,s4,s3,s2,s1"},
+		{"owner", store.SessionQuery{Owner: "alice"}, "s5,s3,s1"},
+		{"owner in pages of one", store.SessionQuery{Owner: "alice", Limit: 1}, "s5,s3,s1"},
+		{"nobody's", store.SessionQuery{Owner: "bob"}, ""},
+	}
+	for _, c := range cases {
+		if got := ids(walk(c.q)); got != c.want {
+			t.Errorf("%s: sessions %q, want %q", c.name, got, c.want)
+		}
+	}
+	p, err := s.ListSessions(ctx, store.SessionQuery{Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.NextCursor != "" {
+		t.Errorf("a last full page has cursor %q, want none", p.NextCursor)
+	}
+	for _, si := range p.Sessions {
+		wantOwner, wantTurns := "", 0
+		if n := si.Session[1] - '0'; n%2 == 1 {
+			wantOwner = "alice"
+		}
+		if si.Session == "s2" {
+			wantTurns = 2
+		}
+		if si.Owner != wantOwner || si.Turns != wantTurns || si.Entries != 2 || si.Leaf != si.Session+"-b" {
+			t.Errorf("%s: %+v, want owner %q, %d turns, 2 entries, leaf %s-b", si.Session, si, wantOwner, wantTurns, si.Session)
+		}
+	}
+	for _, q := range []store.SessionQuery{{Cursor: "not a cursor!"}, {Limit: -1}, {Limit: store.MaxSessionPage + 1}} {
+		if _, err := s.ListSessions(ctx, q); err == nil {
+			t.Errorf("ListSessions(%+v) = nil error, want one", q)
 		}
 	}
 }

@@ -1,0 +1,195 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// Session statuses ListStatus reports.
+const (
+	// StatusOpen: the session's workflow is running (idle or serving a turn).
+	StatusOpen = "open"
+	// StatusStored: the store holds the session but no workflow was ever
+	// started for it (an import that has not run a turn yet).
+	StatusStored = "stored"
+)
+
+func (a *Agent) needStore() error {
+	if a.Store == nil {
+		return agent.NewError(agent.CodeUnsupportedCapability, "this server has no session store")
+	}
+	return nil
+}
+
+// ListSessions lists a page of sessions from the store.
+func (a *Agent) ListSessions(ctx context.Context, q store.SessionQuery) (store.SessionPage, error) {
+	if err := a.needStore(); err != nil {
+		return store.SessionPage{}, err
+	}
+	p, err := a.Store.ListSessions(ctx, q)
+	if errors.Is(err, store.ErrBadCursor) {
+		return p, &agent.Error{Code: agent.CodeInvalidCommand, Message: err.Error(), Err: err}
+	}
+	return p, err
+}
+
+// Status is a session's workflow status from Temporal visibility: StatusOpen,
+// StatusStored, or the closed run's status ("terminated", "failed", …).
+func (a *Agent) Status(ctx context.Context, session string) (string, error) {
+	d, err := a.Client.DescribeWorkflowExecution(ctx, workflows.WorkflowID(session), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return StatusStored, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("durable: describe session %q: %w", session, err)
+	}
+	st := d.GetWorkflowExecutionInfo().GetStatus()
+	if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return StatusOpen, nil
+	}
+	return strings.ToLower(strings.TrimPrefix(st.String(), "WORKFLOW_EXECUTION_STATUS_")), nil
+}
+
+// CurrentLeaf is the session's leaf: the workflow's own when it answers,
+// else the last recorded turn's, else the newest stored entry.
+func (a *Agent) CurrentLeaf(ctx context.Context, session string) (string, error) {
+	if v, err := a.State(ctx, session); err == nil {
+		return v.Leaf, nil
+	} else if agent.CodeOf(err) != agent.CodeNoSuchSession {
+		return "", err
+	}
+	if out, err := a.lastTurnLeaf(ctx, session); err != nil || out != "" {
+		return out, err
+	}
+	return a.Store.Leaf(ctx, session)
+}
+
+func (a *Agent) lastTurnLeaf(ctx context.Context, session string) (string, error) {
+	last, err := a.Store.LastTurn(ctx, session)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	out, err := lookupTurn(ctx, a.Store, session, last.Key)
+	if err != nil {
+		return "", err
+	}
+	return out.Leaf, nil
+}
+
+// Transcript returns the session's leaf and its current branch (root
+// first), or every entry in append order when tree is set.
+func (a *Agent) Transcript(ctx context.Context, session string, tree bool) (string, []transcript.Entry, error) {
+	if err := a.needStore(); err != nil {
+		return "", nil, err
+	}
+	leaf, err := a.CurrentLeaf(ctx, session)
+	if err != nil {
+		return "", nil, err
+	}
+	if tree {
+		es, err := a.Store.Entries(ctx, session)
+		return leaf, es, err
+	}
+	if leaf == "" {
+		return "", []transcript.Entry{}, nil
+	}
+	es, err := a.Store.Branch(ctx, session, leaf)
+	return leaf, es, err
+}
+
+// HasEntry reports whether session holds entry.
+func (a *Agent) HasEntry(ctx context.Context, session, entry string) (bool, error) {
+	if err := a.needStore(); err != nil {
+		return false, err
+	}
+	_, err := a.Store.Get(ctx, session, entry)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Import creates session from entries (parents before children): they are
+// stored before any workflow exists, and the session workflow opens at the
+// last one, as it opens a session seeded from a parent. A session that
+// has entries or a workflow is CodeSessionExists, and nothing is written.
+func (a *Agent) Import(ctx context.Context, session string, entries []transcript.Entry) error {
+	if err := a.needStore(); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return agent.NewError(agent.CodeInvalidCommand, "the session file holds no entries")
+	}
+	leaf, err := a.Store.Leaf(ctx, session)
+	if err != nil {
+		return err
+	}
+	st, err := a.Status(ctx, session)
+	if err != nil {
+		return err
+	}
+	if leaf != "" || st != StatusStored {
+		return agent.NewError(agent.CodeSessionExists, fmt.Sprintf("session %q exists; import it under another ID (--as)", session))
+	}
+	return a.Store.Append(ctx, session, entries...)
+}
+
+// Rewind moves the session's leaf to entry between turns (UpdateRewind).
+func (a *Agent) Rewind(ctx context.Context, session, entry string) (workflows.RewindResult, error) {
+	var res workflows.RewindResult
+	err := a.update(ctx, session, workflows.UpdateRewind, workflows.RewindRequest{Entry: entry}, &res)
+	return res, err
+}
+
+// FollowUp queues text as a turn (idempotency key key) behind the session's
+// current one and returns once the session accepted it, without waiting
+// for it to run; Attach follows it.
+func (a *Agent) FollowUp(ctx context.Context, session, key, text string) error {
+	start := a.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       workflows.WorkflowID(session),
+		TaskQueue:                a.taskQueue(),
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            "session " + session,
+	}, workflows.SessionWorkflowType, workflows.SessionInput{Session: session, TurnsPerRun: a.TurnsPerRun})
+	h, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     key,
+			UpdateName:   workflows.UpdateTurn,
+			Args:         []any{workflows.TurnRequest{Prompt: agent.Prompt{Text: text}, Source: "followup"}},
+			WaitForStage: client.WorkflowUpdateStageAccepted,
+		},
+	})
+	if err == nil {
+		// A rejected update comes back settled; an accepted one would
+		// wait for the turn, so its outcome is not asked for.
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		var app *temporal.ApplicationError
+		if gerr := h.Get(done, nil); errors.As(gerr, &app) {
+			err = gerr
+		}
+	}
+	var exhausted *serviceerror.ResourceExhausted
+	if errors.As(err, &exhausted) {
+		return agent.NewError(agent.CodeSessionBusy, "session busy: too many turns in flight; retry later")
+	}
+	return controlError(session, err)
+}
