@@ -20,6 +20,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+
+	"github.com/fastagent/fastagent/internal/secretenv"
 )
 
 // readOnlyPaths are the workspace entries tools may read but not change:
@@ -66,6 +68,10 @@ func ForWorkspace(dir string) Policy {
 	for _, name := range hiddenPaths {
 		p.Hidden = append(p.Hidden, filepath.Join(dir, name))
 	}
+	// Files the worker's secret variables name (a codec key file, a GitHub
+	// App private key, a TLS key, a token file) are covered too, wherever
+	// they live.
+	p.Hidden = append(p.Hidden, secretenv.Files(os.Environ())...)
 	return p
 }
 

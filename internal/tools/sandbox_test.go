@@ -260,3 +260,25 @@ func TestBashHonoursProtectedPaths(t *testing.T) {
 		t.Fatalf("control: persona.md = %q", b)
 	}
 }
+
+// A file a worker's secret variable names (a GitHub App private key, a codec
+// key file, a TLS key) is unreadable from bash wherever it lives; the
+// unsandboxed control reads it.
+func TestBashCannotReadSecretFiles(t *testing.T) {
+	canary := requireSandbox(t)
+	for _, name := range []string{"GITHUB_APP_PRIVATE_KEY_FILE", "FASTAGENT_CODEC_KEY_FILE", "TEMPORAL_TLS_KEY"} {
+		t.Run(name, func(t *testing.T) {
+			keyFile := filepath.Join(t.TempDir(), "key.pem")
+			writeFile(t, keyFile, "-----BEGIN PRIVATE KEY-----\n"+canary+"\n")
+			t.Setenv(name, keyFile)
+			bash := testTools(Options{})[NameBash]
+			cmd := map[string]any{"command": "cat " + keyFile}
+			if r := run(t, bash, sandboxWorkspace(t, canary), cmd); strings.Contains(r.Content, canary) {
+				t.Errorf("sandboxed bash reads the file %s names:\n%s", name, r.Content)
+			}
+			if r := runUnsandboxed(t, bash, sandboxWorkspace(t, canary), cmd); !strings.Contains(r.Content, canary) {
+				t.Errorf("control: unsandboxed bash cannot read %s, so the test proves nothing:\n%s", keyFile, r.Content)
+			}
+		})
+	}
+}

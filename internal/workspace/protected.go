@@ -2,9 +2,8 @@ package workspace
 
 import (
 	"path/filepath"
-	"slices"
-	"strings"
 
+	"github.com/fastagent/fastagent/internal/secretenv"
 	"github.com/fastagent/fastagent/internal/tools"
 )
 
@@ -67,41 +66,7 @@ func ruleReason(rel string) string {
 	return "it is part of the agent's definition"
 }
 
-// secretEnvNames are the worker's own secrets by exact name.
-var secretEnvNames = []string{
-	"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-	"AZURE_OPENAI_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "OPENROUTER_API_KEY",
-	"TEMPORAL_API_KEY", "TEMPORAL_TLS", "FASTAGENT_STORE", "FASTAGENT_API_TOKEN", "FASTAGENT_API_TOKENS",
-	"FASTAGENT_API_TOKENS_FILE", "DATABASE_URL", "PGPASSWORD",
-	"NATS_TOKEN", "NATS_CREDS", "NATS_USER", "NATS_PASSWORD", "NATS_NKEY", "NATS_URL",
-	"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-}
-
-// secretEnvPrefixes and secretEnvSuffixes catch the rest by shape.
-var (
-	secretEnvPrefixes = []string{"TEMPORAL_TLS_", "FASTAGENT_STORE_", "FASTAGENT_API_TOKEN", "FASTAGENT_NATS_", "NATS_"}
-	secretEnvSuffixes = []string{"_API_KEY", "_APIKEY", "_SECRET", "_SECRET_KEY", "_TOKEN", "_TOKENS", "_PASSWORD", "_DSN", "_CREDS", "_CREDENTIALS", "_PRIVATE_KEY"}
-)
-
 // IsSecretEnv reports whether name looks like one of the worker's own
-// secrets: a model provider key, Temporal credentials, the session store
-// DSN, the API tokens, NATS credentials, or any name ending in _API_KEY,
-// _SECRET, _TOKEN, _PASSWORD, _DSN, _CREDS and the like. Such names are kept
-// from tools unless allowSecretEnv lists them.
-func IsSecretEnv(name string) bool {
-	n := strings.ToUpper(name)
-	if slices.Contains(secretEnvNames, n) {
-		return true
-	}
-	for _, p := range secretEnvPrefixes {
-		if strings.HasPrefix(n, p) {
-			return true
-		}
-	}
-	for _, s := range secretEnvSuffixes {
-		if strings.HasSuffix(n, s) {
-			return true
-		}
-	}
-	return false
-}
+// secrets (secretenv.IsSecret): such names are kept from tools unless
+// allowSecretEnv lists them.
+func IsSecretEnv(name string) bool { return secretenv.IsSecret(name) }

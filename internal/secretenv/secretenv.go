@@ -1,0 +1,91 @@
+// Package secretenv recognises the worker's own secrets among environment
+// variable names, and the secret files such variables point at, so that
+// tools can be kept from both (see DESIGN.md, "Security model").
+package secretenv
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// names are the worker's own secrets by exact name.
+var names = []string{
+	"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+	"AZURE_OPENAI_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "OPENROUTER_API_KEY",
+	"TEMPORAL_API_KEY", "TEMPORAL_TLS", "FASTAGENT_STORE", "FASTAGENT_API_TOKEN", "FASTAGENT_API_TOKENS",
+	"FASTAGENT_API_TOKENS_FILE", "FASTAGENT_TOKENS_FILE", "DATABASE_URL", "PGPASSWORD",
+	"NATS_TOKEN", "NATS_CREDS", "NATS_USER", "NATS_PASSWORD", "NATS_NKEY", "NATS_URL",
+	"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+}
+
+// prefixes and suffixes catch the rest by shape.
+var (
+	prefixes = []string{"TEMPORAL_TLS_", "FASTAGENT_STORE_", "FASTAGENT_API_TOKEN", "FASTAGENT_NATS_", "FASTAGENT_CODEC_", "NATS_"}
+	suffixes = []string{"_API_KEY", "_APIKEY", "_SECRET", "_SECRET_KEY", "_TOKEN", "_TOKENS", "_PASSWORD", "_DSN",
+		"_CREDS", "_CREDENTIALS", "_PRIVATE_KEY", "_ENCRYPT_KEY"}
+)
+
+// IsSecret reports whether name looks like one of the worker's own secrets:
+// a model provider key, Temporal credentials, the session store DSN, the API
+// tokens, codec keys, NATS credentials, any name ending in _API_KEY,
+// _SECRET, _TOKEN, _PASSWORD, _DSN, _CREDS, _PRIVATE_KEY and the like, and
+// <secret>_FILE, the path of a file holding one.
+func IsSecret(name string) bool {
+	n := strings.ToUpper(name)
+	if slices.Contains(names, n) {
+		return true
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	for _, s := range suffixes {
+		if strings.HasSuffix(n, s) {
+			return true
+		}
+	}
+	if stem, ok := strings.CutSuffix(n, "_FILE"); ok && stem != "" {
+		return IsSecret(stem)
+	}
+	return false
+}
+
+// Files returns the absolute paths of existing files that secret variables
+// of environ ("NAME=value" pairs) name — a key file, a token file, a TLS
+// private key — so that a sandbox can hide them from tools. A value counts
+// when the variable is secret (IsSecret) and ends in _FILE, or is one of
+// Temporal's TLS key and certificate paths; values that are not absolute
+// paths of regular files are skipped.
+func Files(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || val == "" || !IsSecret(name) {
+			continue
+		}
+		n := strings.ToUpper(name)
+		if !strings.HasSuffix(n, "_FILE") && !strings.HasPrefix(n, "TEMPORAL_TLS_") {
+			continue
+		}
+		if !filepath.IsAbs(val) {
+			abs, err := filepath.Abs(val)
+			if err != nil {
+				continue
+			}
+			val = abs
+		}
+		if real, err := filepath.EvalSymlinks(val); err == nil {
+			val = real
+		}
+		if st, err := os.Stat(val); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		if !slices.Contains(out, val) {
+			out = append(out, val)
+		}
+	}
+	return out
+}
