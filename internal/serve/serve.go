@@ -73,6 +73,9 @@ type Config struct {
 	// WorkerStopTimeout bounds how long a stopping worker lets running
 	// activities finish (0: worker.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
+	// Versioning places the worker in a Temporal Worker Deployment
+	// (FASTAGENT_DEPLOYMENT, FASTAGENT_BUILD_ID); zero: unversioned.
+	Versioning worker.Versioning
 	// Tools are Go tools registered by a library user.
 	Tools []agent.Tool
 	// Hooks are Go hooks run on the worker around model and tool calls.
@@ -263,7 +266,8 @@ func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
 		icpt = append(icpt, p.Config.Metrics.Interceptor())
 	}
 	w, err := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts,
-		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: p.Config.Dir, Interceptors: icpt})
+		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: p.Config.Dir, Interceptors: icpt,
+		Versioning: p.Config.Versioning})
 	if err != nil {
 		return nil, err
 	}
