@@ -274,7 +274,26 @@ func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
+	p.checkCurrentVersion(c)
 	return w, nil
+}
+
+// checkCurrentVersion warns when a versioned worker's deployment has no
+// current version: until one is set, no workflow task reaches the worker.
+func (p *Parts) checkCurrentVersion(c client.Client) {
+	v := p.Config.Versioning
+	if !v.Enabled() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := c.WorkerDeploymentClient().GetHandle(v.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	if err == nil && d.Info.RoutingConfig.CurrentVersion != nil {
+		return
+	}
+	ver := v.Version()
+	p.warn(fmt.Sprintf("worker deployment %q has no current version yet: this worker (build %s) gets no workflow tasks until one is set — run `fastagent rollout --deployment %s --build-id %s`",
+		ver.DeploymentName, ver.BuildID, ver.DeploymentName, ver.BuildID))
 }
 
 // Agent returns the durable agent the ingress serves.
