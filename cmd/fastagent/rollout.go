@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
@@ -16,6 +17,7 @@ func rolloutCommand(g *globals) *cobra.Command {
 	f := &temporalFlags{}
 	var deployment, buildID string
 	var moveOnly bool
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "rollout --build-id ID",
 		Short: "Make a worker version current and move running sessions onto it (rollout and rollback)",
@@ -45,11 +47,15 @@ func rolloutCommand(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "current version: %s:%s\n", deployment, buildID)
 			}
-			n, err := worker.MoveToCurrent(ctx, c, f.taskQueue)
+			res, err := worker.MoveToCurrent(ctx, c, worker.MoveOptions{Deployment: deployment, TaskQueue: f.taskQueue, Wait: wait})
 			if err != nil {
 				return failure("%w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "woke %d running session and chat workflows; those on another version move at their next idle point\n", n)
+			fmt.Fprintf(cmd.OutOrStdout(), "moving to %s: %d upgrade signals sent; %d workflows still on another version (busy: they move at their next idle point)\n",
+				res.Current, res.Signals, len(res.Behind))
+			for _, id := range res.Behind {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", id)
+			}
 			return nil
 		},
 	}
@@ -58,6 +64,7 @@ func rolloutCommand(g *globals) *cobra.Command {
 	fl.StringVar(&f.taskQueue, "task-queue", envOr("FASTAGENT_TASK_QUEUE", "fastagent"), "Temporal task queue [FASTAGENT_TASK_QUEUE]")
 	fl.StringVar(&deployment, "deployment", os.Getenv("FASTAGENT_DEPLOYMENT"), "Worker Deployment name [FASTAGENT_DEPLOYMENT]")
 	fl.StringVar(&buildID, "build-id", os.Getenv("FASTAGENT_BUILD_ID"), "build ID to make current [FASTAGENT_BUILD_ID]")
+	fl.DurationVar(&wait, "wait", time.Minute, "how long to keep waking sessions not yet on the current version")
 	fl.BoolVar(&moveOnly, "move-only", false, "only wake running sessions (the current version was set elsewhere)")
 	return cmd
 }

@@ -115,8 +115,9 @@ func TestTLSFrontendWithClientCertificates(t *testing.T) {
 	other := newPKI(t, "someone-else")
 
 	srv, err := devserver.Start(devserver.Options{
-		UIPort:    -1,
-		LogWriter: logSink(t.TempDir()),
+		DatabaseFile: filepath.Join(t.TempDir(), "temporal.db"),
+		UIPort:       -1,
+		LogWriter:    logSink(t.TempDir()),
 		TLS: &devserver.TLS{CertFile: srvCert, KeyFile: srvKey, CAFile: ca.CAFile, ServerName: serverName,
 			ClientCAFile: ca.CAFile},
 	})

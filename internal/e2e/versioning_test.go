@@ -165,15 +165,17 @@ func TestRolloutMovesSessionsAtContinueAsNew(t *testing.T) {
 
 	_, logB := e.startVersioned(deployment, "build-b")
 	e.setCurrent(deployment, "build-b")
-	n, err := worker.MoveToCurrent(context.Background(), e.client, e.queue)
+	res, err := worker.MoveToCurrent(context.Background(), e.client, worker.MoveOptions{Deployment: deployment, TaskQueue: e.queue, Wait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n < len(sessions) {
-		t.Fatalf("MoveToCurrent signalled %d workflows, want at least %d", n, len(sessions))
+	t.Logf("move: %+v", res)
+	if res.Current != deployment+":build-b" || len(res.Behind) != 0 || res.Signals < len(sessions) {
+		t.Fatalf("MoveToCurrent = %+v, want every session on build-b", res)
 	}
-	// Every session continues as new onto B while idle: A drains.
-	deadline := time.Now().Add(60 * time.Second)
+	// Every session continued as new onto B while idle: A is drained.
+	// (A new run names its version once its first workflow task completed.)
+	deadline := time.Now().Add(30 * time.Second)
 	for _, s := range sessions {
 		for {
 			run, build := e.runOn(s)
