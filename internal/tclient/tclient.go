@@ -143,7 +143,8 @@ func hint(err error, c Config, useTLS bool) string {
 	switch {
 	case strings.Contains(msg, "unknown authority"):
 		return "the server's certificate is not signed by a CA this process trusts: set TEMPORAL_TLS_CA to the PEM bundle of the CA that signed it"
-	case strings.Contains(msg, "certificate is valid for") || strings.Contains(msg, "certificate is not valid for"):
+	case strings.Contains(msg, "certificate is valid for") || strings.Contains(msg, "certificate is not valid for") ||
+		strings.Contains(msg, "doesn't contain any IP SANs"):
 		return "the server's certificate does not name the address dialled: set TEMPORAL_TLS_SERVER_NAME to a name it holds"
 	case strings.Contains(msg, "certificate required") || strings.Contains(msg, "bad certificate"):
 		if c.TLSCertFile == "" {

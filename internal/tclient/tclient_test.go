@@ -55,6 +55,7 @@ func TestHintNamesTheSetting(t *testing.T) {
 	}{
 		{"x509: certificate signed by unknown authority", Config{}, true, "TEMPORAL_TLS_CA"},
 		{"x509: certificate is valid for temporal.internal, not 127.0.0.1", Config{}, true, "TEMPORAL_TLS_SERVER_NAME"},
+		{"x509: cannot validate certificate for 127.0.0.1 because it doesn't contain any IP SANs", Config{}, true, "TEMPORAL_TLS_SERVER_NAME"},
 		{"remote error: tls: certificate required", Config{}, true, "set TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY"},
 		{"remote error: tls: bad certificate", Config{TLSCertFile: "c"}, true, "refused the client certificate"},
 		{"tls: first record does not look like a TLS handshake", Config{}, true, "speaks plaintext"},
