@@ -45,6 +45,9 @@ type Options struct {
 	WorkspaceDir string
 	// Interceptors are added to the SDK worker (metrics).
 	Interceptors []interceptor.WorkerInterceptor
+	// Versioning places the worker in a Worker Deployment (zero value:
+	// unversioned).
+	Versioning Versioning
 }
 
 // HeartbeatThrottle is the longest a heartbeat is held back by the SDK. An
@@ -68,6 +71,9 @@ const DefaultStopTimeout = 30 * time.Second
 // Schedule.Fire activity included). Options.Activities is required. Start
 // the worker with Run or Start.
 func New(c client.Client, opts Options) (sdkworker.Worker, error) {
+	if err := opts.Versioning.validate(); err != nil {
+		return nil, err
+	}
 	if opts.Activities == nil || opts.Activities.Feed == nil && opts.Schedules == nil {
 		return nil, errors.New("worker: Options.Activities (with its Feed) is required: a worker registers every activity its workflows call")
 	}
@@ -94,6 +100,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
 		WorkerStopTimeout:                       stopTimeout,
 		Interceptors:                            opts.Interceptors,
+		DeploymentOptions:                       opts.Versioning.deploymentOptions(),
 	})
 	firer := opts.Schedules
 	if firer == nil {

@@ -234,6 +234,7 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 	}
 	msgs := workflow.GetSignalChannel(ctx, SignalChatMessage)
 	done := workflow.GetSignalChannel(ctx, SignalTurnDone)
+	upgrade := workflow.GetSignalChannel(ctx, SignalUpgrade)
 	handled := 0
 	for {
 		sel := workflow.NewSelector(ctx)
@@ -247,13 +248,18 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 			ch.Receive(ctx, &d)
 			c.onTurnDone(d)
 		})
+		sel.AddReceive(upgrade, func(ch workflow.ReceiveChannel, _ bool) {
+			// Only the workflow task matters: it reports a moved target.
+			ch.Receive(ctx, nil)
+		})
 		sel.Select(ctx)
 		handled++
 		limit := chatSignalsPerRun
 		if in.SignalsPerRun > 0 {
 			limit = in.SignalsPerRun
 		}
-		if handled >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		info := workflow.GetInfo(ctx)
+		if handled >= limit || info.GetContinueAsNewSuggested() || info.GetTargetWorkerDeploymentVersionChanged() {
 			// Drain what has arrived, then start a fresh history with the
 			// state only.
 			for {
@@ -270,7 +276,7 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 				break
 			}
 			st := c.st
-			return workflow.NewContinueAsNewError(ctx, ChatWorkflowType, ChatInput{Kind: c.in.Kind, Chat: c.in.Chat, State: &st, SignalsPerRun: in.SignalsPerRun})
+			return workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, ChatWorkflowType, ChatInput{Kind: c.in.Kind, Chat: c.in.Chat, State: &st, SignalsPerRun: in.SignalsPerRun})
 		}
 	}
 }

@@ -39,6 +39,11 @@ const (
 	SignalChatMessage = "message"
 	// SignalTurnDone tells a chat workflow how a turn it routed ended.
 	SignalTurnDone = "turn-done"
+	// SignalUpgrade wakes a session or chat workflow so that it notices a
+	// new current version of its Worker Deployment and, once idle, continues
+	// as new onto it (worker.MoveToCurrent sends it after a rollout). It
+	// carries no payload; without a new version it changes nothing.
+	SignalUpgrade = "upgrade"
 	// QueryState returns a SessionView (a ChatState for a chat workflow).
 	QueryState = "state"
 

@@ -238,6 +238,9 @@ type session struct {
 	// rollover is set once continue-as-new is due: new turns are refused
 	// (session_busy) until the queue drains.
 	rollover bool
+	// moved latches that the Worker Deployment's current version is no
+	// longer this run's (see targetMoved).
+	moved bool
 	// root is the workflow's own context; wake timers hang off it.
 	root       workflow.Context
 	wakeCancel map[string]workflow.CancelFunc
@@ -281,26 +284,27 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		}
 	}
 	s.armWakes(ctx)
+	listenUpgrade(ctx)
 	for {
-		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 }); err != nil {
+		// A new current deployment version ends an idle run at once: the
+		// session's next turn then runs on the new version's workers.
+		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.targetMoved(ctx) }); err != nil {
 			return err
 		}
-		t := s.queue[0]
-		s.queue = s.queue[1:]
-		limit := turnsPerRun
-		if in.TurnsPerRun > 0 {
-			limit = in.TurnsPerRun
-		}
-		switch {
-		case t.rewind != nil:
-			s.runRewind(ctx, t)
-		case t.compact != nil:
-			s.runCompaction(ctx, t)
-		default:
-			s.serve(traced(ctx, t.span), t, limit)
+		if len(s.queue) > 0 {
+			t := s.queue[0]
+			s.queue = s.queue[1:]
+			switch {
+			case t.rewind != nil:
+				s.runRewind(ctx, t)
+			case t.compact != nil:
+				s.runCompaction(ctx, t)
+			default:
+				s.serve(traced(ctx, t.span), t, s.limit())
+			}
 		}
 
-		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= limit {
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) {
 			// Admit no new turns until the queue drains, so that a busy
 			// session still reaches continue-as-new.
 			s.rollover = true
@@ -314,7 +318,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 				return err
 			}
 			if len(s.queue) == 0 {
-				return workflow.NewContinueAsNewError(ctx, SessionWorkflowType, SessionInput{
+				return workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, SessionWorkflowType, SessionInput{
 					Session:           in.Session,
 					TurnsPerRun:       in.TurnsPerRun,
 					IdempotencyWindow: in.IdempotencyWindow,
@@ -334,7 +338,7 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 	// Every turn is recorded, wake-ups included, so any turn can be
 	// attached to and a redelivered key is answered for a day.
 	record := s.durableTurns() && !t.recorded
-	if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit) {
+	if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit || s.targetMoved(ctx)) {
 		// The run ends after this turn: record first, so that the
 		// outcome and continue-as-new share one workflow task and no
 		// turn is refused as busy in between.

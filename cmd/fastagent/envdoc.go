@@ -23,6 +23,8 @@ var processEnv = []struct{ name, what string }{
 	{"TEMPORAL_TLS", "true: TLS without a client certificate"},
 	{"TEMPORAL_TLS_CA", "PEM CA bundle to trust (self-hosted TLS clusters)"},
 	{"TEMPORAL_TLS_SERVER_NAME", "server name to verify in the cluster's certificate"},
+	{"FASTAGENT_DEPLOYMENT", "Temporal Worker Deployment name: the worker runs versioned (default: unversioned)"},
+	{"FASTAGENT_BUILD_ID", "the worker's build ID in that deployment (default: the binary's version or VCS revision)"},
 	{"FASTAGENT_API_TOKEN", "API token: the admin token the ingress accepts; the token invoke/session send"},
 	{"FASTAGENT_API_TOKENS", "API tokens the ingress accepts: principal:rights:sha256hex lines (or ;-separated)"},
 	{"FASTAGENT_SESSION", "default --session of invoke"},

@@ -69,6 +69,7 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		TokensFile: f.tokensFile,
 
 		WorkerStopTimeout: f.stopTimeout,
+		Versioning:        worker.VersioningFromEnv(os.Getenv),
 		Metrics:           metrics.New(),
 		MetricsAddr:       os.Getenv(metrics.EnvAddr),
 	}
@@ -96,6 +97,7 @@ func serveCommands(g *globals) []*cobra.Command {
 		processCommand(g, "ingress", "Run only the HTTP ingress (needs a shared feed: --feed nats://…)", false, true),
 		scheduleCommand(g),
 		fireCommand(g),
+		rolloutCommand(g),
 	}
 }
 

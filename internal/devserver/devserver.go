@@ -54,9 +54,26 @@ type Options struct {
 	Untuned bool
 	// DynamicConfig overrides or adds dynamic config values.
 	DynamicConfig map[string]any
+	// TLS serves the frontend over TLS; nil serves plaintext.
+	TLS *TLS
 	// CodecEndpoint is the codec server the Web UI decodes payloads with
 	// (e.g. http://127.0.0.1:8787/codec); empty shows payloads as stored.
 	CodecEndpoint string
+}
+
+// TLS is the frontend's TLS setup (PEM files). The server's own clients
+// (its system worker, its internal calls to the frontend) trust CAFile,
+// check ServerName and, when client certificates are required, present the
+// server certificate, so it must also be valid for client auth and be
+// signed by a CA in ClientCAFile.
+type TLS struct {
+	CertFile, KeyFile string
+	// CAFile signed CertFile; ServerName is a name in CertFile.
+	CAFile     string
+	ServerName string
+	// ClientCAFile, when set, makes the frontend require client
+	// certificates signed by it (mTLS).
+	ClientCAFile string
 }
 
 // Server is a running embedded Temporal server (and UI).
@@ -182,7 +199,12 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.UIPort > 0 {
 		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
+		var uiTLS uiconfig.TLS
+		if t := opts.TLS; t != nil {
+			uiTLS = uiconfig.TLS{CaFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName, EnableHostVerification: true}
+		}
 		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+			TLS:                 uiTLS,
 			Host:                opts.IP,
 			Port:                opts.UIPort,
 			TemporalGRPCAddress: s.frontendAddr,
@@ -309,6 +331,18 @@ func serverConfig(opts Options, sqlConf *config.SQL) (*config.Config, error) {
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	conf.PublicClient.HostPort = net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.FrontendPort))
+	if t := opts.TLS; t != nil {
+		client := config.ClientTLS{ServerName: t.ServerName, RootCAFiles: []string{t.CAFile}}
+		conf.Global.TLS.Frontend = config.GroupTLS{
+			Server: config.ServerTLS{CertFile: t.CertFile, KeyFile: t.KeyFile},
+			Client: client,
+		}
+		if t.ClientCAFile != "" {
+			conf.Global.TLS.Frontend.Server.ClientCAFiles = []string{t.ClientCAFile}
+			conf.Global.TLS.Frontend.Server.RequireClientAuth = true
+		}
+		conf.Global.TLS.SystemWorker = config.WorkerTLS{CertFile: t.CertFile, KeyFile: t.KeyFile, Client: client}
+	}
 	return &conf, nil
 }
 

@@ -76,6 +76,9 @@ type Config struct {
 	// WorkerStopTimeout bounds how long a stopping worker lets running
 	// activities finish (0: worker.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
+	// Versioning places the worker in a Temporal Worker Deployment
+	// (FASTAGENT_DEPLOYMENT, FASTAGENT_BUILD_ID); zero: unversioned.
+	Versioning worker.Versioning
 	// Tools are Go tools registered by a library user.
 	Tools []agent.Tool
 	// Hooks are Go hooks run on the worker around model and tool calls.
@@ -275,14 +278,34 @@ func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
 		icpt = append(icpt, p.Config.Metrics.Interceptor())
 	}
 	w, err := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts,
-		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: p.Config.Dir, Interceptors: icpt})
+		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: p.Config.Dir, Interceptors: icpt,
+		Versioning: p.Config.Versioning})
 	if err != nil {
 		return nil, err
 	}
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
+	p.checkCurrentVersion(c)
 	return w, nil
+}
+
+// checkCurrentVersion warns when a versioned worker's deployment has no
+// current version: until one is set, no workflow task reaches the worker.
+func (p *Parts) checkCurrentVersion(c client.Client) {
+	v := p.Config.Versioning
+	if !v.Enabled() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := c.WorkerDeploymentClient().GetHandle(v.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	if err == nil && d.Info.RoutingConfig.CurrentVersion != nil {
+		return
+	}
+	ver := v.Version()
+	p.warn(fmt.Sprintf("worker deployment %q has no current version yet: this worker (build %s) gets no workflow tasks until one is set — run `fastagent rollout --deployment %s --build-id %s`",
+		ver.DeploymentName, ver.BuildID, ver.DeploymentName, ver.BuildID))
 }
 
 // Agent returns the durable agent the ingress serves.

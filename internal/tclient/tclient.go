@@ -8,9 +8,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -53,7 +55,8 @@ type Config struct {
 }
 
 // FromEnv fills unset fields from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-// TEMPORAL_API_KEY, TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and TEMPORAL_TLS.
+// TEMPORAL_API_KEY, TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY, TEMPORAL_TLS_CA,
+// TEMPORAL_TLS_SERVER_NAME and TEMPORAL_TLS.
 func (c Config) FromEnv() Config {
 	set := func(v *string, name string) {
 		if *v == "" {
@@ -103,7 +106,9 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 	case c.APIKey != "":
 		opts.Credentials = client.NewAPIKeyStaticCredentials(c.APIKey)
 		opts.ConnectionOptions.TLS = &tls.Config{}
-	case c.TLSCertFile != "" || c.TLSKeyFile != "":
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return nil, errors.New("temporal: TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together: set both (client certificate and its key) or neither")
+	case c.TLSCertFile != "":
 		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("temporal: load client certificate (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY): %w", err)
@@ -131,9 +136,32 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 	defer cancel()
 	cl, err := client.DialContext(dctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("temporal: cannot reach %s (namespace %s): %w; start it with `fastagent dev`, or set --temporal-address / TEMPORAL_ADDRESS", c.Address, c.Namespace, err)
+		return nil, fmt.Errorf("temporal: cannot reach %s (namespace %s): %w; %s", c.Address, c.Namespace, err, hint(err, c, opts.ConnectionOptions.TLS != nil))
 	}
 	return cl, nil
+}
+
+// hint says what to change for a failed dial, reading the TLS failure the
+// error carries.
+func hint(err error, c Config, useTLS bool) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "unknown authority"):
+		return "the server's certificate is not signed by a CA this process trusts: set TEMPORAL_TLS_CA to the PEM bundle of the CA that signed it"
+	case strings.Contains(msg, "certificate is valid for") || strings.Contains(msg, "certificate is not valid for") ||
+		strings.Contains(msg, "doesn't contain any IP SANs"):
+		return "the server's certificate does not name the address dialled: set TEMPORAL_TLS_SERVER_NAME to a name it holds"
+	case strings.Contains(msg, "certificate required") || strings.Contains(msg, "bad certificate"):
+		if c.TLSCertFile == "" {
+			return "the server requires a client certificate (mTLS): set TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY"
+		}
+		return "the server refused the client certificate in TEMPORAL_TLS_CERT (not signed by a CA it trusts, expired, or not for client auth)"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return "TLS is on, but the server speaks plaintext: unset TEMPORAL_TLS / TEMPORAL_TLS_CA / TEMPORAL_TLS_SERVER_NAME, or check the port"
+	case !useTLS && c.APIKey == "":
+		return "start it with `fastagent dev`, or set --temporal-address / TEMPORAL_ADDRESS (a TLS endpoint also needs TEMPORAL_TLS=true, TEMPORAL_TLS_CA, TEMPORAL_API_KEY or TEMPORAL_TLS_CERT/KEY)"
+	}
+	return "check --temporal-address / TEMPORAL_ADDRESS, the namespace and the credentials (TEMPORAL_API_KEY or TEMPORAL_TLS_CERT/KEY)"
 }
 
 func logger(l *slog.Logger) tlog.Logger {

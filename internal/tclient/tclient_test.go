@@ -2,6 +2,7 @@ package tclient
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,5 +33,36 @@ func TestFromEnvReadsTLSSettings(t *testing.T) {
 	c := Config{}.FromEnv()
 	if c.TLSCAFile != "/ca.pem" || c.TLSServerName != "temporal.internal" {
 		t.Fatalf("%+v", c)
+	}
+}
+
+func TestDialRefusesHalfAClientCertificate(t *testing.T) {
+	for _, c := range []Config{{TLSCertFile: "/c.pem"}, {TLSKeyFile: "/c.key"}} {
+		c.Address = "127.0.0.1:1"
+		_, err := Dial(context.Background(), c)
+		if err == nil || !strings.Contains(err.Error(), "TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together") {
+			t.Errorf("%+v: err = %v", c, err)
+		}
+	}
+}
+
+func TestHintNamesTheSetting(t *testing.T) {
+	for _, tc := range []struct {
+		err  string
+		c    Config
+		tls  bool
+		want string
+	}{
+		{"x509: certificate signed by unknown authority", Config{}, true, "TEMPORAL_TLS_CA"},
+		{"x509: certificate is valid for temporal.internal, not 127.0.0.1", Config{}, true, "TEMPORAL_TLS_SERVER_NAME"},
+		{"x509: cannot validate certificate for 127.0.0.1 because it doesn't contain any IP SANs", Config{}, true, "TEMPORAL_TLS_SERVER_NAME"},
+		{"remote error: tls: certificate required", Config{}, true, "set TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY"},
+		{"remote error: tls: bad certificate", Config{TLSCertFile: "c"}, true, "refused the client certificate"},
+		{"tls: first record does not look like a TLS handshake", Config{}, true, "speaks plaintext"},
+		{"connection refused", Config{}, false, "fastagent dev"},
+	} {
+		if got := hint(errors.New(tc.err), tc.c, tc.tls); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: hint %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }

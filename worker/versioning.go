@@ -1,0 +1,114 @@
+package worker
+
+import (
+	"fmt"
+	"runtime/debug"
+	"strings"
+
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Versioning places a worker in a Temporal Worker Deployment. With a
+// deployment name set, the worker polls as version <Deployment>:<BuildID>
+// and every workflow it runs is pinned to that version: a run's history is
+// only ever replayed by the code that wrote it. Sessions move to the
+// deployment's current version at continue-as-new (see README, "Rollouts").
+type Versioning struct {
+	// Deployment is the Worker Deployment name (env FASTAGENT_DEPLOYMENT);
+	// empty runs the worker unversioned, as in development.
+	Deployment string
+	// BuildID names this code (env FASTAGENT_BUILD_ID); empty means
+	// DefaultBuildID().
+	BuildID string
+}
+
+// VersioningFromEnv reads FASTAGENT_DEPLOYMENT and FASTAGENT_BUILD_ID.
+func VersioningFromEnv(getenv func(string) string) Versioning {
+	return Versioning{
+		Deployment: strings.TrimSpace(getenv("FASTAGENT_DEPLOYMENT")),
+		BuildID:    strings.TrimSpace(getenv("FASTAGENT_BUILD_ID")),
+	}
+}
+
+// Enabled reports whether the worker joins a Worker Deployment.
+func (v Versioning) Enabled() bool { return v.Deployment != "" }
+
+// Version returns the deployment version this worker polls as, with the
+// build ID defaulted.
+func (v Versioning) Version() sdkworker.WorkerDeploymentVersion {
+	id := v.BuildID
+	if id == "" {
+		id = DefaultBuildID()
+	}
+	return sdkworker.WorkerDeploymentVersion{DeploymentName: v.Deployment, BuildID: id}
+}
+
+// validate refuses names Temporal would refuse later, with a clear message.
+func (v Versioning) validate() error {
+	if !v.Enabled() {
+		if v.BuildID != "" {
+			return fmt.Errorf("worker: FASTAGENT_BUILD_ID %q is set without FASTAGENT_DEPLOYMENT: a build ID only means something inside a Worker Deployment", v.BuildID)
+		}
+		return nil
+	}
+	ver := v.Version()
+	if strings.ContainsAny(ver.DeploymentName, ".:") {
+		return fmt.Errorf("worker: FASTAGENT_DEPLOYMENT %q cannot contain '.' or ':'", ver.DeploymentName)
+	}
+	for _, f := range []struct{ name, val string }{{"FASTAGENT_DEPLOYMENT", ver.DeploymentName}, {"FASTAGENT_BUILD_ID", ver.BuildID}} {
+		switch {
+		case strings.HasPrefix(f.val, "__"):
+			return fmt.Errorf("worker: %s %q cannot start with '__'", f.name, f.val)
+		case strings.ContainsAny(f.val, " \t\r\n"):
+			return fmt.Errorf("worker: %s %q cannot contain spaces", f.name, f.val)
+		case len(f.val) > 255:
+			return fmt.Errorf("worker: %s is longer than 255 bytes", f.name)
+		}
+	}
+	return nil
+}
+
+// deploymentOptions are the SDK options for v: pinned by default, so that
+// no workflow task of a run is ever handed to other code than the run's own.
+func (v Versioning) deploymentOptions() sdkworker.DeploymentOptions {
+	if !v.Enabled() {
+		return sdkworker.DeploymentOptions{}
+	}
+	return sdkworker.DeploymentOptions{
+		UseVersioning:             true,
+		Version:                   v.Version(),
+		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
+	}
+}
+
+// DefaultBuildID names the running binary: its module version when it was
+// built from a tagged module, else the VCS revision it was built from (with
+// "-dirty" for modified trees), else "dev".
+func DefaultBuildID() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return rev + dirty
+}

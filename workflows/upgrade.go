@@ -1,0 +1,45 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// upgradeOnContinue starts every next run of a long-lived workflow on its
+// Worker Deployment's current version. Runs are pinned to the version whose
+// worker started them (worker.Versioning), so a history is only ever replayed
+// by the code that wrote it; continue-as-new is where a session or chat
+// moves to new code, with nothing but its snapshot. Unversioned workers
+// ignore it.
+var upgradeOnContinue = workflow.ContinueAsNewErrorOptions{
+	InitialVersioningBehavior: workflow.ContinueAsNewVersioningBehaviorAutoUpgrade,
+}
+
+// targetMoved reports whether the server said, on any workflow task of this
+// run, that the deployment's current (or ramping) version for this workflow
+// is no longer the run's pinned version. It latches: the run then ends at
+// its next idle point and continues as new onto the new version.
+func (s *session) targetMoved(ctx workflow.Context) bool {
+	if !s.moved && workflow.GetInfo(ctx).GetTargetWorkerDeploymentVersionChanged() {
+		s.moved = true
+	}
+	return s.moved
+}
+
+// limit is the run's turns-per-run bound.
+func (s *session) limit() int {
+	if s.in.TurnsPerRun > 0 {
+		return s.in.TurnsPerRun
+	}
+	return turnsPerRun
+}
+
+// listenUpgrade consumes SignalUpgrade. The signal's only purpose is the
+// workflow task it causes, on which the server reports a moved target;
+// consuming it keeps it from being carried (or dropped with a warning) at
+// continue-as-new.
+func listenUpgrade(ctx workflow.Context) {
+	ch := workflow.GetSignalChannel(ctx, SignalUpgrade)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			ch.Receive(ctx, nil)
+		}
+	})
+}
