@@ -2,11 +2,12 @@ package worker
 
 import (
 	"fmt"
-	"runtime/debug"
 	"strings"
 
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/internal/buildinfo"
 )
 
 // Versioning places a worker in a Temporal Worker Deployment. With a
@@ -82,33 +83,7 @@ func (v Versioning) deploymentOptions() sdkworker.DeploymentOptions {
 	}
 }
 
-// DefaultBuildID names the running binary: its module version when it was
-// built from a tagged module, else the VCS revision it was built from (with
-// "-dirty" for modified trees), else "dev".
-func DefaultBuildID() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
-		}
-	}
-	if rev == "" {
-		return "dev"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	return rev + dirty
-}
+// DefaultBuildID names the running binary as `fastagent version` does
+// (buildinfo): the -ldflags build ID, else the VCS revision it was built
+// from ("-dirty" for modified trees), else "unknown".
+func DefaultBuildID() string { return buildinfo.Read().BuildID }
