@@ -387,13 +387,13 @@ func contentOf(raw json.RawMessage) (string, []part, error) {
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", nil, fmt.Errorf("content: %v", err)
+			return "", nil, fmt.Errorf("content: %w", err)
 		}
 		return s, nil, nil
 	}
 	parts := []part{}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", nil, fmt.Errorf("content must be a string or a list of parts: %v", err)
+		return "", nil, fmt.Errorf("content must be a string or a list of parts: %w", err)
 	}
 	return "", parts, nil
 }

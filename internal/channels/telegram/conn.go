@@ -56,13 +56,14 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 		}
 	}
 	for {
-		if err := c.API.Call(ctx, "deleteWebhook", map[string]any{"drop_pending_updates": false}, nil); err == nil {
+		err := c.API.Call(ctx, "deleteWebhook", map[string]any{"drop_pending_updates": false}, nil)
+		if err == nil {
 			break
-		} else if ctx.Err() != nil {
-			return nil
-		} else {
-			log.Warn("telegram: deleteWebhook failed; retrying", "error", err)
 		}
+		if ctx.Err() != nil {
+			return nil //nolint:nilerr // cancelled: a clean stop, not a failure
+		}
+		log.Warn("telegram: deleteWebhook failed; retrying", "error", err)
 		if !wait() {
 			return nil
 		}
@@ -77,7 +78,7 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 		cancel()
 		if ctx.Err() != nil {
 			log.Info("telegram: polling stopped")
-			return nil
+			return nil //nolint:nilerr // cancelled: a clean stop, not a failure
 		}
 		if err != nil {
 			log.Warn("telegram: getUpdates failed; retrying", "error", err)

@@ -71,7 +71,9 @@ func heading(s string) int {
 
 func isLang(s string) bool {
 	for _, c := range s {
-		if !(c == '-' || c == '+' || c == '#' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		switch {
+		case c == '-', c == '+', c == '#', c == '_', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		default:
 			return false
 		}
 	}

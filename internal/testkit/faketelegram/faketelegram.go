@@ -70,7 +70,6 @@ type Server struct {
 	throttle map[string]int
 	retry    int
 	fail     map[string]int
-	polling  bool
 }
 
 // New starts a fake for bot token; it is closed by Close.
