@@ -29,6 +29,10 @@ type Options struct {
 	// StickyCacheSize is how many sessions' workflow state the process keeps
 	// warm (SDK default 10,000); 0 keeps the default.
 	StickyCacheSize int
+	// WorkflowTaskPollers is how many goroutines poll for workflow tasks
+	// (they alternate between the worker's sticky queue and the shared
+	// one); 0 keeps the SDK default of 2.
+	WorkflowTaskPollers int
 	// StopTimeout is how long Stop lets running activities (tool calls,
 	// model streams) finish after polling stops, before their contexts are
 	// cancelled; 0 means DefaultStopTimeout.
@@ -94,6 +98,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
 		WorkerStopTimeout:                       stopTimeout,
 		Interceptors:                            opts.Interceptors,
+		MaxConcurrentWorkflowTaskPollers:        opts.WorkflowTaskPollers,
 	})
 	firer := opts.Schedules
 	if firer == nil {

@@ -40,7 +40,17 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "unknown nested key lists the known ones",
 			yaml: "http:\n  port: 8080\n  bind: 0.0.0.0\n",
-			want: []ConfigError{{Line: 3, Key: "http.bind", Reason: "unknown key (http takes: host, port, detachGrace, allowedOrigins, allowedHosts, invoke)"}},
+			want: []ConfigError{{Line: 3, Key: "http.bind", Reason: "unknown key (http takes: host, port, detachGrace, allowedOrigins, allowedHosts, invoke, admission)"}},
+		},
+		{
+			name: "unknown admission key",
+			yaml: "http:\n  admission:\n    maxQueue: 3\n",
+			want: []ConfigError{{Line: 3, Key: "http.admission.maxQueue", Reason: "unknown key (http.admission takes: maxInFlight, maxBacklog, maxBacklogAge, retryAfter)"}},
+		},
+		{
+			name: "negative admission limit",
+			yaml: "http:\n  admission:\n    maxInFlight: -1\n",
+			want: []ConfigError{{Key: "http.admission", Reason: "limits must not be negative"}},
 		},
 		{
 			name: "unknown nested key with a typo",
