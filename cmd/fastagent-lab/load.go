@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ type loadFlags struct {
 	admit     int
 	admitAge  time.Duration
 	wfPollers int
+	cpuProf   string
 	seed      uint64
 }
 
@@ -92,6 +94,7 @@ type loadPoint struct {
 	Errors         map[string]int     `json:"errorsByCode,omitempty"`
 	Load           string             `json:"loadAverageAfter"`
 	overhead       lab.Sample
+	firsts         lab.Sample
 }
 
 type loadReport struct {
@@ -132,6 +135,7 @@ func runLoad(args []string) error {
 	fs.IntVar(&f.admit, "admit", 0, "admission control: in-flight turns the ingress accepts before answering 429 (0: off)")
 	fs.DurationVar(&f.admitAge, "admit-age", 0, "admission control: task-queue backlog age past which the ingress answers 429 (0: off)")
 	fs.IntVar(&f.wfPollers, "wf-pollers", 0, "workflow task pollers of the in-process worker (-shape embedded; 0: the SDK default, 2)")
+	fs.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of this process over the measured points to this file (go tool pprof -top)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the arrival and session draws")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -170,6 +174,17 @@ func runLoad(args []string) error {
 	}
 	report := loadReport{Title: "fastagent load", Started: time.Now().UTC(), Machine: lab.MachineFacts(), Flags: strings.Join(args, " "), Shape: f.shape}
 	baseRSS := g.rss()
+	if f.cpuProf != "" {
+		pf, err := os.Create(f.cpuProf)
+		if err != nil {
+			return fmt.Errorf("load: -cpuprofile: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("load: -cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	for i, rate := range rates {
 		prog.Step(i+2, fmt.Sprintf("%g turns/s offered for %s", rate, f.duration))
 		p, err := g.point(rate, prog, baseRSS)
@@ -177,7 +192,9 @@ func runLoad(args []string) error {
 			return err
 		}
 		report.Points = append(report.Points, p)
-		report.Dists = append(report.Dists, lab.Dist{Figure: "overhead", Variant: fmt.Sprintf("%g turns/s offered", rate), Sample: p.overhead})
+		report.Dists = append(report.Dists,
+			lab.Dist{Figure: "overhead", Variant: fmt.Sprintf("%g turns/s offered, all turns", rate), Sample: p.overhead},
+			lab.Dist{Figure: "overhead", Variant: fmt.Sprintf("%g turns/s offered, new sessions' first turns", rate), Sample: p.firsts})
 	}
 	if f.out != "" {
 		if err := writeLoadOut(f.out, report); err != nil {
@@ -525,7 +542,7 @@ func (g *generator) point(rate float64, prog *lab.Progress, baseRSS map[string]i
 	p.NewFirstP50, p.NewFirstP99, p.NewFirstN = firsts.P50(), firsts.P99(), len(firsts)
 	p.OtherP50, p.OtherP99 = others.P50(), others.P99()
 	p.WallP50, p.WallP99 = walls.P50(), walls.P99()
-	p.overhead = all
+	p.overhead, p.firsts = all, firsts
 	p.CPUPerTurn = map[string]float64{}
 	for name, d := range cpu1 {
 		if p.Completed > 0 {
@@ -609,7 +626,8 @@ func printLoad(w io.Writer, r loadReport) {
 	if r.Flags != "" {
 		fmt.Fprintf(w, "flags: %s\n", r.Flags)
 	}
-	fmt.Fprintln(w, "overhead = turn wall time at the HTTP client − model server time − tool time (tool_started→tool_ended)")
+	fmt.Fprintln(w, "overhead = turn wall time at the HTTP client − model server time − tool time (tool_started→tool_ended);")
+	fmt.Fprintln(w, "achieved = completed turns / (last completion − first arrival), so it includes draining the last turns")
 	fmt.Fprintln(w)
 	t := lab.Table{Header: []string{"offered/s", "achieved/s", "turns", "overhead p50", "p99", "max", ">1 s",
 		"new 1st p50", "p99 (n)", "others p50", "p99", "wall p50", "p99", "CPU ms/turn", "RSS", "RSS/session", "errors", "load avg"}}
