@@ -31,8 +31,15 @@ type Options struct {
 	StickyCacheSize int
 	// WorkflowTaskPollers is how many goroutines poll for workflow tasks
 	// (they alternate between the worker's sticky queue and the shared
-	// one); 0 keeps the SDK default of 2.
+	// one); 0 keeps the SDK default of 2. Ignored with
+	// WorkflowPollerAutoscaling.
 	WorkflowTaskPollers int
+	// WorkflowPollerAutoscaling polls the sticky queue and the shared queue
+	// with separate poller groups scaled on the server's hints, so a new
+	// session's first workflow task (shared queue) is polled even while the
+	// sticky queue has a backlog; the fixed pollers poll only the sticky
+	// queue while it has one.
+	WorkflowPollerAutoscaling bool
 	// StopTimeout is how long Stop lets running activities (tool calls,
 	// model streams) finish after polling stops, before their contexts are
 	// cancelled; 0 means DefaultStopTimeout.
@@ -90,7 +97,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if opts.StickyCacheSize > 0 {
 		sdkworker.SetStickyWorkflowCacheSize(opts.StickyCacheSize)
 	}
-	w := sdkworker.New(c, tq, sdkworker.Options{
+	wo := sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:      maxAct,
 		MaxConcurrentLocalActivityExecutionSize: maxAct,
 		MaxHeartbeatThrottleInterval:            HeartbeatThrottle,
@@ -99,7 +106,12 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		WorkerStopTimeout:                       stopTimeout,
 		Interceptors:                            opts.Interceptors,
 		MaxConcurrentWorkflowTaskPollers:        opts.WorkflowTaskPollers,
-	})
+	}
+	if opts.WorkflowPollerAutoscaling {
+		wo.MaxConcurrentWorkflowTaskPollers = 0
+		wo.WorkflowTaskPollerBehavior = sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{})
+	}
+	w := sdkworker.New(c, tq, wo)
 	firer := opts.Schedules
 	if firer == nil {
 		firer = schedules.NewFirer(c, opts.Activities.Feed, tq, opts.Activities.Logger)

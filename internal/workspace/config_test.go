@@ -227,7 +227,7 @@ env: [GITHUB_TOKEN, DEPLOY_REGION]
 allowSecretEnv: [GITHUB_TOKEN, OPENAI_API_KEY]
 mcpServers:
   gh: {command: gh-mcp, env: {TOKEN: "${GITHUB_TOKEN}", KEY: "${OPENAI_API_KEY}", HOME: "${HOME}"}}
-http: {host: 0.0.0.0, port: 9000}
+http: {host: 0.0.0.0, port: 9000, admission: {maxInFlight: 200, maxBacklog: 50, maxBacklogAge: 500ms, retryAfter: 3s}}
 selfSchedule: true
 selfEdit: true
 contextWindow: 32000
@@ -251,6 +251,10 @@ compaction: {enabled: false, reserveTokens: 4000, keepRecentTokens: 8000}
 	}
 	if c.HTTP.Port != 9000 || c.HTTP.Host != "0.0.0.0" || !c.SelfSchedule || !c.SelfEdit || c.Env[0] != "GITHUB_TOKEN" {
 		t.Errorf("config %+v", c)
+	}
+	if a := c.HTTP.Admission; a.MaxInFlight != 200 || a.MaxBacklog != 50 || a.MaxBacklogAge == nil ||
+		time.Duration(*a.MaxBacklogAge) != 500*time.Millisecond || a.RetryAfter == nil || time.Duration(*a.RetryAfter) != 3*time.Second {
+		t.Errorf("http.admission %+v", a)
 	}
 	if c.ContextWindow != 32000 || c.Compaction.On() || c.Compaction.ReserveTokens != 4000 || c.Compaction.KeepRecentTokens != 8000 {
 		t.Errorf("compaction %d %+v", c.ContextWindow, c.Compaction)
