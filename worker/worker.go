@@ -29,17 +29,14 @@ type Options struct {
 	// StickyCacheSize is how many sessions' workflow state the process keeps
 	// warm (SDK default 10,000); 0 keeps the default.
 	StickyCacheSize int
-	// WorkflowTaskPollers is how many goroutines poll for workflow tasks
-	// (they alternate between the worker's sticky queue and the shared
-	// one); 0 keeps the SDK default of 2. Ignored with
-	// WorkflowPollerAutoscaling.
+	// WorkflowTaskPollers is 0 (the default) for autoscaled workflow-task
+	// pollers: separate groups for the worker's sticky queue and the shared
+	// queue, scaled on the server's hints, so a new session's first
+	// workflow task (shared queue) is polled even while the sticky queue has
+	// a backlog. n ≥ 2 uses n fixed pollers in the SDK's mixed mode instead,
+	// which poll only the sticky queue while it has a backlog — under load,
+	// new sessions then wait seconds (see README, Load and sizing).
 	WorkflowTaskPollers int
-	// WorkflowPollerAutoscaling polls the sticky queue and the shared queue
-	// with separate poller groups scaled on the server's hints, so a new
-	// session's first workflow task (shared queue) is polled even while the
-	// sticky queue has a backlog; the fixed pollers poll only the sticky
-	// queue while it has one.
-	WorkflowPollerAutoscaling bool
 	// StopTimeout is how long Stop lets running activities (tool calls,
 	// model streams) finish after polling stops, before their contexts are
 	// cancelled; 0 means DefaultStopTimeout.
@@ -105,10 +102,10 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
 		WorkerStopTimeout:                       stopTimeout,
 		Interceptors:                            opts.Interceptors,
-		MaxConcurrentWorkflowTaskPollers:        opts.WorkflowTaskPollers,
 	}
-	if opts.WorkflowPollerAutoscaling {
-		wo.MaxConcurrentWorkflowTaskPollers = 0
+	if opts.WorkflowTaskPollers > 0 {
+		wo.MaxConcurrentWorkflowTaskPollers = opts.WorkflowTaskPollers
+	} else {
 		wo.WorkflowTaskPollerBehavior = sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{})
 	}
 	w := sdkworker.New(c, tq, wo)

@@ -51,7 +51,6 @@ type loadFlags struct {
 	admit     int
 	admitAge  time.Duration
 	wfPollers int
-	wfScale   bool
 	cpuProf   string
 	seed      uint64
 }
@@ -135,8 +134,7 @@ func runLoad(args []string) error {
 	fs.StringVar(&f.pg, "postgres", envOr("FASTAGENT_LAB_POSTGRES", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "Postgres server for a throwaway store database (-shape prod)")
 	fs.IntVar(&f.admit, "admit", 0, "admission control: in-flight turns the ingress accepts before answering 429 (0: off)")
 	fs.DurationVar(&f.admitAge, "admit-age", 0, "admission control: task-queue backlog age past which the ingress answers 429 (0: off)")
-	fs.IntVar(&f.wfPollers, "wf-pollers", 0, "workflow task pollers of the in-process worker (-shape embedded; 0: the SDK default, 2)")
-	fs.BoolVar(&f.wfScale, "wf-autoscale", false, "autoscaled workflow task pollers, separate for the sticky and the shared queue (-shape embedded)")
+	fs.IntVar(&f.wfPollers, "wf-pollers", 0, "workflow task pollers of the in-process worker (-shape embedded): 0 autoscaled (the default), n ≥ 2 fixed in the SDK's mixed mode (2 was the default before)")
 	fs.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of this process over the measured points to this file (go tool pprof -top)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the arrival and session draws")
 	if err := fs.Parse(args); err != nil {
@@ -266,7 +264,7 @@ func embeddedLoadStack(f loadFlags) (*loadStack, error) {
 	st.close = append(st.close, st.kit.Close)
 	bus := feed.NewInProcess()
 	q := lab.NewQueue("load")
-	w, err := worker.New(c, worker.Options{TaskQueue: q, Activities: st.kit.Activities(bus), WorkflowTaskPollers: f.wfPollers, WorkflowPollerAutoscaling: f.wfScale})
+	w, err := worker.New(c, worker.Options{TaskQueue: q, Activities: st.kit.Activities(bus), WorkflowTaskPollers: f.wfPollers})
 	if err != nil {
 		st.shutdown()
 		return nil, err
