@@ -52,6 +52,7 @@ type loadFlags struct {
 	admitAge  time.Duration
 	wfPollers int
 	cpuProf   string
+	warmup    time.Duration
 	seed      uint64
 }
 
@@ -135,6 +136,7 @@ func runLoad(args []string) error {
 	fs.IntVar(&f.admit, "admit", 0, "admission control: in-flight turns the ingress accepts before answering 429 (0: off)")
 	fs.DurationVar(&f.admitAge, "admit-age", 0, "admission control: task-queue backlog age past which the ingress answers 429 (0: off)")
 	fs.IntVar(&f.wfPollers, "wf-pollers", 0, "workflow task pollers of the in-process worker (-shape embedded): 0 autoscaled (the default), n ≥ 2 fixed in the SDK's mixed mode (2 was the default before)")
+	fs.DurationVar(&f.warmup, "warmup", 10*time.Second, "unmeasured turns at the first offered load before measuring (server, caches and pollers warm up)")
 	fs.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of this process over the measured points to this file (go tool pprof -top)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the arrival and session draws")
 	if err := fs.Parse(args); err != nil {
@@ -173,6 +175,10 @@ func runLoad(args []string) error {
 		g.idle[i] = i
 	}
 	report := loadReport{Title: "fastagent load", Started: time.Now().UTC(), Machine: lab.MachineFacts(), Flags: strings.Join(args, " "), Shape: f.shape}
+	if f.warmup > 0 {
+		prog.Logf("warming up: %g turns/s for %s, not measured", rates[0], f.warmup)
+		g.offer(rates[0], f.warmup, prog)
+	}
 	baseRSS := g.rss()
 	if f.cpuProf != "" {
 		pf, err := os.Create(f.cpuProf)
@@ -187,10 +193,7 @@ func runLoad(args []string) error {
 	}
 	for i, rate := range rates {
 		prog.Step(i+2, fmt.Sprintf("%g turns/s offered for %s", rate, f.duration))
-		p, err := g.point(rate, prog, baseRSS)
-		if err != nil {
-			return err
-		}
+		p := g.point(rate, prog, baseRSS)
 		report.Points = append(report.Points, p)
 		report.Dists = append(report.Dists,
 			lab.Dist{Figure: "overhead", Variant: fmt.Sprintf("%g turns/s offered, all turns", rate), Sample: p.overhead},
@@ -462,55 +465,13 @@ func (g *generator) rss() map[string]int64 {
 
 // point offers rate turns/s for the duration, waits for every turn to end
 // and summarises.
-func (g *generator) point(rate float64, prog *lab.Progress, baseRSS map[string]int64) (loadPoint, error) {
+func (g *generator) point(rate float64, prog *lab.Progress, baseRSS map[string]int64) loadPoint {
 	p := loadPoint{Offered: rate, Errors: map[string]int{}}
 	cpu0 := g.cpu()
-	var (
-		mu    sync.Mutex
-		turns []*loadTurn
-		wg    sync.WaitGroup
-	)
 	start := time.Now()
-	end := start.Add(g.f.duration)
-	next := start
-	for {
-		next = next.Add(time.Duration(g.rng.ExpFloat64() / rate * float64(time.Second)))
-		if next.After(end) {
-			break
-		}
-		time.Sleep(time.Until(next))
-		p.Arrived++
-		s, ok := g.take()
-		if !ok {
-			p.Skipped++
-			continue
-		}
-		g.mu.Lock()
-		g.seq++
-		t := &loadTurn{session: s, first: !g.used[s], start: time.Now()}
-		g.used[s] = true
-		if g.rng.Float64() < g.f.toolFrac {
-			t.steps = 1 + g.rng.IntN(3)
-		}
-		t.prompt = fmt.Sprintf("load-%s-%d", g.run, g.seq)
-		if t.steps > 0 {
-			t.prompt += fmt.Sprintf(" [steps=%d]", t.steps)
-		}
-		g.mu.Unlock()
-		mu.Lock()
-		turns = append(turns, t)
-		n := len(turns)
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer g.release(t.session)
-			g.turn(t)
-		}()
-		prog.Printf("%d turns sent", n)
-	}
-	prog.Logf("%d turns sent; waiting for the last ones", len(turns))
-	wg.Wait()
+	out := g.offer(rate, g.f.duration, prog)
+	turns := out.turns
+	p.Arrived, p.Skipped = out.arrived, out.skipped
 	elapsed := time.Since(start)
 	cpu1 := g.cpu()
 	rss := g.rss()
@@ -556,7 +517,66 @@ func (g *generator) point(rate float64, prog *lab.Progress, baseRSS map[string]i
 			p.RSSPerSession[name] = float64(n-baseRSS[name]) / float64(p.ActiveSessions)
 		}
 	}
-	return p, nil
+	return p
+}
+
+// sent are the turns of one run of arrivals.
+type sent struct {
+	turns            []*loadTurn
+	arrived, skipped int
+}
+
+// offer offers rate turns/s for d and waits for every turn to end.
+func (g *generator) offer(rate float64, d time.Duration, prog *lab.Progress) sent {
+	var (
+		out   sent
+		mu    sync.Mutex
+		turns []*loadTurn
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	end := start.Add(d)
+	next := start
+	for {
+		next = next.Add(time.Duration(g.rng.ExpFloat64() / rate * float64(time.Second)))
+		if next.After(end) {
+			break
+		}
+		time.Sleep(time.Until(next))
+		out.arrived++
+		s, ok := g.take()
+		if !ok {
+			out.skipped++
+			continue
+		}
+		g.mu.Lock()
+		g.seq++
+		t := &loadTurn{session: s, first: !g.used[s], start: time.Now()}
+		g.used[s] = true
+		if g.rng.Float64() < g.f.toolFrac {
+			t.steps = 1 + g.rng.IntN(3)
+		}
+		t.prompt = fmt.Sprintf("load-%s-%d", g.run, g.seq)
+		if t.steps > 0 {
+			t.prompt += fmt.Sprintf(" [steps=%d]", t.steps)
+		}
+		g.mu.Unlock()
+		mu.Lock()
+		turns = append(turns, t)
+		n := len(turns)
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer g.release(t.session)
+			g.turn(t)
+		}()
+		prog.Printf("%d turns sent", n)
+	}
+	prog.Logf("%d turns sent; waiting for the last ones", len(turns))
+	wg.Wait()
+	out.turns = turns
+	return out
 }
 
 // turn sends one turn over HTTP and times it: wall from the request to the
