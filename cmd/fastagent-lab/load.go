@@ -120,7 +120,7 @@ type loadStack struct {
 func runLoad(args []string) error {
 	var f loadFlags
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	fs.StringVar(&f.rates, "rates", "5,10,20,40", "offered loads to measure, turns/s (Poisson arrivals)")
+	fs.StringVar(&f.rates, "rates", "4,8,16,24", "offered loads to measure, turns/s (Poisson arrivals)")
 	fs.DurationVar(&f.duration, "duration", 30*time.Second, "arrivals per offered load")
 	fs.IntVar(&f.pool, "pool", 100, "sessions the turns are drawn from (a turn goes to a random idle one)")
 	fs.Float64Var(&f.toolFrac, "tools", 0.3, "fraction of turns with 1–3 tool steps")
