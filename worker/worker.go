@@ -5,6 +5,7 @@ package worker
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -78,6 +79,9 @@ const DefaultStopTimeout = 30 * time.Second
 func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if opts.Activities == nil || opts.Activities.Feed == nil && opts.Schedules == nil {
 		return nil, errors.New("worker: Options.Activities (with its Feed) is required: a worker registers every activity its workflows call")
+	}
+	if opts.WorkflowTaskPollers == 1 || opts.WorkflowTaskPollers < 0 {
+		return nil, fmt.Errorf("worker: WorkflowTaskPollers %d: use 0 (autoscaled) or at least 2 (fixed pollers alternate between the sticky and the shared queue)", opts.WorkflowTaskPollers)
 	}
 	tq := opts.TaskQueue
 	if tq == "" {
