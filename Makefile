@@ -66,7 +66,7 @@ clean:
 # fault suite run in CI through internal/e2e. Shrink the sizes with ARGS,
 # e.g. make bench ARGS="-n 30 -sessions 10 -turns 3 -idle 200 -history 60".
 
-.PHONY: bench chaos fuzz
+.PHONY: bench chaos fuzz load
 
 FUZZTIME ?= 60s
 
@@ -74,6 +74,12 @@ FUZZTIME ?= 60s
 ## also written to bench-out/bench.json with a chart of the latency distributions, bench-out/bench.svg
 bench:
 	$(GO) run ./cmd/fastagent-lab bench $(ARGS)
+
+## load: the load curve — open-loop Poisson turns at each offered rate on a realistic scripted model;
+## a table per offered load, bench-out/load.json and bench-out/load.svg. Shrink or change it with ARGS,
+## e.g. make load ARGS="-rates 5,10 -duration 20s -pool 1000" or ARGS="-shape prod"
+load:
+	$(GO) run ./cmd/fastagent-lab load $(ARGS)
 
 ## chaos: worker and dev-server SIGKILLs, model faults, a panicking tool, a worker killed under load
 chaos:

@@ -25,6 +25,9 @@ const (
 	CodeUnsupportedMedia = "unsupported_media_type"
 	CodeLimitExceeded    = "limit_exceeded"
 	CodeRateLimited      = "rate_limited"
+	// CodeOverloaded: admission control refused a new turn because the
+	// system is saturated; retry after the Retry-After header.
+	CodeOverloaded = "overloaded"
 )
 
 // Owners records which principal created each session. Implementations are

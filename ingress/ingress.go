@@ -107,6 +107,10 @@ type Server struct {
 	// Metrics serves GET /metrics (nil: not mounted); callers need a token
 	// with RightMetrics.
 	Metrics http.Handler
+	// Admission refuses new turns with 429 and Retry-After while the system
+	// is saturated (nil: every turn is accepted). A request resuming a turn
+	// (Last-Event-ID) is never refused.
+	Admission Admitter
 
 	ready   atomic.Bool
 	created map[string][]time.Time
@@ -289,10 +293,40 @@ func (s *Server) invoke(c *gin.Context) {
 	if !s.access(c, scope.Session, true) {
 		return
 	}
+	if lastKey == "" && s.Admission != nil {
+		release, refusal := s.Admission.Admit()
+		if refusal != nil {
+			refuseOverloaded(c, refusal)
+			return
+		}
+		defer release()
+	}
 	ctx := agent.WithSource(c.Request.Context(), "http")
 	ctx = agent.WithIdempotencyKey(ctx, key)
 	ctx = agent.WithResumeAfter(ctx, after)
 	s.stream(c, ctx, key, func(ctx context.Context) iter.Seq[agent.Event] { return s.Agent.Invoke(ctx, scope, prompt) })
+}
+
+// Admitter is admission control: Admit takes a place for a new turn, or
+// refuses it with an error saying why; an error with a RetryDelay()
+// method says how long to wait. release gives the place back.
+type Admitter interface {
+	Admit() (release func(), refusal error)
+}
+
+// refuseOverloaded answers a turn admission control refused: 429, a
+// Retry-After in whole seconds, and a JSON body saying why. Nothing was
+// sent to any workflow.
+func refuseOverloaded(c *gin.Context, refusal error) {
+	wait := time.Second
+	var d interface{ RetryDelay() time.Duration }
+	if errors.As(refusal, &d) && d.RetryDelay() > 0 {
+		wait = d.RetryDelay()
+	}
+	secs := strconv.Itoa(int((wait + time.Second - 1) / time.Second))
+	c.Header("Retry-After", secs)
+	abort(c, http.StatusTooManyRequests, CodeOverloaded,
+		"the agent did not accept this turn: "+refusal.Error()+"; retry after "+secs+" s")
 }
 
 // attach serves GET /sessions/{id}/turns/{key}/events: the turn's events

@@ -5,6 +5,7 @@ package worker
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -29,6 +30,14 @@ type Options struct {
 	// StickyCacheSize is how many sessions' workflow state the process keeps
 	// warm (SDK default 10,000); 0 keeps the default.
 	StickyCacheSize int
+	// WorkflowTaskPollers is 0 (the default) for autoscaled workflow-task
+	// pollers: separate groups for the worker's sticky queue and the shared
+	// queue, scaled on the server's hints, so a new session's first
+	// workflow task (shared queue) is polled even while the sticky queue has
+	// a backlog. n ≥ 2 uses n fixed pollers in the SDK's mixed mode instead,
+	// which poll only the sticky queue while it has a backlog — under load,
+	// new sessions then wait seconds (see README, Load and sizing).
+	WorkflowTaskPollers int
 	// StopTimeout is how long Stop lets running activities (tool calls,
 	// model streams) finish after polling stops, before their contexts are
 	// cancelled; 0 means DefaultStopTimeout.
@@ -77,6 +86,9 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if opts.Activities == nil || opts.Activities.Feed == nil && opts.Schedules == nil {
 		return nil, errors.New("worker: Options.Activities (with its Feed) is required: a worker registers every activity its workflows call")
 	}
+	if opts.WorkflowTaskPollers == 1 || opts.WorkflowTaskPollers < 0 {
+		return nil, fmt.Errorf("worker: WorkflowTaskPollers %d: use 0 (autoscaled) or at least 2 (fixed pollers alternate between the sticky and the shared queue)", opts.WorkflowTaskPollers)
+	}
 	tq := opts.TaskQueue
 	if tq == "" {
 		tq = workflows.TaskQueue
@@ -92,7 +104,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if opts.StickyCacheSize > 0 {
 		sdkworker.SetStickyWorkflowCacheSize(opts.StickyCacheSize)
 	}
-	w := sdkworker.New(c, tq, sdkworker.Options{
+	wo := sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:      maxAct,
 		MaxConcurrentLocalActivityExecutionSize: maxAct,
 		MaxHeartbeatThrottleInterval:            HeartbeatThrottle,
@@ -101,7 +113,13 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 		WorkerStopTimeout:                       stopTimeout,
 		Interceptors:                            opts.Interceptors,
 		DeploymentOptions:                       opts.Versioning.deploymentOptions(),
-	})
+	}
+	if opts.WorkflowTaskPollers > 0 {
+		wo.MaxConcurrentWorkflowTaskPollers = opts.WorkflowTaskPollers
+	} else {
+		wo.WorkflowTaskPollerBehavior = sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{})
+	}
+	w := sdkworker.New(c, tq, wo)
 	firer := opts.Schedules
 	if firer == nil {
 		firer = schedules.NewFirer(c, opts.Activities.Feed, tq, opts.Activities.Logger)

@@ -45,6 +45,7 @@ type benchFlags struct {
 	untuned      bool
 	slackN       int
 	feishuN      int
+	wfPollers    int
 }
 
 // sections in the order they run.
@@ -121,6 +122,7 @@ func runBench(args []string) error {
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of the table")
 	fs.StringVar(&f.out, "out", "bench-out", "directory to write bench.json and bench.svg into (empty: write nothing)")
 	fs.StringVar(&f.nats, "nats", envOr("FASTAGENT_LAB_NATS", "nats://127.0.0.1:4222"), "NATS URL for the multi-process figures")
+	fs.IntVar(&f.wfPollers, "wf-pollers", 0, "workflow task pollers of the bench worker: 0 autoscaled (the default), n ≥ 2 fixed (2 was the default before)")
 	fs.BoolVar(&f.untuned, "untuned", false, "use the embedded server's stock configuration (the tuning comparison runs this in a child process)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -280,7 +282,7 @@ func (b *bench) setup() error {
 	b.queue = lab.NewQueue("bench")
 	// One worker runs the session workflow and the floor workflow, so both
 	// see the same worker tuning and the same embedded server.
-	w, err := worker.New(b.c, worker.Options{TaskQueue: b.queue, Activities: b.kit.Activities(b.busD)})
+	w, err := worker.New(b.c, worker.Options{TaskQueue: b.queue, Activities: b.kit.Activities(b.busD), WorkflowTaskPollers: b.f.wfPollers})
 	if err != nil {
 		return err
 	}

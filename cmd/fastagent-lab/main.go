@@ -3,6 +3,7 @@
 //
 //	fastagent-lab bench [flags]   latency, throughput, history and memory figures, side by side
 //	fastagent-lab chaos [flags]   worker and server kills, model faults, tool panics under load
+//	fastagent-lab load [flags]    the load curve: latency, throughput, CPU and memory per offered load
 //
 // Results go to stdout as one table (or JSON with -json); progress goes to
 // stderr. bench also writes the report as bench.json and a chart of the
@@ -52,6 +53,8 @@ func main() {
 		err = runBench(os.Args[2:])
 	case "chaos":
 		err = runChaos(os.Args[2:])
+	case "load":
+		err = runLoad(os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		usage()
 		return
@@ -73,5 +76,6 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   fastagent-lab bench [flags]   benchmark table (go run ./cmd/fastagent-lab bench -h for flags)
   fastagent-lab chaos [flags]   fault-suite table (go run ./cmd/fastagent-lab chaos -h for flags)
+  fastagent-lab load [flags]    the load curve: open-loop Poisson turns at each offered rate (load -h for flags)
 `)
 }

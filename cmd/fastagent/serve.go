@@ -60,6 +60,7 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		Store:     f.store,
 		Feed:      f.feed,
 		TaskQueue: f.taskQueue,
+		Namespace: f.temporal.Namespace,
 		HTTPHost:  f.host,
 		HTTPPort:  f.port,
 		Logger:    log,

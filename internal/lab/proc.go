@@ -241,6 +241,7 @@ type WorkerSpec struct {
 	Namespace       string
 	TaskQueue       string
 	Feed            string // nats://… (or "inprocess")
+	Store           string // session store DSN (default: Kit.StorePath)
 }
 
 // StartWorkerProc starts a worker subprocess and waits until its worker
@@ -250,12 +251,16 @@ func StartWorkerProc(s WorkerSpec) (*Proc, error) {
 	if feedURL == "" {
 		feedURL = "inprocess"
 	}
+	storeDSN := s.Store
+	if storeDSN == "" {
+		storeDSN = s.Kit.StorePath
+	}
 	p, err := StartProc(s.Bin, []string{"worker",
 		"--dir", s.Kit.Dir,
 		"--temporal-address", s.TemporalAddress,
 		"--namespace", s.Namespace,
 		"--task-queue", s.TaskQueue,
-		"--store", s.Kit.StorePath,
+		"--store", storeDSN,
 		"--feed", feedURL,
 		"--log-level", "info",
 	}, s.Kit.ProcessEnv())

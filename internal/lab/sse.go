@@ -65,7 +65,7 @@ func InvokeHTTP(ctx context.Context, base, session, text, key string, each func(
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("POST /invoke: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		return nil, &StatusError{Status: resp.StatusCode, Text: resp.Status, Body: strings.TrimSpace(string(b)), RetryAfter: resp.Header.Get("Retry-After")}
 	}
 	var out []Received
 	for ev, err := range httpagent.ReadSSE(resp.Body) {
@@ -83,6 +83,16 @@ func InvokeHTTP(ctx context.Context, base, session, text, key string, each func(
 	}
 	return out, nil
 }
+
+// StatusError is a POST /invoke answered with a status other than 200.
+type StatusError struct {
+	Status     int    // the HTTP status code
+	Text       string // the status line ("429 Too Many Requests")
+	Body       string // the start of the body
+	RetryAfter string // the Retry-After header, if any
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("POST /invoke: %s: %s", e.Text, e.Body) }
 
 // InvokeAgent runs one turn through a in process, timing each event.
 func InvokeAgent(ctx context.Context, a agent.Agent, session, text, key string, each func(Received)) []Received {

@@ -50,8 +50,11 @@ type HTTP struct {
 
 // ServeIngress serves a (ready) ingress for a on a free loopback port. A
 // durable agent also gets the control plane.
-func ServeIngress(a agent.Agent) (*HTTP, error) {
-	srv := &ingress.Server{Agent: a, NoAuth: true, Logger: QuietLogger()}
+func ServeIngress(a agent.Agent) (*HTTP, error) { return ServeIngressAdmit(a, nil) }
+
+// ServeIngressAdmit is ServeIngress with admission control (nil: none).
+func ServeIngressAdmit(a agent.Agent, adm ingress.Admitter) (*HTTP, error) {
+	srv := &ingress.Server{Agent: a, NoAuth: true, Logger: QuietLogger(), Admission: adm}
 	if d, ok := a.(*durable.Agent); ok {
 		srv.Control, srv.Attacher = d, d
 	}

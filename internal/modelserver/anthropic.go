@@ -476,7 +476,11 @@ func (x *exchange) anthStream() {
 		if i == 1 && !x.hold() {
 			return
 		}
-		if ev.paced && !x.sleep(x.reply.ChunkDelay) {
+		delay := x.reply.ChunkDelay
+		if sent == 0 && ev.content && x.reply.FirstDelay > 0 {
+			delay = x.reply.FirstDelay
+		}
+		if (ev.paced || delay != x.reply.ChunkDelay) && !x.sleep(delay) {
 			return
 		}
 		b, err := json.Marshal(ev.data)
@@ -491,6 +495,9 @@ func (x *exchange) anthStream() {
 			if sent == 1 {
 				x.s.markFirstDelta(x.rec, time.Now())
 			}
+		}
+		if ev.typ == "message_stop" {
+			x.s.markDone(x.rec, time.Now())
 		}
 	}
 }

@@ -31,6 +31,9 @@ type Request struct {
 	// FirstDelta is when the first content chunk (thinking, text or tool
 	// call) of the reply was written and flushed; zero until then.
 	FirstDelta time.Time
+	// Done is when the last event ("data: [DONE]") of a streamed reply was
+	// flushed; zero until then and for other replies.
+	Done time.Time
 	// Aborted reports that the client went away before the reply finished.
 	Aborted bool
 }

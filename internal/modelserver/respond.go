@@ -81,7 +81,7 @@ func (x *exchange) stream() {
 		if i == 1 && !x.hold() {
 			return
 		}
-		if i > 0 && !x.sleep(x.reply.ChunkDelay) {
+		if i > 0 && !x.sleep(x.delayBefore(i)) {
 			return
 		}
 		b, err := json.Marshal(c.data)
@@ -99,8 +99,19 @@ func (x *exchange) stream() {
 		}
 	}
 	if x.reply.StreamError == "" {
-		x.write(rc, "data: [DONE]\n\n")
+		if x.write(rc, "data: [DONE]\n\n") {
+			x.s.markDone(x.rec, time.Now())
+		}
 	}
+}
+
+// delayBefore is the pause before streamed chunk i (> 0): FirstDelay before
+// the first chunk after the role chunk when set, ChunkDelay otherwise.
+func (x *exchange) delayBefore(i int) time.Duration {
+	if i == 1 && x.reply.FirstDelay > 0 {
+		return x.reply.FirstDelay
+	}
+	return x.reply.ChunkDelay
 }
 
 // write sends one event and flushes it; a failure counts as an abort.

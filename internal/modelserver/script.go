@@ -43,6 +43,9 @@ type Reply struct {
 	// ChunkDelay is slept before every chunk but the role chunk (and before
 	// the whole body of a non-streaming reply).
 	ChunkDelay time.Duration
+	// FirstDelay, when set, is slept before the first chunk after the role
+	// chunk instead of ChunkDelay: a model's time to first token.
+	FirstDelay time.Duration
 	// DisconnectAfter > 0 closes the connection abruptly once that many
 	// content chunks were sent, instead of the next event, so the client sees
 	// an unexpected EOF mid-stream (a reply with fewer content chunks

@@ -262,6 +262,13 @@ func (s *Server) markFirstDelta(rec *Request, at time.Time) {
 	}
 }
 
+// markDone records when the streamed reply of rec was complete.
+func (s *Server) markDone(rec *Request, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec.Done = at
+}
+
 // markAborted counts an abandoned reply and wakes WaitAborted callers.
 func (s *Server) markAborted(rec *Request) {
 	s.mu.Lock()

@@ -504,3 +504,29 @@ func TestHold(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstDelayAndDone checks that FirstDelay holds back the first content
+// chunk (and only it) and that Done records when the stream ended.
+func TestFirstDelayAndDone(t *testing.T) {
+	t.Parallel()
+	s := New()
+	defer s.Close()
+	const first = 150 * time.Millisecond
+	s.Enqueue(Reply{Text: []string{"a", "b", "c"}, FirstDelay: first})
+	resp := post(t, context.Background(), s, streamBody("x"))
+	if _, err := events(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	reqs := s.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests recorded, want 1", len(reqs))
+	}
+	r := reqs[0]
+	if got := r.FirstDelta.Sub(r.Received); got < first {
+		t.Errorf("first delta after %s, want at least the FirstDelay %s", got, first)
+	}
+	if r.Done.IsZero() || r.Done.Before(r.FirstDelta) {
+		t.Errorf("Done = %v, want a time after the first delta %v", r.Done, r.FirstDelta)
+	}
+}

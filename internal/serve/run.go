@@ -12,7 +12,9 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/workflows"
 )
 
 // Roles says which parts of the program a process runs: `dev` and `start`
@@ -168,7 +170,21 @@ func (p *Parts) warn(msg string) {
 	p.Config.Logger.Warn(msg)
 }
 
-// ingressFor returns the HTTP server for a.
+// ingressFor returns the HTTP server for a, with admission control when a
+// limit is configured.
 func (p *Parts) ingressFor(a *durable.Agent) *ingress.Server {
-	return &ingress.Server{Agent: a, Control: a, Attacher: a, Sessions: a, Logger: p.Config.Logger}
+	s := &ingress.Server{Agent: a, Control: a, Attacher: a, Sessions: a, Logger: p.Config.Logger}
+	if lim := p.Config.Admission; lim.Enabled() {
+		ns := p.Config.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		tq := a.TaskQueue
+		if tq == "" {
+			tq = workflows.TaskQueue
+		}
+		s.Admission = admission.New(lim, admission.TaskQueueProbe(a.Client, ns, tq), p.Config.Logger)
+		p.Config.Logger.Info("admission control on", "max_in_flight", lim.MaxInFlight, "max_backlog", lim.MaxBacklog, "max_backlog_age", lim.MaxBacklogAge)
+	}
+	return s
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/channels"
 	_ "github.com/fastagent/fastagent/internal/channels/feishu" // registers the feishu and lark kinds
 	_ "github.com/fastagent/fastagent/internal/channels/github" // registers the github kind
@@ -73,6 +74,12 @@ type Config struct {
 	AllowedHosts   []string
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
+	// Namespace is the Temporal namespace of the client (default
+	// "default"); admission control describes the task queue in it.
+	Namespace string
+	// Admission are the ingress's saturation limits (default: http.admission
+	// of fastagent.yaml; the zero value: off).
+	Admission admission.Limits
 	// WorkerStopTimeout bounds how long a stopping worker lets running
 	// activities finish (0: worker.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
@@ -189,6 +196,9 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 		}
 		if cfg.AllowedHosts == nil {
 			cfg.AllowedHosts = h.AllowedHosts
+		}
+		if cfg.Admission == (admission.Limits{}) {
+			cfg.Admission = admissionLimits(h.Admission)
 		}
 	}
 	if cfg.HTTPHost == "" {
@@ -443,4 +453,16 @@ func ensureGitignore(stateDir string) {
 		return
 	}
 	_ = os.WriteFile(p, []byte("# fastagent machine state\n*\n"), 0o600)
+}
+
+// admissionLimits converts fastagent.yaml's http.admission block.
+func admissionLimits(a workspace.AdmissionConfig) admission.Limits {
+	l := admission.Limits{MaxInFlight: a.MaxInFlight, MaxBacklog: a.MaxBacklog}
+	if a.MaxBacklogAge != nil {
+		l.MaxBacklogAge = time.Duration(*a.MaxBacklogAge)
+	}
+	if a.RetryAfter != nil {
+		l.RetryAfter = time.Duration(*a.RetryAfter)
+	}
+	return l
 }

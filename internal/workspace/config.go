@@ -142,6 +142,22 @@ type HTTPConfig struct {
 	// Invoke keeps POST /invoke mounted when channel files exist (as in
 	// FastAgent, the default route is off once the agent has channels).
 	Invoke *bool `yaml:"invoke"`
+	// Admission refuses new turns (HTTP 429 with Retry-After; channels: a
+	// busy reply) while the system is saturated. Off unless a limit is set.
+	Admission AdmissionConfig `yaml:"admission"`
+}
+
+// AdmissionConfig are the saturation limits of the ingress; an unset or
+// zero field is no limit.
+type AdmissionConfig struct {
+	// MaxInFlight bounds the turns streaming through one ingress process.
+	MaxInFlight int `yaml:"maxInFlight"`
+	// MaxBacklog bounds the tasks waiting on the task queue for a worker.
+	MaxBacklog int64 `yaml:"maxBacklog"`
+	// MaxBacklogAge bounds how long the oldest waiting task has waited.
+	MaxBacklogAge *Duration `yaml:"maxBacklogAge"`
+	// RetryAfter is what a refused caller is told to wait (default 2s).
+	RetryAfter *Duration `yaml:"retryAfter"`
 }
 
 // CodingTools selects built-in coding tools.
@@ -346,6 +362,9 @@ func (c Config) validate() error {
 	if c.HTTP.DetachGrace != nil && *c.HTTP.DetachGrace < 0 {
 		return badKey("a negative duration; use 0 to abort at once when a client disconnects", "http", "detachGrace")
 	}
+	if a := c.HTTP.Admission; a.MaxInFlight < 0 || a.MaxBacklog < 0 {
+		return badKey("limits must not be negative (0 or unset: no limit)", "http", "admission")
+	}
 	if c.HTTP.Port < 0 || c.HTTP.Port > 65535 {
 		return badKey(fmt.Sprintf("%d is not a TCP port", c.HTTP.Port), "http", "port")
 	}
@@ -490,6 +509,7 @@ var configTypes = map[string]struct {
 	"workspace.ToolConfig":       {reflect.TypeOf(ToolConfig{}), "a tools entry"},
 	"workspace.MCPServer":        {reflect.TypeOf(MCPServer{}), "an mcpServers entry"},
 	"workspace.HTTPConfig":       {reflect.TypeOf(HTTPConfig{}), "http"},
+	"workspace.AdmissionConfig":  {reflect.TypeOf(AdmissionConfig{}), "http.admission"},
 	"workspace.CompactionConfig": {reflect.TypeOf(CompactionConfig{}), "compaction"},
 }
 

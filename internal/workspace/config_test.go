@@ -40,7 +40,17 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "unknown nested key lists the known ones",
 			yaml: "http:\n  port: 8080\n  bind: 0.0.0.0\n",
-			want: []ConfigError{{Line: 3, Key: "http.bind", Reason: "unknown key (http takes: host, port, detachGrace, allowedOrigins, allowedHosts, invoke)"}},
+			want: []ConfigError{{Line: 3, Key: "http.bind", Reason: "unknown key (http takes: host, port, detachGrace, allowedOrigins, allowedHosts, invoke, admission)"}},
+		},
+		{
+			name: "unknown admission key",
+			yaml: "http:\n  admission:\n    maxQueue: 3\n",
+			want: []ConfigError{{Line: 3, Key: "http.admission.maxQueue", Reason: "unknown key (http.admission takes: maxInFlight, maxBacklog, maxBacklogAge, retryAfter)"}},
+		},
+		{
+			name: "negative admission limit",
+			yaml: "http:\n  admission:\n    maxInFlight: -1\n",
+			want: []ConfigError{{Key: "http.admission", Reason: "limits must not be negative"}},
 		},
 		{
 			name: "unknown nested key with a typo",
@@ -217,7 +227,7 @@ env: [GITHUB_TOKEN, DEPLOY_REGION]
 allowSecretEnv: [GITHUB_TOKEN, OPENAI_API_KEY]
 mcpServers:
   gh: {command: gh-mcp, env: {TOKEN: "${GITHUB_TOKEN}", KEY: "${OPENAI_API_KEY}", HOME: "${HOME}"}}
-http: {host: 0.0.0.0, port: 9000}
+http: {host: 0.0.0.0, port: 9000, admission: {maxInFlight: 200, maxBacklog: 50, maxBacklogAge: 500ms, retryAfter: 3s}}
 selfSchedule: true
 selfEdit: true
 contextWindow: 32000
@@ -241,6 +251,10 @@ compaction: {enabled: false, reserveTokens: 4000, keepRecentTokens: 8000}
 	}
 	if c.HTTP.Port != 9000 || c.HTTP.Host != "0.0.0.0" || !c.SelfSchedule || !c.SelfEdit || c.Env[0] != "GITHUB_TOKEN" {
 		t.Errorf("config %+v", c)
+	}
+	if a := c.HTTP.Admission; a.MaxInFlight != 200 || a.MaxBacklog != 50 || a.MaxBacklogAge == nil ||
+		time.Duration(*a.MaxBacklogAge) != 500*time.Millisecond || a.RetryAfter == nil || time.Duration(*a.RetryAfter) != 3*time.Second {
+		t.Errorf("http.admission %+v", a)
 	}
 	if c.ContextWindow != 32000 || c.Compaction.On() || c.Compaction.ReserveTokens != 4000 || c.Compaction.KeepRecentTokens != 8000 {
 		t.Errorf("compaction %d %+v", c.ContextWindow, c.Compaction)
