@@ -364,7 +364,7 @@ func throwawayDatabase(admin string) (string, func(), error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("-shape prod needs Postgres at %s: %w", admin, err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	name := fmt.Sprintf("fastagent_load_%x", time.Now().UnixNano()&0xffffffffff)
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", nil, fmt.Errorf("create database %s: %w", name, err)
