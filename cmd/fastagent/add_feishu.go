@@ -81,8 +81,8 @@ func runAddFeishu(p feishu.Profile, name, agentDir string, o addFeishuOptions, i
 		return usageError("--websocket and --webhook exclude each other: pick one transport")
 	}
 	path := filepath.Join(agentDir, "channels", p.Kind+".yaml")
-	if _, err := os.Stat(path); err == nil && !o.force {
-		return usageError("%s exists; pass --force to overwrite it", path)
+	if err := refuseExisting(path, o.force); err != nil {
+		return err
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return failure("%w", err)
 	}

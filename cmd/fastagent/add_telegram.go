@@ -60,8 +60,8 @@ func runAddTelegram(ctx context.Context, agentDir string, o addTelegramOptions, 
 		return usageError("--set-webhook: %q is not an http(s) URL", o.setWebhook)
 	}
 	path := filepath.Join(agentDir, "channels", telegram.Kind+".yaml")
-	if _, err := os.Stat(path); err == nil && !o.force {
-		return usageError("%s exists; pass --force to overwrite it", path)
+	if err := refuseExisting(path, o.force); err != nil {
+		return err
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return failure("%w", err)
 	}
