@@ -5,17 +5,43 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"os/exec"
+	"syscall"
 )
 
-var errUnsupported = errors.New("sandbox: only Linux has the namespaces the tool sandbox needs")
+// Sandbox refuses every tool outside Linux unless the mode is Off, which
+// this build does not support either: tools need Linux.
+type Sandbox struct{ status Status }
 
-// Available reports why tool processes are not sandboxed: only Linux is
-// supported.
-func Available() error { return errUnsupported }
+// Open reports that no mechanism exists on this system.
+func Open(cfg Config) *Sandbox {
+	return &Sandbox{status: Status{Error: ErrUnavailable.Error() + " (only Linux has the namespaces and Landlock the tool sandbox needs); " + fixHint}}
+}
 
-// Wrap leaves cmd as it is: there is no tool sandbox on this system.
-func Wrap(context.Context, *exec.Cmd, Policy) error { return nil }
+// Status says why tools cannot run here.
+func (s *Sandbox) Status() Status { return s.status }
 
-// Harden does nothing on this system.
-func Harden() error { return nil }
+// Close does nothing.
+func (s *Sandbox) Close() error { return nil }
+
+// Start refuses.
+func (s *Sandbox) Start(context.Context, *Cmd) (*Process, error) {
+	return nil, errors.New(s.status.Error)
+}
+
+// Process is never started on this system.
+type Process struct{}
+
+// Pid is 0.
+func (p *Process) Pid() int { return 0 }
+
+// Wait returns at once.
+func (p *Process) Wait() error { return nil }
+
+// Done is closed.
+func (p *Process) Done() <-chan struct{} { c := make(chan struct{}); close(c); return c }
+
+// Signal does nothing.
+func (p *Process) Signal(syscall.Signal) error { return nil }
+
+// Kill does nothing.
+func (p *Process) Kill() {}

@@ -1,0 +1,491 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fastagent/fastagent/internal/egress"
+)
+
+// init turns a process started as the sandbox helper into the helper before
+// the program's main runs. Every program that links this package (the CLI,
+// an embedding program, a test binary) can so serve as its own helper,
+// without a second executable to install or to find through PATH.
+func init() {
+	if os.Getenv(envName) != "1" {
+		return
+	}
+	// The main goroutine keeps the main thread: call threads, which end up
+	// restricted, are never the thread /proc/<helper> reports.
+	runtime.LockOSThread()
+	os.Exit(helperMain())
+}
+
+// helper is the helper process's state.
+type helper struct {
+	cfg     helperConfig
+	c       *conn
+	log     *slog.Logger
+	abi     int
+	covered map[string]bool
+	tmpBase string // Landlock/off mode: per-call temporary directories
+	proxy   *egress.Proxy
+	// proxyPort is the loopback port of the proxy in Landlock mode.
+	proxyPort int
+
+	mu       sync.Mutex
+	calls    map[int]uint64 // pid → call
+	pgids    map[uint64]int // call → process group
+	cleanups map[uint64][]func()
+	// unclaim holds exits reaped before start recorded the call.
+	unclaim map[int]syscall.WaitStatus
+}
+
+func helperMain() int {
+	_ = os.Unsetenv(envName)
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := newConn(os.NewFile(3, "sandbox-control"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fastagent sandbox helper:", err)
+		return 2
+	}
+	h := &helper{c: c, log: log, calls: map[int]uint64{}, pgids: map[uint64]int{}, cleanups: map[uint64][]func(){},
+		unclaim: map[int]syscall.WaitStatus{}}
+	if _, err := c.recv(&h.cfg); err != nil {
+		return 2
+	}
+	st, err := h.prepare()
+	if err != nil {
+		_ = c.send(event{Op: "ready", Err: err.Error()})
+		return 1
+	}
+	if err := c.send(event{Op: "ready", Status: &st}); err != nil {
+		return 1
+	}
+	go h.reap()
+	h.serve()
+	h.shutdown()
+	return 0
+}
+
+// prepare sets up what every call shares and reports what it enforces.
+func (h *helper) prepare() (Status, error) {
+	// Go's first process start probes clone(CLONE_PIDFD) with a child that
+	// exits at once; done here, it does not become (and end) the first
+	// process of a call's PID namespace.
+	_, _ = os.FindProcess(os.Getpid())
+	h.abi = landlockABI()
+	st := Status{Mode: h.cfg.Mode, LandlockABI: h.abi}
+	h.proxy = egress.New(h.cfg.Egress, h.log)
+	switch h.cfg.Mode {
+	case Namespaces:
+		covered, err := setupBase(h.cfg.Hidden)
+		if err != nil {
+			return st, err
+		}
+		h.covered = map[string]bool{}
+		for _, p := range covered {
+			h.covered[p] = true
+		}
+		st.Enforces = []string{
+			"own user, PID, mount, IPC and network namespaces per call (no view of the worker or of other calls)",
+			"file system read-only except the workspace and a private /tmp; rules read-only; state, secrets and credentials hidden",
+			"no network; with network on, only the egress proxy (no loopback, link-local, private or control-plane address)",
+			"no capabilities, no_new_privs, seccomp (no unix sockets, mounts, namespaces, io_uring, BPF, keyring)",
+		}
+		if h.abi > 0 {
+			st.Enforces = append(st.Enforces, fmt.Sprintf("Landlock ABI %d domain per call (no ptrace or /proc access across calls)", h.abi))
+		}
+	case Landlock:
+		if h.abi < minLandlockABI {
+			if h.abi == 0 {
+				return st, errors.New("landlock: not enabled in this kernel (boot with lsm=…,landlock)")
+			}
+			return st, fmt.Errorf("landlock: ABI %d; read-only files need ABI %d (Linux 6.2)", h.abi, minLandlockABI)
+		}
+		if err := h.prepareTmp(); err != nil {
+			return st, err
+		}
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+		st.Enforces = []string{
+			fmt.Sprintf("Landlock ABI %d per call: file system read-only except the workspace and a private temporary directory; rules read-only; state, secrets and credentials unreadable", h.abi),
+			"no network (seccomp: no sockets); with network on, TCP only to the egress proxy (Landlock ABI 4+)",
+			"no capabilities, no_new_privs, seccomp (no unix sockets, mounts, namespaces, io_uring, BPF, keyring)",
+			"no ptrace, /proc/<pid>/environ or mem of other processes (Landlock domain)",
+		}
+		if h.abi >= landlockScopedABI {
+			st.Enforces = append(st.Enforces, "no signals to processes outside the call (Landlock ABI 6 scoping)")
+		}
+	case Off:
+		if err := h.prepareTmp(); err != nil {
+			return st, err
+		}
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+		st.Warning = "tools run unconfined (tools.sandbox: off): they can read the worker's files and reach the network, including Temporal"
+	default:
+		return st, fmt.Errorf("unknown mode %q", h.cfg.Mode)
+	}
+	if h.cfg.Mode == Landlock {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			return st, fmt.Errorf("egress proxy: %w", err)
+		}
+		h.proxyPort = l.Addr().(*net.TCPAddr).Port
+		go func() { _ = h.proxy.Serve(l) }()
+	}
+	// The filter must assemble on this kernel and architecture.
+	if _, err := filterProgram(true); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func (h *helper) prepareTmp() error {
+	dir, err := os.MkdirTemp("", "fastagent-sandbox-")
+	if err != nil {
+		return fmt.Errorf("temporary directory: %w", err)
+	}
+	h.tmpBase = dir
+	return nil
+}
+
+// serve handles requests until the worker goes away.
+func (h *helper) serve() {
+	for {
+		var req request
+		files, err := h.c.recv(&req)
+		if err != nil {
+			return // the worker closed the socket or died
+		}
+		switch req.Op {
+		case "start":
+			go h.start(&req, files)
+		case "signal":
+			closeAll(files)
+			h.signal(req.ID, syscall.Signal(req.Signal))
+		default:
+			closeAll(files)
+		}
+	}
+}
+
+// start prepares the call on a thread of its own and forks the tool there.
+func (h *helper) start(req *request, files []*os.File) {
+	defer closeAll(files)
+	if len(files) != 3 {
+		_ = h.c.send(event{Op: "started", ID: req.ID, Err: "sandbox: a call needs stdin, stdout and stderr"})
+		return
+	}
+	type result struct {
+		pid     int
+		cleanup []func()
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine, taking its
+		// namespaces, Landlock domain, filter and dropped capabilities.
+		runtime.LockOSThread()
+		var cleanup []func()
+		pid, err := h.fork(req, files, &cleanup)
+		done <- result{pid, cleanup, err}
+	}()
+	r := <-done
+	if r.err != nil {
+		for _, f := range r.cleanup {
+			f()
+		}
+		_ = h.c.send(event{Op: "started", ID: req.ID, Err: r.err.Error()})
+		return
+	}
+	reported := r.pid
+	if h.cfg.Mode == Namespaces {
+		reported = 0 // a PID in the helper's namespace means nothing to the worker
+	}
+	_ = h.c.send(event{Op: "started", ID: req.ID, Pid: reported})
+	h.mu.Lock()
+	h.calls[r.pid] = req.ID
+	h.pgids[req.ID] = r.pid
+	h.cleanups[req.ID] = r.cleanup
+	status, exited := h.unclaim[r.pid]
+	delete(h.unclaim, r.pid)
+	h.mu.Unlock()
+	if exited {
+		h.exited(r.pid, status)
+	}
+}
+
+// fork runs on the call thread: it sets up the call's confinement and
+// starts the tool, which inherits it.
+func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, error) {
+	env := append([]string{}, req.Env...)
+	inet := false
+	ruleset := -1
+	switch h.cfg.Mode {
+	case Namespaces:
+		if err := (nsCall{req: req, baseCovered: h.covered, hidden: h.cfg.Hidden}).setup(); err != nil {
+			return 0, err
+		}
+		env = setEnv(env, "TMPDIR", "/tmp")
+		if req.Network {
+			l, err := listenInNS()
+			if err != nil {
+				return 0, err
+			}
+			go func() { _ = h.proxy.Serve(l) }()
+			*cleanup = append(*cleanup, func() { _ = l.Close() })
+			env = proxyEnv(env, proxyPortInNS)
+			inet = true
+		}
+		if h.abi > 0 {
+			fd, err := scopingRuleset(h.abi)
+			if err != nil {
+				return 0, err
+			}
+			defer unix.Close(fd)
+			ruleset = fd
+		}
+	case Landlock:
+		tmp, err := h.callTmp(req.ID, cleanup)
+		if err != nil {
+			return 0, err
+		}
+		env = setEnv(env, "TMPDIR", tmp)
+		port := 0
+		if req.Network {
+			port = h.proxyPort
+			env = proxyEnv(env, port)
+			inet = true
+		}
+		fd, err := fullRuleset(h.abi, fsPolicy{writable: req.Writable, protected: req.Protected,
+			hidden: append(append([]string{}, h.cfg.Hidden...), req.Hidden...), visible: req.Visible, tmp: tmp}, port)
+		if err != nil {
+			return 0, err
+		}
+		defer unix.Close(fd)
+		ruleset = fd
+	case Off:
+		tmp, err := h.callTmp(req.ID, cleanup)
+		if err != nil {
+			return 0, err
+		}
+		env = setEnv(env, "TMPDIR", tmp)
+	}
+	if getEnv(env, "XDG_CACHE_HOME") == "" {
+		env = setEnv(env, "XDG_CACHE_HOME", filepath.Join(getEnv(env, "TMPDIR"), ".cache"))
+	}
+	if h.cfg.Mode != Off {
+		if err := lockDown(ruleset, inet); err != nil {
+			return 0, err
+		}
+	}
+	cmd := &exec.Cmd{Path: req.Path, Args: req.Args, Env: env, Dir: req.Dir,
+		Stdin: files[0], Stdout: files[1], Stderr: files[2],
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release() // reap() waits for it
+	return pid, nil
+}
+
+// callTmp creates the call's private temporary directory (Landlock and off
+// modes), removed when the call ends.
+func (h *helper) callTmp(id uint64, cleanup *[]func()) (string, error) {
+	dir := filepath.Join(h.tmpBase, strconv.FormatUint(id, 10))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("temporary directory: %w", err)
+	}
+	*cleanup = append(*cleanup, func() { _ = os.RemoveAll(dir) })
+	return dir, nil
+}
+
+// reap waits for every child: a call's process (reported to the worker)
+// or, in Landlock and off modes, an orphan adopted as subreaper.
+func (h *helper) reap() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	for {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil || pid <= 0 {
+				break
+			}
+			h.exited(pid, ws)
+		}
+		<-sig
+	}
+}
+
+// exited reports a call's end and, outside namespaces mode (where the
+// kernel ends the call's PID namespace with it), kills what it left.
+func (h *helper) exited(pid int, ws syscall.WaitStatus) {
+	h.mu.Lock()
+	id, ok := h.calls[pid]
+	if !ok {
+		// A call whose start is not recorded yet, or an adopted orphan.
+		if len(h.unclaim) > 4096 {
+			clear(h.unclaim)
+		}
+		h.unclaim[pid] = ws
+		h.mu.Unlock()
+		return
+	}
+	delete(h.calls, pid)
+	delete(h.pgids, id)
+	cleanup := h.cleanups[id]
+	delete(h.cleanups, id)
+	h.mu.Unlock()
+	if h.cfg.Mode != Namespaces {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		h.sweep()
+	}
+	for _, f := range cleanup {
+		f()
+	}
+	_ = h.c.send(event{Op: "exited", ID: id, Wait: int(ws)})
+}
+
+// signal sends sig to the call's process group (in namespaces mode the
+// group's leader is the init of the call's PID namespace: SIGKILL ends the
+// whole namespace).
+func (h *helper) signal(id uint64, sig syscall.Signal) {
+	h.mu.Lock()
+	pgid, ok := h.pgids[id]
+	h.mu.Unlock()
+	if ok {
+		_ = syscall.Kill(-pgid, sig)
+		if sig == syscall.SIGKILL {
+			_ = syscall.Kill(pgid, sig)
+		}
+	}
+}
+
+// sweep kills the helper's children that belong to no running call:
+// processes that left their call's process group (setsid, a double fork)
+// and were adopted by the helper when their parent exited.
+func (h *helper) sweep() {
+	for range 10 {
+		h.mu.Lock()
+		live := map[int]bool{}
+		for pid := range h.calls {
+			live[pid] = true
+		}
+		h.mu.Unlock()
+		found := false
+		for _, pid := range children(os.Getpid()) {
+			if live[pid] {
+				continue
+			}
+			found = true
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if !found {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// children lists the PIDs whose parent is ppid.
+func children(ppid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may contain spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) >= 2 && f[1] == strconv.Itoa(ppid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// shutdown kills every call (the worker is gone) and removes temporary
+// directories. In namespaces mode the helper's exit ends them all anyway.
+func (h *helper) shutdown() {
+	h.mu.Lock()
+	for pid := range h.calls {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	h.mu.Unlock()
+	if h.cfg.Mode != Namespaces {
+		h.mu.Lock()
+		h.calls = map[int]uint64{}
+		h.mu.Unlock()
+		h.sweep()
+	}
+	if h.tmpBase != "" {
+		_ = os.RemoveAll(h.tmpBase)
+	}
+	if h.proxy != nil {
+		_ = h.proxy.Close()
+	}
+}
+
+// proxyEnv points every common proxy variable at the egress proxy.
+func proxyEnv(env []string, port int) []string {
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
+		env = setEnv(env, k, url)
+	}
+	env = setEnv(env, "NO_PROXY", "")
+	return setEnv(env, "no_proxy", "")
+}
+
+func setEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, k+"=") {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}
+
+func getEnv(env []string, k string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, k+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,392 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/egress"
+	"github.com/fastagent/fastagent/internal/sandbox"
+)
+
+// canary is a secret planted in the test process's environment, as a
+// provider key is in a worker's.
+const canaryEnv = "FASTAGENT_SANDBOX_TEST_SECRET"
+
+var canary string
+
+func TestMain(m *testing.M) {
+	// Plant the canary in this process's initial environment (what
+	// /proc/<pid>/environ shows), as a worker's keys are: re-execute with it.
+	if os.Getenv(canaryEnv) == "" {
+		env := append(os.Environ(), canaryEnv+"=canary-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+		if exe, err := os.Executable(); err == nil {
+			err = syscall.Exec(exe, os.Args, env)
+			fmt.Fprintln(os.Stderr, "re-exec with a canary secret:", err)
+		}
+		os.Exit(2)
+	}
+	canary = os.Getenv(canaryEnv)
+	os.Exit(m.Run())
+}
+
+// required reports whether a mechanism missing here fails the test rather
+// than skipping it (CI, and make test with FASTAGENT_REQUIRE_SERVICES).
+func required() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("FASTAGENT_REQUIRE_SERVICES") == "1"
+}
+
+var (
+	boxesMu sync.Mutex
+	boxes   = map[string]*sandbox.Sandbox{}
+)
+
+// env is the world one sandbox serves: a state dir outside the workspace,
+// a secret file, a loopback server standing in for the control plane.
+type env struct {
+	state, secretFile string
+	control           *httptest.Server
+	external          *httptest.Server
+}
+
+var (
+	worldOnce sync.Once
+	world     env
+)
+
+func theWorld(t *testing.T) env {
+	worldOnce.Do(func() {
+		base, err := os.MkdirTemp("", "sandbox-world-")
+		if err != nil {
+			panic(err)
+		}
+		world.state = filepath.Join(base, "state")
+		_ = os.MkdirAll(world.state, 0o700)
+		_ = os.WriteFile(filepath.Join(world.state, "sessions.db"), []byte("SQLite "+canary), 0o600)
+		_ = os.WriteFile(filepath.Join(world.state, "api-token"), []byte(canary), 0o600)
+		world.secretFile = filepath.Join(base, "codec.key")
+		_ = os.WriteFile(world.secretFile, []byte(canary), 0o600)
+		world.control = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, "control-plane-reached")
+		}))
+		world.external = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, "internet-reached")
+		}))
+	})
+	return world
+}
+
+// box returns the shared sandbox of mode m, or skips/fails when this
+// machine cannot provide it.
+func box(t *testing.T, m sandbox.Mode) *sandbox.Sandbox {
+	t.Helper()
+	w := theWorld(t)
+	boxesMu.Lock()
+	defer boxesMu.Unlock()
+	key := string(m)
+	if b, ok := boxes[key]; ok {
+		return b
+	}
+	ctrl := netip.MustParseAddrPort(strings.TrimPrefix(w.control.URL, "http://"))
+	ext := strings.TrimPrefix(w.external.URL, "http://")
+	b := sandbox.Open(sandbox.Config{Mode: m, Hidden: []string{w.state, w.secretFile},
+		Egress: egress.Policy{
+			Deny:  []egress.Dest{{Prefix: netip.PrefixFrom(ctrl.Addr(), 32), Port: ctrl.Port()}},
+			Hosts: map[string]string{"api.example.test": ext},
+		}})
+	st := b.Status()
+	if st.Mode != m {
+		if required() {
+			t.Fatalf("sandbox mode %s unavailable on this machine: %s", m, st.Error)
+		}
+		t.Skipf("sandbox mode %s unavailable here: %s", m, st.Error)
+	}
+	boxes[key] = b
+	return b
+}
+
+type result struct {
+	out  string
+	err  error
+	code int
+}
+
+// run runs a bash script in ws under b.
+func run(t *testing.T, b *sandbox.Sandbox, ws string, script string, opts ...func(*sandbox.Cmd)) result {
+	t.Helper()
+	var out bytes.Buffer
+	c := &sandbox.Cmd{Path: "/bin/bash", Args: []string{"bash", "-c", script}, Dir: ws,
+		Env:    []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + os.Getenv("HOME"), "LANG=C"},
+		Stdout: &out, Stderr: &out, Writable: []string{ws},
+		Protected: []sandbox.Rule{{Path: filepath.Join(ws, "fastagent.yaml")}, {Path: filepath.Join(ws, "tools"), Dir: true},
+			{Path: filepath.Join(ws, "persona.md")}, {Path: filepath.Join(ws, "AGENTS.md")}, {Path: filepath.Join(ws, ".git"), Dir: true}},
+		Hidden:    []string{filepath.Join(ws, ".env"), filepath.Join(ws, ".fastagent")},
+		WaitDelay: time.Second}
+	for _, o := range opts {
+		o(c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := b.Start(ctx, c)
+	if err != nil {
+		return result{err: err, code: -2}
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		p.Kill()
+		err = <-done
+	}
+	code := 0
+	if ee, ok := err.(*sandbox.ExitError); ok {
+		code = ee.ExitCode()
+		err = nil
+	}
+	return result{out: out.String(), err: err, code: code}
+}
+
+func withNetwork(c *sandbox.Cmd) { c.Network = true }
+
+// workspace makes a workspace with rules, a .env and a state dir holding
+// the canary.
+func workspace(t *testing.T) string {
+	t.Helper()
+	parent := t.TempDir()
+	ws := filepath.Join(parent, "ws")
+	must(t, os.MkdirAll(filepath.Join(ws, "tools"), 0o755))
+	must(t, os.WriteFile(filepath.Join(ws, "fastagent.yaml"), []byte("model: x\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(ws, ".env"), []byte("OPENAI_API_KEY="+canary), 0o600))
+	must(t, os.MkdirAll(filepath.Join(ws, ".fastagent"), 0o700))
+	must(t, os.WriteFile(filepath.Join(ws, ".fastagent", "api-token"), []byte(canary), 0o600))
+	must(t, os.MkdirAll(filepath.Join(ws, "src"), 0o755))
+	return ws
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var modes = []sandbox.Mode{sandbox.Namespaces, sandbox.Landlock}
+
+// Each attack is run confined (it must fail) and, where it says so,
+// unconfined as a control (it must succeed there, so the test can fail).
+func TestAttacks(t *testing.T) {
+	w := theWorld(t)
+	home := os.Getenv("HOME")
+	ctrl := strings.TrimPrefix(w.control.URL, "http://")
+	host, port, _ := net.SplitHostPort(ctrl)
+	cases := []struct {
+		name   string
+		script string
+		// bad is found in the output (or the check passes) when the attack worked.
+		bad   func(ws string, r result) bool
+		leaks bool // the unconfined control shows the attack working
+		net   bool
+	}{
+		{name: "write ../AGENTS.md", script: `echo injected > ../AGENTS.md`, leaks: true,
+			bad: func(ws string, _ result) bool { return exists(filepath.Join(filepath.Dir(ws), "AGENTS.md")) }},
+		{name: "plant ~/.local/bin/unshare", script: `mkdir -p "$HOME/.local/bin-fa-test" && echo evil > "$HOME/.local/bin-fa-test/unshare"`, leaks: true,
+			bad: func(string, result) bool { return exists(filepath.Join(home, ".local/bin-fa-test/unshare")) }},
+		{name: "create missing persona.md", script: `echo injected > persona.md`, leaks: true,
+			bad: func(ws string, _ result) bool { return contains(filepath.Join(ws, "persona.md"), "injected") }},
+		{name: "create missing AGENTS.md", script: `echo injected > AGENTS.md`, leaks: true,
+			bad: func(ws string, _ result) bool { return contains(filepath.Join(ws, "AGENTS.md"), "injected") }},
+		{name: "append to fastagent.yaml", script: `echo 'sandbox: off' >> fastagent.yaml`, leaks: true,
+			bad: func(ws string, _ result) bool { return contains(filepath.Join(ws, "fastagent.yaml"), "sandbox") }},
+		{name: "truncate fastagent.yaml", script: `truncate -s 0 fastagent.yaml; : > fastagent.yaml`, leaks: true,
+			bad: func(ws string, _ result) bool { return !contains(filepath.Join(ws, "fastagent.yaml"), "model") }},
+		{name: "add a tool", script: `echo 'command: x' > tools/x.yaml`, leaks: true,
+			bad: func(ws string, _ result) bool { return exists(filepath.Join(ws, "tools/x.yaml")) }},
+		{name: "replace tools/", script: `mv tools tools.old; mkdir tools; echo 'command: x' > tools/x.yaml`, leaks: true,
+			bad: func(ws string, _ result) bool { return exists(filepath.Join(ws, "tools/x.yaml")) }},
+		{name: "plant .git", script: `mkdir -p .git/hooks && echo x > .git/config`, leaks: true,
+			bad: func(ws string, _ result) bool { return exists(filepath.Join(ws, ".git/config")) }},
+		{name: "read .env", script: `cat .env`, leaks: true, bad: outHasCanary},
+		{name: "read workspace state", script: `cat .fastagent/api-token`, leaks: true, bad: outHasCanary},
+		{name: "read state dir outside workspace", script: `cat ` + w.state + `/sessions.db ` + w.state + `/api-token`, leaks: true, bad: outHasCanary},
+		{name: "read a secret file", script: `cat ` + w.secretFile, leaks: true, bad: outHasCanary},
+		{name: "worker environ", script: `cat /proc/$PPID/environ; cat /proc/` + strconv.Itoa(os.Getpid()) + `/environ`, leaks: true, bad: outHasCanary},
+		{name: "every environ", script: `for f in /proc/*/environ; do tr '\0' '\n' <"$f"; done 2>/dev/null`, leaks: true, bad: outHasCanary},
+		{name: "pid 1 environ", script: `tr '\0' '\n' </proc/1/environ`, bad: outHasCanary},
+		{name: "environment", script: `env`, bad: outHasCanary},
+		{name: "loopback control plane, network off", script: `exec 3<>/dev/tcp/` + host + `/` + port + ` && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && cat <&3`, leaks: true,
+			bad: func(_ string, r result) bool { return strings.Contains(r.out, "control-plane-reached") }},
+		{name: "loopback control plane via curl, network off", script: `curl -sS --max-time 5 ` + w.control.URL, leaks: true,
+			bad: func(_ string, r result) bool { return strings.Contains(r.out, "control-plane-reached") }},
+		{name: "loopback control plane, network on", net: true, script: `curl -sS --noproxy '*' --max-time 5 ` + w.control.URL + `; curl -sS --max-time 5 ` + w.control.URL + `; exec 3<>/dev/tcp/` + host + `/` + port + ` && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && cat <&3`, leaks: true,
+			bad: func(_ string, r result) bool { return strings.Contains(r.out, "control-plane-reached") }},
+		{name: "cloud metadata, network on", net: true, script: `curl -sS --max-time 5 http://169.254.169.254/latest/meta-data/; echo code=$?`,
+			bad: func(_ string, r result) bool { return !strings.Contains(r.out, "169.254.169.254") }},
+		{name: "unix socket", script: `python3 -c "import socket; s=socket.socket(socket.AF_UNIX); print('unix-socket-made')"`,
+			bad: func(_ string, r result) bool { return strings.Contains(r.out, "unix-socket-made") }},
+		{name: "udp", net: true, script: `python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('127.0.0.1', 53)); print('udp-sent')"`,
+			bad: func(_ string, r result) bool { return strings.Contains(r.out, "udp-sent") }},
+	}
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) {
+			b := box(t, m)
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					_ = os.RemoveAll(filepath.Join(home, ".local/bin-fa-test"))
+					ws := workspace(t)
+					var opts []func(*sandbox.Cmd)
+					if c.net {
+						opts = append(opts, withNetwork)
+					}
+					r := run(t, b, ws, c.script, opts...)
+					if r.err != nil {
+						t.Fatalf("start: %v", r.err)
+					}
+					if c.bad(ws, r) {
+						t.Errorf("attack worked under %s:\n%s", m, r.out)
+					}
+					if c.leaks {
+						_ = os.RemoveAll(filepath.Join(home, ".local/bin-fa-test"))
+						ws := workspace(t)
+						r := run(t, box(t, sandbox.Off), ws, c.script, opts...)
+						if !c.bad(ws, r) {
+							t.Errorf("control: the attack fails even unconfined, so this case proves nothing:\n%s", r.out)
+						}
+					}
+				})
+			}
+		})
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join(home, ".local/bin-fa-test")) })
+}
+
+func outHasCanary(_ string, r result) bool { return strings.Contains(r.out, canary) }
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+func contains(p, s string) bool {
+	b, err := os.ReadFile(p)
+	return err == nil && strings.Contains(string(b), s)
+}
+
+// What a tool is meant to do still works: write in the workspace (new
+// files in existing directories), its own temporary directory, reach an
+// internet host by name through the proxy when it has the network.
+func TestAllowed(t *testing.T) {
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) {
+			b := box(t, m)
+			ws := workspace(t)
+			r := run(t, b, ws, `set -e
+echo hello > src/new.txt; cat src/new.txt
+echo more >> src/new.txt; rm src/new.txt
+mkdir -p src/deep/er && echo x > src/deep/er/f && rm -r src/deep
+echo tmp > "$TMPDIR/t" && cat "$TMPDIR/t"
+cat fastagent.yaml
+ls -a | tr '\n' ' '
+echo >/dev/null && echo devnull-ok`)
+			if r.err != nil || r.code != 0 {
+				t.Fatalf("code %d err %v:\n%s", r.code, r.err, r.out)
+			}
+			for _, want := range []string{"hello", "tmp", "model: x", "devnull-ok", "fastagent.yaml"} {
+				if !strings.Contains(r.out, want) {
+					t.Errorf("output lacks %q:\n%s", want, r.out)
+				}
+			}
+			r = run(t, b, ws, `curl -sS --max-time 10 http://api.example.test:`+portOf(theWorld(t).external.URL)+`/`, withNetwork)
+			if !strings.Contains(r.out, "internet-reached") {
+				t.Errorf("network on: the external host is not reachable by name through the proxy:\n%s", r.out)
+			}
+			r = run(t, b, ws, `curl -sS --max-time 5 http://api.example.test:`+portOf(theWorld(t).external.URL)+`/; echo code=$?`)
+			if strings.Contains(r.out, "internet-reached") {
+				t.Errorf("network off: the external host is reachable:\n%s", r.out)
+			}
+		})
+	}
+}
+
+func portOf(u string) string {
+	_, p, _ := net.SplitHostPort(strings.TrimPrefix(u, "http://"))
+	return p
+}
+
+// A call's temporary directory is its own: another call does not see it.
+func TestPrivateTmp(t *testing.T) {
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) {
+			b := box(t, m)
+			ws := workspace(t)
+			r1 := run(t, b, ws, `echo secret-of-call-one > "$TMPDIR/mine"; echo "$TMPDIR"`)
+			r2 := run(t, b, ws, `cat "`+strings.TrimSpace(r1.out)+`/mine" 2>&1; ls /tmp 2>&1; grep -r secret-of-call-one /tmp 2>/dev/null; echo end`)
+			if strings.Contains(r2.out, "secret-of-call-one") {
+				t.Errorf("call two reads call one's temporary file:\n%s", r2.out)
+			}
+		})
+	}
+}
+
+// A job detached from the call (setsid, nohup, double fork) ends with it.
+func TestDetachedJobsEndWithCall(t *testing.T) {
+	for _, m := range append(modes, sandbox.Off) {
+		t.Run(string(m), func(t *testing.T) {
+			b := box(t, m)
+			ws := workspace(t)
+			marker := fmt.Sprintf("1000.%d%d", os.Getpid(), time.Now().UnixNano()%1000)
+			r := run(t, b, ws, `(setsid sleep `+marker+` >/dev/null 2>&1 &); sleep 0.2; echo started`)
+			if !strings.Contains(r.out, "started") {
+				t.Fatalf("%+v", r)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				if !processWithArg(marker) {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Errorf("a detached job of the call is still running after the call ended")
+		})
+	}
+}
+
+func processWithArg(arg string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte(arg)) && !bytes.Contains(b, []byte("bash")) {
+			return true
+		}
+	}
+	return false
+}
+
+// With no mechanism, nothing runs and the error says what to do.
+func TestFailsClosed(t *testing.T) {
+	b := sandbox.Open(sandbox.Config{Mode: sandbox.Landlock, Executable: "/nonexistent/fastagent"})
+	defer b.Close()
+	st := b.Status()
+	if st.Mode != "" || st.Error == "" {
+		t.Fatalf("status %+v", st)
+	}
+	ws := workspace(t)
+	r := run(t, b, ws, `touch ran`)
+	if r.err == nil || exists(filepath.Join(ws, "ran")) {
+		t.Fatalf("a tool ran without a sandbox: %+v", r)
+	}
+	for _, want := range []string{"tool sandbox unavailable", "tools.sandbox: off", "FASTAGENT_SANDBOX=off"} {
+		if !strings.Contains(r.err.Error(), want) {
+			t.Errorf("error %q does not say %q", r.err, want)
+		}
+	}
+}

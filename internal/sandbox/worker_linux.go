@@ -1,0 +1,520 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fastagent/fastagent/internal/secretenv"
+)
+
+// helperStartTimeout bounds the helper's start and base setup.
+const helperStartTimeout = 20 * time.Second
+
+// Sandbox starts tool processes under the policy. Open one per worker
+// process; it is safe for concurrent use.
+type Sandbox struct {
+	cfg    Config
+	log    *slog.Logger
+	hidden []string
+	status Status
+	nextID atomic.Uint64
+
+	mu     sync.Mutex
+	h      *helperConn
+	closed bool
+}
+
+// helperConn is the worker's end of a running helper.
+type helperConn struct {
+	cmd  *exec.Cmd
+	c    *conn
+	mu   sync.Mutex
+	wait map[uint64]*Process
+	dead chan struct{}
+	err  error
+}
+
+// Open picks the mechanism (Config.Mode, or namespaces then Landlock),
+// starts its helper and reports the result in Status. It does not fail:
+// when nothing can confine tools, Status says why and Start refuses.
+func Open(cfg Config) *Sandbox {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Sandbox{cfg: cfg, log: cfg.Logger}
+	hidden := append([]string{}, cfg.Hidden...)
+	hidden = append(hidden, secretenv.Files(os.Environ())...)
+	hidden = append(hidden, homeHidden(os.Getenv("HOME"))...)
+	s.hidden = absClean(hidden)
+	modes := []Mode{Namespaces, Landlock}
+	if cfg.Mode != "" {
+		modes = []Mode{cfg.Mode}
+	}
+	var why []string
+	for _, m := range modes {
+		h, st, err := s.startHelper(m)
+		if err == nil {
+			s.h, s.status = h, st
+			break
+		}
+		why = append(why, fmt.Sprintf("%s: %v", m, err))
+	}
+	if s.h == nil {
+		s.status = Status{LandlockABI: landlockABI(),
+			Error: fmt.Sprintf("%s (%s); %s", ErrUnavailable, strings.Join(why, "; "), fixHint)}
+	}
+	return s
+}
+
+// Status reports the mechanism in use and what it enforces.
+func (s *Sandbox) Status() Status { return s.status }
+
+// Close stops the helper; every running tool process is killed with it.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	h := s.h
+	s.h = nil
+	s.mu.Unlock()
+	if h != nil {
+		h.close()
+	}
+	return nil
+}
+
+// startHelper re-executes this program as the helper of mode m and waits
+// for it to be ready.
+func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
+	if m == Landlock {
+		if abi := landlockABI(); abi < minLandlockABI {
+			if abi == 0 {
+				return nil, Status{}, errors.New("Landlock is not enabled in this kernel")
+			}
+			return nil, Status{}, fmt.Errorf("Landlock ABI %d is too old (read-only files need ABI %d, Linux 6.2)", abi, minLandlockABI)
+		}
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, Status{}, fmt.Errorf("control socket: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(pair[0]), "sandbox-control"), os.NewFile(uintptr(pair[1]), "sandbox-control")
+	exe := s.cfg.Executable
+	if exe == "" {
+		exe = "/proc/self/exe"
+	}
+	cmd := &exec.Cmd{Path: exe, Args: []string{"fastagent-sandbox-helper"}, Env: []string{envName + "=1"},
+		ExtraFiles: []*os.File{theirs}, Stderr: os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	if m == Namespaces {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	}
+	err = cmd.Start()
+	_ = theirs.Close()
+	if err != nil {
+		_ = mine.Close()
+		if m == Namespaces {
+			return nil, Status{}, fmt.Errorf("user namespaces are refused here (%w)", err)
+		}
+		return nil, Status{}, fmt.Errorf("start helper: %w", err)
+	}
+	c, err := newConn(mine)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, Status{}, err
+	}
+	h := &helperConn{cmd: cmd, c: c, wait: map[uint64]*Process{}, dead: make(chan struct{})}
+	fail := func(err error) (*helperConn, Status, error) {
+		h.close()
+		return nil, Status{}, err
+	}
+	if err := c.send(helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, UID: os.Getuid(), GID: os.Getgid()}); err != nil {
+		return fail(fmt.Errorf("helper: %w", err))
+	}
+	ready := make(chan error, 1)
+	var st Status
+	go func() {
+		var ev event
+		_, err := c.recv(&ev)
+		switch {
+		case err != nil:
+			ready <- fmt.Errorf("helper exited during setup: %w", err)
+		case ev.Err != "":
+			ready <- errors.New(ev.Err)
+		case ev.Status == nil:
+			ready <- errors.New("helper: no status")
+		default:
+			st = *ev.Status
+			ready <- nil
+		}
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			return fail(err)
+		}
+	case <-time.After(helperStartTimeout):
+		return fail(fmt.Errorf("helper not ready after %s", helperStartTimeout))
+	}
+	go h.read(s.log)
+	return h, st, nil
+}
+
+// read dispatches the helper's events until it goes away.
+func (h *helperConn) read(log *slog.Logger) {
+	var err error
+	for {
+		var ev event
+		if _, err = h.c.recv(&ev); err != nil {
+			break
+		}
+		h.mu.Lock()
+		p := h.wait[ev.ID]
+		if ev.Op == "exited" {
+			delete(h.wait, ev.ID)
+		}
+		h.mu.Unlock()
+		if p != nil {
+			p.event(ev)
+		}
+	}
+	h.mu.Lock()
+	h.err = fmt.Errorf("sandbox helper exited: %w", err)
+	pending := h.wait
+	h.wait = map[uint64]*Process{}
+	h.mu.Unlock()
+	close(h.dead)
+	for _, p := range pending {
+		p.fail(h.err)
+	}
+	if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+		log.Warn("tool sandbox helper stopped; it is restarted for the next tool call", "err", err)
+	}
+	_ = h.cmd.Wait()
+}
+
+func (h *helperConn) close() {
+	_ = h.c.c.Close()
+	select {
+	case <-h.dead:
+	case <-time.After(2 * time.Second):
+		_ = h.cmd.Process.Kill()
+	}
+}
+
+func (h *helperConn) alive() bool {
+	select {
+	case <-h.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// helper returns a running helper, restarting it after a crash.
+func (s *Sandbox) helper() (*helperConn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("sandbox: closed")
+	}
+	if s.h != nil && s.h.alive() {
+		return s.h, nil
+	}
+	h, _, err := s.startHelper(s.status.Mode)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: restart helper: %w", err)
+	}
+	s.h = h
+	return h, nil
+}
+
+// Process is a started tool process (with everything it starts).
+type Process struct {
+	h   *helperConn
+	id  uint64
+	pid int
+
+	started chan error
+	done    chan struct{}
+	once    sync.Once
+	ws      syscall.WaitStatus
+	err     error
+
+	copies    sync.WaitGroup
+	closers   []io.Closer
+	waitDelay time.Duration
+}
+
+func (p *Process) event(ev event) {
+	switch ev.Op {
+	case "started":
+		if ev.Err != "" {
+			p.started <- errors.New(ev.Err)
+			return
+		}
+		p.pid = ev.Pid
+		p.started <- nil
+	case "exited":
+		p.once.Do(func() {
+			p.ws = syscall.WaitStatus(ev.Wait) //nolint:gosec // G115: a wait status
+			close(p.done)
+		})
+	}
+}
+
+func (p *Process) fail(err error) {
+	select {
+	case p.started <- err:
+	default:
+	}
+	p.once.Do(func() {
+		p.err = err
+		close(p.done)
+	})
+}
+
+// Pid is the process's PID as the worker sees it; 0 in namespaces mode,
+// where it lives in a PID namespace of its own.
+func (p *Process) Pid() int { return p.pid }
+
+// Start starts c under the policy. When no mechanism is available it
+// returns an error wrapping ErrUnavailable that says what to do, and
+// nothing runs.
+func (s *Sandbox) Start(ctx context.Context, c *Cmd) (*Process, error) {
+	if s.status.Mode == "" {
+		return nil, errors.New(s.status.Error)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req, err := s.request(c)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.helper()
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{h: h, id: req.ID, started: make(chan error, 1), done: make(chan struct{}), waitDelay: c.WaitDelay}
+	child, err := p.stdio(c)
+	if err != nil {
+		return nil, err
+	}
+	fds := []int{int(child[0].Fd()), int(child[1].Fd()), int(child[2].Fd())}
+	h.mu.Lock()
+	h.wait[p.id] = p
+	h.mu.Unlock()
+	err = h.c.send(req, fds...)
+	closeAll(child)
+	if err != nil {
+		p.abandon()
+		return nil, fmt.Errorf("sandbox: send call: %w", err)
+	}
+	select {
+	case err = <-p.started:
+	case <-h.dead:
+		err = h.err
+	}
+	if err != nil {
+		p.abandon()
+		h.mu.Lock()
+		delete(h.wait, p.id)
+		h.mu.Unlock()
+		return nil, fmt.Errorf("sandbox: start %s: %w", c.Path, err)
+	}
+	return p, nil
+}
+
+// request builds the helper's request, creating missing protected paths.
+func (s *Sandbox) request(c *Cmd) (*request, error) {
+	if len(c.Args) == 0 {
+		c.Args = []string{c.Path}
+	}
+	path := c.Path
+	if !strings.Contains(path, "/") {
+		lp, err := lookPath(path, getEnv(c.Env, "PATH"))
+		if err != nil {
+			return nil, err
+		}
+		path = lp
+	} else if !filepath.IsAbs(path) {
+		path = filepath.Join(c.Dir, path)
+	}
+	writable := absClean(c.Writable)
+	var protected []string
+	for _, r := range c.Protected {
+		protected = append(protected, resolve(r.Path))
+	}
+	if s.status.Mode != Off {
+		if err := ensurePlaceholders(writable, c.Protected); err != nil {
+			return nil, err
+		}
+	}
+	visible := absClean([]string{filepath.Dir(path), c.Dir})
+	return &request{Op: "start", ID: s.nextID.Add(1), Path: path, Args: c.Args, Env: c.Env, Dir: c.Dir,
+		Writable: writable, Protected: protected, Hidden: absClean(c.Hidden), Visible: visible, Network: c.Network}, nil
+}
+
+// lookPath finds name in the PATH the tool will have (not the worker's).
+func lookPath(name, path string) (string, error) {
+	if path == "" {
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", &exec.Error{Name: name, Err: exec.ErrNotFound}
+}
+
+// stdio returns the child's stdin, stdout and stderr, starting copy
+// goroutines for readers and writers that are not files.
+func (p *Process) stdio(c *Cmd) ([]*os.File, error) {
+	child := make([]*os.File, 3)
+	fail := func(err error) ([]*os.File, error) {
+		closeAll(child)
+		p.abandon()
+		return nil, err
+	}
+	if f, ok := c.Stdin.(*os.File); ok {
+		child[0] = dupFile(f)
+	} else if c.Stdin == nil {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return fail(err)
+		}
+		child[0] = f
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		child[0] = r
+		go func() {
+			_, _ = io.Copy(w, c.Stdin)
+			_ = w.Close()
+		}()
+	}
+	outs := []io.Writer{c.Stdout, c.Stderr}
+	for i, out := range outs {
+		if i == 1 && c.Stderr != nil && c.Stderr == c.Stdout {
+			child[2] = dupFile(child[1])
+			break
+		}
+		if f, ok := out.(*os.File); ok {
+			child[i+1] = dupFile(f)
+			continue
+		}
+		if out == nil {
+			f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				return fail(err)
+			}
+			child[i+1] = f
+			continue
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		child[i+1] = w
+		p.closers = append(p.closers, r)
+		p.copies.Add(1)
+		go func(out io.Writer) {
+			defer p.copies.Done()
+			_, _ = io.Copy(out, r)
+		}(out)
+	}
+	return child, nil
+}
+
+// dupFile duplicates f so that closing the copy sent to the helper leaves
+// the caller's file open.
+func dupFile(f *os.File) *os.File {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return f
+	}
+	return os.NewFile(uintptr(fd), f.Name())
+}
+
+// abandon releases the parent's ends when the process never started.
+func (p *Process) abandon() {
+	for _, c := range p.closers {
+		_ = c.Close()
+	}
+}
+
+// Wait waits for the process to exit and its output to be copied (at most
+// WaitDelay after the exit). A non-zero exit is an *ExitError.
+func (p *Process) Wait() error {
+	<-p.done
+	if p.err != nil {
+		p.abandon()
+		return p.err
+	}
+	copied := make(chan struct{})
+	go func() {
+		p.copies.Wait()
+		close(copied)
+	}()
+	var late bool
+	if p.waitDelay > 0 {
+		select {
+		case <-copied:
+		case <-time.After(p.waitDelay):
+			late = true
+			p.abandon()
+			<-copied
+		}
+	} else {
+		<-copied
+	}
+	p.abandon()
+	if p.ws != 0 {
+		return &ExitError{Status: p.ws}
+	}
+	if late {
+		return ErrWaitDelay
+	}
+	return nil
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Signal sends sig to every process of the call that is still in its
+// process group (in namespaces mode SIGKILL ends the whole call).
+func (p *Process) Signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	return p.h.c.send(request{Op: "signal", ID: p.id, Signal: int(sig)})
+}
+
+// Kill ends the call's processes.
+func (p *Process) Kill() { _ = p.Signal(syscall.SIGKILL) }
