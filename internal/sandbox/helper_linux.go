@@ -47,6 +47,11 @@ type helper struct {
 	// proxyPort is the loopback port of the proxy in Landlock mode.
 	proxyPort int
 
+	// forkMu is held (read) from a fork until its process is recorded, and
+	// (write) by sweep while it lists and kills: a process is never seen
+	// unrecorded between the two.
+	forkMu   sync.RWMutex
+	sweepMu  sync.Mutex
 	mu       sync.Mutex
 	calls    map[int]uint64 // pid → call
 	pgids    map[uint64]int // call → process group
@@ -94,6 +99,9 @@ func (h *helper) prepare() (Status, error) {
 	h.proxy = egress.New(h.cfg.Egress, h.log)
 	switch h.cfg.Mode {
 	case Namespaces:
+		if h.cfg.Shell == "" {
+			return st, errors.New("no shell to run as each call's init")
+		}
 		covered, err := setupBase(h.cfg.Hidden)
 		if err != nil {
 			return st, err
@@ -197,6 +205,7 @@ func (h *helper) start(req *request, files []*os.File) {
 		err     error
 	}
 	done := make(chan result, 1)
+	h.forkMu.RLock()
 	go func() {
 		// Never unlocked: the thread ends with this goroutine, taking its
 		// namespaces, Landlock domain, filter and dropped capabilities.
@@ -207,6 +216,7 @@ func (h *helper) start(req *request, files []*os.File) {
 	}()
 	r := <-done
 	if r.err != nil {
+		h.forkMu.RUnlock()
 		for _, f := range r.cleanup {
 			f()
 		}
@@ -217,14 +227,17 @@ func (h *helper) start(req *request, files []*os.File) {
 	if h.cfg.Mode == Namespaces {
 		reported = 0 // a PID in the helper's namespace means nothing to the worker
 	}
-	_ = h.c.send(event{Op: "started", ID: req.ID, Pid: reported})
+	// Recorded and reported under h.mu, so that exited (which takes it)
+	// cannot report the end before the start.
 	h.mu.Lock()
 	h.calls[r.pid] = req.ID
 	h.pgids[req.ID] = r.pid
 	h.cleanups[req.ID] = r.cleanup
 	status, exited := h.unclaim[r.pid]
 	delete(h.unclaim, r.pid)
+	_ = h.c.send(event{Op: "started", ID: req.ID, Pid: reported})
 	h.mu.Unlock()
+	h.forkMu.RUnlock()
 	if exited {
 		h.exited(r.pid, status)
 	}
@@ -297,6 +310,15 @@ func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, e
 	cmd := &exec.Cmd{Path: req.Path, Args: req.Args, Env: env, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2],
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+	if h.cfg.Mode == Namespaces {
+		// The first process of the call's PID namespace is its init: a
+		// small shell that runs the tool as its child and exits with its
+		// status, so the tool keeps ordinary signal semantics (an init
+		// ignores signals it has no handler for) and, when the init exits,
+		// the kernel ends everything left in the namespace.
+		cmd.Path = h.cfg.Shell
+		cmd.Args = append([]string{"sh", "-c", initScript, "sh", req.Path}, req.Args[1:]...)
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
@@ -304,6 +326,15 @@ func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, e
 	_ = cmd.Process.Release() // reap() waits for it
 	return pid, nil
 }
+
+// initScript is the call namespace's init (see fork). It hands the tool
+// its stdin, then lets go of its own standard streams so that they close
+// when the tool's do.
+const initScript = `exec 3<&0
+"$@" <&3 3<&- &
+exec 3<&- </dev/null >/dev/null 2>&1
+wait $!
+exit $?`
 
 // callTmp creates the call's private temporary directory (Landlock and off
 // modes), removed when the call ends.
@@ -358,12 +389,18 @@ func (h *helper) exited(pid int, ws syscall.WaitStatus) {
 	h.mu.Unlock()
 	if h.cfg.Mode != Namespaces {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		h.sweep()
-	}
-	for _, f := range cleanup {
-		f()
 	}
 	_ = h.c.send(event{Op: "exited", ID: id, Wait: int(ws)})
+	// After the report: what the call left behind (outside namespaces
+	// mode) is found and killed, then its temporary directory removed.
+	go func() {
+		if h.cfg.Mode != Namespaces {
+			h.sweep()
+		}
+		for _, f := range cleanup {
+			f()
+		}
+	}()
 }
 
 // signal sends sig to the call's process group (in namespaces mode the
@@ -385,7 +422,10 @@ func (h *helper) signal(id uint64, sig syscall.Signal) {
 // processes that left their call's process group (setsid, a double fork)
 // and were adopted by the helper when their parent exited.
 func (h *helper) sweep() {
+	h.sweepMu.Lock()
+	defer h.sweepMu.Unlock()
 	for range 10 {
+		h.forkMu.Lock()
 		h.mu.Lock()
 		live := map[int]bool{}
 		for pid := range h.calls {
@@ -401,6 +441,7 @@ func (h *helper) sweep() {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+		h.forkMu.Unlock()
 		if !found {
 			return
 		}
@@ -408,8 +449,29 @@ func (h *helper) sweep() {
 	}
 }
 
-// children lists the PIDs whose parent is ppid.
+// children lists the PIDs whose parent is ppid: from
+// /proc/<ppid>/task/*/children where the kernel has it, else by reading
+// every /proc/<pid>/stat.
 func children(ppid int) []int {
+	if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", ppid)); err == nil {
+		var out []int
+		ok := true
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", ppid, t.Name()))
+			if err != nil {
+				ok = false
+				break
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					out = append(out, pid)
+				}
+			}
+		}
+		if ok {
+			return out
+		}
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil

@@ -23,8 +23,12 @@ type helperConfig struct {
 	Mode   Mode          `json:"mode"`
 	Hidden []string      `json:"hidden"`
 	Egress egress.Policy `json:"egress"`
-	UID    int           `json:"uid"`
-	GID    int           `json:"gid"`
+	// Shell is the absolute path of the shell each namespaces-mode call
+	// runs as its init (checked by the worker: owned by root, writable by
+	// no one else).
+	Shell string `json:"shell,omitempty"`
+	UID   int    `json:"uid"`
+	GID   int    `json:"gid"`
 }
 
 // request is a worker → helper message.

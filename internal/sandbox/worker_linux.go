@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,15 +107,25 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 			return nil, Status{}, fmt.Errorf("Landlock ABI %d is too old (read-only files need ABI %d, Linux 6.2)", abi, minLandlockABI)
 		}
 	}
+	exe := s.cfg.Executable
+	if exe == "" {
+		exe = "/proc/self/exe"
+	}
+	if err := checkHelper(exe, true); err != nil {
+		return nil, Status{}, err
+	}
+	var shell string
+	if m == Namespaces {
+		var err error
+		if shell, err = systemShell(); err != nil {
+			return nil, Status{}, err
+		}
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, Status{}, fmt.Errorf("control socket: %w", err)
 	}
 	mine, theirs := os.NewFile(uintptr(pair[0]), "sandbox-control"), os.NewFile(uintptr(pair[1]), "sandbox-control")
-	exe := s.cfg.Executable
-	if exe == "" {
-		exe = "/proc/self/exe"
-	}
 	cmd := &exec.Cmd{Path: exe, Args: []string{"fastagent-sandbox-helper"}, Env: []string{envName + "=1"},
 		ExtraFiles: []*os.File{theirs}, Stderr: os.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
@@ -144,7 +155,7 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 		h.close()
 		return nil, Status{}, err
 	}
-	if err := c.send(helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, UID: os.Getuid(), GID: os.Getgid()}); err != nil {
+	if err := c.send(helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid()}); err != nil {
 		return fail(fmt.Errorf("helper: %w", err))
 	}
 	ready := make(chan error, 1)
@@ -176,6 +187,65 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 	return h, st, nil
 }
 
+// systemShell returns the shell a namespaces-mode call runs as its init:
+// /bin/sh or /usr/bin/sh, by absolute path (never through PATH), checked.
+func systemShell() (string, error) {
+	var errs []error
+	for _, p := range []string{"/bin/sh", "/usr/bin/sh"} {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := checkHelper(real, false); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return real, nil
+	}
+	return "", fmt.Errorf("no usable /bin/sh: %w", errors.Join(errs...))
+}
+
+// checkHelper refuses a program the sandbox executes when someone other
+// than root could have changed it: it and its directories must be owned by
+// root and writable by no one else. The worker's own executable (self) may
+// also belong to the worker's user — whoever can change it owns the worker
+// anyway — and it is executed as /proc/self/exe: the very file the worker
+// runs, which cannot be written while it runs and is not looked up again.
+func checkHelper(path string, self bool) error {
+	if path == "/proc/self/exe" {
+		real, err := os.Readlink(path)
+		if err != nil {
+			return fmt.Errorf("helper %s: %w", path, err)
+		}
+		path = strings.TrimSuffix(real, " (deleted)")
+		self = true
+	}
+	for p := path; ; p = filepath.Dir(p) {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			if self && p == path {
+				return fmt.Errorf("helper %s: %w", p, err)
+			}
+			if self {
+				break // a deleted or moved binary still runs as /proc/self/exe
+			}
+			return fmt.Errorf("helper %s: %w", p, err)
+		}
+		owner := st.Uid == 0 || (self && int(st.Uid) == os.Getuid())
+		if !owner {
+			return fmt.Errorf("helper %s is owned by uid %d, not root: refusing to execute it", p, st.Uid)
+		}
+		if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
+			return fmt.Errorf("helper %s is writable by group or others (mode %o): refusing to execute it", p, st.Mode&0o7777)
+		}
+		if p == "/" {
+			break
+		}
+	}
+	return nil
+}
+
 // read dispatches the helper's events until it goes away.
 func (h *helperConn) read(log *slog.Logger) {
 	var err error
@@ -203,7 +273,7 @@ func (h *helperConn) read(log *slog.Logger) {
 	for _, p := range pending {
 		p.fail(h.err)
 	}
-	if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		log.Warn("tool sandbox helper stopped; it is restarted for the next tool call", "err", err)
 	}
 	_ = h.cmd.Wait()
@@ -272,6 +342,10 @@ func (p *Process) event(ev event) {
 		p.pid = ev.Pid
 		p.started <- nil
 	case "exited":
+		select {
+		case p.started <- nil: // the helper reports a start first; be safe anyway
+		default:
+		}
 		p.once.Do(func() {
 			p.ws = syscall.WaitStatus(ev.Wait) //nolint:gosec // G115: a wait status
 			close(p.done)
@@ -368,8 +442,10 @@ func (s *Sandbox) request(c *Cmd) (*request, error) {
 		}
 	}
 	visible := absClean([]string{filepath.Dir(path), c.Dir})
+	// Secret files named by the environment now (a variable set after Open).
+	hidden := absClean(append(append([]string{}, c.Hidden...), secretenv.Files(os.Environ())...))
 	return &request{Op: "start", ID: s.nextID.Add(1), Path: path, Args: c.Args, Env: c.Env, Dir: c.Dir,
-		Writable: writable, Protected: protected, Hidden: absClean(c.Hidden), Visible: visible, Network: c.Network}, nil
+		Writable: writable, Protected: protected, Hidden: hidden, Visible: visible, Network: c.Network}, nil
 }
 
 // lookPath finds name in the PATH the tool will have (not the worker's).

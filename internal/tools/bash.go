@@ -11,11 +11,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/procgroup"
 	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
@@ -63,6 +61,9 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	}
 	timeout = min(timeout, t.opts.Bash.MaxTimeout)
 
+	if t.opts.Sandbox == nil {
+		return errorResult("bash cannot run: %v", ErrNoSandbox), nil
+	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		return agent.ToolResult{}, fmt.Errorf("tools: bash not found: %w", err)
@@ -70,35 +71,22 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	if err := ctx.Err(); err != nil {
 		return errorResult("Command was aborted before it started."), nil
 	}
-	cmd := exec.Command(bash, "-c", a.Command)
-	cmd.Dir = realDir
-	cmd.Env = t.env()
-	// Own namespaces: no view of the worker, rules read-only, state hidden.
-	policy := sandbox.ForWorkspace(realDir)
-	for _, p := range t.opts.Protected {
-		// The same rules write and edit refuse (persona.md, AGENTS.md and
-		// skills/ too unless selfEdit is on, the agent dir's rules): read-only.
-		policy.ReadOnly = append(policy.ReadOnly, p.Path)
-	}
-	if err := sandbox.Wrap(ctx, cmd, policy); err != nil {
-		return errorResult("failed to start bash: %v", err), nil
-	}
-	// cmd.Stdin stays nil: the command reads from /dev/null.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return agent.ToolResult{}, fmt.Errorf("tools: bash output pipe: %w", err)
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
-	// Its own process group, killed with the worker; the deferred Close
-	// kills whatever is left of it (background jobs too) on every return.
-	group, err := procgroup.Start(cmd, nil)
+	// stdin is /dev/null; stdout and stderr share the pipe.
+	cmd := &sandbox.Cmd{Path: bash, Args: []string{"bash", "-c", a.Command}, Dir: realDir, Env: t.env(),
+		Stdout: pw, Stderr: pw}
+	Confine(cmd, realDir, t.opts.Protected, t.opts.Bash.Network)
+	proc, err := t.opts.Sandbox.Start(ctx, cmd)
+	_ = pw.Close()
 	if err != nil {
 		_ = pr.Close()
-		_ = pw.Close()
-		return errorResult("failed to start bash: %v", err), nil
+		return errorResult("bash could not start: %v", err), nil
 	}
-	defer group.Close()
-	_ = pw.Close()
+	// Whatever the command leaves running is killed on every return.
+	defer proc.Kill()
 
 	out := &tailBuffer{max: t.opts.MaxDetailsBytes}
 	readDone := make(chan struct{})
@@ -107,9 +95,8 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 		close(readDone)
 	}()
 	waitDone := make(chan error, 1)
-	go func() { waitDone <- cmd.Wait() }()
+	go func() { waitDone <- proc.Wait() }()
 
-	pgid := cmd.Process.Pid
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var waitErr error
@@ -118,14 +105,14 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	case waitErr = <-waitDone:
 	case <-timer.C:
 		stopped = fmt.Sprintf("Command timed out after %s", fmtSeconds(timeout))
-		waitErr = killGroup(pgid, waitDone, t.opts.Bash.KillGrace)
+		waitErr = Stop(proc, waitDone, t.opts.Bash.KillGrace)
 	case <-ctx.Done():
 		stopped = "Command was aborted"
-		waitErr = killGroup(pgid, waitDone, t.opts.Bash.KillGrace)
+		waitErr = Stop(proc, waitDone, t.opts.Bash.KillGrace)
 	}
-	// The shell is done: background jobs go with it, so the output pipe
-	// closes unless something escaped the group.
-	group.Kill()
+	// The shell is done: what it started goes with it, so the output pipe
+	// closes unless something escaped the call.
+	proc.Kill()
 	select {
 	case <-readDone:
 	case <-time.After(outputDrain):
@@ -161,10 +148,10 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	case stopped != "":
 		status = stopped + "; its process group was killed."
 	case waitErr != nil:
-		var ee *exec.ExitError
+		var ee *sandbox.ExitError
 		if errors.As(waitErr, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				status = fmt.Sprintf("Command was terminated by signal %d (%s)", int(ws.Signal()), ws.Signal())
+			if ee.Status.Signaled() {
+				status = fmt.Sprintf("Command was terminated by signal %d (%s)", int(ee.Status.Signal()), ee.Status.Signal())
 			} else {
 				status = fmt.Sprintf("Command failed with exit code %d", ee.ExitCode())
 			}
@@ -196,45 +183,6 @@ func (t *bashTool) env() []string {
 		env = append(env, "PATH="+defaultPath)
 	}
 	return env
-}
-
-// killGroup stops the process group pgid: SIGTERM, then SIGKILL to whatever
-// is left after grace. It returns the shell's wait error.
-func killGroup(pgid int, waitDone <-chan error, grace time.Duration) error {
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	deadline := time.NewTimer(grace)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var waitErr error
-	exited := false
-	for {
-		select {
-		case waitErr = <-waitDone:
-			exited = true
-			if groupGone(pgid) {
-				return waitErr
-			}
-			continue
-		case <-tick.C:
-			if exited && groupGone(pgid) {
-				return waitErr
-			}
-			continue
-		case <-deadline.C:
-		}
-		break
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	if !exited {
-		waitErr = <-waitDone
-	}
-	return waitErr
-}
-
-// groupGone reports whether no process is left in group pgid.
-func groupGone(pgid int) bool {
-	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
 }
 
 func fmtSeconds(d time.Duration) string {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 func TestBash(t *testing.T) {
@@ -228,7 +227,7 @@ func TestBashAbortKillsProcessGroup(t *testing.T) {
 		cancel()
 	}()
 	start := time.Now()
-	r := runCtx(t, sandbox.Off(ctx), bash, dir, map[string]any{"command": groupCommand})
+	r := runCtx(t, ctx, unconfined(bash), dir, map[string]any{"command": groupCommand})
 	if !r.IsError || !strings.Contains(r.Content, "aborted") || !strings.Contains(r.Content, "started") {
 		t.Fatalf("got %+v", r)
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // workerEnv switches the test binary into a stand-in worker: it runs the
@@ -35,9 +34,9 @@ func TestMain(m *testing.M) {
 	}
 	if command := os.Getenv(workerEnv); command != "" {
 		args, _ := json.Marshal(map[string]any{"command": command})
-		bash := testTools(Options{})[NameBash]
 		// Unsandboxed: the test follows the shell by its host PID.
-		_, _ = bash.Run(sandbox.Off(context.Background()), agent.ToolCall{ID: "c1", Name: NameBash, Args: args, Session: "s", Dir: os.Getenv("FASTAGENT_TEST_BASH_DIR")})
+		bash := unconfined(testTools(Options{})[NameBash])
+		_, _ = bash.Run(context.Background(), agent.ToolCall{ID: "c1", Name: NameBash, Args: args, Session: "s", Dir: os.Getenv("FASTAGENT_TEST_BASH_DIR")})
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

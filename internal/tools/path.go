@@ -158,6 +158,13 @@ type Protected struct {
 	// Secret paths (the state dir, .env) are not readable either: they hold
 	// the session database and the operator's secrets.
 	Secret bool
+	// Dir says the path is a directory; a missing one is created empty (as
+	// a file when Dir is false) before a sandboxed tool runs, so that no
+	// tool can create it — unless IfExists is set.
+	Dir bool
+	// IfExists: protect the path only when it exists (it is not read from
+	// there, so a tool creating it changes nothing).
+	IfExists bool
 }
 
 // protectedBy returns the entry of list that covers real (a resolved

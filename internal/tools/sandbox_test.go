@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,10 +34,33 @@ func sandboxWorkspace(t *testing.T, canary string) string {
 	return dir
 }
 
+// workspaceRules is the protected list a worker gives bash for dir (see
+// workspace.ProtectedPaths): the rules read-only, the state and .env hidden.
+func workspaceRules(dir string) []Protected {
+	var out []Protected
+	for _, r := range []struct {
+		name        string
+		dir, secret bool
+	}{{"fastagent.yaml", false, false}, {"tools", true, false}, {"channels", true, false}, {"schedules", true, false},
+		{".git", true, false}, {".fastagent", true, true}, {".env", false, true}} {
+		out = append(out, Protected{Path: filepath.Join(dir, r.name), Reason: "a rule", Dir: r.dir, Secret: r.secret})
+	}
+	return out
+}
+
+// ruledBash is bash as a worker builds it for dir.
+func ruledBash(dir string) agent.Tool {
+	return testTools(Options{Protected: workspaceRules(dir)})[NameBash]
+}
+
 func requireSandbox(t *testing.T) string {
 	t.Helper()
-	if err := sandbox.Available(); err != nil {
-		t.Skipf("no tool sandbox here: %v", err)
+	b, _ := testBoxes()
+	if st := b.Status(); st.Mode == "" {
+		if os.Getenv("CI") == "true" || os.Getenv("FASTAGENT_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("no tool sandbox here: %s", st.Error)
+		}
+		t.Skipf("no tool sandbox here: %s", st.Error)
 	}
 	canary := os.Getenv(canaryEnv)
 	if canary == "" {
@@ -56,7 +80,8 @@ func TestBashCannotReachWorkerSecrets(t *testing.T) {
 		// leaks: the attack finds the canary when run unsandboxed.
 		leaks bool
 	}{
-		{"parent environ", `tr '\0' '\n' </proc/$PPID/environ`, true},
+		// The parent is the sandbox helper, whose environment is empty.
+		{"parent environ", `tr '\0' '\n' </proc/$PPID/environ`, false},
 		{"worker environ by pid", fmt.Sprintf(`cat /proc/%d/environ`, pid), true},
 		{"worker cmdline", fmt.Sprintf(`cat /proc/%d/cmdline; echo`, pid), false},
 		{"walk every environ", `for f in /proc/*/environ; do tr '\0' '\n' <"$f"; done 2>/dev/null | grep -a =canary-`, true},
@@ -71,13 +96,14 @@ func TestBashCannotReachWorkerSecrets(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			bash := testTools(Options{})[NameBash]
-			r := run(t, bash, sandboxWorkspace(t, canary), map[string]any{"command": c.command})
+			dir := sandboxWorkspace(t, canary)
+			r := run(t, ruledBash(dir), dir, map[string]any{"command": c.command})
 			if strings.Contains(r.Content, canary) {
 				t.Errorf("sandboxed %q shows the worker's secret:\n%s", c.command, r.Content)
 			}
 			if c.leaks {
-				r := runUnsandboxed(t, bash, sandboxWorkspace(t, canary), map[string]any{"command": c.command})
+				dir := sandboxWorkspace(t, canary)
+				r := runUnsandboxed(t, ruledBash(dir), dir, map[string]any{"command": c.command})
 				if !strings.Contains(r.Content, canary) {
 					t.Errorf("control: unsandboxed %q does not find the secret, so the test proves nothing:\n%s", c.command, r.Content)
 				}
@@ -99,7 +125,7 @@ func TestBashCannotRewriteRules(t *testing.T) {
 		{"replace fastagent.yaml", `rm -f fastagent.yaml; echo x > fastagent.yaml`, "fastagent.yaml"},
 		{"add a tool", `echo 'command: x' > tools/x.yaml`, "tools/x.yaml"},
 		{"add a schedule", `mkdir -p schedules && echo 'x: 1' > schedules/x.yaml`, "schedules/x.yaml"},
-		{"add a channel", `echo 'x: 1' > channels/x.yaml`, "channels/x.yaml"},
+		{"add a channel", `mkdir -p channels; echo 'x: 1' > channels/x.yaml`, "channels/x.yaml"},
 		{"move tools away", `mv tools tools.old && mkdir tools && echo 'command: x' > tools/x.yaml`, "tools/x.yaml"},
 		{"unmount", `umount fastagent.yaml; umount -l tools; echo x >> fastagent.yaml; echo 'command: x' > tools/x.yaml`, "tools/x.yaml"},
 	}
@@ -108,7 +134,7 @@ func TestBashCannotRewriteRules(t *testing.T) {
 			t.Parallel()
 			dir := sandboxWorkspace(t, "not-a-secret")
 			before, _ := os.ReadFile(filepath.Join(dir, c.file))
-			bash := testTools(Options{})[NameBash]
+			bash := ruledBash(dir)
 			r := run(t, bash, dir, map[string]any{"command": c.command + "; echo ok > notes.txt"})
 			after, _ := os.ReadFile(filepath.Join(dir, c.file))
 			if !bytes.Equal(before, after) {
@@ -151,9 +177,10 @@ func TestBashDetachedJobEndsWithCall(t *testing.T) {
 			if !waitUntil(func() bool { return len(sleepers(arg)) == 0 }) {
 				t.Fatalf("detached job %v outlived the call", sleepers(arg))
 			}
-			// Control: unsandboxed, the job escapes the process group.
+			// Control: started without the sandbox's helper, the job escapes
+			// the process group and survives the shell.
 			arg += "1"
-			runUnsandboxed(t, bash, t.TempDir(), map[string]any{"command": fmt.Sprintf(tc.command, arg) + " echo started"})
+			_ = exec.Command("bash", "-c", fmt.Sprintf(tc.command, arg)+" echo started").Run()
 			left := sleepers(arg)
 			for _, p := range left {
 				_ = killPID(p)
@@ -185,12 +212,16 @@ func sleepers(arg string) []int {
 // BenchmarkBashCall measures a trivial bash call with and without the
 // sandbox; the difference is the sandbox's cost per call.
 func BenchmarkBashCall(b *testing.B) {
+	confined, open := testBoxes()
+	landlock := sandbox.Open(sandbox.Config{Mode: sandbox.Landlock})
+	defer landlock.Close()
 	for _, bc := range []struct {
 		name string
-		ctx  context.Context
+		box  *sandbox.Sandbox
 	}{
-		{"sandboxed", context.Background()},
-		{"unsandboxed", sandbox.Off(context.Background())},
+		{"sandboxed-" + string(confined.Status().Mode), confined},
+		{"sandboxed-landlock", landlock},
+		{"unsandboxed", open},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			dir := b.TempDir()
@@ -198,10 +229,13 @@ func BenchmarkBashCall(b *testing.B) {
 				_ = os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644)
 			}
 			_ = os.Mkdir(filepath.Join(dir, ".fastagent"), 0o755)
-			bash := testTools(Options{})[NameBash]
+			if bc.box.Status().Mode == "" {
+				b.Skipf("unavailable: %s", bc.box.Status().Error)
+			}
+			bash := testTools(Options{Sandbox: bc.box})[NameBash]
 			args := mustJSONB(b, map[string]any{"command": "true"})
 			for b.Loop() {
-				r, err := bash.Run(bc.ctx, callFor(bash, dir, args))
+				r, err := bash.Run(context.Background(), callFor(bash, dir, args))
 				if err != nil || r.IsError {
 					b.Fatalf("%v %+v", err, r)
 				}
@@ -255,6 +289,7 @@ func TestBashHonoursProtectedPaths(t *testing.T) {
 	}
 	// Control: without the protected list, bash can change it.
 	open := testTools(Options{})[NameBash]
+	_ = os.Chmod(persona, 0o644)
 	run(t, open, dir, map[string]any{"command": "echo changed > persona.md"})
 	if b, _ := os.ReadFile(persona); string(b) != "changed\n" {
 		t.Fatalf("control: persona.md = %q", b)

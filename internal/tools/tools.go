@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // Names of the built-in tools.
@@ -44,8 +45,11 @@ type Options struct {
 	// (bash) is kept and fullOutputTruncated is set.
 	MaxDetailsBytes int
 	// Protected lists the paths write and edit refuse to change (the
-	// agent's own rules; see workspace.ProtectedPaths).
+	// agent's own rules; see workspace.ProtectedPaths); bash gets them
+	// read-only (or hidden, the secret ones) from the sandbox.
 	Protected []Protected
+	// Sandbox confines bash's commands; without one bash refuses to run.
+	Sandbox *sandbox.Sandbox
 }
 
 // ReadOptions configures the read tool.
@@ -68,6 +72,9 @@ type BashOptions struct {
 	// KillGrace is the time between SIGTERM and SIGKILL to the command's
 	// process group on timeout or abort (default 2s).
 	KillGrace time.Duration
+	// Network gives commands egress through the sandbox's proxy
+	// (tools.network / tools.bash.network); off by default.
+	Network bool
 }
 
 func (o Options) withDefaults() Options {

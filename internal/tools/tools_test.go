@@ -6,14 +6,34 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
-// testTools returns the built-in tools with opts, by name.
+var (
+	boxOnce      sync.Once
+	box, openBox *sandbox.Sandbox
+)
+
+// testBoxes returns this test binary's sandboxes: the default mechanism
+// (as a worker would pick it) and an unconfined one (tools.sandbox: off).
+func testBoxes() (*sandbox.Sandbox, *sandbox.Sandbox) {
+	boxOnce.Do(func() {
+		box = sandbox.Open(sandbox.Config{})
+		openBox = sandbox.Open(sandbox.Config{Mode: sandbox.Off})
+	})
+	return box, openBox
+}
+
+// testTools returns the built-in tools with opts, by name; without a
+// sandbox in opts they get the default one.
 func testTools(opts Options) map[string]agent.Tool {
+	if opts.Sandbox == nil {
+		opts.Sandbox, _ = testBoxes()
+	}
 	m := make(map[string]agent.Tool)
 	for _, tool := range Builtin(opts) {
 		m[tool.Spec().Name] = tool
@@ -36,12 +56,22 @@ func run(t *testing.T, tool agent.Tool, dir string, args any) agent.ToolResult {
 	return runCtx(t, context.Background(), tool, dir, args)
 }
 
-// runUnsandboxed runs tool outside the tool sandbox, for tests that follow
-// its processes by their host PIDs (the sandbox's PID namespace renumbers
-// them).
+// runUnsandboxed runs tool with an unconfined sandbox (tools.sandbox: off),
+// for controls and for tests that follow its processes by their host PIDs
+// (the sandbox's PID namespaces renumber them).
 func runUnsandboxed(t *testing.T, tool agent.Tool, dir string, args any) agent.ToolResult {
 	t.Helper()
-	return runCtx(t, sandbox.Off(context.Background()), tool, dir, args)
+	return runCtx(t, context.Background(), unconfined(tool), dir, args)
+}
+
+// unconfined returns bash with the unconfined sandbox; other tools as they are.
+func unconfined(tool agent.Tool) agent.Tool {
+	if b, ok := tool.(*bashTool); ok {
+		c := *b
+		_, c.opts.Sandbox = testBoxes()
+		return &c
+	}
+	return tool
 }
 
 func runCtx(t *testing.T, ctx context.Context, tool agent.Tool, dir string, args any) agent.ToolResult {
