@@ -16,7 +16,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 	"github.com/fastagent/fastagent/internal/transcript"
 )
 
@@ -63,12 +63,7 @@ func (e *env) startWorkerWithEnv(t *testing.T, extra ...string) *proc {
 // runs, and the canary appears neither in the stored tool result nor in
 // what the model is sent, nor in any event of the turn.
 func TestBashInWorkerProcessCannotReachSecrets(t *testing.T) {
-	if err := sandbox.Available(); err != nil {
-		if os.Getenv("CI") == "" && os.Getenv("FASTAGENT_REQUIRE_SERVICES") != "1" {
-			t.Skipf("no tool sandbox here: %v", err)
-		}
-		t.Fatalf("no tool sandbox in CI: %v", err)
-	}
+	sandboxtest.Require(t)
 	e := newProcessEnv(t)
 	canary := fmt.Sprintf("canary-%d-%d", os.Getpid(), time.Now().UnixNano())
 	for name, content := range map[string]string{

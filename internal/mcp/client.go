@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"os/exec"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/fastagent/fastagent/internal/procgroup"
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 )
 
 // client is the Manager's handle on one server configuration: it starts
@@ -46,8 +48,8 @@ type attempt struct {
 // conn is one session with the server.
 type conn struct {
 	session *sdk.ClientSession
-	cmd     *exec.Cmd        // stdio only
-	group   *procgroup.Group // stdio only: the server's process group
+	proc    *sandbox.Process // stdio only: the server, confined
+	stdin   io.Closer        // stdio only: closing it asks the server to exit
 	stderr  *stderrTail      // stdio only
 
 	dead    atomic.Bool // the session ended
@@ -204,10 +206,11 @@ func (c *client) recordFailure(err error) {
 func (c *client) watch(cn *conn) {
 	err := cn.session.Wait()
 	cn.dead.Store(true)
-	cn.killGroup()
-	if !cn.closing.Load() {
-		c.log.Warn("MCP server session ended", "error", err, "stderr", cn.stderrTail())
+	if cn.closing.Load() {
+		return // close lets the server exit on its own first
 	}
+	cn.killGroup()
+	c.log.Warn("MCP server session ended", "error", err, "stderr", cn.stderrTail())
 }
 
 // drop forgets cn (the next use reconnects) and closes it in the
@@ -265,38 +268,13 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 	if c.srv.URL != "" {
 		transport = &sdk.StreamableClientTransport{Endpoint: c.srv.URL}
 	} else {
-		cmd := exec.Command(c.srv.Command, c.srv.Args...)
-		cmd.Dir = c.srv.Dir
-		env, missing := commandEnv(c.srv.Dir, c.srv.Env)
-		if len(missing) > 0 {
-			c.log.Warn("MCP server env references unset variables; they expand to empty strings", "variables", missing)
-		}
-		cmd.Env = env
-		// Own namespaces: no view of the worker, rules read-only, state
-		// hidden.
-		if err := sandbox.Wrap(ctx, cmd, sandbox.ForWorkspace(c.srv.Dir)); err != nil {
+		t, err := c.startStdio(ctx, cn)
+		if err != nil {
 			return nil, fmt.Errorf("start: %w", err)
 		}
-		cn.stderr = newStderrTail(c.log)
-		cmd.Stderr = cn.stderr
-		cn.cmd = cmd
-		transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: terminateGrace}
+		transport = t
 	}
-	var session *sdk.ClientSession
-	connect := func() error {
-		var err error
-		session, err = client.Connect(ctx, transport, nil)
-		return err
-	}
-	var err error
-	if cn.cmd != nil {
-		// Own process group, so that closing kills the server's children
-		// too and a terminal's Ctrl-C is left to the worker; the server
-		// dies with the worker (the transport starts cmd inside connect).
-		cn.group, err = procgroup.Start(cn.cmd, connect)
-	} else {
-		err = connect()
-	}
+	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		cn.killGroup()
 		err = fmt.Errorf("start: %w", err)
@@ -335,27 +313,77 @@ func (cn *conn) tools(ctx context.Context) ([]toolDef, error) {
 	return defs, nil
 }
 
+// startStdio starts a stdio server in the tool sandbox — the same policy
+// as bash and workspace tools: the workspace writable but its rules, no
+// secrets, no network unless the server has it — and returns the
+// transport over its stdin and stdout.
+func (c *client) startStdio(ctx context.Context, cn *conn) (sdk.Transport, error) {
+	if c.srv.Sandbox == nil {
+		return nil, tools.ErrNoSandbox
+	}
+	env, missing := commandEnv(c.srv.Dir, c.srv.Env)
+	if len(missing) > 0 {
+		c.log.Warn("MCP server env references unset variables; they expand to empty strings", "variables", missing)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		_ = inR.Close()
+		_ = inW.Close()
+		return nil, err
+	}
+	cn.stderr = newStderrTail(c.log)
+	cmd := &sandbox.Cmd{Path: c.srv.Command, Args: append([]string{c.srv.Command}, c.srv.Args...), Env: env, Dir: c.srv.Dir,
+		Stdin: inR, Stdout: outW, Stderr: cn.stderr}
+	tools.Confine(cmd, c.srv.Dir, c.srv.Protected, c.srv.Network)
+	proc, err := c.srv.Sandbox.Start(ctx, cmd)
+	_ = inR.Close()
+	_ = outW.Close()
+	if err != nil {
+		_ = inW.Close()
+		_ = outR.Close()
+		return nil, err
+	}
+	cn.proc, cn.stdin = proc, inW
+	return &sdk.IOTransport{Reader: outR, Writer: inW}, nil
+}
+
 // close closes the session: stdio servers get their stdin closed, then
-// SIGTERM and SIGKILL if they do not exit; what is left of the process
-// group is killed.
+// SIGTERM and SIGKILL if they do not exit; what is left of the call is
+// killed.
 func (cn *conn) close() {
 	cn.closing.Store(true)
 	if cn.session != nil {
 		_ = cn.session.Close()
 	}
+	if cn.proc == nil {
+		return
+	}
+	if cn.stdin != nil {
+		_ = cn.stdin.Close()
+	}
+	select {
+	case <-cn.proc.Done():
+	case <-time.After(terminateGrace):
+		_ = cn.proc.Signal(syscall.SIGTERM)
+		select {
+		case <-cn.proc.Done():
+		case <-time.After(terminateGrace):
+		}
+	}
 	cn.killGroup()
 }
 
-// killGroup kills the stdio server's process group, if it was started.
+// killGroup kills the stdio server and everything it started.
 func (cn *conn) killGroup() {
-	if cn.group != nil {
-		cn.group.Close()
-		return
+	if cn.proc != nil {
+		cn.proc.Kill()
 	}
-	if cn.cmd != nil && cn.cmd.Process != nil {
-		// A failed start: procgroup.Start killed it already; the group
-		// may be gone (ESRCH), which is nothing to report.
-		_ = procgroup.Kill(cn.cmd.Process.Pid)
+	if cn.stdin != nil {
+		_ = cn.stdin.Close()
 	}
 }
 

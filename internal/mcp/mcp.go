@@ -56,6 +56,8 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 )
 
 const (
@@ -97,9 +99,16 @@ type Server struct {
 	// Deferred keeps the server's tools out of the model request until
 	// they are activated (agent.ToolSpec.Deferred).
 	Deferred bool
-	// Dir is the stdio server's working directory; empty means the
-	// worker's.
+	// Dir is the stdio server's working directory (the workspace, writable
+	// to it but for Protected); empty means the worker's.
 	Dir string
+	// Sandbox confines a stdio server; without one it is not started.
+	Sandbox *sandbox.Sandbox `json:"-"`
+	// Protected are the workspace's rules: read-only (or hidden) for the
+	// server, as for bash.
+	Protected []tools.Protected
+	// Network gives a stdio server egress through the sandbox's proxy.
+	Network bool
 }
 
 // key identifies the configuration: equal configurations share a session.
@@ -110,9 +119,11 @@ func (s Server) key() string {
 		Command string
 		Args    []string
 		Env     map[string]string
-		URL     string
-		Dir     string
-	}{s.Name, s.Command, s.Args, s.Env, s.URL, s.Dir})
+		URL       string
+		Dir       string
+		Protected []tools.Protected
+		Network   bool
+	}{s.Name, s.Command, s.Args, s.Env, s.URL, s.Dir, s.Protected, s.Network})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

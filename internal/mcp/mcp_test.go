@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -150,13 +151,18 @@ func echoServer(t *testing.T, name string) (Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(t.TempDir(), name+".log")
+	// The log lives in the server's workspace: the only place the sandbox
+	// lets it write.
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, name+".log")
 	return Server{
 		Name:    name,
 		Command: exe,
 		// atexit_sleep_ms: a race-enabled server would otherwise linger 1s
 		// at exit.
-		Env: map[string]string{"MCP_ECHO_SERVER": "1", "MCP_ECHO_LOG": logPath, "GORACE": "atexit_sleep_ms=0"},
+		Env:     map[string]string{"MCP_ECHO_SERVER": "1", "MCP_ECHO_LOG": logPath, "GORACE": "atexit_sleep_ms=0"},
+		Sandbox: sandboxtest.Box(),
+		Dir:     dir,
 	}, logPath
 }
 
@@ -335,7 +341,7 @@ func TestCallTools(t *testing.T) {
 func TestFailingServersAreDiagnosed(t *testing.T) {
 	m := newManager(t)
 	good, _ := echoServer(t, "good")
-	ghost := Server{Name: "ghost", Command: "/nonexistent/mcp-server"}
+	ghost := Server{Name: "ghost", Command: "/nonexistent/mcp-server", Sandbox: sandboxtest.Box(), Dir: t.TempDir()}
 	broken, _ := echoServer(t, "broken")
 	broken.Env["MCP_ECHO_MODE"] = "fail-start"
 	invalid := Server{Name: "invalid"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/fastagent/fastagent/internal/tools"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 )
 
 // canaryEnv holds a unique secret that TestMain plants in the test
@@ -106,12 +107,7 @@ func addSecretsTool(s *sdk.Server) {
 // set), where it fails.
 func requireSandbox(t *testing.T) string {
 	t.Helper()
-	if err := sandbox.Available(); err != nil {
-		if os.Getenv("CI") != "" || os.Getenv("FASTAGENT_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("no tool sandbox in CI: %v", err)
-		}
-		t.Skipf("no tool sandbox here: %v", err)
-	}
+	sandboxtest.Require(t)
 	canary := os.Getenv(canaryEnv)
 	if canary == "" {
 		t.Fatal("TestMain did not plant the canary")
@@ -188,6 +184,10 @@ func TestServerCannotReachWorkerSecrets(t *testing.T) {
 	srv, _ := echoServer(t, "secrets")
 	srv.Env["MCP_ECHO_MODE"] = "secrets"
 	srv.Dir = secretsWorkspace(t, canary)
+	srv.Env["MCP_ECHO_LOG"] = filepath.Join(srv.Dir, "secrets.log")
+	// As a worker configures it: the workspace's state and .env hidden.
+	srv.Protected = []tools.Protected{{Path: filepath.Join(srv.Dir, ".env"), Secret: true},
+		{Path: filepath.Join(srv.Dir, ".fastagent"), Secret: true, Dir: true}}
 	args := fmt.Sprintf(`{"pid":%d}`, os.Getpid())
 
 	res := run(t, toolNamed(t, mustTools(t, newManager(t), srv), "secrets"), args)

@@ -45,3 +45,6 @@ func (p *Process) Signal(syscall.Signal) error { return nil }
 
 // Kill does nothing.
 func (p *Process) Kill() {}
+
+// Harden does nothing on this system.
+func Harden() error { return nil }

@@ -431,6 +431,11 @@ func (s *Sandbox) request(c *Cmd) (*request, error) {
 	} else if !filepath.IsAbs(path) {
 		path = filepath.Join(c.Dir, path)
 	}
+	// As exec would: a program that cannot be executed fails to start,
+	// rather than as the exit status of the call's init.
+	if err := unix.Access(path, unix.X_OK); err != nil {
+		return nil, &os.PathError{Op: "fork/exec", Path: path, Err: err}
+	}
 	writable := absClean(c.Writable)
 	var protected []string
 	for _, r := range c.Protected {
@@ -594,3 +599,14 @@ func (p *Process) Signal(sig syscall.Signal) error {
 
 // Kill ends the call's processes.
 func (p *Process) Kill() { _ = p.Signal(syscall.SIGKILL) }
+
+// Harden makes the worker process non-dumpable: a process of the same user
+// without CAP_SYS_PTRACE over it can then no longer read its
+// /proc/<pid>/environ, mem or cmdline, nor attach a debugger — a second
+// wall behind the sandbox's own.
+func Harden() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("sandbox: set non-dumpable: %w", err)
+	}
+	return nil
+}

@@ -34,6 +34,7 @@ import (
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/metrics"
+	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/tracing"
 	"github.com/fastagent/fastagent/internal/workspace"
@@ -117,6 +118,10 @@ type Config struct {
 	// DevCodecKey is the per-run key of the dev UI's codec endpoint
 	// (ingress.Server.DevCodecKey).
 	DevCodecKey string
+	// ControlPlane are addresses tools must never reach besides the ones
+	// this process knows (the Temporal frontend, the Web UI); see
+	// SandboxSpec.
+	ControlPlane []string
 }
 
 // DefaultDetachGrace is the default Config.DetachGrace.
@@ -133,6 +138,8 @@ type Parts struct {
 	// Channels are the enabled channels of channels/ (doors on the
 	// ingress, repliers on the worker).
 	Channels []*channels.Channel
+	// Sandbox confines the worker's tool processes; opened with the worker.
+	Sandbox *sandbox.Sandbox
 	// invokeOff unmounts POST /invoke: channel files exist and
 	// fastagent.yaml does not say http: {invoke: true}.
 	invokeOff bool
@@ -270,12 +277,18 @@ func (p *Parts) Check(ctx context.Context) (*workspace.Definition, []string, err
 // Close releases the backends.
 func (p *Parts) Close() {
 	p.Loader.Close()
+	if p.Sandbox != nil {
+		_ = p.Sandbox.Close()
+	}
 	_ = p.Feed.Close()
 	_ = p.Store.Close()
 }
 
-// StartWorker starts a worker on c; stop it with Stop.
+// StartWorker starts a worker on c, with its tool sandbox; stop it with Stop.
 func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
+	if err := p.openSandbox(context.Background()); err != nil {
+		return nil, err
+	}
 	var repliers []channels.Replier
 	for _, ch := range p.Channels {
 		if tg, ok := ch.Replier.(*telegram.Replier); ok {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 )
 
 // canaryEnv holds a unique secret that TestMain plants in the test
@@ -55,13 +56,7 @@ func ruledBash(dir string) agent.Tool {
 
 func requireSandbox(t *testing.T) string {
 	t.Helper()
-	b, _ := testBoxes()
-	if st := b.Status(); st.Mode == "" {
-		if os.Getenv("CI") == "true" || os.Getenv("FASTAGENT_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("no tool sandbox here: %s", st.Error)
-		}
-		t.Skipf("no tool sandbox here: %s", st.Error)
-	}
+	sandboxtest.Require(t)
 	canary := os.Getenv(canaryEnv)
 	if canary == "" {
 		t.Fatal("TestMain did not plant the canary")
@@ -181,6 +176,7 @@ func TestBashDetachedJobEndsWithCall(t *testing.T) {
 			// the process group and survives the shell.
 			arg += "1"
 			_ = exec.Command("bash", "-c", fmt.Sprintf(tc.command, arg)+" echo started").Run()
+			waitUntil(func() bool { return len(sleepers(arg)) > 0 })
 			left := sleepers(arg)
 			for _, p := range left {
 				_ = killPID(p)

@@ -6,26 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
-)
-
-var (
-	boxOnce      sync.Once
-	box, openBox *sandbox.Sandbox
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 )
 
 // testBoxes returns this test binary's sandboxes: the default mechanism
 // (as a worker would pick it) and an unconfined one (tools.sandbox: off).
 func testBoxes() (*sandbox.Sandbox, *sandbox.Sandbox) {
-	boxOnce.Do(func() {
-		box = sandbox.Open(sandbox.Config{})
-		openBox = sandbox.Open(sandbox.Config{Mode: sandbox.Off})
-	})
-	return box, openBox
+	return sandboxtest.Box(), sandboxtest.Unconfined()
 }
 
 // testTools returns the built-in tools with opts, by name; without a

@@ -43,14 +43,21 @@ type Config struct {
 	ThinkingLevel string `yaml:"thinkingLevel"`
 	// AgentDir moves the agent surface into a subfolder of the working directory.
 	AgentDir string `yaml:"agentDir"`
+	// ContextRoot is where the AGENTS.md walk up from the workspace stops:
+	// the workspace itself by default, or an ancestor such as the
+	// repository root ("..", or an absolute path).
+	ContextRoot string `yaml:"contextRoot"`
 	// CodingTools is true (all built-ins, the default), false (none) or a list of names.
 	CodingTools CodingTools `yaml:"codingTools"`
 	// MaxSteps bounds model calls per turn.
 	MaxSteps int `yaml:"maxSteps"`
 	// Retry tunes model-call retries and worker-loss detection.
 	Retry RetryConfig `yaml:"retry"`
-	// Tools holds per-tool settings by tool name.
+	// Tools holds per-tool settings by tool name; its keys sandbox,
+	// network and networkAllow are the workspace-wide ToolPolicy.
 	Tools map[string]ToolConfig `yaml:"tools"`
+	// ToolPolicy is filled from tools: (see ToolPolicy).
+	ToolPolicy ToolPolicy `yaml:"-"`
 	// Env names extra environment variables passed to bash and workspace
 	// tools. Names of the worker's own secrets (see IsSecretEnv) are refused
 	// unless AllowSecretEnv lists them.
@@ -113,6 +120,11 @@ type ToolConfig struct {
 	Idempotent       *bool    `yaml:"idempotent"`
 	RequiresApproval *bool    `yaml:"requiresApproval"`
 	Deferred         *bool    `yaml:"deferred"`
+	// Network overrides tools.network for this tool.
+	Network *OnOff `yaml:"network" json:",omitempty"`
+
+	// setting holds a scalar or list found under tools: (a ToolPolicy key).
+	setting *yaml.Node
 }
 
 // MCPServer is one MCP server: a command (stdio) or a URL (streamable HTTP).
@@ -123,6 +135,8 @@ type MCPServer struct {
 	URL     string            `yaml:"url"`
 	// Deferred keeps the server's tools out of the request until activated.
 	Deferred bool `yaml:"deferred"`
+	// Network gives a stdio server egress (default tools.network).
+	Network *OnOff `yaml:"network" json:",omitempty"`
 }
 
 // HTTPConfig is the ingress address and stream behaviour.
@@ -297,6 +311,9 @@ func LoadConfig(dir string) (Config, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
 		return c, decodeErrors(path, &root, err)
+	}
+	if err := c.claimToolPolicy(path); err != nil {
+		return c, err
 	}
 	if err := c.validate(); err != nil {
 		var ke *keyError

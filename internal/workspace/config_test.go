@@ -60,7 +60,7 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "unknown key in a tools entry",
 			yaml: "tools:\n  deploy:\n    retries: 3\n",
-			want: []ConfigError{{Line: 3, Key: "tools.deploy.retries", Reason: "unknown key (a tools entry takes: timeout, maxAttempts, idempotent, requiresApproval, deferred)"}},
+			want: []ConfigError{{Line: 3, Key: "tools.deploy.retries", Reason: "unknown key (a tools entry takes: timeout, maxAttempts, idempotent, requiresApproval, deferred, network)"}},
 		},
 		{
 			name: "bad thinkingLevel",

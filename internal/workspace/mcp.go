@@ -7,6 +7,8 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/mcp"
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 )
 
 // MCPSource provides the tools of Model Context Protocol servers (the
@@ -14,7 +16,16 @@ import (
 // never fatal to the others. NewLoader installs one backed by internal/mcp;
 // tests replace it.
 type MCPSource interface {
-	Tools(ctx context.Context, ws Workspace, servers map[string]MCPServer) ([]MCPTool, []Diagnostic)
+	Tools(ctx context.Context, mc MCPContext, servers map[string]MCPServer) ([]MCPTool, []Diagnostic)
+}
+
+// MCPContext is what starting a stdio server needs besides its entry: the
+// workspace it runs in and the policy it runs under (the same as bash's).
+type MCPContext struct {
+	Workspace Workspace
+	Sandbox   *sandbox.Sandbox
+	Protected []tools.Protected
+	Config    Config
 }
 
 // MCPTool is one tool of the MCP server named Server; its origin is
@@ -34,7 +45,7 @@ type mcpManagers struct {
 	closed bool
 }
 
-func (m *mcpManagers) Tools(ctx context.Context, ws Workspace, servers map[string]MCPServer) ([]MCPTool, []Diagnostic) {
+func (m *mcpManagers) Tools(ctx context.Context, mc MCPContext, servers map[string]MCPServer) ([]MCPTool, []Diagnostic) {
 	names := sortedKeys(servers)
 	m.mu.Lock()
 	if m.closed {
@@ -71,7 +82,8 @@ func (m *mcpManagers) Tools(ctx context.Context, ws Workspace, servers map[strin
 		go func() {
 			defer wg.Done()
 			results[i].tools, results[i].diags = mgrs[i].Tools(ctx, []mcp.Server{{
-				Name: name, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Deferred: s.Deferred, Dir: ws.Dir,
+				Name: name, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Deferred: s.Deferred, Dir: mc.Workspace.Dir,
+				Sandbox: mc.Sandbox, Protected: mc.Protected, Network: mc.Config.ToolNetwork(OriginMCP+name, s.Network),
 			}})
 		}()
 	}

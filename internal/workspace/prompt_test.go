@@ -70,6 +70,7 @@ func TestPromptGolden(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name     string
+		fixture  string // testdata folder (default name)
 		wd       string // working directory inside the fixture
 		setup    func(t *testing.T, root string)
 		contains []string
@@ -113,7 +114,29 @@ func TestPromptGolden(t *testing.T) {
 				"- deploy (" + rootPlaceholder + "/repo/agent/skills/deploy/SKILL.md): Deploy the service: build, push, roll out.",
 				"Working directory: " + rootPlaceholder + "/repo\n",
 			},
-			omits: []string{DefaultIdentity},
+			// The walk stops at the workspace: an AGENTS.md above it (here
+			// the fixture's root) is not read.
+			omits: []string{DefaultIdentity, "Outer context"},
+			order: []string{
+				"## " + rootPlaceholder + "/repo/agent/AGENTS.md\n\nAgent context",
+				"## " + rootPlaceholder + "/repo/AGENTS.md\n\nRepository context",
+			},
+		},
+		{
+			name:    "contextroot",
+			fixture: "agentdir",
+			wd:      "repo",
+			setup: func(t *testing.T, root string) {
+				// contextRoot: .. walks one level further, to the fixture's root.
+				f, err := os.OpenFile(filepath.Join(root, "repo", "fastagent.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if _, err := f.WriteString("contextRoot: ..\n"); err != nil {
+					t.Fatal(err)
+				}
+			},
 			order: []string{
 				"## " + rootPlaceholder + "/repo/agent/AGENTS.md\n\nAgent context",
 				"## " + rootPlaceholder + "/repo/AGENTS.md\n\nRepository context",
@@ -129,7 +152,11 @@ func TestPromptGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			root := copyFixture(t, c.name)
+			fixture := c.fixture
+			if fixture == "" {
+				fixture = c.name
+			}
+			root := copyFixture(t, fixture)
 			if c.setup != nil {
 				c.setup(t, root)
 			}

@@ -10,7 +10,7 @@ import (
 // RulePaths are the paths, relative to the workspace, that define what the
 // agent may do: its configuration, tool manifests, channels, schedules,
 // state, secrets and version history. The agent's own tools never write
-// them (write and edit refuse; the bash sandbox mounts them read-only).
+// them (write and edit refuse; the tool sandbox keeps them read-only).
 var RulePaths = []string{ConfigFile, "tools", "channels", "schedules", ".fastagent", ".env", ".git"}
 
 // SelfEditPaths are the paths, relative to the agent dir, that shape the
@@ -18,32 +18,58 @@ var RulePaths = []string{ConfigFile, "tools", "channels", "schedules", ".fastage
 var SelfEditPaths = []string{"persona.md", "AGENTS.md", "skills"}
 
 // ProtectedPaths returns the absolute paths the agent's tools must not
-// write in ws: RulePaths under both the working directory and the agent
-// dir, plus SelfEditPaths unless selfEdit is set. It is the one list the
-// write and edit tools and the bash sandbox share.
+// write in ws — the one list the write and edit tools and the tool sandbox
+// share:
+//   - what the loader reads (fastagent.yaml in the agent dir and the
+//     workspace, tools/, channels/, schedules/, and unless selfEdit is on
+//     persona.md, AGENTS.md, skills/, the workspace's AGENTS.md) and .git:
+//     protected whether or not they exist — the sandbox creates a missing
+//     one empty, so that no tool can create it;
+//   - the same names where the loader does not read them: protected when
+//     they exist;
+//   - the state dir .fastagent and .env: not readable either (Secret).
 func ProtectedPaths(ws Workspace, selfEdit bool) []tools.Protected {
-	dirs := []string{ws.Dir}
-	if ws.AgentDir != "" && ws.AgentDir != ws.Dir {
-		dirs = append(dirs, ws.AgentDir)
-	}
+	agent := ws.agentDir()
 	var out []tools.Protected
 	seen := map[string]bool{}
-	add := func(p, reason string) {
+	add := func(p string, e tools.Protected) {
 		if p = filepath.Clean(p); !seen[p] {
 			seen[p] = true
-			base := filepath.Base(p)
-			out = append(out, tools.Protected{Path: p, Reason: reason, Secret: base == ".fastagent" || base == ".env"})
+			e.Path = p
+			out = append(out, e)
 		}
 	}
-	for _, d := range dirs {
-		for _, rel := range RulePaths {
-			add(filepath.Join(d, rel), ruleReason(rel))
-		}
+	rule := func(dir, rel string, isDir, ifExists bool) {
+		add(filepath.Join(dir, rel), tools.Protected{Reason: ruleReason(rel), Dir: isDir, IfExists: ifExists})
 	}
+	selfEdit0 := "it shapes the agent's own prompt, and selfEdit is not enabled in " + ConfigFile
+	// Read by the loader.
+	rule(agent, ConfigFile, false, false)
+	rule(ws.Dir, ConfigFile, false, false)
+	for _, d := range []string{ToolsDir, ChannelsDir, SchedulesDir} {
+		rule(agent, d, true, false)
+	}
+	rule(ws.Dir, ".git", true, false)
 	if !selfEdit {
-		for _, d := range dirs {
+		add(filepath.Join(agent, "persona.md"), tools.Protected{Reason: selfEdit0})
+		add(filepath.Join(agent, "AGENTS.md"), tools.Protected{Reason: selfEdit0})
+		add(filepath.Join(agent, "skills"), tools.Protected{Reason: selfEdit0, Dir: true})
+		add(filepath.Join(ws.Dir, "AGENTS.md"), tools.Protected{Reason: selfEdit0})
+	}
+	// Secret, wherever they are.
+	for _, d := range []string{ws.Dir, agent} {
+		for _, rel := range []string{".fastagent", ".env"} {
+			add(filepath.Join(d, rel), tools.Protected{Reason: ruleReason(rel), Secret: true, Dir: rel == ".fastagent", IfExists: true})
+		}
+	}
+	// The same names where they are not read: protected when present.
+	for _, d := range []string{ws.Dir, agent} {
+		for _, rel := range RulePaths {
+			rule(d, rel, rel != ConfigFile && rel != ".env", true)
+		}
+		if !selfEdit {
 			for _, rel := range SelfEditPaths {
-				add(filepath.Join(d, rel), "it shapes the agent's own prompt, and selfEdit is not enabled in "+ConfigFile)
+				add(filepath.Join(d, rel), tools.Protected{Reason: selfEdit0, Dir: rel == "skills", IfExists: true})
 			}
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 )
 
 // canaryEnv holds a unique secret that TestMain plants in this process's
@@ -30,9 +30,7 @@ func TestMain(m *testing.M) {
 // any process's, not .env, not the state dir, not its environment. The
 // unsandboxed control finds the secret with the same tool.
 func TestWorkspaceToolCannotReachWorkerSecrets(t *testing.T) {
-	if err := sandbox.Available(); err != nil {
-		t.Skipf("no tool sandbox here: %v", err)
-	}
+	sandboxtest.Require(t)
 	canary := os.Getenv(canaryEnv)
 	files := map[string]string{
 		"tools/peek.yaml": "description: peek\ncommand: |\n" +

@@ -48,6 +48,9 @@ type manifest struct {
 	// Output is text (stdout is the result, the default) or json (stdout is
 	// {"content": "...", "isError": false}).
 	Output string `yaml:"output"`
+	// Network gives the command egress through the sandbox's proxy
+	// (default: tools.network of fastagent.yaml).
+	Network *OnOff `yaml:"network"`
 }
 
 // command is a shell command line (run with bash -c in the working
@@ -81,6 +84,7 @@ type toolDef struct {
 	deferred          bool
 	sequential        bool
 	requiresApproval  bool
+	network           *OnOff
 	jsonOutput        bool
 	file              string // absolute path of the manifest
 	rel               string // manifest path relative to the agent dir
@@ -181,7 +185,8 @@ func (l *Loader) workspaceTools(d *Definition) ([]workspaceTool, []Diagnostic) {
 		}
 		byName[def.name] = rel
 		out = append(out, workspaceTool{
-			commandTool: &commandTool{def: def, timeout: def.timeout, extraEnv: d.Config.Env},
+			commandTool: &commandTool{def: def, timeout: def.timeout, extraEnv: d.Config.Env, box: l.Sandbox,
+				protected: ProtectedPaths(d.Workspace, d.Config.SelfEdit), network: d.Config.ToolNetwork(def.name, def.network)},
 			file:        path,
 			rel:         rel,
 		})
@@ -237,6 +242,7 @@ func parseManifest(path, rel string, b []byte) (*toolDef, error) {
 		deferred:         m.Deferred,
 		sequential:       m.Sequential,
 		requiresApproval: m.RequiresApproval,
+		network:          m.Network,
 		jsonOutput:       m.Output == "json",
 		file:             path,
 		rel:              rel,
@@ -271,9 +277,9 @@ func decodeStrict(b []byte, m *manifest) error {
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		k := doc.Content[i]
 		switch k.Value {
-		case "name", "description", "parameters", "command", "timeout", "idempotent", "deferred", "sequential", "requiresApproval", "output":
+		case "name", "description", "parameters", "command", "timeout", "idempotent", "deferred", "sequential", "requiresApproval", "output", "network":
 		default:
-			return fmt.Errorf("line %d: unknown key %q (a tool manifest takes: name, description, parameters, command, timeout, idempotent, deferred, sequential, requiresApproval, output)", k.Line, k.Value)
+			return fmt.Errorf("line %d: unknown key %q (a tool manifest takes: name, description, parameters, command, timeout, idempotent, deferred, sequential, requiresApproval, output, network)", k.Line, k.Value)
 		}
 	}
 	if err := doc.Decode(m); err != nil {

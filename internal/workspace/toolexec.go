@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/procgroup"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/tools"
 )
@@ -37,9 +36,12 @@ const (
 // the result on stdout, in its own process group, with the bash tool's
 // environment allowlist, killed (with its children) on timeout or abort.
 type commandTool struct {
-	def      *toolDef
-	timeout  time.Duration
-	extraEnv []string
+	def       *toolDef
+	timeout   time.Duration
+	extraEnv  []string
+	box       *sandbox.Sandbox
+	protected []tools.Protected
+	network   bool
 }
 
 func (t *commandTool) withTimeout(d time.Duration) *commandTool {
@@ -93,21 +95,23 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 		}
 		stdin = buf.Bytes()
 	}
-	var cmd *exec.Cmd
+	if t.box == nil {
+		return errorResult("Tool %s cannot run: %v", d.name, tools.ErrNoSandbox), nil
+	}
+	cmd := &sandbox.Cmd{Dir: dir, WaitDelay: outputDrain}
 	if d.cmd.Argv == nil {
 		bash, err := exec.LookPath("bash")
 		if err != nil {
 			return agent.ToolResult{}, fmt.Errorf("workspace: bash not found: %w", err)
 		}
-		cmd = exec.Command(bash, "-c", d.cmd.Shell)
+		cmd.Path, cmd.Args = bash, []string{"bash", "-c", d.cmd.Shell}
 	} else {
 		prog := d.cmd.Argv[0]
 		if strings.ContainsRune(prog, '/') && !filepath.IsAbs(prog) {
 			prog = filepath.Join(d.toolsDir, prog)
 		}
-		cmd = exec.Command(prog, d.cmd.Argv[1:]...)
+		cmd.Path, cmd.Args = prog, append([]string{d.cmd.Argv[0]}, d.cmd.Argv[1:]...)
 	}
-	cmd.Dir = dir
 	cmd.Env = append(tools.CommandEnv(t.extraEnv),
 		"FASTAGENT_TOOL_NAME="+d.name,
 		"FASTAGENT_TOOL_DIR="+d.toolsDir,
@@ -118,29 +122,25 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	stdout := &headBuffer{max: tools.DefaultMaxDetailsBytes}
 	stderr := &tailBuffer{max: stderrKeep}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = outputDrain
 
 	if ctx.Err() != nil {
 		return errorResult("Tool %s was aborted before it started.", d.name), nil
 	}
-	// Own namespaces (no view of the worker, rules read-only, state
-	// hidden) and its own process group, killed with the worker; the
-	// deferred Close kills whatever is left of it on every return.
-	err = sandbox.Wrap(ctx, cmd, sandbox.ForWorkspace(dir))
-	var group *procgroup.Group
-	if err == nil {
-		group, err = procgroup.Start(cmd, nil)
-	}
+	// The workspace tool runs under the one tool policy: the workspace
+	// writable but its rules, no secrets, the network only if it has it.
+	tools.Confine(cmd, dir, t.protected, t.network)
+	proc, err := t.box.Start(ctx, cmd)
 	if err != nil {
 		hint := ""
-		if errors.Is(err, syscall.EACCES) {
+		if errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "permission denied") {
 			hint = " (is the script executable? chmod +x it)"
 		}
 		return errorResult("Tool %s could not start: %v%s", d.name, err, hint), nil
 	}
-	defer group.Close()
+	// Whatever the tool leaves running is killed on every return.
+	defer proc.Kill()
 	waitDone := make(chan error, 1)
-	go func() { waitDone <- cmd.Wait() }()
+	go func() { waitDone <- proc.Wait() }()
 	timer := time.NewTimer(t.timeout)
 	defer timer.Stop()
 	var waitErr error
@@ -149,23 +149,22 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	case waitErr = <-waitDone:
 	case <-timer.C:
 		stopped = fmt.Sprintf("Tool %s timed out after %s; its process group was killed.", d.name, t.timeout)
-		waitErr = tools.KillProcessGroup(cmd.Process.Pid, waitDone, tools.DefaultBashKillGrace)
+		waitErr = tools.Stop(proc, waitDone, tools.DefaultBashKillGrace)
 	case <-ctx.Done():
 		stopped = fmt.Sprintf("Tool %s was aborted; its process group was killed.", d.name)
-		waitErr = tools.KillProcessGroup(cmd.Process.Pid, waitDone, tools.DefaultBashKillGrace)
+		waitErr = tools.Stop(proc, waitDone, tools.DefaultBashKillGrace)
 	}
-	if errors.Is(waitErr, exec.ErrWaitDelay) {
+	if errors.Is(waitErr, sandbox.ErrWaitDelay) {
 		waitErr = nil // exited fine; a background child held the output open
 	}
 	out, truncated := stdout.result()
 
 	status := stopped
 	if status == "" && waitErr != nil {
-		var ee *exec.ExitError
-		ws, _ := exitStatus(waitErr)
+		var ee *sandbox.ExitError
 		switch {
-		case ws.Signaled():
-			status = fmt.Sprintf("Tool %s was terminated by signal %s.", d.name, ws.Signal())
+		case errors.As(waitErr, &ee) && ee.Status.Signaled():
+			status = fmt.Sprintf("Tool %s was terminated by signal %s.", d.name, ee.Status.Signal())
 		case errors.As(waitErr, &ee):
 			status = fmt.Sprintf("Tool %s failed with exit code %d.", d.name, ee.ExitCode())
 		default:
@@ -188,14 +187,6 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	return textResult(out, truncated), nil
 }
 
-func exitStatus(err error) (syscall.WaitStatus, bool) {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		ws, ok := ee.Sys().(syscall.WaitStatus)
-		return ws, ok
-	}
-	return 0, false
-}
 
 // textResult makes the model's view of an output: its head within the
 // default limits, with a note and the full output in Details when cut.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 )
 
 // runTool loads the workspace and runs one call of the named tool in it.
@@ -27,7 +27,18 @@ func runTool(t *testing.T, d *Definition, name, args string) agent.ToolResult {
 // (the sandbox's namespace init reports a signal as exit code 128+n).
 func runToolUnsandboxed(t *testing.T, d *Definition, name, args string) agent.ToolResult {
 	t.Helper()
-	return runToolCtx(t, sandbox.Off(t.Context()), d, name, args)
+	l, err := NewLoader(d.Workspace.Dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.contextStop = d.Workspace.Dir
+	l.Getenv = func(string) string { return "" }
+	l.Sandbox = sandboxtest.Unconfined()
+	open, err := l.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runToolCtx(t, t.Context(), open, name, args)
 }
 
 func runToolCtx(t *testing.T, ctx context.Context, d *Definition, name, args string) agent.ToolResult {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/internal/waketools"
@@ -100,6 +101,9 @@ type Loader struct {
 	// Wakes bounds the wake/unwake tools (selfSchedule: true); zero values
 	// take FastAgent's bounds.
 	Wakes waketools.Options
+	// Sandbox confines every process a tool starts (bash, workspace tools,
+	// MCP stdio servers); without one they refuse to run.
+	Sandbox *sandbox.Sandbox
 
 	// contextStop, when set, ends the AGENTS.md walk at this directory
 	// instead of the filesystem root (tests use it to stay in a fixture).
@@ -132,6 +136,20 @@ func (l *Loader) Close() {
 	if l.mcpDefault != nil {
 		l.mcpDefault.Close()
 	}
+}
+
+// resolveContextRoot returns the directory the AGENTS.md walk stops at:
+// contextRoot (relative to the workspace, or absolute) when it is the
+// workspace or one of its ancestors, else the workspace.
+func resolveContextRoot(dir, contextRoot string) string {
+	if contextRoot == "" {
+		return dir
+	}
+	root := resolveUnder(dir, contextRoot)
+	if rel, err := filepath.Rel(root, dir); err != nil || strings.HasPrefix(rel, "..") {
+		return dir
+	}
+	return root
 }
 
 func resolveUnder(base, p string) string {
@@ -193,7 +211,12 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	if b, err := os.ReadFile(filepath.Join(ws.AgentDir, "persona.md")); err == nil {
 		d.Persona = strings.TrimSpace(string(b))
 	}
-	d.ContextFiles = contextFiles(ws, l.contextStop)
+	root := resolveContextRoot(ws.Dir, cfg.ContextRoot)
+	if cfg.ContextRoot != "" && root != filepath.Clean(resolveUnder(ws.Dir, cfg.ContextRoot)) {
+		return nil, &ConfigError{File: d.ConfigPath, Key: "contextRoot",
+			Reason: fmt.Sprintf("%s is not the workspace %s or one of its parent directories", cfg.ContextRoot, ws.Dir)}
+	}
+	d.ContextFiles = contextFiles(ws, root, l.contextStop)
 	d.Skills, d.Diagnostics = loadSkills(ws.AgentDir, d.Diagnostics)
 	l.addTools(ctx, d)
 	return d, nil
@@ -211,7 +234,11 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		seen[name] = origin
 		d.Tools = append(d.Tools, ToolEntry{Tool: d.configure(t), Origin: origin})
 	}
-	for _, t := range tools.Builtin(tools.Options{Bash: tools.BashOptions{ExtraEnv: d.Config.Env}, Protected: ProtectedPaths(d.Workspace, d.Config.SelfEdit)}) {
+	protected := ProtectedPaths(d.Workspace, d.Config.SelfEdit)
+	for _, t := range tools.Builtin(tools.Options{
+		Bash:      tools.BashOptions{ExtraEnv: d.Config.Env, Network: d.Config.ToolNetwork(tools.NameBash, nil)},
+		Protected: protected, Sandbox: l.Sandbox,
+	}) {
 		if d.Config.CodingTools.Enabled(t.Spec().Name) {
 			add(t, OriginBuiltin, OriginBuiltin)
 		}
@@ -220,7 +247,7 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		add(t, OriginGo, OriginGo)
 	}
 	if l.MCP != nil && len(d.Config.MCPServers) > 0 {
-		mts, diags := l.MCP.Tools(ctx, d.Workspace, d.Config.MCPServers)
+		mts, diags := l.MCP.Tools(ctx, MCPContext{Workspace: d.Workspace, Sandbox: l.Sandbox, Protected: protected, Config: d.Config}, d.Config.MCPServers)
 		d.Diagnostics = append(d.Diagnostics, diags...)
 		for _, mt := range mts {
 			t := mt.Tool
@@ -372,8 +399,11 @@ func ForSession(t agent.Tool, session string) bool {
 }
 
 // contextFiles returns the agent dir's AGENTS.md, then every AGENTS.md from
-// the working directory up to the filesystem root (or up to stop, when set).
-func contextFiles(ws Workspace, stop string) []ContextFile {
+// the working directory up to root (the workspace itself unless
+// contextRoot names an ancestor, such as the repository root; never
+// further, so nothing above the project can inject instructions), or up to
+// stop when that is nearer (tests).
+func contextFiles(ws Workspace, root, stop string) []ContextFile {
 	var out []ContextFile
 	seen := map[string]bool{}
 	read := func(dir string) {
@@ -389,10 +419,13 @@ func contextFiles(ws Workspace, stop string) []ContextFile {
 	if ws.AgentDir != "" {
 		read(ws.AgentDir)
 	}
+	if root == "" {
+		root = ws.Dir
+	}
 	for dir := ws.Dir; ; {
 		read(dir)
 		parent := filepath.Dir(dir)
-		if parent == dir || (stop != "" && dir == stop) {
+		if parent == dir || dir == root || (stop != "" && dir == stop) {
 			break
 		}
 		dir = parent

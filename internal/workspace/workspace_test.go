@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,7 @@ func load(t *testing.T, files map[string]string, configure func(*Loader)) *Defin
 	}
 	l.contextStop = dir
 	l.Getenv = func(string) string { return "" }
+	l.Sandbox = sandboxtest.Box()
 	if configure != nil {
 		configure(l)
 	}
@@ -290,7 +292,7 @@ type fakeMCP struct {
 	diags []Diagnostic
 }
 
-func (f fakeMCP) Tools(_ context.Context, _ Workspace, servers map[string]MCPServer) ([]MCPTool, []Diagnostic) {
+func (f fakeMCP) Tools(_ context.Context, _ MCPContext, servers map[string]MCPServer) ([]MCPTool, []Diagnostic) {
 	var out []MCPTool
 	for _, t := range f.tools {
 		if _, ok := servers[t.Server]; ok {

@@ -1,0 +1,123 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/egress"
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/workspace"
+)
+
+// SandboxSpec is what the tool sandbox of one process needs to know
+// beyond the definition: the paths no tool may read and the addresses no
+// tool may reach.
+type SandboxSpec struct {
+	// StateDir and TokensFile are hidden from tools wherever they are.
+	StateDir   string
+	TokensFile string
+	// ControlPlane are host:port (or host) addresses tools must never reach
+	// even with the network on: the Temporal frontend, the Web UI, the
+	// ingress, metrics, the store, the feed. Loopback, link-local and
+	// private addresses are refused anyway.
+	ControlPlane []string
+	Getenv       func(string) string
+}
+
+// OpenSandbox opens the tool sandbox for def: the mechanism from
+// FASTAGENT_SANDBOX or tools.sandbox, the hidden paths, the egress policy.
+// It never fails to return one; its Status says what it enforces or why no
+// tool will run.
+func OpenSandbox(def *workspace.Definition, spec SandboxSpec) (*sandbox.Sandbox, error) {
+	getenv := spec.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	mode, err := sandbox.FromEnv(getenv, def.Config.ToolPolicy.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	allow, err := egress.ParsePrefixes(def.Config.ToolPolicy.NetworkAllow)
+	if err != nil {
+		return nil, fmt.Errorf("tools.networkAllow: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	deny, derr := egress.ParseDests(ctx, spec.ControlPlane)
+	hidden := []string{spec.StateDir}
+	if spec.TokensFile != "" {
+		hidden = append(hidden, spec.TokensFile)
+	}
+	sb := sandbox.Open(sandbox.Config{Mode: mode, Hidden: hidden, Egress: egress.Policy{Deny: deny, Allow: allow}})
+	return sb, derr
+}
+
+// LogSandbox reports the sandbox at startup: what it enforces, that tools
+// run unconfined (a warning on every start), or why no tool will run.
+func LogSandbox(p *Parts, st sandbox.Status) {
+	log := p.Config.Logger
+	switch {
+	case st.Mode == "":
+		log.Error("no tool will run: "+st.Error, "landlock_abi", st.LandlockABI)
+		p.warn("tool sandbox unavailable — " + st.Error)
+	case st.Mode == sandbox.Off:
+		p.warn("tools.sandbox is off: " + st.Warning)
+	default:
+		log.Info("tool sandbox", "mechanism", st.Mode, "landlock_abi", st.LandlockABI, "enforces", strings.Join(st.Enforces, "; "))
+	}
+}
+
+// controlPlane lists this process's own addresses that tools must not
+// reach: the ingress, the metrics listener, the store and the feed (their
+// hosts, from the DSNs), beside what the caller named.
+func (p *Parts) controlPlane() []string {
+	c := p.Config
+	out := append([]string{}, c.ControlPlane...)
+	out = append(out, net.JoinHostPort(orLoopback(c.HTTPHost), strconv.Itoa(c.HTTPPort)))
+	if c.MetricsAddr != "" {
+		out = append(out, c.MetricsAddr)
+	}
+	for _, dsn := range []string{c.Store, c.Feed} {
+		if u, err := url.Parse(dsn); err == nil && u.Host != "" {
+			out = append(out, u.Host)
+		}
+	}
+	return out
+}
+
+func orLoopback(host string) string {
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		return "127.0.0.1"
+	}
+	return host
+}
+
+// openSandbox opens the worker's tool sandbox once and gives it to the
+// loader; the ingress reports its status on /health?details.
+func (p *Parts) openSandbox(ctx context.Context) error {
+	if p.Sandbox != nil {
+		return nil
+	}
+	def, err := p.Loader.Load(ctx)
+	if err != nil {
+		return err
+	}
+	sb, err := OpenSandbox(def, SandboxSpec{StateDir: p.Config.StateDir, TokensFile: p.Config.TokensFile,
+		ControlPlane: p.controlPlane(), Getenv: p.Config.Getenv})
+	if sb == nil {
+		return err
+	}
+	if err != nil {
+		p.warn("tool network deny list: " + err.Error())
+	}
+	p.Sandbox = sb
+	p.Loader.Sandbox = sb
+	LogSandbox(p, sb.Status())
+	return nil
+}
