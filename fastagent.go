@@ -259,8 +259,10 @@ func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts, 
 			parts.Config.DevUIOrigin = "http://" + ui
 		}
 		cfg = tclient.Config{Address: addr, Namespace: ns, Logger: log}
+		parts.Config.ControlPlane = append(parts.Config.ControlPlane, addr, ui)
 	} else {
 		cfg = cfg.FromEnv()
+		parts.Config.ControlPlane = append(parts.Config.ControlPlane, cfg.Address)
 	}
 	cfg.Codec = rt.codec
 	cfg.MetricsHandler = rt.metrics.SDKHandler()

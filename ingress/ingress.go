@@ -111,6 +111,9 @@ type Server struct {
 	// is saturated (nil: every turn is accepted). A request resuming a turn
 	// (Last-Event-ID) is never refused.
 	Admission Admitter
+	// Details adds facts to GET /health?details (as JSON): the worker's tool
+	// sandbox, for one. nil: none.
+	Details func() map[string]any
 
 	ready   atomic.Bool
 	created map[string][]time.Time
@@ -193,6 +196,16 @@ func (s *Server) health(c *gin.Context) {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "connecting", "waiting": w})
 			return
 		}
+	}
+	if _, ok := c.GetQuery("details"); ok {
+		body := gin.H{"status": "ok"}
+		if s.Details != nil {
+			for k, v := range s.Details() {
+				body[k] = v
+			}
+		}
+		c.JSON(http.StatusOK, body)
+		return
 	}
 	c.String(http.StatusOK, "ok")
 }

@@ -101,6 +101,8 @@ func devCommand(g *globals) *cobra.Command {
 				return failure("embedded Temporal: %w", err)
 			}
 			defer srv.Stop()
+			// Tools never reach these, whatever their network setting.
+			parts.Config.ControlPlane = append(parts.Config.ControlPlane, srv.FrontendAddress(), srv.UIAddress())
 			tc := tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: log,
 				MetricsHandler: parts.Config.Metrics.SDKHandler()}
 			stopTracing, err := startTracing(ctx, parts, &tc)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -16,6 +17,8 @@ import (
 	_ "github.com/fastagent/fastagent/internal/channels/github"   // the github kind
 	_ "github.com/fastagent/fastagent/internal/channels/slack"    // the slack kind
 	_ "github.com/fastagent/fastagent/internal/channels/telegram" // the telegram kind
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 
@@ -32,6 +35,8 @@ type infoReport struct {
 	Channels     []infoChannel          `json:"channels"`
 	Schedules    []workspace.FileEntry  `json:"schedules"`
 	Diagnostics  []workspace.Diagnostic `json:"diagnostics"`
+	// Sandbox is how tool processes are confined on this machine.
+	Sandbox *sandbox.Status `json:"sandbox,omitempty"`
 }
 
 // infoChannel is a channel file and its real state: off (*.disabled),
@@ -89,7 +94,9 @@ type infoTool struct {
 	Idempotent       bool   `json:"idempotent,omitempty"`
 	Sequential       bool   `json:"sequential,omitempty"`
 	RequiresApproval bool   `json:"requiresApproval,omitempty"`
-	Timeout          string `json:"timeout,omitempty"`
+	// Network: the tool's processes have egress through the proxy.
+	Network bool   `json:"network,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
 }
 
 func newInfo(g *globals) *cobra.Command {
@@ -105,12 +112,14 @@ func newInfo(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			def, l, err := loadDefinition(cmd.Context(), g)
+			def, err := loadDefinition(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			r := buildInfo(def)
+			defer def.Close()
+			r := buildInfo(def.Definition)
+			st := def.sandbox.Status()
+			r.Sandbox = &st
 			if jsonOut {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -127,23 +136,57 @@ func newInfo(g *globals) *cobra.Command {
 	return cmd
 }
 
-// loadDefinition loads the workspace's definition as a worker would; a
-// failure is a runtime failure (exit 1). Close the returned loader when done
-// (it stops MCP servers).
-func loadDefinition(ctx context.Context, g *globals) (*workspace.Definition, *workspace.Loader, error) {
+// loaded is a definition loaded as a worker would, with its tool sandbox.
+type loaded struct {
+	*workspace.Definition
+	loader  *workspace.Loader
+	sandbox *sandbox.Sandbox
+}
+
+// Close stops the MCP servers and the sandbox.
+func (l *loaded) Close() {
+	l.loader.Close()
+	if l.sandbox != nil {
+		_ = l.sandbox.Close()
+	}
+}
+
+// loadDefinition loads the workspace's definition as a worker would, with
+// the tool sandbox a worker would get (so that MCP stdio servers start and
+// tools run confined); a failure is a runtime failure (exit 1). Close the
+// result when done.
+func loadDefinition(ctx context.Context, g *globals) (*loaded, error) {
 	l, err := workspace.NewLoader(g.dir, g.agentDir)
 	if err != nil {
-		return nil, nil, failure("%w", err)
+		return nil, failure("%w", err)
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	// The config says which sandbox; MCP servers wait for it.
+	mcp := l.MCP
+	l.MCP = nil
 	def, err := l.Load(ctx)
 	if err != nil {
 		l.Close()
-		return nil, nil, failure("the agent definition does not load:\n%w", err)
+		return nil, failure("the agent definition does not load:\n%w", err)
 	}
-	return def, l, nil
+	stateDir := g.stateDir
+	if stateDir == "" {
+		stateDir = filepath.Join(def.Workspace.Dir, ".fastagent")
+	}
+	sb, err := serve.OpenSandbox(def, serve.SandboxSpec{StateDir: stateDir, TokensFile: os.Getenv("FASTAGENT_TOKENS_FILE")})
+	if sb == nil {
+		l.Close()
+		return nil, failure("%w", err)
+	}
+	l.Sandbox, l.MCP = sb, mcp
+	if def, err = l.Load(ctx); err != nil {
+		l.Close()
+		_ = sb.Close()
+		return nil, failure("the agent definition does not load:\n%w", err)
+	}
+	return &loaded{Definition: def, loader: l, sandbox: sb}, nil
 }
 
 func buildInfo(def *workspace.Definition) infoReport {
@@ -177,6 +220,7 @@ func buildInfo(def *workspace.Definition) infoReport {
 		t := infoTool{
 			Name: s.Name, Origin: e.Origin, Description: firstLine(s.Description, 100),
 			Deferred: s.Deferred, Idempotent: s.Idempotent, Sequential: s.Sequential, RequiresApproval: s.RequiresApproval,
+			Network: def.Network(s.Name),
 		}
 		if s.Timeout > 0 {
 			t.Timeout = s.Timeout.String()
@@ -184,6 +228,18 @@ func buildInfo(def *workspace.Definition) infoReport {
 		r.Tools = append(r.Tools, t)
 	}
 	return r
+}
+
+// sandboxLines says how tools are confined: the mechanism and what it
+// enforces, that they run unconfined, or why none runs.
+func sandboxLines(st sandbox.Status) []string {
+	switch {
+	case st.Mode == "":
+		return []string{"UNAVAILABLE: no tool runs", st.Error}
+	case st.Mode == sandbox.Off:
+		return []string{"OFF: " + st.Warning}
+	}
+	return append([]string{string(st.Mode)}, st.Enforces...)
 }
 
 func printInfo(out io.Writer, r infoReport) {
@@ -233,7 +289,7 @@ func printInfo(out io.Writer, r infoReport) {
 		for _, f := range []struct {
 			on   bool
 			name string
-		}{{t.Deferred, "deferred"}, {t.Idempotent, "idempotent"}, {t.Sequential, "sequential"}, {t.RequiresApproval, "approval"}} {
+		}{{t.Deferred, "deferred"}, {t.Idempotent, "idempotent"}, {t.Sequential, "sequential"}, {t.RequiresApproval, "approval"}, {t.Network, "network"}} {
 			if f.on {
 				flags = append(flags, f.name)
 			}
@@ -245,6 +301,9 @@ func printInfo(out io.Writer, r infoReport) {
 		lines = append(lines, l)
 	}
 	section("tools", lines)
+	if r.Sandbox != nil {
+		section("sandbox", sandboxLines(*r.Sandbox))
+	}
 	lines = nil
 	for _, c := range r.Collisions {
 		lines = append(lines, fmt.Sprintf("%s\t%s wins over %s", c.Name, c.Kept, c.Skipped))

@@ -73,7 +73,19 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		Versioning:        worker.VersioningFromEnv(os.Getenv),
 		Metrics:           metrics.New(),
 		MetricsAddr:       os.Getenv(metrics.EnvAddr),
+		// Tools never reach the Temporal frontend, whatever their network.
+		ControlPlane: nonEmpty(f.temporal.Address),
 	}
+}
+
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // envDuration reads a duration ("30s", "2m") from the environment.

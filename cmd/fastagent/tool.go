@@ -41,11 +41,11 @@ func newTool(g *globals) *cobra.Command {
 				}
 				raw = string(b)
 			}
-			def, l, err := loadDefinition(cmd.Context(), g)
+			def, err := loadDefinition(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
+			defer def.Close()
 			for _, d := range def.Diagnostics {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", d.String())
 			}

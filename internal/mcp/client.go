@@ -351,28 +351,28 @@ func (c *client) startStdio(ctx context.Context, cn *conn) (sdk.Transport, error
 	return &sdk.IOTransport{Reader: outR, Writer: inW}, nil
 }
 
-// close closes the session: stdio servers get their stdin closed, then
-// SIGTERM and SIGKILL if they do not exit; what is left of the call is
-// killed.
+// close closes the session: a stdio server gets its stdin closed (its
+// stdout stays open, so that its last words do not kill it with SIGPIPE),
+// then SIGTERM and SIGKILL if it does not exit; what is left of the call
+// is killed.
 func (cn *conn) close() {
 	cn.closing.Store(true)
-	if cn.session != nil {
-		_ = cn.session.Close()
-	}
-	if cn.proc == nil {
-		return
-	}
-	if cn.stdin != nil {
-		_ = cn.stdin.Close()
-	}
-	select {
-	case <-cn.proc.Done():
-	case <-time.After(terminateGrace):
-		_ = cn.proc.Signal(syscall.SIGTERM)
+	if cn.proc != nil {
+		if cn.stdin != nil {
+			_ = cn.stdin.Close()
+		}
 		select {
 		case <-cn.proc.Done():
 		case <-time.After(terminateGrace):
+			_ = cn.proc.Signal(syscall.SIGTERM)
+			select {
+			case <-cn.proc.Done():
+			case <-time.After(terminateGrace):
+			}
 		}
+	}
+	if cn.session != nil {
+		_ = cn.session.Close()
 	}
 	cn.killGroup()
 }

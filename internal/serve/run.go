@@ -93,6 +93,9 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		r.Ingress.Owners = storeOwners{store: p.Store, agent: r.Agent}
 		r.Ingress.AllowedOrigins = p.Config.AllowedOrigins
 		r.Ingress.AllowedHosts, r.Ingress.AnyHost = p.Config.hostPolicy(host)
+		if p.Sandbox != nil {
+			r.Ingress.Details = func() map[string]any { return map[string]any{"toolSandbox": p.Sandbox.Status()} }
+		}
 		if err := p.opsRoutes(r.Ingress, host); err != nil {
 			r.stopWorker()
 			return nil, err

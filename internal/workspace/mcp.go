@@ -83,7 +83,7 @@ func (m *mcpManagers) Tools(ctx context.Context, mc MCPContext, servers map[stri
 			defer wg.Done()
 			results[i].tools, results[i].diags = mgrs[i].Tools(ctx, []mcp.Server{{
 				Name: name, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Deferred: s.Deferred, Dir: mc.Workspace.Dir,
-				Sandbox: mc.Sandbox, Protected: mc.Protected, Network: mc.Config.ToolNetwork(OriginMCP+name, s.Network),
+				Sandbox: mc.Sandbox, Protected: mc.Protected, Network: mc.Config.mcpNetwork(s),
 			}})
 		}()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 )
 
 // ToolPolicy is the workspace-wide part of tools: in fastagent.yaml — how
@@ -130,4 +131,51 @@ func (c Config) ToolNetwork(name string, declared *OnOff) bool {
 		return bool(*declared)
 	}
 	return c.ToolPolicy.Network
+}
+
+// Network reports whether the tool name runs with the network: bash, a
+// workspace tool or an MCP stdio server's tool, as ToolNetwork decides;
+// in-process tools (read, edit, write, Go tools) start no process.
+func (d *Definition) Network(name string) bool {
+	for _, e := range d.Tools {
+		if e.Tool.Spec().Name != name {
+			continue
+		}
+		switch {
+		case e.Origin == OriginBuiltin && name == tools.NameBash:
+			return d.Config.ToolNetwork(name, nil)
+		case strings.HasPrefix(e.Origin, OriginWorkspace):
+			if ct := commandOf(e.Tool); ct != nil {
+				return d.Config.ToolNetwork(name, ct.def.network)
+			}
+		case strings.HasPrefix(e.Origin, OriginMCP):
+			if s, ok := d.Config.MCPServers[strings.TrimPrefix(e.Origin, OriginMCP)]; ok && s.Command != "" {
+				return d.Config.mcpNetwork(s)
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// mcpNetwork is a stdio server's network: its own network:, else
+// tools.network.
+func (c Config) mcpNetwork(s MCPServer) bool {
+	if s.Network != nil {
+		return bool(*s.Network)
+	}
+	return c.ToolPolicy.Network
+}
+
+// commandOf unwraps a workspace tool.
+func commandOf(t any) *commandTool {
+	switch v := t.(type) {
+	case *commandTool:
+		return v
+	case configuredTool:
+		return commandOf(v.Tool)
+	case deferredTool:
+		return commandOf(v.Tool)
+	}
+	return nil
 }
