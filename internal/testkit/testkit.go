@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,8 @@ func OpenFor(dir string, provider modelserver.Shape, extra ...agent.Tool) (*Kit,
 	k.Models = &serve.Models{Getenv: k.Getenv}
 	loader.Extra = append([]agent.Tool{k.Counter}, extra...)
 	loader.Getenv = k.Getenv
+	// Tools run confined, as on a worker (one sandbox per process).
+	loader.Sandbox = sandboxtest.Box()
 	k.Model = modelserver.NewFor(provider)
 	k.Model.Handle(Echo)
 	return k, nil

@@ -412,7 +412,8 @@ func contextFiles(ws Workspace, root, stop string) []ContextFile {
 			return
 		}
 		seen[p] = true
-		if b, err := os.ReadFile(p); err == nil {
+		// An empty one (the sandbox's placeholder, for one) adds nothing.
+		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) != "" {
 			out = append(out, ContextFile{Path: p, Content: strings.TrimSpace(string(b))})
 		}
 	}
