@@ -138,6 +138,7 @@ type Runtime struct {
 	parts   *serve.Parts
 	closer  []func()
 	uiAddr  string
+	uiLogin func() (string, error)
 	metrics *metrics.Metrics
 	tracing *tracing.Tracing
 	codec   *codec.Codec
@@ -249,16 +250,17 @@ func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts, 
 			parts.Config.DevCodecKey = hex.EncodeToString(key)
 			codecEndpoint = "http://" + rt.ln.Addr().String() + "/codec/dev/" + parts.Config.DevCodecKey
 		}
-		addr, ns, ui, stop, err := startEmbedded(filepath.Join(parts.Config.StateDir, "temporal.db"), t.UIPort, codecEndpoint, log)
+		emb, err := startEmbedded(filepath.Join(parts.Config.StateDir, "temporal.db"), t.UIPort, codecEndpoint, log)
 		if err != nil {
 			return nil, fmt.Errorf("fastagent: embedded Temporal: %w", err)
 		}
-		rt.closer = append(rt.closer, stop)
-		rt.uiAddr = ui
-		if codecEndpoint != "" && ui != "" {
-			parts.Config.DevUIOrigin = "http://" + ui
+		rt.closer = append(rt.closer, emb.stop)
+		rt.uiAddr = emb.ui
+		rt.uiLogin = emb.login
+		if codecEndpoint != "" && emb.ui != "" {
+			parts.Config.DevUIOrigin = "http://" + emb.ui
 		}
-		cfg = tclient.Config{Address: addr, Namespace: ns, Logger: log}
+		cfg = tclient.Config{Address: emb.addr, Namespace: emb.namespace, Logger: log, APIKey: emb.key, Plaintext: true}
 	} else {
 		cfg = cfg.FromEnv()
 	}
@@ -305,7 +307,18 @@ func (rt *Runtime) APIToken() string { return rt.run.Token }
 func (rt *Runtime) Metrics() http.Handler { return rt.metrics.Handler() }
 
 // WebUI is the embedded Temporal Web UI's address ("" when not embedded).
+// It answers only a browser that opened a login link (WebUILogin).
 func (rt *Runtime) WebUI() string { return rt.uiAddr }
+
+// WebUILogin returns a new one-time login link to the embedded Web UI (""
+// without one). The embedded Temporal server itself demands its key, which
+// is in <StateDir>/temporal-token, on every call.
+func (rt *Runtime) WebUILogin() (string, error) {
+	if rt.uiLogin == nil {
+		return "", nil
+	}
+	return rt.uiLogin()
+}
 
 // Close stops the parts and releases the backends; it is idempotent.
 func (rt *Runtime) Close() {

@@ -22,7 +22,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-
 )
 
 // srv is one embedded server (in memory, with the Web UI) shared by the

@@ -152,25 +152,8 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 	if c.Codec != nil && !c.Plain {
 		opts.DataConverter = c.Codec.DataConverter()
 	}
-	switch {
-	case c.Plaintext && (c.TLS || c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCAFile != "" || c.TLSServerName != ""):
-		return nil, errors.New("temporal: TEMPORAL_TLS=false (plaintext) contradicts TEMPORAL_TLS_CERT/KEY/CA/SERVER_NAME: set one or the other")
-	case c.APIKey != "" && c.Plaintext:
-		opts.Credentials = client.NewAPIKeyStaticCredentials(c.APIKey)
-		opts.ConnectionOptions.TLSDisabled = true
-	case c.APIKey != "":
-		opts.Credentials = client.NewAPIKeyStaticCredentials(c.APIKey)
-		opts.ConnectionOptions.TLS = &tls.Config{}
-	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
-		return nil, errors.New("temporal: TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together: set both (client certificate and its key) or neither")
-	case c.TLSCertFile != "":
-		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("temporal: load client certificate (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY): %w", err)
-		}
-		opts.ConnectionOptions.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	case c.TLS || c.TLSCAFile != "" || c.TLSServerName != "":
-		opts.ConnectionOptions.TLS = &tls.Config{}
+	if err := credentials(&opts, c); err != nil {
+		return nil, err
 	}
 	if t := opts.ConnectionOptions.TLS; t != nil {
 		t.MinVersion = tls.VersionTLS12
@@ -194,6 +177,34 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 		return nil, fmt.Errorf("temporal: cannot reach %s (namespace %s): %w; %s", c.Address, c.Namespace, err, hint(err, c, opts.ConnectionOptions.TLS != nil))
 	}
 	return cl, nil
+}
+
+// credentials sets the API key and the TLS mode of opts from c: an API key
+// implies TLS unless Plaintext; a client certificate may go with an API key
+// (a frontend that wants both).
+func credentials(opts *client.Options, c Config) error {
+	if c.Plaintext && (c.TLS || c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCAFile != "" || c.TLSServerName != "") {
+		return errors.New("temporal: TEMPORAL_TLS=false (plaintext) contradicts TEMPORAL_TLS_CERT/KEY/CA/SERVER_NAME: set one or the other")
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("temporal: TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together: set both (client certificate and its key) or neither")
+	}
+	if c.APIKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(c.APIKey)
+	}
+	switch {
+	case c.Plaintext:
+		opts.ConnectionOptions.TLSDisabled = true
+	case c.TLSCertFile != "":
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("temporal: load client certificate (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY): %w", err)
+		}
+		opts.ConnectionOptions.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	case c.APIKey != "" || c.TLS || c.TLSCAFile != "" || c.TLSServerName != "":
+		opts.ConnectionOptions.TLS = &tls.Config{}
+	}
+	return nil
 }
 
 // hint says what to change for a failed dial, reading the TLS failure the
