@@ -157,7 +157,9 @@ func (g *Gate) login(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusUnauthorized, "This login link is not valid for this run of fastagent dev.")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
+	// Not Secure: the embedded UI is plain HTTP on loopback, where a Secure
+	// cookie would never be sent back.
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // G124: see above; HttpOnly and SameSite=Strict are set
 		Name:     CookieName(g.cfg.Port),
 		Value:    g.cookie,
 		Path:     "/",
