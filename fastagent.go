@@ -124,7 +124,9 @@ type Roles struct {
 type Temporal struct {
 	Client client.Client
 	// Embedded starts a Temporal server (and Web UI) in this process, with
-	// its state in <StateDir>/temporal.db, as `fastagent dev` does.
+	// its state in <StateDir>/temporal.db, as `fastagent dev` does. Every
+	// call to it needs the key it writes to <StateDir>/temporal-token; its
+	// Web UI opens through Runtime.WebUILogin.
 	Embedded bool
 	// UIPort is the embedded Web UI's port (0 = a free port, -1 = no UI).
 	UIPort    int
