@@ -141,6 +141,7 @@ type Runtime struct {
 	closer  []func()
 	uiAddr  string
 	uiLogin func() (string, error)
+	tAddr   string
 	metrics *metrics.Metrics
 	tracing *tracing.Tracing
 	codec   *codec.Codec
@@ -259,6 +260,7 @@ func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts, 
 		rt.closer = append(rt.closer, emb.stop)
 		rt.uiAddr = emb.ui
 		rt.uiLogin = emb.login
+		rt.tAddr = emb.addr
 		if codecEndpoint != "" && emb.ui != "" {
 			parts.Config.DevUIOrigin = "http://" + emb.ui
 		}
@@ -307,6 +309,10 @@ func (rt *Runtime) APIToken() string { return rt.run.Token }
 // server of your own; it is also on the ingress (metrics right) and on
 // Options.MetricsAddr.
 func (rt *Runtime) Metrics() http.Handler { return rt.metrics.Handler() }
+
+// TemporalAddress is the embedded Temporal frontend's host:port ("" when
+// not embedded); calls need the key in <StateDir>/temporal-token.
+func (rt *Runtime) TemporalAddress() string { return rt.tAddr }
 
 // WebUI is the embedded Temporal Web UI's address ("" when not embedded).
 // It answers only a browser that opened a login link (WebUILogin).
