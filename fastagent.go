@@ -124,7 +124,9 @@ type Roles struct {
 type Temporal struct {
 	Client client.Client
 	// Embedded starts a Temporal server (and Web UI) in this process, with
-	// its state in <StateDir>/temporal.db, as `fastagent dev` does.
+	// its state in <StateDir>/temporal.db, as `fastagent dev` does. Every
+	// call to it needs the key it writes to <StateDir>/temporal-token; its
+	// Web UI opens through Runtime.WebUILogin.
 	Embedded bool
 	// UIPort is the embedded Web UI's port (0 = a free port, -1 = no UI).
 	UIPort    int
@@ -138,6 +140,8 @@ type Runtime struct {
 	parts   *serve.Parts
 	closer  []func()
 	uiAddr  string
+	uiLogin func() (string, error)
+	tAddr   string
 	metrics *metrics.Metrics
 	tracing *tracing.Tracing
 	codec   *codec.Codec
@@ -249,17 +253,19 @@ func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts, 
 			parts.Config.DevCodecKey = hex.EncodeToString(key)
 			codecEndpoint = "http://" + rt.ln.Addr().String() + "/codec/dev/" + parts.Config.DevCodecKey
 		}
-		addr, ns, ui, stop, err := startEmbedded(filepath.Join(parts.Config.StateDir, "temporal.db"), t.UIPort, codecEndpoint, log)
+		emb, err := startEmbedded(filepath.Join(parts.Config.StateDir, "temporal.db"), t.UIPort, codecEndpoint, log)
 		if err != nil {
 			return nil, fmt.Errorf("fastagent: embedded Temporal: %w", err)
 		}
-		rt.closer = append(rt.closer, stop)
-		rt.uiAddr = ui
-		if codecEndpoint != "" && ui != "" {
-			parts.Config.DevUIOrigin = "http://" + ui
+		rt.closer = append(rt.closer, emb.stop)
+		rt.uiAddr = emb.ui
+		rt.uiLogin = emb.login
+		rt.tAddr = emb.addr
+		if codecEndpoint != "" && emb.ui != "" {
+			parts.Config.DevUIOrigin = "http://" + emb.ui
 		}
-		cfg = tclient.Config{Address: addr, Namespace: ns, Logger: log}
-		parts.Config.ControlPlane = append(parts.Config.ControlPlane, addr, ui)
+		cfg = tclient.Config{Address: emb.addr, Namespace: emb.namespace, Logger: log, APIKey: emb.key, Plaintext: true}
+		parts.Config.ControlPlane = append(parts.Config.ControlPlane, emb.addr, emb.ui)
 	} else {
 		cfg = cfg.FromEnv()
 		parts.Config.ControlPlane = append(parts.Config.ControlPlane, cfg.Address)
@@ -306,8 +312,23 @@ func (rt *Runtime) APIToken() string { return rt.run.Token }
 // Options.MetricsAddr.
 func (rt *Runtime) Metrics() http.Handler { return rt.metrics.Handler() }
 
+// TemporalAddress is the embedded Temporal frontend's host:port ("" when
+// not embedded); calls need the key in <StateDir>/temporal-token.
+func (rt *Runtime) TemporalAddress() string { return rt.tAddr }
+
 // WebUI is the embedded Temporal Web UI's address ("" when not embedded).
+// It answers only a browser that opened a login link (WebUILogin).
 func (rt *Runtime) WebUI() string { return rt.uiAddr }
+
+// WebUILogin returns a new one-time login link to the embedded Web UI (""
+// without one). The embedded Temporal server itself demands its key, which
+// is in <StateDir>/temporal-token, on every call.
+func (rt *Runtime) WebUILogin() (string, error) {
+	if rt.uiLogin == nil {
+		return "", nil
+	}
+	return rt.uiLogin()
+}
 
 // Close stops the parts and releases the backends; it is idempotent.
 func (rt *Runtime) Close() {

@@ -270,7 +270,7 @@ func (b *bench) idleSessions() error {
 	if feedURL == "inprocess" {
 		a.Grace = time.Millisecond
 	}
-	spec := lab.WorkerSpec{Bin: bin, Kit: kit, TemporalAddress: b.srv.FrontendAddress(), Namespace: b.srv.Namespace(), TaskQueue: queue, Feed: feedURL}
+	spec := lab.WorkerSpec{Bin: bin, Kit: kit, TemporalAddress: b.srv.FrontendAddress(), TemporalAPIKey: b.srv.APIKey(), Namespace: b.srv.Namespace(), TaskQueue: queue, Feed: feedURL}
 	w, err := lab.StartWorkerProc(spec)
 	if err != nil {
 		return err

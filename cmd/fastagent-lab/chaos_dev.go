@@ -160,7 +160,7 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 	before, _ := kit.Store.Sessions(context.Background())
 	var schedCreated time.Time
 	if withSched {
-		if schedCreated, err = scheduleCreated(tport, schedName, 15*time.Second); err != nil {
+		if schedCreated, err = scheduleCreated(kit.Dir, tport, schedName, 15*time.Second); err != nil {
 			notes = append(notes, "schedule before the kill: "+err.Error())
 			spec = false
 		}
@@ -208,7 +208,7 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 		res.lost++
 	}
 	if withSched && !schedCreated.IsZero() {
-		got, err := scheduleCreated(tport, schedName, 15*time.Second)
+		got, err := scheduleCreated(kit.Dir, tport, schedName, 15*time.Second)
 		switch {
 		case err != nil:
 			notes = append(notes, "schedule after restart: "+err.Error())
@@ -273,14 +273,16 @@ func writeSchedule(dir, name string) error {
 	return os.WriteFile(filepath.Join(dir, "schedules", name+".yaml"), []byte(body), 0o644)
 }
 
-// scheduleCreated dials the dev process's Temporal and returns when the
+// scheduleCreated dials the dev process's Temporal (with the key it wrote
+// into the state dir of workspace dir) and returns when the
 // Temporal Schedule of schedule file name was created (its ID is
 // "schedule:<name>", as internal/schedules names it), waiting up to limit
 // for it to appear.
-func scheduleCreated(temporalPort int, name string, limit time.Duration) (time.Time, error) {
+func scheduleCreated(dir string, temporalPort int, name string, limit time.Duration) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	c, err := tclient.Dial(ctx, tclient.Config{Address: fmt.Sprintf("127.0.0.1:%d", temporalPort), Logger: lab.QuietLogger()})
+	tc := tclient.Config{Address: fmt.Sprintf("127.0.0.1:%d", temporalPort), Logger: lab.QuietLogger()}
+	c, err := tclient.Dial(ctx, tc.WithDevToken(filepath.Join(dir, ".fastagent")))
 	if err != nil {
 		return time.Time{}, err
 	}

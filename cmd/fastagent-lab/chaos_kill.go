@@ -59,7 +59,7 @@ func (ch *chaos) newProcEnv(config string, workers int) (*procEnv, error) {
 		e.close()
 		return nil, err
 	}
-	e.spec = lab.WorkerSpec{Bin: bin, Kit: kit, TemporalAddress: ch.srv.FrontendAddress(), Namespace: ch.srv.Namespace(), TaskQueue: e.queue, Feed: ch.f.nats}
+	e.spec = lab.WorkerSpec{Bin: bin, Kit: kit, TemporalAddress: ch.srv.FrontendAddress(), TemporalAPIKey: ch.srv.APIKey(), Namespace: ch.srv.Namespace(), TaskQueue: e.queue, Feed: ch.f.nats}
 	for i := 0; i < workers; i++ {
 		if _, err := e.startWorker(); err != nil {
 			e.close()

@@ -336,7 +336,7 @@ func prodLoadStack(f loadFlags, prog *lab.Progress) (*loadStack, error) {
 	}
 	st.close = append(st.close, st.kit.Close)
 	q := lab.NewQueue("load")
-	spec := lab.WorkerSpec{Bin: bin, Kit: st.kit, TemporalAddress: srv.FrontendAddress(), Namespace: srv.Namespace(), TaskQueue: q, Feed: f.nats, Store: dsn}
+	spec := lab.WorkerSpec{Bin: bin, Kit: st.kit, TemporalAddress: srv.FrontendAddress(), TemporalAPIKey: srv.APIKey(), Namespace: srv.Namespace(), TaskQueue: q, Feed: f.nats, Store: dsn}
 	for i := range max(1, f.workers) {
 		p, err := lab.StartWorkerProc(spec)
 		if err != nil {

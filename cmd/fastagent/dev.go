@@ -69,6 +69,7 @@ func devCommand(g *globals) *cobra.Command {
 				UIPort:       uiPort,
 				Logger:       log,
 				LogWriter:    logFile,
+				KeyFile:      filepath.Join(stateDir, tclient.DevTokenFile),
 			}
 			if noUI {
 				opts.UIPort = -1
@@ -104,7 +105,7 @@ func devCommand(g *globals) *cobra.Command {
 			// Tools never reach these, whatever their network setting.
 			parts.Config.ControlPlane = append(parts.Config.ControlPlane, srv.FrontendAddress(), srv.UIAddress())
 			tc := tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: log,
-				MetricsHandler: parts.Config.Metrics.SDKHandler()}
+				APIKey: srv.APIKey(), Plaintext: true, MetricsHandler: parts.Config.Metrics.SDKHandler()}
 			stopTracing, err := startTracing(ctx, parts, &tc)
 			if err != nil {
 				return failure("%w", err)
@@ -124,9 +125,14 @@ func devCommand(g *globals) *cobra.Command {
 			fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))
 			fmt.Fprintf(out, "  API       %s   (POST /invoke, GET /health)\n", api)
 			if srv.UIAddress() != "" {
-				fmt.Fprintf(out, "  Web UI    http://%s/namespaces/%s/workflows\n", srv.UIAddress(), srv.Namespace())
+				link, err := srv.UILoginURL()
+				if err != nil {
+					return failure("%w", err)
+				}
+				fmt.Fprintf(out, "  Web UI    %s\n            (opens once; `fastagent ui-link` makes another)\n", link)
 			}
-			fmt.Fprintf(out, "  Temporal  %s   (namespace %s)\n", srv.FrontendAddress(), srv.Namespace())
+			fmt.Fprintf(out, "  Temporal  %s   (namespace %s; every call needs the key in %s)\n",
+				srv.FrontendAddress(), srv.Namespace(), filepath.Join(stateDir, tclient.DevTokenFile))
 			fmt.Fprintf(out, "  State     %s\n", stateDir)
 			printToken(out, run)
 			fmt.Fprintf(out, "Try: fastagent invoke \"hello\" --session s1 --url %s\n", api)

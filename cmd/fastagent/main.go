@@ -11,7 +11,10 @@ import (
 	"log/slog"
 	"os"
 
+	"go.temporal.io/api/serviceerror"
+
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tclient"
 )
 
 func main() {
@@ -27,12 +30,23 @@ func main() {
 	var ex *exitError
 	if errors.As(err, &ex) {
 		if msg := ex.Error(); msg != "" {
-			fmt.Fprintln(os.Stderr, "fastagent:", msg)
+			fmt.Fprintln(os.Stderr, "fastagent:", msg+unauthorizedHint(err))
 		}
 		os.Exit(ex.code)
 	}
-	fmt.Fprintln(os.Stderr, "fastagent:", err)
+	fmt.Fprintln(os.Stderr, "fastagent:", err.Error()+unauthorizedHint(err))
 	os.Exit(exitUsageOr(err))
+}
+
+// unauthorizedHint says where Temporal's credential comes from when a call
+// was refused for the lack of one.
+func unauthorizedHint(err error) string {
+	var denied *serviceerror.PermissionDenied
+	if !errors.As(err, &denied) {
+		return ""
+	}
+	return " (Temporal wants a credential: set TEMPORAL_API_KEY, or, for `fastagent dev`, run in its directory or pass " +
+		"--dir/--state-dir so the key in <state-dir>/" + tclient.DevTokenFile + " is sent)"
 }
 
 // Exit codes: 0 ok, 1 runtime failure, 2 usage error.

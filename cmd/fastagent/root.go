@@ -43,7 +43,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.stateDir, "state-dir", os.Getenv("FASTAGENT_STATE_DIR"), "machine state (default <dir>/.fastagent) [FASTAGENT_STATE_DIR]")
 	pf.StringVar(&g.logLevel, "log-level", envOr("FASTAGENT_LOG_LEVEL", "info"), "debug, info, warn or error [FASTAGENT_LOG_LEVEL]")
 
-	root.AddCommand(newInvoke(g), newInit(g), newAdd(g), newInfo(g), newTool(g), newSession(g), newToken(), newVersion(), newCodecServer(g))
+	root.AddCommand(newInvoke(g), newInit(g), newAdd(g), newInfo(g), newTool(g), newSession(g), newToken(), newVersion(), newCodecServer(g), newUILink(g))
 	root.AddCommand(serveCommands(g)...)
 	return root
 }
@@ -94,13 +94,17 @@ func (g *globals) apiToken() string {
 	if t := os.Getenv("FASTAGENT_API_TOKEN"); t != "" {
 		return t
 	}
-	dir := g.stateDir
-	if dir == "" {
-		dir = filepath.Join(g.dir, ".fastagent")
-	}
-	b, err := os.ReadFile(filepath.Join(dir, serve.TokenFileName))
+	b, err := os.ReadFile(filepath.Join(g.stateDirOrDefault(), serve.TokenFileName))
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// stateDirOrDefault is --state-dir, else <dir>/.fastagent.
+func (g *globals) stateDirOrDefault() string {
+	if g.stateDir != "" {
+		return g.stateDir
+	}
+	return filepath.Join(g.dir, ".fastagent")
 }

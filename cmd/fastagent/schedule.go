@@ -36,8 +36,10 @@ func (f *temporalFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.temporal.Namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace [TEMPORAL_NAMESPACE]")
 }
 
-func (f *temporalFlags) dial(ctx context.Context, log *slog.Logger) (client.Client, error) {
-	tc := f.temporal.FromEnv()
+// dial connects with the TEMPORAL_* settings; without a credential, a
+// loopback address gets the key of a `fastagent dev` in stateDir.
+func (f *temporalFlags) dial(ctx context.Context, log *slog.Logger, stateDir string) (client.Client, error) {
+	tc := f.temporal.FromEnv().WithDevToken(stateDir)
 	tc.Logger = log
 	c, err := tclient.Dial(ctx, tc)
 	if err != nil {
@@ -54,7 +56,7 @@ func (f *temporalFlags) connect(cmd *cobra.Command, g *globals) (context.Context
 		return nil, nil, nil, err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-	c, err := f.dial(ctx, log)
+	c, err := f.dial(ctx, log, g.stateDirOrDefault())
 	if err != nil {
 		stop()
 		return nil, nil, nil, err

@@ -2,6 +2,12 @@
 // Temporal Web UI in the current process, for `fastagent dev` and the
 // end-to-end tests. It is the only package that links go.temporal.io/server,
 // so that no other package pays for its build.
+//
+// The server is locked on its own, whoever can reach its loopback ports:
+// every frontend call needs the per-run credential (Server.APIKey, sent as
+// "authorization: Bearer <key>"), internode traffic is mutual TLS with a
+// CA kept in memory (see auth.go), and the Web UI answers only a browser
+// that opened a login link (package uigate).
 package devserver
 
 import (
@@ -16,9 +22,6 @@ import (
 	"strconv"
 	"time"
 
-	uiserver "github.com/temporalio/ui-server/v2/server"
-	uiconfig "github.com/temporalio/ui-server/v2/server/config"
-	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -29,6 +32,8 @@ import (
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/fastagent/fastagent/internal/uigate"
 )
 
 // Options configures the embedded server. Zero values get sane defaults.
@@ -58,14 +63,22 @@ type Options struct {
 	TLS *TLS
 	// CodecEndpoint is the codec server the Web UI decodes payloads with
 	// (e.g. http://127.0.0.1:8787/codec); empty shows payloads as stored.
+	// Only a signed-in browser sees it.
 	CodecEndpoint string
+	// APIKey is the credential every frontend call must carry
+	// ("authorization: Bearer <APIKey>"); empty draws one for this run.
+	APIKey string
+	// KeyFile, when set, receives APIKey (mode 0600), for the CLI and the
+	// operator's own tools; it belongs in a directory tools cannot read.
+	KeyFile string
 }
 
 // TLS is the frontend's TLS setup (PEM files). The server's own clients
-// (its system worker, its internal calls to the frontend) trust CAFile,
-// check ServerName and, when client certificates are required, present the
-// server certificate, so it must also be valid for client auth and be
-// signed by a CA in ClientCAFile.
+// use the internal frontend (internode mutual TLS), not this; the Web UI
+// server trusts CAFile, checks ServerName and, when client certificates
+// are required, presents the server certificate, so it must then also be
+// valid for client auth and be signed by a CA in ClientCAFile. A client
+// certificate alone is no credential: calls still need the API key.
 type TLS struct {
 	CertFile, KeyFile string
 	// CAFile signed CertFile; ServerName is a name in CertFile.
@@ -79,10 +92,11 @@ type TLS struct {
 // Server is a running embedded Temporal server (and UI).
 type Server struct {
 	server       temporal.Server
-	ui           *uiserver.Server
+	ui           *webUI
 	frontendAddr string
 	uiAddr       string
 	namespace    string
+	apiKey       string
 }
 
 // Tuning is the dynamic configuration applied unless Options.Untuned is set.
@@ -144,11 +158,20 @@ func Start(opts Options) (*Server, error) {
 		}
 	}
 
+	if opts.APIKey == "" {
+		if opts.APIKey, err = newKey(); err != nil {
+			return nil, err
+		}
+	}
 	sqlConf, err := sqlConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	conf, err := serverConfig(opts, sqlConf)
+	internode, err := internodeTLS()
+	if err != nil {
+		return nil, err
+	}
+	conf, err := serverConfig(opts, sqlConf, internode)
 	if err != nil {
 		return nil, err
 	}
@@ -157,14 +180,6 @@ func Start(opts Options) (*Server, error) {
 		zapcore.AddSync(opts.LogWriter),
 		zapLevel(opts.LogLevel),
 	)))
-	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
-	if err != nil {
-		return nil, fmt.Errorf("devserver: authorizer: %w", err)
-	}
-	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
-	if err != nil {
-		return nil, fmt.Errorf("devserver: claim mapper: %w", err)
-	}
 	dyn := dynamicconfig.StaticClient{}
 	if !opts.Untuned {
 		for k, v := range Tuning() {
@@ -174,12 +189,13 @@ func Start(opts Options) (*Server, error) {
 	for k, v := range opts.DynamicConfig {
 		dyn[dynamicconfig.MakeKey(k)] = v
 	}
+	claims := tokenClaims{key: []byte(opts.APIKey)}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),
-		temporal.ForServices(temporal.DefaultServices),
+		temporal.ForServices(services()),
 		temporal.WithLogger(logger),
-		temporal.WithAuthorizer(authorizer),
-		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithAuthorizer(authorization.NewDefaultAuthorizer()),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claims }),
 		temporal.WithDynamicConfigClient(dyn),
 	)
 	if err != nil {
@@ -189,6 +205,7 @@ func Start(opts Options) (*Server, error) {
 		server:       srv,
 		frontendAddr: net.JoinHostPort(opts.IP, strconv.Itoa(opts.FrontendPort)),
 		namespace:    opts.Namespace,
+		apiKey:       opts.APIKey,
 	}
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("devserver: start: %w", err)
@@ -197,35 +214,27 @@ func Start(opts Options) (*Server, error) {
 		_ = srv.Stop()
 		return nil, err
 	}
-	if opts.UIPort > 0 {
-		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
-		var uiTLS uiconfig.TLS
-		if t := opts.TLS; t != nil {
-			uiTLS = uiconfig.TLS{CaFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName, EnableHostVerification: true}
+	if opts.KeyFile != "" {
+		if err := writeKey(opts.KeyFile, opts.APIKey); err != nil {
+			_ = srv.Stop()
+			return nil, err
 		}
-		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
-			TLS:                 uiTLS,
-			Host:                opts.IP,
-			Port:                opts.UIPort,
-			TemporalGRPCAddress: s.frontendAddr,
-			EnableUI:            true,
-			DefaultNamespace:    opts.Namespace,
-			CORS:                uiconfig.CORS{CookieInsecure: true},
-			HideLogs:            true,
-			Codec:               uiconfig.Codec{Endpoint: opts.CodecEndpoint},
-		}))
-		ui := s.ui
-		go func() {
-			// Start blocks until Stop; an error here means the port was lost.
-			if err := ui.Start(); err != nil && !errors.Is(err, errUIStopped) {
-				opts.Logger.Error("temporal web ui stopped", "error", err)
-			}
-		}()
+	}
+	if opts.UIPort > 0 {
+		if s.ui, err = startUI(opts, s.frontendAddr); err != nil {
+			_ = srv.Stop()
+			return nil, err
+		}
+		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
 	}
 	return s, nil
 }
 
-var errUIStopped = errors.New("http: Server closed")
+// services are the server's services: the default ones and the internal
+// frontend its own clients call (see auth.go).
+func services() []string {
+	return []string{"frontend", "internal-frontend", "history", "matching", "worker"}
+}
 
 // FrontendAddress is the host:port a Temporal client dials.
 func (s *Server) FrontendAddress() string { return s.frontendAddr }
@@ -236,10 +245,23 @@ func (s *Server) UIAddress() string { return s.uiAddr }
 // Namespace is the namespace created at start.
 func (s *Server) Namespace() string { return s.namespace }
 
+// APIKey is the credential every frontend call must carry
+// ("authorization: Bearer <key>").
+func (s *Server) APIKey() string { return s.apiKey }
+
+// UILoginURL returns a new one-time login link to the Web UI ("" when the
+// UI is disabled).
+func (s *Server) UILoginURL() (string, error) {
+	if s.ui == nil {
+		return "", nil
+	}
+	return uigate.LoginURL("http://"+s.uiAddr, s.apiKey)
+}
+
 // Stop stops the UI and the server.
 func (s *Server) Stop() {
 	if s.ui != nil {
-		s.ui.Stop()
+		s.ui.stop()
 	}
 	_ = s.server.Stop() // stopping: nothing left to do with an error
 }
@@ -282,7 +304,7 @@ func sqlConfig(opts Options) (*config.SQL, error) {
 	return conf, nil
 }
 
-func serverConfig(opts Options, sqlConf *config.SQL) (*config.Config, error) {
+func serverConfig(opts Options, sqlConf *config.SQL, internode config.GroupTLS) (*config.Config, error) {
 	var conf config.Config
 	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
 	conf.Global.Membership.BroadcastAddress = "127.0.0.1"
@@ -306,7 +328,7 @@ func serverConfig(opts Options, sqlConf *config.SQL) (*config.Config, error) {
 	}
 	conf.DCRedirectionPolicy.Policy = "noop"
 	conf.Services = map[string]config.Service{}
-	for _, name := range []string{"frontend", "history", "matching", "worker"} {
+	for _, name := range services() {
 		var svc config.Service
 		if name == "frontend" {
 			svc.RPC.GRPCPort = opts.FrontendPort
@@ -330,7 +352,9 @@ func serverConfig(opts Options, sqlConf *config.SQL) (*config.Config, error) {
 	conf.Archival.Visibility.State = "disabled"
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
-	conf.PublicClient.HostPort = net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.FrontendPort))
+	// No PublicClient: with an internal frontend, the server's own clients
+	// find it through membership and dial it with the internode TLS.
+	conf.Global.TLS.Internode = internode
 	if t := opts.TLS; t != nil {
 		client := config.ClientTLS{ServerName: t.ServerName, RootCAFiles: []string{t.CAFile}}
 		conf.Global.TLS.Frontend = config.GroupTLS{
@@ -341,7 +365,6 @@ func serverConfig(opts Options, sqlConf *config.SQL) (*config.Config, error) {
 			conf.Global.TLS.Frontend.Server.ClientCAFiles = []string{t.ClientCAFile}
 			conf.Global.TLS.Frontend.Server.RequireClientAuth = true
 		}
-		conf.Global.TLS.SystemWorker = config.WorkerTLS{CertFile: t.CertFile, KeyFile: t.KeyFile, Client: client}
 	}
 	return &conf, nil
 }

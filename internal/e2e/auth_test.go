@@ -223,7 +223,7 @@ func TestGeneratedTokenWorksWithInvoke(t *testing.T) {
 	}
 	ref := exec.Command(fastagentBinary(t), "ingress", "--dir", e.kit.Dir, "--host", "0.0.0.0", "--port", strconv.Itoa(port2),
 		"--temporal-address", server.FrontendAddress(), "--namespace", server.Namespace(), "--feed", natsURL())
-	ref.Env = e.kit.ProcessEnv()
+	ref.Env = append(e.kit.ProcessEnv(), "TEMPORAL_API_KEY="+server.APIKey(), "TEMPORAL_TLS=false")
 	done := make(chan struct{})
 	var refOut []byte
 	var refErr error

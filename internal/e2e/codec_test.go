@@ -46,7 +46,7 @@ var (
 func (e *env) useCodec(c *codec.Codec, mh *metrics.Metrics) {
 	e.t.Helper()
 	cfg := tclient.Config{
-		Address: server.FrontendAddress(), Namespace: server.Namespace(),
+		Address: server.FrontendAddress(), APIKey: server.APIKey(), Plaintext: true, Namespace: server.Namespace(),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4})),
 		Codec:  c, Plain: c == nil,
 	}

@@ -80,7 +80,8 @@ func (e *env) startProcess(t *testing.T, command string, args ...string) *proc {
 		"--log-level", "warn",
 	}, args...)
 	cmd := exec.Command(fastagentBinary(t), args...)
-	cmd.Env = append(e.kit.ProcessEnv(), e.extraEnv...)
+	cmd.Env = append(e.kit.ProcessEnv(), "TEMPORAL_API_KEY="+server.APIKey(), "TEMPORAL_TLS=false")
+	cmd.Env = append(cmd.Env, e.extraEnv...)
 	if !e.noProcessToken {
 		cmd.Env = append(cmd.Env, "FASTAGENT_API_TOKEN="+e2eToken)
 	}

@@ -97,7 +97,7 @@ func newEnvFor(t *testing.T, provider modelserver.Shape) *env {
 	bus := feed.NewInProcess()
 	t.Cleanup(func() { _ = bus.Close() })
 	c, err := tclient.Dial(context.Background(), tclient.Config{
-		Address:   server.FrontendAddress(),
+		Address: server.FrontendAddress(), APIKey: server.APIKey(), Plaintext: true,
 		Namespace: server.Namespace(),
 		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4})),
 	})

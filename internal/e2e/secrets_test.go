@@ -37,7 +37,8 @@ func (e *env) startWorkerWithEnv(t *testing.T, extra ...string) *proc {
 		"--feed", natsURL(),
 		"--log-level", "warn",
 	)
-	cmd.Env = append(append(e.kit.ProcessEnv(), "FASTAGENT_API_TOKEN="+e2eToken), extra...)
+	cmd.Env = append(append(e.kit.ProcessEnv(), "FASTAGENT_API_TOKEN="+e2eToken,
+		"TEMPORAL_API_KEY="+server.APIKey(), "TEMPORAL_TLS=false"), extra...)
 	p := &proc{cmd: cmd, out: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	w := &lockedWriter{buf: p.out, mu: p.mu}
 	cmd.Stdout, cmd.Stderr = w, w

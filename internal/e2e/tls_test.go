@@ -128,7 +128,7 @@ func TestTLSFrontendWithClientCertificates(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))
 
 	dial := func(env map[string]string) error {
-		for _, k := range []string{"TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA", "TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_TLS"} {
+		for _, k := range []string{"TEMPORAL_TLS_CERT", "TEMPORAL_TLS_KEY", "TEMPORAL_TLS_CA", "TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_TLS", "TEMPORAL_API_KEY"} {
 			t.Setenv(k, env[k])
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -139,8 +139,10 @@ func TestTLSFrontendWithClientCertificates(t *testing.T) {
 		}
 		return err
 	}
+	// The client certificate gets through TLS; the key gets the calls
+	// served (a certificate alone is no credential).
 	good := map[string]string{"TEMPORAL_TLS_CERT": cliCert, "TEMPORAL_TLS_KEY": cliKey,
-		"TEMPORAL_TLS_CA": ca.CAFile, "TEMPORAL_TLS_SERVER_NAME": serverName}
+		"TEMPORAL_TLS_CA": ca.CAFile, "TEMPORAL_TLS_SERVER_NAME": serverName, "TEMPORAL_API_KEY": srv.APIKey()}
 	with := func(k, v string) map[string]string {
 		m := map[string]string{}
 		for a, b := range good {

@@ -39,7 +39,7 @@ func TestTracingOneTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl, err := tclient.Dial(context.Background(), tclient.Config{
-		Address: server.FrontendAddress(), Namespace: server.Namespace(),
+		Address: server.FrontendAddress(), APIKey: server.APIKey(), Plaintext: true, Namespace: server.Namespace(),
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4})),
 		Interceptors: []interceptor.ClientInterceptor{icpt},
 	})

@@ -238,10 +238,13 @@ type WorkerSpec struct {
 	Bin             string // the nodevserver build
 	Kit             *Kit   // workspace, store file and model server
 	TemporalAddress string
-	Namespace       string
-	TaskQueue       string
-	Feed            string // nats://… (or "inprocess")
-	Store           string // session store DSN (default: Kit.StorePath)
+	// TemporalAPIKey is the embedded server's key (Server.APIKey), sent in
+	// plaintext.
+	TemporalAPIKey string
+	Namespace      string
+	TaskQueue      string
+	Feed           string // nats://… (or "inprocess")
+	Store          string // session store DSN (default: Kit.StorePath)
 }
 
 // StartWorkerProc starts a worker subprocess and waits until its worker
@@ -263,7 +266,7 @@ func StartWorkerProc(s WorkerSpec) (*Proc, error) {
 		"--store", storeDSN,
 		"--feed", feedURL,
 		"--log-level", "info",
-	}, s.Kit.ProcessEnv())
+	}, append(s.Kit.ProcessEnv(), "TEMPORAL_API_KEY="+s.TemporalAPIKey, "TEMPORAL_TLS=false"))
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,8 @@ func (s *Server) Dial(ctx context.Context) (client.Client, error) {
 	return tclient.Dial(ctx, tclient.Config{
 		Address:   s.FrontendAddress(),
 		Namespace: s.Namespace(),
+		APIKey:    s.APIKey(),
+		Plaintext: true,
 		Logger:    QuietLogger(),
 	})
 }

@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,9 +28,14 @@ import (
 type Config struct {
 	Address   string // host:port; default 127.0.0.1:7233
 	Namespace string // default "default"
-	// APIKey authenticates to Temporal Cloud (env TEMPORAL_API_KEY); it
-	// implies TLS.
+	// APIKey authenticates to Temporal Cloud or to `fastagent dev`'s
+	// embedded server (env TEMPORAL_API_KEY): every call carries
+	// "authorization: Bearer <APIKey>". It implies TLS unless Plaintext is
+	// set.
 	APIKey string
+	// Plaintext sends APIKey without TLS (env TEMPORAL_TLS=false), for a
+	// loopback server such as `fastagent dev`'s, which speaks plaintext.
+	Plaintext bool
 	// TLSCertFile and TLSKeyFile enable mTLS (env TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY).
 	TLSCertFile string
 	TLSKeyFile  string
@@ -56,7 +63,8 @@ type Config struct {
 
 // FromEnv fills unset fields from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 // TEMPORAL_API_KEY, TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY, TEMPORAL_TLS_CA,
-// TEMPORAL_TLS_SERVER_NAME and TEMPORAL_TLS.
+// TEMPORAL_TLS_SERVER_NAME and TEMPORAL_TLS (true forces TLS, false sends
+// an API key in plaintext).
 func (c Config) FromEnv() Config {
 	set := func(v *string, name string) {
 		if *v == "" {
@@ -70,10 +78,52 @@ func (c Config) FromEnv() Config {
 	set(&c.TLSKeyFile, "TEMPORAL_TLS_KEY")
 	set(&c.TLSCAFile, "TEMPORAL_TLS_CA")
 	set(&c.TLSServerName, "TEMPORAL_TLS_SERVER_NAME")
-	if os.Getenv("TEMPORAL_TLS") == "true" {
+	switch os.Getenv("TEMPORAL_TLS") {
+	case "true":
 		c.TLS = true
+	case "false":
+		c.Plaintext = true
 	}
 	return c
+}
+
+// DevTokenFile is the file in the state dir where `fastagent dev` writes
+// (0600) the credential its embedded Temporal server demands on every call.
+const DevTokenFile = "temporal-token"
+
+// WithDevToken returns c with the credential of a running `fastagent dev`
+// whose state dir is stateDir: read from <stateDir>/temporal-token and sent
+// in plaintext, when c configures no credential and no TLS of its own and
+// dials a loopback address. Otherwise (or without the file) c is returned
+// as it is, so a cluster elsewhere never receives this token.
+func (c Config) WithDevToken(stateDir string) Config {
+	if c.APIKey != "" || c.TLS || c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCAFile != "" || c.TLSServerName != "" {
+		return c
+	}
+	addr := c.Address
+	if addr == "" {
+		addr = "127.0.0.1:7233"
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || !isLoopback(host) {
+		return c
+	}
+	b, err := os.ReadFile(filepath.Join(stateDir, DevTokenFile))
+	if err != nil {
+		return c
+	}
+	if tok := strings.TrimSpace(string(b)); tok != "" {
+		c.APIKey, c.Plaintext = tok, true
+	}
+	return c
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // Dial connects and checks the connection.
@@ -102,20 +152,8 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 	if c.Codec != nil && !c.Plain {
 		opts.DataConverter = c.Codec.DataConverter()
 	}
-	switch {
-	case c.APIKey != "":
-		opts.Credentials = client.NewAPIKeyStaticCredentials(c.APIKey)
-		opts.ConnectionOptions.TLS = &tls.Config{}
-	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
-		return nil, errors.New("temporal: TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together: set both (client certificate and its key) or neither")
-	case c.TLSCertFile != "":
-		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("temporal: load client certificate (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY): %w", err)
-		}
-		opts.ConnectionOptions.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	case c.TLS || c.TLSCAFile != "" || c.TLSServerName != "":
-		opts.ConnectionOptions.TLS = &tls.Config{}
+	if err := credentials(&opts, c); err != nil {
+		return nil, err
 	}
 	if t := opts.ConnectionOptions.TLS; t != nil {
 		t.MinVersion = tls.VersionTLS12
@@ -141,6 +179,34 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 	return cl, nil
 }
 
+// credentials sets the API key and the TLS mode of opts from c: an API key
+// implies TLS unless Plaintext; a client certificate may go with an API key
+// (a frontend that wants both).
+func credentials(opts *client.Options, c Config) error {
+	if c.Plaintext && (c.TLS || c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCAFile != "" || c.TLSServerName != "") {
+		return errors.New("temporal: TEMPORAL_TLS=false (plaintext) contradicts TEMPORAL_TLS_CERT/KEY/CA/SERVER_NAME: set one or the other")
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("temporal: TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together: set both (client certificate and its key) or neither")
+	}
+	if c.APIKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(c.APIKey)
+	}
+	switch {
+	case c.Plaintext:
+		opts.ConnectionOptions.TLSDisabled = true
+	case c.TLSCertFile != "":
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("temporal: load client certificate (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY): %w", err)
+		}
+		opts.ConnectionOptions.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	case c.APIKey != "" || c.TLS || c.TLSCAFile != "" || c.TLSServerName != "":
+		opts.ConnectionOptions.TLS = &tls.Config{}
+	}
+	return nil
+}
+
 // hint says what to change for a failed dial, reading the TLS failure the
 // error carries.
 func hint(err error, c Config, useTLS bool) string {
@@ -157,6 +223,9 @@ func hint(err error, c Config, useTLS bool) string {
 		}
 		return "the server refused the client certificate in TEMPORAL_TLS_CERT (not signed by a CA it trusts, expired, or not for client auth)"
 	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		if c.APIKey != "" {
+			return "TLS is on (TEMPORAL_API_KEY implies it), but the server speaks plaintext: for a plaintext server such as `fastagent dev` set TEMPORAL_TLS=false, or check the port"
+		}
 		return "TLS is on, but the server speaks plaintext: unset TEMPORAL_TLS / TEMPORAL_TLS_CA / TEMPORAL_TLS_SERVER_NAME, or check the port"
 	case !useTLS && c.APIKey == "":
 		return "start it with `fastagent dev`, or set --temporal-address / TEMPORAL_ADDRESS (a TLS endpoint also needs TEMPORAL_TLS=true, TEMPORAL_TLS_CA, TEMPORAL_API_KEY or TEMPORAL_TLS_CERT/KEY)"

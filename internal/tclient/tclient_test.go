@@ -66,3 +66,50 @@ func TestHintNamesTheSetting(t *testing.T) {
 		}
 	}
 }
+
+// TEMPORAL_TLS=false sends an API key in plaintext; with TLS files it is a
+// contradiction named before any dial.
+func TestFromEnvPlaintext(t *testing.T) {
+	t.Setenv("TEMPORAL_TLS", "false")
+	c := Config{}.FromEnv()
+	if !c.Plaintext || c.TLS {
+		t.Fatalf("%+v", c)
+	}
+	c.TLSCAFile = "/ca.pem"
+	c.Address = "127.0.0.1:1"
+	_, err := Dial(context.Background(), c)
+	if err == nil || !strings.Contains(err.Error(), "TEMPORAL_TLS=false") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// The dev token is picked up for a loopback address without credentials,
+// and never sent anywhere else or over another configured credential.
+func TestWithDevToken(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, DevTokenFile), []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{}, "tok"},
+		{Config{Address: "127.0.0.1:7233"}, "tok"},
+		{Config{Address: "localhost:7999"}, "tok"},
+		{Config{Address: "[::1]:7233"}, "tok"},
+		{Config{Address: "temporal.internal:7233"}, ""},
+		{Config{Address: "10.0.0.5:7233"}, ""},
+		{Config{APIKey: "mine"}, "mine"},
+		{Config{TLSCAFile: "/ca.pem"}, ""},
+		{Config{TLS: true}, ""},
+	} {
+		got := tc.c.WithDevToken(dir)
+		if got.APIKey != tc.want || (tc.want == "tok") != got.Plaintext {
+			t.Errorf("%+v: APIKey %q plaintext %v, want %q", tc.c, got.APIKey, got.Plaintext, tc.want)
+		}
+	}
+	if got := (Config{}).WithDevToken(t.TempDir()); got.APIKey != "" {
+		t.Errorf("no token file: %+v", got)
+	}
+}
