@@ -46,6 +46,11 @@ const changeTurnRecords = "turn-records"
 // e.g. a call ID used twice in one reply): they are recorded, not run.
 const changeApprovalBinding = "approval-binding"
 
+// changeTurnCallIDs versions calls whose ID an earlier step of the turn used
+// (Call.Reused, set by the loop): they are recorded with the refusal, not
+// run and not put up for approval. Older runs ran them.
+const changeTurnCallIDs = "turn-call-ids"
+
 // defaultIdempotencyWindow is SessionInput.IdempotencyWindow's default.
 const defaultIdempotencyWindow = 24 * time.Hour
 

@@ -384,7 +384,11 @@ func historyScenarios() []historyScenario {
 				return ""
 			},
 		},
-		{name: "v1_repeated_call_id", run: runRepeatedCallID(false)},
+		{
+			// A tool call ID reused by the turn's second step is refused
+			// (v1_repeated_call_id, recorded before, ran it again).
+			name: "repeated_call_id", run: runRepeatedCallID(true),
+		},
 		{
 			// A schedule fire (ScheduleFireWorkflow) runs one turn.
 			name: "schedule_fire",

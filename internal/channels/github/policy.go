@@ -72,7 +72,7 @@ const (
 // issue; without it, anybody could start the agent.
 func DefaultAuthorAssociation() []string { return []string{"OWNER", "MEMBER", "COLLABORATOR"} }
 
-// AnyAuthor, alone in authorAssociation, accepts every author.
+// AnyAuthor is the authorAssociation that, alone, accepts every author.
 const AnyAuthor = "ANY"
 
 // authorAssociations are GitHub's values of author_association.
