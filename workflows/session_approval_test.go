@@ -85,8 +85,8 @@ func TestSessionApproval(t *testing.T) {
 				t.Errorf("waiting.Approvals = %+v, want the deploy call with its full arguments and hashes", waiting.Approvals)
 			}
 			h.requireRejected(wrong, agent.CodeNotFound)
-			h.requireRejected(otherArgs, agent.CodeInvalidCommand)
-			h.requireRejected(otherDef, agent.CodeInvalidCommand)
+			h.requireRejected(otherArgs, agent.CodeCallChanged)
+			h.requireRejected(otherDef, agent.CodeCallChanged)
 			h.requireOK(ap, "approve")
 			h.requireRejected(late, agent.CodeNotFound)
 			equal(t, "decided.Running", decided.Running, "t1")

@@ -200,7 +200,7 @@ func historyScenarios() []historyScenario {
 					done := make(chan []agent.Event, 1)
 					go func() { done <- collect(t, e.agent, context.Background(), s, "count "+d.call) }()
 					waitPendingApproval(t, e, s, d.call)
-					if err := e.agent.Approve(context.Background(), s, d.call, d.approve, "decided by the test"); err != nil {
+					if err := e.agent.Approve(context.Background(), s, workflows.ApproveRequest{Call: d.call, Approve: d.approve, Reason: "decided by the test"}); err != nil {
 						t.Fatalf("approve %s: %v", d.call, err)
 					}
 					must(t, <-done, agent.TypeCompleted)
