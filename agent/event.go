@@ -44,6 +44,10 @@ const (
 	CodeSessionExists = "session_exists"
 	// CodeNoSuchTurn: no running, queued or recorded turn has that key.
 	CodeNoSuchTurn = "no_such_turn"
+	// CodeCallChanged: an approval named hashes (of the arguments, of the
+	// tool definition) other than the waiting call's — the call is not the
+	// one the approver saw; it was not decided and still waits.
+	CodeCallChanged = "call_changed"
 
 	// Codes of failed steps, as Temporal application error types (visible
 	// in the Web UI) and on failed events.

@@ -56,8 +56,8 @@ func (r *recorder) Compact(_ context.Context, session string) (workflows.Compact
 	return workflows.CompactResult{EntryID: "k1"}, nil
 }
 
-func (r *recorder) Approve(_ context.Context, session, call string, _ bool, _ string) error {
-	r.record("approve " + session + " " + call)
+func (r *recorder) Approve(_ context.Context, session string, req workflows.ApproveRequest) error {
+	r.record("approve " + session + " " + req.Call)
 	return nil
 }
 

@@ -42,7 +42,9 @@ const PingEvery = 30 * time.Second
 type Control interface {
 	Abort(ctx context.Context, session, turn, reason string) (string, error)
 	Steer(ctx context.Context, session, text string) error
-	Approve(ctx context.Context, session, call string, approve bool, reason string) error
+	// Approve decides a tool call waiting for approval; hashes in req that
+	// differ from the call's refuse it with agent.CodeCallChanged.
+	Approve(ctx context.Context, session string, req workflows.ApproveRequest) error
 	State(ctx context.Context, session string) (workflows.SessionView, error)
 	// Compact compacts the session's context between turns.
 	Compact(ctx context.Context, session string) (workflows.CompactResult, error)
@@ -485,6 +487,7 @@ var statusOf = map[string]int{
 	agent.CodeUnsupportedCapability: http.StatusNotImplemented,
 	agent.CodeTurnRunning:           http.StatusConflict,
 	agent.CodeSessionExists:         http.StatusConflict,
+	agent.CodeCallChanged:           http.StatusConflict,
 }
 
 // StatusOf maps an error's contract code (agent.CodeOf) to its HTTP status;
@@ -587,25 +590,32 @@ func (s *Server) compact(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"compacted": res.EntryID != "", "result": res})
 }
 
+// approve serves POST /sessions/{id}/approvals/{call}. argsHash and
+// definitionHash, as GET /sessions/{id} showed them, bind the decision to
+// that call: when the waiting call has others, the answer is 409
+// call_changed and nothing is decided.
 func (s *Server) approve(c *gin.Context) {
 	if !s.control(c) {
 		return
 	}
 	var req struct {
-		Approve *bool  `json:"approve"`
-		Reason  string `json:"reason"`
+		Approve        *bool  `json:"approve"`
+		Reason         string `json:"reason"`
+		ArgsHash       string `json:"argsHash"`
+		DefinitionHash string `json:"definitionHash"`
 	}
 	if !bindOptional(c, &req) {
 		return
 	}
 	if req.Approve == nil {
-		c.JSON(http.StatusBadRequest, gin.H{"error": `need { "approve": true|false, "reason"?: string }`, "code": agent.CodeInvalidCommand})
+		c.JSON(http.StatusBadRequest, gin.H{"error": `need { "approve": true|false, "reason"?: string, "argsHash"?: string, "definitionHash"?: string }`, "code": agent.CodeInvalidCommand})
 		return
 	}
 	if !s.access(c, c.Param("id"), false) {
 		return
 	}
-	if err := s.Control.Approve(c.Request.Context(), c.Param("id"), c.Param("call"), *req.Approve, req.Reason); err != nil {
+	if err := s.Control.Approve(c.Request.Context(), c.Param("id"), workflows.ApproveRequest{Call: c.Param("call"), Approve: *req.Approve,
+		Reason: req.Reason, ArgsHash: req.ArgsHash, DefinitionHash: req.DefinitionHash}); err != nil {
 		s.fail(c, err)
 		return
 	}

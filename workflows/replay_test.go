@@ -170,3 +170,39 @@ func TestReplayCoversCompaction(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestReplayCoversReusedCallIDs: the "turn-call-ids" change replays in both
+// versions — a tool call ID reused by a later step of the turn was run
+// before it (v1_repeated_call_id, no marker) and is refused after it
+// (repeated_call_id, with the marker).
+func TestReplayCoversReusedCallIDs(t *testing.T) {
+	const change = "turn-call-ids"
+	for file, want := range map[string]bool{"v1_repeated_call_id.json": false, "repeated_call_id.json": true} {
+		f := filepath.Join("testdata", "histories", file)
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/repeated_call_id", err)
+		}
+		h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+		_ = r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		marked := false
+		for _, id := range changeIDs(t, h) {
+			marked = marked || id == change
+		}
+		tools := 0
+		for _, ev := range h.GetEvents() {
+			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityToolExecute {
+				tools++
+			}
+		}
+		if marked != want || tools != 2 {
+			t.Errorf("%s: %q marker %v, %d Tool.Execute activities; want marker %v and 2", file, change, marked, tools, want)
+		}
+		if err := replay(f); err != nil {
+			t.Error(err)
+		}
+	}
+}

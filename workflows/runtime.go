@@ -180,6 +180,10 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		workflow.GetVersion(ctx, changeApprovalBinding, workflow.DefaultVersion, 1) >= 1 {
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Refused}
 	}
+	if c.Synthetic == nil && c.Call.Reused != "" &&
+		workflow.GetVersion(ctx, changeTurnCallIDs, workflow.DefaultVersion, 1) >= 1 {
+		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Reused}
+	}
 	if c.Synthetic == nil && c.Call.RequiresApproval {
 		ok, reason, err := r.approve(ctx, c)
 		if err != nil {

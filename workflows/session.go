@@ -46,6 +46,11 @@ const changeTurnRecords = "turn-records"
 // e.g. a call ID used twice in one reply): they are recorded, not run.
 const changeApprovalBinding = "approval-binding"
 
+// changeTurnCallIDs versions calls whose ID an earlier step of the turn used
+// (Call.Reused, set by the loop): they are recorded with the refusal, not
+// run and not put up for approval. Older runs ran them.
+const changeTurnCallIDs = "turn-call-ids"
+
 // defaultIdempotencyWindow is SessionInput.IdempotencyWindow's default.
 const defaultIdempotencyWindow = 24 * time.Hour
 
@@ -544,8 +549,9 @@ func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error 
 	for _, a := range s.approvals {
 		if a.view.Call == req.Call && !a.decided {
 			if (req.ArgsHash != "" && req.ArgsHash != a.view.ArgsHash) || (req.DefinitionHash != "" && req.DefinitionHash != a.view.DefinitionHash) {
-				return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("tool call %q is waiting with other arguments or another definition than the ones approved (argsHash %s, definitionHash %s)",
-					req.Call, a.view.ArgsHash, a.view.DefinitionHash), agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
+				return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("tool call %q changed: it waits with other arguments or another tool definition "+
+					"than the ones sent (argsHash %s, definitionHash %s); it was not decided — look at it again and decide on what it is now",
+					req.Call, a.view.ArgsHash, a.view.DefinitionHash), agent.CodeCallChanged, temporal.ApplicationErrorOptions{NonRetryable: true})
 			}
 			return nil
 		}

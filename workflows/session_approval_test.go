@@ -85,8 +85,8 @@ func TestSessionApproval(t *testing.T) {
 				t.Errorf("waiting.Approvals = %+v, want the deploy call with its full arguments and hashes", waiting.Approvals)
 			}
 			h.requireRejected(wrong, agent.CodeNotFound)
-			h.requireRejected(otherArgs, agent.CodeInvalidCommand)
-			h.requireRejected(otherDef, agent.CodeInvalidCommand)
+			h.requireRejected(otherArgs, agent.CodeCallChanged)
+			h.requireRejected(otherDef, agent.CodeCallChanged)
 			h.requireOK(ap, "approve")
 			h.requireRejected(late, agent.CodeNotFound)
 			equal(t, "decided.Running", decided.Running, "t1")
@@ -147,5 +147,43 @@ func TestSessionRefusedCalls(t *testing.T) {
 		if c.Synthetic == nil || !c.Synthetic.IsError || c.Synthetic.Content != "used twice" {
 			t.Errorf("refused call = %+v, want the refusal recorded", c.Synthetic)
 		}
+	}
+}
+
+// TestSessionReusedCallIDs: a call reusing an ID an earlier step of the turn
+// used is recorded with the loop's refusal and never run, and it does not
+// wait for approval — a decision about the first call cannot apply to it.
+func TestSessionReusedCallIDs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		switch call.Step {
+		case 1:
+			return reply(call, known("c1", "deploy")), nil
+		case 2:
+			again := known("c1", "deploy")
+			again.RequiresApproval = true
+			again.ArgsPreview = `{"env":"prod"}`
+			return reply(call, again), nil
+		}
+		return reply(call), nil
+	}
+	h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+		return okTool(call), nil
+	}
+	u := h.turn(ms, "t1", "deploy, then deploy again")
+	var mid workflows.SessionView
+	h.at(time.Minute, func() { mid = h.state() })
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
+	equal(t, "pending approvals", len(mid.Approvals), 0)
+	calls := h.toolCallsFor("c1")
+	equal(t, "Tool.Execute calls of c1", len(calls), 2)
+	if calls[0].Synthetic != nil {
+		t.Errorf("the first c1 was not run: %+v", calls[0].Synthetic)
+	}
+	if s := calls[1].Synthetic; s == nil || !s.IsError || !strings.Contains(s.Content, `"c1" was already used`) {
+		t.Errorf("the reused c1 = %+v, want its refusal recorded", s)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/github"
 )
 
@@ -57,5 +58,44 @@ func TestAddGitHub(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "channels")); err == nil {
 		t.Error("a refused add wrote something")
+	}
+}
+
+// The channel file add github writes starts turns only for the repository's
+// owner, members and collaborators: a mention by anyone else on a public
+// repository, or an outsider's issue labelled, is no turn.
+func TestAddGitHubTrustedAuthorsOnly(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, code := execute(t, "", "-C", dir, "add", "github"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	file, err := os.ReadFile(filepath.Join(dir, "channels", "github.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := github.New(file, func(k string) string {
+		return map[string]string{"GITHUB_WEBHOOK_SECRET": "s", "GITHUB_TOKEN": "t"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ event, fixture string }{{"issue_comment", "issue_comment.json"}, {"issues", "issues_labeled.json"}} {
+		fixture, err := os.ReadFile(filepath.Join("..", "..", "internal", "channels", "github", "testdata", c.fixture))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for assoc, want := range map[string]int{"OWNER": 1, "MEMBER": 1, "COLLABORATOR": 1, "CONTRIBUTOR": 0, "NONE": 0} {
+			body := []byte(strings.NewReplacer(`"OWNER"`, `"`+assoc+`"`, `"CONTRIBUTOR"`, `"`+assoc+`"`).Replace(string(fixture)))
+			p, err := ch.Door.Parse(channels.Request{Header: github.Sign("s", c.event, "d-1", body), Body: body})
+			if err != nil {
+				t.Fatalf("%s by %s: %v", c.event, assoc, err)
+			}
+			if len(p.Deliveries) != want {
+				t.Errorf("%s by %s: %d turns, want %d", c.event, assoc, len(p.Deliveries), want)
+			}
+		}
+	}
+	if !strings.Contains(string(file), "authorAssociation: [OWNER, MEMBER, COLLABORATOR]") {
+		t.Errorf("the file does not show the association it requires:\n%s", file)
 	}
 }

@@ -39,6 +39,7 @@ func newSession(g *globals) *cobra.Command {
 	path := func(id, rest string) string {
 		return strings.TrimRight(base, "/") + "/sessions/" + url.PathEscape(id) + rest
 	}
+	approvals := &approvalClient{base: &base, call: call}
 	var tree bool
 	var out, as, cursor string
 	var limit int
@@ -169,10 +170,6 @@ func newSession(g *globals) *cobra.Command {
 				r.Summarized, r.TokensBefore, r.TokensAfter, r.EntryID, r.FirstKept)
 			return nil
 		}, 1),
-		one("approve <session> <call>", "Approve a tool call waiting for approval", func(id string, args []string) error {
-			_, err := call(http.MethodPost, path(id, "/approvals/"+url.PathEscape(args[0])), `{"approve":true}`)
-			return err
-		}, 2),
 		one("deny <session> <call>", "Deny a tool call waiting for approval", func(id string, args []string) error {
 			_, err := call(http.MethodPost, path(id, "/approvals/"+url.PathEscape(args[0])), `{"approve":false,"reason":"denied from the command line"}`)
 			return err
@@ -253,6 +250,8 @@ func newSession(g *globals) *cobra.Command {
 			return nil
 		}, 1),
 		list,
+		newSessionApprovals(approvals),
+		newSessionApprove(approvals),
 	)
 	for _, c := range cmd.Commands() {
 		switch c.Name() {

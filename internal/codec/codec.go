@@ -1,7 +1,8 @@
 // Package codec encrypts every payload fastagent writes to Temporal
 // (workflow, update and activity arguments and results, memos,
-// continue-as-new snapshots) with AES-256-GCM, so history at rest holds no
-// prompt or answer in clear text. Keys come from the worker's environment
+// continue-as-new snapshots) and every failure's message and stack trace
+// with AES-256-GCM, so history at rest holds no prompt, answer or error
+// text in clear. Keys come from the worker's environment
 // (FASTAGENT_CODEC_KEYS or FASTAGENT_CODEC_KEY_FILE); the first key
 // encrypts, every key decrypts, so a key is rotated by adding the new one
 // first. The same codec serves the Temporal Web UI and CLI through the
@@ -21,6 +22,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -179,6 +181,21 @@ func (c *Codec) Codecs() []converter.PayloadCodec {
 // DataConverter wraps the SDK's default data converter with the codec.
 func (c *Codec) DataConverter() converter.DataConverter {
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c.Codecs()...)
+}
+
+// FailureConverter is the SDK's default failure converter with encoded
+// attributes: a failure's message and stack trace (an activity's or
+// workflow's error, an update rejection, at every level of the cause
+// chain) travel as one payload encrypted by the codec, and the failure
+// itself says only "Encoded failure". Error types and retry settings stay
+// readable. Clients and workers with the codec decode the message again,
+// so callers see it unchanged; the Web UI decodes it through the codec
+// server.
+func (c *Codec) FailureConverter() converter.FailureConverter {
+	return temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
+		DataConverter:          c.DataConverter(),
+		EncodeCommonAttributes: true,
+	})
 }
 
 // Handler serves Temporal's remote codec protocol (POST …/encode and

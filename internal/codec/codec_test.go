@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fastagent/fastagent/internal/codec"
 )
@@ -147,5 +149,39 @@ func TestConfig(t *testing.T) {
 				t.Fatalf("codec = %v, want first key %q", c, tt.want)
 			}
 		})
+	}
+}
+
+// FailureConverter encrypts a failure's message and stack trace (the SDK's
+// encoded attributes) with the codec, for every failure in the cause
+// chain, and gives them back on the way in; the error type stays readable.
+func TestFailureConverter(t *testing.T) {
+	t.Parallel()
+	const canary = "canary-provider-said-no"
+	c := mustNew(t, false, codec.Key{ID: "a", Key: key(1)})
+	fc := c.FailureConverter()
+	err := temporal.NewApplicationErrorWithCause("model call: "+canary, "model_error", errors.New("cause: "+canary))
+	f := fc.ErrorToFailure(err)
+	raw, merr := proto.Marshal(f)
+	if merr != nil {
+		t.Fatal(merr)
+	}
+	if bytes.Contains(raw, []byte(canary)) {
+		t.Fatal("the encoded failure holds the message in clear text")
+	}
+	if f.GetMessage() != "Encoded failure" || f.GetCause().GetMessage() != "Encoded failure" ||
+		f.GetApplicationFailureInfo().GetType() != "model_error" {
+		t.Fatalf("failure %v: want encoded messages and the type kept", f)
+	}
+	back := fc.FailureToError(f)
+	var app *temporal.ApplicationError
+	if !errors.As(back, &app) || app.Message() != "model call: "+canary || app.Type() != "model_error" ||
+		!strings.Contains(back.Error(), "cause: "+canary) {
+		t.Fatalf("decoded %v, want the message, type and cause back", back)
+	}
+	// Without the key the message stays unreadable, never garbage.
+	other := mustNew(t, false, codec.Key{ID: "b", Key: key(2)}).FailureConverter()
+	if got := other.FailureToError(fc.ErrorToFailure(err)); strings.Contains(got.Error(), canary) {
+		t.Fatalf("decoded without the key: %v", got)
 	}
 }

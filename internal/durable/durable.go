@@ -287,9 +287,11 @@ func (a *Agent) Steer(ctx context.Context, session, text string) error {
 	return a.update(ctx, session, workflows.UpdateSteer, workflows.SteerRequest{Text: text}, nil)
 }
 
-// Approve answers a tool call waiting for approval.
-func (a *Agent) Approve(ctx context.Context, session, call string, approve bool, reason string) error {
-	return a.update(ctx, session, workflows.UpdateApprove, workflows.ApproveRequest{Call: call, Approve: approve, Reason: reason}, nil)
+// Approve answers a tool call waiting for approval. With req.ArgsHash or
+// req.DefinitionHash set, a call that no longer has them is refused
+// (agent.CodeCallChanged) and stays pending.
+func (a *Agent) Approve(ctx context.Context, session string, req workflows.ApproveRequest) error {
+	return a.update(ctx, session, workflows.UpdateApprove, req, nil)
 }
 
 // Compact compacts a session's context between its turns (UpdateCompact).

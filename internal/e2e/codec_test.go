@@ -192,7 +192,8 @@ func TestCodecRotation(t *testing.T) {
 	w.Stop()
 
 	rotated := newCodec(t, keyB, keyA)
-	replayer, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{DataConverter: rotated.DataConverter()})
+	replayer, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{
+		DataConverter: rotated.DataConverter(), FailureConverter: rotated.FailureConverter()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,4 +385,55 @@ func grepLines(s string, prefixes ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// With codec keys, failure messages are encrypted in history too: a
+// provider's error carrying a canary fails the turn, yet the canary is in
+// no event of the raw history (the activity's failure holds only "Encoded
+// failure" and its encrypted attributes); the caller still reads the
+// error — from the agent, over the ingress's SSE, and in an update
+// rejection decoded by the client.
+func TestCodecFailuresEncrypted(t *testing.T) {
+	e := newEnv(t)
+	e.useCodec(newCodec(t, keyA), nil)
+	e.startWorker()
+	const session = "codec-failure"
+	const canary = "CANARY-FAIL-5c1d2e-do-not-leak"
+	e.kit.Model.Enqueue(modelserver.Reply{Status: http.StatusBadRequest, Message: "invalid request: " + canary})
+	evs := collect(t, e.agent, context.Background(), session, "fail please")
+	if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeFailed || !strings.Contains(term.Details, canary) {
+		t.Fatalf("turn: %s; want a failure naming the canary", describe(evs))
+	}
+	hs := e.ingress()
+	e.kit.Model.Enqueue(modelserver.Reply{Status: http.StatusBadRequest, Message: "invalid request: " + canary})
+	if st, body, _ := send(t, http.MethodPost, hs.URL+"/invoke", "", `{"session":"`+session+`","text":"fail again"}`, nil); st != http.StatusOK ||
+		!strings.Contains(body, `"type":"failed"`) || !strings.Contains(body, canary) {
+		t.Fatalf("SSE: %d %s; want a failed event naming the canary", st, body)
+	}
+	// An update rejection travels as a failure too: it decodes for the caller.
+	if st, body, _ := send(t, http.MethodPost, hs.URL+"/sessions/"+session+"/approvals/no-such-call", "", `{"approve":true}`, nil); st != http.StatusNotFound ||
+		!strings.Contains(body, `no tool call \"no-such-call\" is waiting for approval`) {
+		t.Errorf("approve of an unknown call: %d %s; want a readable 404", st, body)
+	}
+
+	h := rawHistory(t, e, session)
+	failed := 0
+	for _, ev := range h.Events {
+		if f := ev.GetActivityTaskFailedEventAttributes().GetFailure(); f != nil {
+			failed++
+			if f.GetMessage() != "Encoded failure" || f.GetEncodedAttributes() == nil {
+				t.Errorf("event %d: activity failure %q is not encoded", ev.GetEventId(), f.GetMessage())
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no ActivityTaskFailed event: the provider's error never reached history")
+	}
+	raw, err := proto.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte(canary)) || bytes.Contains(raw, []byte("CANARY")) {
+		t.Fatal("the canary appears in raw history bytes")
+	}
 }

@@ -168,9 +168,10 @@ func exists(t *testing.T, e *env, session string) bool {
 	return s.workflowExists(session)
 }
 
-// The same delivery three times runs one turn and posts one comment whose
-// body is the stored answer (with its hidden marker); an opened pull
-// request is answered with one review.
+// The same delivery three times — the third replayed with a fresh
+// X-GitHub-Delivery, which the signature does not cover — runs one turn and
+// posts one comment whose body is the stored answer (with its hidden
+// marker); an opened pull request is answered with one review.
 func TestGitHubExactlyOnce(t *testing.T) {
 	t.Parallel()
 	s := newGitHubStack(t, newEnv(t))
@@ -179,17 +180,20 @@ func TestGitHubExactlyOnce(t *testing.T) {
 	session := s.session(1)
 	t.Cleanup(func() { (&slackStack{e: s.e}).terminate(session) })
 	body := s.payload("issue_comment.json", 1)
-	for i := 0; i < 3; i++ {
-		if code := s.post("issue_comment", delivery, githubSecret, body); code != http.StatusAccepted {
+	for i, id := range []string{delivery, delivery, "replayed-with-a-fresh-id"} {
+		if code := s.post("issue_comment", id, githubSecret, body); code != http.StatusAccepted {
 			t.Fatalf("delivery %d: status %d, want 202", i+1, code)
 		}
 	}
-	key := "github:" + delivery + ":0"
+	key := "github:" + github.BodyID(body) + ":0"
 	want := s.stored(session, key)
 	waitFor(t, time.Minute, "the comment", func() bool { return len(s.fake.Comments(s.repo, 1)) > 0 })
-	// Once more after the answer, as a redelivery from GitHub's UI would.
-	if code := s.post("issue_comment", delivery, githubSecret, body); code != http.StatusAccepted {
-		t.Fatalf("late redelivery: status %d", code)
+	// Once more after the answer, as a redelivery from GitHub's UI would,
+	// and replayed once more under yet another delivery ID.
+	for _, id := range []string{delivery, "replayed-after-the-answer"} {
+		if code := s.post("issue_comment", id, githubSecret, body); code != http.StatusAccepted {
+			t.Fatalf("late redelivery %s: status %d", id, code)
+		}
 	}
 	time.Sleep(3 * time.Second) // a second turn or comment would show itself now
 	if n := s.e.kit.Model.Count(); n != 1 {
@@ -209,10 +213,11 @@ func TestGitHubExactlyOnce(t *testing.T) {
 	// A pull request opened: one review.
 	prSession := s.session(2)
 	t.Cleanup(func() { (&slackStack{e: s.e}).terminate(prSession) })
-	if code := s.post("pull_request", "pr-delivery-1", githubSecret, s.payload("pull_request_opened.json", 2)); code != http.StatusAccepted {
+	prBody := s.payload("pull_request_opened.json", 2)
+	if code := s.post("pull_request", "pr-delivery-1", githubSecret, prBody); code != http.StatusAccepted {
 		t.Fatalf("pull_request: status %d", code)
 	}
-	prWant := s.stored(prSession, "github:pr-delivery-1:0")
+	prWant := s.stored(prSession, "github:"+github.BodyID(prBody)+":0")
 	waitFor(t, time.Minute, "the review", func() bool { return len(s.fake.Comments(s.repo, 2)) > 0 })
 	if rs := s.fake.Comments(s.repo, 2); len(rs) != 1 || !rs[0].Review || rs[0].Event != "COMMENT" || !strings.HasPrefix(rs[0].Body, prWant+"\n\n") {
 		t.Fatalf("reviews %+v, want one COMMENT review with %q", rs, prWant)
@@ -261,7 +266,8 @@ func TestGitHubWorkerKilled(t *testing.T) {
 	})
 	session := s.session(1)
 	t.Cleanup(func() { (&slackStack{e: e}).terminate(session) })
-	if code := s.post("issue_comment", "kill-1", githubSecret, s.payload("issue_comment.json", 1)); code != http.StatusAccepted {
+	body1 := s.payload("issue_comment.json", 1)
+	if code := s.post("issue_comment", "kill-1", githubSecret, body1); code != http.StatusAccepted {
 		t.Fatalf("status %d", code)
 	}
 	select {
@@ -276,7 +282,7 @@ func TestGitHubWorkerKilled(t *testing.T) {
 	}
 	p.kill(t)
 	delete(workers, pid)
-	key := "github:kill-1:0"
+	key := "github:" + github.BodyID(body1) + ":0"
 	want := s.stored(session, key)
 	waitFor(t, 2*time.Minute, "the comment", func() bool { return len(s.fake.Comments(s.repo, 1)) > 0 })
 	time.Sleep(2 * time.Second) // a second comment would show itself now
@@ -306,7 +312,9 @@ func TestGitHubWorkerKilled(t *testing.T) {
 		}
 	})
 	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"second", " answer"}})
-	if code := s.post("issue_comment", "kill-2", githubSecret, s.payload("issue_comment.json", 1)); code != http.StatusAccepted {
+	// Another comment on the same issue (its own comment ID).
+	body2 := bytes.ReplaceAll(body1, []byte("492700400"), []byte("492700401"))
+	if code := s.post("issue_comment", "kill-2", githubSecret, body2); code != http.StatusAccepted {
 		t.Fatalf("status %d", code)
 	}
 	select {
@@ -321,7 +329,7 @@ func TestGitHubWorkerKilled(t *testing.T) {
 	}
 	p.kill(t)
 	close(release)
-	key2 := "github:kill-2:0"
+	key2 := "github:" + github.BodyID(body2) + ":0"
 	if ref, err := e.kit.Store.Reply(context.Background(), session, key2); err == nil {
 		t.Fatalf("the reference %q was stored before the kill; the window was not hit", ref)
 	}

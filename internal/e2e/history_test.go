@@ -200,7 +200,7 @@ func historyScenarios() []historyScenario {
 					done := make(chan []agent.Event, 1)
 					go func() { done <- collect(t, e.agent, context.Background(), s, "count "+d.call) }()
 					waitPendingApproval(t, e, s, d.call)
-					if err := e.agent.Approve(context.Background(), s, d.call, d.approve, "decided by the test"); err != nil {
+					if err := e.agent.Approve(context.Background(), s, workflows.ApproveRequest{Call: d.call, Approve: d.approve, Reason: "decided by the test"}); err != nil {
 						t.Fatalf("approve %s: %v", d.call, err)
 					}
 					must(t, <-done, agent.TypeCompleted)
@@ -385,6 +385,11 @@ func historyScenarios() []historyScenario {
 			},
 		},
 		{
+			// A tool call ID reused by the turn's second step is refused
+			// (v1_repeated_call_id, recorded before, ran it again).
+			name: "repeated_call_id", run: runRepeatedCallID(true),
+		},
+		{
 			// A schedule fire (ScheduleFireWorkflow) runs one turn.
 			name: "schedule_fire",
 			run: func(t *testing.T, e *env, _ string) string {
@@ -437,6 +442,47 @@ func streamUntilTool(t *testing.T, e *env, session, text string, during func()) 
 }
 
 // toolResult returns the stored result of a tool call, or nil.
+// runRepeatedCallID: the model reuses a tool call ID in the turn's second
+// step, with other arguments. refused: the reused call is refused (an
+// error result the model sees, the tool not run); else it runs again.
+func runRepeatedCallID(refused bool) func(t *testing.T, e *env, s string) string {
+	return func(t *testing.T, e *env, s string) string {
+		e.kit.Model.Enqueue(
+			modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "r1", Name: testkit.CounterName, Args: `{"note":"first"}`}}},
+			modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "r1", Name: testkit.CounterName, Args: `{"note":"second"}`}}},
+			modelserver.Reply{Text: []string{"done"}},
+		)
+		must(t, collect(t, e.agent, context.Background(), s, "count twice"), agent.TypeCompleted)
+		runs, results := 2, toolResults(t, e, s, "r1")
+		if refused {
+			runs = 1
+			if len(results) != 2 || results[0].IsError || !results[1].IsError || !strings.Contains(results[1].Text, "already used") {
+				t.Errorf("results of r1 = %+v, want the second refused", results)
+			}
+		}
+		if n := e.kit.Counter.Runs(s); n != runs {
+			t.Errorf("counter ran %d times, want %d", n, runs)
+		}
+		return ""
+	}
+}
+
+// toolResults are the stored results of the calls with ID call, oldest first.
+func toolResults(t *testing.T, e *env, session, call string) []*transcript.Message {
+	t.Helper()
+	entries, err := e.kit.Store.Entries(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*transcript.Message
+	for _, en := range entries {
+		if en.Message != nil && en.Message.ToolCallID == call && en.Message.Role == transcript.RoleToolResult {
+			out = append(out, en.Message)
+		}
+	}
+	return out
+}
+
 func toolResult(t *testing.T, e *env, session, call string) *transcript.Message {
 	t.Helper()
 	entries, err := e.kit.Store.Entries(context.Background(), session)

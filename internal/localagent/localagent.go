@@ -15,6 +15,7 @@
 package localagent
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -232,6 +233,12 @@ func (r *runtime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agentloo
 	outs := make([]agentloop.ToolOutcome, len(calls))
 	one := func(i int) {
 		c := calls[i]
+		if c.Synthetic == nil {
+			// As the workflow: a refused or reused call is recorded, never run.
+			if refusal := cmp.Or(c.Call.Refused, c.Call.Reused); refusal != "" {
+				c.Synthetic = &agent.ToolResult{IsError: true, Content: refusal}
+			}
+		}
 		attempts := 1
 		if c.Call.Idempotent && c.Synthetic == nil {
 			attempts = r.a.ToolAttempts

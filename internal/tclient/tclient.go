@@ -1,7 +1,7 @@
 // Package tclient dials Temporal from configuration shared by every command:
 // a local or self-hosted cluster (address + namespace) or Temporal Cloud
-// (API key, or mTLS client certificate), with payloads encrypted when codec
-// keys are configured. Secrets come from the environment only.
+// (API key, or mTLS client certificate), with payloads and failure messages
+// encrypted when codec keys are configured. Secrets come from the environment only.
 package tclient
 
 import (
@@ -48,10 +48,10 @@ type Config struct {
 	TLSCAFile     string
 	TLSServerName string
 	Logger        *slog.Logger
-	// Codec encrypts every payload (see package codec). Nil reads it from
-	// FASTAGENT_CODEC_KEYS / FASTAGENT_CODEC_KEY_FILE, so every process of a
-	// deployment encrypts alike; Plain skips that (tests that read raw
-	// history).
+	// Codec encrypts every payload and failure message (see package
+	// codec). Nil reads it from FASTAGENT_CODEC_KEYS /
+	// FASTAGENT_CODEC_KEY_FILE, so every process of a deployment encrypts
+	// alike; Plain skips that (tests that read raw history).
 	Codec *codec.Codec
 	Plain bool
 	// MetricsHandler receives the SDK's metrics (nil: none).
@@ -151,6 +151,10 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 	}
 	if c.Codec != nil && !c.Plain {
 		opts.DataConverter = c.Codec.DataConverter()
+		// Error messages (a provider's answer, a hook's error) are as
+		// private as payloads: encrypted too. Workers built on the client
+		// inherit both converters.
+		opts.FailureConverter = c.Codec.FailureConverter()
 	}
 	if err := credentials(&opts, c); err != nil {
 		return nil, err

@@ -134,6 +134,11 @@ type Call struct {
 	// Refused, when set, is recorded as the call's error result instead of
 	// running it (for example a call ID used twice in one reply).
 	Refused string `json:"refused,omitempty"`
+	// Reused, set by the loop, is the error result recorded instead of
+	// running a call whose ID an earlier step of the same turn already
+	// used: approvals, results and feed markers are keyed by call ID, so
+	// a reused ID could let a decision about one call apply to another.
+	Reused string `json:"reused,omitempty"`
 }
 
 // ToolCall asks the runtime to execute (or record) one call of a batch.
@@ -238,6 +243,9 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 	defer func() { out.Leaf = st.Leaf }()
 	maxSteps := st.Settings.MaxSteps
 	afterTools := false
+	// used holds the tool call IDs of the turn's earlier steps (lookups
+	// only: never ranged over, so the loop stays deterministic).
+	used := map[string]bool{}
 	for step := 1; ; step++ {
 		if maxSteps <= 0 {
 			maxSteps = DefaultMaxSteps
@@ -311,9 +319,15 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 			case !c.Known:
 				tc.Synthetic = &agent.ToolResult{IsError: true, Content: fmt.Sprintf("Tool %s not found", c.Name)}
 			}
+			if used[c.ID] {
+				tc.Call.Reused = reusedMessage(c.ID)
+			}
 			sequential = sequential || c.Sequential
 			parent = tc.ResultEntryID
 			batch[i] = tc
+		}
+		for _, c := range res.Calls {
+			used[c.ID] = true
 		}
 		outcomes, err := rt.Tools(batch, sequential)
 		st.Leaf, leaf = parent, parent
@@ -329,6 +343,13 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		afterTools = true
 		pending = steeringEntries(rt, rt.Steering())
 	}
+}
+
+// reusedMessage is the error result of a call whose ID an earlier step of
+// the turn used.
+func reusedMessage(id string) string {
+	return fmt.Sprintf("The tool call ID %q was already used in this turn, so this call was not run; "+
+		"re-issue it with a new ID (every tool call of a turn needs its own ID).", id)
 }
 
 func fail(out Outcome, err error) Outcome {

@@ -588,3 +588,43 @@ func TestRunAfterTools(t *testing.T) {
 	}
 	equal(t, "AfterTools", got, []bool{false, true, false})
 }
+
+// TestRunRefusesReusedCallIDs: a call whose ID an earlier step of the same
+// turn used (run, refused or unknown) is marked Reused, with a message
+// naming the ID, so the runtime records an error result instead of running
+// it; fresh IDs of the same step run, and the next turn starts afresh.
+func TestRunRefusesReusedCallIDs(t *testing.T) {
+	t.Parallel()
+	dup := known("d1", "bash")
+	dup.Refused = "used twice"
+	rt := &fakeRuntime{model: toolsThenReply(map[int][]agentloop.Call{
+		1: {known("c1", "bash"), {ID: "u1", Name: "nope"}, dup, dup},
+		2: {known("c2", "bash"), known("c1", "write")},
+		3: {known("u1", "bash"), known("d1", "bash"), known("c3", "bash"), known("c2", "bash")},
+	})}
+	st := &agentloop.State{}
+	out := agentloop.Run(rt, "s", st, agentloop.Turn{ID: "t", Prompt: agent.Prompt{Text: "hi"}})
+	if out.Status != agent.TypeCompleted || len(rt.batches) != 3 {
+		t.Fatalf("outcome %+v after %d batches", out, len(rt.batches))
+	}
+	reused := func(b int) []string {
+		var ids []string
+		for _, c := range rt.batches[b].calls {
+			if c.Call.Reused != "" {
+				ids = append(ids, c.Call.ID)
+				if !strings.Contains(c.Call.Reused, `"`+c.Call.ID+`"`) || !strings.Contains(c.Call.Reused, "already used") {
+					t.Errorf("call %s: Reused %q does not name the ID", c.Call.ID, c.Call.Reused)
+				}
+			}
+		}
+		return ids
+	}
+	equal(t, "reused in step 1", reused(0), []string(nil))
+	equal(t, "reused in step 2", reused(1), []string{"c1"})
+	equal(t, "reused in step 3", reused(2), []string{"u1", "d1", "c2"})
+	// Another turn may use the IDs again.
+	rt.batches, rt.models = nil, nil
+	rt.model = toolsThenReply(map[int][]agentloop.Call{1: {known("c1", "bash")}})
+	agentloop.Run(rt, "s", st, agentloop.Turn{ID: "t2", Prompt: agent.Prompt{Text: "again"}})
+	equal(t, "reused in the next turn", reused(0), []string(nil))
+}

@@ -3,10 +3,13 @@
 // the capped raw body, then a policy — declarative rules in
 // channels/github.yaml, or an executable — maps the event to zero or more
 // intents (session, prompt); each becomes a delivery Signal-With-Started on
-// its session workflow, deduplicated by X-GitHub-Delivery. The replier
-// (reply.go) posts the answer as an issue/PR comment (or a PR review),
-// idempotently: the comment's ID is the turn's stored reply reference, and
-// a hidden marker in the body finds a comment whose reference was lost.
+// its session workflow, deduplicated by the signed body (BodyID; the
+// X-GitHub-Delivery header is not signed). A rule accepts only the
+// repository's owner, members and collaborators unless it says otherwise
+// (authorAssociation). The replier (reply.go) posts the answer as an
+// issue/PR comment (or a PR review), idempotently: the comment's ID is the
+// turn's stored reply reference, and a hidden marker in the body finds a
+// comment whose reference was lost.
 package github
 
 import (
@@ -183,8 +186,9 @@ func Sign(secret, event, delivery string, body []byte) http.Header {
 
 // Parse implements channels.Door: ping answers 204; any other event
 // answers 202 with one delivery per intent the policy gives (none is
-// fine). A request without an event or delivery ID, or whose payload
-// cannot be read, answers 400 and starts nothing.
+// fine), keyed "<BodyID>:<intent index>". A request without an event or
+// delivery ID, or whose payload cannot be read, answers 400 and starts
+// nothing.
 func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	bad := channels.Parsed{Answer: channels.Answer{Status: http.StatusBadRequest}}
 	event, delivery := header(r.Header, HeaderEvent), header(r.Header, HeaderDelivery)
@@ -202,6 +206,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 		return bad, err
 	}
 	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusAccepted}}
+	id := BodyID(r.Body)
 	if d.Policy == nil || ev.skip(d.Policy.bot) {
 		return ok, nil
 	}
@@ -216,7 +221,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 		if err != nil {
 			return ok, fmt.Errorf("github: reply data: %w", err)
 		}
-		dl := channels.Delivery{Kind: Kind, ID: delivery + ":" + strconv.Itoa(i), Session: in.Session,
+		dl := channels.Delivery{Kind: Kind, ID: id + ":" + strconv.Itoa(i), Session: in.Session,
 			Prompt: agent.Prompt{Text: in.Prompt}}
 		if ev.Repo != "" && ev.Number > 0 {
 			// Events without an issue or PR (push, release…) are answered
@@ -231,6 +236,23 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 		ok.Answer.Body = []byte(fmt.Sprintf("%d turn(s) accepted\n", len(ok.Deliveries)))
 	}
 	return ok, nil
+}
+
+// BodyID identifies a webhook delivery by its signed raw body: the hex
+// SHA-256 of the bytes the X-Hub-Signature-256 HMAC covers.
+//
+// It, not X-GitHub-Delivery, makes the turn key. The delivery ID and the
+// event name are headers outside the HMAC, so anyone who captured one
+// signed request could replay its body with fresh headers; keyed on the
+// body, every replay is the same turn and is deduplicated by the session
+// within its idempotency window (24 h). The body is also robust where the
+// event's own IDs are not: every event GitHub sends carries changing
+// fields (IDs, updated_at, the sender, the comment), while events like
+// issues.labeled carry no ID of their own. GitHub's own retries and
+// Redeliver send the same body, so they stay one turn.
+func BodyID(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
 }
 
 // targetData is the GitHub part of a reply target.

@@ -1,6 +1,7 @@
 package github
 
 import (
+	"bytes"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -114,7 +115,7 @@ func TestDoorParse(t *testing.T) {
 			continue
 		}
 		for i, dl := range p.Deliveries {
-			if dl.Session != c.sessions[i] || dl.Kind != Kind || dl.ID != "72d3162e-cc78-11e3-81ab-4c9367dc0958:0" ||
+			if dl.Session != c.sessions[i] || dl.Kind != Kind || dl.ID != BodyID(fixture(t, c.fixture))+":0" ||
 				dl.Reply == nil || dl.Reply.Chat != "Codertocat/Hello-World" || dl.Reply.Message != dl.Key() {
 				t.Errorf("%s: delivery %+v", c.name, dl)
 			}
@@ -177,6 +178,8 @@ func TestNewChecksFile(t *testing.T) {
 		{"nothing", "{}", "no rules and no policy"},
 		{"both", "rules: [{event: issues}]\npolicy: {exec: ./p}", "exclude each other"},
 		{"long timeout", "policy: {exec: ./p, timeout: 30s}", "policy.timeout"},
+		{"unknown association", "rules: [{event: issues, authorAssociation: [MEMBERS]}]", `authorAssociation: "MEMBERS" is not one of`},
+		{"any with others", "rules: [{event: issues, authorAssociation: [any, OWNER]}]", "authorAssociation: any"},
 	}
 	for _, c := range cases {
 		_, err := New([]byte(c.file), get)
@@ -199,6 +202,35 @@ func TestNewChecksFile(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v, want it to say %q", c.name, err, c.want)
 		}
+	}
+}
+
+// The turn key is made of the signed body, not of X-GitHub-Delivery (which
+// the HMAC does not cover): the same signed body replayed with a fresh
+// delivery ID is the same turn, and another body is another turn.
+func TestDoorKeyIsSigned(t *testing.T) {
+	t.Parallel()
+	d := door(t, mentionRules)
+	body := fixture(t, "issue_comment.json")
+	keys := func(delivery string, body []byte) []string {
+		t.Helper()
+		p, err := d.Parse(req(testSecret, "issue_comment", delivery, body))
+		if err != nil || len(p.Deliveries) != 1 {
+			t.Fatalf("parse: %v, %d deliveries", err, len(p.Deliveries))
+		}
+		return []string{p.Deliveries[0].Key(), p.Deliveries[0].Reply.Message}
+	}
+	first := keys("72d3162e-cc78-11e3-81ab-4c9367dc0958", body)
+	replayed := keys("ffffffff-0000-0000-0000-000000000000", body)
+	if first[0] != replayed[0] || first[1] != replayed[1] {
+		t.Errorf("a replayed body with a fresh delivery ID has key %v, the original %v", replayed, first)
+	}
+	if first[0] != Kind+":"+BodyID(body)+":0" {
+		t.Errorf("key %q, want %s:<BodyID>:0", first[0], Kind)
+	}
+	edited := bytes.Replace(body, []byte("where is the typo"), []byte("where is the typo now"), 1)
+	if other := keys("72d3162e-cc78-11e3-81ab-4c9367dc0958", edited); other[0] == first[0] {
+		t.Errorf("another body under the same delivery ID has the same key %q", other[0])
 	}
 }
 

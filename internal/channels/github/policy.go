@@ -32,8 +32,10 @@ type Rule struct {
 	Mentions string `yaml:"mentions"`
 	// Label requires the label added (or removed) to be this one.
 	Label string `yaml:"label"`
-	// AuthorAssociation lists the associations accepted (OWNER, MEMBER,
-	// COLLABORATOR, CONTRIBUTOR, …); none: anyone.
+	// AuthorAssociation lists the author associations accepted (OWNER,
+	// MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR,
+	// FIRST_TIMER, MANNEQUIN, NONE; any case). None given: the default,
+	// DefaultAuthorAssociation(). [any] accepts everyone.
 	AuthorAssociation []string `yaml:"authorAssociation"`
 	// Session is the session ID template (default DefaultSession).
 	Session string `yaml:"session"`
@@ -63,6 +65,18 @@ const (
 	DefaultSession = "github:{{.repo}}#{{.number}}"
 	DefaultPrompt  = "{{.sender}} on {{.repo}}#{{.number}} ({{.title}}), {{.url}}:\n\n{{if .comment}}{{.comment}}{{else}}{{.body}}{{end}}"
 )
+
+// DefaultAuthorAssociation is what a rule without authorAssociation
+// accepts: the repository's owner, the organisation's members and the
+// collaborators. On a public repository anybody can comment or open an
+// issue; without it, anybody could start the agent.
+func DefaultAuthorAssociation() []string { return []string{"OWNER", "MEMBER", "COLLABORATOR"} }
+
+// AnyAuthor is the authorAssociation that, alone, accepts every author.
+const AnyAuthor = "ANY"
+
+// authorAssociations are GitHub's values of author_association.
+var authorAssociations = []string{"COLLABORATOR", "CONTRIBUTOR", "FIRST_TIMER", "FIRST_TIME_CONTRIBUTOR", "MANNEQUIN", "MEMBER", "NONE", "OWNER"}
 
 // DefaultExecTimeout bounds an executable policy without a timeout.
 const DefaultExecTimeout = 2 * time.Second
@@ -158,10 +172,10 @@ func compileRule(r Rule, sample map[string]any) (compiledRule, error) {
 		}
 		cr.mention = regexp.MustCompile(`(?i)(^|[^\w/@-])@` + regexp.QuoteMeta(login) + `($|[^\w-])`)
 	}
-	for i, a := range cr.AuthorAssociation {
-		cr.AuthorAssociation[i] = strings.ToUpper(a)
-	}
 	var err error
+	if cr.AuthorAssociation, err = compileAssociations(r.AuthorAssociation); err != nil {
+		return cr, err
+	}
 	if cr.session, err = parseTemplate("session", r.Session, DefaultSession, sample); err != nil {
 		return cr, err
 	}
@@ -169,6 +183,28 @@ func compileRule(r Rule, sample map[string]any) (compiledRule, error) {
 		return cr, err
 	}
 	return cr, nil
+}
+
+// compileAssociations upper-cases and checks a rule's authorAssociation:
+// none gives DefaultAuthorAssociation(), [any] gives nil (everyone).
+func compileAssociations(list []string) ([]string, error) {
+	if len(list) == 0 {
+		return DefaultAuthorAssociation(), nil
+	}
+	out := make([]string, len(list))
+	for i, a := range list {
+		out[i] = strings.ToUpper(strings.TrimSpace(a))
+		if out[i] == AnyAuthor {
+			if len(list) > 1 {
+				return nil, errors.New("authorAssociation: any accepts everyone; list it alone")
+			}
+			return nil, nil
+		}
+		if !slices.Contains(authorAssociations, out[i]) {
+			return nil, fmt.Errorf("authorAssociation: %q is not one of %s, or any", a, strings.Join(authorAssociations, ", "))
+		}
+	}
+	return out, nil
 }
 
 // parseTemplate parses text (or def) and runs it on sample, so a field the

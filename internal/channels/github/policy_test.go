@@ -35,24 +35,24 @@ func TestRules(t *testing.T) {
 		ev    *Event
 		want  []Intent
 	}{
-		{"mention", `rules: [{event: issue_comment, mentions: "@bot"}]`, comment("hey @bot, help", "NONE"),
+		{"mention", `rules: [{event: issue_comment, mentions: "@bot"}]`, comment("hey @bot, help", "OWNER"),
 			[]Intent{{Session: "github:o/r#7", Prompt: "alice on o/r#7 (T), :\n\nhey @bot, help"}}},
 		{"mention is a word", `rules: [{event: issue_comment, mentions: "@bot"}]`, comment("hey @bot-two and me@bot.com", "NONE"), nil},
-		{"mention any case, at the end", `rules: [{event: issue_comment, mentions: "@Bot"}]`, comment("ask @bot", "NONE"),
+		{"mention any case, at the end", `rules: [{event: issue_comment, mentions: "@Bot"}]`, comment("ask @bot", "MEMBER"),
 			[]Intent{{Session: "github:o/r#7", Prompt: "alice on o/r#7 (T), :\n\nask @bot"}}},
 		{"other action", `rules: [{event: issue_comment, action: edited}]`, comment("x", "NONE"), nil},
 		{"association refused", `rules: [{event: issue_comment, authorAssociation: [MEMBER]}]`, comment("x", "NONE"), nil},
 		{"association accepted", `rules: [{event: issue_comment, authorAssociation: [member], prompt: "{{.comment}}"}]`, comment("x", "MEMBER"),
 			[]Intent{{Session: "github:o/r#7", Prompt: "x"}}},
 		{"label added", `rules: [{event: issues, label: agent, prompt: "{{.title}} {{range .labels}}[{{.}}]{{end}}"}]`,
-			&Event{Name: "issues", Action: "labeled", Repo: "o/r", Number: 3, Title: "Crash", Label: "agent", Labels: []string{"agent", "bug"}},
+			&Event{Name: "issues", Action: "labeled", Repo: "o/r", Number: 3, Title: "Crash", Label: "agent", Labels: []string{"agent", "bug"}, Association: "COLLABORATOR"},
 			[]Intent{{Session: "github:o/r#3", Prompt: "Crash [agent][bug]"}}},
 		{"other label", `rules: [{event: issues, label: agent}]`, &Event{Name: "issues", Action: "labeled", Repo: "o/r", Number: 3, Label: "bug"}, nil},
 		{"label removed is not added", `rules: [{event: issues, label: agent}]`, &Event{Name: "issues", Action: "unlabeled", Repo: "o/r", Number: 3, Label: "agent"}, nil},
 		{"two rules, two intents", "rules:\n- {event: issue_comment, prompt: a, session: 's1'}\n- {event: issue_comment, prompt: b, session: 's2', review: true}",
-			comment("x", "NONE"), []Intent{{Session: "s1", Prompt: "a"}, {Session: "s2", Prompt: "b", Review: true}}},
+			comment("x", "OWNER"), []Intent{{Session: "s1", Prompt: "a"}, {Session: "s2", Prompt: "b", Review: true}}},
 		{"templated session", `rules: [{event: issue_comment, session: "{{.owner}}-{{.name}}-{{.number}}", prompt: "{{.action}} {{.event}} {{.pr}}"}]`,
-			comment("x", "NONE"), []Intent{{Session: "o-r-7", Prompt: "created issue_comment false"}}},
+			comment("x", "OWNER"), []Intent{{Session: "o-r-7", Prompt: "created issue_comment false"}}},
 	}
 	for _, c := range cases {
 		got, err := policy(t, c.rules).Intents(c.ev)
@@ -71,8 +71,50 @@ func TestRules(t *testing.T) {
 		}
 	}
 	// A template that renders no session gives no intent at all.
-	if _, err := policy(t, `rules: [{event: issue_comment, session: "{{.label}}"}]`).Intents(comment("x", "NONE")); err == nil {
+	if _, err := policy(t, `rules: [{event: issue_comment, session: "{{.label}}"}]`).Intents(comment("x", "OWNER")); err == nil {
 		t.Error("an empty session was accepted")
+	}
+}
+
+// A rule without authorAssociation accepts only the repository's owner,
+// members and collaborators: on a public repository anybody else could
+// otherwise start the agent. An explicit list replaces that default, and
+// [any] opens the rule to everyone.
+func TestRulesAuthorAssociationDefault(t *testing.T) {
+	t.Parallel()
+	comment := func(assoc string) *Event {
+		return &Event{Name: "issue_comment", Action: "created", Repo: "o/r", Number: 7, Comment: "@bot help", Association: assoc, Sender: "alice"}
+	}
+	cases := []struct {
+		rules string
+		want  map[string]bool // association → an intent
+	}{
+		{`rules: [{event: issue_comment, mentions: "@bot"}]`, map[string]bool{
+			"OWNER": true, "MEMBER": true, "COLLABORATOR": true,
+			"CONTRIBUTOR": false, "FIRST_TIME_CONTRIBUTOR": false, "FIRST_TIMER": false, "NONE": false, "": false}},
+		{`rules: [{event: issue_comment, authorAssociation: [OWNER, MEMBER, COLLABORATOR, contributor]}]`, map[string]bool{
+			"OWNER": true, "CONTRIBUTOR": true, "NONE": false}},
+		{`rules: [{event: issue_comment, authorAssociation: [member]}]`, map[string]bool{
+			"MEMBER": true, "OWNER": false, "COLLABORATOR": false}},
+		{`rules: [{event: issue_comment, authorAssociation: [any]}]`, map[string]bool{
+			"OWNER": true, "CONTRIBUTOR": true, "NONE": true, "": true}},
+	}
+	for _, c := range cases {
+		p := policy(t, c.rules)
+		for assoc, want := range c.want {
+			got, err := p.Intents(comment(assoc))
+			if err != nil {
+				t.Fatalf("%s: %v", c.rules, err)
+			}
+			if (len(got) == 1) != want {
+				t.Errorf("%s, association %q: %d intents, want an intent: %v", c.rules, assoc, len(got), want)
+			}
+		}
+	}
+	// The default applies to every rule without a list, whatever its event.
+	labeled := &Event{Name: "issues", Action: "labeled", Repo: "o/r", Number: 3, Label: "agent", Association: "NONE"}
+	if got, _ := policy(t, `rules: [{event: issues, label: agent}]`).Intents(labeled); len(got) != 0 {
+		t.Errorf("a labelled issue by an outsider gave %d intents under the default", len(got))
 	}
 }
 

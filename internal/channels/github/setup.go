@@ -10,7 +10,9 @@ var loginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?
 
 // ChannelFile is the channels/github.yaml `fastagent add github` writes for
 // bot: a mention of @bot in an issue or pull request comment, or the label
-// "agent" added to an issue, is a turn in the issue's session.
+// "agent" added to an issue, is a turn in the issue's session — when the
+// comment's (issue's) author is the repository's owner, a member or a
+// collaborator.
 func ChannelFile(bot string) ([]byte, error) {
 	if !loginRE.MatchString(bot) {
 		return nil, fmt.Errorf("bot: %q is not a GitHub login", bot)
@@ -21,16 +23,26 @@ func ChannelFile(bot string) ([]byte, error) {
 # GITHUB_TOKEN or GITHUB_APP_ID + GITHUB_APP_PRIVATE_KEY (or _FILE).
 # Template fields: event action repo owner name number title body comment
 # sender association url labels label pr (README "GitHub").
+#
+# authorAssociation: whose comments, issues or pull requests may start the
+# agent. A rule without it accepts OWNER, MEMBER and COLLABORATOR only:
+# anybody can comment on a public repository. Open a rule up by listing
+# more (CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, FIRST_TIMER, NONE) or with
+# authorAssociation: [any] (everyone).
 bot: ` + bot + `
 rules:
   # A new comment mentioning the bot, on an issue or a pull request.
   - event: issue_comment
     action: created
     mentions: "@` + mention + `"
+    authorAssociation: [OWNER, MEMBER, COLLABORATOR]   # the comment's author
     # session: "github:{{.repo}}#{{.number}}"   (the default)
   # The label "agent" added to an issue.
   - event: issues
     label: agent
+    # The issue's author (only people with triage access add labels; to let
+    # them hand anybody's issue to the agent, use [any]).
+    authorAssociation: [OWNER, MEMBER, COLLABORATOR]
     prompt: "Issue {{.url}} ({{.title}}), labelled by {{.sender}}:\n\n{{.body}}"
   # Review every opened pull request (uncomment):
   # - event: pull_request
