@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,31 @@ func mcpServerMain() {
 			Text string `json:"text"`
 		}) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.ToUpper(in.Text) + "!"}}}, nil, nil
+		})
+	// probe_network tries each address as walls_test.go's probe does: a
+	// direct TCP connection, and an HTTP request through the proxy the
+	// sandbox offers (HTTP_PROXY), one line each.
+	sdk.AddTool(s, &sdk.Tool{Name: "probe_network", Description: "Try to reach addresses"},
+		func(ctx context.Context, _ *sdk.CallToolRequest, in struct {
+			Addrs []string `json:"addrs"`
+		}) (*sdk.CallToolResult, any, error) {
+			var b strings.Builder
+			hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+			for _, a := range in.Addrs {
+				if c, err := net.DialTimeout("tcp", a, 3*time.Second); err == nil {
+					_ = c.Close()
+					fmt.Fprintf(&b, "OPEN %s\n", a)
+				} else {
+					fmt.Fprintf(&b, "CLOSED %s\n", a)
+				}
+				code := "000"
+				if resp, err := hc.Get("http://" + a + "/"); err == nil {
+					code = strconv.Itoa(resp.StatusCode)
+					_ = resp.Body.Close()
+				}
+				fmt.Fprintf(&b, "VIA-PROXY %s %s\n", a, code)
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}}}, nil, nil
 		})
 	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "mcp server:", err)
