@@ -233,10 +233,10 @@ func buildInfo(def *workspace.Definition) infoReport {
 // sandboxLines says how tools are confined: the mechanism and what it
 // enforces, that they run unconfined, or why none runs.
 func sandboxLines(st sandbox.Status) []string {
-	switch {
-	case st.Mode == "":
+	switch st.Mode {
+	case "":
 		return []string{"UNAVAILABLE: no tool runs", st.Error}
-	case st.Mode == sandbox.Off:
+	case sandbox.Off:
 		return []string{"OFF: " + st.Warning}
 	}
 	return append([]string{string(st.Mode)}, st.Enforces...)

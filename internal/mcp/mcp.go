@@ -115,10 +115,10 @@ type Server struct {
 // Deferred is left out, as it changes the tool specs but not the session.
 func (s Server) key() string {
 	b, _ := json.Marshal(struct {
-		Name    string
-		Command string
-		Args    []string
-		Env     map[string]string
+		Name      string
+		Command   string
+		Args      []string
+		Env       map[string]string
 		URL       string
 		Dir       string
 		Protected []tools.Protected

@@ -270,7 +270,7 @@ func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, e
 			if err != nil {
 				return 0, err
 			}
-			defer unix.Close(fd)
+			defer func() { _ = unix.Close(fd) }()
 			ruleset = fd
 		}
 	case Landlock:
@@ -290,7 +290,7 @@ func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, e
 		if err != nil {
 			return 0, err
 		}
-		defer unix.Close(fd)
+		defer func() { _ = unix.Close(fd) }()
 		ruleset = fd
 	case Off:
 		tmp, err := h.callTmp(req.ID, cleanup)

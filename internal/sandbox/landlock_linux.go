@@ -223,7 +223,7 @@ func addPathRule(fd int, r rule, handled uint64) error {
 		}
 		return fmt.Errorf("landlock: open %s: %w", r.path, err)
 	}
-	defer unix.Close(pfd)
+	defer func() { _ = unix.Close(pfd) }()
 	var st unix.Stat_t
 	if err := unix.Fstat(pfd, &st); err != nil {
 		return fmt.Errorf("landlock: stat %s: %w", r.path, err)

@@ -178,6 +178,7 @@ func loadFilter(inet bool) error {
 		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]} //nolint:gosec // G115: a few dozen instructions
+	//nolint:gosec // G103: the kernel reads the filter program through this pointer
 	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0); err != nil {
 		if errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("seccomp: not supported by this kernel: %w", err)

@@ -102,9 +102,9 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 	if m == Landlock {
 		if abi := landlockABI(); abi < minLandlockABI {
 			if abi == 0 {
-				return nil, Status{}, errors.New("Landlock is not enabled in this kernel")
+				return nil, Status{}, errors.New("landlock is not enabled in this kernel")
 			}
-			return nil, Status{}, fmt.Errorf("Landlock ABI %d is too old (read-only files need ABI %d, Linux 6.2)", abi, minLandlockABI)
+			return nil, Status{}, fmt.Errorf("landlock ABI %d is too old (read-only files need ABI %d, Linux 6.2)", abi, minLandlockABI)
 		}
 	}
 	exe := s.cfg.Executable

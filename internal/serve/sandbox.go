@@ -62,11 +62,11 @@ func OpenSandbox(def *workspace.Definition, spec SandboxSpec) (*sandbox.Sandbox,
 // run unconfined (a warning on every start), or why no tool will run.
 func LogSandbox(p *Parts, st sandbox.Status) {
 	log := p.Config.Logger
-	switch {
-	case st.Mode == "":
+	switch st.Mode {
+	case "":
 		log.Error("no tool will run: "+st.Error, "landlock_abi", st.LandlockABI)
 		p.warn("tool sandbox unavailable — " + st.Error)
-	case st.Mode == sandbox.Off:
+	case sandbox.Off:
 		p.warn("tools.sandbox is off: " + st.Warning)
 	default:
 		log.Info("tool sandbox", "mechanism", st.Mode, "landlock_abi", st.LandlockABI, "enforces", strings.Join(st.Enforces, "; "))

@@ -187,8 +187,8 @@ func (l *Loader) workspaceTools(d *Definition) ([]workspaceTool, []Diagnostic) {
 		out = append(out, workspaceTool{
 			commandTool: &commandTool{def: def, timeout: def.timeout, extraEnv: d.Config.Env, box: l.Sandbox,
 				protected: ProtectedPaths(d.Workspace, d.Config.SelfEdit), network: d.Config.ToolNetwork(def.name, def.network)},
-			file:        path,
-			rel:         rel,
+			file: path,
+			rel:  rel,
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].def.name < out[j].def.name })

@@ -187,7 +187,6 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	return textResult(out, truncated), nil
 }
 
-
 // textResult makes the model's view of an output: its head within the
 // default limits, with a note and the full output in Details when cut.
 func textResult(out string, dropped bool) agent.ToolResult {
