@@ -138,6 +138,15 @@ func (l *Loader) Close() {
 	}
 }
 
+// hasContent reports whether the file at p exists with more than
+// whitespace in it: an empty agent-dir fastagent.yaml (the sandbox's
+// placeholder, which keeps tools from creating one) does not hide the
+// workspace's.
+func hasContent(p string) bool {
+	b, err := os.ReadFile(p)
+	return err == nil && strings.TrimSpace(string(b)) != ""
+}
+
 // resolveContextRoot returns the directory the AGENTS.md walk stops at:
 // contextRoot (relative to the workspace, or absolute) when it is the
 // workspace or one of its ancestors, else the workspace.
@@ -168,10 +177,8 @@ func (l *Loader) Workspace() Workspace { return l.ws }
 func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	ws := l.ws
 	cfgDir := ws.Dir
-	if ws.AgentDir != "" {
-		if _, err := os.Stat(filepath.Join(ws.AgentDir, ConfigFile)); err == nil {
-			cfgDir = ws.AgentDir
-		}
+	if ws.AgentDir != "" && hasContent(filepath.Join(ws.AgentDir, ConfigFile)) {
+		cfgDir = ws.AgentDir
 	}
 	cfg, err := LoadConfig(cfgDir)
 	if err != nil {
