@@ -42,8 +42,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// A bash command whose worker is SIGKILLed mid-call dies with it: no
-// orphan keeps running next to the retry on another worker.
+// A bash command whose worker is SIGKILLed mid-call dies with it, and so
+// does a job it detached into a session of its own (setsid — out of reach
+// of a parent-death signal or a process-group kill), even unconfined
+// (tools.sandbox: off): the sandbox's helper sees the worker go and kills
+// every process the calls left, as their subreaper. No orphan keeps
+// running next to the retry on another worker.
 func TestBashDiesWithWorker(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("Pdeathsig is Linux only")
@@ -52,7 +56,7 @@ func TestBashDiesWithWorker(t *testing.T) {
 	dir := t.TempDir()
 	worker := exec.Command(os.Args[0], "-test.run=^$")
 	worker.Env = append(os.Environ(),
-		workerEnv+"=echo $$ > pids.tmp && mv pids.tmp pids && sleep 300",
+		workerEnv+"=setsid sleep 301 & echo $! > pids.tmp; echo $$ >> pids.tmp && mv pids.tmp pids && sleep 300",
 		"FASTAGENT_TEST_BASH_DIR="+dir)
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
