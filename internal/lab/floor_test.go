@@ -40,6 +40,21 @@ func TestFloorWorkflow(t *testing.T) {
 				defer mu.Unlock()
 				order = append(order, info.ActivityType.Name)
 			})
+			// The workflow serves turns forever: end it once the shape's
+			// last activity completed (a timer would race the test clock,
+			// which jumps ahead while a local activity runs on a busy machine).
+			completed := 0
+			done := func() {
+				mu.Lock()
+				completed++
+				last := completed == tc.shape.Total()
+				mu.Unlock()
+				if last {
+					env.RegisterDelayedCallback(env.CancelWorkflow, time.Millisecond)
+				}
+			}
+			env.SetOnActivityCompletedListener(func(*activity.Info, converter.EncodedValue, error) { done() })
+			env.SetOnLocalActivityCompletedListener(func(*activity.Info, converter.EncodedValue, error) { done() })
 			var ran int
 			var updErr error
 			env.RegisterDelayedCallback(func() {
@@ -55,7 +70,6 @@ func TestFloorWorkflow(t *testing.T) {
 				}, tc.shape)
 			}, time.Second)
 			env.SetTestTimeout(time.Minute)
-			env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour)
 			env.ExecuteWorkflow(FloorWorkflowType)
 			if updErr != nil {
 				t.Fatalf("update: %v", updErr)
