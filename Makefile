@@ -2,8 +2,14 @@
 # Both need only Go (1.26.8+); modules are fetched on first use.
 
 GO       ?= go
-PKGS_FAST = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /examples/)
 BIN      ?= bin/fastagent
+# Packages whose tests link the embedded Temporal server. They run once,
+# without -race, beside the end-to-end tests: a -race build of the server
+# alone costs many minutes on 2 cores, and one plain build serves them all.
+SERVER_PKGS = $(shell $(GO) list -test -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '/ go.temporal.io\/server\/temporal( |$$)/ {print $$1}' | grep -v -e '\.test$$' -e /internal/e2e -e /examples/ | sort -u)
+PKGS_FAST = $(filter-out $(SERVER_PKGS),$(shell $(GO) list ./... | grep -v -e /internal/e2e -e /examples/))
+# phase prints a phase's name and, when it ends, how long it took.
+phase = @echo "== $(1)"; start=$$(date +%s); $(2) && echo "== $(1): $$(( $$(date +%s) - start ))s"
 
 .PHONY: dev test build build-worker lint vet fmt-check tidy-check unit e2e record-histories clean
 
@@ -11,40 +17,48 @@ BIN      ?= bin/fastagent
 dev:
 	$(GO) run ./cmd/fastagent dev $(ARGS)
 
-## test: what CI runs — format, vet, unit tests with -race, end-to-end tests on the embedded server
+## test: what CI runs — format, vet, lint, unit tests with -race, end-to-end tests on the embedded server
 test: fmt-check tidy-check vet lint unit e2e
+	@echo "== make test: all phases passed"
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(call phase,vet,$(GO) vet ./...)
 
-# Linters are pinned and installed into bin/ on first use.
+# Linters are pinned, built once per machine into the Go path (shared by
+# every clone, so a fresh clone does not rebuild them) and linked into bin/.
 GOLANGCI_VERSION     ?= v2.15.0
 WORKFLOWCHECK_VERSION ?= v0.6.0
+TOOLS_DIR ?= $(shell $(GO) env GOPATH)/pkg/fastagent-tools
 bin/golangci-lint:
-	GOBIN=$(CURDIR)/bin $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	@mkdir -p bin $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_VERSION)
+	@test -x $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint || \
+		GOBIN=$(TOOLS_DIR)/golangci-lint-$(GOLANGCI_VERSION) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	ln -sf $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint bin/golangci-lint
 bin/workflowcheck:
-	GOBIN=$(CURDIR)/bin $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+	@mkdir -p bin $(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION)
+	@test -x $(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION)/workflowcheck || \
+		GOBIN=$(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+	ln -sf $(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION)/workflowcheck bin/workflowcheck
 
 ## lint: golangci-lint (.golangci.yml) and Temporal's workflowcheck over workflows/
 lint: bin/golangci-lint bin/workflowcheck
-	bin/golangci-lint run ./...
-	bin/workflowcheck ./workflows/...
+	$(call phase,lint,bin/golangci-lint run ./... && bin/workflowcheck ./workflows/...)
 
 # go.mod and go.sum say exactly what the code imports.
 tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
 
 unit:
-	$(GO) test -race -count=1 -timeout 15m $(PKGS_FAST)
+	$(call phase,unit (-race),$(GO) test -race -count=1 -timeout 15m $(PKGS_FAST))
 
-# The end-to-end package and the embedding example link the Temporal server;
-# -race would rebuild it instrumented (many minutes on 2 cores), so they run
-# without.
+# The end-to-end package, the embedding example and the packages that link
+# the Temporal server run without -race (it would rebuild the server
+# instrumented: many minutes on 2 cores).
 e2e:
-	$(GO) test -count=1 -timeout 30m ./internal/e2e/... ./examples/...
+	$(call phase,end-to-end and server-linked packages,$(GO) test -count=1 -timeout 30m ./internal/e2e/... ./examples/... $(SERVER_PKGS))
 
 ## record-histories: re-record workflow histories replayed by workflows/replay_test.go
 record-histories:
