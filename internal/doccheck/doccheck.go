@@ -24,7 +24,9 @@ type Problem struct {
 	Why    string
 }
 
-func (p Problem) String() string { return fmt.Sprintf("%s:%d: %s: %s", p.File, p.Line, p.Target, p.Why) }
+func (p Problem) String() string {
+	return fmt.Sprintf("%s:%d: %s: %s", p.File, p.Line, p.Target, p.Why)
+}
 
 // Check checks the links of the Markdown files (paths relative to root).
 func Check(root string, files []string) ([]Problem, error) {
