@@ -63,7 +63,7 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	switch {
 	case m.flavor == flavorOpenAI && m.reasoning:
 		// langchaingo v0.1.14 never sends reasoning_effort: the transport adds it.
-		if effort := reasoningEffort(req.Thinking); effort != "" {
+		if effort := reasoningEffort(m.name, req.Thinking); effort != "" {
 			rec.extra = map[string]any{"reasoning_effort": effort}
 		}
 	case m.flavor == flavorAnthropic:

@@ -72,11 +72,19 @@ func ThinkingBudget(level string) int {
 	return 0
 }
 
-// reasoningEffort is the OpenAI reasoning_effort of a level; "" leaves the
-// provider's default (OpenAI reasoning models cannot switch thinking off).
-func reasoningEffort(level string) string {
+// reasoningEffort is the OpenAI reasoning_effort of a level for the model
+// named name; "" leaves the provider's default (OpenAI reasoning models
+// cannot switch thinking off). "minimal" exists for the gpt-5 family only:
+// o-series models and gpt-5.1 onwards refuse it (400 on every turn), so
+// they get "low", the least thinking they take.
+func reasoningEffort(name, level string) string {
 	switch level {
-	case ThinkingMinimal, ThinkingLow, ThinkingMedium, ThinkingHigh:
+	case ThinkingMinimal:
+		if name == "gpt-5" || strings.HasPrefix(name, "gpt-5-") {
+			return level
+		}
+		return ThinkingLow
+	case ThinkingLow, ThinkingMedium, ThinkingHigh:
 		return level
 	}
 	return ""

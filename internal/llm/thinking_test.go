@@ -18,6 +18,10 @@ func TestReasoningEffortReachesOpenAI(t *testing.T) {
 	}{
 		{"reasoning model, high", "openai/o3-mini", ThinkingHigh, "high"},
 		{"reasoning model, minimal", "openai/gpt-5", ThinkingMinimal, "minimal"},
+		{"gpt-5 mini, minimal", "openai/gpt-5-mini", ThinkingMinimal, "minimal"},
+		{"o-series has no minimal", "openai/o3-mini", ThinkingMinimal, "low"},
+		{"o4 has no minimal", "openai/o4-mini", ThinkingMinimal, "low"},
+		{"gpt-5.1 has no minimal", "openai/gpt-5.1", ThinkingMinimal, "low"},
 		{"reasoning model, off", "openai/o4-mini", ThinkingOff, ""},
 		{"reasoning model, unset", "openai/o4-mini", "", ""},
 		{"plain model ignores it", "openai/gpt-4o-mini", ThinkingHigh, ""},

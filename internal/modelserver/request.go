@@ -94,6 +94,7 @@ type wireRequest struct {
 	MaxCompletionTokens int             `json:"max_completion_tokens"`
 	Temperature         *float64        `json:"temperature"`
 	StreamOptions       json.RawMessage `json:"stream_options"`
+	ReasoningEffort     string          `json:"reasoning_effort"`
 }
 
 type wireMessage struct {
@@ -135,6 +136,9 @@ func decodeRequest(body []byte) (Request, error) {
 	var w wireRequest
 	if err := json.Unmarshal(body, &w); err != nil {
 		return Request{}, fmt.Errorf("modelserver: invalid request body: %w", err)
+	}
+	if err := checkReasoningEffort(w.Model, w.ReasoningEffort); err != nil {
+		return Request{}, err
 	}
 	req := Request{
 		Model:       w.Model,
@@ -191,4 +195,17 @@ func decodeContent(raw json.RawMessage, m *Message) error {
 	default:
 		return fmt.Errorf("content must be a string, null or an array, got %.20s", s)
 	}
+}
+
+// checkReasoningEffort refuses a reasoning_effort the model does not take,
+// as the OpenAI API does: "minimal" exists for the gpt-5 family only
+// (o-series models and gpt-5.1 onwards answer 400).
+func checkReasoningEffort(model, effort string) error {
+	if effort != "minimal" {
+		return nil
+	}
+	if model == "gpt-5" || strings.HasPrefix(model, "gpt-5-") {
+		return nil
+	}
+	return fmt.Errorf("Unsupported value: 'reasoning_effort' does not support 'minimal' with this model (%s). Supported values are: 'low', 'medium', and 'high'", model)
 }
