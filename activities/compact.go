@@ -105,12 +105,7 @@ func (a *Activities) RunCompact(ctx context.Context, in workflows.CompactInput) 
 	if in.Reason != workflows.CompactManual && !def.Config.Compaction.On() {
 		return workflows.CompactResult{Skipped: "compaction is disabled (compaction.enabled: false in fastagent.yaml)"}, nil
 	}
-	model, err := a.Models.Model(def.Config.ModelFor(false)[0]) // the chat model
-	if err != nil {
-		return workflows.CompactResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig,
-			temporal.ApplicationErrorOptions{NonRetryable: true})
-	}
-	budget := BudgetOf(def, model.Name())
+	budget := BudgetOf(def, def.Config.ModelFor(false)[0])
 	if in.Force {
 		budget = budget.Forced()
 	}
@@ -125,10 +120,14 @@ func (a *Activities) RunCompact(ctx context.Context, in workflows.CompactInput) 
 	if plan.cut < 0 {
 		return workflows.CompactResult{TokensBefore: before, Skipped: "nothing to compact: the newest messages alone fill the part kept verbatim"}, nil
 	}
-	req := summaryRequest(plan, budget)
-	msg, err := model.Generate(ctx, req, nil)
+	msg, err := a.summarize(ctx, def, in.Session, func(b models.Budget) llm.Request {
+		if in.Force {
+			b = b.Forced()
+		}
+		return summaryRequest(plan, b)
+	})
 	if err != nil {
-		return workflows.CompactResult{}, a.summaryError(ctx, in, err)
+		return workflows.CompactResult{}, err
 	}
 	summary := strings.TrimSpace(msg.Text)
 	if summary == "" {
@@ -166,6 +165,39 @@ func (a *Activities) RunCompact(ctx context.Context, in workflows.CompactInput) 
 	return res, nil
 }
 
+// summarize writes a summary with the chat model, falling back along its
+// chain (models: in fastagent.yaml) at once when a model fails in a way
+// that may pass (a rate limit, an overload, a timeout): the turn waiting
+// for the summary is not held for a Retry-After while another model can
+// answer. build makes the request for the budget of the model asked, so a
+// fallback with a smaller window gets a request that fits it. When every
+// model failed, the first model's error is returned (Temporal retries it).
+func (a *Activities) summarize(ctx context.Context, def *workspace.Definition, session string, build func(models.Budget) llm.Request) (transcript.Message, error) {
+	chain := def.Config.ModelFor(false)
+	var first error
+	for i, spec := range chain {
+		model, err := a.Models.Model(spec)
+		if err != nil {
+			return transcript.Message{}, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig,
+				temporal.ApplicationErrorOptions{NonRetryable: true})
+		}
+		msg, err := model.Generate(ctx, build(BudgetOf(def, model.Name())), nil)
+		if err == nil {
+			return msg, nil
+		}
+		serr := a.summaryError(ctx, session, err)
+		if first == nil {
+			first = serr
+		}
+		var app *temporal.ApplicationError
+		if ctx.Err() != nil || !errors.As(serr, &app) || app.NonRetryable() || i == len(chain)-1 {
+			break
+		}
+		a.log().Warn("summary call failed; asking the next model of the chain", "session", session, "model", spec, "next", chain[i+1], "error", err)
+	}
+	return transcript.Message{}, first
+}
+
 // BudgetOf is the context budget of the definition's model (spec as
 // resolved, "provider/model"): contextWindow from fastagent.yaml, else the
 // catalog's window, with the compaction settings.
@@ -179,7 +211,7 @@ func BudgetOf(def *workspace.Definition, spec string) models.Budget {
 }
 
 // summaryError classifies a failed summary call like a model step's.
-func (a *Activities) summaryError(ctx context.Context, in workflows.CompactInput, err error) error {
+func (a *Activities) summaryError(ctx context.Context, session string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -195,7 +227,7 @@ func (a *Activities) summaryError(ctx context.Context, in workflows.CompactInput
 		return temporal.NewApplicationErrorWithOptions("summarizing the conversation failed: "+le.Error(), agent.CodeModel,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	a.log().Warn("summary call failed; Temporal will retry", "session", in.Session, "error", le.Error())
+	a.log().Warn("summary call failed", "session", session, "error", le.Error())
 	return temporal.NewApplicationErrorWithOptions("summarizing the conversation failed: "+le.Error(), agent.CodeModel,
 		temporal.ApplicationErrorOptions{NextRetryDelay: le.RetryAfter})
 }

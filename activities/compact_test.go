@@ -216,3 +216,72 @@ func requestTokens(req modelserver.Request) int {
 	}
 	return n
 }
+
+// TestSummariesFollowTheFallbackChain: a summary (compaction, and a
+// rewind's branch summary) whose chat model is rate limited for minutes is
+// written by the next model of the chain at once, in a request sized for
+// that model's window, instead of waiting out the Retry-After.
+func TestSummariesFollowTheFallbackChain(t *testing.T) {
+	t.Parallel()
+	const chain = "chatModel: openai/gpt-4o\nmodels: [openai/primary, openai/gpt-4]\ncompaction: {reserveTokens: 1000, keepRecentTokens: 1000}\n"
+	limited := modelserver.Reply{Status: 429, Message: "rate limited", RetryAfter: "120"}
+
+	t.Run("compaction", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		if err := e.kit.WriteConfig(chain); err != nil {
+			t.Fatal(err)
+		}
+		branch := longBranch(e, "s1", "e", 10, 8000) // about 20,000 tokens: over gpt-4's 8,192
+		e.kit.Model.Enqueue(limited, modelserver.Reply{Text: []string{"## Goal\nsummarized by the fallback"}})
+		res, err := e.compact(workflows.CompactInput{Session: "s1", Leaf: branch[len(branch)-1].ID, EntryID: "k1", Reason: workflows.CompactThreshold})
+		if err != nil {
+			t.Fatalf("compaction with a rate-limited chat model: %v", err)
+		}
+		reqs := e.kit.Model.Requests()
+		if len(reqs) != 2 || reqs[0].Model != "gpt-4o" || reqs[1].Model != "gpt-4" {
+			t.Fatalf("requests went to %v, want gpt-4o then gpt-4", modelsOf(reqs))
+		}
+		if got := requestTokens(reqs[1]); got > 8192 {
+			t.Errorf("the fallback's summary request holds about %d tokens, over its 8,192-token window", got)
+		}
+		if entry, ok := e.stored("s1", "k1"); !ok || entry.Compaction == nil || !strings.Contains(entry.Compaction.Summary, "by the fallback") || res.EntryID != "k1" {
+			t.Errorf("stored %+v, result %+v: want the fallback's summary", entry, res)
+		}
+	})
+
+	t.Run("rewind", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		if err := e.kit.WriteConfig(chain); err != nil {
+			t.Fatal(err)
+		}
+		e.store("s1",
+			message("u1", "", transcript.Message{Role: transcript.RoleUser, Text: "first"}),
+			message("a1", "u1", transcript.Message{Role: transcript.RoleAssistant, Text: "one"}),
+			message("u2", "a1", transcript.Message{Role: transcript.RoleUser, Text: "second idea"}),
+			message("a2", "u2", transcript.Message{Role: transcript.RoleAssistant, Text: "tried it"}),
+		)
+		e.kit.Model.Enqueue(limited, modelserver.Reply{Text: []string{"the second idea, by the fallback"}})
+		v, err := e.act.ExecuteActivity(workflows.ActivityRewind, workflows.RewindInput{Session: "s1", Leaf: "a2", Entry: "a1", EntryID: "b1"})
+		if err != nil {
+			t.Fatalf("rewind with a rate-limited chat model: %v", err)
+		}
+		var res workflows.RewindResult
+		if err := v.Get(&res); err != nil || !strings.Contains(res.Summary, "by the fallback") {
+			t.Fatalf("rewind: %+v %v", res, err)
+		}
+		if got := modelsOf(e.kit.Model.Requests()); len(got) != 2 || got[1] != "gpt-4" {
+			t.Errorf("requests went to %v, want gpt-4o then gpt-4", got)
+		}
+	})
+}
+
+// modelsOf lists the model each request named.
+func modelsOf(reqs []modelserver.Request) []string {
+	var out []string
+	for _, r := range reqs {
+		out = append(out, r.Model)
+	}
+	return out
+}

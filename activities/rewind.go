@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/transcript"
@@ -92,16 +93,14 @@ func (a *Activities) RunRewind(ctx context.Context, in workflows.RewindInput) (w
 		return res, temporal.NewApplicationErrorWithOptions(
 			"the agent definition could not be loaded: "+err.Error(), agent.CodeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	model, err := a.Models.Model(def.Config.ModelFor(false)[0]) // the chat model
+	msg, err := a.summarize(ctx, def, in.Session, func(b models.Budget) llm.Request {
+		req := summaryRequest(compactionPlan{summarize: abandoned}, b)
+		text := req.Messages[0].Text
+		req.Messages[0].Text = text[:strings.LastIndex(text, "</conversation>")+len("</conversation>")] + "\n\n" + branchSummaryPrompt
+		return req
+	})
 	if err != nil {
-		return res, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig, temporal.ApplicationErrorOptions{NonRetryable: true})
-	}
-	req := summaryRequest(compactionPlan{summarize: abandoned}, BudgetOf(def, model.Name()))
-	text := req.Messages[0].Text
-	req.Messages[0].Text = text[:strings.LastIndex(text, "</conversation>")+len("</conversation>")] + "\n\n" + branchSummaryPrompt
-	msg, err := model.Generate(ctx, req, nil)
-	if err != nil {
-		return res, a.summaryError(ctx, workflows.CompactInput{Session: in.Session}, err)
+		return res, err
 	}
 	summary := strings.TrimSpace(msg.Text)
 	if summary == "" {

@@ -40,7 +40,9 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 	}
 
 	if prev, err := a.Store.Get(ctx, call.Session, call.ResultEntryID); err == nil && prev.Message != nil {
-		return finish(*prev.Message), nil
+		out := finish(*prev.Message)
+		out.Recorded = true
+		return out, nil
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return agentloop.ToolOutcome{}, storeError(err)
 	}

@@ -22,6 +22,8 @@ type Versioning struct {
 	// BuildID names this code (env FASTAGENT_BUILD_ID); empty means
 	// DefaultBuildID().
 	BuildID string
+
+	defaultID string // replaces DefaultBuildID() in tests
 }
 
 // VersioningFromEnv reads FASTAGENT_DEPLOYMENT and FASTAGENT_BUILD_ID.
@@ -40,6 +42,9 @@ func (v Versioning) Enabled() bool { return v.Deployment != "" }
 func (v Versioning) Version() sdkworker.WorkerDeploymentVersion {
 	id := v.BuildID
 	if id == "" {
+		id = v.defaultID
+	}
+	if id == "" {
 		id = DefaultBuildID()
 	}
 	return sdkworker.WorkerDeploymentVersion{DeploymentName: v.Deployment, BuildID: id}
@@ -56,6 +61,15 @@ func (v Versioning) validate() error {
 	ver := v.Version()
 	if strings.ContainsAny(ver.DeploymentName, ".:") {
 		return fmt.Errorf("worker: FASTAGENT_DEPLOYMENT %q cannot contain '.' or ':'", ver.DeploymentName)
+	}
+	// A build ID must name one build: pinned runs are replayed by any worker
+	// of their version, so two builds sharing one would replay each other's
+	// histories (and fail nondeterministically on the first difference).
+	switch {
+	case ver.BuildID == "unknown":
+		return fmt.Errorf("worker: the build ID is %q (this binary carries no version control revision): set FASTAGENT_BUILD_ID to a name unique to this code, such as the release tag or commit, or build from a git checkout", ver.BuildID)
+	case strings.HasSuffix(ver.BuildID, "-dirty"):
+		return fmt.Errorf("worker: the build ID %q was built with uncommitted changes, so other builds can carry the same ID: commit and rebuild, or set FASTAGENT_BUILD_ID to a name unique to this code", ver.BuildID)
 	}
 	for _, f := range []struct{ name, val string }{{"FASTAGENT_DEPLOYMENT", ver.DeploymentName}, {"FASTAGENT_BUILD_ID", ver.BuildID}} {
 		switch {

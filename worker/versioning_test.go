@@ -27,7 +27,13 @@ func TestVersioningOptions(t *testing.T) {
 	}{
 		{name: "off", v: Versioning{}},
 		{name: "explicit build", v: Versioning{Deployment: "fa", BuildID: "b-1.2"}, want: "fa:b-1.2"},
-		{name: "default build", v: Versioning{Deployment: "fa"}, want: "fa:" + DefaultBuildID()},
+		{name: "default build (a clean VCS revision)", v: Versioning{Deployment: "fa", defaultID: "0123abc"}, want: "fa:0123abc"},
+		// Two different builds would share these names and replay each
+		// other's histories: refused, with what to set instead.
+		{name: "default build unknown", v: Versioning{Deployment: "fa", defaultID: "unknown"}, wantErr: "set FASTAGENT_BUILD_ID"},
+		{name: "default build dirty", v: Versioning{Deployment: "fa", defaultID: "0123abc-dirty"}, wantErr: "uncommitted changes"},
+		{name: "explicit unknown", v: Versioning{Deployment: "fa", BuildID: "unknown"}, wantErr: "set FASTAGENT_BUILD_ID"},
+		{name: "explicit dirty", v: Versioning{Deployment: "fa", BuildID: "0123abc-dirty"}, wantErr: "uncommitted changes"},
 		{name: "build without deployment", v: Versioning{BuildID: "x"}, wantErr: "without FASTAGENT_DEPLOYMENT"},
 		{name: "dot in deployment", v: Versioning{Deployment: "fa.prod", BuildID: "x"}, wantErr: "cannot contain"},
 		{name: "colon in deployment", v: Versioning{Deployment: "fa:prod", BuildID: "x"}, wantErr: "cannot contain"},

@@ -100,7 +100,12 @@ const MaxQueuedTurns = 8
 const ErrModelFallback = "model_fallback"
 
 // MetricTurnQueueDepth is the metric a session workflow reports its queue
-// length changes to (through workflow.GetMetricsHandler, as a counter of
-// signed deltas): summed over every session, it is the number of turns
+// length to (through workflow.GetMetricsHandler, as a gauge tagged
+// MetricSessionTag): summed over every session, it is the number of turns
 // waiting behind a running one.
 const MetricTurnQueueDepth = "fastagent_turn_queue_depth"
+
+// MetricSessionTag is the tag carrying the session's workflow ID on the
+// gauges a session reports; metrics handlers sum over it rather than
+// export it (one series per session would be unbounded).
+const MetricSessionTag = "session"

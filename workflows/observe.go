@@ -18,22 +18,27 @@ func traced(ctx workflow.Context, span any) workflow.Context {
 	return workflow.WithValue(ctx, TraceSpanKey{}, span)
 }
 
-// reportQueueDepth reports every change of the session's queue length to
-// MetricTurnQueueDepth as a signed delta. It issues no command, so it is
-// safe for running histories, and the SDK's metrics handler drops what a
-// replay reports, so a session replayed on another worker is not counted
-// twice.
+// reportQueueDepth reports the session's queue length to
+// MetricTurnQueueDepth as a gauge tagged with the session (the worker's
+// metrics sum the sessions): on every change, and once a replay is over,
+// so a worker that took the session over from a crashed one, and heard
+// nothing while it replayed, reports the queue as it is. It issues no
+// command, so it is safe for running histories, and the SDK's metrics
+// handler drops what a replay reports.
 func (s *session) reportQueueDepth(ctx workflow.Context) {
-	depth := workflow.GetMetricsHandler(ctx).Counter(MetricTurnQueueDepth)
+	depth := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
+		MetricSessionTag: workflow.GetInfo(ctx).WorkflowExecution.ID,
+	}).Gauge(MetricTurnQueueDepth)
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		reported := 0
+		reported, live := -1, false
 		for {
-			if err := workflow.Await(ctx, func() bool { return len(s.queue) != reported }); err != nil {
+			if err := workflow.Await(ctx, func() bool {
+				return len(s.queue) != reported || (!live && !workflow.IsReplaying(ctx))
+			}); err != nil {
 				return
 			}
-			n := len(s.queue)
-			depth.Inc(int64(n - reported))
-			reported = n
+			reported, live = len(s.queue), !workflow.IsReplaying(ctx)
+			depth.Update(float64(reported))
 		}
 	})
 }

@@ -68,17 +68,31 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		}
 		m.modelLatency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	case workflows.ActivityToolExecute:
-		if tc, ok := arg[agentloop.ToolCall](in); ok {
+		if tc, ok := arg[agentloop.ToolCall](in); ok && tc.Synthetic == nil {
 			outcome := "ok"
-			if o, isOutcome := res.(agentloop.ToolOutcome); err != nil {
+			o, isOutcome := res.(agentloop.ToolOutcome)
+			switch {
+			case err != nil:
 				outcome = "error"
-			} else if isOutcome && o.IsError {
+			case isOutcome && o.Recorded:
+				return res, err // answered from the store: counted when it ran
+			case isOutcome && o.IsError:
 				outcome = "tool_error"
 			}
-			m.toolCalls.WithLabelValues(tc.Call.Name, outcome).Inc()
+			m.toolCalls.WithLabelValues(toolLabel(tc.Call), outcome).Inc()
 		}
 	}
 	return res, err
+}
+
+// toolLabel is the tool label of a call: the tool's name when the agent
+// has that tool, "unknown" for a name the model made up (label values stay
+// bounded by the agent's own tools).
+func toolLabel(c agentloop.Call) string {
+	if !c.Known {
+		return "unknown"
+	}
+	return c.Name
 }
 
 // arg is the activity's first argument as T.

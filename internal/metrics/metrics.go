@@ -79,7 +79,7 @@ func New() *Metrics {
 		sessions: &sessionsCollector{desc: prometheus.NewDesc("fastagent_active_sessions",
 			"Open session workflows in the namespace (Temporal visibility; the same figure on every process, so take max, not sum).", nil, nil)},
 	}
-	m.sdk.upDown = map[string]prometheus.Gauge{workflows.MetricTurnQueueDepth: m.queueDepth}
+	m.sdk.bySession = map[string]*sessionGauge{workflows.MetricTurnQueueDepth: {gauge: m.queueDepth, by: map[string]float64{}}}
 	m.reg.MustRegister(m.firstToken, m.tokens, m.queueDepth, m.sessions)
 	m.reg.MustRegister(m.sdk, m.turnsStarted, m.turnsFinished, m.turnLatency, m.modelLatency, m.toolCalls, m.webhookAck,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

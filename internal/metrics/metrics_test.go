@@ -77,7 +77,8 @@ func TestWrapDoor(t *testing.T) {
 }
 
 // ObserveModel records time to first token and tokens by model; the queue
-// depth the session workflow reports as signed counter deltas is a gauge.
+// depth is the sum of what each session last reported, without a session
+// label.
 func TestObserveModelAndQueueDepth(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
@@ -89,9 +90,13 @@ func TestObserveModelAndQueueDepth(t *testing.T) {
 	for _, st := range tests {
 		m.ObserveModel(st)
 	}
-	depth := m.SDKHandler().WithTags(map[string]string{"workflow_type": "Session"}).Counter(workflows.MetricTurnQueueDepth)
-	depth.Inc(2)
-	depth.Inc(-1)
+	depth := func(session string) func(float64) {
+		return m.SDKHandler().WithTags(map[string]string{"workflow_type": "Session", workflows.MetricSessionTag: session}).Gauge(workflows.MetricTurnQueueDepth).Update
+	}
+	depth("s1")(2)
+	depth("s2")(1)
+	depth("s1")(0)
+	m.SDKHandler().WithTags(map[string]string{workflows.MetricSessionTag: "s3"}).Counter(workflows.MetricTurnQueueDepth).Inc(-5) // an old delta: dropped
 	body := scrape(t, m)
 	for _, want := range []string{
 		`fastagent_model_first_token_seconds_count{model="openai/a"} 1`,

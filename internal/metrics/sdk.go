@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
+
+	"github.com/fastagent/fastagent/workflows"
 )
 
 // sdkBuckets are the timer buckets (seconds) of the SDK's latency metrics.
@@ -22,9 +24,36 @@ var sdkBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 1
 type sdkMetrics struct {
 	mu     sync.Mutex
 	series map[string]*series // by name + "\xff" + encoded tags
-	// upDown are fastagent's metrics reported from workflow code as
-	// counters of signed deltas; they land in these gauges, without tags.
-	upDown map[string]prometheus.Gauge
+	// bySession are fastagent's gauges reported from workflow code, one
+	// value per session (tag SessionTag): each lands in a gauge, without
+	// tags, as the sum over the sessions this process last heard from.
+	bySession map[string]*sessionGauge
+}
+
+// SessionTag is the tag under which workflow code reports a per-session
+// gauge (the session's workflow ID).
+const SessionTag = workflows.MetricSessionTag
+
+// sessionGauge sums the last value each session reported. Absolute values,
+// not deltas: a process that replaces a crashed worker replays a session
+// without reporting and hears only what happens next, so deltas would
+// drift (a queue drained after the crash went negative).
+type sessionGauge struct {
+	gauge prometheus.Gauge
+	by    map[string]float64
+}
+
+func (g *sessionGauge) set(session string, v float64) {
+	if v == 0 {
+		delete(g.by, session)
+	} else {
+		g.by[session] = v
+	}
+	sum := 0.0
+	for _, x := range g.by {
+		sum += x
+	}
+	g.gauge.Set(sum)
 }
 
 type kind int
@@ -146,8 +175,8 @@ func (h sdkHandler) WithTags(tags map[string]string) client.MetricsHandler {
 }
 
 func (h sdkHandler) Counter(name string) client.MetricsCounter {
-	if g, ok := h.m.upDown[name]; ok {
-		return counterFunc(func(d int64) { g.Add(float64(d)) })
+	if _, ok := h.m.bySession[name]; ok {
+		return counterFunc(func(int64) {}) // reported as a gauge; a counter of that name is dropped
 	}
 	return counterFunc(func(d int64) {
 		h.m.mu.Lock()
@@ -157,6 +186,14 @@ func (h sdkHandler) Counter(name string) client.MetricsCounter {
 }
 
 func (h sdkHandler) Gauge(name string) client.MetricsGauge {
+	if g, ok := h.m.bySession[name]; ok {
+		session := h.tags[SessionTag]
+		return gaugeFunc(func(v float64) {
+			h.m.mu.Lock()
+			defer h.m.mu.Unlock()
+			g.set(session, v)
+		})
+	}
 	return gaugeFunc(func(v float64) {
 		h.m.mu.Lock()
 		defer h.m.mu.Unlock()

@@ -167,6 +167,9 @@ type ToolOutcome struct {
 	// Wake and Unwake are self-scheduling directives from wake/unwake.
 	Wake   *wakes.Wake `json:"wake,omitempty"`
 	Unwake string      `json:"unwake,omitempty"`
+	// Recorded says the result was already stored (an earlier attempt ran
+	// the tool): this attempt ran nothing. Metrics count a call once.
+	Recorded bool `json:"recorded,omitempty"`
 }
 
 // Outcome ends a turn.
