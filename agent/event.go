@@ -65,6 +65,10 @@ const (
 	// CodeContextOverflow: the conversation no longer fits the model's
 	// context window, even after compacting it (or with compaction off).
 	CodeContextOverflow = "context_overflow"
+	// CodeNoWorker: no worker can run the session's turn (its run is pinned
+	// to a build no worker runs any more). The turn stays queued and runs
+	// once one does; the details say how to recover.
+	CodeNoWorker = "no_worker"
 )
 
 // Event is one element of a turn's stream. Which fields are meaningful depends

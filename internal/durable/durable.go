@@ -51,6 +51,10 @@ type Agent struct {
 	// before it is aborted, unless a consumer re-attaches; 0 aborts at once
 	// (the Agent contract's consumer cancel).
 	DetachGrace time.Duration
+	// PinnedCheck is how long a turn's workflow task may wait for a worker
+	// before the agent checks whether the session is pinned to a build no
+	// worker runs (see unserved); 0 means DefaultPinnedCheck.
+	PinnedCheck time.Duration
 }
 
 var _ agent.Agent = (*Agent)(nil)
@@ -105,11 +109,16 @@ func (a *Agent) streamOptions(ctx context.Context, session, key string, owner bo
 // update is sent again with the same ID, which re-attaches to it (or returns
 // its recorded outcome), until ctx ends.
 func (a *Agent) turn(ctx context.Context, scope agent.Scope, prompt agent.Prompt, key, source string) relay.Terminal {
+	ctx, stop := a.watchUnserved(ctx, scope.Session)
+	defer stop()
 	backoff := 100 * time.Millisecond
 	for {
 		out, err := a.updateTurn(ctx, scope, prompt, key, source)
 		if err == nil {
 			return relay.FromOutcome(out, a.stored(scope.Session, out))
+		}
+		if cause := unservedCause(ctx); cause != nil {
+			return relay.Terminal{Event: agent.Failed(cause.Message, true, cause.Code)}
 		}
 		if ctx.Err() != nil || settled(err) {
 			return relay.Terminal{Event: failure(err)}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -226,5 +227,52 @@ func TestRolloutMovesSessionsAtContinueAsNew(t *testing.T) {
 		if logA.has(run) {
 			t.Errorf("worker B replayed %s run %s, which worker A started", id, run)
 		}
+	}
+}
+
+// A session pinned to a build no worker runs any more (its workers were
+// stopped before the session moved) does not hang its next turn: the turn
+// fails with no_worker naming the build and the recovery, and once a worker
+// of that build runs again the turn (still queued in Temporal) completes
+// and can be attached by its key.
+func TestTurnOnRetiredVersionFailsClearly(t *testing.T) {
+	e := newEnv(t)
+	e.agent.PinnedCheck = 2 * time.Second
+	deployment := fmt.Sprintf("e2e-retired-%d", time.Now().UnixNano())
+	wA, _ := e.startVersioned(deployment, "build-a")
+	e.setCurrent(deployment, "build-a")
+	if term := agenttest.CheckTerminal(t, collect(t, e.agent, context.Background(), "retired", "on A")); term.Type != agent.TypeCompleted {
+		t.Fatalf("turn on A: %+v", term)
+	}
+	wA.Stop()
+	e.startVersioned(deployment, "build-b")
+	e.setCurrent(deployment, "build-b")
+
+	ctx, cancel := context.WithTimeout(agent.WithIdempotencyKey(context.Background(), "retired-turn-2"), 90*time.Second)
+	defer cancel()
+	start := time.Now()
+	evs := collect(t, e.agent, ctx, "retired", "after A was stopped")
+	term := agenttest.CheckTerminal(t, evs)
+	t.Logf("answered after %s: %+v", time.Since(start).Round(time.Millisecond), term)
+	if term.Type != agent.TypeFailed || term.Code != agent.CodeNoWorker {
+		t.Fatalf("turn on the retired build: %s, want failed{%s}", describe(evs), agent.CodeNoWorker)
+	}
+	for _, want := range []string{"build-a", "update-options", "FASTAGENT_BUILD_ID=build-a"} {
+		if !strings.Contains(term.Details, want) {
+			t.Errorf("the failure does not say %q: %s", want, term.Details)
+		}
+	}
+
+	e.startVersioned(deployment, "build-a") // the first recovery: a worker of the pinned build
+	seq, err := e.agent.Attach(context.Background(), "retired", "retired-turn-2")
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	var again []agent.Event
+	for ev := range seq {
+		again = append(again, ev)
+	}
+	if term := agenttest.CheckTerminal(t, again); term.Type != agent.TypeCompleted {
+		t.Fatalf("the queued turn after build-a came back: %s", describe(again))
 	}
 }
