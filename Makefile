@@ -25,7 +25,7 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(call phase,vet,$(GO) vet ./...)
+	$(call phase,vet,$(GO) vet ./... && cd examples && $(GO) vet ./...)
 
 # Linters are pinned, built once per machine into the Go path (shared by
 # every clone, so a fresh clone does not rebuild them) and linked into bin/.
@@ -50,15 +50,16 @@ lint: bin/golangci-lint bin/workflowcheck
 # go.mod and go.sum say exactly what the code imports.
 tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
+	@cd examples && $(GO) mod tidy -diff || { echo "examples/go.mod is not tidy: run (cd examples && go mod tidy) and commit"; exit 1; }
 
 unit:
 	$(call phase,unit (-race),$(GO) test -race -count=1 -timeout 15m $(PKGS_FAST))
 
-# The end-to-end package, the embedding example and the packages that link
-# the Temporal server run without -race (it would rebuild the server
-# instrumented: many minutes on 2 cores).
+# The end-to-end package, the embedding examples (their own module: public
+# packages only) and the packages that link the Temporal server run without
+# -race (it would rebuild the server instrumented: many minutes on 2 cores).
 e2e:
-	$(call phase,end-to-end and server-linked packages,$(GO) test -count=1 -timeout 30m ./internal/e2e/... ./examples/... $(SERVER_PKGS))
+	$(call phase,end-to-end and server-linked packages,$(GO) test -count=1 -timeout 30m ./internal/e2e/... $(SERVER_PKGS) && cd examples && $(GO) test -count=1 ./...)
 
 ## record-histories: re-record workflow histories replayed by workflows/replay_test.go
 record-histories:

@@ -2,7 +2,10 @@
 // packages: it registers a Go tool (dice) and a hook, starts the runtime on an
 // embedded Temporal server, runs one turn and prints the answer.
 //
-//	OPENAI_API_KEY=… FASTAGENT_MODEL=openai/gpt-4o-mini go run ./examples/custom-tool "roll two dice"
+//	cd examples && OPENAI_API_KEY=… FASTAGENT_MODEL=openai/gpt-4o-mini go run ./custom-tool "roll two dice"
+//
+// examples/ is a Go module of its own (with a replace directive to the
+// repository), so the compiler refuses any import of an internal package.
 package main
 
 import (

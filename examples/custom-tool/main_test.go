@@ -5,19 +5,15 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fastagent/fastagent/internal/modelserver"
 )
 
 // The example runs a real turn: embedded Temporal, the worker with the Go
 // tool and hook, the langchaingo client against a scripted OpenAI-compatible
 // server. The model sees the hook's text and the tool's result.
 func TestExampleRunsATurnWithTheGoToolAndHook(t *testing.T) {
-	ms := modelserver.New()
-	t.Cleanup(ms.Close)
-	ms.Enqueue(
-		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "d1", Name: "dice", Args: `{"n":2}`}}},
-		modelserver.Reply{Text: []string{"You rolled ", "two dice."}},
+	ms := newScriptedModel(t,
+		reply{toolName: "dice", toolArgs: `{"n":2}`},
+		reply{text: "You rolled two dice."},
 	)
 	t.Setenv("OPENAI_BASE_URL", ms.URL())
 	t.Setenv("OPENAI_API_KEY", "test-key")
@@ -31,7 +27,7 @@ func TestExampleRunsATurnWithTheGoToolAndHook(t *testing.T) {
 	if answer != "You rolled two dice." {
 		t.Fatalf("answer %q", answer)
 	}
-	reqs := ms.Requests()
+	reqs := ms.requests()
 	if len(reqs) != 2 {
 		t.Fatalf("%d model calls, want 2", len(reqs))
 	}
@@ -41,7 +37,7 @@ func TestExampleRunsATurnWithTheGoToolAndHook(t *testing.T) {
 	}
 	offered := false
 	for _, tool := range first.Tools {
-		offered = offered || tool.Name == "dice"
+		offered = offered || tool.Function.Name == "dice"
 	}
 	if !offered {
 		t.Error("the Go tool was not offered to the model")
