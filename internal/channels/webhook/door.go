@@ -29,6 +29,7 @@ type Door struct {
 	respond  string
 	wait     time.Duration
 	reply    *Replier
+	secrets  []string
 	// Now is the clock timestamps are checked against (nil: time.Now).
 	Now func() time.Time
 }

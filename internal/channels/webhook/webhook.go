@@ -242,6 +242,7 @@ func build(name string, cfg Config, getenv func(string) string) (*Door, error) {
 	if len(secrets) == 0 {
 		return nil, fmt.Errorf("secretEnv: environment variable %s is not set", cfg.SecretEnv)
 	}
+	d.secrets = secrets
 	if cfg.Scheme != SchemeHMAC && cfg.HMAC != nil {
 		return nil, fmt.Errorf("hmac: only for scheme: hmac (scheme is %q)", cfg.Scheme)
 	}
