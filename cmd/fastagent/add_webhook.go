@@ -50,7 +50,7 @@ func runAddWebhook(g *globals, o *addWebhookOptions, name string, out io.Writer)
 	}
 	agentDir, err := agentDirOf(g)
 	if err != nil {
-		return err
+		return failure("%w", err)
 	}
 	path := filepath.Join(agentDir, workspace.ChannelsDir, webhook.Dir, name+".yaml")
 	if err := refuseExisting(path, o.force); err != nil {
@@ -75,22 +75,6 @@ func runAddWebhook(g *globals, o *addWebhookOptions, name string, out io.Writer)
 		"   fastagent hook send %s --data @event.json --url %s\n\n"+
 		"   It answers 202 with the turn's key; follow it with GET /sessions/hook:%s/turns/<key>/events.\n", name, base, name)
 	return nil
-}
-
-// agentDirOf resolves the agent dir of the workspace.
-func agentDirOf(g *globals) (string, error) {
-	dir, err := filepath.Abs(g.dir)
-	if err != nil {
-		return "", failure("%w", err)
-	}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return "", usageError("%s is not a folder (create the workspace first, e.g. fastagent init)", dir)
-	}
-	agentDir, err := resolveAgentDir(dir, g.agentDir)
-	if err != nil {
-		return "", failure("%w", err)
-	}
-	return agentDir, nil
 }
 
 // hookSendOptions are the flags of `hook send`.
@@ -119,7 +103,7 @@ func newHook(g *globals) *cobra.Command {
 func runHookSend(g *globals, o *hookSendOptions, name string, out io.Writer) error {
 	agentDir, err := agentDirOf(g)
 	if err != nil {
-		return err
+		return failure("%w", err)
 	}
 	path := filepath.Join(agentDir, workspace.ChannelsDir, webhook.Dir, name+".yaml")
 	ch, err := webhook.LoadFile(path, os.Getenv)
