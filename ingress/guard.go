@@ -273,7 +273,7 @@ func (s *Server) access(c *gin.Context, session string, create bool) bool {
 // (slack:<team>:<channel>:<ts>, schedule:<name>, …). A principal other than
 // an admin cannot create such a session over HTTP, so it cannot pre-empt a
 // conversation a channel will route into it.
-var ReservedPrefixes = []string{"slack:", "feishu:", "lark:", "github:", "telegram:", "schedule:"}
+var ReservedPrefixes = []string{"slack:", "feishu:", "lark:", "github:", "telegram:", "hook:", "schedule:"}
 
 func reservedPrefix(session string) string {
 	for _, p := range ReservedPrefixes {

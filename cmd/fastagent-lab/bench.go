@@ -45,11 +45,12 @@ type benchFlags struct {
 	untuned      bool
 	slackN       int
 	feishuN      int
+	webhookN     int
 	wfPollers    int
 }
 
 // sections in the order they run.
-var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "coldstart", "slack", "feishu"}
+var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "coldstart", "slack", "feishu", "webhook"}
 
 // row is one line of the table.
 type row struct {
@@ -117,6 +118,7 @@ func runBench(args []string) error {
 	fs.IntVar(&f.history, "history", 500, "turns of the history-growth session (compares turn 5 with the last)")
 	fs.IntVar(&f.coldRuns, "coldstart", 5, "fastagent dev cold starts (median)")
 	fs.IntVar(&f.slackN, "slack-n", 50, "measured webhook deliveries (distinct threads) in the Slack figure")
+	fs.IntVar(&f.webhookN, "webhook-n", 200, "measured signed deliveries in the webhook figure (no worker running)")
 	fs.IntVar(&f.feishuN, "feishu-n", 50, "measured events per transport (webhook, websocket) in the Feishu figure")
 	fs.StringVar(&f.only, "only", "", "comma-separated sections to run: "+strings.Join(benchSections, ","))
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of the table")
@@ -172,6 +174,8 @@ func runBench(args []string) error {
 			err = b.slackFigures()
 		case "feishu":
 			err = b.feishuFigures()
+		case "webhook":
+			err = b.webhookFigures()
 		}
 		if err != nil {
 			b.prog.Logf("error: %v", err)
@@ -238,6 +242,8 @@ func sectionLabel(name string) string {
 		return "8 Slack channel"
 	case "feishu":
 		return "9 Feishu channel"
+	case "webhook":
+		return "10 webhook endpoint"
 	}
 	return name
 }

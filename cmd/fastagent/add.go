@@ -30,6 +30,7 @@ func newAdd(g *globals) *cobra.Command {
 	add.AddCommand(newAddFeishu(g)...)
 	add.AddCommand(newAddTelegram(g))
 	add.AddCommand(newAddGitHub(g))
+	add.AddCommand(newAddWebhook(g))
 	return add
 }
 

@@ -17,6 +17,7 @@ import (
 	_ "github.com/fastagent/fastagent/internal/channels/github"   // the github kind
 	_ "github.com/fastagent/fastagent/internal/channels/slack"    // the slack kind
 	_ "github.com/fastagent/fastagent/internal/channels/telegram" // the telegram kind
+	"github.com/fastagent/fastagent/internal/channels/webhook"    // channels/webhooks/
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/workspace"
@@ -53,6 +54,26 @@ type infoChannel struct {
 func channelInfo(files []workspace.FileEntry) []infoChannel {
 	out := []infoChannel{}
 	for _, f := range files {
+		if st, err := os.Stat(f.Path); err == nil && st.IsDir() && f.Name == webhook.Dir && f.Enabled {
+			// One webhook endpoint per file.
+			hooks, err := webhook.Files(f.Path)
+			if err != nil {
+				out = append(out, infoChannel{FileEntry: f, State: "broken", Problem: err.Error()})
+			}
+			for _, h := range hooks {
+				h.Name = webhook.Dir + "/" + h.Name
+				c := infoChannel{FileEntry: h, State: "off"}
+				if h.Enabled {
+					if ch, err := webhook.LoadFile(h.Path, os.Getenv); err != nil {
+						c.State, c.Problem = "broken", err.Error()
+					} else {
+						c.State, c.Route = "on", "POST "+ch.Door.Path()+" ("+ch.Door.(*webhook.Door).Summary()+")"
+					}
+				}
+				out = append(out, c)
+			}
+			continue
+		}
 		c := infoChannel{FileEntry: f, State: "off"}
 		if f.Enabled {
 			chans, err := channels.Load([]workspace.FileEntry{f}, os.Getenv)

@@ -23,6 +23,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
+	"log/slog"
+	"net/http"
 	"os"
 	"sort"
 	"sync"
@@ -175,6 +178,19 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// Attacher follows a turn (running, queued or finished) without sending
+// it; it fails before streaming when the turn is not known (yet).
+type Attacher interface {
+	Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error)
+}
+
+// Served is implemented by a Door that serves its route itself instead of
+// Handler (the webhook door, which may hold a request for the answer with
+// att).
+type Served interface {
+	Handler(c Starter, taskQueue string, log *slog.Logger, att Attacher) http.Handler
+}
+
 // Located is implemented by a Door whose file names paths (GitHub's
 // executable policy): Load calls Locate with the channel file's path, to
 // resolve them relative to it and check they exist.
@@ -186,10 +202,26 @@ type Located interface {
 // environment. It must reject unknown keys and missing secrets.
 type Factory func(file []byte, getenv func(string) string) (*Channel, error)
 
+// DirFactory builds the channels of a folder channels/<name>/ (webhook
+// endpoints, one file each): every channel's File names its own file.
+type DirFactory func(dir string, getenv func(string) string) ([]*Channel, error)
+
 var (
-	regMu    sync.Mutex
-	registry = map[string]Factory{}
+	regMu       sync.Mutex
+	registry    = map[string]Factory{}
+	dirRegistry = map[string]DirFactory{}
 )
+
+// RegisterDir makes the folder channels/<name>/ available to Load. It
+// panics on a duplicate name.
+func RegisterDir(name string, f DirFactory) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := dirRegistry[name]; dup {
+		panic("channels: folder registered twice: " + name)
+	}
+	dirRegistry[name] = f
+}
 
 // Register makes kind available to Load. It panics on a duplicate kind.
 func Register(kind string, f Factory) {
@@ -205,9 +237,12 @@ func Register(kind string, f Factory) {
 func Kinds() []string {
 	regMu.Lock()
 	defer regMu.Unlock()
-	out := make([]string, 0, len(registry))
+	out := make([]string, 0, len(registry)+len(dirRegistry))
 	for k := range registry {
 		out = append(out, k)
+	}
+	for k := range dirRegistry {
+		out = append(out, k+"/")
 	}
 	sort.Strings(out)
 	return out
@@ -228,7 +263,27 @@ func Load(files []workspace.FileEntry, getenv func(string) string) ([]*Channel, 
 		}
 		regMu.Lock()
 		factory, ok := registry[f.Name]
+		dirFactory, dirOK := dirRegistry[f.Name]
 		regMu.Unlock()
+		if st, err := os.Stat(f.Path); err == nil && st.IsDir() {
+			if !dirOK {
+				return nil, fmt.Errorf("channel %s: unknown folder %q (known: %v)", f.Path, f.Name, Kinds())
+			}
+			chans, err := dirFactory(f.Path, getenv)
+			if err != nil {
+				return nil, err
+			}
+			for _, ch := range chans {
+				if p := ch.Door.Path(); p != "" {
+					if prev, dup := paths[p]; dup {
+						return nil, fmt.Errorf("channel %s: route %s is already served by %s", ch.File, p, prev)
+					}
+					paths[p] = ch.File
+				}
+			}
+			out = append(out, chans...)
+			continue
+		}
 		if !ok {
 			return nil, fmt.Errorf("channel %s: unknown kind %q (known: %v)", f.Path, f.Name, Kinds())
 		}

@@ -25,10 +25,11 @@ import (
 	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/channels"
-	_ "github.com/fastagent/fastagent/internal/channels/feishu" // registers the feishu and lark kinds
-	_ "github.com/fastagent/fastagent/internal/channels/github" // registers the github kind
-	_ "github.com/fastagent/fastagent/internal/channels/slack"  // registers the slack kind
-	"github.com/fastagent/fastagent/internal/channels/telegram" // registers the telegram kind
+	_ "github.com/fastagent/fastagent/internal/channels/feishu"  // registers the feishu and lark kinds
+	_ "github.com/fastagent/fastagent/internal/channels/github"  // registers the github kind
+	_ "github.com/fastagent/fastagent/internal/channels/slack"   // registers the slack kind
+	"github.com/fastagent/fastagent/internal/channels/telegram"  // registers the telegram kind
+	_ "github.com/fastagent/fastagent/internal/channels/webhook" // registers channels/webhooks/
 	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
@@ -375,6 +376,14 @@ func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
 			continue // a long connection only (startConnections)
 		}
 		door := channels.Handler(ch.Door, c, p.Config.TaskQueue, p.Config.Logger)
+		if sd, ok := ch.Door.(channels.Served); ok {
+			// A webhook endpoint; respond: wait follows the turn.
+			var att channels.Attacher
+			if cl, ok := c.(client.Client); ok {
+				att = p.Agent(cl)
+			}
+			door = sd.Handler(c, p.Config.TaskQueue, p.Config.Logger, att)
+		}
 		if p.Config.Metrics != nil {
 			door = p.Config.Metrics.WrapDoor(ch.Door.Kind(), door)
 		}

@@ -1,0 +1,182 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"text/template"
+	"unicode"
+
+	"github.com/google/cel-go/cel"
+)
+
+// maxTemplated bounds a rendered session or key; a longer key is hashed.
+const maxTemplated = 200
+
+// maxPrompt bounds a rendered prompt (the body is already capped at 1 MiB).
+const maxPrompt = 256 << 10
+
+// mapping maps a verified event to a turn.
+type mapping struct {
+	name                 string
+	when                 cel.Program
+	session, prompt, key *template.Template
+}
+
+// Event is what templates and the when: expression see of a request.
+type Event struct {
+	// Body is the JSON body decoded (nil when the body is not JSON).
+	Body any
+	// Headers are the request's headers, lower-case names, first values.
+	Headers map[string]string
+	// Raw is the body as text.
+	Raw string
+	// ID is the delivery's identity: the scheme's signed ID (webhook-id),
+	// else the hex SHA-256 of the body.
+	ID   string
+	Name string
+}
+
+func (e Event) data() map[string]any {
+	return map[string]any{"body": e.Body, "headers": e.Headers, "raw": e.Raw, "id": e.ID, "name": e.Name}
+}
+
+var funcs = template.FuncMap{
+	// json renders a value as JSON.
+	"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+	// header is the value of a header, any case.
+	"header": func(h map[string]string, name string) string { return h[strings.ToLower(name)] },
+}
+
+func newMapping(name string, cfg Config) (*mapping, error) {
+	m := &mapping{name: name}
+	parse := func(field, text, def string) (*template.Template, error) {
+		if text == "" {
+			text = def
+		}
+		t, err := template.New(field).Funcs(funcs).Option("missingkey=zero").Parse(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		return t, nil
+	}
+	var err error
+	if m.session, err = parse("session", cfg.Session, KindPrefix+name); err != nil {
+		return nil, err
+	}
+	if m.prompt, err = parse("prompt", cfg.Prompt, "Webhook "+name+" event:\n\n{{.raw}}"); err != nil {
+		return nil, err
+	}
+	if m.key, err = parse("key", cfg.Key, "{{.id}}"); err != nil {
+		return nil, err
+	}
+	if cfg.When != "" {
+		env, err := cel.NewEnv(
+			cel.Variable("body", cel.DynType),
+			cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
+			cel.Variable("raw", cel.StringType),
+			cel.Variable("id", cel.StringType),
+			cel.Variable("name", cel.StringType),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("when: %w", err)
+		}
+		ast, iss := env.Compile(cfg.When)
+		if iss != nil && iss.Err() != nil {
+			return nil, fmt.Errorf("when: %w", iss.Err())
+		}
+		if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
+			return nil, fmt.Errorf("when: %q gives %s, not a bool", cfg.When, ast.OutputType())
+		}
+		if m.when, err = env.Program(ast, cel.CostLimit(100000)); err != nil {
+			return nil, fmt.Errorf("when: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// newEvent reads a verified request. id is the scheme's signed delivery ID
+// ("" for none).
+func newEvent(name string, h http.Header, body []byte, id string) Event {
+	e := Event{Headers: map[string]string{}, Raw: string(body), ID: id, Name: name}
+	for k, v := range h {
+		if len(v) > 0 {
+			e.Headers[strings.ToLower(k)] = v[0]
+		}
+	}
+	var v any
+	if json.Unmarshal(body, &v) == nil {
+		e.Body = v
+	}
+	if e.ID == "" {
+		sum := sha256.Sum256(body)
+		e.ID = hex.EncodeToString(sum[:])
+	}
+	return e
+}
+
+// match evaluates when: (true without one). An expression that fails on
+// this event (a missing field) does not match it.
+func (m *mapping) match(e Event) (bool, error) {
+	if m.when == nil {
+		return true, nil
+	}
+	vars := map[string]any{"body": e.Body, "headers": e.Headers, "raw": e.Raw, "id": e.ID, "name": e.Name}
+	out, _, err := m.when.Eval(vars)
+	if err != nil {
+		return false, fmt.Errorf("when: %w", err)
+	}
+	b, ok := out.Value().(bool)
+	if !ok {
+		return false, fmt.Errorf("when: gave %v, not a bool", out.Value())
+	}
+	return b, nil
+}
+
+// turn renders the event's session, prompt and key (without the kind).
+func (m *mapping) turn(e Event) (session, prompt, key string, err error) {
+	data := e.data()
+	render := func(t *template.Template) (string, error) {
+		var b bytes.Buffer
+		if err := t.Execute(&b, data); err != nil {
+			return "", fmt.Errorf("%s: %w", t.Name(), err)
+		}
+		return strings.ReplaceAll(b.String(), "<no value>", ""), nil
+	}
+	if session, err = render(m.session); err != nil {
+		return "", "", "", err
+	}
+	session = strings.TrimSpace(session)
+	if session == "" || len(session) > maxTemplated || strings.IndexFunc(session, unicode.IsControl) >= 0 {
+		return "", "", "", fmt.Errorf("session: %q is not a session ID (1..%d characters, no control characters)", session, maxTemplated)
+	}
+	if prompt, err = render(m.prompt); err != nil {
+		return "", "", "", err
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return "", "", "", errors.New("prompt: empty")
+	}
+	if len(prompt) > maxPrompt {
+		prompt = prompt[:maxPrompt]
+	}
+	if key, err = render(m.key); err != nil {
+		return "", "", "", err
+	}
+	key = strings.TrimSpace(key)
+	if key == "" {
+		return "", "", "", errors.New("key: empty")
+	}
+	if len(key) > maxTemplated || strings.IndexFunc(key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		sum := sha256.Sum256([]byte(key))
+		key = hex.EncodeToString(sum[:])
+	}
+	return session, prompt, key, nil
+}

@@ -1,0 +1,137 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// Callback is the JSON body of a reply callback.
+type Callback struct {
+	Type    string `json:"type"`
+	Name    string `json:"name"`
+	Session string `json:"session"`
+	Turn    string `json:"turn"`
+	Text    string `json:"text"`
+}
+
+// CallbackType is Callback.Type.
+const CallbackType = "turn.answered"
+
+// Replier POSTs a turn's stored answer to the endpoint's callback URL,
+// signed with Standard Webhooks; webhook-id is the turn key, the same on
+// every attempt, so the receiver deduplicates a retried callback. A
+// callback the receiver accepted (2xx) is stored as the turn's reply
+// reference and never sent again; anything else is retried by the reply
+// activity with backoff.
+type Replier struct {
+	kind    string
+	url     string
+	secrets []string
+	client  *http.Client
+}
+
+func newReplier(kind string, cfg ReplyConfig, getenv func(string) string) (*Replier, error) {
+	u, err := url.Parse(cfg.URL)
+	if cfg.URL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("url: %q is not an http(s) URL", cfg.URL)
+	}
+	if cfg.SecretEnv == "" {
+		return nil, errors.New("secretEnv: required (the whsec_ secret callbacks are signed with)")
+	}
+	secrets := strings.Fields(getenv(cfg.SecretEnv))
+	if len(secrets) == 0 {
+		return nil, fmt.Errorf("secretEnv: environment variable %s is not set", cfg.SecretEnv)
+	}
+	for _, s := range secrets {
+		if _, err := DecodeSecret(s); err != nil {
+			return nil, fmt.Errorf("secretEnv: %s: %w", cfg.SecretEnv, err)
+		}
+	}
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+		ResponseHeaderTimeout: 30 * time.Second, IdleConnTimeout: 90 * time.Second}
+	return &Replier{kind: kind, url: cfg.URL, secrets: secrets[:1],
+		client: &http.Client{Transport: tr, Timeout: 45 * time.Second}}, nil
+}
+
+// Kind implements channels.Replier.
+func (r *Replier) Kind() string { return r.kind }
+
+// URL is the callback URL.
+func (r *Replier) URL() string { return r.url }
+
+// Render implements channels.Replier.
+func (r *Replier) Render(_ context.Context, target workflows.Target, ref string) (channels.Render, error) {
+	return &callback{r: r, target: target, ref: ref}, nil
+}
+
+// callback is one turn's callback. It shows nothing live: the answer goes
+// once, when the turn has ended.
+type callback struct {
+	r      *Replier
+	target workflows.Target
+	ref    string
+}
+
+func (c *callback) Show(context.Context, *channels.View) error { return nil }
+
+func (c *callback) Ref() string { return c.ref }
+
+// Finish POSTs text, unless an earlier attempt was accepted.
+func (c *callback) Finish(ctx context.Context, text string) error {
+	if c.ref != "" {
+		return nil
+	}
+	key := c.target.Message
+	if key == "" {
+		return channels.Permanent(errors.New("webhook reply: the target has no turn key"))
+	}
+	body, err := json.Marshal(Callback{Type: CallbackType, Name: strings.TrimPrefix(c.r.kind, KindPrefix),
+		Session: c.target.Chat, Turn: key, Text: text})
+	if err != nil {
+		return err
+	}
+	h, err := SignStandard(c.r.secrets, key, time.Now(), body)
+	if err != nil {
+		return channels.Permanent(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.r.url, bytes.NewReader(body))
+	if err != nil {
+		return channels.Permanent(err)
+	}
+	req.Header = h
+	req.Header.Set("User-Agent", "fastagent-webhook")
+	resp, err := c.r.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook reply: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("webhook reply: %s answered %d", c.r.url, resp.StatusCode)
+	}
+	c.ref = "callback:" + strconv.Itoa(resp.StatusCode)
+	return nil
+}
+
+// noReplier is the replier of an endpoint without reply: (its turns have
+// no reply target, so it is never asked).
+type noReplier struct{ kind string }
+
+func (n noReplier) Kind() string { return n.kind }
+
+func (n noReplier) Render(context.Context, workflows.Target, string) (channels.Render, error) {
+	return nil, channels.Permanent(fmt.Errorf("webhook %s has no reply:", n.kind))
+}
