@@ -171,7 +171,9 @@ func (s *session) prepareChannelTurn(ctx workflow.Context, t *pendingTurn) {
 	var target Target
 	// Decoding bytes recorded in history is a pure function of them.
 	//workflowcheck:ignore
-	if err := json.Unmarshal(t.reply.Data, &target); err == nil && len(target.Attachments) > 0 {
+	// Background files come only from chat workflows that fold them
+	// (changeChatDurable): older histories never have them.
+	if err := json.Unmarshal(t.reply.Data, &target); err == nil && len(target.Attachments)+len(target.Background) > 0 {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 2 * time.Minute,
 			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
