@@ -92,6 +92,11 @@ func Handler(d Door, c Starter, taskQueue string, log *slog.Logger) http.Handler
 			return
 		}
 		parsed, err := d.Parse(req)
+		if errors.Is(err, ErrRetryLater) {
+			log.Warn("channel: request refused for now; the platform will deliver it again", "kind", d.Kind(), "error", err)
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
 		ans := parsed.Answer
 		if err != nil {
 			log.Warn("channel: unparsable request acknowledged", "kind", d.Kind(), "error", err)
