@@ -47,12 +47,13 @@ func TestSlackFinalReplyAfterLiveReply(t *testing.T) {
 		t.Fatalf("status %d", code)
 	}
 	waitFor(t, 2*time.Minute, "the stream stopped", func() bool { return s.fake.settled(1) })
-	mu.Lock()
-	done := slowDone
-	mu.Unlock()
-	if done.IsZero() {
-		t.Fatal("no chat.appendStream was slowed")
-	}
+	var done time.Time
+	waitFor(t, time.Minute, "the slowed update returned", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		done = slowDone
+		return !done.IsZero()
+	})
 	stops := s.fake.srv.Calls("chat.stopStream")
 	if len(stops) == 0 {
 		t.Fatal("no chat.stopStream")
