@@ -76,6 +76,7 @@ func (r *Replies) render(ctx context.Context, session, turn string, rt workflows
 		return nil, "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("reply: bad %s reply target: %v", rt.Kind, err), agent.CodeInvalidCommand, nil)
 	}
+	target.Turn = turn
 	ref, err := r.Store.Reply(ctx, session, turn)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -223,19 +224,69 @@ func (r *Replies) Fetch(ctx context.Context, in workflows.FetchInput) (agent.Pro
 		return in.Prompt, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("fetch: bad %s reply target: %v", in.Reply.Kind, err), agent.CodeInvalidCommand, nil)
 	}
+	target.Turn = in.Turn
 	f, ok := rp.(channels.Fetcher)
-	if !ok || len(target.Attachments) == 0 {
-		if len(target.Attachments) > 0 {
-			in.Prompt.Text += fmt.Sprintf("\n\n(%d attached file(s) could not be read: this channel does not fetch files.)", len(target.Attachments))
+	if !ok || len(target.Attachments)+len(target.Background) == 0 {
+		if n := len(target.Attachments) + len(target.Background); n > 0 {
+			in.Prompt.Text += fmt.Sprintf("\n\n(%d attached file(s) could not be read: this channel does not fetch files.)", n)
 		}
 		return in.Prompt, nil
 	}
-	p, err := f.Fetch(ctx, target, in.Prompt, r.Dir)
-	if err != nil && channels.IsPermanent(err) {
-		// A retry cannot fix it (a file over the cap, a refused host).
-		return in.Prompt, temporal.NewNonRetryableApplicationError(err.Error(), agent.CodeInvalidCommand, nil)
+	p := in.Prompt
+	if len(target.Attachments) > 0 {
+		var err error
+		p, err = f.Fetch(ctx, target, in.Prompt, r.Dir)
+		if err != nil && channels.IsPermanent(err) {
+			// A retry cannot fix it (a file over the cap, a refused host).
+			return in.Prompt, temporal.NewNonRetryableApplicationError(err.Error(), agent.CodeInvalidCommand, nil)
+		}
+		if err != nil {
+			return p, err
+		}
 	}
-	return p, err
+	return r.background(ctx, f, target, p), nil
+}
+
+// background adds the files of the buffered discussion folded into the
+// turn as background input: each one is fetched on its own, and one that
+// cannot be (or is past the prompt's image budget) is named instead — it
+// never fails the turn.
+func (r *Replies) background(ctx context.Context, f channels.Fetcher, target workflows.Target, p agent.Prompt) agent.Prompt {
+	if len(target.Background) == 0 {
+		return p
+	}
+	budget := int64(channels.DefaultMaxImagesBytes)
+	for _, im := range p.Images {
+		budget -= int64(len(im.Data)) * 3 / 4
+	}
+	var lines []string
+	for _, a := range target.Background {
+		one := target
+		one.Attachments, one.Background = []workflows.Attachment{a}, nil
+		got, err := f.Fetch(ctx, one, agent.Prompt{}, r.Dir)
+		if err != nil {
+			r.log().Warn("channel: background file not read", "turn", target.Turn, "file", a.Name, "error", err)
+			lines = append(lines, fmt.Sprintf("[file %s could not be read: %v]", a.Name, err))
+			continue
+		}
+		var size int64
+		for _, im := range got.Images {
+			size += int64(len(im.Data)) * 3 / 4
+		}
+		if size > budget {
+			lines = append(lines, fmt.Sprintf("[image %s left out: the prompt's image budget is spent]", a.Name))
+			continue
+		}
+		budget -= size
+		p.Images = append(p.Images, got.Images...)
+		if t := strings.TrimSpace(got.Text); t != "" {
+			lines = append(lines, t)
+		}
+	}
+	if len(lines) > 0 {
+		p.Text += "\n\nFiles shared in the discussion above (background, not addressed to you):\n" + strings.Join(lines, "\n")
+	}
+	return p
 }
 
 // Route is the Chat.Route local activity: Signal-With-Start of in's

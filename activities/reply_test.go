@@ -113,3 +113,45 @@ func TestChannelReply(t *testing.T) {
 		t.Errorf("unknown kind: %v, want a non-retryable application error", err)
 	}
 }
+
+// bgFetchReplier is a fake channel whose files are fetched: "bad" cannot be
+// read, any other becomes one vision image.
+type bgFetchReplier struct{ fakeReplier }
+
+func (f *bgFetchReplier) Fetch(_ context.Context, t workflows.Target, p agent.Prompt, _ string) (agent.Prompt, error) {
+	for _, a := range t.Attachments {
+		if a.ID == "bad" {
+			return p, fmt.Errorf("files.info %s: file_not_found", a.ID)
+		}
+		p.Images = append(p.Images, agent.Image{MimeType: "image/png", Data: "aW1n"})
+		p.Text += "\n\n[image attached: " + a.Name + "]"
+	}
+	return p, nil
+}
+
+// TestChannelFetchBackground: files of the buffered discussion folded
+// into a turn reach the model as background input; one that cannot be
+// read is named and the turn goes on.
+func TestChannelFetchBackground(t *testing.T) {
+	t.Parallel()
+	r := activities.NewReplies(nil, nil, []channels.Replier{&bgFetchReplier{}}, nil)
+	data, err := json.Marshal(workflows.Target{Chat: "c", Background: []workflows.Attachment{
+		{ID: "F1", Name: "chart.png"}, {ID: "bad", Name: "gone.pdf"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.Fetch(context.Background(), workflows.FetchInput{Session: "s1", Turn: "k1",
+		Reply: workflows.ReplyTarget{Kind: "fake", Data: data}, Prompt: agent.Prompt{Text: "what do you make of it?"}})
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	equal := func(what string, got, want any) {
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	equal("images", len(p.Images), 1)
+	want := "what do you make of it?\n\nFiles shared in the discussion above (background, not addressed to you):\n" +
+		"[image attached: chart.png]\n[file gone.pdf could not be read: files.info bad: file_not_found]"
+	equal("text", p.Text, want)
+}

@@ -96,6 +96,10 @@ type ChatMessage struct {
 	// Stop asks to stop the running turn of the message's session (a
 	// Telegram /stop) instead of being a turn.
 	Stop bool `json:"stop,omitempty"`
+	// MentionsOthers is set when the message @mentions people but not the
+	// bot: in context mode it is discussion between them (buffered), not a
+	// turn, even as a bare reply in a thread the bot owns.
+	MentionsOthers bool `json:"mentionsOthers,omitempty"`
 }
 
 // StopInput is the argument of ActivityChatStop: abort the running turn
@@ -108,6 +112,14 @@ type StopInput struct {
 // changeChatStop versions the chat workflow's handling of stop messages
 // (ChatMessage.Stop).
 const changeChatStop = "chat-stop"
+
+// changeChatDurable versions, from a run's start: seen IDs kept by time
+// (ChatState.SeenAt, chatSeenWindow) instead of by count; Chat.Route as a
+// regular activity retried without a total limit, so a message the door
+// acknowledged is routed however long Temporal or the session is
+// unreachable; a bare reply that @mentions only other people buffered in
+// context mode; buffered files passed to the turn as background input.
+const changeChatDurable = "chat-durable"
 
 // Target is where a chat turn's reply goes; it is the Data of the turn's
 // ReplyTarget, read by the channel's replier.
@@ -122,8 +134,15 @@ type Target struct {
 	// User is its sender.
 	User string `json:"user,omitempty"`
 	// Attachments are the message's files, resolved when the turn runs.
-	Attachments []Attachment    `json:"attachments,omitempty"`
-	Data        json.RawMessage `json:"data,omitempty"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+	// Background are the files of buffered discussion folded into the
+	// turn: resolved when it runs as background input, each degrading on
+	// its own (a file that cannot be read is named, the turn goes on).
+	Background []Attachment    `json:"background,omitempty"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	// Turn is the turn's key, set by the worker (never in history) for
+	// repliers that mark their messages with it.
+	Turn string `json:"turn,omitempty"`
 }
 
 // TurnDone is the argument of SignalTurnDone: a session tells the chat
@@ -155,6 +174,10 @@ type ChatInput struct {
 type ChatState struct {
 	// Seen holds recent message and delivery IDs, oldest first.
 	Seen []string `json:"seen,omitempty"`
+	// SeenAt holds when each ID of Seen was seen (Unix seconds), in step
+	// with it; an ID is kept for chatSeenWindow. Empty in states written
+	// before it existed (their IDs count as seen at the run's start).
+	SeenAt []int64 `json:"seenAt,omitempty"`
 	// Owned holds the thread roots the bot owns, oldest first.
 	Owned []string `json:"owned,omitempty"`
 	// Buffers holds un-summoned discussion per place ("" = top level,
@@ -182,7 +205,15 @@ type BufferedLine struct {
 
 // Bounds of a chat workflow's state and run.
 const (
-	chatSeenLimit      = 2000
+	chatSeenLimit = 2000
+	// chatSeenWindow is how long a seen message or delivery ID is kept,
+	// longer than every platform's redelivery window: Slack retries for
+	// about 5 minutes, Feishu/Lark for about 7 hours (15 s, 5 min, 1 h,
+	// 6 h), Telegram keeps an undelivered update for 24 hours.
+	chatSeenWindow = 25 * time.Hour
+	// chatSeenCap bounds the seen IDs however busy the conversation is
+	// (about 1 MB of state); past it the oldest go first, with a warning.
+	chatSeenCap        = 30000
 	chatOwnedLimit     = 2000
 	chatPlacesLimit    = 200
 	chatBufferLimit    = 50
@@ -212,6 +243,8 @@ type chat struct {
 	st    ChatState
 	seen  map[string]bool
 	owned map[string]bool
+	// durable is the changeChatDurable version of the run.
+	durable workflow.Version
 }
 
 // ChatWorkflow is the long-lived workflow of one platform conversation. It
@@ -222,6 +255,15 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 	c := &chat{in: in, seen: map[string]bool{}, owned: map[string]bool{}}
 	if in.State != nil {
 		c.st = *in.State
+	}
+	c.durable = workflow.GetVersion(ctx, changeChatDurable, workflow.DefaultVersion, 1)
+	if c.durable >= 1 && len(c.st.SeenAt) != len(c.st.Seen) {
+		// A state from before SeenAt: its IDs count as seen now.
+		now := workflow.Now(ctx).Unix()
+		c.st.SeenAt = make([]int64, len(c.st.Seen))
+		for i := range c.st.SeenAt {
+			c.st.SeenAt[i] = now
+		}
 	}
 	for _, id := range c.st.Seen {
 		c.seen[id] = true
@@ -291,9 +333,9 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 	if c.seen[m.ID] || (m.Event != "" && c.seen["event:"+m.Event]) {
 		return
 	}
-	c.see(m.ID)
+	c.see(ctx, m.ID)
 	if m.Event != "" {
-		c.see("event:" + m.Event)
+		c.see(ctx, "event:"+m.Event)
 	}
 	if m.Stop {
 		c.stop(ctx, m)
@@ -322,7 +364,7 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 			}
 			session, thread = sessionOf(root), root
 		}
-	case m.Summoned || (p.GroupMode == GroupContext && m.Root != "" && c.owned[m.Root]):
+	case m.Summoned || (p.GroupMode == GroupContext && m.Root != "" && c.owned[m.Root] && !(c.durable >= 1 && m.MentionsOthers)):
 		place = m.Root
 		switch {
 		case p.GroupSession == SessionContinuous:
@@ -346,14 +388,17 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 	if m.UniqueIDs {
 		key = m.Kind + ":" + m.ID
 	}
-	prompt, folded := c.fold(place, key, m)
+	prompt, folded, background := c.fold(place, key, m)
 	if m.Direct {
 		folded = 0
+	}
+	if c.durable < 1 {
+		background = nil
 	}
 	// A struct without maps encodes the same bytes every time.
 	//workflowcheck:ignore
 	target, err := json.Marshal(Target{Chat: m.Chat, Thread: thread, Message: m.ID, User: m.User,
-		Attachments: m.Attachments, Data: m.Data})
+		Attachments: m.Attachments, Background: background, Data: m.Data})
 	if err != nil {
 		log.Error("chat: reply target", "error", err)
 		return
@@ -362,11 +407,7 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 	if folded > 0 {
 		d.Notify = ChatWorkflowID(c.in.Kind, c.in.Chat)
 	}
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: chatRouteTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second},
-	})
-	if err := workflow.ExecuteLocalActivity(lctx, ActivityChatRoute, RouteInput{Session: session, Delivery: d}).Get(ctx, nil); err != nil {
+	if err := c.route(ctx, RouteInput{Session: session, Delivery: d}); err != nil {
 		// The session could not be reached even after retries: release
 		// the folded lines for the next turn.
 		log.Error("chat: route failed", "session", session, "key", key, "error", err)
@@ -374,6 +415,26 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 		return
 	}
 	c.st.Routed++
+}
+
+// route hands a turn to its session. Since changeChatDurable it is a
+// regular activity retried without a total limit (only a non-retryable
+// error ends it): a message the door acknowledged is routed however long
+// Temporal is throttled or restarting, and survives a worker restart.
+func (c *chat) route(ctx workflow.Context, in RouteInput) error {
+	if c.durable >= 1 {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: chatRouteTimeout,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 30 * time.Second},
+			Summary:             "route · turn " + in.Delivery.Key,
+		})
+		return workflow.ExecuteActivity(actx, ActivityChatRoute, in).Get(ctx, nil)
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: chatRouteTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second},
+	})
+	return workflow.ExecuteLocalActivity(lctx, ActivityChatRoute, in).Get(ctx, nil)
 }
 
 // stop aborts the running turn of the session m would be routed to (the
@@ -406,13 +467,15 @@ func (c *chat) stop(ctx workflow.Context, m ChatMessage) {
 }
 
 // fold prefixes the message with its place's buffered discussion not yet
-// folded into another turn, and marks those lines as folded by key.
-func (c *chat) fold(place, key string, m ChatMessage) (agent.Prompt, int) {
+// folded into another turn, and marks those lines as folded by key. It
+// returns the folded lines' files too.
+func (c *chat) fold(place, key string, m ChatMessage) (agent.Prompt, int, []Attachment) {
 	prompt := agent.Prompt{Text: m.Text}
 	b := c.bufferOf(place, false)
 	if b == nil {
-		return prompt, 0
+		return prompt, 0, nil
 	}
+	var files []Attachment
 	var lines []string
 	total, n := 0, 0
 	for i := range b.Messages {
@@ -433,15 +496,16 @@ func (c *chat) fold(place, key string, m ChatMessage) (agent.Prompt, int) {
 		}
 		total += len(line)
 		lines = append(lines, line)
+		files = append(files, l.Attachments...)
 		l.Turn = key
 		n++
 	}
 	if n == 0 {
-		return prompt, 0
+		return prompt, 0, nil
 	}
 	prompt.Text = "Messages in this conversation since you last answered (context, not addressed to you):\n" +
 		strings.Join(lines, "\n") + "\n\nThe message addressed to you:\n" + m.Text
-	return prompt, n
+	return prompt, n, files
 }
 
 func displayUser(u string) string {
@@ -509,9 +573,32 @@ func (c *chat) dropEmptyBuffers() {
 	c.st.Buffers = kept
 }
 
-func (c *chat) see(id string) {
+func (c *chat) see(ctx workflow.Context, id string) {
 	c.seen[id] = true
 	c.st.Seen = append(c.st.Seen, id)
+	if c.durable >= 1 {
+		// Kept by time: drop what is older than the window, and past the
+		// cap the oldest whatever their age.
+		now := workflow.Now(ctx)
+		c.st.SeenAt = append(c.st.SeenAt, now.Unix())
+		horizon := now.Add(-chatSeenWindow).Unix()
+		n := 0
+		for n < len(c.st.SeenAt) && (c.st.SeenAt[n] < horizon || len(c.st.Seen)-n > chatSeenCap) {
+			n++
+		}
+		if n > 0 {
+			if c.st.SeenAt[n-1] >= horizon {
+				workflow.GetLogger(ctx).Warn("chat: more IDs seen within the dedup window than kept; the oldest are forgotten early",
+					"kept", chatSeenCap, "window", chatSeenWindow.String())
+			}
+			for _, old := range c.st.Seen[:n] {
+				delete(c.seen, old)
+			}
+			c.st.Seen = append([]string(nil), c.st.Seen[n:]...)
+			c.st.SeenAt = append([]int64(nil), c.st.SeenAt[n:]...)
+		}
+		return
+	}
 	if n := len(c.st.Seen) - chatSeenLimit; n > 0 {
 		for _, old := range c.st.Seen[:n] {
 			delete(c.seen, old)

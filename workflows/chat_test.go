@@ -255,3 +255,145 @@ func TestChatStop(t *testing.T) {
 		t.Errorf("routed %+v, want only the first message", h.routed)
 	}
 }
+
+// TestChatRouteOutlastsTemporal: a routed turn whose session cannot be
+// reached for minutes (Temporal throttled or restarting) is routed once it
+// can be: an acknowledged message is never dropped after a time limit.
+func TestChatRouteOutlastsTemporal(t *testing.T) {
+	t.Parallel()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))))
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
+	var mu sync.Mutex
+	attempts, routed := 0, 0
+	env.RegisterActivityWithOptions(func(_ context.Context, in workflows.RouteInput) error {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		// Eight failures are about 50 s of back-off. (The test
+		// environment caps an unlimited retry policy at 10 attempts.)
+		if attempts <= 8 {
+			return errors.New("service unavailable: the frontend is restarting")
+		}
+		routed++
+		return nil
+	}, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalChatMessage, workflows.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "1.0", Summoned: true, Text: "hi"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
+	env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: "T1:C1"})
+	mu.Lock()
+	defer mu.Unlock()
+	equal(t, "routed", routed, 1)
+	if attempts <= 8 {
+		t.Errorf("route attempts %d: gave up before the session was reachable", attempts)
+	}
+}
+
+// TestChatDedupByTime: a redelivery is recognised however many messages
+// came in between, as long as it arrives within the platforms' redelivery
+// windows; IDs older than the window are forgotten (the state stays
+// bounded).
+func TestChatDedupByTime(t *testing.T) {
+	t.Parallel()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))))
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(2 * time.Minute)
+	env.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
+	var mu sync.Mutex
+	var routed []string
+	env.RegisterActivityWithOptions(func(_ context.Context, in workflows.RouteInput) error {
+		mu.Lock()
+		defer mu.Unlock()
+		routed = append(routed, in.Delivery.Key)
+		return nil
+	}, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
+	first := workflows.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "1.0", Event: "Ev1", Summoned: true, Text: "hi"}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalChatMessage, first) }, time.Second)
+	// A busy channel: 2,500 messages (5,000 IDs) within the hour.
+	for b := 0; b < 50; b++ {
+		env.RegisterDelayedCallback(func() {
+			for i := b * 50; i < (b+1)*50; i++ {
+				env.SignalWorkflow(workflows.SignalChatMessage, workflows.ChatMessage{Kind: "slack", Chat: "T1:C1",
+					ID: fmt.Sprintf("2.%d", i), Event: fmt.Sprintf("Ev2.%d", i), Text: "chatter"})
+			}
+		}, time.Duration(2+b)*time.Second)
+	}
+	// Slack's last retry, about 5 minutes later (a new event ID: the
+	// same message through the other subscription).
+	redelivered := first
+	redelivered.Event = "Ev1-retry"
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalChatMessage, redelivered) }, 6*time.Minute)
+	// After the window the old IDs are forgotten.
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalChatMessage, workflows.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "3.0", Text: "tick"})
+	}, 30*time.Hour)
+	var st workflows.ChatState
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.QueryState)
+		if err != nil {
+			t.Errorf("query: %v", err)
+			return
+		}
+		if err := v.Get(&st); err != nil {
+			t.Error(err)
+		}
+	}, 30*time.Hour+time.Minute)
+	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, 31*time.Hour)
+	env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: "T1:C1", SignalsPerRun: 10000})
+	mu.Lock()
+	defer mu.Unlock()
+	equal(t, "routed", fmt.Sprint(routed), fmt.Sprint([]string{"slack:T1:C1:1.0"}))
+	// Only the message seen after the window is kept (its ID alone: it
+	// has no event ID).
+	if len(st.Seen) != 1 || st.Seen[0] != "3.0" {
+		t.Errorf("seen after the window: %d IDs (first %q), want only 3.0", len(st.Seen), st.Seen[0])
+	}
+}
+
+// TestChatContextMentionsOthers: in context mode a bare reply in an owned
+// thread that @mentions only other people is their discussion: it is
+// buffered, not a turn, and folded into the next answered turn.
+func TestChatContextMentionsOthers(t *testing.T) {
+	t.Parallel()
+	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	h := newChatHarness(t)
+	h.send(workflows.ChatMessage{ID: "1.0", Summoned: true, Text: "plan the offsite", Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Root: "1.0", UserName: "<@U1>", Text: "<@U2> can you book the bus?", MentionsOthers: true, Policy: p})
+	h.send(workflows.ChatMessage{ID: "3.0", Root: "1.0", Text: "and the hotel?", Policy: p})
+	h.run()
+	want := []string{
+		"slack:T1:C1:1.0|1.0|plan the offsite",
+		"slack:T1:C1:1.0|1.0|Messages in this conversation since you last answered (context, not addressed to you):\n- <@U1>: <@U2> can you book the bus?\n\nThe message addressed to you:\nand the hotel?",
+	}
+	if got := h.turns(); strings.Join(got, "\n#\n") != strings.Join(want, "\n#\n") {
+		t.Errorf("routed:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+// TestChatBufferedFilesAsBackground: the files of buffered discussion
+// folded into a turn travel with it as background attachments (resolved
+// when the turn runs), not only as their names in the text.
+func TestChatBufferedFilesAsBackground(t *testing.T) {
+	t.Parallel()
+	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	h := newChatHarness(t)
+	chart := workflows.Attachment{ID: "F1", Name: "chart.png", Mime: "image/png"}
+	h.send(workflows.ChatMessage{ID: "1.0", UserName: "<@U1>", Text: "latest numbers", Attachments: []workflows.Attachment{chart}, Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Summoned: true, Text: "what do you make of it?", Policy: p})
+	h.run()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.routed) != 1 {
+		t.Fatalf("routed %d turns, want 1", len(h.routed))
+	}
+	var tg workflows.Target
+	if err := json.Unmarshal(h.routed[0].Delivery.Reply.Data, &tg); err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "background files", fmt.Sprint(tg.Background), fmt.Sprint([]workflows.Attachment{chart}))
+	equal(t, "primary files", len(tg.Attachments), 0)
+}

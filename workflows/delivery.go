@@ -171,7 +171,9 @@ func (s *session) prepareChannelTurn(ctx workflow.Context, t *pendingTurn) {
 	var target Target
 	// Decoding bytes recorded in history is a pure function of them.
 	//workflowcheck:ignore
-	if err := json.Unmarshal(t.reply.Data, &target); err == nil && len(target.Attachments) > 0 {
+	// Background files come only from chat workflows that fold them
+	// (changeChatDurable): older histories never have them.
+	if err := json.Unmarshal(t.reply.Data, &target); err == nil && len(target.Attachments)+len(target.Background) > 0 {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 2 * time.Minute,
 			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
@@ -205,9 +207,13 @@ func (s *session) startLive(ctx workflow.Context, t *pendingTurn, queued bool) {
 	t.stopLive = cancel
 }
 
+// changeChannelSettle versions settleLive: the final reply waits until a
+// cancelled live reply has stopped, instead of at most liveCancelGrace.
+const changeChannelSettle = "channel-settle-wait"
+
 // settleLive lets the live reply finish by itself (it stops at the turn's
-// outcome on the feed), else cancels it, and waits a bounded time: the
-// final reply must not race a live update.
+// outcome on the feed), else cancels it and waits until it has stopped:
+// the final reply must not race a live update.
 func (s *session) settleLive(ctx workflow.Context, t *pendingTurn) {
 	wait := func(d time.Duration) bool {
 		done := false
@@ -221,7 +227,14 @@ func (s *session) settleLive(ctx workflow.Context, t *pendingTurn) {
 	}
 	if !wait(liveSettle) {
 		t.stopLive()
-		wait(liveCancelGrace)
+		if workflow.GetVersion(ctx, changeChannelSettle, workflow.DefaultVersion, 1) >= 1 {
+			// Wait until it has stopped: it stops at its next platform
+			// call (each bounded by the channel's HTTP timeout), and a
+			// worker lost meanwhile is bounded by its heartbeat timeout.
+			_ = t.live.Get(ctx, nil)
+		} else {
+			wait(liveCancelGrace)
+		}
 	}
 	t.stopLive()
 	t.live = nil

@@ -206,3 +206,39 @@ func TestReplayCoversReusedCallIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayCoversChatDurable: the "chat-durable" change of the chat
+// workflow replays in both versions — Chat.Route as a local activity
+// (v1_chat_routing_chat, no marker) and as a regular activity
+// (chat_routing_chat, with the marker).
+func TestReplayCoversChatDurable(t *testing.T) {
+	const change = "chat-durable"
+	for file, want := range map[string]bool{"v1_chat_routing_chat.json": false, "chat_routing_chat.json": true} {
+		f := filepath.Join("testdata", "histories", file)
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/chat_routing", err)
+		}
+		h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+		_ = r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		marked := false
+		for _, id := range changeIDs(t, h) {
+			marked = marked || id == change
+		}
+		routes := 0
+		for _, ev := range h.GetEvents() {
+			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityChatRoute {
+				routes++
+			}
+		}
+		if marked != want || (routes > 0) != want {
+			t.Errorf("%s: marker %v, %d Chat.Route activities; want marker %v and regular route activities %v", file, marked, routes, want, want)
+		}
+		if err := replay(f); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -155,6 +155,12 @@ type Channel struct {
 	Tools []agent.Tool
 }
 
+// ErrRetryLater is wrapped by a door's Parse (or a connector's message
+// decoding) when it cannot handle a request yet — Feishu/Telegram before
+// the bot's identity is known: the request is refused (503, or a NACK on a
+// long connection) so the platform delivers it again.
+var ErrRetryLater = errors.New("not ready yet; deliver again later")
+
 // permanentError marks an error a retry cannot fix.
 type permanentError struct{ err error }
 

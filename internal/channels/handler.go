@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
@@ -22,6 +23,34 @@ const MaxBody = 1 << 20
 // handOffTimeout bounds the Signal-With-Start calls of one request, well
 // inside Slack's 3 s.
 const handOffTimeout = 2500 * time.Millisecond
+
+// ackMargin is kept free of hand-off attempts at the end of a platform's
+// answer budget, for the answer itself.
+const ackMargin = 500 * time.Millisecond
+
+// Budgeted is implemented by a Door whose platform waits longer than
+// Slack's 3 s for an answer (GitHub: 10 s): the handler keeps retrying a
+// failed hand-off within that budget, counted from the request's arrival.
+type Budgeted interface {
+	AckBudget() time.Duration
+}
+
+// Hinted is implemented by a Door whose platform does not redeliver a
+// request answered 5xx by itself: the hint says how to redeliver it (it is
+// logged and returned in the answer's body).
+type Hinted interface {
+	RedeliverHint(r Request) string
+}
+
+// handOffFailures counts requests answered 503 because their hand-off to
+// Temporal still failed at the end of the platform's budget.
+var handOffFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "fastagent_channel_handoff_failures_total",
+	Help: "Channel requests answered 503 because their hand-off to Temporal failed within the platform's answer budget, by channel.",
+}, []string{"channel"})
+
+// Collectors are the channel doors' Prometheus collectors.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{handOffFailures} }
 
 // Starter is the part of a Temporal client the door needs.
 type Starter interface {
@@ -55,6 +84,7 @@ func Handler(d Door, c Starter, taskQueue string, log *slog.Logger) http.Handler
 			http.Error(w, "cannot read the request body", http.StatusBadRequest)
 			return
 		}
+		start := time.Now()
 		req := Request{Header: r.Header, Body: body}
 		if err := d.Verify(req); err != nil {
 			log.Warn("channel: request refused", "kind", d.Kind(), "error", err)
@@ -62,16 +92,28 @@ func Handler(d Door, c Starter, taskQueue string, log *slog.Logger) http.Handler
 			return
 		}
 		parsed, err := d.Parse(req)
+		if errors.Is(err, ErrRetryLater) {
+			log.Warn("channel: request refused for now; the platform will deliver it again", "kind", d.Kind(), "error", err)
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
 		ans := parsed.Answer
 		if err != nil {
 			log.Warn("channel: unparsable request acknowledged", "kind", d.Kind(), "error", err)
 			parsed = Parsed{}
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), handOffTimeout)
-		defer cancel()
-		if err := Dispatch(ctx, c, taskQueue, parsed); err != nil {
-			log.Error("channel: hand-off failed", "kind", d.Kind(), "error", err)
-			http.Error(w, "try again", http.StatusServiceUnavailable)
+		budget := handOffTimeout + ackMargin
+		if b, ok := d.(Budgeted); ok && b.AckBudget() > budget {
+			budget = b.AckBudget()
+		}
+		if err := dispatchWithin(r.Context(), c, taskQueue, parsed, start.Add(budget-ackMargin)); err != nil {
+			handOffFailures.WithLabelValues(d.Kind()).Inc()
+			msg := "try again"
+			if h, ok := d.(Hinted); ok {
+				msg = h.RedeliverHint(req)
+			}
+			log.Error("channel: hand-off failed; the request is answered 503", "kind", d.Kind(), "error", err, "redeliver", msg)
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
 		for k, v := range ans.Header {
@@ -87,6 +129,39 @@ func Handler(d Door, c Starter, taskQueue string, log *slog.Logger) http.Handler
 		w.WriteHeader(status)
 		_, _ = w.Write(ans.Body)
 	})
+}
+
+// dispatchWithin runs Dispatch until it succeeds or deadline passes, each
+// attempt bounded by handOffTimeout, backing off between attempts. A
+// retried attempt is deduplicated by the workflows (same IDs and keys).
+func dispatchWithin(ctx context.Context, c Starter, taskQueue string, p Parsed, deadline time.Time) error {
+	backoff := 100 * time.Millisecond
+	for {
+		actx, cancel := context.WithDeadline(ctx, minTime(deadline, time.Now().Add(handOffTimeout)))
+		err := Dispatch(actx, c, taskQueue, p)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || time.Until(deadline) < backoff+100*time.Millisecond {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // Dispatch hands everything a door parsed to Temporal: each chat message

@@ -456,7 +456,11 @@ func TestSlackDoorGoneAfterAck(t *testing.T) {
 	}
 	s.door.Close() // the ingress is gone; no worker ran yet
 	s.startWorker()
-	waitFor(t, 90*time.Second, "the reply", func() bool { return s.fake.settled(1) })
+	// Settling a resumed stream is a stop then an edit: wait for both.
+	waitFor(t, 90*time.Second, "the reply", func() bool {
+		p := s.fake.replies("")
+		return s.fake.settled(1) && len(p) > 0 && strings.Contains(p[0].Text, "still there?")
+	})
 	if p := s.fake.replies(""); len(p) != 1 || p[0].Thread != ts || !strings.Contains(p[0].Text, "still there?") {
 		t.Fatalf("replies %+v", p)
 	}

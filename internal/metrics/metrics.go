@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -81,6 +82,7 @@ func New() *Metrics {
 	}
 	m.sdk.bySession = map[string]*sessionGauge{workflows.MetricTurnQueueDepth: {gauge: m.queueDepth, by: map[string]float64{}}}
 	m.reg.MustRegister(m.firstToken, m.tokens, m.queueDepth, m.sessions)
+	m.reg.MustRegister(channels.Collectors()...)
 	m.reg.MustRegister(m.sdk, m.turnsStarted, m.turnsFinished, m.turnLatency, m.modelLatency, m.toolCalls, m.webhookAck,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

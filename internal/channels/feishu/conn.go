@@ -49,8 +49,11 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 	}
 	log = log.With("kind", c.Door.Kind(), "transport", TransportWebsocket)
 	if c.Door.Bot != nil {
-		if err := c.Door.Bot.Resolve(ctx); err != nil {
-			log.Warn("feishu: bot open_id unknown: group summons are ignored until it is", "error", err)
+		rctx, cancel := context.WithTimeout(ctx, botLookupTimeout)
+		err := c.Door.Bot.Resolve(rctx)
+		cancel()
+		if err != nil {
+			log.Warn("feishu: bot open_id unknown: group messages are refused (pushed again) until it is", "error", err)
 		}
 	}
 	var closed atomic.Bool
@@ -62,6 +65,10 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 			bctx, cancel := context.WithTimeout(hctx, botLookupTimeout)
 			m, err := c.Door.Message(bctx, ev)
 			cancel()
+			if errors.Is(err, channels.ErrRetryLater) {
+				log.Warn("feishu: event refused for now; the platform will push it again", "error", err)
+				return err
+			}
 			if err != nil {
 				// Unreadable: acknowledge, as the webhook does.
 				log.Warn("feishu: unreadable event acknowledged", "error", err)

@@ -195,6 +195,11 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 	if d.Bot != nil {
 		bot = d.Bot.OpenID(ctx)
 	}
+	if bot == "" && d.Bot != nil && !direct {
+		// Whether it summons the bot cannot be told yet: refuse it, so
+		// the platform pushes it again once the bot is known.
+		return nil, fmt.Errorf("%s: group message %s refused until the bot's open_id is known: %w", d.Profile.Kind, id, channels.ErrRetryLater)
+	}
 	if bot != "" && user == bot {
 		return nil, nil
 	}
@@ -400,58 +405,103 @@ func flattenPost(raw string, names map[string]string) (string, []workflows.Attac
 	return strings.Join(lines, "\n"), files
 }
 
-// Bot lookup bounds: one lookup may take botLookupTimeout; after a failure
-// the next is tried no sooner than botRetryEvery.
+// Bot lookup bounds: one lookup may take botLookupTimeout; failed lookups
+// are retried in the background, botRetryFirst doubling to botRetryEvery.
 const (
-	botLookupTimeout = 1500 * time.Millisecond
-	botRetryEvery    = 10 * time.Second
+	botLookupTimeout = 5 * time.Second
+	botRetryFirst    = time.Second
+	botRetryEvery    = 30 * time.Second
 )
 
-// Bot is the bot's open_id, configured or fetched once (bot info API) and
-// kept. Until it is known, group messages are not summons (fail closed).
+// Bot is the bot's open_id, configured or fetched (bot info API) and kept.
+// It is fetched in the background from Start (or the first message) and
+// retried until known; until then group messages are refused with
+// channels.ErrRetryLater, so the platform pushes them again instead of
+// them being dropped.
 type Bot struct {
-	mu     sync.Mutex
-	openID string
-	fetch  func(context.Context) (string, error)
-	next   time.Time
-	err    error
+	mu       sync.Mutex
+	openID   string
+	fetch    func(context.Context) (string, error)
+	err      error
+	resolved chan struct{}
+	running  bool
+	// retry is the first pause after a failed lookup (default
+	// botRetryFirst).
+	retry time.Duration
 }
 
 // NewBot returns a Bot with a known openID, or one that fetches it.
 func NewBot(openID string, fetch func(context.Context) (string, error)) *Bot {
-	return &Bot{openID: openID, fetch: fetch}
-}
-
-// Resolve fetches the open_id now unless it is known; serving calls it at
-// startup so the first group message does not wait.
-func (b *Bot) Resolve(ctx context.Context) error {
-	if b.OpenID(ctx) == "" {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.err == nil {
-			return errors.New("feishu: bot open_id unknown")
-		}
-		return b.err
+	b := &Bot{openID: openID, fetch: fetch, resolved: make(chan struct{})}
+	if openID != "" {
+		close(b.resolved)
 	}
-	return nil
+	return b
 }
 
-// OpenID returns the bot's open_id, fetching it when unknown (at most once
-// per botRetryEvery); "" when it cannot be had.
-func (b *Bot) OpenID(ctx context.Context) string {
+// Start begins resolving the open_id in the background (once; retried
+// until known). Serving calls it at startup.
+func (b *Bot) Start() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.openID != "" || b.fetch == nil || time.Now().Before(b.next) {
-		return b.openID
+	if b.openID != "" || b.fetch == nil || b.running {
+		return
 	}
-	id, err := b.fetch(ctx)
-	if err != nil || id == "" {
-		if err == nil {
+	b.running = true
+	go b.resolve()
+}
+
+func (b *Bot) resolve() {
+	pause := b.retry
+	if pause <= 0 {
+		pause = botRetryFirst
+	}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), botLookupTimeout)
+		id, err := b.fetch(ctx)
+		cancel()
+		if err == nil && id == "" {
 			err = errors.New("feishu: bot info without an open_id")
 		}
-		b.err, b.next = err, time.Now().Add(botRetryEvery)
-		return ""
+		b.mu.Lock()
+		if err == nil {
+			b.openID, b.err, b.running = id, nil, false
+			close(b.resolved)
+			b.mu.Unlock()
+			return
+		}
+		b.err = err
+		b.mu.Unlock()
+		time.Sleep(pause)
+		pause = min(2*pause, botRetryEvery)
 	}
-	b.openID, b.err = id, nil
-	return id
+}
+
+// Resolved is closed once the open_id is known.
+func (b *Bot) Resolved() <-chan struct{} { return b.resolved }
+
+// Resolve starts resolving and waits for the open_id until ctx ends;
+// connectors call it at startup so the first group message does not wait.
+func (b *Bot) Resolve(ctx context.Context) error {
+	b.Start()
+	select {
+	case <-b.resolved:
+		return nil
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		return errors.New("feishu: bot open_id unknown")
+	}
+	return b.err
+}
+
+// OpenID returns the bot's open_id, "" while it is unknown (resolving it
+// is then started in the background).
+func (b *Bot) OpenID(_ context.Context) string {
+	b.Start()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.openID
 }

@@ -1,20 +1,24 @@
 package feishu_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
+	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
@@ -181,7 +185,7 @@ func TestDoorParse(t *testing.T) {
 			Event: "5e3702a84e847582be8db7fb73283c02", Direct: true, Text: "hello there"}},
 		{name: "group mention", fixture: "group_mention.json", want: &workflows.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000001",
 			Event: "5e3702a84e847582be8db7fb73283c03", Summoned: true, Text: "what is the capital of France?"}},
-		{name: "group mention, bot unknown: fail closed", fixture: "group_mention.json", botUnknown: true},
+		{name: "group mention, bot unknown: refused for a re-push", fixture: "group_mention.json", botUnknown: true},
 		{name: "group no mention", fixture: "group_no_mention.json"},
 		{name: "group no mention, context mode", fixture: "group_no_mention.json", context: true, want: &workflows.ChatMessage{Chat: group,
 			ID: "om_grp0000000000000000000000000002", Event: "5e3702a84e847582be8db7fb73283c04", Text: "lunch anyone?"}},
@@ -217,6 +221,12 @@ func TestDoorParse(t *testing.T) {
 			}
 			body := encrypted(t, encKey, fixture(t, c.fixture))
 			p, err := d.Parse(req(feishu.Sign(encKey, time.Now(), "n", body), body))
+			if c.botUnknown {
+				if !errors.Is(err, channels.ErrRetryLater) || len(p.Messages) != 0 {
+					t.Fatalf("Parse with the bot unknown: %v, %d messages; want ErrRetryLater and none", err, len(p.Messages))
+				}
+				return
+			}
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -274,27 +284,91 @@ func TestDoorParseDuplicate(t *testing.T) {
 
 func TestBotResolvedOnce(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex
 	calls := 0
-	b := feishu.NewBot("", func(context.Context) (string, error) { calls++; return bot, nil })
+	b := feishu.NewBot("", func(context.Context) (string, error) { mu.Lock(); calls++; mu.Unlock(); return bot, nil })
+	if err := b.Resolve(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	for range 3 {
 		if got := b.OpenID(context.Background()); got != bot {
 			t.Fatalf("OpenID = %q", got)
 		}
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if calls != 1 {
 		t.Errorf("bot info fetched %d times, want 1", calls)
 	}
-	failing := feishu.NewBot("", func(context.Context) (string, error) { calls++; return "", errors.New("down") })
-	calls = 0
-	for range 3 {
-		if got := failing.OpenID(context.Background()); got != "" {
-			t.Fatalf("OpenID = %q, want empty", got)
-		}
+	failing := feishu.NewBot("", func(context.Context) (string, error) { return "", errors.New("down") })
+	if got := failing.OpenID(context.Background()); got != "" {
+		t.Fatalf("OpenID = %q, want empty", got)
 	}
-	if calls != 1 {
-		t.Errorf("a failing lookup was retried %d times at once, want 1 (backoff)", calls)
-	}
-	if err := failing.Resolve(context.Background()); err == nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := failing.Resolve(ctx); err == nil {
 		t.Error("Resolve of an unknown bot succeeded")
 	}
+}
+
+// TestGroupMentionWhileBotUnknown: while the bot's open_id cannot be
+// resolved (the bot info API fails at startup), a group @mention is not
+// acknowledged and dropped: it is refused (503) so Feishu pushes it again,
+// the lookup is retried in the background, and the re-push is a summons.
+func TestGroupMentionWhileBotUnknown(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	lookups := 0
+	d := door("")
+	d.Bot = feishu.NewBot("", func(context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lookups++
+		if lookups == 1 {
+			return "", errors.New("bot info: 503 from the open platform")
+		}
+		return bot, nil
+	})
+	st := &handStarter{}
+	h := channels.Handler(d, st, "q", nil)
+	body := fixture(t, "group_mention.json")
+	push := func() int {
+		r := httptest.NewRequest(http.MethodPost, "/feishu", bytes.NewReader(body))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := push(); code != http.StatusServiceUnavailable {
+		t.Fatalf("first push while the bot is unknown: status %d, want 503 (pushed again)", code)
+	}
+	if len(st.msgs) != 0 {
+		t.Fatalf("handed off %+v before the bot was known", st.msgs)
+	}
+	select {
+	case <-d.Bot.Resolved():
+	case <-time.After(30 * time.Second): // a guard only: the background retry comes after about a second
+		t.Fatal("the bot was never resolved in the background")
+	}
+	if code := push(); code != http.StatusOK {
+		t.Fatalf("re-push: status %d, want 200", code)
+	}
+	if len(st.msgs) != 1 || !st.msgs[0].Summoned {
+		t.Fatalf("handed off %+v, want the mention as a summons", st.msgs)
+	}
+}
+
+// handStarter records the chat messages handed to it.
+type handStarter struct {
+	mu   sync.Mutex
+	msgs []workflows.ChatMessage
+}
+
+func (s *handStarter) SignalWithStartWorkflow(_ context.Context, _, _ string, arg interface{},
+	_ client.StartWorkflowOptions, _ interface{}, _ ...interface{}) (client.WorkflowRun, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, ok := arg.(workflows.ChatMessage); ok {
+		s.msgs = append(s.msgs, m)
+	}
+	return nil, nil
 }

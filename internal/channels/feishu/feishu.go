@@ -167,6 +167,9 @@ func New(p Profile, file []byte, getenv func(string) string, log *slog.Logger) (
 	rp := NewReplier(p, appID, appSecret, log)
 	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	door := &Door{Profile: p, Token: token, EncryptKey: key, Policy: policy, Webhook: webhook, Bot: NewBot(cfg.BotOpenID, rp.BotOpenID)}
+	// Resolve the bot's open_id at startup, in the background, retried
+	// until known: group messages are refused (pushed again) until then.
+	door.Bot.Start()
 	ch := &channels.Channel{Door: door, Replier: rp}
 	if !webhook {
 		ch.Conn = &Conn{Door: door, AppID: appID, AppSecret: appSecret, Log: log}

@@ -123,6 +123,22 @@ func (d *Door) Kind() string { return Kind }
 // Path implements channels.Door.
 func (d *Door) Path() string { return Path }
 
+// AckBudget implements channels.Budgeted: GitHub waits 10 s for an
+// answer, so a failed hand-off is retried for about 9 s.
+func (d *Door) AckBudget() time.Duration { return AckBudget }
+
+// AckBudget is how long the door may take to answer GitHub, inside its
+// 10 s delivery timeout.
+const AckBudget = 9 * time.Second
+
+// RedeliverHint implements channels.Hinted: GitHub never redelivers a
+// failed delivery by itself.
+func (d *Door) RedeliverHint(r channels.Request) string {
+	return fmt.Sprintf("the event could not be handed off; GitHub does not redeliver it by itself: "+
+		"open the webhook's Recent Deliveries (repository or organization Settings → Webhooks, or the GitHub App's Advanced page), "+
+		"select delivery %s and press Redeliver", strconv.Quote(header(r.Header, HeaderDelivery)))
+}
+
 // Locate implements channels.Located: a relative executable policy is
 // resolved against the folder of the channel file, and must exist.
 func (d *Door) Locate(file string) error {

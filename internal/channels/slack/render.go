@@ -42,6 +42,22 @@ const (
 // ThinkingStatus is the assistant thread status shown before the first text.
 const ThinkingStatus = "is thinking…"
 
+// ReplyEventType is the metadata event type every reply message carries;
+// its payload's "turn" is the turn's key. A renderer that has no stored
+// reference looks for it before posting, so a post whose reference was
+// lost (a crash, a timed-out call Slack carried out) is not posted twice.
+const ReplyEventType = "fastagent_reply"
+
+// HTTPTimeout bounds one Web API call: well inside the live reply's
+// heartbeat timeout (15 s) and the final reply's attempt (1 min), so a
+// hung call fails its attempt instead of outliving it while a retry posts
+// again.
+var HTTPTimeout = 10 * time.Second
+
+// searchPages bounds the pages of a thread (200 messages each) searched
+// for a marked reply.
+const searchPages = 5
+
 // truncNote ends an answer cut to fit one Slack message.
 const truncNote = "\n\n_(The answer was cut here: it is longer than one Slack message can hold.)_"
 
@@ -70,7 +86,7 @@ type Replier struct {
 // the Web API base URL.
 func NewReplier(token, apiURL string) *Replier {
 	r := &Replier{token: token, EditEvery: 3 * time.Second, AppendEvery: time.Second}
-	var opts []slack.Option
+	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Timeout: HTTPTimeout})}
 	if apiURL != "" {
 		base := strings.TrimSuffix(apiURL, "/") + "/"
 		opts = append(opts, slack.OptionAPIURL(base))
@@ -102,7 +118,8 @@ func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (cha
 			return nil, fmt.Errorf("slack: reply target data: %w", err)
 		}
 	}
-	m := &render{r: r, channel: channel, thread: t.Thread, team: d.Team, user: t.User, tasks: map[string]string{}}
+	m := &render{r: r, channel: channel, thread: t.Thread, team: d.Team, user: t.User, tasks: map[string]string{},
+		turn: t.Turn, after: t.Message}
 	switch {
 	case ref == "":
 	case strings.HasPrefix(ref, refStream):
@@ -136,6 +153,12 @@ const (
 type render struct {
 	r                           *Replier
 	channel, thread, team, user string
+	// turn marks the reply's messages (metadata); after is the answered
+	// message, before which no reply to it can be.
+	turn, after string
+	// searched is set once the conversation was searched for a marked
+	// reply.
+	searched bool
 
 	mode mode
 	ts   string
@@ -234,6 +257,12 @@ func (m *render) setStatus(ctx context.Context) {
 // refusal (ok:false: not_allowed, missing_scope, unknown_method…) falls
 // back to one edited message.
 func (m *render) start(ctx context.Context, text string, tools []channels.ToolView, now time.Time) error {
+	if err := m.adopt(ctx); err != nil {
+		return err
+	}
+	if m.mode != modeNone {
+		return m.edit(ctx, text, now)
+	}
 	head, _ := cutRunes(text, markdownLimit)
 	chunks := m.taskChunks(tools)
 	opts := []slack.MsgOption{slack.MsgOptionTS(m.thread)}
@@ -393,10 +422,17 @@ func (m *render) finish(ctx context.Context, text string) error {
 // markdown_text on a stream's message (as it was streamed), as text
 // otherwise.
 func (m *render) put(ctx context.Context, text string) error {
+	if err := m.adopt(ctx); err != nil {
+		return err
+	}
 	if m.mode == modeNone {
 		opts := []slack.MsgOption{slack.MsgOptionText(fit(text), false)}
 		if m.thread != "" {
 			opts = append(opts, slack.MsgOptionTS(m.thread))
+		}
+		if m.turn != "" {
+			opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: ReplyEventType,
+				EventPayload: map[string]any{"turn": m.turn}}))
 		}
 		_, ts, err := m.r.api.PostMessageContext(ctx, m.channel, opts...)
 		if err != nil {
@@ -414,6 +450,71 @@ func (m *render) put(ctx context.Context, text string) error {
 	}
 	m.shown = text
 	return nil
+}
+
+// adopt looks, once, for a message marked with the turn when none is
+// known: a reply an earlier attempt posted but could not store (or whose
+// post timed out after Slack carried it out). A found one is continued
+// as an edited message. A search Slack refuses (a missing history scope)
+// is logged and the reply posted as before.
+func (m *render) adopt(ctx context.Context) error {
+	if m.mode != modeNone || m.searched || m.turn == "" {
+		return nil
+	}
+	ts, err := m.find(ctx)
+	if err != nil {
+		var se slack.SlackErrorResponse
+		if !errors.As(err, &se) {
+			return fmt.Errorf("slack: search for the reply of %s: %w", m.turn, err)
+		}
+		m.r.log().Warn("slack: cannot search the conversation for an earlier reply", "channel", m.channel, "turn", m.turn, "error", se.Err)
+	}
+	m.searched = true
+	if ts != "" {
+		m.mode, m.ts = modeMessage, ts
+		m.r.log().Info("slack: continuing a reply an earlier attempt posted", "channel", m.channel, "turn", m.turn, "ts", ts)
+	}
+	return nil
+}
+
+// find returns the ts of the message marked with the turn in the reply's
+// thread (or, at the top level, after the answered message), "" if none.
+func (m *render) find(ctx context.Context) (string, error) {
+	match := func(msgs []slack.Message) string {
+		for _, x := range msgs {
+			if x.Metadata.EventType == ReplyEventType && fmt.Sprint(x.Metadata.EventPayload["turn"]) == m.turn {
+				return x.Timestamp
+			}
+		}
+		return ""
+	}
+	cursor := ""
+	for page := 0; page < searchPages; page++ {
+		var msgs []slack.Message
+		var more bool
+		var err error
+		if m.thread != "" {
+			msgs, more, cursor, err = m.r.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+				ChannelID: m.channel, Timestamp: m.thread, Cursor: cursor, Limit: 200, IncludeAllMetadata: true})
+		} else {
+			var h *slack.GetConversationHistoryResponse
+			h, err = m.r.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+				ChannelID: m.channel, Oldest: m.after, Cursor: cursor, Limit: 200, IncludeAllMetadata: true})
+			if h != nil {
+				msgs, more, cursor = h.Messages, h.HasMore, h.ResponseMetaData.NextCursor
+			}
+		}
+		if err != nil {
+			return "", err
+		}
+		if ts := match(msgs); ts != "" {
+			return ts, nil
+		}
+		if !more || cursor == "" {
+			return "", nil
+		}
+	}
+	return "", nil
 }
 
 // taskChunks returns task updates for the tools whose status changed

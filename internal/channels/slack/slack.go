@@ -256,10 +256,11 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 	default:
 		return nil, "", nil
 	}
-	// file_share is a human message with files; every other subtype
-	// (bot_message, message_changed, message_deleted, me_message, joins…)
-	// is not a turn.
-	if msg.user == "" || msg.bot != "" || (msg.subtype != "" && msg.subtype != "file_share") ||
+	// file_share is a human message with files, thread_broadcast a thread
+	// reply also sent to the channel (a reply in its thread); every other
+	// subtype (bot_message, message_changed, message_deleted, me_message,
+	// joins…) is not a turn.
+	if msg.user == "" || msg.bot != "" || (msg.subtype != "" && msg.subtype != "file_share" && msg.subtype != "thread_broadcast") ||
 		(bot != "" && msg.user == bot) || msg.ts == "" || msg.channel == "" {
 		return nil, "", nil
 	}
@@ -279,19 +280,21 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 		return nil, "", fmt.Errorf("slack: reply data: %w", err)
 	}
 	return &workflows.ChatMessage{
-		Kind:        Kind,
-		Chat:        ev.TeamID + ":" + msg.channel,
-		ID:          msg.ts,
-		Event:       eventID,
-		Root:        root,
-		Direct:      msg.direct,
-		Summoned:    msg.summoned,
-		User:        msg.user,
-		UserName:    "<@" + msg.user + ">",
-		Text:        text,
-		Attachments: msg.files,
-		Data:        data,
-		Policy:      d.Policy,
+		Kind:     Kind,
+		Chat:     ev.TeamID + ":" + msg.channel,
+		ID:       msg.ts,
+		Event:    eventID,
+		Root:     root,
+		Direct:   msg.direct,
+		Summoned: msg.summoned,
+		// Mentions of people but not of the bot: their discussion.
+		MentionsOthers: !msg.summoned && mentionsOthers(msg.text, bot),
+		User:           msg.user,
+		UserName:       "<@" + msg.user + ">",
+		Text:           text,
+		Attachments:    msg.files,
+		Data:           data,
+		Policy:         d.Policy,
 	}, "", nil
 }
 
@@ -325,6 +328,18 @@ type message struct {
 }
 
 var anyMention = regexp.MustCompile(`^\s*<@[A-Z0-9]+(\|[^>]*)?>`)
+
+var userMention = regexp.MustCompile(`<@([A-Z0-9]+)(\|[^>]*)?>`)
+
+// mentionsOthers reports whether text @mentions someone other than bot.
+func mentionsOthers(text, bot string) bool {
+	for _, m := range userMention.FindAllStringSubmatch(text, -1) {
+		if m[1] != bot {
+			return true
+		}
+	}
+	return false
+}
 
 // stripMention removes mentions of the bot (or, with the bot unknown, the
 // leading mention) and trims the text.

@@ -62,6 +62,8 @@ func TestDoorParse(t *testing.T) {
 		direct, summoned                     bool
 		// context is the door in context group mode.
 		context bool
+		// others: the message mentions only other people.
+		others bool
 	}{
 		{fixture: "app_mention.json", wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449522.000016", wantText: "what is the capital of France?", summoned: true},
 		// The same message as a message.channels event: the same ID.
@@ -79,6 +81,10 @@ func TestDoorParse(t *testing.T) {
 		{fixture: "channel_chatter.json"},
 		{fixture: "channel_chatter.json", context: true, wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449700.000300", wantText: "lunch anyone?"},
 		{fixture: "url_verification.json"},
+		// A thread reply also sent to the channel is a reply in its thread.
+		{fixture: "thread_broadcast.json", wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449610.000210", wantRoot: "1515449522.000016", wantText: "and Spain?", summoned: true},
+		// A reply that mentions only someone else is their discussion.
+		{fixture: "thread_reply_mentions_other.json", context: true, wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449620.000220", wantRoot: "1515449522.000016", wantText: "<@U0OTHER01> can you check this?", others: true},
 	}
 	for _, c := range cases {
 		t.Run(c.fixture, func(t *testing.T) {
@@ -107,7 +113,7 @@ func TestDoorParse(t *testing.T) {
 			}
 			m := got.Messages[0]
 			if m.Kind != "slack" || m.Chat != c.wantChat || m.ID != c.wantID || m.Root != c.wantRoot || m.Text != c.wantText ||
-				m.Direct != c.direct || m.Summoned != c.summoned || m.User == "" || m.Event == "" {
+				m.Direct != c.direct || m.Summoned != c.summoned || m.MentionsOthers != c.others || m.User == "" || m.Event == "" {
 				t.Errorf("message = %+v, want chat %q id %q root %q text %q direct %v summoned %v",
 					m, c.wantChat, c.wantID, c.wantRoot, c.wantText, c.direct, c.summoned)
 			}

@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -51,8 +52,11 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 		}
 	}
 	if c.Door.Bot != nil {
-		if err := c.Door.Bot.Resolve(ctx); err != nil {
-			log.Warn("telegram: bot identity unknown: group mentions and replies are ignored until it is", "error", err)
+		rctx, cancel := context.WithTimeout(ctx, botLookupTimeout)
+		err := c.Door.Bot.Resolve(rctx)
+		cancel()
+		if err != nil {
+			log.Warn("telegram: bot identity unknown: group messages are read again until it is", "error", err)
 		}
 	}
 	for {
@@ -99,8 +103,16 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 			continue
 		}
 		var p channels.Parsed
+		later := false
 		for _, u := range ups {
 			m, err := c.Door.Message(ctx, u)
+			if errors.Is(err, channels.ErrRetryLater) {
+				// Not yet: this update and the ones after it are read
+				// again (the offset stays before it).
+				log.Warn("telegram: update deferred", "update_id", u.UpdateID, "error", err)
+				later = true
+				break
+			}
 			if err != nil {
 				log.Warn("telegram: unreadable update skipped", "update_id", u.UpdateID, "error", err)
 				continue
@@ -117,6 +129,14 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 				}
 				continue
 			}
+		}
+		if later {
+			// The messages before the deferred one were handed off: a
+			// second hand-off is deduplicated by the chat workflow.
+			if !wait() {
+				return nil
+			}
+			continue
 		}
 		for _, u := range ups {
 			if u.UpdateID >= offset {

@@ -87,6 +87,11 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 	var bot BotInfo
 	if d.Bot != nil {
 		bot = d.Bot.Info(ctx)
+		if bot.ID == 0 && msg.Chat.Type != "private" {
+			// Whether it summons the bot cannot be told yet: refuse it,
+			// so it is delivered again once the bot is known.
+			return nil, fmt.Errorf("telegram: group message %d refused until the bot is known: %w", msg.MessageID, channels.ErrRetryLater)
+		}
 	}
 	s := Summon(msg, bot)
 	if s.Stop {
@@ -270,20 +275,26 @@ func attachments(m *Message, photoCap int64) []workflows.Attachment {
 	return out
 }
 
-// Bot lookup bounds: one getMe may take botLookupTimeout; after a failure
-// the next is tried no sooner than botRetryEvery.
+// Bot lookup bounds: one getMe may take botLookupTimeout; failed lookups
+// are retried in the background, botRetryFirst doubling to botRetryEvery.
 const (
-	botLookupTimeout = 1500 * time.Millisecond
-	botRetryEvery    = 10 * time.Second
+	botLookupTimeout = 5 * time.Second
+	botRetryFirst    = time.Second
+	botRetryEvery    = 30 * time.Second
 )
 
-// Bot is the bot's identity, fetched once with getMe and kept.
+// Bot is the bot's identity, fetched with getMe and kept. It is fetched in
+// the background from Start (or the first message) and retried until
+// known; until then group messages are refused with
+// channels.ErrRetryLater (the webhook answers 503, polling reads them
+// again), so none is dropped.
 type Bot struct {
-	mu   sync.Mutex
-	info BotInfo
-	api  *API
-	next time.Time
-	err  error
+	mu      sync.Mutex
+	info    BotInfo
+	api     *API
+	err     error
+	running bool
+	done    chan struct{}
 }
 
 // NewBot returns a Bot that knows username (may be "") and fetches the
@@ -292,32 +303,74 @@ func NewBot(username string, api *API) *Bot {
 	return &Bot{info: BotInfo{Username: username}, api: api}
 }
 
-// Info returns what is known of the bot, calling getMe when its ID is
-// unknown (at most once per botRetryEvery).
-func (b *Bot) Info(ctx context.Context) BotInfo {
+// Start begins resolving the bot in the background (once; retried until
+// known). Serving calls it at startup.
+func (b *Bot) Start() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.info.ID != 0 || b.api == nil || time.Now().Before(b.next) {
-		return b.info
+	if b.info.ID != 0 || b.api == nil || b.running {
+		return
 	}
-	var me User
-	err := b.api.Call(ctx, "getMe", struct{}{}, &me)
-	if err == nil && (me.ID == 0 || me.Username == "") {
-		err = errors.New("telegram: getMe without id or username")
+	b.running = true
+	go b.resolve()
+}
+
+func (b *Bot) resolve() {
+	pause := botRetryFirst
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), botLookupTimeout)
+		var me User
+		err := b.api.Call(ctx, "getMe", struct{}{}, &me)
+		cancel()
+		if err == nil && (me.ID == 0 || me.Username == "") {
+			err = errors.New("telegram: getMe without id or username")
+		}
+		b.mu.Lock()
+		if err == nil {
+			b.info, b.err, b.running = BotInfo{ID: me.ID, Username: me.Username}, nil, false
+			if b.done != nil {
+				close(b.done)
+			}
+			b.mu.Unlock()
+			return
+		}
+		b.err = err
+		b.mu.Unlock()
+		time.Sleep(pause)
+		pause = min(2*pause, botRetryEvery)
 	}
-	if err != nil {
-		b.err, b.next = err, time.Now().Add(botRetryEvery)
-		return b.info
+}
+
+// Resolved is closed once the bot's ID is known.
+func (b *Bot) Resolved() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done == nil {
+		b.done = make(chan struct{})
+		if b.info.ID != 0 {
+			close(b.done)
+		}
 	}
-	b.info, b.err = BotInfo{ID: me.ID, Username: me.Username}, nil
+	return b.done
+}
+
+// Info returns what is known of the bot (resolving it is started in the
+// background while its ID is unknown).
+func (b *Bot) Info(_ context.Context) BotInfo {
+	b.Start()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.info
 }
 
-// Resolve calls getMe now unless the bot is known; connectors call it at
-// startup so the first group message does not wait.
+// Resolve starts resolving and waits for the bot until ctx ends;
+// connectors call it at startup so the first group message does not wait.
 func (b *Bot) Resolve(ctx context.Context) error {
-	if b.Info(ctx).ID != 0 {
+	b.Start()
+	select {
+	case <-b.Resolved():
 		return nil
+	case <-ctx.Done():
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -90,6 +90,14 @@ func (s *Server) Handle(method string, h Handler) {
 	s.handlers[method] = h
 }
 
+// Wrap replaces the handler of method with wrap of it (e.g. one that
+// delays some calls).
+func (s *Server) Wrap(method string, wrap func(Handler) Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers[method] = wrap(s.handlers[method])
+}
+
 // Fail makes the next calls of method answer with failures, in order.
 func (s *Server) Fail(method string, f ...Failure) {
 	s.mu.Lock()

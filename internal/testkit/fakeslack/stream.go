@@ -33,6 +33,11 @@ type Message struct {
 	Tasks []Task
 	// Updates counts chat.update calls on it.
 	Updates int
+	// Metadata is the message's metadata as posted or updated (JSON, ""
+	// for none).
+	Metadata string
+	// seq orders the messages by creation.
+	seq int
 }
 
 // Task is one task_update chunk of a stream.
@@ -64,7 +69,8 @@ func registerStream(s *Server) {
 		out := post(s, c)
 		if ts, _ := out["ts"].(string); ts != "" {
 			s.mu.Lock()
-			s.msgs[ts] = &Message{Channel: c.Get("channel"), TS: ts, Thread: c.Get("thread_ts"), Text: textOf(c)}
+			s.msgs[ts] = &Message{Channel: c.Get("channel"), TS: ts, Thread: c.Get("thread_ts"), Text: textOf(c),
+				Metadata: c.Get("metadata"), seq: len(s.msgs)}
 			s.mu.Unlock()
 		}
 		return out
@@ -78,6 +84,9 @@ func registerStream(s *Server) {
 		}
 		m.Text = textOf(c)
 		m.Updates++
+		if md := c.Get("metadata"); md != "" {
+			m.Metadata = md
+		}
 		s.mu.Unlock()
 		return update(s, c)
 	}
@@ -92,7 +101,7 @@ func registerStream(s *Server) {
 		ts := s.NextTS()
 		s.mu.Lock()
 		s.msgs[ts] = &Message{Channel: c.Get("channel"), TS: ts, Thread: c.Get("thread_ts"), Text: text, Tasks: tasks,
-			Stream: true, Streaming: true}
+			Stream: true, Streaming: true, seq: len(s.msgs)}
 		s.mu.Unlock()
 		return map[string]any{"channel": c.Get("channel"), "ts": ts}
 	}
@@ -123,6 +132,40 @@ func registerStream(s *Server) {
 	}
 	s.handlers["chat.appendStream"] = streamCall(false)
 	s.handlers["chat.stopStream"] = streamCall(true)
+	// conversations.replies and conversations.history list the messages
+	// of a thread or of the channel's top level, oldest first, with their
+	// metadata when include_all_metadata is set (no paging: one page).
+	listing := func(replies bool) Handler {
+		return func(s *Server, c Call) map[string]any {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			var ms []*Message
+			for _, m := range s.msgs {
+				if m.Channel != c.Get("channel") {
+					continue
+				}
+				if replies && m.Thread != c.Get("ts") || !replies && m.Thread != "" {
+					continue
+				}
+				ms = append(ms, m)
+			}
+			slices.SortFunc(ms, func(a, b *Message) int { return a.seq - b.seq })
+			out := []map[string]any{}
+			for _, m := range ms {
+				o := map[string]any{"type": "message", "ts": m.TS, "text": m.Text, "bot_id": "B0BOT"}
+				if m.Thread != "" {
+					o["thread_ts"] = m.Thread
+				}
+				if m.Metadata != "" && c.Get("include_all_metadata") == "1" {
+					o["metadata"] = json.RawMessage(m.Metadata)
+				}
+				out = append(out, o)
+			}
+			return map[string]any{"messages": out, "has_more": false}
+		}
+	}
+	s.handlers["conversations.replies"] = listing(true)
+	s.handlers["conversations.history"] = listing(false)
 	s.handlers["assistant.threads.setStatus"] = func(s *Server, c Call) map[string]any {
 		if c.Get("channel_id") == "" || c.Get("thread_ts") == "" {
 			return map[string]any{"ok": false, "error": "invalid_arguments"}
