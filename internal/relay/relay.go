@@ -150,13 +150,14 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 				msgs = nil
 				continue
 			}
-			r.seen = true
 			if m.Kind == feed.KindAttach {
 				if m.Attach == r.self {
 					r.selfSeen = true
 				} else if r.selfSeen {
 					r.attachedAfter = true
 				}
+			} else {
+				r.seen = true // consumers attaching say nothing about the turn
 			}
 			if m.Kind == feed.KindOutcome {
 				r.outcomeSeen = true
@@ -188,7 +189,7 @@ type state struct {
 	self          string          // this consumer's attach ID
 	selfSeen      bool            // its attach message was read
 	attachedAfter bool            // another consumer attached after it
-	seen          bool            // any message of the turn arrived
+	seen          bool            // any message of the turn (not an attach) arrived
 	outcomeSeen   bool            // the turn's outcome message arrived
 	cur           int             // step of the last position given out
 	shown         map[int]int     // step → events given a position in it
