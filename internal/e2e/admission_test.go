@@ -123,7 +123,7 @@ func TestAdmissionHoldsThePlaceUntilTheTurnEnds(t *testing.T) {
 	}
 
 	close(hold)
-	waitIdle(t, e, "adm-hold")
+	waitTurnsDone(t, e, "adm-hold")
 	waitInFlight(t, lim, 0, "after the turn ended")
 
 	st, body, _ = send(t, http.MethodPost, hs.URL+"/sessions/adm-hold/followup", "admin-token", `{"text":"follow-up turn"}`, nil)

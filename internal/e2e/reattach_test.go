@@ -398,8 +398,8 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	}
 }
 
-// waitIdle waits until session has neither a running nor a queued turn.
-func waitIdle(t *testing.T, e *env, session string) {
+// waitTurnsDone waits until session has neither a running nor a queued turn.
+func waitTurnsDone(t *testing.T, e *env, session string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -455,7 +455,7 @@ func TestResumeAfterTheLogIsGone(t *testing.T) {
 				}
 			}
 			cancel()
-			waitIdle(t, e, session)
+			waitTurnsDone(t, e, session)
 			switch mode {
 			case "sweep":
 				time.Sleep(1200 * time.Millisecond) // past the retention and the sweep interval
