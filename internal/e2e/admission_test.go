@@ -97,6 +97,7 @@ func TestAdmissionHoldsThePlaceUntilTheTurnEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/invoke", strings.NewReader(`{"session":"adm-hold","text":"held turn"}`))
 	req.Header.Set("Authorization", "Bearer admin-token")
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Resume-Within", "1m")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
