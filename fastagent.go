@@ -79,8 +79,9 @@ type Options struct {
 	Tools []agent.Tool
 	// Hooks run on the worker around model and tool calls.
 	Hooks activities.Hooks
-	// DetachGrace is how long a turn whose HTTP client went away keeps
-	// running before it is aborted (default 15 s; negative = at once).
+	// DetachGrace is the longest a turn whose HTTP client went away keeps
+	// running for the client to come back, when the request asked for it
+	// (Resume-Within); default 15 s, negative = never.
 	DetachGrace time.Duration
 	// WorkerStopTimeout bounds how long Close lets running tool and model
 	// calls finish (default 30 s).

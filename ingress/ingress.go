@@ -308,18 +308,59 @@ func (s *Server) invoke(c *gin.Context) {
 	if !s.access(c, scope.Session, true) {
 		return
 	}
+	within, err := ParseResumeWithin(c.GetHeader("Resume-Within"))
+	if err != nil {
+		abort(c, http.StatusBadRequest, agent.CodeInvalidCommand, err.Error())
+		return
+	}
+	ctx := agent.WithSource(c.Request.Context(), "http")
+	ctx = agent.WithIdempotencyKey(ctx, key)
+	ctx = agent.WithResumeAfter(ctx, after)
+	ctx = agent.WithResumeWithin(ctx, within)
 	if lastKey == "" && s.Admission != nil {
 		release, refusal := s.Admission.Admit()
 		if refusal != nil {
 			refuseOverloaded(c, refusal)
 			return
 		}
-		defer release()
+		// The place is held until the turn ends, which may be after this
+		// stream (a turn kept running for its client to come back).
+		var taken func() bool
+		ctx, taken = agent.WithTurnEnd(ctx, release)
+		defer func() {
+			if !taken() {
+				release()
+			}
+		}()
 	}
-	ctx := agent.WithSource(c.Request.Context(), "http")
-	ctx = agent.WithIdempotencyKey(ctx, key)
-	ctx = agent.WithResumeAfter(ctx, after)
 	s.stream(c, ctx, key, func(ctx context.Context) iter.Seq[agent.Event] { return s.Agent.Invoke(ctx, scope, prompt) })
+}
+
+// MaxResumeWithin bounds the Resume-Within a request may ask for; the
+// engine caps it further (http.detachGrace).
+const MaxResumeWithin = time.Hour
+
+// ParseResumeWithin reads a Resume-Within header: how long the client asks
+// the turn to keep running after its connection drops, so that it can resume
+// with Last-Event-ID. A Go duration ("15s") or whole seconds ("15"); "" is 0
+// (a client that goes away cancels its turn).
+func ParseResumeWithin(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.Atoi(v)
+		if nerr != nil {
+			return 0, fmt.Errorf("Resume-Within %q: want a duration such as 15s", v)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("Resume-Within %q must not be negative", v)
+	}
+	return min(d, MaxResumeWithin), nil
 }
 
 // Admitter is admission control: Admit takes a place for a new turn, or

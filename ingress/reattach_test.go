@@ -226,3 +226,17 @@ type attacher struct{}
 func (attacher) Attach(context.Context, string, string) (iter.Seq[agent.Event], error) {
 	return func(yield func(agent.Event) bool) { yield(agent.Event{Type: agent.TypeCompleted, Seq: 7}) }, nil
 }
+
+func TestParseResumeWithin(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "15s": 15 * time.Second, "15": 15 * time.Second, " 2m ": 2 * time.Minute, "100h": ingress.MaxResumeWithin} {
+		got, err := ingress.ParseResumeWithin(in)
+		if err != nil || got != want {
+			t.Errorf("ParseResumeWithin(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"soon", "-1s", "-3"} {
+		if _, err := ingress.ParseResumeWithin(in); err == nil {
+			t.Errorf("ParseResumeWithin(%q) accepted", in)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -262,12 +263,50 @@ func (s *Server) followUp(c *gin.Context) {
 	if key == "" {
 		key = NewKey()
 	}
+	release := func() {}
+	if s.Admission != nil {
+		r, refusal := s.Admission.Admit()
+		if refusal != nil {
+			refuseOverloaded(c, refusal)
+			return
+		}
+		release = r
+	}
 	if err := s.Sessions.FollowUp(c.Request.Context(), c.Param("id"), key, req.Text); err != nil {
+		release()
 		s.fail(c, err)
 		return
 	}
+	s.holdUntilEnd(context.WithoutCancel(c.Request.Context()), c.Param("id"), key, release)
 	c.Header("Idempotency-Key", key)
 	c.JSON(http.StatusAccepted, gin.H{"turn": key, "events": "/sessions/" + c.Param("id") + "/turns/" + key + "/events"})
+}
+
+// holdUntilEnd calls release once the queued turn key of session has
+// ended (followed in the background through the Attacher), so that an
+// admission place taken for it is held while it runs; at once when the
+// turn cannot be followed.
+func (s *Server) holdUntilEnd(ctx context.Context, session, key string, release func()) {
+	if s.Admission == nil {
+		return
+	}
+	if s.Attacher == nil {
+		release()
+		return
+	}
+	go func() {
+		defer release()
+		events, err := s.Attacher.Attach(ctx, session, key)
+		if err != nil {
+			s.log().Warn("admission: cannot follow a queued follow-up turn; its place is released", "session", session, "turn", key, "error", err)
+			return
+		}
+		for ev := range events {
+			if ev.IsTerminal() {
+				return
+			}
+		}
+	}()
 }
 
 // decodeStrict decodes one JSON value.
@@ -301,4 +340,11 @@ func (s *Server) checkForkEntry(c *gin.Context, scope agent.Scope) bool {
 		return false
 	}
 	return true
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
 }

@@ -54,8 +54,9 @@ func newInvoke(g *globals) *cobra.Command {
 			if key != "" {
 				ctx = agent.WithIdempotencyKey(ctx, key)
 			}
-			// A dropped connection or a restarting ingress is resumed, not lost.
-			a := &httpagent.Agent{BaseURL: url, Reconnects: 5, Token: g.apiToken()}
+			// A dropped connection or a restarting ingress is resumed, not lost:
+			// the server is asked to keep the turn running meanwhile.
+			a := &httpagent.Agent{BaseURL: url, Reconnects: 5, ResumeWithin: httpagent.DefaultResumeWithin, Token: g.apiToken()}
 			return runInvoke(ctx, a, session, text, jsonOut, os.Stdout, os.Stderr)
 		},
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -25,7 +26,8 @@ type Limits struct {
 	// MaxBacklogAge bounds how long the oldest waiting task has waited (its
 	// schedule-to-start latency so far).
 	MaxBacklogAge time.Duration `yaml:"maxBacklogAge" json:"maxBacklogAge,omitempty"`
-	// RetryAfter is what a refused caller is told to wait (default 2 s).
+	// RetryAfter is the least a refused caller is told to wait (default
+	// 2 s); each refusal adds a jitter of whole seconds up to as much again.
 	RetryAfter time.Duration `yaml:"retryAfter" json:"retryAfter,omitempty"`
 }
 
@@ -98,11 +100,15 @@ func (l Limits) Validate() error {
 	return nil
 }
 
+// retryAfter is the configured delay plus a jitter of whole seconds up to
+// as much again, so that refused callers do not all come back at once.
 func (l *Limiter) retryAfter() time.Duration {
+	base := DefaultRetryAfter
 	if l.limits.RetryAfter > 0 {
-		return l.limits.RetryAfter
+		base = l.limits.RetryAfter
 	}
-	return DefaultRetryAfter
+	secs := max(int64(base/time.Second), 1)
+	return base + time.Duration(rand.Int64N(secs+1))*time.Second
 }
 
 // Admit takes a place for one turn, or refuses it with a *Refusal. On

@@ -19,8 +19,8 @@ func TestInFlightLimit(t *testing.T) {
 	if no != nil {
 		t.Fatalf("second turn refused: %v", no)
 	}
-	if _, no := l.admit(); no == nil || no.RetryAfter != 3*time.Second {
-		t.Fatalf("third turn: refusal %v, want one with Retry-After 3s", no)
+	if _, no := l.admit(); no == nil || no.RetryAfter < 3*time.Second || no.RetryAfter > 6*time.Second {
+		t.Fatalf("third turn: refusal %v, want one with Retry-After 3–6s", no)
 	}
 	r1()
 	r1() // a second release is a no-op
@@ -66,8 +66,8 @@ func TestBacklogLimits(t *testing.T) {
 			if (no != nil) != tc.refuse {
 				t.Fatalf("refusal = %v, want refused=%v", no, tc.refuse)
 			}
-			if no != nil && (no.RetryAfter != DefaultRetryAfter || no.Reason == "") {
-				t.Errorf("refusal = %+v, want a reason and the default Retry-After", no)
+			if no != nil && (no.RetryAfter < DefaultRetryAfter || no.RetryAfter > 2*DefaultRetryAfter || no.Reason == "") {
+				t.Errorf("refusal = %+v, want a reason and the default Retry-After (with its jitter)", no)
 			}
 			if release != nil {
 				release()
@@ -160,5 +160,32 @@ func waitProbed(t *testing.T, l *Limiter) {
 			t.Fatal("the background sample did not finish")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// Refused callers are told to wait different whole-second delays between
+// the configured RetryAfter and twice it, so that they do not all come back
+// at once.
+func TestRetryAfterJitter(t *testing.T) {
+	l := New(Limits{MaxInFlight: 1, RetryAfter: 2 * time.Second}, nil, nil)
+	release, err := l.Admit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		_, refusal := l.Admit()
+		var r *Refusal
+		if !errors.As(refusal, &r) {
+			t.Fatalf("not refused: %v", refusal)
+		}
+		if r.RetryAfter < 2*time.Second || r.RetryAfter > 4*time.Second || r.RetryAfter%time.Second != 0 {
+			t.Fatalf("RetryAfter %s: want whole seconds in [2s, 4s]", r.RetryAfter)
+		}
+		seen[r.RetryAfter] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("every refusal said %v: no jitter", seen)
 	}
 }

@@ -3,8 +3,10 @@
 // with Update-with-Start (the update ID is the idempotency key, so a
 // redelivery is the same turn, and re-sending the key re-attaches to it),
 // relays the feed, and ends with the terminal taken from the update's
-// outcome. A consumer that goes away detaches: the turn keeps running and is
-// aborted only if nobody re-attaches within DetachGrace. Attach follows a
+// outcome. A consumer that goes away aborts the turn at once, unless it
+// asked to be able to come back (agent.WithResumeWithin): then the turn
+// detaches, keeps running, and is aborted only if nobody re-attaches within
+// that time (at most DetachGrace). Attach follows a
 // turn without sending one. It also offers the session control plane: abort,
 // steer, approve and state.
 package durable
@@ -47,9 +49,11 @@ type Agent struct {
 	// Store is the session store, read to fill in answer text the live feed
 	// lost or no longer keeps, and to find finished turns; nil disables both.
 	Store store.Store
-	// DetachGrace is how long a turn whose consumer went away keeps running
-	// before it is aborted, unless a consumer re-attaches; 0 aborts at once
-	// (the Agent contract's consumer cancel).
+	// DetachGrace is the longest a turn whose consumer went away keeps
+	// running, waiting for a consumer to re-attach, when its consumer asked
+	// for that (agent.WithResumeWithin); 0 allows none. A consumer that did
+	// not ask aborts its turn when it goes away (the Agent contract's
+	// consumer break).
 	DetachGrace time.Duration
 	// PinnedCheck is how long a turn's workflow task may wait for a worker
 	// before the agent checks whether the session is pinned to a build no
@@ -79,6 +83,7 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 }
 
 func (a *Agent) streamOptions(ctx context.Context, session, key string, owner bool) relay.StreamOptions {
+	grace := min(agent.ResumeWithin(ctx), max(a.DetachGrace, 0))
 	opt := relay.StreamOptions{
 		Options: relay.Options{
 			Grace:  a.Grace,
@@ -86,14 +91,15 @@ func (a *Agent) streamOptions(ctx context.Context, session, key string, owner bo
 			Stored: relay.StoreReader(a.Store, session),
 			Logger: a.Logger,
 		},
-		DetachGrace: a.DetachGrace,
+		DetachGrace: grace,
 		Abort:       func(context.Context) {}, // an observer leaving aborts nothing
+		Ended:       agent.TakeTurnEnd(ctx),
 	}
 	if owner {
 		opt.Abort = func(ctx context.Context) {
-			reason := "the client disconnected and did not re-attach"
-			if a.DetachGrace > 0 {
-				reason += " within " + a.DetachGrace.String()
+			reason := "the client disconnected"
+			if grace > 0 {
+				reason += " and did not re-attach within " + grace.String()
 			}
 			if _, err := a.Abort(ctx, session, key, reason); err != nil && !IsNoActiveRun(err) {
 				a.log().Warn("abort after client disconnect failed", "session", session, "turn", key, "error", err)

@@ -7,6 +7,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/httpagent"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testkit"
 )
 
@@ -36,8 +37,12 @@ func (h *durableHarness) WaitAborted(t testing.TB, session string, timeout time.
 // fastRetries keeps model retries short so the suite runs in seconds.
 const fastRetries = "retry:\n  heartbeat: 5s\n"
 
+// The conformance suites run with the served default detach grace: a
+// consumer that breaks off without asking to resume still cancels the
+// turn's in-flight work at once (case 3).
 func TestConformanceDurable(t *testing.T) {
 	e := newEnv(t)
+	e.agent.DetachGrace = serve.DefaultDetachGrace
 	e.writeConfig(fastRetries)
 	e.startWorker()
 	h := &durableHarness{e: e}
@@ -48,6 +53,7 @@ func TestConformanceDurable(t *testing.T) {
 
 func TestConformanceHTTP(t *testing.T) {
 	e := newEnv(t)
+	e.agent.DetachGrace = serve.DefaultDetachGrace
 	e.writeConfig(fastRetries)
 	e.startWorker()
 	a, b := e.ingress(), e.ingress()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,9 +13,11 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/httpagent"
 	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/testkit"
 	"github.com/fastagent/fastagent/internal/transcript"
 )
 
@@ -67,11 +70,12 @@ func checkWhole(t *testing.T, e *env, session string, evs []agent.Event) {
 	}
 }
 
-// A client that drops its connection mid-stream detaches: the turn keeps
-// running (the model stream is not aborted), and re-sending the same key
-// with Last-Event-ID — on POST /invoke, or on the attach route — resumes
-// exactly where it left off. A turn nobody comes back to is aborted after
-// the grace, not before.
+// A client that asked to be able to resume (Resume-Within) and drops its
+// connection mid-stream detaches: the turn keeps running (the model stream
+// is not aborted), and re-sending the same key with Last-Event-ID — on POST
+// /invoke, or on the attach route — resumes exactly where it left off. A
+// turn nobody comes back to is aborted after the grace (what the client
+// asked for, capped by the server's detach grace), not before.
 func TestDisconnectDetachesAndReattachResumes(t *testing.T) {
 	e := newEnv(t)
 	e.agent.DetachGrace = 3 * time.Second
@@ -86,7 +90,7 @@ func TestDisconnectDetachesAndReattachResumes(t *testing.T) {
 			aborted := e.kit.Model.Aborted()
 			key := "key-" + route
 			ctx, cancel := context.WithCancel(agent.WithIdempotencyKey(context.Background(), key))
-			client := &httpagent.Agent{BaseURL: hs.URL}
+			client := &httpagent.Agent{BaseURL: hs.URL, ResumeWithin: time.Minute}
 			var first []agent.Event
 			for ev := range client.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: "stream slowly"}) {
 				first = append(first, ev)
@@ -125,7 +129,7 @@ func TestDisconnectDetachesAndReattachResumes(t *testing.T) {
 		e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"a", "b"}, Hang: true})
 		aborted := e.kit.Model.Aborted()
 		ctx, cancel := context.WithCancel(context.Background())
-		client := &httpagent.Agent{BaseURL: hs.URL}
+		client := &httpagent.Agent{BaseURL: hs.URL, ResumeWithin: time.Minute}
 		for ev := range client.Invoke(ctx, agent.Scope{Session: "detach-abandoned"}, agent.Prompt{Text: "hang"}) {
 			if ev.Type == agent.TypeText {
 				break
@@ -391,5 +395,84 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	}
 	if got := agent.AnswerText(evs); got != "follow-up answer" {
 		t.Fatalf("follow-up text %q", got)
+	}
+}
+
+// waitTurnsDone waits until session has neither a running nor a queued turn.
+func waitTurnsDone(t *testing.T, e *env, session string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		v, err := e.agent.State(context.Background(), session)
+		if err == nil && v.Running == "" && len(v.Queued) == 0 && storedAnswer(t, e, session) != "" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("session %s never became idle", session)
+}
+
+// A client that resumes a finished turn with Last-Event-ID gets exactly the
+// rest of the answer, whatever happened to the turn's live log meanwhile:
+// the log was swept after its retention, the process serving it restarted
+// (a new in-process feed that never saw the turn), or NATS dropped it after
+// its retention. The whole text equals the stored answer, each part once.
+func TestResumeAfterTheLogIsGone(t *testing.T) {
+	for _, mode := range []string{"sweep", "restart", "nats"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			e.agent.DetachGrace = time.Minute
+			switch mode {
+			case "sweep":
+				bus := feed.NewInProcess()
+				bus.Retention = 50 * time.Millisecond
+				t.Cleanup(func() { _ = bus.Close() })
+				e.bus, e.agent.Feed = bus, bus
+			case "nats":
+				prefix := fmt.Sprintf("e2e.resume%d", time.Now().UnixNano())
+				w, err := feed.NewNATS(natsURL(), feed.WithPrefix(prefix), feed.WithRetention(time.Second))
+				testkit.RequireService(t, "nats", natsURL(), err)
+				t.Cleanup(func() { _ = w.Close() })
+				in, err := feed.NewNATS(natsURL(), feed.WithPrefix(prefix), feed.WithRetention(time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = in.Close() })
+				e.bus, e.agent.Feed = w, in // a worker and an ingress process
+			}
+			e.startWorker()
+			hs := e.ingress()
+			slow, _ := chunks(40, "r%02d ")
+			e.kit.Model.Enqueue(modelserver.Reply{Text: slow, ChunkDelay: 30 * time.Millisecond})
+			session, key := "resume-gone-"+mode, "resume-gone-key-"+mode
+			ctx, cancel := context.WithCancel(agent.WithIdempotencyKey(context.Background(), key))
+			client := &httpagent.Agent{BaseURL: hs.URL, ResumeWithin: time.Minute}
+			var first []agent.Event
+			for ev := range client.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: "stream slowly"}) {
+				first = append(first, ev)
+				if len(first) == 15 {
+					break // the connection drops
+				}
+			}
+			cancel()
+			waitTurnsDone(t, e, session)
+			switch mode {
+			case "sweep":
+				time.Sleep(1200 * time.Millisecond) // past the retention and the sweep interval
+			case "restart":
+				bus := feed.NewInProcess()
+				t.Cleanup(func() { _ = bus.Close() })
+				restarted := *e.agent
+				restarted.Feed = bus
+				srv := &ingress.Server{Agent: &restarted, NoAuth: true, Control: &restarted, Attacher: &restarted, Sessions: &restarted}
+				srv.SetReady(true)
+				hs = httptest.NewServer(srv.Handler())
+				t.Cleanup(hs.Close)
+			case "nats":
+				time.Sleep(2500 * time.Millisecond) // past the retention after the turn's end
+			}
+			rest := readAll(t, resumeRequest(t, hs.URL, session, key, first[len(first)-1].Seq))
+			checkWhole(t, e, session, append(first, rest...))
+		})
 	}
 }

@@ -5,8 +5,9 @@
 // turn as a log for a bounded time after its last message (Retention), so a
 // consumer that attaches late, or re-attaches after a dropped connection,
 // reads the turn from its start and misses nothing. Every message carries its
-// position in that log (Seq), the same for every consumer of a bus, which
-// transports use as a resume cursor (the SSE id). Delivery is at-most-once
+// position in that log (Seq), the same for every consumer of a bus; it is
+// not a resume cursor (a log can be swept, or recreated after a restart):
+// the relay derives resume positions from the turn's steps. Delivery is at-most-once
 // (a lost message is detected through the step markers and filled in from
 // the session store), ordered per publisher, and publishers never wait for
 // subscribers: each subscription buffers without bound until it is read.
@@ -38,7 +39,8 @@ const (
 	KindOutcome = "outcome"
 )
 
-// DefaultRetention is how long a turn's log is kept after its last message.
+// DefaultRetention is how long a turn's log is kept after its last message
+// (in process) or after its end (NATS).
 const DefaultRetention = 10 * time.Minute
 
 // Message is one item on a session's feed.

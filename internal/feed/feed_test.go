@@ -481,3 +481,82 @@ func BenchmarkPublishToReceive(b *testing.B) {
 		run(b, pub, sub)
 	})
 }
+
+// subjectCount is how many messages the stream of b holds for subject.
+func subjectCount(t *testing.T, prefix, subject string) uint64 {
+	t.Helper()
+	nc, err := nats.Connect(natsURL, nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, feed.StreamName(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subject]
+}
+
+// NATS keeps a turn for the retention after its end, not each message for
+// the retention after it was sent: a turn longer than the retention keeps
+// its start; once it has ended, it is dropped after the retention.
+func TestNATSRetentionIsPerTurn(t *testing.T) {
+	natsAvailable(t)
+	prefix := newNATSPrefix(t)
+	const retention = time.Second
+	mk := func(name string) *feed.NATS {
+		b, err := feed.NewNATS(natsURL, feed.WithPrefix(prefix), feed.WithName(name), feed.WithRetention(retention))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	pub, sub := mk("feed-test-worker"), mk("feed-test-ingress")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	turn := []feed.Message{
+		{Session: "s", Turn: "long", Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Session: "s", Turn: "long", Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: &agent.Event{Type: agent.TypeText, Delta: "start"}},
+		{Session: "s", Turn: "long", Kind: feed.KindEnd, Step: 1, Marker: "long/m1"},
+		{Session: "s", Turn: "long", Kind: feed.KindOutcome, Outcome: []byte(`{"turn":"long"}`)},
+	}
+	for i, m := range turn {
+		if i == 2 {
+			time.Sleep(retention + 500*time.Millisecond) // the turn outlasts the retention
+		}
+		if err := pub.Publish(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sub.Subscribe(ctx, "s", "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := feedtest.ReceiveN(t, s, 1)
+	_ = s.Close()
+	if got[0].Kind != feed.KindAttempt {
+		t.Fatalf("the turn's log starts with a %s message: its start was dropped while the turn ran", got[0].Kind)
+	}
+	subject := pub.Subject("s", "long")
+	deadline := time.Now().Add(10 * time.Second)
+	for subjectCount(t, prefix, subject) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended turn's %d messages are still kept long after the retention", subjectCount(t, prefix, subject))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -27,6 +27,7 @@ type Option func(*natsConfig)
 
 type natsConfig struct {
 	retention     time.Duration
+	maxTurnAge    time.Duration
 	maxBytes      int64
 	prefix        string
 	name          string
@@ -38,9 +39,21 @@ type natsConfig struct {
 // isolate tests or deployments sharing a NATS server.
 func WithPrefix(prefix string) Option { return func(c *natsConfig) { c.prefix = prefix } }
 
-// WithRetention sets how long the stream keeps a message (default
-// DefaultRetention): the window in which a turn can be replayed exactly.
+// WithRetention sets how long a turn is kept after it ended (default
+// DefaultRetention): the window in which a finished turn can be replayed
+// from the feed (later, its text comes from the session store).
 func WithRetention(d time.Duration) Option { return func(c *natsConfig) { c.retention = d } }
+
+// DefaultMaxTurnAge is how long the stream keeps any message at most: the
+// backstop for turns whose end was never seen by a bus that could drop them
+// (the worker that published the outcome stopped within the retention).
+const DefaultMaxTurnAge = 24 * time.Hour
+
+// WithMaxTurnAge sets the backstop age of every message (default
+// DefaultMaxTurnAge, at least the retention). A turn running longer than
+// this loses its start from the feed; the relay then fills it in from the
+// store.
+func WithMaxTurnAge(d time.Duration) Option { return func(c *natsConfig) { c.maxTurnAge = d } }
 
 // WithMaxBytes bounds the stream's memory (default unlimited: the retention
 // bounds it); the oldest messages go first.
@@ -61,19 +74,23 @@ func WithNATSOptions(opts ...nats.Option) Option {
 
 // NATS is a Bus over NATS JetStream. Workers and ingresses in different
 // processes each hold one. Every turn has its own subject in one memory
-// stream whose messages expire after the retention; publishers publish
-// without waiting for the broker's ack, and a subscriber reads its turn's
-// subject from the start with an ordered consumer. Seq is the stream
-// sequence, so every consumer sees the same cursor for the same message.
+// stream; a turn is kept whole while it runs and dropped the retention
+// after its end (the bus that publishes its outcome purges its subject
+// then; messages older than the max turn age go in any case). Publishers
+// publish without waiting for the broker's ack, and a subscriber reads its
+// turn's subject from the start with an ordered consumer. Seq is the stream
+// sequence (resume positions are the relay's, derived from the turn's steps).
 type NATS struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
+	st        jetstream.Stream
 	prefix    string
 	stream    string
 	retention time.Duration
 
 	mu     sync.Mutex
 	subs   map[*natsSub]struct{}
+	purges map[string]*time.Timer
 	closed bool
 }
 
@@ -105,23 +122,53 @@ func NewNATS(url string, opts ...Option) (*NATS, error) {
 		nc.Close()
 		return nil, fmt.Errorf("feed: JetStream on %s: %w", url, err)
 	}
-	b := &NATS{nc: nc, js: js, prefix: cfg.prefix, stream: StreamName(cfg.prefix), retention: cfg.retention, subs: make(map[*natsSub]struct{})}
+	if cfg.maxTurnAge <= 0 {
+		cfg.maxTurnAge = DefaultMaxTurnAge
+	}
+	b := &NATS{nc: nc, js: js, prefix: cfg.prefix, stream: StreamName(cfg.prefix), retention: cfg.retention,
+		subs: make(map[*natsSub]struct{}), purges: make(map[string]*time.Timer)}
 	ctx, cancel := context.WithTimeout(context.Background(), defaultFlushTimeout)
 	defer cancel()
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        b.stream,
 		Description: "fastagent live feed: one subject per turn, kept for late and re-attaching consumers",
 		Subjects:    []string{b.prefix + ".>"},
 		Storage:     jetstream.MemoryStorage,
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
-		MaxAge:      cfg.retention,
+		MaxAge:      max(cfg.maxTurnAge, cfg.retention),
 		MaxBytes:    cfg.maxBytes,
-	}); err != nil {
+	})
+	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("feed: create stream %s on %s (is JetStream enabled? start nats-server with -js): %w", b.stream, url, err)
 	}
+	b.st = st
 	return b, nil
+}
+
+// expire drops a turn's subject the retention after its end (its outcome).
+func (b *NATS) expire(subject string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	if t := b.purges[subject]; t != nil {
+		t.Stop()
+	}
+	b.purges[subject] = time.AfterFunc(b.retention, func() {
+		b.mu.Lock()
+		delete(b.purges, subject)
+		closed := b.closed
+		b.mu.Unlock()
+		if closed {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), defaultFlushTimeout)
+		defer cancel()
+		_ = b.st.Purge(ctx, jetstream.WithPurgeSubject(subject)) // the max turn age is the backstop
+	})
 }
 
 // StreamName is the JetStream stream that holds the feed with this prefix.
@@ -161,11 +208,15 @@ func (b *NATS) Publish(ctx context.Context, m Message) error {
 	if err != nil {
 		return fmt.Errorf("feed: encode message: %w", err)
 	}
-	if err := b.nc.Publish(b.Subject(m.Session, m.Turn), data); err != nil {
+	subject := b.Subject(m.Session, m.Turn)
+	if err := b.nc.Publish(subject, data); err != nil {
 		if errors.Is(err, nats.ErrConnectionClosed) {
 			return ErrClosed
 		}
 		return fmt.Errorf("feed: publish: %w", err)
+	}
+	if m.Kind == KindOutcome {
+		b.expire(subject)
 	}
 	return nil
 }
@@ -251,6 +302,10 @@ func (b *NATS) Close() error {
 	b.closed = true
 	subs := b.subs
 	b.subs = nil
+	for _, t := range b.purges {
+		t.Stop()
+	}
+	b.purges = nil
 	b.mu.Unlock()
 	for s := range subs {
 		s.close()

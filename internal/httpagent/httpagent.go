@@ -25,7 +25,8 @@ import (
 // its terminal (the ingress restarted or the network dropped), it resends
 // the turn with the same Idempotency-Key and Last-Event-ID — to the next of
 // BaseURL and Fallbacks — up to Reconnects times, so the caller still gets
-// every event once and one terminal.
+// every event once and one terminal. Such a client asks the server to keep
+// the turn running meanwhile (ResumeWithin).
 type Agent struct {
 	BaseURL string
 	// Fallbacks are other ingresses of the same deployment to resume on.
@@ -35,7 +36,14 @@ type Agent struct {
 	// RetryDelay is the pause before a resume (default: the server's SSE
 	// retry hint, else 1 s).
 	RetryDelay time.Duration
-	Client     *http.Client
+	// ResumeWithin asks the server to keep a turn running this long after
+	// the connection drops, so that a resume finds it (the Resume-Within
+	// header; the server caps it by its http.detachGrace). Default: 15 s
+	// when Reconnects > 0, else none — then leaving the stream (the
+	// consumer stops, ctx ends, the connection drops) cancels the turn.
+	// Negative: never asked.
+	ResumeWithin time.Duration
+	Client       *http.Client
 	// Token is the API token sent as Authorization: Bearer (none when "").
 	Token string
 }
@@ -64,6 +72,9 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 				return
 			}
 			req.Header.Set("Content-Type", "application/json")
+			if d := a.resumeWithin(); d > 0 {
+				req.Header.Set("Resume-Within", d.String())
+			}
 			if key != "" {
 				req.Header.Set("Idempotency-Key", key)
 			}
@@ -91,6 +102,19 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 			}
 		}
 	}
+}
+
+// DefaultResumeWithin is what a resuming Agent asks for by default.
+const DefaultResumeWithin = 15 * time.Second
+
+func (a *Agent) resumeWithin() time.Duration {
+	switch {
+	case a.ResumeWithin != 0:
+		return a.ResumeWithin
+	case a.Reconnects > 0:
+		return DefaultResumeWithin
+	}
+	return 0
 }
 
 // Attach follows turn key of session on BaseURL (GET

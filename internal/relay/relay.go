@@ -7,9 +7,13 @@
 // events the feed lost is filled in from the session store, so a terminal
 // never follows a known gap.
 //
-// The relay is a deterministic function of the turn's log: two relays (two
-// ingresses) reading the same log emit the same events with the same Seq, so
-// a consumer can resume on any of them after the last Seq it has.
+// Every event's Seq is its position in the turn, derived from the turn's
+// steps, not from the bus: Position(step, n) for the n-th event the relay
+// shows of that step. Two relays (two ingresses, or one before and one after
+// the log was swept, the process restarted, or on another bus) give the same
+// events the same Seq, so a consumer can resume on any of them after the
+// last Seq it has. A step whose start the log no longer holds is not shown
+// live (its positions would not be the same); it is filled in from the store.
 package relay
 
 import (
@@ -61,6 +65,21 @@ func FromOutcome(o agentloop.Outcome, stored func(ctx context.Context) ([]string
 	}
 }
 
+// stepScale separates a position's step from its index within the step.
+const stepScale = 1_000_000_000
+
+// Position is the Seq of the n-th event (from 1) the relay shows of model
+// step step: step×10⁹ + n. Positions increase through a turn.
+func Position(step, n int) int64 { return int64(step)*stepScale + int64(n) }
+
+// SplitPosition is the inverse of Position.
+func SplitPosition(seq int64) (step, n int) {
+	if seq <= 0 {
+		return 0, 0
+	}
+	return int(seq / stepScale), int(seq % stepScale)
+}
+
 // Options tune one relay.
 type Options struct {
 	// Grace bounds the wait for the feed after the outcome (default
@@ -84,9 +103,10 @@ func Run(ctx context.Context, sub feed.Subscription, outcome <-chan Terminal, op
 	return ok
 }
 
-// relayTurn is Run for a consumer that announced itself with attach message self;
-// it also reports whether that message was read.
-func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Terminal, opt Options, self string, yield func(agent.Event) bool) (bool, bool) {
+// relayTurn is Run for a consumer that announced itself with attach message
+// self; it also returns what it read of the log (whether that message was
+// read, and whether another consumer attached after it).
+func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Terminal, opt Options, self string, yield func(agent.Event) bool) (bool, *state) {
 	grace := opt.Grace
 	if grace <= 0 {
 		grace = DefaultGrace
@@ -116,24 +136,28 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 	}
 	for {
 		if term != nil && (r.complete(*term) || msgs == nil) {
-			return r.finish(ctx, *term, opt, emit), r.selfSeen
+			return r.finish(ctx, *term, opt, emit), r
 		}
 		select {
 		case <-ctx.Done():
-			return false, r.selfSeen
+			return false, r
 		case t := <-outcome:
 			setTerm(t)
 		case <-deadline:
-			return r.finish(ctx, *term, opt, emit), r.selfSeen
+			return r.finish(ctx, *term, opt, emit), r
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil
 				continue
 			}
-			r.seen = true
-			r.seq = max(r.seq, m.Seq)
-			if m.Kind == feed.KindAttach && m.Attach == r.self {
-				r.selfSeen = true
+			if m.Kind == feed.KindAttach {
+				if m.Attach == r.self {
+					r.selfSeen = true
+				} else if r.selfSeen {
+					r.attachedAfter = true
+				}
+			} else {
+				r.seen = true // consumers attaching say nothing about the turn
 			}
 			if m.Kind == feed.KindOutcome {
 				r.outcomeSeen = true
@@ -150,9 +174,9 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 				continue
 			}
 			for _, ev := range r.handle(m) {
-				ev.Seq = m.Seq
+				ev.Seq = r.position(m.Step)
 				if !emit(ev) {
-					return false, r.selfSeen
+					return false, r
 				}
 			}
 		}
@@ -162,22 +186,27 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 // state tracks what the consumer has been shown (or, below the resume
 // cursor, had been shown before).
 type state struct {
-	self        string          // this consumer's attach ID
-	selfSeen    bool            // its attach message was read
-	seen        bool            // any message of the turn arrived
-	outcomeSeen bool            // the turn's outcome message arrived
-	seq         int64           // highest Seq seen
-	attempt     map[int]int     // step → latest attempt seen
-	textSeen    map[int]bool    // step → text shown since the last restart
-	announced   map[[2]int]bool // (step, attempt) → retrying already shown
-	stepDone    map[int]bool    // step → its model end marker arrived
-	started     map[string]bool
-	ended       map[string]bool
-	markers     map[string]bool
+	self          string          // this consumer's attach ID
+	selfSeen      bool            // its attach message was read
+	attachedAfter bool            // another consumer attached after it
+	seen          bool            // any message of the turn (not an attach) arrived
+	outcomeSeen   bool            // the turn's outcome message arrived
+	cur           int             // step of the last position given out
+	shown         map[int]int     // step → events given a position in it
+	begun         map[int]bool    // step → its first attempt's start arrived
+	attempt       map[int]int     // step → latest attempt seen
+	textSeen      map[int]bool    // step → text shown since the last restart
+	announced     map[[2]int]bool // (step, attempt) → retrying already shown
+	stepDone      map[int]bool    // step → its model end marker arrived
+	started       map[string]bool
+	ended         map[string]bool
+	markers       map[string]bool
 }
 
 func newState() *state {
 	return &state{
+		shown:     map[int]int{},
+		begun:     map[int]bool{},
 		attempt:   map[int]int{},
 		textSeen:  map[int]bool{},
 		announced: map[[2]int]bool{},
@@ -202,7 +231,9 @@ func (r *state) complete(t Terminal) bool {
 	return len(r.missing(t)) == 0
 }
 
-// missing lists the model steps of the turn whose end marker never arrived.
+// missing lists the model steps of the turn the feed did not deliver whole:
+// whose end marker never arrived, or whose start (or an earlier step's) the
+// log no longer holds.
 func (r *state) missing(t Terminal) []int {
 	last := t.Steps
 	if !t.Completed {
@@ -210,11 +241,31 @@ func (r *state) missing(t Terminal) []int {
 	}
 	var out []int
 	for s := 1; s <= last; s++ {
-		if !r.stepDone[s] {
+		if !r.stepDone[s] || !r.intact(s) {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// intact reports whether the log holds step s and every step before it from
+// its start: only then are the step's events shown live (their positions
+// are the same for every relay of the turn).
+func (r *state) intact(s int) bool {
+	for t := 1; t <= s; t++ {
+		if !r.begun[t] {
+			return false
+		}
+	}
+	return true
+}
+
+// position gives the next event of step s (of the step shown last, if
+// that is later) its Seq.
+func (r *state) position(s int) int64 {
+	r.cur = max(r.cur, s)
+	r.shown[r.cur]++
+	return Position(r.cur, r.shown[r.cur])
 }
 
 // finish fills in the steps the feed lost, from the store, then sends the
@@ -222,35 +273,43 @@ func (r *state) missing(t Terminal) []int {
 // of the stream (resending the key re-attaches), never as a cut-off answer
 // that looks complete.
 func (r *state) finish(ctx context.Context, t Terminal, opt Options, emit func(agent.Event) bool) bool {
-	seq := r.seq
-	next := func(ev agent.Event) bool {
-		seq++
-		ev.Seq = seq
-		return emit(ev)
-	}
+	atStep, atN := SplitPosition(opt.After)
 	if missing := r.missing(t); len(missing) > 0 && t.Steps > 0 {
 		texts, err := readStored(ctx, t)
 		if err != nil {
 			log(opt).Warn("relay: the live feed lost part of a turn and the stored answer could not be read", "error", err)
-			next(agent.Failed("the answer could not be read back from the session store ("+err.Error()+
-				"); the turn itself is not lost: resend the same Idempotency-Key to get it", true, ""))
+			ev := agent.Failed("the answer could not be read back from the session store ("+err.Error()+
+				"); the turn itself is not lost: resend the same Idempotency-Key to get it", true, "")
+			ev.Seq = r.position(0)
+			emit(ev)
 			return true
 		}
 		for _, s := range missing {
-			if r.textSeen[s] {
-				if !next(agent.Event{Type: agent.TypeRetrying, Step: s, Attempt: r.attempt[s],
-					Reason: "the live feed lost part of this step; its stored text follows"}) {
+			if s < atStep {
+				continue // the consumer was shown this step whole before
+			}
+			// The store's text follows what this relay (and, before a
+			// resume, another) showed of the step.
+			if s == atStep {
+				r.shown[s] = max(r.shown[s], atN)
+			}
+			r.cur = max(r.cur, s)
+			if r.textSeen[s] || (s == atStep && atN > 0) {
+				if !emit(agent.Event{Type: agent.TypeRetrying, Step: s, Attempt: r.attempt[s],
+					Reason: "the live feed lost part of this step; its stored text follows", Seq: r.position(s)}) {
 					return false
 				}
 			}
 			if s <= len(texts) && texts[s-1] != "" {
-				if !next(agent.Event{Type: agent.TypeText, Step: s, Delta: texts[s-1]}) {
+				if !emit(agent.Event{Type: agent.TypeText, Step: s, Delta: texts[s-1], Seq: r.position(s)}) {
 					return false
 				}
 			}
 		}
 	}
-	next(t.Event)
+	ev := t.Event
+	ev.Seq = r.position(0)
+	emit(ev)
 	return true
 }
 
@@ -276,6 +335,17 @@ func readStored(ctx context.Context, t Terminal) ([]string, error) {
 }
 
 func (r *state) handle(m feed.Message) []agent.Event {
+	if m.Kind == feed.KindAttempt && m.Attempt <= 1 && r.attempt[m.Step] == 0 {
+		r.begun[m.Step] = true
+	}
+	if m.Kind != feed.KindEnd && m.Step > 0 && !r.intact(m.Step) {
+		// The log lost the start of this step (or of one before it): its
+		// events are filled in from the store once the turn ends.
+		if m.Kind == feed.KindAttempt {
+			r.attempt[m.Step] = max(r.attempt[m.Step], m.Attempt)
+		}
+		return nil
+	}
 	switch m.Kind {
 	case feed.KindEnd:
 		r.markers[m.Marker] = true
@@ -359,19 +429,35 @@ type StreamOptions struct {
 	// Abort stops the turn. Nil means the turn's run is simply cancelled
 	// (the in-process agent).
 	Abort func(ctx context.Context)
+	// Ended, when set, is called once, when the turn's work this consumer
+	// started (or joined) is over: its run returned after the terminal or
+	// an abort, or — for a turn kept running for another consumer — when
+	// the turn ended. A door holds an admission place until then.
+	Ended func()
 }
+
+// abortSettle bounds the wait for a turn's run to return after an abort.
+const abortSettle = 30 * time.Second
 
 // Stream runs one turn behind a relay: it subscribes to the turn's log,
 // announces the attach, carries out the turn with run in the background and
 // relays until the terminal. When the consumer stops first, the turn is
-// detached: it keeps running, and is aborted only if no other consumer
-// attaches within DetachGrace (unless ctx was cancelled with ErrHandOff:
-// then nothing is aborted). It reports whether the terminal was sent.
+// aborted at once (DetachGrace 0), or detached: it keeps running, and is
+// aborted only if no other consumer attaches within DetachGrace. Another
+// consumer that attached while this one's stream was still open counts:
+// the turn is then theirs. When ctx was cancelled with ErrHandOff nothing
+// is aborted. It reports whether the terminal was sent.
 func Stream(ctx context.Context, bus feed.Bus, session, turn string, opt StreamOptions,
 	run func(ctx context.Context) Terminal, yield func(agent.Event) bool) bool {
+	ended := func() {
+		if opt.Ended != nil {
+			opt.Ended()
+		}
+	}
 	sub, err := bus.Subscribe(ctx, session, turn)
 	if err != nil {
 		yield(agent.Failed("live feed unavailable: "+err.Error(), true, ""))
+		ended()
 		return true
 	}
 	me := newAttachID()
@@ -384,32 +470,49 @@ func Stream(ctx context.Context, bus feed.Bus, session, turn string, opt StreamO
 		defer close(done)
 		outcome <- run(rctx)
 	}()
-	ok, selfSeen := relayTurn(ctx, sub, outcome, opt.Options, me, yield)
-	if ok {
+	// settle waits for the run to return (at most wait), then ends it.
+	settle := func(wait time.Duration) {
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-done:
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		cancel()
 		<-done
+		ended()
+	}
+	ok, r := relayTurn(ctx, sub, outcome, opt.Options, me, yield)
+	if ok {
 		_ = sub.Close()
+		settle(0)
 		return true
 	}
 	switch {
 	case errors.Is(context.Cause(ctx), agent.ErrHandOff):
-		cancel()
 		_ = sub.Close()
+		cancel()
+		go settle(0)
 	case opt.Abort == nil:
-		cancel()
-		<-done
 		_ = sub.Close()
+		settle(0)
 	case opt.DetachGrace <= 0:
-		abort(ctx, opt.Abort)
-		cancel()
 		_ = sub.Close()
+		abort(ctx, opt.Abort)
+		go settle(abortSettle)
 	default:
 		go func() {
-			defer func() { _ = sub.Close() }()
-			defer cancel()
-			if !reattached(sub, me, selfSeen, done, opt.DetachGrace) {
+			back := r.attachedAfter || reattached(sub, me, r.selfSeen, done, opt.DetachGrace)
+			_ = sub.Close()
+			if !back {
 				abort(ctx, opt.Abort)
+				settle(abortSettle)
+				return
 			}
+			<-done // the turn runs on for the consumer that came back
+			settle(0)
 		}()
 	}
 	return false

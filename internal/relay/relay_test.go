@@ -361,3 +361,133 @@ func TestStreamDetach(t *testing.T) {
 		waitAborts(d, 0, 0)
 	})
 }
+
+// twoStepLog is a two-step turn: step 1 streams and calls a tool, step 2
+// streams its answer.
+func twoStepLog() ([]feed.Message, string) {
+	msgs := []feed.Message{{Kind: feed.KindAttempt, Step: 1, Attempt: 1}}
+	var one, two strings.Builder
+	for i := range 20 {
+		d := fmt.Sprintf("a%02d ", i)
+		one.WriteString(d)
+		msgs = append(msgs, feed.Message{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text(d))})
+	}
+	msgs = append(msgs,
+		feed.Message{Kind: feed.KindEnd, Step: 1, Marker: "t1/m1"},
+		feed.Message{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolStarted("c1", "read", nil))},
+		feed.Message{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolEnded("c1", false, "hi"))},
+		feed.Message{Kind: feed.KindEnd, Marker: "t1/t/c1"},
+		feed.Message{Kind: feed.KindAttempt, Step: 2, Attempt: 1})
+	for i := range 20 {
+		d := fmt.Sprintf("b%02d ", i)
+		two.WriteString(d)
+		msgs = append(msgs, feed.Message{Kind: feed.KindEvent, Step: 2, Attempt: 1, Event: ev(agent.Text(d))})
+	}
+	msgs = append(msgs, feed.Message{Kind: feed.KindEnd, Step: 2, Marker: "t1/m2"})
+	return msgs, one.String() + "|" + two.String()
+}
+
+// checkResumed asserts that a consumer's events before and after a resume
+// hold the stored answer exactly once and one terminal.
+func checkResumed(t *testing.T, what string, first, rest []agent.Event, want string) {
+	t.Helper()
+	all := append(append([]agent.Event(nil), first...), rest...)
+	if got := agent.AnswerText(all); got != want {
+		t.Fatalf("%s: text differs:\n got  %q\n want %q\n(events after the resume: %q)", what, got, want, types(rest))
+	}
+	terms := 0
+	for _, e := range all {
+		if e.IsTerminal() {
+			terms++
+		}
+	}
+	if terms != 1 {
+		t.Fatalf("%s: %d terminals", what, terms)
+	}
+}
+
+// A resume position means the same thing whatever happened to the turn's
+// log: a consumer that resumes after the log was swept (answered from the
+// store), after it was recreated with other bus positions (a restart, or
+// another bus such as NATS whose sequence counts every turn), gets exactly
+// the rest of the answer, each text once.
+func TestRelayResumeSurvivesLogRecreated(t *testing.T) {
+	t.Parallel()
+	msgs, whole := twoStepLog()
+	parts := strings.SplitN(whole, "|", 2)
+	want := parts[0] + parts[1]
+	stored := func(context.Context) ([]string, error) { return parts, nil }
+	term := completed(2, "t1/m2")
+	term.Stored = stored
+	full := relayLog(t, turnLog(t, msgs), term, relay.Options{})
+	if agent.AnswerText(full) != want {
+		t.Fatalf("whole relay: %q", agent.AnswerText(full))
+	}
+	// The same turn on a bus where other messages came first (its positions
+	// on the bus are all different).
+	shifted := append([]feed.Message{
+		{Kind: feed.KindAttach, Attach: "a"}, {Kind: feed.KindAttach, Attach: "b"}, {Kind: feed.KindAttach, Attach: "c"},
+	}, msgs...)
+	logs := map[string]func() *feed.InProcess{
+		"swept":    func() *feed.InProcess { return turnLog(t, nil) },
+		"shifted":  func() *feed.InProcess { return turnLog(t, shifted) },
+		"same log": func() *feed.InProcess { return turnLog(t, msgs) },
+	}
+	for name, mk := range logs {
+		bus := mk()
+		for cut := 1; cut < len(full); cut++ {
+			first := full[:cut]
+			rest := relayLog(t, bus, term, relay.Options{After: first[cut-1].Seq, Grace: 20 * time.Millisecond})
+			checkResumed(t, fmt.Sprintf("%s, resumed after %d events", name, cut), first, rest, want)
+		}
+	}
+}
+
+// A log whose start was cut (a broker expired the first messages of a long
+// turn) but whose step-end markers survive is not complete: the cut step is
+// filled in from the store, never sent cut off.
+func TestRelayCutStartIsFilledIn(t *testing.T) {
+	t.Parallel()
+	msgs, whole := twoStepLog()
+	parts := strings.SplitN(whole, "|", 2)
+	term := completed(2, "t1/m2")
+	term.Stored = func(context.Context) ([]string, error) { return parts, nil }
+	got := relayLog(t, turnLog(t, msgs[10:]), term, relay.Options{Grace: 20 * time.Millisecond})
+	if a := agent.AnswerText(got); a != parts[0]+parts[1] {
+		t.Fatalf("answer %q\nwant   %q", a, parts[0]+parts[1])
+	}
+}
+
+// A consumer that re-attaches (on another ingress) while the first one's
+// stream is still open — before the first notices its client is gone —
+// keeps the turn: the first consumer's leaving aborts nothing.
+func TestStreamReattachBeforeDisconnectNoticed(t *testing.T) {
+	t.Parallel()
+	bus := feed.NewInProcess()
+	t.Cleanup(func() { _ = bus.Close() })
+	var aborts atomic.Int32
+	release := make(chan struct{})
+	defer close(release)
+	_ = bus.Publish(context.Background(), feed.Message{Session: "s", Turn: "t1", Kind: feed.KindEvent, Event: ev(agent.Text("x"))})
+	opt := relay.StreamOptions{DetachGrace: 300 * time.Millisecond, Abort: func(context.Context) { aborts.Add(1) }}
+	relay.Stream(context.Background(), bus, "s", "t1", opt, func(ctx context.Context) relay.Terminal {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return completed(0, "")
+	}, func(e agent.Event) bool {
+		switch e.Delta {
+		case "x": // another consumer attaches, then more text comes
+			_ = bus.Publish(context.Background(), feed.Message{Session: "s", Turn: "t1", Kind: feed.KindAttach, Attach: "other-ingress"})
+			_ = bus.Publish(context.Background(), feed.Message{Session: "s", Turn: "t1", Kind: feed.KindEvent, Event: ev(agent.Text("y"))})
+			return true
+		default: // the write fails: this consumer's client is gone
+			return false
+		}
+	})
+	time.Sleep(time.Second)
+	if n := aborts.Load(); n != 0 {
+		t.Fatalf("the turn was aborted %d time(s) although another consumer attached", n)
+	}
+}

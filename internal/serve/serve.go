@@ -95,9 +95,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Getenv reads the environment model clients use (default os.Getenv).
 	Getenv func(string) string
-	// DetachGrace is how long a turn whose HTTP client went away keeps
-	// running before it is aborted, unless the client re-attaches
-	// (default DefaultDetachGrace; negative = abort at once).
+	// DetachGrace is the longest a turn whose HTTP client went away keeps
+	// running for the client to re-attach, when the request asked for it
+	// with Resume-Within (default DefaultDetachGrace; negative = never).
 	DetachGrace time.Duration
 	// Metrics records fastagent's metrics (worker interceptor, webhook
 	// doors) and serves GET /metrics on the ingress; nil: none.

@@ -143,9 +143,10 @@ type MCPServer struct {
 type HTTPConfig struct {
 	Host string `yaml:"host"`
 	Port int    `yaml:"port"`
-	// DetachGrace is how long a turn whose client disconnected keeps running
-	// before it is aborted, unless the client re-attaches (default 15s; 0 =
-	// abort at once).
+	// DetachGrace is the longest a turn whose client disconnected keeps
+	// running, waiting for the client to re-attach, when the request asked
+	// for it (Resume-Within); default 15s, 0 = never. A client that did not
+	// ask cancels its turn by disconnecting.
 	DetachGrace *Duration `yaml:"detachGrace"`
 	// AllowedOrigins are the browser origins the API answers
 	// ("https://app.example.com"); a request with another Origin is refused.
