@@ -67,7 +67,7 @@ func TestSessionPlainTurn(t *testing.T) {
 	}
 	equal(t, "begin.Session", begins[0].Session, "s1")
 	equal(t, "begin.Key", begins[0].Key, "turn-1")
-	equal(t, "begin.Window", begins[0].Window, 24*time.Hour)
+	equal(t, "begin.Window (left to the worker's configuration)", begins[0].Window, time.Duration(0))
 	e := begins[0].Entry
 	equal(t, "call.Leaf", c.Leaf, e.ID)
 	equal(t, "user.ParentID", e.ParentID, "leaf-0")
@@ -168,11 +168,16 @@ func TestSessionToolTurnChainsEntries(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	// IDs come from the workflow's counter, in allocation order, behind the
-	// chain's prefix and the turn's nonce.
-	prefix := ids[0][:strings.LastIndex(ids[0], "-")]
-	for i, id := range ids {
-		equal(t, fmt.Sprintf("ids[%d]", i), id, fmt.Sprintf("%s-%d", prefix, i+1))
+	// The prompt's ID comes from the turn key and its parent, behind the
+	// chain's prefix; the others from the workflow's counter, in allocation
+	// order, behind the chain's prefix and the turn's nonce.
+	prefix := ids[1][:strings.LastIndex(ids[1], "-")]
+	chain := prefix[:strings.LastIndex(prefix, "-")]
+	if !strings.HasPrefix(ids[0], chain+"-p") {
+		t.Errorf("prompt ID %q, want %s-p<key hash>", ids[0], chain)
+	}
+	for i, id := range ids[1:] {
+		equal(t, fmt.Sprintf("ids[%d]", i+1), id, fmt.Sprintf("%s-%d", prefix, i+2))
 	}
 
 	equal(t, "view.Leaf", view.Leaf, m2.EntryID)
