@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -62,6 +63,14 @@ func (a *Activities) openLeaf(ctx context.Context, in workflows.OpenInput) (work
 	leaf, err := a.Store.Leaf(ctx, in.Session)
 	if err != nil {
 		return workflows.OpenResult{}, storeError(err)
+	}
+	if strings.HasPrefix(leaf, workflows.PromptIDPrefix) {
+		// The last thing stored is a prompt nothing answered: a first turn
+		// whose workflow task was lost after Turn.Begin. The retried task
+		// stores the same prompt again below the leaf before it.
+		if e, err := a.Store.Get(ctx, in.Session, leaf); err == nil && e.Message != nil && e.Message.Role == transcript.RoleUser {
+			leaf = e.ParentID
+		}
 	}
 	if leaf != "" || in.ParentSession == "" {
 		return workflows.OpenResult{Leaf: leaf}, nil

@@ -670,7 +670,7 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 		entry := agentloop.UserEntry(rt, turn)
 		entry.ParentID = s.snap.Loop.Leaf
 		if s.keyed() {
-			entry.ID = s.promptID(t.id, entry.ParentID)
+			entry.ID = promptID(t.id, entry)
 		}
 		res, err := s.beginTurn(tctx, t, entry)
 		rec := res.Outcome
@@ -736,15 +736,32 @@ func (s *session) durableTurns() bool { return s.version >= 1 }
 // keyed reports whether this run follows changeTurnKeys.
 func (s *session) keyed() bool { return s.durableTurns() && s.keys >= 1 }
 
-// promptID is the entry ID of a turn's prompt: the same for the same key
-// extending the same leaf in this workflow chain, so that Turn.Begin
-// retried in a new workflow task (its worker died after the store took the
-// prompt) stores nothing twice, and different for a key run again from
-// another leaf.
-func (s *session) promptID(key, parent string) string {
-	sum := sha256.Sum256([]byte(key + "\x00" + parent))
-	return s.snap.IDPrefix + "-p" + hex.EncodeToString(sum[:8])
+// promptID is the entry ID of a turn's prompt: a digest of the turn key,
+// the leaf it extends and the prompt itself, and nothing drawn at random, so
+// that Turn.Begin retried in a new workflow task (its worker died after the
+// store took the prompt, before the task completed — even the session's
+// very first task, which also draws the chain prefix) stores nothing twice;
+// a key run again from another leaf, or with another prompt, stores a new
+// entry.
+func promptID(key string, e transcript.Entry) string {
+	h := sha256.New()
+	part := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	part(key)
+	part(e.ParentID)
+	if m := e.Message; m != nil {
+		part(m.Source)
+		part(m.Text)
+		for _, im := range m.Images {
+			part(im.MimeType)
+			part(im.Data)
+		}
+	}
+	return PromptIDPrefix + hex.EncodeToString(h.Sum(nil)[:12])
 }
+
+// PromptIDPrefix starts the entry ID of every prompt Turn.Begin stores
+// (changeTurnKeys), so that a prompt left without an answer can be told.
+const PromptIDPrefix = "prompt-"
 
 // beginTurn runs ActivityTurnBegin until the store answers: the recorded
 // outcome of the turn's key, or nil once the user entry is stored.

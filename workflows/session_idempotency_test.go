@@ -69,9 +69,9 @@ func TestSessionIdempotency(t *testing.T) {
 			t.Fatalf("call.Leaf %q is not the turn's user entry", m.Leaf)
 		}
 		// The chain's prefix and counter carry over: the prompt is
-		// prefix-p<key hash> (taking number 11), the reply prefix-nonce-12.
-		if !strings.HasPrefix(user.ID, "snap-p") {
-			t.Errorf("user.ID = %q, want snap-p<key hash>", user.ID)
+		// p<digest> (taking number 11), the reply prefix-nonce-12.
+		if !strings.HasPrefix(user.ID, workflows.PromptIDPrefix) {
+			t.Errorf("user.ID = %q, want p<digest>", user.ID)
 		}
 		equal(t, "user.ParentID", user.ParentID, "L9")
 		if !strings.HasPrefix(m.EntryID, "snap-") || !strings.HasSuffix(m.EntryID, "-12") {

@@ -84,8 +84,10 @@ func TestSessionPlainTurn(t *testing.T) {
 	if e.Time.IsZero() {
 		t.Error("user entry has no time")
 	}
-	if e.ID == c.EntryID || !strings.HasPrefix(e.ID, prefix) || !strings.HasPrefix(c.EntryID, prefix) {
-		t.Errorf("entry IDs user=%q reply=%q: want distinct, prefixed %q", e.ID, c.EntryID, prefix)
+	// The prompt's ID is a digest of key, parent and prompt; the reply's
+	// carries the chain's prefix.
+	if e.ID == c.EntryID || !strings.HasPrefix(e.ID, workflows.PromptIDPrefix) || !strings.HasPrefix(c.EntryID, prefix) {
+		t.Errorf("entry IDs user=%q reply=%q: want distinct, the reply prefixed %q", e.ID, c.EntryID, prefix)
 	}
 	equal(t, "outcome.Marker", out.Marker, "m-"+c.EntryID)
 	equal(t, "outcome.First", out.First, e.ID)
@@ -172,9 +174,8 @@ func TestSessionToolTurnChainsEntries(t *testing.T) {
 	// chain's prefix; the others from the workflow's counter, in allocation
 	// order, behind the chain's prefix and the turn's nonce.
 	prefix := ids[1][:strings.LastIndex(ids[1], "-")]
-	chain := prefix[:strings.LastIndex(prefix, "-")]
-	if !strings.HasPrefix(ids[0], chain+"-p") {
-		t.Errorf("prompt ID %q, want %s-p<key hash>", ids[0], chain)
+	if !strings.HasPrefix(ids[0], workflows.PromptIDPrefix) {
+		t.Errorf("prompt ID %q, want p<digest of key, parent and prompt>", ids[0])
 	}
 	for i, id := range ids[1:] {
 		equal(t, fmt.Sprintf("ids[%d]", i+1), id, fmt.Sprintf("%s-%d", prefix, i+2))

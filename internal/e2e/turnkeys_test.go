@@ -49,9 +49,9 @@ type dieOutbound struct {
 	d *dieAfterBegin
 }
 
-func (o *dieOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType any, args ...any) workflow.Future {
+func (o *dieOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	f := o.Next.ExecuteLocalActivity(ctx, activityType, args...)
-	if name, _ := activityType.(string); name != workflows.ActivityTurnBegin {
+	if activityType != workflows.ActivityTurnBegin {
 		return f
 	}
 	return &dieFuture{Future: f, d: o.d}
@@ -106,7 +106,11 @@ func TestPromptStoredOnceWhenTurnBeginIsRetried(t *testing.T) {
 		}
 	}
 	if n != 1 {
-		t.Errorf("the prompt is stored %d times, want once (entries: %d)", n, len(entries))
+		var ids []string
+		for _, en := range entries {
+			ids = append(ids, en.ID+"<"+en.ParentID)
+		}
+		t.Errorf("the prompt is stored %d times, want once (entries: %v)", n, ids)
 	}
 	if got := e.answerOf(session, out); got != "answer to store me once" {
 		t.Errorf("stored answer %q", got)
