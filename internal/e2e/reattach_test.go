@@ -378,14 +378,21 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 		t.Fatalf("first turn: %+v", term)
 	}
 	follow := workflows.InternalKeyPrefix + "steer:" + key
-	v, err := e.agent.State(context.Background(), session)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The follow-up is named by the session while it waits or runs (its
-	// reply takes more than a second).
-	if v.Running != follow && !slices.Contains(v.Queued, follow) {
-		t.Errorf("state after the first turn: running %q, queued %v; want the follow-up %q running or queued", v.Running, v.Queued, follow)
+	// reply takes more than a second; it is queued once the first turn's
+	// record is stored).
+	var v workflows.SessionView
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		v, err = e.agent.State(context.Background(), session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Running == follow || slices.Contains(v.Queued, follow) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state after the first turn: running %q, queued %v; the follow-up %q never showed", v.Running, v.Queued, follow)
+		}
 	}
 	client := &httpagent.Agent{BaseURL: hs.URL}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
