@@ -82,7 +82,15 @@ const serializedMessageChars = 2000
 func (a *Activities) Compact(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
-	return a.RunCompact(ctx, in)
+	res, err := a.RunCompact(ctx, in)
+	if err == nil && in.Reason == workflows.CompactManual && res.EntryID != "" {
+		// A manual compaction moves the head between turns; one inside a
+		// turn is followed by the turn's record.
+		if err := a.Store.SetHead(ctx, in.Session, res.EntryID); err != nil {
+			return res, storeError(err)
+		}
+	}
+	return res, err
 }
 
 // RunCompact summarizes the older part of the branch ending at in.Leaf with

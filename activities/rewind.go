@@ -38,7 +38,15 @@ Keep it concise.`
 func (a *Activities) Rewind(ctx context.Context, in workflows.RewindInput) (workflows.RewindResult, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
-	return a.RunRewind(ctx, in)
+	res, err := a.RunRewind(ctx, in)
+	if err == nil && res.Leaf != "" {
+		// A session started again after a terminate opens here, not at
+		// its last turn's leaf.
+		if err := a.Store.SetHead(ctx, in.Session, res.Leaf); err != nil {
+			return res, storeError(err)
+		}
+	}
+	return res, err
 }
 
 // RunRewind moves a session from in.Leaf to in.Entry: the messages of the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -17,8 +18,9 @@ import (
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
-// OpenSession returns the session's current leaf: the last recorded turn's
-// leaf when the store holds turn records (a new workflow chain resumes from
+// OpenSession returns the session's current leaf: its head (Store.Head: set
+// by the last recorded turn, rewind or manual compaction), else the last
+// recorded turn's leaf when the store holds turn records (a new workflow chain resumes from
 // the last finished turn, not from whatever entry was stored last, such as
 // a half-run turn's), else the most recently appended entry. A session that has no
 // entries yet and names a parent starts from a copy of the parent's
@@ -36,6 +38,15 @@ func (a *Activities) OpenSession(ctx context.Context, in workflows.OpenInput) (w
 }
 
 func (a *Activities) openLeaf(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+	// The head is where the session stood last: its last recorded turn,
+	// rewind or manual compaction.
+	head, err := a.Store.Head(ctx, in.Session)
+	switch {
+	case err == nil:
+		return workflows.OpenResult{Leaf: head}, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return workflows.OpenResult{}, storeError(err)
+	}
 	last, err := a.Store.LastTurn(ctx, in.Session)
 	switch {
 	case err == nil:
@@ -52,6 +63,14 @@ func (a *Activities) openLeaf(ctx context.Context, in workflows.OpenInput) (work
 	leaf, err := a.Store.Leaf(ctx, in.Session)
 	if err != nil {
 		return workflows.OpenResult{}, storeError(err)
+	}
+	if strings.HasPrefix(leaf, workflows.PromptIDPrefix) {
+		// The last thing stored is a prompt nothing answered: a first turn
+		// whose workflow task was lost after Turn.Begin. The retried task
+		// stores the same prompt again below the leaf before it.
+		if e, err := a.Store.Get(ctx, in.Session, leaf); err == nil && e.Message != nil && e.Message.Role == transcript.RoleUser {
+			leaf = e.ParentID
+		}
 	}
 	if leaf != "" || in.ParentSession == "" {
 		return workflows.OpenResult{Leaf: leaf}, nil

@@ -242,3 +242,35 @@ func TestReplayCoversChatDurable(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayCoversTurnKeys: the "turn-keys" change replays in both
+// versions — every history recorded before it lacks its marker (plain_turn
+// stands for them), and the histories of a key answered from its record,
+// an aborted queued turn and a rewind carry it.
+func TestReplayCoversTurnKeys(t *testing.T) {
+	const change = "turn-keys"
+	for file, want := range map[string]bool{
+		"plain_turn.json": false, "key_answered_from_record.json": true, "abort_queued_turn.json": true, "rewind.json": true,
+	} {
+		f := filepath.Join("testdata", "histories", file)
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/%s", err, strings.TrimSuffix(file, ".json"))
+		}
+		h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+		_ = r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		marked := false
+		for _, id := range changeIDs(t, h) {
+			marked = marked || id == change
+		}
+		if marked != want {
+			t.Errorf("%s: %q marker %v, want %v", file, change, marked, want)
+		}
+		if err := replay(f); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,19 @@ const changeApprovalBinding = "approval-binding"
 // run and not put up for approval. Older runs ran them.
 const changeTurnCallIDs = "turn-call-ids"
 
+// changeTurnKeys versions how turn keys and records follow one rule: the
+// prompt's entry ID comes from the turn key and the leaf it extends (a
+// workflow task retried after Turn.Begin stored it stores nothing twice), a
+// recorded turn that extends the leaf moves the leaf to its end, an aborted
+// queued turn is recorded, a record replaces one older than the
+// idempotency window, and the session's own turns (follow-ups, wake-ups)
+// have IDs in a namespace callers cannot use, unique per workflow chain.
+const changeTurnKeys = "turn-keys"
+
+// InternalKeyPrefix starts the IDs of the turns a session queues itself
+// (late-steering follow-ups, wake-ups); a caller's key may not start with it.
+const InternalKeyPrefix = "@"
+
 // defaultIdempotencyWindow is SessionInput.IdempotencyWindow's default.
 const defaultIdempotencyWindow = 24 * time.Hour
 
@@ -61,14 +75,20 @@ type BeginTurnInput struct {
 	Key string `json:"key,omitempty"`
 	// Entry is the turn's user entry, appended (idempotently, by ID) when
 	// the key is new.
-	Entry  transcript.Entry `json:"entry"`
-	Window time.Duration    `json:"window"`
+	Entry transcript.Entry `json:"entry"`
+	// Window is the idempotency window; 0 leaves it to the worker's
+	// configuration (idempotencyWindow, default 24 h).
+	Window time.Duration `json:"window"`
 }
 
 // BeginTurnResult is the result of ActivityTurnBegin: the recorded outcome
 // of the key, or nil when the turn is new and its user entry is stored.
 type BeginTurnResult struct {
 	Outcome *agentloop.Outcome `json:"outcome,omitempty"`
+	// Extends is set with Outcome when the recorded turn was begun from
+	// the leaf this turn would extend (its prompt's parent is
+	// Entry.ParentID): the session's leaf then moves to the turn's end.
+	Extends bool `json:"extends,omitempty"`
 }
 
 // RecordTurnInput is the argument of ActivityTurnRecord.
@@ -77,6 +97,10 @@ type RecordTurnInput struct {
 	Key      string            `json:"key"`
 	Outcome  agentloop.Outcome `json:"outcome"`
 	Finished time.Time         `json:"finished"`
+	// Started, when set, is when the turn began: a record of the key that
+	// finished before it (outside the idempotency window, or the turn
+	// would not have run) is replaced, not kept.
+	Started time.Time `json:"started,omitempty"`
 }
 
 // Snapshot is the whole durable state of a session workflow. It stays small:
@@ -249,8 +273,10 @@ type session struct {
 	// root is the workflow's own context; wake timers hang off it.
 	root       workflow.Context
 	wakeCancel map[string]workflow.CancelFunc
-	// version is this run's changeTurnRecords version.
+	// version is this run's changeTurnRecords version, keys its
+	// changeTurnKeys version.
 	version workflow.Version
+	keys    workflow.Version
 	// nonce is the running turn's random ID part, recorded in history.
 	nonce string
 	// deliveries is the SignalDeliver channel; replies counts busy replies
@@ -273,6 +299,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	s.listenDeliveries(ctx)
 	s.reportQueueDepth(ctx)
 	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
+	s.keys = workflow.GetVersion(ctx, changeTurnKeys, workflow.DefaultVersion, 1)
 	if s.snap.IDPrefix == "" {
 		if s.durableTurns() {
 			// Random, recorded once: a reset replays it and a session
@@ -347,7 +374,7 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 		// The run ends after this turn: record first, so that the
 		// outcome and continue-as-new share one workflow task and no
 		// turn is refused as busy in between.
-		s.recordTurn(ctx, t.id, out)
+		s.recordTurn(ctx, t.id, out, started)
 		record = false
 	}
 	t.outcome = &out
@@ -360,7 +387,7 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 		// The update handler returns the outcome in this same
 		// workflow task; the record follows, and the next turn
 		// (or continue-as-new) waits for it.
-		s.recordTurn(ctx, t.id, out)
+		s.recordTurn(ctx, t.id, out, started)
 	}
 	s.followUp(t, out)
 	s.replyTurn(ctx, t, out)
@@ -439,6 +466,11 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 		if _, ok := s.recent(info.ID); ok {
 			return nil
 		}
+		if s.keyed() && strings.HasPrefix(info.ID, InternalKeyPrefix) {
+			return temporal.NewApplicationErrorWithOptions(
+				fmt.Sprintf("idempotency key %q: keys starting with %q name the session's own turns (follow-ups, wake-ups); choose another key",
+					info.ID, InternalKeyPrefix), agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
+		}
 	}
 	if s.rollover {
 		return temporal.NewApplicationErrorWithOptions(
@@ -490,7 +522,7 @@ func (s *session) validateAbort(_ workflow.Context, req AbortRequest) error {
 		agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
-func (s *session) onAbort(_ workflow.Context, req AbortRequest) (AbortResult, error) {
+func (s *session) onAbort(ctx workflow.Context, req AbortRequest) (AbortResult, error) {
 	reason := req.Reason
 	if reason == "" {
 		reason = "the turn was aborted by the caller"
@@ -520,6 +552,13 @@ func (s *session) onAbort(_ workflow.Context, req AbortRequest) (AbortResult, er
 			s.remember(t.id, out)
 			if t.stopLive != nil {
 				t.stopLive() // its reply was waiting for the turn
+			}
+			if s.keyed() {
+				// Recorded like any finished turn: the key is answered
+				// "aborted" after continue-as-new too, and attaching to it
+				// gets this terminal. Continue-as-new waits for this
+				// handler, so the record is never lost.
+				s.recordTurn(ctx, t.id, out, time.Time{})
 			}
 			return AbortResult{Turn: t.id}, nil
 		}
@@ -630,7 +669,11 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 		s.nonce = randomHex(ctx, 4)
 		entry := agentloop.UserEntry(rt, turn)
 		entry.ParentID = s.snap.Loop.Leaf
-		rec, err := s.beginTurn(tctx, t, entry)
+		if s.keyed() {
+			entry.ID = promptID(t.id, entry)
+		}
+		res, err := s.beginTurn(tctx, t, entry)
+		rec := res.Outcome
 		switch {
 		case err != nil:
 			out := agentloop.Outcome{Turn: t.id, Status: agent.TypeFailed, Details: "begin turn: " + err.Error(), Retryable: true}
@@ -642,6 +685,11 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 			// Its follow-up (late steering) was queued when it first ran.
 			t.recorded = true
 			rec.Leftover = nil
+			if s.keyed() && res.Extends && rec.Leaf != "" {
+				// The turn ran from this very leaf (a reset replayed the
+				// session to before it): the next turn must see it.
+				s.snap.Loop.Leaf = rec.Leaf
+			}
 			return *rec
 		}
 		turn.Entry = &entry
@@ -663,8 +711,12 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 	if len(out.Leftover) == 0 {
 		return
 	}
+	id := t.id + "-steer"
+	if s.keyed() {
+		id = InternalKeyPrefix + "steer:" + strings.TrimPrefix(t.id, InternalKeyPrefix)
+	}
 	s.queue = append([]*pendingTurn{{
-		id:  t.id + "-steer",
+		id:  id,
 		req: TurnRequest{Prompt: agent.Prompt{Text: strings.Join(out.Leftover, "\n\n")}, Source: "steer"},
 	}}, s.queue...)
 }
@@ -681,11 +733,41 @@ func (s *session) nextID() string {
 // store (changeTurnRecords).
 func (s *session) durableTurns() bool { return s.version >= 1 }
 
+// keyed reports whether this run follows changeTurnKeys.
+func (s *session) keyed() bool { return s.durableTurns() && s.keys >= 1 }
+
+// promptID is the entry ID of a turn's prompt: a digest of the turn key,
+// the leaf it extends and the prompt itself, and nothing drawn at random, so
+// that Turn.Begin retried in a new workflow task (its worker died after the
+// store took the prompt, before the task completed — even the session's
+// very first task, which also draws the chain prefix) stores nothing twice;
+// a key run again from another leaf, or with another prompt, stores a new
+// entry.
+func promptID(key string, e transcript.Entry) string {
+	h := sha256.New()
+	part := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	part(key)
+	part(e.ParentID)
+	if m := e.Message; m != nil {
+		part(m.Source)
+		part(m.Text)
+		for _, im := range m.Images {
+			part(im.MimeType)
+			part(im.Data)
+		}
+	}
+	return PromptIDPrefix + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// PromptIDPrefix starts the entry ID of every prompt Turn.Begin stores
+// (changeTurnKeys), so that a prompt left without an answer can be told.
+const PromptIDPrefix = "prompt-"
+
 // beginTurn runs ActivityTurnBegin until the store answers: the recorded
 // outcome of the turn's key, or nil once the user entry is stored.
-func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcript.Entry) (*agentloop.Outcome, error) {
+func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcript.Entry) (BeginTurnResult, error) {
 	window := s.in.IdempotencyWindow
-	if window <= 0 {
+	if window <= 0 && !s.keyed() {
 		window = defaultIdempotencyWindow
 	}
 	key := t.id
@@ -701,20 +783,23 @@ func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcri
 		Session: s.in.Session, Key: key, Entry: entry, Window: window,
 	}).Get(ctx, &res)
 	if err != nil {
-		return nil, fmt.Errorf("turn %q: %w", t.id, err)
+		return BeginTurnResult{}, fmt.Errorf("turn %q: %w", t.id, err)
 	}
-	return res.Outcome, nil
+	return res, nil
 }
 
 // recordTurn keeps a finished turn in the session store, retrying until it
 // is stored, so the key is answered long after this run has ended.
-func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome) {
+func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome, started time.Time) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: recordResultTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · turn " + key,
 	})
 	in := RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Finished: workflow.Now(ctx)}
+	if s.keyed() {
+		in.Started = started
+	}
 	if err := workflow.ExecuteActivity(actx, ActivityTurnRecord, in).Get(actx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording a turn failed", "turn", key, "error", err)
 	}

@@ -68,12 +68,15 @@ func TestSessionIdempotency(t *testing.T) {
 		if !ok {
 			t.Fatalf("call.Leaf %q is not the turn's user entry", m.Leaf)
 		}
-		// prefix-nonce-counter: the chain's prefix and counter carry over.
-		if !strings.HasPrefix(user.ID, "snap-") || !strings.HasSuffix(user.ID, "-11") {
-			t.Errorf("user.ID = %q, want snap-<nonce>-11", user.ID)
+		// The chain's prefix and counter carry over: the prompt is
+		// p<digest> (taking number 11), the reply prefix-nonce-12.
+		if !strings.HasPrefix(user.ID, workflows.PromptIDPrefix) {
+			t.Errorf("user.ID = %q, want p<digest>", user.ID)
 		}
 		equal(t, "user.ParentID", user.ParentID, "L9")
-		equal(t, "call.EntryID", m.EntryID, strings.TrimSuffix(user.ID, "-11")+"-12")
+		if !strings.HasPrefix(m.EntryID, "snap-") || !strings.HasSuffix(m.EntryID, "-12") {
+			t.Errorf("call.EntryID = %q, want snap-<nonce>-12", m.EntryID)
+		}
 		equal(t, "view.Turns", view.Turns, int64(6))
 	})
 

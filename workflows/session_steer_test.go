@@ -132,7 +132,7 @@ func TestSessionSteer(t *testing.T) {
 		if len(models) != 3 {
 			t.Fatalf("model called %d times, want 3 (t1, the steering follow-up, t2)", len(models))
 		}
-		if p, _ := h.userEntry(models[1]); p.Message == nil || p.Message.Text != "late steer" || p.Message.Source != "steer" || models[1].Turn != "t1-steer" || len(models[1].Prepend) != 0 {
+		if p, _ := h.userEntry(models[1]); p.Message == nil || p.Message.Text != "late steer" || p.Message.Source != "steer" || models[1].Turn != "@steer:t1" || len(models[1].Prepend) != 0 {
 			t.Errorf("follow-up turn %s user entry = %+v, want the accepted steering message", models[1].Turn, p)
 		}
 		if p, _ := h.userEntry(models[2]); p.Message == nil || p.Message.Text != "second" || len(models[2].Prepend) != 0 {
@@ -205,7 +205,7 @@ func TestSessionSteerAtLastStepBecomesFollowUp(t *testing.T) {
 	h.requireOK(st, "steer")
 	requireOutcome(t, h.outcome(u1), "t1", agent.TypeCompleted, "", false)
 	models := h.modelCalls()
-	if p, _ := h.userEntry(models[len(models)-1]); len(models) != 2 || models[1].Turn != "t1-steer" || p.Message == nil || p.Message.Text != "one more thing" {
+	if p, _ := h.userEntry(models[len(models)-1]); len(models) != 2 || models[1].Turn != "@steer:t1" || p.Message == nil || p.Message.Text != "one more thing" {
 		t.Fatalf("model calls = %+v, want t1 then the follow-up with the steering text", models)
 	}
 }

@@ -67,7 +67,7 @@ func TestSessionPlainTurn(t *testing.T) {
 	}
 	equal(t, "begin.Session", begins[0].Session, "s1")
 	equal(t, "begin.Key", begins[0].Key, "turn-1")
-	equal(t, "begin.Window", begins[0].Window, 24*time.Hour)
+	equal(t, "begin.Window (left to the worker's configuration)", begins[0].Window, time.Duration(0))
 	e := begins[0].Entry
 	equal(t, "call.Leaf", c.Leaf, e.ID)
 	equal(t, "user.ParentID", e.ParentID, "leaf-0")
@@ -84,8 +84,10 @@ func TestSessionPlainTurn(t *testing.T) {
 	if e.Time.IsZero() {
 		t.Error("user entry has no time")
 	}
-	if e.ID == c.EntryID || !strings.HasPrefix(e.ID, prefix) || !strings.HasPrefix(c.EntryID, prefix) {
-		t.Errorf("entry IDs user=%q reply=%q: want distinct, prefixed %q", e.ID, c.EntryID, prefix)
+	// The prompt's ID is a digest of key, parent and prompt; the reply's
+	// carries the chain's prefix.
+	if e.ID == c.EntryID || !strings.HasPrefix(e.ID, workflows.PromptIDPrefix) || !strings.HasPrefix(c.EntryID, prefix) {
+		t.Errorf("entry IDs user=%q reply=%q: want distinct, the reply prefixed %q", e.ID, c.EntryID, prefix)
 	}
 	equal(t, "outcome.Marker", out.Marker, "m-"+c.EntryID)
 	equal(t, "outcome.First", out.First, e.ID)
@@ -168,11 +170,15 @@ func TestSessionToolTurnChainsEntries(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	// IDs come from the workflow's counter, in allocation order, behind the
-	// chain's prefix and the turn's nonce.
-	prefix := ids[0][:strings.LastIndex(ids[0], "-")]
-	for i, id := range ids {
-		equal(t, fmt.Sprintf("ids[%d]", i), id, fmt.Sprintf("%s-%d", prefix, i+1))
+	// The prompt's ID comes from the turn key and its parent, behind the
+	// chain's prefix; the others from the workflow's counter, in allocation
+	// order, behind the chain's prefix and the turn's nonce.
+	prefix := ids[1][:strings.LastIndex(ids[1], "-")]
+	if !strings.HasPrefix(ids[0], workflows.PromptIDPrefix) {
+		t.Errorf("prompt ID %q, want p<digest of key, parent and prompt>", ids[0])
+	}
+	for i, id := range ids[1:] {
+		equal(t, fmt.Sprintf("ids[%d]", i+1), id, fmt.Sprintf("%s-%d", prefix, i+2))
 	}
 
 	equal(t, "view.Leaf", view.Leaf, m2.EntryID)

@@ -68,11 +68,12 @@ func TestSessionRecordedKeyIsAnswered(t *testing.T) {
 			if len(tc.runs) == 0 {
 				equal(t, "view.Leaf (an answered key moves nothing)", view.Leaf, "leaf-0")
 			}
-			// Every key went through Turn.Begin with the default window.
+			// Every key went through Turn.Begin, the window left to the
+			// worker's configuration.
 			var begun []string
 			for _, b := range h.beginCalls() {
 				begun = append(begun, b.Key)
-				equal(t, "begin.Window", b.Window, 24*time.Hour)
+				equal(t, "begin.Window", b.Window, time.Duration(0))
 			}
 			equalSlice(t, "Turn.Begin keys", begun, tc.turns)
 		})

@@ -117,10 +117,31 @@ func runChaos(args []string) error {
 	if f.json {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
+		return chaosFailure(report.Rows)
 	}
 	printChaos(os.Stdout, report)
-	return nil
+	return chaosFailure(report.Rows)
+}
+
+// chaosFailure is the run's verdict: an error (a non-zero exit) when any
+// scenario found a duplicate or a loss, or could not run.
+func chaosFailure(rows []chaosRow) error {
+	var bad []string
+	for _, r := range rows {
+		switch {
+		case r.Duplicates > 0 || r.Lost > 0:
+			bad = append(bad, fmt.Sprintf("%s: %d duplicated, %d lost", r.Scenario, r.Duplicates, r.Lost))
+		case r.Trials == 0 && strings.HasPrefix(r.Notes, "error:"):
+			bad = append(bad, r.Scenario+": "+r.Notes)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("chaos found what must never happen: %s", strings.Join(bad, "; "))
 }
 
 func printChaos(w io.Writer, r chaosReport) {

@@ -122,6 +122,84 @@ func historyScenarios() []historyScenario {
 			// manual one, in a 4,000-token window.
 			name: "compaction", config: compactionConfig, turnsPerRun: 20, run: runCompaction,
 		},
+		{
+			// A key the session store recorded, sent again after a
+			// terminate and restart: answered from its record (Turn.Begin),
+			// not run; the next key runs below it.
+			name: "key_answered_from_record", run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Handle(echo)
+				if out := e.sendTurn(s, "k1", "hello", 0); out.Status != agent.TypeCompleted {
+					t.Fatalf("k1: %+v", out)
+				}
+				if err := e.client.TerminateWorkflow(context.Background(), workflows.WorkflowID(s), "", "history: restart"); err != nil {
+					t.Fatal(err)
+				}
+				calls := len(e.kit.Model.Requests())
+				if out := e.sendTurn(s, "k1", "hello", 0); out.Status != agent.TypeCompleted || len(e.kit.Model.Requests()) != calls {
+					t.Fatalf("k1 again: %+v, %d model calls (want %d)", out, len(e.kit.Model.Requests()), calls)
+				}
+				if out := e.sendTurn(s, "k2", "and then", 0); out.Status != agent.TypeCompleted {
+					t.Fatalf("k2: %+v", out)
+				}
+				return ""
+			},
+		},
+		{
+			// A queued turn is aborted (and recorded) while another runs.
+			name: "abort_queued_turn", run: func(t *testing.T, e *env, s string) string {
+				slow := make([]string, 8)
+				for i := range slow {
+					slow[i] = "slow "
+				}
+				e.kit.Model.Handle(func(req modelserver.Request) modelserver.Reply {
+					if strings.Contains(req.LastUserText(), "take your time") {
+						return modelserver.Reply{Text: slow, ChunkDelay: 200 * time.Millisecond}
+					}
+					return echo(req)
+				})
+				first, queued := make(chan struct{}), make(chan struct{})
+				go func() { defer close(first); e.sendTurn(s, "t1", "take your time", 0) }()
+				waitModelCalls(t, e, 1)
+				go func() { defer close(queued); e.sendTurn(s, "t2", "dropped", 0) }()
+				deadline := time.Now().Add(time.Minute)
+				for {
+					if v, err := e.agent.State(context.Background(), s); err == nil && len(v.Queued) == 1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("t2 never queued")
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if _, err := e.agent.Abort(context.Background(), s, "t2", "not needed"); err != nil {
+					t.Fatalf("abort: %v", err)
+				}
+				<-queued
+				<-first
+				return ""
+			},
+		},
+		{
+			// Two turns, a rewind to the first one's end (a branch
+			// summary), and a turn on the new branch.
+			name: "rewind", run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Handle(echo)
+				a := e.sendTurn(s, "a", "first idea", 0)
+				if a.Status != agent.TypeCompleted {
+					t.Fatalf("a: %+v", a)
+				}
+				if b := e.sendTurn(s, "b", "second idea", 0); b.Status != agent.TypeCompleted {
+					t.Fatalf("b: %+v", b)
+				}
+				if _, err := e.agent.Rewind(context.Background(), s, a.Leaf); err != nil {
+					t.Fatalf("rewind: %v", err)
+				}
+				if c := e.sendTurn(s, "c", "third idea", 0); c.Status != agent.TypeCompleted {
+					t.Fatalf("c: %+v", c)
+				}
+				return ""
+			},
+		},
 		{name: "plain_turn", run: func(t *testing.T, e *env, s string) string {
 			testkit.Script(e.kit.Model, agenttest.Reply)
 			must(t, collect(t, e.agent, context.Background(), s, "hello"), agent.TypeCompleted)
@@ -261,7 +339,7 @@ func historyScenarios() []historyScenario {
 		},
 		{
 			// Steering that arrives during the only step maxSteps allows
-			// runs as the follow-up turn "<key>-steer".
+			// runs as the follow-up turn "@steer:<key>".
 			name:   "late_steering_follow_up",
 			config: "maxSteps: 1\n",
 			run: func(t *testing.T, e *env, s string) string {

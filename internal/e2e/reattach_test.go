@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +21,8 @@ import (
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/testkit"
 	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
 // storedAnswer is the text the store keeps for the session's last turn: the
@@ -348,7 +352,7 @@ func (e *env) startIngressProcessProc(t *testing.T) ingressProc {
 }
 
 // Steering that arrives too late for its turn (here: during the only step
-// maxSteps allows) runs as a follow-up turn "<key>-steer"; GET
+// maxSteps allows) runs as a follow-up turn "@steer:<key>"; GET
 // /sessions/{id} names it and its output can be attached to, from the start.
 func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	e := newEnv(t)
@@ -358,7 +362,7 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	slow, _ := chunks(10, "a%d ")
 	e.kit.Model.Enqueue(
 		modelserver.Reply{Text: slow, ChunkDelay: 100 * time.Millisecond},
-		modelserver.Reply{Text: []string{"follow", "-up ", "answer"}, ChunkDelay: 50 * time.Millisecond},
+		modelserver.Reply{Text: []string{"follow", "-up ", "answer"}, ChunkDelay: 400 * time.Millisecond},
 	)
 	const session, key = "late-steer", "late-key"
 	done := make(chan []agent.Event, 1)
@@ -377,12 +381,23 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	if term := agenttest.CheckTerminal(t, <-done); term.Type != agent.TypeCompleted {
 		t.Fatalf("first turn: %+v", term)
 	}
-	follow := key + "-steer"
-	v, err := e.agent.State(context.Background(), session)
-	if err != nil {
-		t.Fatal(err)
+	follow := workflows.InternalKeyPrefix + "steer:" + key
+	// The follow-up is named by the session while it waits or runs (its
+	// reply takes more than a second; it is queued once the first turn's
+	// record is stored).
+	var v workflows.SessionView
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		v, err = e.agent.State(context.Background(), session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Running == follow || slices.Contains(v.Queued, follow) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state after the first turn: running %q, queued %v; the follow-up %q never showed", v.Running, v.Queued, follow)
+		}
 	}
-	t.Logf("state after the first turn: running %q, queued %v", v.Running, v.Queued)
 	client := &httpagent.Agent{BaseURL: hs.URL}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -395,6 +410,24 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	}
 	if got := agent.AnswerText(evs); got != "follow-up answer" {
 		t.Fatalf("follow-up text %q", got)
+	}
+	// Afterwards the session is idle with both turns counted, its leaf the
+	// follow-up's end.
+	v, err = e.agent.State(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.kit.Store.Turn(context.Background(), session, follow)
+	if err != nil {
+		t.Fatalf("the follow-up's record: %v", err)
+	}
+	var out agentloop.Outcome
+	if err := json.Unmarshal(rec.Outcome, &out); err != nil {
+		t.Fatal(err)
+	}
+	if v.Running != "" || len(v.Queued) != 0 || v.Turns != 2 || v.Leaf != out.Leaf || out.Leaf == "" {
+		t.Errorf("state after the follow-up: running %q, queued %v, turns %d, leaf %q; want idle, 2 turns, leaf %q",
+			v.Running, v.Queued, v.Turns, v.Leaf, out.Leaf)
 	}
 }
 

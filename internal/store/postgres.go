@@ -25,6 +25,9 @@ const postgresTurns = "fastagent_turns"
 // postgresOwners records which principal created each session.
 const postgresOwners = "fastagent_owners"
 
+// postgresHeads records each session's head (Store.SetHead).
+const postgresHeads = "fastagent_heads"
+
 // postgresReplies records the platform message that answers each channel turn.
 const postgresReplies = "fastagent_replies"
 
@@ -56,6 +59,11 @@ CREATE TABLE IF NOT EXISTS ` + postgresTurns + ` (
 	PRIMARY KEY (session, key)
 );
 CREATE INDEX IF NOT EXISTS ` + postgresTurns + `_session_seq ON ` + postgresTurns + ` (session, seq);
+CREATE TABLE IF NOT EXISTS ` + postgresHeads + ` (
+	session TEXT        PRIMARY KEY,
+	leaf    TEXT        NOT NULL,
+	updated TIMESTAMPTZ NOT NULL DEFAULT now()
+);
 CREATE TABLE IF NOT EXISTS ` + postgresOwners + ` (
 	session   TEXT        PRIMARY KEY,
 	principal TEXT        NOT NULL,
@@ -266,12 +274,47 @@ func (p *Postgres) RecordTurn(ctx context.Context, session string, rec TurnRecor
 	if err := validTurn(session, rec); err != nil {
 		return err
 	}
-	_, err := p.pool.Exec(ctx, `INSERT INTO `+postgresTurns+` (session, key, outcome, finished)
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if !rec.Replaces.IsZero() {
+			if _, err := tx.Exec(ctx, `DELETE FROM `+postgresTurns+` WHERE session = $1 AND key = $2 AND finished < $3`,
+				session, rec.Key, rec.Replaces); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO `+postgresTurns+` (session, key, outcome, finished)
 VALUES ($1, $2, $3, $4) ON CONFLICT (session, key) DO NOTHING`, session, rec.Key, string(rec.Outcome), rec.Finished)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: postgres: record turn %q in session %q: %w", rec.Key, session, err)
 	}
 	return nil
+}
+
+// SetHead implements Store.
+func (p *Postgres) SetHead(ctx context.Context, session, leaf string) error {
+	if err := validHead(session, leaf); err != nil {
+		return err
+	}
+	_, err := p.pool.Exec(ctx, `INSERT INTO `+postgresHeads+` (session, leaf, updated) VALUES ($1, $2, now())
+ON CONFLICT (session) DO UPDATE SET leaf = EXCLUDED.leaf, updated = EXCLUDED.updated`, session, leaf)
+	if err != nil {
+		return fmt.Errorf("store: postgres: set head of session %q: %w", session, err)
+	}
+	return nil
+}
+
+// Head implements Store.
+func (p *Postgres) Head(ctx context.Context, session string) (string, error) {
+	var leaf string
+	err := p.pool.QueryRow(ctx, `SELECT leaf FROM `+postgresHeads+` WHERE session = $1`, session).Scan(&leaf)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", headNotFound(session)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: postgres: head of session %q: %w", session, err)
+	}
+	return leaf, nil
 }
 
 // ClaimSession implements Store.

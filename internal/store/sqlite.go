@@ -49,6 +49,11 @@ CREATE TABLE IF NOT EXISTS replies (
 	created INTEGER NOT NULL,
 	PRIMARY KEY (session, turn)
 );
+CREATE TABLE IF NOT EXISTS heads (
+	session TEXT    PRIMARY KEY,
+	leaf    TEXT    NOT NULL,
+	updated INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS owners (
 	session   TEXT    PRIMARY KEY,
 	principal TEXT    NOT NULL,
@@ -269,15 +274,57 @@ func (s *SQLite) RecordTurn(ctx context.Context, session string, rec TurnRecord)
 		return err
 	}
 	err := retryBusy(ctx, func() error {
-		_, err := s.db.ExecContext(ctx, `
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if !rec.Replaces.IsZero() {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM turns WHERE session = ? AND key = ? AND finished < ?`,
+				session, rec.Key, rec.Replaces.UnixNano()); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `
 INSERT INTO turns (session, key, outcome, finished) VALUES (?, ?, ?, ?)
-ON CONFLICT (session, key) DO NOTHING`, session, rec.Key, string(rec.Outcome), rec.Finished.UnixNano())
-		return err
+ON CONFLICT (session, key) DO NOTHING`, session, rec.Key, string(rec.Outcome), rec.Finished.UnixNano()); err != nil {
+			return err
+		}
+		return tx.Commit()
 	})
 	if err != nil {
 		return fmt.Errorf("store: sqlite: record turn %q in session %q: %w", rec.Key, session, err)
 	}
 	return nil
+}
+
+// SetHead implements Store.
+func (s *SQLite) SetHead(ctx context.Context, session, leaf string) error {
+	if err := validHead(session, leaf); err != nil {
+		return err
+	}
+	err := retryBusy(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, `INSERT INTO heads (session, leaf, updated) VALUES (?, ?, ?)
+ON CONFLICT (session) DO UPDATE SET leaf = excluded.leaf, updated = excluded.updated`, session, leaf, time.Now().UnixNano())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: sqlite: set head of session %q: %w", session, err)
+	}
+	return nil
+}
+
+// Head implements Store.
+func (s *SQLite) Head(ctx context.Context, session string) (string, error) {
+	var leaf string
+	err := s.db.QueryRowContext(ctx, `SELECT leaf FROM heads WHERE session = ?`, session).Scan(&leaf)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", headNotFound(session)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: sqlite: head of session %q: %w", session, err)
+	}
+	return leaf, nil
 }
 
 // ClaimSession implements Store.

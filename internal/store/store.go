@@ -28,6 +28,10 @@ type TurnRecord struct {
 	Key      string          `json:"key"`
 	Outcome  json.RawMessage `json:"outcome"` // agentloop.Outcome as JSON (carries First/Leaf)
 	Finished time.Time       `json:"finished"`
+	// Replaces, when set on a RecordTurn call, lets the record replace a
+	// stored record of the key that finished before this instant: the key
+	// ran again after its idempotency window. Not stored.
+	Replaces time.Time `json:"-"`
 }
 
 // SessionInfo summarises one session.
@@ -88,12 +92,20 @@ type Store interface {
 	// with their owners and recorded turn counts. A bad cursor is an error.
 	ListSessions(ctx context.Context, q SessionQuery) (SessionPage, error)
 	// RecordTurn keeps a finished turn under its idempotency key. The first
-	// write for a key wins; a retried write is a no-op.
+	// write for a key wins and a retried write is a no-op, except that a
+	// record with Replaces set replaces a stored one that finished before
+	// Replaces; the replacement is then the session's last turn.
 	RecordTurn(ctx context.Context, session string, rec TurnRecord) error
 	// Turn returns the record of key, or ErrNotFound.
 	Turn(ctx context.Context, session, key string) (TurnRecord, error)
 	// LastTurn returns the most recently recorded turn, or ErrNotFound.
 	LastTurn(ctx context.Context, session string) (TurnRecord, error)
+	// SetHead records leaf as the session's head: the entry a new workflow
+	// chain of the session continues from (set by every recorded turn, a
+	// rewind and a manual compaction). The last write wins.
+	SetHead(ctx context.Context, session, leaf string) error
+	// Head returns the session's head, or ErrNotFound.
+	Head(ctx context.Context, session string) (string, error)
 	// ClaimSession records principal as the owner of session unless an
 	// owner is recorded, and returns the owner recorded afterwards: of two
 	// principals racing for one session, exactly one owns it.
@@ -238,6 +250,22 @@ func validClaim(session, principal string) error {
 		return fmt.Errorf("store: claim session %q: empty principal", session)
 	}
 	return nil
+}
+
+// validHead checks a SetHead call before any database work.
+func validHead(session, leaf string) error {
+	switch {
+	case session == "":
+		return errors.New("store: set head: empty session")
+	case leaf == "":
+		return fmt.Errorf("store: set head of session %q: empty leaf", session)
+	}
+	return nil
+}
+
+// headNotFound wraps ErrNotFound with the session it is about.
+func headNotFound(session string) error {
+	return fmt.Errorf("%w: no head recorded for session %q", ErrNotFound, session)
 }
 
 // ownerNotFound wraps ErrNotFound with the session it is about.

@@ -136,12 +136,20 @@ type Custom struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
+// InterruptedToolResult is the result a tool call that never got one is
+// given in the model context (pi's rule): after a rewind or a fork to an
+// entry whose calls were not answered, every later request would otherwise
+// carry a call without a result, which providers refuse.
+const InterruptedToolResult = "interrupted: this tool call got no result (the conversation moved on without it)"
+
 // CompactionPrefix introduces a compaction summary to the model.
 const CompactionPrefix = "The conversation history before this point was compacted into the following summary:"
 
 // Context returns the messages a model sees for a branch given root first:
 // with a compaction on the path, its summary (as a user message), then the
-// kept entries from FirstKeptEntryID, then everything after.
+// kept entries from FirstKeptEntryID, then everything after. A tool call
+// that a later message followed without its result is answered with
+// InterruptedToolResult, as an error, after the results it has.
 func Context(branch []Entry) []Message {
 	msgs, _ := ContextOf(branch)
 	return msgs
@@ -174,6 +182,9 @@ func ContextOf(branch []Entry) (msgs []Message, fresh int) {
 		out = append(out, *summary)
 		fresh = 1
 	}
+	// pending are the tool calls of the last assistant message that have
+	// no result yet; a message other than a tool result ends their turn.
+	var pending []ToolCall
 	for i, e := range branch[start:] {
 		var m *Message
 		switch {
@@ -184,6 +195,18 @@ func ContextOf(branch []Entry) (msgs []Message, fresh int) {
 			m = &bm
 		}
 		if m != nil {
+			if m.Role == RoleToolResult {
+				pending = answered(pending, m.ToolCallID)
+			} else {
+				for _, c := range pending {
+					out = append(out, Message{Role: RoleToolResult, ToolCallID: c.ID, ToolName: c.Name,
+						Text: InterruptedToolResult, IsError: true})
+				}
+				pending = nil
+			}
+			if m.Role == RoleAssistant {
+				pending = append([]ToolCall(nil), m.ToolCalls...)
+			}
 			out = append(out, *m)
 			if start+i < at {
 				fresh = len(out)
@@ -191,6 +214,16 @@ func ContextOf(branch []Entry) (msgs []Message, fresh int) {
 		}
 	}
 	return out, fresh
+}
+
+// answered removes the call with ID id from pending.
+func answered(pending []ToolCall, id string) []ToolCall {
+	for i, c := range pending {
+		if c.ID == id {
+			return append(pending[:i:i], pending[i+1:]...)
+		}
+	}
+	return pending
 }
 
 // LatestCompaction returns the index of the last compaction entry on the

@@ -51,6 +51,10 @@ type Config struct {
 	CodingTools CodingTools `yaml:"codingTools"`
 	// MaxSteps bounds model calls per turn.
 	MaxSteps int `yaml:"maxSteps"`
+	// IdempotencyWindow is how long a finished turn's key is answered from
+	// its record instead of running again (default 24h);
+	// FASTAGENT_IDEMPOTENCY_WINDOW overrides it.
+	IdempotencyWindow Duration `yaml:"idempotencyWindow"`
 	// Retry tunes model-call retries and worker-loss detection.
 	Retry RetryConfig `yaml:"retry"`
 	// Tools holds per-tool settings by tool name; its keys sandbox,

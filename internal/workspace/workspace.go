@@ -215,6 +215,13 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 			return nil, fmt.Errorf("FASTAGENT_MODEL: %w", err)
 		}
 	}
+	if w := getenv("FASTAGENT_IDEMPOTENCY_WINDOW"); w != "" {
+		v, err := time.ParseDuration(w)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("FASTAGENT_IDEMPOTENCY_WINDOW: %q is not a positive duration like 24h or 90m", w)
+		}
+		d.Config.IdempotencyWindow = Duration(v)
+	}
 	if b, err := os.ReadFile(filepath.Join(ws.AgentDir, "persona.md")); err == nil {
 		d.Persona = strings.TrimSpace(string(b))
 	}

@@ -44,6 +44,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BranchMissingParent", testBranchMissingParent},
 		{"TurnRecords", testTurnRecords},
 		{"TurnRecordIsolation", testTurnRecordIsolation},
+		{"TurnRecordReplaces", testTurnRecordReplaces},
+		{"Heads", testHeads},
 		{"SessionOwners", testSessionOwners},
 		{"Replies", testReplies},
 	}
@@ -727,6 +729,62 @@ func testTurnRecordIsolation(t *testing.T, s store.Store) {
 		if err != nil || !jsonEqual(last.Outcome, w.Outcome) {
 			t.Errorf("LastTurn(%s) = %s, %v; want %s", session, last.Outcome, err, w.Outcome)
 		}
+	}
+}
+
+// testTurnRecordReplaces: a record with Replaces replaces a stored record
+// of its key that finished before Replaces (a key run again after its
+// idempotency window), becomes the last turn, and a retry of it, or a record
+// whose Replaces is not after the stored one's end, changes nothing.
+func testTurnRecordReplaces(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	old := store.TurnRecord{Key: "k", Outcome: json.RawMessage(`{"leaf":"old"}`), Finished: at(1)}
+	other := store.TurnRecord{Key: "j", Outcome: json.RawMessage(`{"leaf":"j"}`), Finished: at(2)}
+	again := store.TurnRecord{Key: "k", Outcome: json.RawMessage(`{"leaf":"new"}`), Finished: at(20), Replaces: at(10)}
+	early := store.TurnRecord{Key: "k", Outcome: json.RawMessage(`{"leaf":"early"}`), Finished: at(30), Replaces: at(15)}
+	for _, r := range []store.TurnRecord{old, other, again, again, early} {
+		if err := s.RecordTurn(ctx, "sess", r); err != nil {
+			t.Fatalf("RecordTurn(%s %s): %v", r.Key, r.Outcome, err)
+		}
+	}
+	got, err := s.Turn(ctx, "sess", "k")
+	if err != nil || !jsonEqual(got.Outcome, again.Outcome) || got.Finished.Sub(again.Finished).Abs() >= time.Microsecond {
+		t.Errorf("Turn(k) = %s at %v, %v; want %s at %v", got.Outcome, got.Finished, err, again.Outcome, again.Finished)
+	}
+	if last, err := s.LastTurn(ctx, "sess"); err != nil || last.Key != "k" {
+		t.Errorf("LastTurn = %q, %v; want the replacement k", last.Key, err)
+	}
+	// Without Replaces the first write still wins.
+	if err := s.RecordTurn(ctx, "sess", store.TurnRecord{Key: "j", Outcome: json.RawMessage(`{"leaf":"x"}`), Finished: at(40)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Turn(ctx, "sess", "j"); err != nil || !jsonEqual(got.Outcome, other.Outcome) {
+		t.Errorf("Turn(j) = %s, %v; want %s", got.Outcome, err, other.Outcome)
+	}
+}
+
+// testHeads: SetHead records a session's head, the last write wins, sessions
+// are apart, and a session without one is ErrNotFound.
+func testHeads(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if _, err := s.Head(ctx, "A"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Head(A) before any: err = %v, want ErrNotFound", err)
+	}
+	for _, w := range []struct{ session, leaf string }{{"A", "a1"}, {"B", "b1"}, {"A", "a2"}} {
+		if err := s.SetHead(ctx, w.session, w.leaf); err != nil {
+			t.Fatalf("SetHead(%s, %s): %v", w.session, w.leaf, err)
+		}
+	}
+	for session, want := range map[string]string{"A": "a2", "B": "b1"} {
+		if got, err := s.Head(ctx, session); err != nil || got != want {
+			t.Errorf("Head(%s) = %q, %v; want %q", session, got, err, want)
+		}
+	}
+	if err := s.SetHead(ctx, "A", ""); err == nil {
+		t.Error("SetHead with an empty leaf succeeded")
+	}
+	if err := s.SetHead(ctx, "", "x"); err == nil {
+		t.Error("SetHead with an empty session succeeded")
 	}
 }
 
