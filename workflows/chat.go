@@ -364,7 +364,7 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 			}
 			session, thread = sessionOf(root), root
 		}
-	case m.Summoned || (p.GroupMode == GroupContext && m.Root != "" && c.owned[m.Root] && !(c.durable >= 1 && m.MentionsOthers)):
+	case m.Summoned || (p.GroupMode == GroupContext && m.Root != "" && c.owned[m.Root] && (c.durable < 1 || !m.MentionsOthers)):
 		place = m.Root
 		switch {
 		case p.GroupSession == SessionContinuous:

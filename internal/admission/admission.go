@@ -108,7 +108,7 @@ func (l *Limiter) retryAfter() time.Duration {
 		base = l.limits.RetryAfter
 	}
 	secs := max(int64(base/time.Second), 1)
-	return base + time.Duration(rand.Int64N(secs+1))*time.Second
+	return base + time.Duration(rand.Int64N(secs+1))*time.Second //nolint:gosec // jitter, not a secret
 }
 
 // Admit takes a place for one turn, or refuses it with a *Refusal. On

@@ -67,7 +67,7 @@ func (a *Agent) unserved(ctx context.Context, session string, waited time.Durati
 	id := workflows.WorkflowID(session)
 	d, err := a.Client.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return nil
+		return nil //nolint:nilerr // unknown reads as "not stuck": the turn goes on waiting
 	}
 	vi := d.GetWorkflowExecutionInfo().GetVersioningInfo()
 	pinned := vi.GetDeploymentVersion()
@@ -85,7 +85,7 @@ func (a *Agent) unserved(ctx context.Context, session string, waited time.Durati
 	deployment, build := pinned.GetDeploymentName(), pinned.GetBuildId()
 	desc, err := a.Client.WorkerDeploymentClient().GetHandle(deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	if err != nil {
-		return nil
+		return nil //nolint:nilerr // unknown reads as "not stuck": the turn goes on waiting
 	}
 	current, ramping := desc.Info.RoutingConfig.CurrentVersion, desc.Info.RoutingConfig.RampingVersion
 	if (current != nil && current.BuildID == build) || (ramping != nil && ramping.BuildID == build) {

@@ -207,5 +207,5 @@ func checkReasoningEffort(model, effort string) error {
 	if model == "gpt-5" || strings.HasPrefix(model, "gpt-5-") {
 		return nil
 	}
-	return fmt.Errorf("Unsupported value: 'reasoning_effort' does not support 'minimal' with this model (%s). Supported values are: 'low', 'medium', and 'high'", model)
+	return fmt.Errorf("unsupported value: 'reasoning_effort' does not support 'minimal' with this model (%s). Supported values are: 'low', 'medium', and 'high'", model)
 }

@@ -133,5 +133,5 @@ type noReplier struct{ kind string }
 func (n noReplier) Kind() string { return n.kind }
 
 func (n noReplier) Render(context.Context, workflows.Target, string) (channels.Render, error) {
-	return nil, channels.Permanent(fmt.Errorf("webhook %s has no reply:", n.kind))
+	return nil, channels.Permanent(fmt.Errorf("webhook %s has no reply target", n.kind))
 }
