@@ -231,6 +231,10 @@ func hint(err error, c Config, useTLS bool) string {
 			return "TLS is on (TEMPORAL_API_KEY implies it), but the server speaks plaintext: for a plaintext server such as `fastagent dev` set TEMPORAL_TLS=false, or check the port"
 		}
 		return "TLS is on, but the server speaks plaintext: unset TEMPORAL_TLS / TEMPORAL_TLS_CA / TEMPORAL_TLS_SERVER_NAME, or check the port"
+	case useTLS && c.TLSCertFile == "" && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer")):
+		// Under TLS 1.3 a server that wants a client certificate may close
+		// the connection before the client reads its alert.
+		return "the server closed the TLS connection during the handshake: if it requires a client certificate (mTLS), set TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY; otherwise check --temporal-address / TEMPORAL_ADDRESS"
 	case !useTLS && c.APIKey == "":
 		return "start it with `fastagent dev`, or set --temporal-address / TEMPORAL_ADDRESS (a TLS endpoint also needs TEMPORAL_TLS=true, TEMPORAL_TLS_CA, TEMPORAL_API_KEY or TEMPORAL_TLS_CERT/KEY)"
 	}

@@ -59,6 +59,8 @@ func TestHintNamesTheSetting(t *testing.T) {
 		{"remote error: tls: certificate required", Config{}, true, "set TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY"},
 		{"remote error: tls: bad certificate", Config{TLSCertFile: "c"}, true, "refused the client certificate"},
 		{"tls: first record does not look like a TLS handshake", Config{}, true, "speaks plaintext"},
+		{"write tcp 127.0.0.1:41596->127.0.0.1:41681: write: broken pipe", Config{}, true, "requires a client certificate (mTLS), set TEMPORAL_TLS_CERT"},
+		{"read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer", Config{}, true, "client certificate"},
 		{"connection refused", Config{}, false, "fastagent dev"},
 	} {
 		if got := hint(errors.New(tc.err), tc.c, tc.tls); !strings.Contains(got, tc.want) {
