@@ -178,20 +178,7 @@ func TestReplayCoversCompaction(t *testing.T) {
 func TestReplayCoversReusedCallIDs(t *testing.T) {
 	const change = "turn-call-ids"
 	for file, want := range map[string]bool{"v1_repeated_call_id.json": false, "repeated_call_id.json": true} {
-		f := filepath.Join("testdata", "histories", file)
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/repeated_call_id", err)
-		}
-		h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
-		_ = r.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		marked := false
-		for _, id := range changeIDs(t, h) {
-			marked = marked || id == change
-		}
+		f, h, marked := markedHistory(t, file, change)
 		tools := 0
 		for _, ev := range h.GetEvents() {
 			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityToolExecute {
@@ -214,20 +201,7 @@ func TestReplayCoversReusedCallIDs(t *testing.T) {
 func TestReplayCoversChatDurable(t *testing.T) {
 	const change = "chat-durable"
 	for file, want := range map[string]bool{"v1_chat_routing_chat.json": false, "chat_routing_chat.json": true} {
-		f := filepath.Join("testdata", "histories", file)
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/chat_routing", err)
-		}
-		h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
-		_ = r.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		marked := false
-		for _, id := range changeIDs(t, h) {
-			marked = marked || id == change
-		}
+		f, h, marked := markedHistory(t, file, change)
 		routes := 0
 		for _, ev := range h.GetEvents() {
 			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityChatRoute {
@@ -252,20 +226,7 @@ func TestReplayCoversTurnKeys(t *testing.T) {
 	for file, want := range map[string]bool{
 		"plain_turn.json": false, "key_answered_from_record.json": true, "abort_queued_turn.json": true, "rewind.json": true,
 	} {
-		f := filepath.Join("testdata", "histories", file)
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/%s", err, strings.TrimSuffix(file, ".json"))
-		}
-		h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
-		_ = r.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		marked := false
-		for _, id := range changeIDs(t, h) {
-			marked = marked || id == change
-		}
+		f, _, marked := markedHistory(t, file, change)
 		if marked != want {
 			t.Errorf("%s: %q marker %v, want %v", file, change, marked, want)
 		}
@@ -273,4 +234,25 @@ func TestReplayCoversTurnKeys(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// markedHistory reads the recorded history file of testdata/histories and
+// says whether it carries change's GetVersion marker; f is its path.
+func markedHistory(t *testing.T, file, change string) (f string, h *historypb.History, marked bool) {
+	t.Helper()
+	f = filepath.Join("testdata", "histories", file)
+	r, err := os.Open(f)
+	if err != nil {
+		t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/%s", err,
+			strings.TrimSuffix(strings.TrimPrefix(file, "v1_"), ".json"))
+	}
+	defer r.Close()
+	h, err = client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range changeIDs(t, h) {
+		marked = marked || id == change
+	}
+	return f, h, marked
 }
