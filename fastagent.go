@@ -6,7 +6,7 @@
 //		Dir:      "./my-agent",
 //		Temporal: fastagent.Temporal{Embedded: true},
 //		Tools:    []agent.Tool{myTool{}},
-//		Hooks:    activities.Hooks{BeforeAgentStart: addContext},
+//		Hooks:    hooks.Hooks{BeforeAgentStart: addContext},
 //	})
 //	defer rt.Close()
 //	res, err := agent.Collect(rt.Agent().Invoke(ctx, agent.Scope{Session: "s1"}, agent.Prompt{Text: "hi"}))
@@ -33,8 +33,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/hooks"
 	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/sandbox"
@@ -78,7 +78,7 @@ type Options struct {
 	// Tools are Go tools offered to the model next to the definition's own.
 	Tools []agent.Tool
 	// Hooks run on the worker around model and tool calls.
-	Hooks activities.Hooks
+	Hooks hooks.Hooks
 	// DetachGrace is the longest a turn whose HTTP client went away keeps
 	// running for the client to come back, when the request asked for it
 	// (Resume-Within); default 15 s, negative = never.

@@ -15,8 +15,10 @@ type Result struct {
 	Data json.RawMessage
 }
 
-// Failure is the error Collect returns for a failed turn or a stream that
-// ended without a terminal.
+// Failure is a failed turn as an error: what Collect returns for a failed
+// terminal (or a stream that ended without one), and what a loop step
+// returns when it cannot complete (the loop turns it into the failed
+// terminal's details, code and retryability).
 type Failure struct {
 	Details   string
 	Retryable bool

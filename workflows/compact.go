@@ -88,7 +88,7 @@ func (r *loopRuntime) generateWithin(call agentloop.ModelCall) (agentloop.ModelR
 	for {
 		res, err := r.generate(call)
 		reason := CompactThreshold
-		var overflow *agentloop.Failure
+		var overflow *agent.Failure
 		switch {
 		case err == nil && res.Compact == nil:
 			return res, nil
@@ -119,7 +119,7 @@ func (r *loopRuntime) generateWithin(call agentloop.ModelCall) (agentloop.ModelR
 		})
 		if err != nil {
 			if r.aborted() {
-				return res, &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+				return res, &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
 			}
 			return res, compactFailure(err)
 		}
@@ -158,8 +158,8 @@ func (s *session) compact(ctx workflow.Context, in CompactInput) (CompactResult,
 }
 
 // overflowFailure ends a turn whose context the provider keeps refusing.
-func overflowFailure(f *agentloop.Failure, why string) *agentloop.Failure {
-	return &agentloop.Failure{
+func overflowFailure(f *agent.Failure, why string) *agent.Failure {
+	return &agent.Failure{
 		Details: fmt.Sprintf("the conversation does not fit the model's context window %s (%s); "+
 			"start a new session, or set contextWindow or lower compaction.keepRecentTokens in fastagent.yaml", why, f.Details),
 		Code: agent.CodeContextOverflow,
@@ -167,12 +167,12 @@ func overflowFailure(f *agentloop.Failure, why string) *agentloop.Failure {
 }
 
 // compactFailure ends a turn whose compaction failed.
-func compactFailure(err error) *agentloop.Failure {
+func compactFailure(err error) *agent.Failure {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
-		return &agentloop.Failure{Details: "compacting the context failed: " + app.Message(), Code: app.Type(), Retryable: !app.NonRetryable()}
+		return &agent.Failure{Details: "compacting the context failed: " + app.Message(), Code: app.Type(), Retryable: !app.NonRetryable()}
 	}
-	return &agentloop.Failure{Details: "compacting the context failed: " + rootCause(err), Retryable: true}
+	return &agent.Failure{Details: "compacting the context failed: " + rootCause(err), Retryable: true}
 }
 
 // validateCompact admits a manual compaction on the same terms as a turn.

@@ -48,7 +48,7 @@ func (r *loopRuntime) Steering() []string {
 
 func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, error) {
 	if r.aborted() {
-		return agentloop.ModelResult{}, &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+		return agentloop.ModelResult{}, &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
 	}
 	if workflow.GetVersion(r.ctx, changeCompaction, workflow.DefaultVersion, 1) < 1 {
 		return r.generate(call)
@@ -86,7 +86,7 @@ func (r *loopRuntime) modelFailure(err error) error {
 		return nil
 	}
 	if r.aborted() {
-		return &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+		return &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
 	}
 	return modelFailure(err, orInt(r.settings().ModelAttempts, defaultModelAttempts))
 }
@@ -117,19 +117,19 @@ func (r *loopRuntime) generateOnce(call agentloop.ModelCall) (agentloop.ModelRes
 }
 
 // modelFailure turns a failed model activity into the turn's failure.
-func modelFailure(err error, attempts int) *agentloop.Failure {
+func modelFailure(err error, attempts int) *agent.Failure {
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		// The activity's error type is already a contract code (model_error,
 		// model_config, definition_error, …): the failed event carries it.
 		if app.Type() == ErrModelFallback {
 			// The chain was cut short (maxFallbacks): the model failed.
-			return &agentloop.Failure{Details: app.Message(), Retryable: true, Code: agent.CodeModel}
+			return &agent.Failure{Details: app.Message(), Retryable: true, Code: agent.CodeModel}
 		}
 		if app.NonRetryable() {
-			return &agentloop.Failure{Details: app.Message(), Retryable: false, Code: app.Type()}
+			return &agent.Failure{Details: app.Message(), Retryable: false, Code: app.Type()}
 		}
-		return &agentloop.Failure{
+		return &agent.Failure{
 			Details:   fmt.Sprintf("the model call failed %d times; last error: %s", attempts, app.Message()),
 			Retryable: true,
 			Code:      app.Type(),
@@ -137,9 +137,9 @@ func modelFailure(err error, attempts int) *agentloop.Failure {
 	}
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
-		return &agentloop.Failure{Details: "the model call timed out: " + timeout.Error(), Retryable: true}
+		return &agent.Failure{Details: "the model call timed out: " + timeout.Error(), Retryable: true}
 	}
-	return &agentloop.Failure{Details: "the model call failed: " + err.Error(), Retryable: true}
+	return &agent.Failure{Details: "the model call failed: " + err.Error(), Retryable: true}
 }
 
 func (r *loopRuntime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agentloop.ToolOutcome, error) {

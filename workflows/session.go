@@ -14,9 +14,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/transcript"
-	"github.com/fastagent/fastagent/internal/wakes"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows/agentloop"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // SessionInput starts (or continues) a session workflow.

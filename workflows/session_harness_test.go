@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )

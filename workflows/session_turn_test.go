@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )

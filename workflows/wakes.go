@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/workflows/agentloop"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // NextWakeInput is the argument of ActivityWakeNext.

@@ -15,9 +15,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // wakeRig runs a session whose first turn calls the wake tool once; the fake

@@ -24,7 +24,7 @@ import (
 	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/localagent"
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // benchFlags are the sizes of the benchmark; the defaults are the issue's.

@@ -17,7 +17,7 @@ import (
 	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testkit/fakefeishu"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // The bench's Feishu app secrets.

@@ -14,7 +14,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/testkit/fakeslack"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // benchSlackSecret signs the bench's webhook deliveries.

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // procEnv is a durable stack whose workers are subprocesses: a workspace

@@ -25,12 +25,12 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/tools"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // loadFlags are the knobs of the load curve.

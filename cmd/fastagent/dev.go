@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -57,53 +59,11 @@ func devCommand(g *globals) *cobra.Command {
 			if err := checkDefinition(ctx, parts, log, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
-			stateDir := parts.Config.StateDir
-			logFile, err := os.OpenFile(filepath.Join(stateDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			srv, ln, closeDev, err := startDevTemporal(parts, log, temporalPort, uiPort, noUI)
 			if err != nil {
-				return failure("open temporal log: %w", err)
+				return err
 			}
-			defer logFile.Close()
-			opts := devserver.Options{
-				DatabaseFile: filepath.Join(stateDir, "temporal.db"),
-				FrontendPort: temporalPort,
-				UIPort:       uiPort,
-				Logger:       log,
-				LogWriter:    logFile,
-				KeyFile:      filepath.Join(stateDir, tclient.DevTokenFile),
-			}
-			if noUI {
-				opts.UIPort = -1
-			}
-			// With codec keys, the API listens first so the embedded UI can
-			// be told its codec endpoint (POST <api>/codec/decode).
-			var ln net.Listener
-			if cdc, err := codec.FromEnv(os.Getenv); err != nil {
-				return failure("%w", err)
-			} else if cdc != nil {
-				if ln, err = serve.Listen(parts.Config.HTTPHost, parts.Config.HTTPPort); err != nil {
-					return failure("%w", err)
-				}
-				defer ln.Close()
-				opts.CodecEndpoint = "http://" + ln.Addr().String() + "/codec"
-				if !noUI {
-					// The UI sends no token: its endpoint carries a key
-					// drawn for this run instead.
-					key := make([]byte, 16)
-					if _, err := rand.Read(key); err != nil {
-						return failure("dev codec key: %w", err)
-					}
-					parts.Config.DevCodecKey = hex.EncodeToString(key)
-					opts.CodecEndpoint += "/dev/" + parts.Config.DevCodecKey
-					parts.Config.DevUIOrigin = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(uiPort))
-				}
-			}
-			srv, err := devserver.Start(opts)
-			if err != nil {
-				return failure("embedded Temporal: %w", err)
-			}
-			defer srv.Stop()
-			// Tools never reach these, whatever their network setting.
-			parts.Config.ControlPlane = append(parts.Config.ControlPlane, srv.FrontendAddress(), srv.UIAddress())
+			defer closeDev()
 			tc := tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: log,
 				APIKey: srv.APIKey(), Plaintext: true, MetricsHandler: parts.Config.Metrics.SDKHandler()}
 			stopTracing, err := startTracing(ctx, parts, &tc)
@@ -121,21 +81,9 @@ func devCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return failure("%w", err)
 			}
-			api := run.URL
-			fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))
-			fmt.Fprintf(out, "  API       %s   (POST /invoke, GET /health)\n", api)
-			if srv.UIAddress() != "" {
-				link, err := srv.UILoginURL()
-				if err != nil {
-					return failure("%w", err)
-				}
-				fmt.Fprintf(out, "  Web UI    %s\n            (opens once; `fastagent ui-link` makes another)\n", link)
+			if err := printDevReady(out, run, srv, parts.Config.StateDir, started); err != nil {
+				return err
 			}
-			fmt.Fprintf(out, "  Temporal  %s   (namespace %s; every call needs the key in %s)\n",
-				srv.FrontendAddress(), srv.Namespace(), filepath.Join(stateDir, tclient.DevTokenFile))
-			fmt.Fprintf(out, "  State     %s\n", stateDir)
-			printToken(out, run)
-			fmt.Fprintf(out, "Try: fastagent invoke \"hello\" --session s1 --url %s\n", api)
 			return run.Wait(ctx)
 		},
 	}
@@ -144,4 +92,101 @@ func devCommand(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&uiPort, "ui-port", envInt("FASTAGENT_UI_PORT", 8233), "embedded Temporal Web UI port [FASTAGENT_UI_PORT]")
 	cmd.Flags().BoolVar(&noUI, "no-ui", false, "do not start the Web UI")
 	return cmd
+}
+
+// startDevTemporal starts the embedded Temporal server (and Web UI unless
+// noUI) with its state, log and key under the state dir. With codec keys
+// the API listener is opened first, so the embedded UI can be told its
+// codec endpoint; that listener is returned for the ingress. The control
+// plane's addresses are added to what tools may never reach.
+func startDevTemporal(parts *serve.Parts, log *slog.Logger, temporalPort, uiPort int, noUI bool) (*devserver.Server, net.Listener, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	stateDir := parts.Config.StateDir
+	logFile, err := os.OpenFile(filepath.Join(stateDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, nil, failure("open temporal log: %w", err)
+	}
+	closers = append(closers, func() { _ = logFile.Close() })
+	opts := devserver.Options{
+		DatabaseFile: filepath.Join(stateDir, "temporal.db"),
+		FrontendPort: temporalPort,
+		UIPort:       uiPort,
+		Logger:       log,
+		LogWriter:    logFile,
+		KeyFile:      filepath.Join(stateDir, tclient.DevTokenFile),
+	}
+	if noUI {
+		opts.UIPort = -1
+	}
+	ln, err := devCodecEndpoint(parts, &opts, uiPort, noUI)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	if ln != nil {
+		closers = append(closers, func() { _ = ln.Close() })
+	}
+	srv, err := devserver.Start(opts)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, failure("embedded Temporal: %w", err)
+	}
+	closers = append(closers, srv.Stop)
+	// Tools never reach these, whatever their network setting.
+	parts.Config.ControlPlane = append(parts.Config.ControlPlane, srv.FrontendAddress(), srv.UIAddress())
+	return srv, ln, closeAll, nil
+}
+
+// devCodecEndpoint, with codec keys set, opens the API listener and points
+// the embedded UI's codec endpoint at it; the UI sends no token, so its
+// endpoint carries a key drawn for this run instead.
+func devCodecEndpoint(parts *serve.Parts, opts *devserver.Options, uiPort int, noUI bool) (net.Listener, error) {
+	cdc, err := codec.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, failure("%w", err)
+	}
+	if cdc == nil {
+		return nil, nil
+	}
+	ln, err := serve.Listen(parts.Config.HTTPHost, parts.Config.HTTPPort)
+	if err != nil {
+		return nil, failure("%w", err)
+	}
+	opts.CodecEndpoint = "http://" + ln.Addr().String() + "/codec"
+	if !noUI {
+		key := make([]byte, 16)
+		if _, err := rand.Read(key); err != nil {
+			_ = ln.Close()
+			return nil, failure("dev codec key: %w", err)
+		}
+		parts.Config.DevCodecKey = hex.EncodeToString(key)
+		opts.CodecEndpoint += "/dev/" + parts.Config.DevCodecKey
+		parts.Config.DevUIOrigin = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(uiPort))
+	}
+	return ln, nil
+}
+
+// printDevReady prints where everything `fastagent dev` started listens.
+func printDevReady(out io.Writer, run *serve.Running, srv *devserver.Server, stateDir string, started time.Time) error {
+	api := run.URL
+	fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))
+	fmt.Fprintf(out, "  API       %s   (POST /invoke, GET /health)\n", api)
+	if srv.UIAddress() != "" {
+		link, err := srv.UILoginURL()
+		if err != nil {
+			return failure("%w", err)
+		}
+		fmt.Fprintf(out, "  Web UI    %s\n            (opens once; `fastagent ui-link` makes another)\n", link)
+	}
+	fmt.Fprintf(out, "  Temporal  %s   (namespace %s; every call needs the key in %s)\n",
+		srv.FrontendAddress(), srv.Namespace(), filepath.Join(stateDir, tclient.DevTokenFile))
+	fmt.Fprintf(out, "  State     %s\n", stateDir)
+	printToken(out, run)
+	fmt.Fprintf(out, "Try: fastagent invoke \"hello\" --session s1 --url %s\n", api)
+	return nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/tracing"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // serveFlags are shared by dev, start, worker and ingress.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/ingress"
 )
 
 // newToken prints a new API token and the tokens-file line that accepts it.

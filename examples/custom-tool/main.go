@@ -20,8 +20,8 @@ import (
 	"strings"
 
 	"github.com/fastagent/fastagent"
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/hooks"
 )
 
 // dice is a Go tool: it rolls n six-sided dice.
@@ -51,9 +51,9 @@ func (dice) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult, error
 	return agent.ToolResult{Content: "rolled " + strings.Join(faces, ", ")}, nil
 }
 
-// hooks add a line to every turn's system prompt.
-var hooks = activities.Hooks{
-	BeforeAgentStart: func(_ context.Context, turn activities.TurnInfo) (string, error) {
+// turnHooks add a line to every turn's system prompt.
+var turnHooks = hooks.Hooks{
+	BeforeAgentStart: func(_ context.Context, turn hooks.TurnInfo) (string, error) {
 		return "Session " + turn.Session + " is a dice game; always use the dice tool to roll.", nil
 	},
 }
@@ -87,7 +87,7 @@ func run(ctx context.Context, dir, prompt string) (string, error) {
 		Temporal: fastagent.Temporal{Embedded: true, UIPort: -1},
 		Roles:    fastagent.Roles{Worker: true}, // no HTTP: the turn runs through the Go API
 		Tools:    []agent.Tool{dice{}},
-		Hooks:    hooks,
+		Hooks:    turnHooks,
 	})
 	if err != nil {
 		return "", err

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/admission"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/modelserver"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/workflows"
 )

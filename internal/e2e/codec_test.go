@@ -24,15 +24,15 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/tclient"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/testkit"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 var (

@@ -13,7 +13,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // A deploy SIGTERMs a worker process while a (non-idempotent) tool runs.

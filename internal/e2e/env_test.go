@@ -18,14 +18,14 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testkit"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // server is the embedded Temporal server shared by every test here.

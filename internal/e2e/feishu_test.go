@@ -22,14 +22,14 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testkit/fakefeishu"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )

@@ -15,12 +15,12 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/httpagent"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/testkit"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // canaryVar is the worker variable that holds the planted secret. It is not

@@ -21,7 +21,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/testkit/fakeslack"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 

@@ -20,14 +20,14 @@ import (
 	"go.temporal.io/api/serviceerror"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/testkit/fakeslack"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )

@@ -24,7 +24,7 @@ import (
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testkit"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // pki is a throwaway CA with certificates it signed, written as PEM files.

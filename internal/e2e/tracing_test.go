@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/interceptor"
 
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/tracing"

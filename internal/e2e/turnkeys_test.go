@@ -12,8 +12,8 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/transcript"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 )
 

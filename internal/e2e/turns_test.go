@@ -14,7 +14,7 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/testkit"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 )
 

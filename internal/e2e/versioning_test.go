@@ -16,7 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 

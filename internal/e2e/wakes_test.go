@@ -8,8 +8,8 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/internal/waketools"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // On the real server: the agent sets a wake-up with its wake tool; the

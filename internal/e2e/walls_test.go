@@ -19,7 +19,7 @@ import (
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // The walls, end to end: a real worker runs the model's tool calls — bash,

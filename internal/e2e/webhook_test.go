@@ -20,7 +20,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/webhook"
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 

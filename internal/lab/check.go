@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/fastagent/fastagent/internal/store"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // TranscriptReport compares a session's stored transcript with the prompts

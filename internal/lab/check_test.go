@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/fastagent/fastagent/internal/store"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 func user(id, parent, text string) transcript.Entry {

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/localagent"
 	"github.com/fastagent/fastagent/internal/modelserver"

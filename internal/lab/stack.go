@@ -11,10 +11,10 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
-	"github.com/fastagent/fastagent/worker"
+	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/worker"
 )
 
 var queueSeq atomic.Int64

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/tmc/langchaingo/llms"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
 	"github.com/tmc/langchaingo/llms/openai"

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/models"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/tmc/langchaingo/llms/anthropic"
 	"github.com/tmc/langchaingo/llms/openai"
 )

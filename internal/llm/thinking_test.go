@@ -8,7 +8,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 func TestReasoningEffortReachesOpenAI(t *testing.T) {

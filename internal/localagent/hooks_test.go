@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/hooks"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/localagent"
 	"github.com/fastagent/fastagent/internal/modelserver"
@@ -22,11 +22,11 @@ func TestHooks(t *testing.T) {
 	bus := feed.NewInProcess()
 	defer bus.Close()
 	acts := k.Activities(bus)
-	acts.Hooks = activities.Hooks{
-		BeforeAgentStart: func(_ context.Context, turn activities.TurnInfo) (string, error) {
+	acts.Hooks = hooks.Hooks{
+		BeforeAgentStart: func(_ context.Context, turn hooks.TurnInfo) (string, error) {
 			return "Hook says: be brief.", nil
 		},
-		TransformContext: func(_ context.Context, _ activities.TurnInfo, msgs []activities.Message) ([]activities.Message, error) {
+		TransformContext: func(_ context.Context, _ hooks.TurnInfo, msgs []hooks.Message) ([]hooks.Message, error) {
 			for i := range msgs {
 				msgs[i].Text = strings.ReplaceAll(msgs[i].Text, "s3cr3t", "[redacted]")
 			}

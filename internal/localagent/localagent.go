@@ -28,8 +28,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -276,7 +276,7 @@ func (r *runtime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agentloo
 		wg.Wait()
 	}
 	if r.ctx.Err() != nil {
-		return outs, &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+		return outs, &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
 	}
 	return outs, nil
 }
@@ -318,14 +318,14 @@ func (r *runtime) retry(attempts int, fn func(attempt int) error) error {
 
 func failure(ctx context.Context, err error, attempts int) error {
 	if ctx.Err() != nil {
-		return &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+		return &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
 	}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		if app.NonRetryable() {
-			return &agentloop.Failure{Details: app.Message()}
+			return &agent.Failure{Details: app.Message()}
 		}
-		return &agentloop.Failure{Details: fmt.Sprintf("the model call failed %d times; last error: %s", attempts, app.Message()), Retryable: true}
+		return &agent.Failure{Details: fmt.Sprintf("the model call failed %d times; last error: %s", attempts, app.Message()), Retryable: true}
 	}
-	return &agentloop.Failure{Details: err.Error(), Retryable: true}
+	return &agent.Failure{Details: err.Error(), Retryable: true}
 }

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/localagent"
 	"github.com/fastagent/fastagent/internal/store"

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 
-	"github.com/fastagent/fastagent/activities"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/workflows"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/workflows"
 )

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // Compaction defaults (pi's).

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // Version is the pi session format version written.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 func TestDecodeGoldenPiSession(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fastagent/fastagent/internal/store"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 

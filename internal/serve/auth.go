@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/store"
 )
 

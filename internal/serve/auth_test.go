@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/ingress"
 )
 
 func TestRedactDSN(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/ingress"
 )
 
 // CodecServerConfig configures a standalone codec server.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/ingress"
 )
 
 // The standalone codec server refuses a request without a token (or from

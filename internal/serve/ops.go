@@ -9,8 +9,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/ingress"
 )
 
 // EnvCodecOrigins lists the Web UI origins (comma-separated) allowed to call

@@ -11,9 +11,9 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/workflows"
 )
 

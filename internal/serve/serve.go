@@ -20,9 +20,9 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/hooks"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/channels"
 	_ "github.com/fastagent/fastagent/internal/channels/feishu"  // registers the feishu and lark kinds
@@ -33,13 +33,14 @@ import (
 	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/tracing"
+	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/internal/workspace"
-	"github.com/fastagent/fastagent/worker"
 )
 
 // Config is everything a serving command needs to know.
@@ -91,7 +92,7 @@ type Config struct {
 	// Tools are Go tools registered by a library user.
 	Tools []agent.Tool
 	// Hooks are Go hooks run on the worker around model and tool calls.
-	Hooks  activities.Hooks
+	Hooks  hooks.Hooks
 	Logger *slog.Logger
 	// Getenv reads the environment model clients use (default os.Getenv).
 	Getenv func(string) string

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 func sampleEntries() []transcript.Entry {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/store/storetest"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 func openTempSQLite(t *testing.T) *store.SQLite {

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // ErrNotFound is returned when an entry or session does not exist.

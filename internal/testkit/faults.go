@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/fastagent/fastagent/internal/store"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // ErrInjected is the error of a fault a test asked for.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/wakes"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // Pending is what the tools know about the session's pending wake-ups; the

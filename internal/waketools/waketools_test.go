@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/internal/waketools"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -17,8 +17,8 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/tools"
-	"github.com/fastagent/fastagent/internal/wakes"
 	"github.com/fastagent/fastagent/internal/waketools"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // Workspace locates an agent: Dir is the working directory tools run in;

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/transcript"
-	"github.com/fastagent/fastagent/internal/wakes"
+	"github.com/fastagent/fastagent/transcript"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // DefaultMaxSteps bounds the model calls of one turn when the definition does
@@ -205,19 +205,10 @@ func (o Outcome) Event() agent.Event {
 	return agent.Failed(o.Details, o.Retryable, o.Code)
 }
 
-// Failure is the error a Runtime returns when a step cannot complete; the
-// loop turns it into a failed outcome.
-type Failure struct {
-	Details   string
-	Retryable bool
-	Code      string
-}
-
-func (f *Failure) Error() string { return f.Details }
-
 // Runtime carries out the loop's steps.
 type Runtime interface {
-	// Model runs one model step; a *Failure (or any error) ends the turn.
+	// Model runs one model step; an *agent.Failure (or any error) ends the
+	// turn with its details, code and retryability.
 	Model(call ModelCall) (ModelResult, error)
 	// Tools runs a batch and returns outcomes in the batch's order. All calls
 	// must have a stored result when it returns, even on error.
@@ -255,7 +246,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		}
 		if step > maxSteps {
 			out.Leftover = texts(pending)
-			return fail(out, &Failure{
+			return fail(out, &agent.Failure{
 				Details: fmt.Sprintf("the turn stopped after %d model calls (maxSteps); raise maxSteps in fastagent.yaml or ask for less per turn", maxSteps),
 				Code:    agent.CodeMaxSteps,
 			})
@@ -289,7 +280,7 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		}
 		switch res.StopReason {
 		case transcript.StopError, transcript.StopAborted:
-			return fail(out, &Failure{Details: "model error: " + res.ErrorMessage, Retryable: true})
+			return fail(out, &agent.Failure{Details: "model error: " + res.ErrorMessage, Retryable: true})
 		}
 		if len(res.Calls) == 0 {
 			steer := rt.Steering()
@@ -357,7 +348,7 @@ func reusedMessage(id string) string {
 
 func fail(out Outcome, err error) Outcome {
 	out.Status = agent.TypeFailed
-	var f *Failure
+	var f *agent.Failure
 	if errors.As(err, &f) {
 		out.Details, out.Retryable, out.Code = f.Details, f.Retryable, f.Code
 		return out

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -356,7 +356,7 @@ func TestRun(t *testing.T) {
 		{
 			name: "a failing first model call leaves the leaf where it was",
 			rt: &fakeRuntime{model: func(agentloop.ModelCall) (agentloop.ModelResult, error) {
-				return agentloop.ModelResult{}, &agentloop.Failure{Details: "bad key", Code: "auth"}
+				return agentloop.ModelResult{}, &agent.Failure{Details: "bad key", Code: "auth"}
 			}},
 			state:       agentloop.State{Leaf: "root"},
 			wantStatus:  agent.TypeFailed,
@@ -402,7 +402,7 @@ func TestRun(t *testing.T) {
 			rt: &fakeRuntime{
 				model: toolsThenReply(map[int][]agentloop.Call{1: {known("c1", "read"), known("c2", "read")}}),
 				tools: func(calls []agentloop.ToolCall, _ bool) ([]agentloop.ToolOutcome, error) {
-					return make([]agentloop.ToolOutcome, len(calls)), &agentloop.Failure{Details: "aborted", Code: agent.CodeAborted}
+					return make([]agentloop.ToolOutcome, len(calls)), &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
 				},
 			},
 			wantStatus:  agent.TypeFailed,

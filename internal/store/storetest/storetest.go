@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/internal/store"
-	"github.com/fastagent/fastagent/internal/transcript"
+	"github.com/fastagent/fastagent/transcript"
 )
 
 // Run runs the conformance suite. open is called once per case and must

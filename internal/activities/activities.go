@@ -1,0 +1,146 @@
+// Package activities holds everything with side effects that a session
+// workflow asks for: model calls through langchaingo (streaming deltas to the
+// live feed), tool execution, and session-store reads and appends with IDs
+// chosen by the workflow, so that every retry is idempotent.
+//
+// Each activity has a plain method (RunModel, RunTool, OpenSession,
+// BeginTurn, RecordTurn) that the
+// in-process agent calls directly, and a thin Temporal wrapper that adds the
+// attempt number and heartbeats.
+package activities
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/hooks"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/llm"
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// Definitions loads the agent definition; it is called for every model and
+// tool call so that edits take effect without a restart.
+type Definitions interface {
+	Load(ctx context.Context) (*workspace.Definition, error)
+}
+
+// Models resolves a "provider/model" spec to a model client.
+type Models interface {
+	Model(spec string) (llm.Model, error)
+}
+
+// Activities holds the dependencies of all activities. Register it once on a
+// worker with Register.
+type Activities struct {
+	Store       store.Store
+	Feed        feed.Bus
+	Definitions Definitions
+	Models      Models
+	Logger      *slog.Logger
+	// Hooks are optional Go hooks run around model and tool calls.
+	Hooks hooks.Hooks
+	// HeartbeatEvery is how often running activities heartbeat (default 1s).
+	HeartbeatEvery time.Duration
+	// Observer, when set, receives what each model call measured (time to
+	// first token, tokens by model) for metrics.
+	Observer ModelObserver
+}
+
+// ModelObserver receives the measurements of one model call.
+type ModelObserver interface {
+	ObserveModel(ModelStats)
+}
+
+// ModelStats is what one call to a model client measured.
+type ModelStats struct {
+	// Model is the "provider/model" spec that served the call.
+	Model string
+	// FirstToken is the time from the request to the first streamed delta
+	// (0: nothing was streamed).
+	FirstToken time.Duration
+	// Usage is what the provider reported (nil: nothing, or the call failed).
+	Usage *agent.Usage
+	// Failed says the call returned an error.
+	Failed bool
+}
+
+// Registrar is the part of a Temporal worker activities are registered on.
+type Registrar interface {
+	RegisterActivityWithOptions(a interface{}, options activity.RegisterOptions)
+}
+
+// Register registers every activity under its name in workflows/names.go.
+func (a *Activities) Register(w Registrar) {
+	w.RegisterActivityWithOptions(a.Generate, activity.RegisterOptions{Name: workflows.ActivityModelGenerate})
+	w.RegisterActivityWithOptions(a.Execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
+	w.RegisterActivityWithOptions(a.Open, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
+	w.RegisterActivityWithOptions(a.NextWake, activity.RegisterOptions{Name: workflows.ActivityWakeNext})
+	w.RegisterActivityWithOptions(a.BeginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
+	w.RegisterActivityWithOptions(a.RecordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
+	w.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
+	w.RegisterActivityWithOptions(a.Rewind, activity.RegisterOptions{Name: workflows.ActivityRewind})
+}
+
+// Generate is the Model.Generate activity.
+func (a *Activities) Generate(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+	stop := a.heartbeat(ctx)
+	defer stop()
+	return a.RunModel(ctx, call, int(activity.GetInfo(ctx).Attempt))
+}
+
+// Execute is the Tool.Execute activity.
+func (a *Activities) Execute(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+	stop := a.heartbeat(ctx)
+	defer stop()
+	return a.RunTool(ctx, call)
+}
+
+// Open is the Session.Open (local) activity.
+func (a *Activities) Open(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+	return a.OpenSession(ctx, in)
+}
+
+// heartbeat records a heartbeat every HeartbeatEvery until stopped, so
+// that a lost worker is noticed within the heartbeat timeout and an abort
+// (activity cancellation) reaches the running call.
+func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
+	every := a.HeartbeatEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	// No heartbeat at the start: each is an RPC and a history-service write,
+	// and short calls (most tool calls) finish before the first tick.
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}
+
+func (a *Activities) log() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,367 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/hooks"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/llm"
+	"github.com/fastagent/fastagent/internal/models"
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/transcript"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// argsPreviewLen bounds the argument preview kept in workflow history.
+const argsPreviewLen = 120
+
+// ModelMarker names the feed marker published after a model step's events.
+func ModelMarker(turn string, step int) string { return fmt.Sprintf("%s/m%d", turn, step) }
+
+// ToolMarker names the feed marker published after a tool call's events.
+func ToolMarker(turn, call string) string { return fmt.Sprintf("%s/t/%s", turn, call) }
+
+// RunModel appends the step's pending entries, calls the model with the
+// session's context, streams deltas to the feed and appends the reply under
+// call.EntryID. If that entry already exists (an earlier attempt stored it
+// and its worker died before reporting), the stored reply is returned and
+// the model is not called again.
+//
+// The step's model is routed by the definition (Config.ModelFor: chatModel,
+// toolModel after a tool step) and call.Fallback indexes its fallback chain.
+// A fallback's attempts are numbered on the feed after those of the models
+// before it, so the relay treats them as restarts of the same step.
+func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, attempt int) (agentloop.ModelResult, error) {
+	attempt += call.Fallback * max(call.MaxAttempts, 1)
+	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
+	pub.send(ctx, feed.Message{Kind: feed.KindAttempt, Step: call.Step, Attempt: attempt, MaxAttempts: call.MaxAttempts})
+
+	if err := a.Store.Append(ctx, call.Session, call.Prepend...); err != nil {
+		return agentloop.ModelResult{}, storeError(err)
+	}
+	leaf := call.Leaf
+	if n := len(call.Prepend); n > 0 {
+		leaf = call.Prepend[n-1].ID
+	}
+	def, err := a.Definitions.Load(ctx)
+	if err != nil {
+		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(
+			"the agent definition could not be loaded: "+err.Error()+" (fix the file and send the turn again)",
+			agent.CodeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	settings := settingsOf(def)
+	marker := ModelMarker(call.Turn, call.Step)
+
+	if prev, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && prev.Message != nil {
+		pub.send(ctx, feed.Message{Kind: feed.KindEnd, Step: call.Step, Marker: marker})
+		pub.flush(ctx)
+		return resultOf(def, call.EntryID, prev.Message, settings, marker), nil
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return agentloop.ModelResult{}, storeError(err)
+	}
+
+	chain := def.Config.ModelFor(call.AfterTools)
+	model, err := a.Models.Model(chain[min(call.Fallback, len(chain)-1)])
+	if err != nil {
+		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	branch, err := a.Store.Branch(ctx, call.Session, leaf)
+	if err != nil {
+		return agentloop.ModelResult{}, storeError(err)
+	}
+	req := llm.Request{
+		System:   def.SystemPrompt(),
+		Messages: transcript.Context(branch),
+		Tools:    def.SessionSpecs(call.Session, call.Activated),
+		Thinking: def.Config.ThinkingLevel,
+	}
+	if err := a.applyModelHooks(ctx, call, &req); err != nil {
+		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), agent.CodeHook,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if call.CheckContext && def.Config.Compaction.On() {
+		if over := a.overBudget(def, model.Name(), branch, req); over != nil {
+			over.Leaf = leaf
+			pub.flush(ctx)
+			return agentloop.ModelResult{Compact: over, Settings: settings}, nil
+		}
+	}
+	streamed := false
+	sent := time.Now()
+	var firstToken time.Duration
+	msg, err := model.Generate(ctx, req, func(d llm.Delta) {
+		if !streamed {
+			firstToken = time.Since(sent)
+		}
+		streamed = true
+		ev := agent.Text(d.Text)
+		if d.Kind == "thinking" {
+			ev = agent.Thinking(d.Text)
+		}
+		ev.Step = call.Step
+		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
+	})
+	a.observeModel(model.Name(), firstToken, &msg, err)
+	if err != nil {
+		return agentloop.ModelResult{}, a.modelError(ctx, pub, call, attempt, streamed, err, fallbackOf(def, chain, call.Fallback))
+	}
+	entry := transcript.Entry{
+		ID:       call.EntryID,
+		ParentID: leaf,
+		Type:     transcript.TypeMessage,
+		Time:     time.Now().UTC(),
+		Message:  &msg,
+	}
+	if err := a.Store.Append(ctx, call.Session, entry); err != nil {
+		return agentloop.ModelResult{}, storeError(err)
+	}
+	// A concurrent attempt may have stored its reply first; the stored one is
+	// the truth.
+	if stored, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && stored.Message != nil {
+		msg = *stored.Message
+	}
+	pub.send(ctx, feed.Message{Kind: feed.KindEnd, Step: call.Step, Marker: marker})
+	pub.flush(ctx)
+	return resultOf(def, call.EntryID, &msg, settings, marker), nil
+}
+
+// observeModel tells the Observer what a model call measured.
+func (a *Activities) observeModel(spec string, firstToken time.Duration, msg *transcript.Message, err error) {
+	if a.Observer == nil {
+		return
+	}
+	st := ModelStats{Model: spec, FirstToken: firstToken, Failed: err != nil}
+	if u := msg.Usage; err == nil && u != nil {
+		st.Usage = &agent.Usage{Input: int64(u.Input), Output: int64(u.Output),
+			CacheRead: int64(u.CacheRead), CacheWrite: int64(u.CacheWrite), Calls: 1}
+	}
+	a.Observer.ObserveModel(st)
+}
+
+// fallback is the next model of a step's chain and when to hand over to it.
+type fallback struct {
+	next  string        // "" when the chain is exhausted
+	after time.Duration // the longest Retry-After waited for instead
+}
+
+func fallbackOf(def *workspace.Definition, chain []string, at int) fallback {
+	f := fallback{after: time.Duration(def.Config.Retry.FallbackAfter)}
+	if f.after <= 0 {
+		f.after = workspace.DefaultFallbackAfter
+	}
+	if at+1 < len(chain) {
+		f.next = chain[at+1]
+	}
+	return f
+}
+
+// modelError classifies a failed model call for Temporal's retry policy and
+// tells the client to drop partial text when a retry follows streamed deltas.
+// A retryable failure on the model's last attempt, or a rate limit longer
+// than fb.after, hands the step to the next model of the chain: the error
+// is then workflows.ErrModelFallback (the workflow runs the step again with
+// the next Fallback) and a retrying event names the fallback model.
+func (a *Activities) modelError(ctx context.Context, pub publisher, call agentloop.ModelCall, attempt int, streamed bool, err error, fb fallback) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var le *llm.Error
+	if !errors.As(err, &le) {
+		le = &llm.Error{Retryable: true, Kind: "unknown", Message: err.Error()}
+	}
+	if le.Kind == llm.KindContextOverflow {
+		return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeContextOverflow,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if !le.Retryable {
+		return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	own := attempt - call.Fallback*max(call.MaxAttempts, 1) // this model's attempt
+	exhausted := call.MaxAttempts > 0 && own >= call.MaxAttempts
+	throttled := le.Kind == llm.KindRateLimit && le.RetryAfter > fb.after
+	if fb.next != "" && (exhausted || throttled) {
+		ev := agent.Event{
+			Type:        agent.TypeRetrying,
+			Step:        call.Step,
+			Attempt:     (call.Fallback+1)*max(call.MaxAttempts, 1) + 1,
+			MaxAttempts: call.MaxAttempts,
+			Reason:      fmt.Sprintf("falling back to %s: %s", fb.next, le.Error()),
+		}
+		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
+		pub.flush(ctx)
+		a.log().WarnContext(ctx, "model call failed; falling back", "session", call.Session, "turn", call.Turn, "step", call.Step, "model", le.Model, "fallback", fb.next, "error", le.Error())
+		return temporal.NewApplicationErrorWithOptions(ev.Reason, workflows.ErrModelFallback,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if streamed && (call.MaxAttempts == 0 || own < call.MaxAttempts) {
+		ev := agent.Event{
+			Type:        agent.TypeRetrying,
+			Step:        call.Step,
+			Attempt:     attempt + 1,
+			MaxAttempts: call.MaxAttempts,
+			DelayMs:     le.RetryAfter.Milliseconds(),
+			Reason:      le.Error(),
+		}
+		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
+		pub.flush(ctx)
+	}
+	a.log().WarnContext(ctx, "model call failed; Temporal will retry", "session", call.Session, "turn", call.Turn, "step", call.Step, "attempt", attempt, "error", le.Error())
+	return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel, temporal.ApplicationErrorOptions{
+		NextRetryDelay: le.RetryAfter,
+	})
+}
+
+// overBudget sizes the request about to be sent and reports it when it is
+// over the compaction threshold (nil when it fits).
+func (a *Activities) overBudget(def *workspace.Definition, spec string, branch []transcript.Entry, req llm.Request) *agentloop.ContextReport {
+	_, fresh := transcript.ContextOf(branch)
+	if a.Hooks.TransformContext != nil {
+		// The hook may have reshaped the messages: size them by estimate only.
+		fresh = len(req.Messages)
+	}
+	b := BudgetOf(def, spec)
+	tokens := models.ContextTokens(req.System, req.Tools, req.Messages, fresh)
+	if tokens <= b.Threshold() {
+		return nil
+	}
+	return &agentloop.ContextReport{Tokens: tokens, Threshold: b.Threshold(), Window: b.Window}
+}
+
+func storeError(err error) error {
+	return temporal.NewApplicationErrorWithOptions("session store: "+err.Error(), agent.CodeStore, temporal.ApplicationErrorOptions{})
+}
+
+func settingsOf(def *workspace.Definition) agentloop.Settings {
+	return agentloop.Settings{
+		MaxSteps:      def.Config.MaxSteps,
+		ModelAttempts: def.Config.Retry.ModelAttempts,
+		ModelTimeout:  time.Duration(def.Config.Retry.ModelTimeout),
+		Heartbeat:     time.Duration(def.Config.Retry.Heartbeat),
+	}
+}
+
+// resultOf describes a stored reply to the loop, annotating each tool call
+// with what the definition says about its tool.
+func resultOf(def *workspace.Definition, id string, msg *transcript.Message, settings agentloop.Settings, marker string) agentloop.ModelResult {
+	res := agentloop.ModelResult{
+		EntryID:      id,
+		StopReason:   msg.StopReason,
+		ErrorMessage: msg.ErrorMessage,
+		Settings:     settings,
+		Marker:       marker,
+	}
+	if u := msg.Usage; u != nil {
+		res.Usage = &agent.Usage{Input: int64(u.Input), Output: int64(u.Output),
+			CacheRead: int64(u.CacheRead), CacheWrite: int64(u.CacheWrite), Calls: 1}
+	}
+	uses := map[string]int{}
+	for _, tc := range msg.ToolCalls {
+		uses[tc.ID]++
+	}
+	for _, tc := range msg.ToolCalls {
+		c := agentloop.Call{ID: tc.ID, Name: tc.Name, ArgsPreview: preview(tc.Args)}
+		if t, ok := def.Tool(tc.Name); ok {
+			s := t.Spec()
+			c.Known = true
+			c.Idempotent = s.Idempotent
+			c.Sequential = s.Sequential
+			c.RequiresApproval = s.RequiresApproval
+			c.Timeout = s.Timeout
+			c.MaxAttempts = def.MaxAttempts(tc.Name)
+			if c.RequiresApproval {
+				c.Args = normArgs(tc.Args)
+				c.ArgsHash = ArgsHash(c.Args)
+				c.DefinitionHash, _ = def.ToolHash(tc.Name)
+			}
+		}
+		if uses[tc.ID] > 1 {
+			c.Refused = fmt.Sprintf("This reply used the tool call ID %q %d times; every call in a reply needs its own ID, "+
+				"so none of them was run (an approval could not tell them apart). Re-issue the calls with distinct IDs.", tc.ID, uses[tc.ID])
+		}
+		res.Calls = append(res.Calls, c)
+	}
+	return res
+}
+
+// normArgs returns the arguments a tool receives for raw ("{}" when empty),
+// as RunTool reads them.
+func normArgs(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
+
+// ArgsHash is the digest an approval binds a call's arguments to.
+func ArgsHash(args json.RawMessage) string {
+	sum := sha256.Sum256(normArgs(args))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func preview(args json.RawMessage) string {
+	s := strings.Join(strings.Fields(string(args)), " ")
+	if len(s) > argsPreviewLen {
+		s = s[:argsPreviewLen] + "…"
+	}
+	return s
+}
+
+// publisher sends a turn's messages to the live feed. The feed is advisory
+// (deltas are not durable), so a failed publish is logged, not fatal.
+type publisher struct {
+	bus     feed.Bus
+	session string
+	turn    string
+}
+
+func (p publisher) send(ctx context.Context, m feed.Message) {
+	if p.bus == nil {
+		return
+	}
+	m.Session, m.Turn = p.session, p.turn
+	_ = p.bus.Publish(ctx, m)
+}
+
+func (p publisher) flush(ctx context.Context) {
+	if p.bus == nil {
+		return
+	}
+	_ = p.bus.Flush(ctx)
+}
+
+// applyModelHooks runs BeforeAgentStart (its text joins the system prompt of
+// every step of the turn) and TransformContext.
+func (a *Activities) applyModelHooks(ctx context.Context, call agentloop.ModelCall, req *llm.Request) error {
+	info := hooks.TurnInfo{Session: call.Session, Turn: call.Turn, Step: call.Step}
+	if h := a.Hooks.BeforeAgentStart; h != nil {
+		extra, err := h(ctx, hooks.TurnInfo{Session: call.Session, Turn: call.Turn, Step: 1})
+		if err != nil {
+			return fmt.Errorf("before-agent-start: %w", err)
+		}
+		if extra != "" {
+			req.System += "\n" + extra + "\n"
+		}
+	}
+	if h := a.Hooks.TransformContext; h != nil {
+		msgs, err := h(ctx, info, req.Messages)
+		if err != nil {
+			return fmt.Errorf("context transform: %w", err)
+		}
+		req.Messages = msgs
+	}
+	return nil
+}

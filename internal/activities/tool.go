@@ -1,0 +1,207 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/tools"
+	"github.com/fastagent/fastagent/internal/waketools"
+	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/transcript"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+	"github.com/fastagent/fastagent/workflows/wakes"
+)
+
+// RunTool executes one tool call and appends its result under
+// call.ResultEntryID, publishing tool_started and tool_ended. If the result
+// already exists (an earlier attempt finished), it is returned and the tool
+// is not run again. A synthetic call records the given result without
+// running anything.
+func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
+	marker := ToolMarker(call.Turn, call.Call.ID)
+	finish := func(res transcript.Message) agentloop.ToolOutcome {
+		ev := agent.ToolEnded(call.Call.ID, res.IsError, res.Text)
+		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Event: &ev})
+		pub.send(ctx, feed.Message{Kind: feed.KindEnd, Marker: marker})
+		pub.flush(ctx)
+		out := agentloop.ToolOutcome{IsError: res.IsError, Activated: res.AddedToolNames, Marker: marker}
+		if d, ok := wakes.ParseDirective(res.Details); ok && !res.IsError {
+			out.Wake, out.Unwake = d.Wake, d.Unwake
+		}
+		return out
+	}
+
+	if prev, err := a.Store.Get(ctx, call.Session, call.ResultEntryID); err == nil && prev.Message != nil {
+		out := finish(*prev.Message)
+		out.Recorded = true
+		return out, nil
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return agentloop.ToolOutcome{}, storeError(err)
+	}
+
+	args, err := a.callArgs(ctx, call)
+	if err != nil {
+		return agentloop.ToolOutcome{}, err
+	}
+	started := agent.ToolStarted(call.Call.ID, call.Call.Name, args)
+	pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Event: &started})
+
+	var res agent.ToolResult
+	if call.Synthetic != nil {
+		res = *call.Synthetic
+	} else {
+		res, err = a.execute(ctx, call, args)
+		if err != nil {
+			return agentloop.ToolOutcome{}, err
+		}
+	}
+	msg := transcript.Message{
+		Role:           transcript.RoleToolResult,
+		ToolCallID:     call.Call.ID,
+		ToolName:       call.Call.Name,
+		Text:           res.Content,
+		IsError:        res.IsError,
+		Details:        res.Details,
+		AddedToolNames: activated(call.Call.Name, res.Details),
+	}
+	entry := transcript.Entry{
+		ID:       call.ResultEntryID,
+		ParentID: call.ParentID,
+		Type:     transcript.TypeMessage,
+		Time:     time.Now().UTC(),
+		Message:  &msg,
+	}
+	// The result is stored even if the call was cancelled meanwhile: the
+	// side effect happened and the transcript must say so.
+	if err := a.Store.Append(context.WithoutCancel(ctx), call.Session, entry); err != nil {
+		return agentloop.ToolOutcome{}, storeError(err)
+	}
+	if stored, err := a.Store.Get(context.WithoutCancel(ctx), call.Session, call.ResultEntryID); err == nil && stored.Message != nil {
+		msg = *stored.Message
+	}
+	return finish(msg), nil
+}
+
+// callArgs reads the call's arguments from the stored assistant reply, so
+// that they never travel through workflow history.
+func (a *Activities) callArgs(ctx context.Context, call agentloop.ToolCall) (json.RawMessage, error) {
+	e, err := a.Store.Get(ctx, call.Session, call.AssistantEntryID)
+	if err != nil {
+		return nil, storeError(fmt.Errorf("read tool call %s: %w", call.Call.ID, err))
+	}
+	if e.Message != nil {
+		for _, tc := range e.Message.ToolCalls {
+			if tc.ID == call.Call.ID {
+				if len(tc.Args) == 0 {
+					return json.RawMessage("{}"), nil
+				}
+				return tc.Args, nil
+			}
+		}
+	}
+	return json.RawMessage("{}"), nil
+}
+
+// execute runs the tool. Problems the model can fix (unknown tool, invalid
+// arguments, a tool error, a panic) become error results; only cancellation
+// is returned as an error.
+func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args json.RawMessage) (res agent.ToolResult, err error) {
+	def, err := a.Definitions.Load(ctx)
+	if err != nil {
+		return agent.ToolResult{IsError: true, Content: "The agent definition could not be loaded: " + err.Error()}, nil
+	}
+	tool, ok := def.Tool(call.Call.Name)
+	if !ok {
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("Tool %s not found", call.Call.Name)}, nil
+	}
+	spec := tool.Spec()
+	if res, refused := bindingRefusal(def, call.Call, args); refused {
+		return res, nil
+	}
+	if err := tools.ValidateArgs(spec, args); err != nil {
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("Invalid arguments for %s: %s", spec.Name, err.Error())}, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			a.log().Error("tool panicked", "tool", spec.Name, "panic", p, "stack", string(debug.Stack()))
+			res, err = agent.ToolResult{IsError: true, Content: fmt.Sprintf("Tool %s crashed: %v", spec.Name, p)}, nil
+		}
+	}()
+	tc := agent.ToolCall{
+		ID:      call.Call.ID,
+		Name:    spec.Name,
+		Args:    args,
+		Session: call.Session,
+		Dir:     def.Workspace.Dir,
+	}
+	if h := a.Hooks.BeforeToolCall; h != nil {
+		if block, reason := h(ctx, tc); block {
+			if reason == "" {
+				reason = "blocked by policy"
+			}
+			return agent.ToolResult{IsError: true, Content: fmt.Sprintf("The %s call was blocked: %s", spec.Name, reason)}, nil
+		}
+	}
+	res, err = tool.Run(waketools.WithPending(ctx, waketools.Pending{IDs: call.PendingWakes, NextID: call.NextWakeID}), tc)
+	if ctx.Err() != nil && err != nil {
+		return res, ctx.Err()
+	}
+	if err != nil {
+		res = agent.ToolResult{IsError: true, Content: err.Error()}
+	}
+	if h := a.Hooks.AfterToolCall; h != nil {
+		res = h(ctx, tc, res)
+	}
+	return res, nil
+}
+
+// bindingRefusal checks an approved call against what was approved: the
+// arguments must be the ones shown to the human and the tool's definition
+// must not have changed since the model asked (a changed fastagent.yaml,
+// tools/ manifest or MCP server). Calls without a recorded hash (no
+// approval, or recorded before approvals were bound) pass.
+func bindingRefusal(def *workspace.Definition, c agentloop.Call, args json.RawMessage) (agent.ToolResult, bool) {
+	if c.ArgsHash != "" && ArgsHash(args) != c.ArgsHash {
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf(
+			"The %s call was not run: its arguments are not the ones that were approved (approved %s, now %s).",
+			c.Name, c.ArgsHash, ArgsHash(args))}, true
+	}
+	if c.DefinitionHash == "" {
+		return agent.ToolResult{}, false
+	}
+	now, ok := def.ToolHash(c.Name)
+	if !ok || now != c.DefinitionHash {
+		if !ok {
+			now = "no such tool"
+		}
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf(
+			"The %s call was not run: the tool's definition changed after the call was put up for approval "+
+				"(approved definition %s, now %s). Ask for the call again so a human can approve the current definition.",
+			c.Name, c.DefinitionHash, now)}, true
+	}
+	return agent.ToolResult{}, false
+}
+
+// activated reads the deferred tools a search_tools call switched on (its
+// result details carry {"activated": [...]}); other tools' details never
+// activate anything.
+func activated(tool string, details json.RawMessage) []string {
+	if tool != workspace.SearchToolsName || len(details) == 0 {
+		return nil
+	}
+	var d struct {
+		Activated []string `json:"activated"`
+	}
+	if json.Unmarshal(details, &d) != nil {
+		return nil
+	}
+	return d.Activated
+}

@@ -1,0 +1,698 @@
+// Package ingress is the HTTP door into sessions (gin): POST /invoke streams
+// one turn as server-sent events per the Agent contract's wire format, GET
+// /health answers probes, and /sessions/{id}/… carries the control plane
+// (abort, steer, approvals, state) and re-attaching to a turn
+// (/sessions/{id}/turns/{key}/events). Every event has an SSE id
+// "<turn key>.<seq>": a client that lost its connection resends the same
+// request with Last-Event-ID and receives what it missed, then the rest.
+// Every request is validated for size and shape before any workflow is
+// touched.
+package ingress
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// MaxBody is the largest request body accepted (1 MiB).
+const MaxBody = 1 << 20
+
+// PingEvery is the SSE keep-alive interval.
+const PingEvery = 30 * time.Second
+
+// Control is the session control plane.
+type Control interface {
+	Abort(ctx context.Context, session, turn, reason string) (string, error)
+	Steer(ctx context.Context, session, text string) error
+	// Approve decides a tool call waiting for approval; hashes in req that
+	// differ from the call's refuse it with agent.CodeCallChanged.
+	Approve(ctx context.Context, session string, req workflows.ApproveRequest) error
+	State(ctx context.Context, session string) (workflows.SessionView, error)
+	// Compact compacts the session's context between turns.
+	Compact(ctx context.Context, session string) (workflows.CompactResult, error)
+}
+
+// Attacher follows a turn that is running, queued or finished, without
+// sending it; it fails before streaming when the turn is unknown.
+type Attacher interface {
+	Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error)
+}
+
+// Server holds the HTTP handlers.
+type Server struct {
+	Agent   agent.Agent
+	Control Control
+	Logger  *slog.Logger
+	// Attacher serves GET /sessions/{id}/turns/{key}/events (nil: 501).
+	Attacher Attacher
+	// Sessions serves the session list, transcripts, export/import,
+	// rewind and follow-ups (nil: 501).
+	Sessions Sessions
+	// PingEvery overrides PingEvery (tests).
+	PingEvery time.Duration
+
+	// Tokens are the API tokens accepted (Authorization: Bearer). Without
+	// any, every route but /health answers 401 — unless NoAuth is set.
+	Tokens *Tokens
+	// NoAuth serves every route without a token, as an anonymous admin, and
+	// does not record session owners. It exists for in-process tests and
+	// tools; the serving commands never set it.
+	NoAuth bool
+	// Owners records who owns each session (nil: an in-process MemoryOwners).
+	Owners Owners
+	// AllowedOrigins are the browser origins ("https://app.example.com")
+	// whose requests are served; a request with any other Origin is 403.
+	AllowedOrigins []string
+	// AllowedHosts are the Host names served beside the loopback names
+	// (DNS rebinding defence); another Host is 421. AnyHost switches the
+	// check off.
+	AllowedHosts []string
+	AnyHost      bool
+	// Limits bound steering, branch hints and session creation.
+	Limits Limits
+	// Waiting lists the long connections (channel kinds) not connected yet;
+	// until it is empty GET /health answers 503
+	// {"status":"connecting","waiting":[…]}. nil: none.
+	Waiting func() []string
+	// Codec serves Temporal's remote codec protocol under /codec (nil: not
+	// mounted) for the Web UI and `temporal --codec-endpoint`; callers need
+	// a token with RightCodec. CodecOrigins are the browser origins (the
+	// Web UI's) allowed to call it besides AllowedOrigins.
+	Codec        http.Handler
+	CodecOrigins []string
+	// DevUIOrigin is the embedded Web UI's origin in `fastagent dev`: it may
+	// call the codec from the browser (CORS).
+	DevUIOrigin string
+	// DevCodecKey is a per-run secret of `fastagent dev`: the embedded Web
+	// UI cannot send a bearer token, so its codec endpoint carries this key
+	// in its path (POST /codec/dev/<key>/decode) and the key is checked in
+	// constant time instead. Empty: those routes are not mounted.
+	DevCodecKey string
+	// Metrics serves GET /metrics (nil: not mounted); callers need a token
+	// with RightMetrics.
+	Metrics http.Handler
+	// Admission refuses new turns with 429 and Retry-After while the system
+	// is saturated (nil: every turn is accepted). A request resuming a turn
+	// (Last-Event-ID) is never refused.
+	Admission Admitter
+	// Details adds facts to GET /health?details (as JSON): the worker's tool
+	// sandbox, for one. nil: none.
+	Details func() map[string]any
+
+	ready   atomic.Bool
+	created map[string][]time.Time
+	steers  map[string]*steerTurn
+
+	drainOnce sync.Once
+	draining  chan struct{}
+	mu        sync.Mutex
+}
+
+// Drain tells every open stream to reconnect elsewhere (the turns keep
+// running; clients resume with Last-Event-ID), answers new turns with 503
+// and GET /health with 503 "draining". Call it before shutting the server
+// down; it is idempotent.
+func (s *Server) Drain() {
+	s.drainCh()
+	s.drainOnce.Do(func() { close(s.draining) })
+}
+
+func (s *Server) drainCh() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining == nil {
+		s.draining = make(chan struct{})
+	}
+	return s.draining
+}
+
+func (s *Server) isDraining() bool {
+	select {
+	case <-s.drainCh():
+		return true
+	default:
+		return false
+	}
+}
+
+// SetReady flips GET /health from 503 "starting" to 200 "ok".
+func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// Handler returns the routes.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(gin.Recovery())
+	r.GET("/health", s.health)
+	r.POST("/invoke", s.guard(RightInvoke), s.invoke)
+	r.GET("/sessions/:id", s.guard(RightControl, RightApprove), s.state)
+	r.POST("/sessions/:id/abort", s.guard(RightControl), s.abort)
+	r.POST("/sessions/:id/steer", s.guard(RightControl), s.steer)
+	r.POST("/sessions/:id/compact", s.guard(RightControl), s.compact)
+	r.POST("/sessions/:id/approvals/:call", s.guard(RightApprove), s.approve)
+	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
+	s.sessionRoutes(r)
+	s.codecRoutes(r)
+	if s.Metrics != nil {
+		r.GET("/metrics", s.guard(RightMetrics), gin.WrapH(s.Metrics))
+	}
+	r.NoMethod(func(c *gin.Context) {
+		c.String(http.StatusMethodNotAllowed, "method not allowed")
+	})
+	r.NoRoute(func(c *gin.Context) {
+		c.String(http.StatusNotFound, "not found")
+	})
+	return r
+}
+
+func (s *Server) health(c *gin.Context) {
+	if s.isDraining() {
+		c.String(http.StatusServiceUnavailable, "draining")
+		return
+	}
+	if !s.ready.Load() {
+		c.String(http.StatusServiceUnavailable, "starting")
+		return
+	}
+	if s.Waiting != nil {
+		if w := s.Waiting(); len(w) > 0 {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "connecting", "waiting": w})
+			return
+		}
+	}
+	if _, ok := c.GetQuery("details"); ok {
+		body := gin.H{"status": "ok"}
+		if s.Details != nil {
+			for k, v := range s.Details() {
+				body[k] = v
+			}
+		}
+		c.JSON(http.StatusOK, body)
+		return
+	}
+	c.String(http.StatusOK, "ok")
+}
+
+// InvokeRequest is the body of POST /invoke.
+type InvokeRequest struct {
+	Session       *string       `json:"session"`
+	Text          *string       `json:"text"`
+	Images        []agent.Image `json:"images,omitempty"`
+	ParentSession string        `json:"parentSession,omitempty"`
+	BranchHints   []string      `json:"branchHints,omitempty"`
+	// FromEntry forks parentSession at this entry (any entry of its tree).
+	FromEntry string `json:"fromEntry,omitempty"`
+}
+
+// errNeedFields is the contract's message for a body without session/text.
+const errNeedFields = `need { "session": string, "text": string }`
+
+// ParseInvoke validates a POST /invoke body; a bad one is an
+// *agent.Error with code invalid_command and a message for the caller.
+func ParseInvoke(body []byte) (agent.Scope, agent.Prompt, error) {
+	bad := func(msg string) (agent.Scope, agent.Prompt, error) {
+		return agent.Scope{}, agent.Prompt{}, agent.NewError(agent.CodeInvalidCommand, msg)
+	}
+	var req InvokeRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if err := dec.Decode(&req); err != nil || dec.More() {
+		return bad("invalid json")
+	}
+	if req.Session == nil || req.Text == nil || *req.Session == "" {
+		return bad(errNeedFields)
+	}
+	for _, im := range req.Images {
+		if im.MimeType == "" || im.Data == "" {
+			return bad("each image needs mimeType and data (base64)")
+		}
+	}
+	if req.FromEntry != "" && req.ParentSession == "" {
+		return bad("fromEntry needs parentSession (the session to fork)")
+	}
+	return agent.Scope{Session: *req.Session, ParentSession: req.ParentSession, BranchHints: req.BranchHints, FromEntry: req.FromEntry},
+		agent.Prompt{Text: *req.Text, Images: req.Images}, nil
+}
+
+// readBody reads at most MaxBody bytes; more is a 413.
+func readBody(c *gin.Context) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			abort(c, CodeTooLarge, "request body exceeds 1 MiB")
+			return nil, false
+		}
+		abort(c, agent.CodeInvalidCommand, "could not read the request body")
+		return nil, false
+	}
+	return body, true
+}
+
+func (s *Server) invoke(c *gin.Context) {
+	if s.refuseWhileDraining(c) {
+		return
+	}
+	body, ok := readBody(c)
+	if !ok {
+		return
+	}
+	scope, prompt, err := ParseInvoke(body)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if max := limit(s.Limits.BranchHints, DefaultBranchHints); len(scope.BranchHints) > max {
+		abort(c, agent.CodeInvalidCommand, fmt.Sprintf("at most %d branchHints", max))
+		return
+	}
+	key := c.GetHeader("Idempotency-Key")
+	lastKey, after, err := ParseLastEventID(c.GetHeader("Last-Event-ID"))
+	if err != nil {
+		abort(c, agent.CodeInvalidCommand, err.Error())
+		return
+	}
+	switch {
+	case key == "" && lastKey != "":
+		key = lastKey
+	case key != "" && lastKey != "" && lastKey != key:
+		abort(c, agent.CodeInvalidCommand, "Last-Event-ID belongs to turn "+strconv.Quote(lastKey)+", not to Idempotency-Key "+strconv.Quote(key))
+		return
+	case key == "":
+		key = NewKey()
+	}
+	if scope.ParentSession != "" && !s.access(c, scope.ParentSession, false) {
+		return
+	}
+	if scope.FromEntry != "" && !s.checkForkEntry(c, scope) {
+		return
+	}
+	if !s.access(c, scope.Session, true) {
+		return
+	}
+	within, err := ParseResumeWithin(c.GetHeader("Resume-Within"))
+	if err != nil {
+		abort(c, agent.CodeInvalidCommand, err.Error())
+		return
+	}
+	ctx := agent.WithSource(c.Request.Context(), "http")
+	ctx = agent.WithIdempotencyKey(ctx, key)
+	ctx = agent.WithResumeAfter(ctx, after)
+	ctx = agent.WithResumeWithin(ctx, within)
+	if lastKey == "" && s.Admission != nil {
+		release, refusal := s.Admission.Admit()
+		if refusal != nil {
+			refuseOverloaded(c, refusal)
+			return
+		}
+		// The place is held until the turn ends, which may be after this
+		// stream (a turn kept running for its client to come back).
+		var taken func() bool
+		ctx, taken = agent.WithTurnEnd(ctx, release)
+		defer func() {
+			if !taken() {
+				release()
+			}
+		}()
+	}
+	s.stream(c, ctx, key, func(ctx context.Context) iter.Seq[agent.Event] { return s.Agent.Invoke(ctx, scope, prompt) })
+}
+
+// MaxResumeWithin bounds the Resume-Within a request may ask for; the
+// engine caps it further (http.detachGrace).
+const MaxResumeWithin = time.Hour
+
+// ParseResumeWithin reads a Resume-Within header: how long the client asks
+// the turn to keep running after its connection drops, so that it can resume
+// with Last-Event-ID. A Go duration ("15s") or whole seconds ("15"); "" is 0
+// (a client that goes away cancels its turn).
+func ParseResumeWithin(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.Atoi(v)
+		if nerr != nil {
+			return 0, fmt.Errorf("Resume-Within %q: want a duration such as 15s", v)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("Resume-Within %q must not be negative", v)
+	}
+	return min(d, MaxResumeWithin), nil
+}
+
+// Admitter is admission control: Admit takes a place for a new turn, or
+// refuses it with an error saying why; an error with a RetryDelay()
+// method says how long to wait. release gives the place back.
+type Admitter interface {
+	Admit() (release func(), refusal error)
+}
+
+// refuseOverloaded answers a turn admission control refused: 429, a
+// Retry-After in whole seconds, and a JSON body saying why. Nothing was
+// sent to any workflow.
+func refuseOverloaded(c *gin.Context, refusal error) {
+	wait := time.Second
+	var d interface{ RetryDelay() time.Duration }
+	if errors.As(refusal, &d) && d.RetryDelay() > 0 {
+		wait = d.RetryDelay()
+	}
+	secs := strconv.Itoa(int((wait + time.Second - 1) / time.Second))
+	c.Header("Retry-After", secs)
+	abort(c, CodeOverloaded,
+		"the agent did not accept this turn: "+refusal.Error()+"; retry after "+secs+" s")
+}
+
+// attach serves GET /sessions/{id}/turns/{key}/events: the turn's events
+// from its start (or after Last-Event-ID), live until its terminal.
+func (s *Server) attach(c *gin.Context) {
+	if s.refuseWhileDraining(c) {
+		return
+	}
+	if s.Attacher == nil {
+		abort(c, agent.CodeUnsupportedCapability, "re-attaching is not available")
+		return
+	}
+	key := c.Param("key")
+	lastKey, after, err := ParseLastEventID(c.GetHeader("Last-Event-ID"))
+	if err != nil || (lastKey != "" && lastKey != key) {
+		abort(c, agent.CodeInvalidCommand, "Last-Event-ID must be an id this turn's stream sent (\"<key>.<seq>\")")
+		return
+	}
+	if !s.access(c, c.Param("id"), false) {
+		return
+	}
+	ctx := agent.WithResumeAfter(c.Request.Context(), after)
+	events, err := s.Attacher.Attach(ctx, c.Param("id"), key)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.stream(c, ctx, key, func(context.Context) iter.Seq[agent.Event] { return events })
+}
+
+func (s *Server) refuseWhileDraining(c *gin.Context) bool {
+	if !s.isDraining() {
+		return false
+	}
+	c.Header("Retry-After", "1")
+	abort(c, CodeDraining, "this server is restarting; send the request to another instance or retry in a moment")
+	return true
+}
+
+// ParseLastEventID splits an SSE id "<key>.<seq>" as this server writes
+// them; "" yields ("", 0).
+func ParseLastEventID(id string) (string, int64, error) {
+	if id == "" {
+		return "", 0, nil
+	}
+	i := strings.LastIndexByte(id, '.')
+	if i <= 0 {
+		return "", 0, fmt.Errorf("Last-Event-ID %q is not an id this server sent (want \"<key>.<seq>\")", id)
+	}
+	seq, err := strconv.ParseInt(id[i+1:], 10, 64)
+	if err != nil || seq < 0 {
+		return "", 0, fmt.Errorf("Last-Event-ID %q is not an id this server sent (want \"<key>.<seq>\")", id)
+	}
+	return id[:i], seq, nil
+}
+
+// stream writes a turn's events as SSE until its terminal, the client going
+// away (the engine detaches the turn) or a drain (the client is told to
+// reconnect and the turn is handed off, not aborted).
+func (s *Server) stream(c *gin.Context, ctx context.Context, key string, open func(context.Context) iter.Seq[agent.Event]) {
+	w := c.Writer
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("Idempotency-Key", key)
+	// The request is read: the server's ReadTimeout must not end the stream.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+
+	ping := s.PingEvery
+	if ping <= 0 {
+		ping = PingEvery
+	}
+	events := make(chan agent.Event)
+	done := make(chan struct{})
+	ictx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		defer close(events)
+		for ev := range open(ictx) {
+			select {
+			case events <- ev:
+			case <-done:
+				return
+			}
+		}
+	}()
+	defer close(done)
+	ticker := time.NewTicker(ping)
+	defer ticker.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if err := WriteEventID(w, key, ev); err != nil {
+				return // client gone: the engine detaches the turn
+			}
+			w.Flush()
+		case <-ticker.C:
+			if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
+				return
+			}
+			w.Flush()
+		case <-s.drainCh():
+			_, _ = io.WriteString(w, "retry: 1000\n: this server is restarting; resend the request with Last-Event-ID to resume\n\n")
+			w.Flush()
+			cancel(agent.ErrHandOff)
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// NewKey returns a random idempotency key for a turn whose caller chose none.
+func NewKey() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Server) control(c *gin.Context) bool {
+	if s.Control == nil {
+		abort(c, agent.CodeUnsupportedCapability, "session control is not available")
+		return false
+	}
+	return true
+}
+
+// statusOf is the one table from codes — the contract's and the door's own
+// refusals — to HTTP statuses.
+var statusOf = map[string]int{
+	CodeUnauthorized:     http.StatusUnauthorized,
+	CodeForbidden:        http.StatusForbidden,
+	CodeForbiddenOrigin:  http.StatusForbidden,
+	CodeMisdirected:      http.StatusMisdirectedRequest,
+	CodeUnsupportedMedia: http.StatusUnsupportedMediaType,
+	CodeLimitExceeded:    http.StatusTooManyRequests,
+	CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	CodeRateLimited:      http.StatusTooManyRequests,
+	CodeOverloaded:       http.StatusTooManyRequests,
+	CodeDraining:         http.StatusServiceUnavailable,
+
+	agent.CodeNoSuchSession:         http.StatusNotFound,
+	agent.CodeNoSuchTurn:            http.StatusNotFound,
+	agent.CodeNotFound:              http.StatusNotFound,
+	agent.CodeNoActiveRun:           http.StatusConflict,
+	agent.CodeInvalidCommand:        http.StatusBadRequest,
+	agent.CodeSessionBusy:           http.StatusTooManyRequests,
+	agent.CodeUnsupportedCapability: http.StatusNotImplemented,
+	agent.CodeTurnRunning:           http.StatusConflict,
+	agent.CodeSessionExists:         http.StatusConflict,
+	agent.CodeCallChanged:           http.StatusConflict,
+}
+
+// StatusOf maps an error's contract code (agent.CodeOf) to its HTTP status;
+// an error without a known code is the upstream's failure, 502.
+func StatusOf(err error) int {
+	return StatusOfCode(agent.CodeOf(err))
+}
+
+// StatusOfCode is the HTTP status of code; an unknown code is the
+// upstream's failure, 502.
+func StatusOfCode(code string) int {
+	if st, ok := statusOf[code]; ok {
+		return st
+	}
+	return http.StatusBadGateway
+}
+
+func (s *Server) fail(c *gin.Context, err error) {
+	abort(c, agent.CodeOf(err), err.Error())
+}
+
+func (s *Server) state(c *gin.Context) {
+	if !s.control(c) || !s.access(c, c.Param("id"), false) {
+		return
+	}
+	v, err := s.Control.State(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) abort(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	var req struct {
+		Turn   string `json:"turn"`
+		Reason string `json:"reason"`
+	}
+	if !bindOptional(c, &req) || !s.access(c, c.Param("id"), false) {
+		return
+	}
+	turn, err := s.Control.Abort(c.Request.Context(), c.Param("id"), req.Turn, req.Reason)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"aborted": turn})
+}
+
+func (s *Server) steer(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	var req struct {
+		Text string `json:"text"`
+	}
+	if !bindOptional(c, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		abort(c, agent.CodeInvalidCommand, `need { "text": string }`)
+		return
+	}
+	if max := limit(s.Limits.SteerBytes, DefaultSteerBytes); len(req.Text) > max {
+		abort(c, CodeTooLarge, fmt.Sprintf("a steering message holds at most %d bytes", max))
+		return
+	}
+	if !s.access(c, c.Param("id"), false) {
+		return
+	}
+	release, ok, err := s.reserveSteer(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !ok {
+		abort(c, CodeLimitExceeded, fmt.Sprintf("the running turn has received the most steering messages allowed (%d)", limit(s.Limits.SteersPerTurn, DefaultSteersPerTurn)))
+		return
+	}
+	if err := s.Control.Steer(c.Request.Context(), c.Param("id"), req.Text); err != nil {
+		release()
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"queued": true})
+}
+
+// compact serves POST /sessions/{id}/compact: a manual compaction, run
+// between turns; the answer says what was summarized or why nothing was.
+func (s *Server) compact(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	var req struct{}
+	if !bindOptional(c, &req) || !s.access(c, c.Param("id"), false) {
+		return
+	}
+	res, err := s.Control.Compact(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"compacted": res.EntryID != "", "result": res})
+}
+
+// approve serves POST /sessions/{id}/approvals/{call}. argsHash and
+// definitionHash, as GET /sessions/{id} showed them, bind the decision to
+// that call: when the waiting call has others, the answer is 409
+// call_changed and nothing is decided.
+func (s *Server) approve(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	var req struct {
+		Approve        *bool  `json:"approve"`
+		Reason         string `json:"reason"`
+		ArgsHash       string `json:"argsHash"`
+		DefinitionHash string `json:"definitionHash"`
+	}
+	if !bindOptional(c, &req) {
+		return
+	}
+	if req.Approve == nil {
+		abort(c, agent.CodeInvalidCommand, `need { "approve": true|false, "reason"?: string, "argsHash"?: string, "definitionHash"?: string }`)
+		return
+	}
+	if !s.access(c, c.Param("id"), false) {
+		return
+	}
+	if err := s.Control.Approve(c.Request.Context(), c.Param("id"), workflows.ApproveRequest{Call: c.Param("call"), Approve: *req.Approve,
+		Reason: req.Reason, ArgsHash: req.ArgsHash, DefinitionHash: req.DefinitionHash}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"call": c.Param("call"), "approved": *req.Approve})
+}
+
+// bindOptional decodes a JSON body when there is one.
+func bindOptional(c *gin.Context, v any) bool {
+	body, ok := readBody(c)
+	if !ok {
+		return false
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return true
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		abort(c, agent.CodeInvalidCommand, "invalid json")
+		return false
+	}
+	return true
+}
