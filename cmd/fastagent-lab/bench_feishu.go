@@ -14,9 +14,9 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
-	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/serve"
-	"github.com/fastagent/fastagent/internal/testkit/fakefeishu"
+	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/internal/worker"
 )
 

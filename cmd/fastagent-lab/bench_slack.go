@@ -12,8 +12,8 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
-	"github.com/fastagent/fastagent/internal/lab"
-	"github.com/fastagent/fastagent/internal/testkit/fakeslack"
+	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/internal/worker"
 )
 

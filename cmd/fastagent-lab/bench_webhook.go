@@ -11,8 +11,8 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/webhook"
-	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/metrics"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/workflows"
 )
 

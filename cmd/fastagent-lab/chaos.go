@@ -12,7 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/fastagent/fastagent/internal/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
 )
 
 // chaosFlags are the sizes of the fault suite; the defaults are the issue's.

@@ -13,8 +13,8 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/feed"
-	"github.com/fastagent/fastagent/internal/lab"
-	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/transcript"
 )
 

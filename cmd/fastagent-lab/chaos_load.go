@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/lab"
-	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 )
 
 // loadWithKill runs many sessions at once against two worker processes and

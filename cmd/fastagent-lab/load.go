@@ -28,7 +28,7 @@ import (
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/ingress"
-	"github.com/fastagent/fastagent/internal/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/worker"
 )

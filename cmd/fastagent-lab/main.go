@@ -30,7 +30,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/fastagent/fastagent/internal/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/fastagent/fastagent/internal/channels/telegram"
-	"github.com/fastagent/fastagent/internal/testkit/faketelegram"
+	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
 )
 
 // TestAddTelegram: add telegram writes a channel file the channel loads

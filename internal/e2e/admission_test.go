@@ -9,7 +9,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/ingress"
-	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 )
 
 // At the in-flight limit the ingress answers a new turn 429 with

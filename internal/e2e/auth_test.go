@@ -18,8 +18,8 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/ingress"
-	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 )
 
 // authIngress serves the env's durable agent with tokens for alice, bob and

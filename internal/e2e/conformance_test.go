@@ -8,7 +8,7 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/httpagent"
 	"github.com/fastagent/fastagent/internal/serve"
-	"github.com/fastagent/fastagent/internal/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 )
 
 // durableHarness adapts the Temporal-backed agent to the conformance suite;

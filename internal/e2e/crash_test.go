@@ -16,9 +16,9 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/feed"
-	"github.com/fastagent/fastagent/internal/lab"
-	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/transcript"
 )
 

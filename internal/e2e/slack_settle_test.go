@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/internal/channels/slack"
-	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/testkit/fakeslack"
+	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 )
 
 // TestSlackFinalReplyAfterLiveReply: when a live update is still in

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/internal/channels/slack"
-	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/relay"
-	"github.com/fastagent/fastagent/internal/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 

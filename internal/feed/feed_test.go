@@ -20,7 +20,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/feed/feedtest"
-	"github.com/fastagent/fastagent/internal/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 )
 
 // natsURL is the NATS server of the tests; FASTAGENT_TEST_NATS_URL overrides it.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tmc/langchaingo/llms"
 
-	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/transcript"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/fastagent/fastagent/hooks"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/localagent"
-	"github.com/fastagent/fastagent/internal/modelserver"
-	"github.com/fastagent/fastagent/internal/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 )
 
 // Go hooks registered on the worker: before-agent-start adds to the system

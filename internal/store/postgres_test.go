@@ -13,7 +13,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/store/storetest"
-	"github.com/fastagent/fastagent/internal/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/jackc/pgx/v5"
 )
 

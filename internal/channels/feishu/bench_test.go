@@ -15,7 +15,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
-	"github.com/fastagent/fastagent/internal/testkit/fakefeishu"
+	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
 )
 
 // nopStarter accepts every hand-off at once (the door's own cost only).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
-	"github.com/fastagent/fastagent/internal/testkit/fakefeishu"
+	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
 )
 
 // waitFor polls cond until it holds or the deadline passes.

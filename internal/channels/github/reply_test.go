@@ -12,7 +12,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fastagent/fastagent/internal/testkit/fakegithub"
+	"github.com/fastagent/fastagent/internal/testsupport/fakegithub"
 	"github.com/fastagent/fastagent/workflows"
 )
 

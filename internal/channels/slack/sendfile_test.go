@@ -10,7 +10,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels/slack"
-	"github.com/fastagent/fastagent/internal/testkit/fakeslack"
+	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
-	"github.com/fastagent/fastagent/internal/testkit/fakeslack"
+	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/workflows"
 )
 

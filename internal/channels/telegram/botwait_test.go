@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/internal/testkit/faketelegram"
+	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
 	"github.com/fastagent/fastagent/workflows"
 )
 

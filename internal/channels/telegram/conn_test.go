@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/internal/testkit/faketelegram"
+	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
 	"github.com/fastagent/fastagent/workflows"
 )
 

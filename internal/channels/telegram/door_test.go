@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/internal/testkit/faketelegram"
+	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
 	"github.com/fastagent/fastagent/workflows"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/internal/testkit/faketelegram"
+	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
 	"github.com/fastagent/fastagent/workflows"
 )
 

@@ -6,7 +6,7 @@
 // ingress's server-sent events, transcript checks, and the statistics and
 // table helpers the program prints with.
 //
-// It is the program-side counterpart of internal/testkit and the e2e test
+// It is the program-side counterpart of internal/testsupport/testkit and the e2e test
 // env: the same assembly without a testing.TB, every resource released by an
 // explicit Close.
 package lab

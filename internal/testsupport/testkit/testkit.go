@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,13 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
+
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/feed"
-	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 

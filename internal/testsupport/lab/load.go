@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fastagent/fastagent/internal/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 )
 
 // LoadModel is the scripted model of the load curve: every reply starts
