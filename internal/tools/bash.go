@@ -88,7 +88,15 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	// Whatever the command leaves running is killed on every return.
 	defer proc.Kill()
 
-	out := &tailBuffer{max: t.opts.MaxDetailsBytes}
+	stopped, out, waitErr := t.wait(ctx, proc, pr, timeout)
+	return bashResult(stopped, waitErr, out), nil
+}
+
+// wait reads the command's output until the command ends, times out or is
+// aborted (then its process group is stopped), and says why it stopped
+// early ("" when it ended by itself).
+func (t *bashTool) wait(ctx context.Context, proc *sandbox.Process, pr *os.File, timeout time.Duration) (stopped string, out *tailBuffer, waitErr error) {
+	out = &tailBuffer{max: t.opts.MaxDetailsBytes}
 	readDone := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(out, pr)
@@ -99,8 +107,6 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	var waitErr error
-	var stopped string
 	select {
 	case waitErr = <-waitDone:
 	case <-timer.C:
@@ -121,7 +127,12 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 		<-readDone
 	}
 	_ = pr.Close()
+	return stopped, out, waitErr
+}
 
+// bashResult is the tool result of a finished command: its output's tail
+// (with a note on how to see more when cut) and, for a failure, why.
+func bashResult(stopped string, waitErr error, out *tailBuffer) agent.ToolResult {
 	output, totalLines, total, dropped := out.result()
 	r := agent.ToolResult{}
 	tr := TruncateTail(output, DefaultMaxLines, DefaultMaxBytes)
@@ -143,28 +154,30 @@ func (t *bashTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	if strings.TrimSpace(text) == "" {
 		text = "(no output)"
 	}
-	var status string
-	switch {
-	case stopped != "":
-		status = stopped + "; its process group was killed."
-	case waitErr != nil:
-		var ee *sandbox.ExitError
-		if errors.As(waitErr, &ee) {
-			if ee.Status.Signaled() {
-				status = fmt.Sprintf("Command was terminated by signal %d (%s)", int(ee.Status.Signal()), ee.Status.Signal())
-			} else {
-				status = fmt.Sprintf("Command failed with exit code %d", ee.ExitCode())
-			}
-		} else {
-			status = fmt.Sprintf("Command failed: %v", waitErr)
-		}
-	}
-	if status != "" {
+	if status := exitStatus(stopped, waitErr); status != "" {
 		r.IsError = true
 		text = strings.TrimRight(text, "\n") + "\n\n" + status
 	}
 	r.Content = text
-	return r, nil
+	return r
+}
+
+// exitStatus says why a command failed ("" when it succeeded).
+func exitStatus(stopped string, waitErr error) string {
+	switch {
+	case stopped != "":
+		return stopped + "; its process group was killed."
+	case waitErr == nil:
+		return ""
+	}
+	var ee *sandbox.ExitError
+	if !errors.As(waitErr, &ee) {
+		return fmt.Sprintf("Command failed: %v", waitErr)
+	}
+	if ee.Status.Signaled() {
+		return fmt.Sprintf("Command was terminated by signal %d (%s)", int(ee.Status.Signal()), ee.Status.Signal())
+	}
+	return fmt.Sprintf("Command failed with exit code %d", ee.ExitCode())
 }
 
 // env returns the command environment: the allowlisted variables of the

@@ -98,26 +98,10 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	if t.box == nil {
 		return errorResult("Tool %s cannot run: %v", d.name, tools.ErrNoSandbox), nil
 	}
-	cmd := &sandbox.Cmd{Dir: dir, WaitDelay: outputDrain}
-	if d.cmd.Argv == nil {
-		bash, err := exec.LookPath("bash")
-		if err != nil {
-			return agent.ToolResult{}, fmt.Errorf("workspace: bash not found: %w", err)
-		}
-		cmd.Path, cmd.Args = bash, []string{"bash", "-c", d.cmd.Shell}
-	} else {
-		prog := d.cmd.Argv[0]
-		if strings.ContainsRune(prog, '/') && !filepath.IsAbs(prog) {
-			prog = filepath.Join(d.toolsDir, prog)
-		}
-		cmd.Path, cmd.Args = prog, append([]string{d.cmd.Argv[0]}, d.cmd.Argv[1:]...)
+	cmd, err := t.command(dir, call)
+	if err != nil {
+		return agent.ToolResult{}, err
 	}
-	cmd.Env = append(tools.CommandEnv(t.extraEnv),
-		"FASTAGENT_TOOL_NAME="+d.name,
-		"FASTAGENT_TOOL_DIR="+d.toolsDir,
-		"FASTAGENT_SESSION="+call.Session,
-		"FASTAGENT_CALL_ID="+call.ID,
-	)
 	cmd.Stdin = bytes.NewReader(stdin)
 	stdout := &headBuffer{max: tools.DefaultMaxDetailsBytes}
 	stderr := &tailBuffer{max: stderrKeep}
@@ -139,37 +123,12 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	}
 	// Whatever the tool leaves running is killed on every return.
 	defer proc.Kill()
-	waitDone := make(chan error, 1)
-	go func() { waitDone <- proc.Wait() }()
-	timer := time.NewTimer(t.timeout)
-	defer timer.Stop()
-	var waitErr error
-	var stopped string
-	select {
-	case waitErr = <-waitDone:
-	case <-timer.C:
-		stopped = fmt.Sprintf("Tool %s timed out after %s; its process group was killed.", d.name, t.timeout)
-		waitErr = tools.Stop(proc, waitDone, tools.DefaultBashKillGrace)
-	case <-ctx.Done():
-		stopped = fmt.Sprintf("Tool %s was aborted; its process group was killed.", d.name)
-		waitErr = tools.Stop(proc, waitDone, tools.DefaultBashKillGrace)
-	}
-	if errors.Is(waitErr, sandbox.ErrWaitDelay) {
-		waitErr = nil // exited fine; a background child held the output open
-	}
+	stopped, waitErr := t.wait(ctx, proc)
 	out, truncated := stdout.result()
 
 	status := stopped
 	if status == "" && waitErr != nil {
-		var ee *sandbox.ExitError
-		switch {
-		case errors.As(waitErr, &ee) && ee.Status.Signaled():
-			status = fmt.Sprintf("Tool %s was terminated by signal %s.", d.name, ee.Status.Signal())
-		case errors.As(waitErr, &ee):
-			status = fmt.Sprintf("Tool %s failed with exit code %d.", d.name, ee.ExitCode())
-		default:
-			status = fmt.Sprintf("Tool %s failed: %v", d.name, waitErr)
-		}
+		status = d.failure(waitErr)
 	}
 	if status != "" {
 		text := status
@@ -185,6 +144,70 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 		return parseJSONOutput(d.name, out, truncated), nil
 	}
 	return textResult(out, truncated), nil
+}
+
+// command is the process a call runs: the tool's argv (a relative program
+// path is taken from the tools folder) or its shell line under bash, with
+// the allowlisted environment and the call's identity.
+func (t *commandTool) command(dir string, call agent.ToolCall) (*sandbox.Cmd, error) {
+	d := t.def
+	cmd := &sandbox.Cmd{Dir: dir, WaitDelay: outputDrain}
+	if d.cmd.Argv == nil {
+		bash, err := exec.LookPath("bash")
+		if err != nil {
+			return nil, fmt.Errorf("workspace: bash not found: %w", err)
+		}
+		cmd.Path, cmd.Args = bash, []string{"bash", "-c", d.cmd.Shell}
+	} else {
+		prog := d.cmd.Argv[0]
+		if strings.ContainsRune(prog, '/') && !filepath.IsAbs(prog) {
+			prog = filepath.Join(d.toolsDir, prog)
+		}
+		cmd.Path, cmd.Args = prog, append([]string{d.cmd.Argv[0]}, d.cmd.Argv[1:]...)
+	}
+	cmd.Env = append(tools.CommandEnv(t.extraEnv),
+		"FASTAGENT_TOOL_NAME="+d.name,
+		"FASTAGENT_TOOL_DIR="+d.toolsDir,
+		"FASTAGENT_SESSION="+call.Session,
+		"FASTAGENT_CALL_ID="+call.ID,
+	)
+	return cmd, nil
+}
+
+// wait waits for the tool until it exits, times out or is aborted (then
+// its process group is stopped); stopped says why it was stopped.
+func (t *commandTool) wait(ctx context.Context, proc *sandbox.Process) (stopped string, waitErr error) {
+	d := t.def
+	waitDone := make(chan error, 1)
+	go func() { waitDone <- proc.Wait() }()
+	timer := time.NewTimer(t.timeout)
+	defer timer.Stop()
+	select {
+	case waitErr = <-waitDone:
+	case <-timer.C:
+		stopped = fmt.Sprintf("Tool %s timed out after %s; its process group was killed.", d.name, t.timeout)
+		waitErr = tools.Stop(proc, waitDone, tools.DefaultBashKillGrace)
+	case <-ctx.Done():
+		stopped = fmt.Sprintf("Tool %s was aborted; its process group was killed.", d.name)
+		waitErr = tools.Stop(proc, waitDone, tools.DefaultBashKillGrace)
+	}
+	if errors.Is(waitErr, sandbox.ErrWaitDelay) {
+		waitErr = nil // exited fine; a background child held the output open
+	}
+	return stopped, waitErr
+}
+
+// failure says how a tool process failed.
+func (d *toolDef) failure(waitErr error) string {
+	var ee *sandbox.ExitError
+	switch {
+	case errors.As(waitErr, &ee) && ee.Status.Signaled():
+		return fmt.Sprintf("Tool %s was terminated by signal %s.", d.name, ee.Status.Signal())
+	case errors.As(waitErr, &ee):
+		return fmt.Sprintf("Tool %s failed with exit code %d.", d.name, ee.ExitCode())
+	default:
+		return fmt.Sprintf("Tool %s failed: %v", d.name, waitErr)
+	}
 }
 
 // textResult makes the model's view of an output: its head within the
