@@ -205,7 +205,7 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	rt := &Runtime{metrics: cfg.Metrics, tracing: tr, codec: cdc, ln: ln}
 	ok := false
-	defer func() {
+	defer func() { //nolint:contextcheck // cleanup after a failed start must run whatever ctx says
 		if !ok {
 			if ln != nil {
 				_ = ln.Close()
@@ -293,7 +293,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	defer rt.Close() //nolint:contextcheck // Close stops the runtime after ctx ended; it bounds itself
 	return rt.run.Wait(ctx)
 }
 

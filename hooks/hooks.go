@@ -1,3 +1,5 @@
+// Package hooks holds the Go hooks a program embedding fastagent runs
+// around model and tool calls (fastagent.Options.Hooks).
 package hooks
 
 import (

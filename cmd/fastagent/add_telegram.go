@@ -126,7 +126,7 @@ func runAddTelegram(ctx context.Context, agentDir string, o addTelegramOptions, 
 
 // setTelegramWebhook checks the token with getMe and registers
 // <base>/telegram with the secret token.
-func setTelegramWebhook(ctx context.Context, base string, getenv func(string) string, out io.Writer) error {
+func setTelegramWebhook(ctx context.Context, base string, getenv func(string) string, out io.Writer) error { //nolint:contextcheck // the command's own requests time out on their own clock
 	token, secret := getenv(telegram.EnvBotToken), getenv(telegram.EnvSecret)
 	if token == "" || secret == "" {
 		return usageError("--set-webhook needs %s and %s in the environment", telegram.EnvBotToken, telegram.EnvSecret)

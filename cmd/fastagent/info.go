@@ -176,7 +176,7 @@ func (l *loaded) Close() {
 // the tool sandbox a worker would get (so that MCP stdio servers start and
 // tools run confined); a failure is a runtime failure (exit 1). Close the
 // result when done.
-func loadDefinition(ctx context.Context, g *globals) (*loaded, error) {
+func loadDefinition(ctx context.Context, g *globals) (*loaded, error) { //nolint:contextcheck // the loaded definition (its MCP servers) outlives this call; Close ends it
 	l, err := workspace.NewLoader(g.dir, g.agentDir)
 	if err != nil {
 		return nil, failure("%w", err)

@@ -188,7 +188,7 @@ func startTracing(ctx context.Context, parts *serve.Parts, tc *tclient.Config) (
 	tc.Interceptors = append(tc.Interceptors, icpt)
 	parts.Config.Tracing = tr
 	parts.Config.Logger.Info("tracing: spans exported by OTLP")
-	return func() {
+	return func() { //nolint:contextcheck // flushing spans at shutdown runs after ctx ended, on its own deadline
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := tr.Shutdown(sctx); err != nil {

@@ -93,7 +93,7 @@ func TestFrontendRefusesCallsWithoutTheKey(t *testing.T) {
 	ctx := context.Background()
 	for name, key := range map[string]string{"no key": "", "wrong key": strings.Repeat("0", 64)} {
 		t.Run(name, func(t *testing.T) {
-			c := dial(t, key)
+			c := dial(t, key) //nolint:contextcheck // the test client dials with its own deadline
 			calls := map[string]func() error{
 				"list": func() error {
 					_, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: srv.Namespace()})

@@ -79,7 +79,7 @@ func (c *client) tools(ctx context.Context) ([]toolDef, error) {
 	wctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
 	// Closing the client cancels a listing in flight.
-	defer context.AfterFunc(c.ctx, cancel)()
+	defer context.AfterFunc(c.ctx, cancel)() //nolint:contextcheck // the listing also ends when the client closes (c.ctx)
 	stillStarting := func(err error) error {
 		if ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("still starting after %s; its tools will be offered once it is ready", startWait)
@@ -141,7 +141,7 @@ func (c *client) connect(ctx context.Context) (*conn, error) {
 			return nil, err
 		}
 		a = &attempt{done: make(chan struct{})}
-		if !c.m.spawn(func() { c.start(a) }) {
+		if !c.m.spawn(func() { c.start(a) }) { //nolint:contextcheck // a server process lives with the manager, not with the call that started it
 			c.mu.Unlock()
 			return nil, errClosed
 		}
@@ -398,7 +398,7 @@ func (cn *conn) stderrTail() string {
 func (c *client) call(ctx context.Context, cn *conn, name string, args any) (*sdk.CallToolResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(c.m.ctx, cancel)()
+	defer context.AfterFunc(c.m.ctx, cancel)() //nolint:contextcheck // the call also ends when the manager closes
 	return cn.session.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 }
 

@@ -55,8 +55,8 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 	if !roles.Worker && !roles.Ingress {
 		return nil, errors.New("serve: nothing to run: neither the worker nor the ingress role")
 	}
-	r := &Running{Agent: p.Agent(c), stopped: make(chan struct{})}
-	stopMetrics, err := p.startMetrics()
+	r := &Running{Agent: p.Agent(c), stopped: make(chan struct{})} //nolint:contextcheck // the Agent is long-lived; each Invoke takes its own context
+	stopMetrics, err := p.startMetrics()                           //nolint:contextcheck // the metrics listener lives until Stop, not until ctx
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		if err := p.reconcileSchedules(ctx, c, p.warn); err != nil {
 			return nil, err
 		}
-		w, err := p.StartWorker(c)
+		w, err := p.StartWorker(ctx, c)
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +114,7 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		r.Ingress.SetReady(true)
 		r.httpErr = make(chan error, 1)
 		go func() {
-			r.httpErr <- ServeHTTP(hctx, ln, p.Config.Tracing.Middleware(p.WithChannels(r.Ingress.Handler(), c)), r.Ingress.Drain)
+			r.httpErr <- ServeHTTP(hctx, ln, p.Config.Tracing.Middleware(p.WithChannels(r.Ingress.Handler(), c)), r.Ingress.Drain) //nolint:contextcheck // the HTTP server and its channels live until Stop (hctx), not the start call
 		}()
 	}
 	return r, nil

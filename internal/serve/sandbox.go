@@ -108,7 +108,7 @@ func (p *Parts) openSandbox(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sb, err := OpenSandbox(def, SandboxSpec{StateDir: p.Config.StateDir, TokensFile: p.Config.TokensFile,
+	sb, err := OpenSandbox(def, SandboxSpec{StateDir: p.Config.StateDir, TokensFile: p.Config.TokensFile, //nolint:contextcheck // the sandbox helper lives with the worker, not with this call
 		ControlPlane: p.controlPlane(), Getenv: p.Config.Getenv})
 	if sb == nil {
 		return err

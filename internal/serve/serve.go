@@ -229,7 +229,7 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session store: %w", err)
 	}
-	bus, err := feed.Open(cfg.Feed)
+	bus, err := feed.Open(cfg.Feed) //nolint:contextcheck // the feed connection lives with the process
 	if err != nil {
 		_ = st.Close()
 		return nil, fmt.Errorf("live feed: %w", err)
@@ -287,8 +287,8 @@ func (p *Parts) Close() {
 }
 
 // StartWorker starts a worker on c, with its tool sandbox; stop it with Stop.
-func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
-	if err := p.openSandbox(context.Background()); err != nil {
+func (p *Parts) StartWorker(ctx context.Context, c client.Client) (sdkworker.Worker, error) {
+	if err := p.openSandbox(ctx); err != nil {
 		return nil, err
 	}
 	var repliers []channels.Replier
@@ -311,18 +311,18 @@ func (p *Parts) StartWorker(c client.Client) (sdkworker.Worker, error) {
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
-	p.checkCurrentVersion(c)
+	p.checkCurrentVersion(ctx, c)
 	return w, nil
 }
 
 // checkCurrentVersion warns when a versioned worker's deployment has no
 // current version: until one is set, no workflow task reaches the worker.
-func (p *Parts) checkCurrentVersion(c client.Client) {
+func (p *Parts) checkCurrentVersion(ctx context.Context, c client.Client) {
 	v := p.Config.Versioning
 	if !v.Enabled() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	d, err := c.WorkerDeploymentClient().GetHandle(v.Deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 	if err == nil && d.Info.RoutingConfig.CurrentVersion != nil {
@@ -438,7 +438,7 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, drain func(
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
+		if err := srv.Shutdown(sctx); err != nil { //nolint:contextcheck // shutdown runs after ctx ended, bounded by ShutdownTimeout
 			_ = srv.Close()
 		}
 		return nil

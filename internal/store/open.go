@@ -26,14 +26,14 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 		}
 		return p, nil
 	case strings.HasPrefix(lower, "sqlite://"):
-		return openSQLiteDSN(dsn, dsn[len("sqlite://"):])
+		return openSQLiteDSN(dsn, dsn[len("sqlite://"):]) //nolint:contextcheck // opening a local file: nothing to cancel
 	case strings.HasPrefix(lower, "sqlite:"):
-		return openSQLiteDSN(dsn, dsn[len("sqlite:"):])
+		return openSQLiteDSN(dsn, dsn[len("sqlite:"):]) //nolint:contextcheck // opening a local file: nothing to cancel
 	case strings.Contains(dsn, "://"):
 		scheme, _, _ := strings.Cut(dsn, "://")
 		return nil, fmt.Errorf("store: open: unsupported scheme %q (%s)", scheme, acceptedDSNs)
 	default:
-		return openSQLiteDSN(dsn, dsn)
+		return openSQLiteDSN(dsn, dsn) //nolint:contextcheck // opening a local file: nothing to cancel
 	}
 }
 

@@ -42,7 +42,7 @@ type Conn struct {
 }
 
 // Run implements channels.Connector.
-func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Parsed) error, ready func()) error {
+func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Parsed) error, ready func()) error { //nolint:contextcheck // the SDK's websocket client keeps its own context
 	log := c.Log
 	if log == nil {
 		log = slog.Default()
@@ -147,11 +147,11 @@ func (l *connLogger) Info(_ context.Context, args ...interface{}) {
 }
 
 func (l *connLogger) Warn(_ context.Context, args ...interface{}) {
-	l.at(slog.LevelWarn, args)
+	l.at(slog.LevelWarn, args) //nolint:contextcheck // the SDK's logger interface hands a context we do not need
 }
 
 func (l *connLogger) Error(_ context.Context, args ...interface{}) {
-	l.at(slog.LevelError, args)
+	l.at(slog.LevelError, args) //nolint:contextcheck // the SDK's logger interface hands a context we do not need
 }
 
 func (l *connLogger) at(level slog.Level, args []interface{}) {

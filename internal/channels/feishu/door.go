@@ -483,7 +483,7 @@ func (b *Bot) Resolved() <-chan struct{} { return b.resolved }
 // Resolve starts resolving and waits for the open_id until ctx ends;
 // connectors call it at startup so the first group message does not wait.
 func (b *Bot) Resolve(ctx context.Context) error {
-	b.Start()
+	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
 	select {
 	case <-b.resolved:
 		return nil
@@ -500,7 +500,7 @@ func (b *Bot) Resolve(ctx context.Context) error {
 // OpenID returns the bot's open_id, "" while it is unknown (resolving it
 // is then started in the background).
 func (b *Bot) OpenID(_ context.Context) string {
-	b.Start()
+	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.openID

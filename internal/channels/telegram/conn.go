@@ -102,25 +102,7 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 		if len(ups) == 0 {
 			continue
 		}
-		var p channels.Parsed
-		later := false
-		for _, u := range ups {
-			m, err := c.Door.Message(ctx, u)
-			if errors.Is(err, channels.ErrRetryLater) {
-				// Not yet: this update and the ones after it are read
-				// again (the offset stays before it).
-				log.Warn("telegram: update deferred", "update_id", u.UpdateID, "error", err)
-				later = true
-				break
-			}
-			if err != nil {
-				log.Warn("telegram: unreadable update skipped", "update_id", u.UpdateID, "error", err)
-				continue
-			}
-			if m != nil {
-				p.Messages = append(p.Messages, *m)
-			}
-		}
+		p, later := c.read(ctx, log, ups)
 		if len(p.Messages) > 0 {
 			if err := hand(ctx, p); err != nil {
 				log.Error("telegram: hand-off failed; polling the same updates again", "error", err)
@@ -144,4 +126,25 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 			}
 		}
 	}
+}
+
+// read turns a batch of updates into messages to hand off. later says an
+// update was deferred (channels.ErrRetryLater): it and the ones after it
+// are read again, so the offset must stay before it.
+func (c *Conn) read(ctx context.Context, log *slog.Logger, ups []Update) (p channels.Parsed, later bool) {
+	for _, u := range ups {
+		m, err := c.Door.Message(ctx, u)
+		if errors.Is(err, channels.ErrRetryLater) {
+			log.Warn("telegram: update deferred", "update_id", u.UpdateID, "error", err)
+			return p, true
+		}
+		if err != nil {
+			log.Warn("telegram: unreadable update skipped", "update_id", u.UpdateID, "error", err)
+			continue
+		}
+		if m != nil {
+			p.Messages = append(p.Messages, *m)
+		}
+	}
+	return p, false
 }

@@ -357,7 +357,7 @@ func (b *Bot) Resolved() <-chan struct{} {
 // Info returns what is known of the bot (resolving it is started in the
 // background while its ID is unknown).
 func (b *Bot) Info(_ context.Context) BotInfo {
-	b.Start()
+	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.info
@@ -366,7 +366,7 @@ func (b *Bot) Info(_ context.Context) BotInfo {
 // Resolve starts resolving and waits for the bot until ctx ends;
 // connectors call it at startup so the first group message does not wait.
 func (b *Bot) Resolve(ctx context.Context) error {
-	b.Start()
+	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
 	select {
 	case <-b.Resolved():
 		return nil
