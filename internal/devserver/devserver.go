@@ -121,10 +121,10 @@ func Tuning() map[string]any {
 	}
 }
 
-// Start builds and starts the server, creating the SQLite schema when the
-// file is new and the namespace on every start. It returns once the frontend
-// accepts connections.
-func Start(opts Options) (*Server, error) {
+// fill sets the defaults and picks free ports; a port asked for that is
+// taken is an error naming the flag that changes it. It draws the API key
+// when none is given.
+func (opts *Options) fill() error {
 	if opts.IP == "" {
 		opts.IP = "127.0.0.1"
 	}
@@ -143,25 +143,49 @@ func Start(opts Options) (*Server, error) {
 	var err error
 	if opts.FrontendPort == 0 {
 		if opts.FrontendPort, err = FreePort(); err != nil {
-			return nil, err
+			return err
 		}
 	} else if err := portFree(opts.IP, opts.FrontendPort); err != nil {
-		return nil, fmt.Errorf("temporal frontend port: %w (choose another with --temporal-port)", err)
+		return fmt.Errorf("temporal frontend port: %w (choose another with --temporal-port)", err)
 	}
 	if opts.UIPort == 0 {
 		if opts.UIPort, err = FreePort(); err != nil {
-			return nil, err
+			return err
 		}
 	} else if opts.UIPort > 0 {
 		if err := portFree(opts.IP, opts.UIPort); err != nil {
-			return nil, fmt.Errorf("temporal ui port: %w (choose another with --ui-port)", err)
+			return fmt.Errorf("temporal ui port: %w (choose another with --ui-port)", err)
 		}
 	}
-
 	if opts.APIKey == "" {
 		if opts.APIKey, err = newKey(); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	return nil
+}
+
+// dynamicConfig is the server's dynamic config: the latency tuning (unless
+// Untuned) overlaid with Options.DynamicConfig.
+func (opts *Options) dynamicConfig() dynamicconfig.StaticClient {
+	dyn := dynamicconfig.StaticClient{}
+	if !opts.Untuned {
+		for k, v := range Tuning() {
+			dyn[dynamicconfig.MakeKey(k)] = v
+		}
+	}
+	for k, v := range opts.DynamicConfig {
+		dyn[dynamicconfig.MakeKey(k)] = v
+	}
+	return dyn
+}
+
+// Start builds and starts the server, creating the SQLite schema when the
+// file is new and the namespace on every start. It returns once the frontend
+// accepts connections.
+func Start(opts Options) (*Server, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
 	}
 	sqlConf, err := sqlConfig(opts)
 	if err != nil {
@@ -180,15 +204,7 @@ func Start(opts Options) (*Server, error) {
 		zapcore.AddSync(opts.LogWriter),
 		zapLevel(opts.LogLevel),
 	)))
-	dyn := dynamicconfig.StaticClient{}
-	if !opts.Untuned {
-		for k, v := range Tuning() {
-			dyn[dynamicconfig.MakeKey(k)] = v
-		}
-	}
-	for k, v := range opts.DynamicConfig {
-		dyn[dynamicconfig.MakeKey(k)] = v
-	}
+	dyn := opts.dynamicConfig()
 	claims := tokenClaims{key: []byte(opts.APIKey)}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),

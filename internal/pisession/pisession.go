@@ -255,58 +255,9 @@ func Decode(r io.Reader) (Header, []transcript.Entry, error) {
 		if seen[l.ID] {
 			return bad("entry id %q appears twice", l.ID)
 		}
-		e := transcript.Entry{ID: l.ID, Type: l.Type}
-		if l.ParentID != nil && *l.ParentID != "" {
-			if !seen[*l.ParentID] {
-				return bad("entry %q names parent %q, which no earlier line defines", l.ID, *l.ParentID)
-			}
-			e.ParentID = *l.ParentID
-		}
-		if l.Timestamp != "" {
-			t, err := time.Parse(time.RFC3339Nano, l.Timestamp)
-			if err != nil {
-				return bad("entry %q: timestamp %q is not RFC 3339", l.ID, l.Timestamp)
-			}
-			e.Time = t.UTC()
-		}
-		switch l.Type {
-		case transcript.TypeMessage:
-			if l.Message == nil {
-				return bad("message entry %q has no message", l.ID)
-			}
-			m, err := fromMessage(*l.Message)
-			if err != nil {
-				return bad("message entry %q: %v", l.ID, err)
-			}
-			e.Message = &m
-		case transcript.TypeCompaction:
-			if l.Summary == nil || l.FirstKeptEntryID == "" {
-				return bad("compaction entry %q needs summary and firstKeptEntryId", l.ID)
-			}
-			e.Compaction = &transcript.Compaction{Summary: *l.Summary, FirstKeptEntryID: l.FirstKeptEntryID, TokensBefore: l.TokensBefore}
-		case transcript.TypeBranchSummary:
-			if l.Summary == nil {
-				return bad("branch_summary entry %q needs a summary", l.ID)
-			}
-			e.BranchSummary = &transcript.BranchSummary{FromID: l.FromID, Summary: *l.Summary}
-		case transcript.TypeCustom:
-			if l.CustomType == "" {
-				return bad("custom entry %q needs customType", l.ID)
-			}
-			e.Custom = &transcript.Custom{Kind: l.CustomType, Data: l.Data}
-		case "custom_message":
-			// In context as a user message (pi).
-			text, _, err := contentOf(l.Content)
-			if err != nil {
-				return bad("custom_message entry %q: %v", l.ID, err)
-			}
-			e.Type = transcript.TypeMessage
-			e.Message = &transcript.Message{Role: transcript.RoleUser, Text: text, Source: "custom_message"}
-		default:
-			// model_change, thinking_level_change, label, session_info, …:
-			// kept verbatim, never in context.
-			e.Type = transcript.TypeCustom
-			e.Custom = &transcript.Custom{Kind: customPrefix + l.Type, Data: append(json.RawMessage(nil), raw...)}
+		e, err := entryOf(l, raw, seen)
+		if err != nil {
+			return bad("%w", err)
 		}
 		seen[l.ID] = true
 		out = append(out, e)
@@ -318,6 +269,65 @@ func Decode(r io.Reader) (Header, []transcript.Entry, error) {
 		return Header{}, nil, fmt.Errorf("pisession: read: %w", err)
 	}
 	return h, out, nil
+}
+
+// entryOf converts one entry line (raw is its text): its parent must be
+// among the IDs seen on earlier lines; a type pi has but the transcript does
+// not is kept verbatim as a custom entry, never in context.
+func entryOf(l line, raw []byte, seen map[string]bool) (transcript.Entry, error) {
+	e := transcript.Entry{ID: l.ID, Type: l.Type}
+	if l.ParentID != nil && *l.ParentID != "" {
+		if !seen[*l.ParentID] {
+			return e, fmt.Errorf("entry %q names parent %q, which no earlier line defines", l.ID, *l.ParentID)
+		}
+		e.ParentID = *l.ParentID
+	}
+	if l.Timestamp != "" {
+		t, err := time.Parse(time.RFC3339Nano, l.Timestamp)
+		if err != nil {
+			return e, fmt.Errorf("entry %q: timestamp %q is not RFC 3339", l.ID, l.Timestamp)
+		}
+		e.Time = t.UTC()
+	}
+	switch l.Type {
+	case transcript.TypeMessage:
+		if l.Message == nil {
+			return e, fmt.Errorf("message entry %q has no message", l.ID)
+		}
+		m, err := fromMessage(*l.Message)
+		if err != nil {
+			return e, fmt.Errorf("message entry %q: %w", l.ID, err)
+		}
+		e.Message = &m
+	case transcript.TypeCompaction:
+		if l.Summary == nil || l.FirstKeptEntryID == "" {
+			return e, fmt.Errorf("compaction entry %q needs summary and firstKeptEntryId", l.ID)
+		}
+		e.Compaction = &transcript.Compaction{Summary: *l.Summary, FirstKeptEntryID: l.FirstKeptEntryID, TokensBefore: l.TokensBefore}
+	case transcript.TypeBranchSummary:
+		if l.Summary == nil {
+			return e, fmt.Errorf("branch_summary entry %q needs a summary", l.ID)
+		}
+		e.BranchSummary = &transcript.BranchSummary{FromID: l.FromID, Summary: *l.Summary}
+	case transcript.TypeCustom:
+		if l.CustomType == "" {
+			return e, fmt.Errorf("custom entry %q needs customType", l.ID)
+		}
+		e.Custom = &transcript.Custom{Kind: l.CustomType, Data: l.Data}
+	case "custom_message":
+		// In context as a user message (pi).
+		text, _, err := contentOf(l.Content)
+		if err != nil {
+			return e, fmt.Errorf("custom_message entry %q: %w", l.ID, err)
+		}
+		e.Type = transcript.TypeMessage
+		e.Message = &transcript.Message{Role: transcript.RoleUser, Text: text, Source: "custom_message"}
+	default:
+		// model_change, thinking_level_change, label, session_info, …
+		e.Type = transcript.TypeCustom
+		e.Custom = &transcript.Custom{Kind: customPrefix + l.Type, Data: append(json.RawMessage(nil), raw...)}
+	}
+	return e, nil
 }
 
 func fromMessage(m message) (transcript.Message, error) {

@@ -149,9 +149,10 @@ type Parts struct {
 	connRestart time.Duration
 }
 
-// Open opens the store and the feed and prepares the definition loader. The
-// definition is loaded once to report problems at startup.
-func Open(ctx context.Context, cfg Config) (*Parts, error) {
+// prepareStateDir fills the directory defaults (workspace ".", state dir
+// <dir>/.fastagent, store <state>/sessions.db) and creates the state dir,
+// owner-only: it holds the session store, logs and the API token.
+func (cfg *Config) prepareStateDir() error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -160,7 +161,7 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	}
 	abs, err := filepath.Abs(cfg.Dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cfg.Dir = abs
 	if cfg.StateDir == "" {
@@ -169,46 +170,64 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if cfg.Store == "" {
 		cfg.Store = filepath.Join(cfg.StateDir, "sessions.db")
 	}
-	// The state dir holds the session store, logs and the API token.
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
+		return fmt.Errorf("state dir %s: %w", cfg.StateDir, err)
 	}
 	_ = os.Chmod(cfg.StateDir, 0o700) //nolint:gosec // G302: a directory needs x; 0700 is owner-only
 	ensureGitignore(cfg.StateDir)
+	return nil
+}
+
+// fromDefinition reads what the definition says about serving: its
+// channels (a broken enabled channel is an error naming its file) and
+// fastagent.yaml's http: block, which fills what flags and env left unset.
+// A definition that does not load yet is reported later by Check.
+func (cfg *Config) fromDefinition(ctx context.Context, loader *workspace.Loader) (chans []*channels.Channel, invokeOff bool, err error) {
+	def, lerr := loader.Load(ctx)
+	if lerr != nil {
+		return nil, false, nil //nolint:nilerr // Check reports a broken definition with its file
+	}
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if chans, err = channels.Load(def.Workspace.Channels(), getenv); err != nil {
+		return nil, false, err
+	}
+	h := def.Config.HTTP
+	invokeOff = len(chans) > 0 && (h.Invoke == nil || !*h.Invoke)
+	if cfg.HTTPHost == "" {
+		cfg.HTTPHost = h.Host
+	}
+	if cfg.HTTPPort == 0 {
+		cfg.HTTPPort = h.Port
+	}
+	if cfg.AllowedOrigins == nil {
+		cfg.AllowedOrigins = h.AllowedOrigins
+	}
+	if cfg.AllowedHosts == nil {
+		cfg.AllowedHosts = h.AllowedHosts
+	}
+	if cfg.Admission == (admission.Limits{}) {
+		cfg.Admission = admissionLimits(h.Admission)
+	}
+	return chans, invokeOff, nil
+}
+
+// Open opens the store and the feed and prepares the definition loader. The
+// definition is loaded once to report problems at startup.
+func Open(ctx context.Context, cfg Config) (*Parts, error) {
+	if err := cfg.prepareStateDir(); err != nil {
+		return nil, err
+	}
 	loader, err := workspace.NewLoader(cfg.Dir, cfg.AgentDir)
 	if err != nil {
 		return nil, err
 	}
-	var chans []*channels.Channel
-	invokeOff := false
-	if def, err := loader.Load(ctx); err == nil {
-		getenv := cfg.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
-		}
-		// A broken enabled channel stops startup, naming its file.
-		if chans, err = channels.Load(def.Workspace.Channels(), getenv); err != nil {
-			loader.Close()
-			return nil, err
-		}
-		// fastagent.yaml's http: block fills what flags and env left unset.
-		h := def.Config.HTTP
-		invokeOff = len(chans) > 0 && (h.Invoke == nil || !*h.Invoke)
-		if cfg.HTTPHost == "" {
-			cfg.HTTPHost = h.Host
-		}
-		if cfg.HTTPPort == 0 {
-			cfg.HTTPPort = h.Port
-		}
-		if cfg.AllowedOrigins == nil {
-			cfg.AllowedOrigins = h.AllowedOrigins
-		}
-		if cfg.AllowedHosts == nil {
-			cfg.AllowedHosts = h.AllowedHosts
-		}
-		if cfg.Admission == (admission.Limits{}) {
-			cfg.Admission = admissionLimits(h.Admission)
-		}
+	chans, invokeOff, err := cfg.fromDefinition(ctx, loader)
+	if err != nil {
+		loader.Close()
+		return nil, err
 	}
 	if cfg.HTTPHost == "" {
 		cfg.HTTPHost = "127.0.0.1"

@@ -294,34 +294,10 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 			return out
 		}
 
-		batch := make([]ToolCall, len(res.Calls))
+		batch, sequential := toolBatch(rt, session, t.ID, step, res, used)
 		parent := res.EntryID
-		sequential := false
-		for i, c := range res.Calls {
-			tc := ToolCall{
-				Session:          session,
-				Turn:             t.ID,
-				Step:             step,
-				Call:             c,
-				AssistantEntryID: res.EntryID,
-				ResultEntryID:    rt.NewID(),
-				ParentID:         parent,
-			}
-			switch {
-			case res.StopReason == transcript.StopLength:
-				tc.Synthetic = &agent.ToolResult{IsError: true, Content: "The reply hit the output length limit before this tool call was complete; re-issue the tool call."}
-			case !c.Known:
-				tc.Synthetic = &agent.ToolResult{IsError: true, Content: fmt.Sprintf("Tool %s not found", c.Name)}
-			}
-			if used[c.ID] {
-				tc.Call.Reused = reusedMessage(c.ID)
-			}
-			sequential = sequential || c.Sequential
-			parent = tc.ResultEntryID
-			batch[i] = tc
-		}
-		for _, c := range res.Calls {
-			used[c.ID] = true
+		if len(batch) > 0 {
+			parent = batch[len(batch)-1].ResultEntryID
 		}
 		outcomes, err := rt.Tools(batch, sequential)
 		st.Leaf, leaf = parent, parent
@@ -337,6 +313,42 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 		afterTools = true
 		pending = steeringEntries(rt, rt.Steering())
 	}
+}
+
+// toolBatch makes the step's tool calls, each result hung below the one
+// before it: a call cut by the length limit or naming an unknown tool gets
+// a synthetic error result, a call ID the turn used before is marked. The
+// IDs are recorded in used; sequential says a call asked to run alone.
+func toolBatch(rt Runtime, session, turn string, step int, res ModelResult, used map[string]bool) (batch []ToolCall, sequential bool) {
+	batch = make([]ToolCall, len(res.Calls))
+	parent := res.EntryID
+	for i, c := range res.Calls {
+		tc := ToolCall{
+			Session:          session,
+			Turn:             turn,
+			Step:             step,
+			Call:             c,
+			AssistantEntryID: res.EntryID,
+			ResultEntryID:    rt.NewID(),
+			ParentID:         parent,
+		}
+		switch {
+		case res.StopReason == transcript.StopLength:
+			tc.Synthetic = &agent.ToolResult{IsError: true, Content: "The reply hit the output length limit before this tool call was complete; re-issue the tool call."}
+		case !c.Known:
+			tc.Synthetic = &agent.ToolResult{IsError: true, Content: fmt.Sprintf("Tool %s not found", c.Name)}
+		}
+		if used[c.ID] {
+			tc.Call.Reused = reusedMessage(c.ID)
+		}
+		sequential = sequential || c.Sequential
+		parent = tc.ResultEntryID
+		batch[i] = tc
+	}
+	for _, c := range res.Calls {
+		used[c.ID] = true
+	}
+	return batch, sequential
 }
 
 // reusedMessage is the error result of a call whose ID an earlier step of
