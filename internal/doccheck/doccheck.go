@@ -142,10 +142,11 @@ func headings(path string) (map[string]bool, error) {
 }
 
 // Slug is GitHub's anchor for a heading: lower case, spaces to hyphens,
-// punctuation other than hyphens and underscores dropped.
+// punctuation other than hyphens and underscores dropped. The text of a
+// code span stays (only its backticks are punctuation).
 func Slug(title string) string {
 	var b strings.Builder
-	for _, r := range strings.ToLower(stripCodeSpans(title)) {
+	for _, r := range strings.ToLower(title) {
 		switch {
 		case r == ' ':
 			b.WriteRune('-')

@@ -60,3 +60,18 @@ func TestCheckFindsDeadLinks(t *testing.T) {
 		t.Errorf("slug %q", s)
 	}
 }
+
+// GitHub keeps the text of a code span in a heading's anchor: only the
+// backticks go.
+func TestSlugKeepsCodeSpanText(t *testing.T) {
+	for title, want := range map[string]string{
+		"The session's `deliver` signal (a public contract)": "the-sessions-deliver-signal-a-public-contract",
+		"fastagent session approve":                          "fastagent-session-approve",
+		"`fastagent dev`":                                    "fastagent-dev",
+		"Thinking, usage and model routing":                  "thinking-usage-and-model-routing",
+	} {
+		if got := Slug(title); got != want {
+			t.Errorf("Slug(%q) = %q, want %q", title, got, want)
+		}
+	}
+}
