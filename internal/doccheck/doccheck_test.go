@@ -118,7 +118,8 @@ func TestReadmeIsAShortEntryPoint(t *testing.T) {
 }
 
 // docs/layout.md lists every Go package (the repository's module and
-// examples/), one table row each, with the path in the first column.
+// examples/), one table row each, with the path in the first column, and
+// nothing that is not there any more.
 func TestLayoutListsEveryPackage(t *testing.T) {
 	pkgs, err := Packages(root)
 	if err != nil {
@@ -134,6 +135,9 @@ func TestLayoutListsEveryPackage(t *testing.T) {
 	listed := map[string]bool{}
 	for _, p := range paths {
 		listed[strings.TrimSuffix(p, "/")] = true
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Errorf("docs/layout.md lists %s, which is not in the repository", p)
+		}
 	}
 	for _, pkg := range pkgs {
 		want := pkg
