@@ -175,3 +175,28 @@ func TestDocsSpeakToUsers(t *testing.T) {
 		}
 	}
 }
+
+// A repository path the docs name in code (`internal/ingress/auth_test.go`,
+// `workflows/agentloop`) exists: packages move, and the docs move with them.
+func TestDocsNameExistingPaths(t *testing.T) {
+	repoPath := regexp.MustCompile("`((?:internal|cmd|workflows|agent|examples|deploy|hooks|transcript|activities|worker|ingress)/[A-Za-z0-9_./-]*)`")
+	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(root, "README.md"), filepath.Join(root, "DESIGN.md"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range repoPath.FindAllStringSubmatch(line, -1) {
+				if _, err := os.Stat(filepath.Join(root, strings.TrimSuffix(m[1], "/"))); err != nil {
+					rel, _ := filepath.Rel(root, f)
+					t.Errorf("%s:%d: %s is not in the repository", rel, i+1, m[1])
+				}
+			}
+		}
+	}
+}
