@@ -14,7 +14,7 @@
 // Start runs what Options.Roles asks for — by default a worker and the HTTP
 // ingress, as `fastagent start` does (and `fastagent dev` with an embedded
 // Temporal server). Every signature here mentions only public packages:
-// agent (the contract and tools), activities (hooks), and the Temporal SDK.
+// agent (the contract and tools), hooks, and the Temporal SDK.
 package fastagent
 
 import (
