@@ -11,7 +11,7 @@ PKGS_FAST = $(filter-out $(SERVER_PKGS),$(shell $(GO) list ./... | grep -v -e /i
 # phase prints a phase's name and, when it ends, how long it took.
 phase = @echo "== $(1)"; start=$$(date +%s); $(2) && echo "== $(1): $$(( $$(date +%s) - start ))s"
 
-.PHONY: dev test build build-worker lint vet fmt-check tidy-check unit e2e record-histories clean
+.PHONY: dev test build build-worker lint vet fmt-check tidy-check unit e2e record-histories docs clean
 
 ## dev: run everything in one process (embedded Temporal + Web UI + worker + HTTP ingress)
 dev:
@@ -64,6 +64,10 @@ e2e:
 ## record-histories: re-record workflow histories replayed by workflows/replay_test.go
 record-histories:
 	FASTAGENT_RECORD_HISTORIES=1 $(GO) test -count=1 -run TestHistories ./internal/e2e/
+
+## docs: regenerate docs/cli.md from the commands' own help (TestCLIReference fails when it is stale)
+docs:
+	$(GO) test -count=1 -run '^TestCLIReference$$' ./cmd/fastagent -args -update-docs
 
 ## build: the full binary (with the embedded dev server)
 build:

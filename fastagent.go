@@ -14,7 +14,7 @@
 // Start runs what Options.Roles asks for — by default a worker and the HTTP
 // ingress, as `fastagent start` does (and `fastagent dev` with an embedded
 // Temporal server). Every signature here mentions only public packages:
-// agent (the contract and tools), activities (hooks), and the Temporal SDK.
+// agent (the contract and tools), hooks, and the Temporal SDK.
 package fastagent
 
 import (
@@ -59,8 +59,8 @@ type Options struct {
 	// "127.0.0.1:0" picks a free port, see Runtime.URL).
 	HTTPAddr string
 	// APIToken is an admin token the ingress accepts; APITokens are tokens
-	// lines ("principal:rights:sha256hex", see the README's Security
-	// section). Without either, the ingress serves loopback only, with a
+	// lines ("principal:rights:sha256hex", see docs/security.md,
+	// Authentication). Without either, the ingress serves loopback only, with a
 	// token generated per run (Runtime.APIToken).
 	APIToken, APITokens string
 	// AllowedOrigins are the browser origins the ingress serves;

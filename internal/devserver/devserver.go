@@ -101,7 +101,7 @@ type Server struct {
 
 // Tuning is the dynamic configuration applied unless Options.Untuned is set.
 // Each entry removes a measured source of per-step latency on a one-shard,
-// one-machine server (see README, "Latency tuning"):
+// one-machine server (see docs/operations.md, "Latency tuning"):
 //   - the history queue processors poll at 20/s by default, so a workflow task
 //     after an activity completes waits up to 50 ms for its poll slot;
 //   - eager activity dispatch hands the first activity to the worker that

@@ -1,6 +1,9 @@
 // Package doccheck checks the repository's Markdown: every relative link
-// points at a file that exists and every #anchor at a heading that does,
-// so the documentation a reader walks never ends in a dead link.
+// (inline or reference-style) points at a file that exists and every
+// #anchor at a heading that does, so the documentation a reader walks never
+// ends in a dead link. Its tests also keep the README a short entry point,
+// docs/layout.md a row per package, and the docs free of references to
+// anything readers cannot see.
 package doccheck
 
 import (
@@ -15,6 +18,9 @@ import (
 
 // link matches [text](target) outside code spans.
 var link = regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+
+// refDef matches a reference-style link definition, [name]: target.
+var refDef = regexp.MustCompile(`^ {0,3}\[[^\]]+\]:\s*<?([^\s>]+)>?`)
 
 // Problem is one dead link.
 type Problem struct {
@@ -61,8 +67,14 @@ func Check(root string, files []string) ([]Problem, error) {
 			if inCode {
 				continue
 			}
+			var targets []string
 			for _, m := range link.FindAllStringSubmatch(stripCodeSpans(line), -1) {
-				target := m[1]
+				targets = append(targets, m[1])
+			}
+			if m := refDef.FindStringSubmatch(line); m != nil {
+				targets = append(targets, m[1])
+			}
+			for _, target := range targets {
 				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 					continue
 				}
@@ -142,10 +154,11 @@ func headings(path string) (map[string]bool, error) {
 }
 
 // Slug is GitHub's anchor for a heading: lower case, spaces to hyphens,
-// punctuation other than hyphens and underscores dropped.
+// punctuation other than hyphens and underscores dropped. The text of a
+// code span stays (only its backticks are punctuation).
 func Slug(title string) string {
 	var b strings.Builder
-	for _, r := range strings.ToLower(stripCodeSpans(title)) {
+	for _, r := range strings.ToLower(title) {
 		switch {
 		case r == ' ':
 			b.WriteRune('-')
@@ -154,4 +167,64 @@ func Slug(title string) string {
 		}
 	}
 	return b.String()
+}
+
+// Packages lists the directories under root that hold Go files — the
+// packages of the module and of nested modules such as examples/ — as
+// slash-separated paths relative to root ("." for root itself). testdata,
+// hidden directories and bin/ are not packages.
+func Packages(root string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if p != root && (name == "testdata" || name == "bin" || name == "node_modules" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(p))
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if !seen[rel] {
+			seen[rel] = true
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// TablePaths returns, for every row of the Markdown tables in a file whose
+// first cell is one code span, that span's text: the paths of a layout
+// table.
+func TablePaths(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		cell, _, ok := strings.Cut(strings.TrimPrefix(line, "|"), "|")
+		if !ok {
+			continue
+		}
+		cell = strings.TrimSpace(cell)
+		if len(cell) > 2 && strings.HasPrefix(cell, "`") && strings.HasSuffix(cell, "`") && strings.Count(cell, "`") == 2 {
+			out = append(out, cell[1:len(cell)-1])
+		}
+	}
+	return out, nil
 }

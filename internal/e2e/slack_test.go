@@ -516,8 +516,8 @@ func TestSlackWorkerKilledMidStream(t *testing.T) {
 		t.Fatal("the model stream never started")
 	}
 	// Mid-stream: the reply is on Slack and its reference recorded (a kill
-	// between the two is the known one-write window, README "Known
-	// limitations"); the model still has seconds of text to send.
+	// between the two is the known one-write window, docs/failures.md,
+	// "Known limitations"); the model still has seconds of text to send.
 	key := "slack:" + s.team + ":" + channel + ":" + ts
 	waitFor(t, 30*time.Second, "the live reply's reference", func() bool {
 		ref, err := e.kit.Store.Reply(context.Background(), session, key)

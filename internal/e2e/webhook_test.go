@@ -275,7 +275,7 @@ func TestWebhookWorkerKilled(t *testing.T) {
 }
 
 // The session workflow's deliver signal, sent with a plain Temporal client
-// and plain JSON (no fastagent types), as the README documents it, runs
+// and plain JSON (no fastagent types), as docs/webhooks.md documents it, runs
 // one turn; sent again with the same key it runs none.
 func TestDeliverSignalFromOutside(t *testing.T) {
 	t.Parallel()

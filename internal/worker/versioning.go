@@ -14,7 +14,7 @@ import (
 // deployment name set, the worker polls as version <Deployment>:<BuildID>
 // and every workflow it runs is pinned to that version: a run's history is
 // only ever replayed by the code that wrote it. Sessions move to the
-// deployment's current version at continue-as-new (see README, "Rollouts").
+// deployment's current version at continue-as-new (see docs/operations.md, "Rollouts").
 type Versioning struct {
 	// Deployment is the Worker Deployment name (env FASTAGENT_DEPLOYMENT);
 	// empty runs the worker unversioned, as in development.

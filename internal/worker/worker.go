@@ -36,7 +36,7 @@ type Options struct {
 	// workflow task (shared queue) is polled even while the sticky queue has
 	// a backlog. n ≥ 2 uses n fixed pollers in the SDK's mixed mode instead,
 	// which poll only the sticky queue while it has a backlog — under load,
-	// new sessions then wait seconds (see README, Load and sizing).
+	// new sessions then wait seconds (see docs/load-and-sizing.md).
 	WorkflowTaskPollers int
 	// StopTimeout is how long Stop lets running activities (tool calls,
 	// model streams) finish after polling stops, before their contexts are

@@ -22,7 +22,7 @@ func ChannelFile(bot string) ([]byte, error) {
 # Secrets stay in the environment, never here: GITHUB_WEBHOOK_SECRET, and
 # GITHUB_TOKEN or GITHUB_APP_ID + GITHUB_APP_PRIVATE_KEY (or _FILE).
 # Template fields: event action repo owner name number title body comment
-# sender association url labels label pr (README "GitHub").
+# sender association url labels label pr (docs/github.md).
 #
 # authorAssociation: whose comments, issues or pull requests may start the
 # agent. A rule without it accepts OWNER, MEMBER and COLLABORATOR only:

@@ -47,7 +47,7 @@ secretEnv: ` + env + `      # whsec_...; several, space-separated, during a rota
 	case SchemeHMAC:
 		verify = `# An HMAC of the body in a header. This is "X-Signature: sha256=<hex>";
 # for Stripe use header: Stripe-Signature, signatureKey: v1, timestampKey: t
-# and no prefix (README "Webhooks").
+# and no prefix (docs/webhooks.md).
 scheme: hmac
 secretEnv: ` + env + `
 hmac:
