@@ -41,7 +41,7 @@ func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
 	fl.StringVar(&f.store, "store", os.Getenv("FASTAGENT_STORE"), "session store: a SQLite file or postgres://… DSN (default <state-dir>/sessions.db) [FASTAGENT_STORE]")
 	// --help shows the default, which may be a DSN with a password: redacted.
 	fl.Lookup("store").DefValue = serve.RedactDSN(f.store)
-	fl.StringVar(&f.tokensFile, "tokens-file", os.Getenv("FASTAGENT_TOKENS_FILE"), "API tokens file: lines principal:rights:sha256hex (see `fastagent token`) [FASTAGENT_TOKENS_FILE]")
+	fl.StringVar(&f.tokensFile, "tokens-file", os.Getenv("FASTAGENT_TOKENS_FILE"), "API tokens file: lines principal:rights:sha256hex (see fastagent token) [FASTAGENT_TOKENS_FILE]")
 	fl.StringVar(&f.feed, "feed", envOr("FASTAGENT_FEED", "inprocess"), "live feed: inprocess, or nats://host:4222 when worker and ingress run apart [FASTAGENT_FEED]")
 	fl.StringVar(&f.taskQueue, "task-queue", envOr("FASTAGENT_TASK_QUEUE", "fastagent"), "Temporal task queue [FASTAGENT_TASK_QUEUE]")
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", worker.DefaultStopTimeout),
