@@ -161,11 +161,11 @@ func (a *Agent) stream(ctx context.Context, req *http.Request, key *string, last
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		msg, code := refusal(resp)
 		if resp.StatusCode == http.StatusServiceUnavailable {
-			return streamResult{err: fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(msg)))}
+			return streamResult{err: fmt.Errorf("%s: %s", resp.Status, msg)}
 		}
-		yield(agent.Failed(fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(msg))), resp.StatusCode >= 500, ""))
+		yield(agent.Failed(fmt.Sprintf("%s: %s", resp.Status, msg), resp.StatusCode >= 500, code))
 		return streamResult{done: true}
 	}
 	if k := resp.Header.Get("Idempotency-Key"); k != "" {
@@ -239,4 +239,15 @@ func readSSE(r io.Reader, retry *time.Duration) iter.Seq2[agent.Event, error] {
 			yield(agent.Event{}, err)
 		}
 	}
+}
+
+// refusal reads a refused request's answer: the server's JSON body
+// {"error", "code"}, or its text when it is not JSON.
+func refusal(resp *http.Response) (msg, code string) {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var e struct{ Error, Code string }
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return e.Error, e.Code
+	}
+	return strings.TrimSpace(string(b)), ""
 }
