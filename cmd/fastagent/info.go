@@ -295,17 +295,49 @@ func printInfo(out io.Writer, r infoReport) {
 		}
 	}
 	section("context", r.ContextFiles)
+	section("skills", skillLines(r.Skills))
+	section("tools", toolLines(r.Tools))
+	if r.Sandbox != nil {
+		section("sandbox", sandboxLines(*r.Sandbox))
+	}
 	var lines []string
-	for _, s := range r.Skills {
+	for _, c := range r.Collisions {
+		lines = append(lines, fmt.Sprintf("%s\t%s wins over %s", c.Name, c.Kept, c.Skipped))
+	}
+	if len(lines) > 0 {
+		section("collisions", lines)
+	}
+	section("channels", channelLines(r.Channels))
+	lines = nil
+	for _, s := range r.Schedules {
+		lines = append(lines, s.Name+"\t"+s.Path)
+	}
+	section("schedules", lines)
+	lines = nil
+	for _, d := range r.Diagnostics {
+		lines = append(lines, d.String())
+	}
+	section("problems", lines)
+	_ = w.Flush()
+}
+
+// skillLines are the skills as `info` prints them.
+func skillLines(skills []infoSkill) []string {
+	var lines []string
+	for _, s := range skills {
 		l := s.Name + "\t" + firstLine(s.Description, 80)
 		if s.Hidden {
 			l += " (hidden from the model)"
 		}
 		lines = append(lines, l)
 	}
-	section("skills", lines)
-	lines = nil
-	for _, t := range r.Tools {
+	return lines
+}
+
+// toolLines are the tools as `info` prints them: name, origin and flags.
+func toolLines(tools []infoTool) []string {
+	var lines []string
+	for _, t := range tools {
 		var flags []string
 		for _, f := range []struct {
 			on   bool
@@ -321,19 +353,14 @@ func printInfo(out io.Writer, r infoReport) {
 		}
 		lines = append(lines, l)
 	}
-	section("tools", lines)
-	if r.Sandbox != nil {
-		section("sandbox", sandboxLines(*r.Sandbox))
-	}
-	lines = nil
-	for _, c := range r.Collisions {
-		lines = append(lines, fmt.Sprintf("%s\t%s wins over %s", c.Name, c.Kept, c.Skipped))
-	}
-	if len(lines) > 0 {
-		section("collisions", lines)
-	}
-	lines = nil
-	for _, c := range r.Channels {
+	return lines
+}
+
+// channelLines are the channel files with their state: on with its route,
+// broken with its problem, or off.
+func channelLines(chans []infoChannel) []string {
+	var lines []string
+	for _, c := range chans {
 		line := c.Name + "\t" + c.State
 		switch c.State {
 		case "on":
@@ -343,16 +370,5 @@ func printInfo(out io.Writer, r infoReport) {
 		}
 		lines = append(lines, line+"  "+c.Path)
 	}
-	section("channels", lines)
-	lines = nil
-	for _, s := range r.Schedules {
-		lines = append(lines, s.Name+"\t"+s.Path)
-	}
-	section("schedules", lines)
-	lines = nil
-	for _, d := range r.Diagnostics {
-		lines = append(lines, d.String())
-	}
-	section("problems", lines)
-	_ = w.Flush()
+	return lines
 }
