@@ -25,15 +25,15 @@ func FuzzManifest(f *testing.F) {
 			}
 			return
 		}
-		if def.description == "" || def.name == "" {
+		if def.Description == "" || def.Name == "" {
 			t.Fatalf("accepted a manifest without name or description: %q", body)
 		}
 		var schema map[string]any
-		if json.Unmarshal(def.params, &schema) != nil || schema["type"] != "object" {
-			t.Fatalf("accepted parameters that are not an object schema: %s", def.params)
+		if json.Unmarshal(def.Params, &schema) != nil || schema["type"] != "object" {
+			t.Fatalf("accepted parameters that are not an object schema: %s", def.Params)
 		}
-		if def.timeout < 0 {
-			t.Fatalf("negative timeout accepted: %s", def.timeout)
+		if def.Timeout < 0 {
+			t.Fatalf("negative timeout accepted: %s", def.Timeout)
 		}
 	})
 }

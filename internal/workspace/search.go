@@ -66,7 +66,7 @@ func (t *searchTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResu
 		Query string `json:"query"`
 	}
 	if err := json.Unmarshal(call.Args, &a); err != nil || strings.TrimSpace(a.Query) == "" {
-		return errorResult("search_tools needs a query: {\"query\": \"keywords\"}"), nil //nolint:nilerr // the model's mistake: an error result, not a Go error
+		return agent.ToolResult{Content: `search_tools needs a query: {"query": "keywords"}`, IsError: true}, nil //nolint:nilerr // the model's mistake: an error result, not a Go error
 	}
 	matches := t.search(a.Query)
 	names := make([]string, 0, len(matches))

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/toolrun"
 	"github.com/fastagent/fastagent/internal/tools"
 )
 
@@ -56,10 +57,7 @@ type manifest struct {
 // command is a shell command line (run with bash -c in the working
 // directory) or an argv list (argv[0] with a slash, when relative, is
 // resolved against the tools folder).
-type command struct {
-	Shell string
-	Argv  []string
-}
+type command toolrun.Command
 
 func (c *command) UnmarshalYAML(n *yaml.Node) error {
 	switch n.Kind {
@@ -74,22 +72,13 @@ func (c *command) UnmarshalYAML(n *yaml.Node) error {
 	return typeError(n, "command: want a command line or a list of strings (program and arguments)")
 }
 
-// toolDef is a parsed, checked manifest; it never changes once built.
+// toolDef is a parsed, checked manifest with where it came from; it never
+// changes once built.
 type toolDef struct {
-	name, description string
-	params            json.RawMessage
-	cmd               command
-	timeout           time.Duration
-	idempotent        bool
-	deferred          bool
-	sequential        bool
-	requiresApproval  bool
-	network           *OnOff
-	jsonOutput        bool
-	file              string // absolute path of the manifest
-	rel               string // manifest path relative to the agent dir
-	toolsDir          string // absolute path of the tools folder
-	validator         *tools.Validator
+	toolrun.Def
+	network *OnOff
+	file    string // absolute path of the manifest
+	rel     string // manifest path relative to the agent dir
 }
 
 // manifestCache keeps parsed manifests by path while their content is
@@ -125,7 +114,7 @@ func (c *manifestCache) get(path string, content []byte, parse func() (*toolDef,
 
 // workspaceTool is a loaded workspace tool with where it came from.
 type workspaceTool struct {
-	*commandTool
+	*toolrun.Tool
 	file, rel string
 }
 
@@ -179,19 +168,19 @@ func (l *Loader) workspaceTools(d *Definition) ([]workspaceTool, []Diagnostic) {
 			diags = append(diags, Diagnostic{File: path, Message: err.Error() + "; tool skipped"})
 			continue
 		}
-		if prev, ok := byName[def.name]; ok {
-			diags = append(diags, Diagnostic{File: path, Message: fmt.Sprintf("tool %q is already defined by %s; this file is ignored", def.name, prev)})
+		if prev, ok := byName[def.Name]; ok {
+			diags = append(diags, Diagnostic{File: path, Message: fmt.Sprintf("tool %q is already defined by %s; this file is ignored", def.Name, prev)})
 			continue
 		}
-		byName[def.name] = rel
+		byName[def.Name] = rel
 		out = append(out, workspaceTool{
-			commandTool: &commandTool{def: def, timeout: def.timeout, extraEnv: d.Config.Env, box: l.Sandbox,
-				protected: ProtectedPaths(d.Workspace, d.Config.SelfEdit), network: d.Config.ToolNetwork(def.name, def.network)},
+			Tool: &toolrun.Tool{Def: &def.Def, Timeout: def.Timeout, ExtraEnv: d.Config.Env, Box: l.Sandbox,
+				Protected: ProtectedPaths(d.Workspace, d.Config.SelfEdit), Network: d.Config.ToolNetwork(def.Name, def.network)},
 			file: path,
 			rel:  rel,
 		})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].def.name < out[j].def.name })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Def.Name < out[j].Def.Name })
 	return out, diags
 }
 
@@ -233,29 +222,31 @@ func parseManifest(path, rel string, b []byte) (*toolDef, error) {
 		return nil, err
 	}
 	def := &toolDef{
-		name:             stem,
-		description:      strings.TrimSpace(m.Description),
-		params:           params,
-		cmd:              m.Command,
-		timeout:          time.Duration(m.Timeout),
-		idempotent:       m.Idempotent,
-		deferred:         m.Deferred,
-		sequential:       m.Sequential,
-		requiresApproval: m.RequiresApproval,
-		network:          m.Network,
-		jsonOutput:       m.Output == "json",
-		file:             path,
-		rel:              rel,
-		toolsDir:         filepath.Dir(path),
-		validator:        new(tools.Validator),
+		Def: toolrun.Def{
+			Name:             stem,
+			Description:      strings.TrimSpace(m.Description),
+			Params:           params,
+			Cmd:              toolrun.Command(m.Command),
+			Timeout:          time.Duration(m.Timeout),
+			Idempotent:       m.Idempotent,
+			Deferred:         m.Deferred,
+			Sequential:       m.Sequential,
+			RequiresApproval: m.RequiresApproval,
+			JSONOutput:       m.Output == "json",
+			ToolsDir:         filepath.Dir(path),
+			Validator:        new(tools.Validator),
+		},
+		network: m.Network,
+		file:    path,
+		rel:     rel,
 	}
-	if def.timeout <= 0 {
-		def.timeout = DefaultToolTimeout
+	if def.Timeout <= 0 {
+		def.Timeout = DefaultToolTimeout
 	}
 	// Compiling the schema is the check: an invalid schema is an error
 	// other than invalid arguments.
-	spec := agent.ToolSpec{Name: def.name, Parameters: def.params}
-	if err := def.validator.Validate(spec, json.RawMessage(`{}`)); err != nil {
+	spec := agent.ToolSpec{Name: def.Name, Parameters: def.Params}
+	if err := def.Validator.Validate(spec, json.RawMessage(`{}`)); err != nil {
 		var ae *tools.ArgsError
 		if !errors.As(err, &ae) {
 			return nil, fmt.Errorf("parameters: not a valid JSON Schema: %s", strings.TrimPrefix(err.Error(), "tools: "))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastagent/fastagent/internal/toolrun"
 	"github.com/fastagent/fastagent/internal/tools"
 )
 
@@ -92,7 +93,7 @@ func TestManifestSpec(t *testing.T) {
 	if s.Idempotent {
 		t.Error("config idempotent: false did not override the manifest")
 	}
-	if want := 90*time.Second + tools.DefaultBashKillGrace + runtimeSlack; s.Timeout != want {
+	if want := 90*time.Second + tools.DefaultBashKillGrace + toolrun.RuntimeSlack; s.Timeout != want {
 		t.Errorf("runtime timeout %v, want %v (config timeout plus grace)", s.Timeout, want)
 	}
 	var schema map[string]any
@@ -117,7 +118,7 @@ func TestManifestSpec(t *testing.T) {
 	if string(ns.Parameters) != `{"type":"object","properties":{}}` {
 		t.Errorf("no parameters should be an empty object schema, got %s", ns.Parameters)
 	}
-	if ns.Timeout != DefaultToolTimeout+tools.DefaultBashKillGrace+runtimeSlack {
+	if ns.Timeout != DefaultToolTimeout+tools.DefaultBashKillGrace+toolrun.RuntimeSlack {
 		t.Errorf("default timeout %v", ns.Timeout)
 	}
 }

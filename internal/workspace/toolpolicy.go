@@ -9,6 +9,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/toolrun"
 	"github.com/fastagent/fastagent/internal/tools"
 )
 
@@ -146,7 +147,7 @@ func (d *Definition) Network(name string) bool {
 			return d.Config.ToolNetwork(name, nil)
 		case strings.HasPrefix(e.Origin, OriginWorkspace):
 			if ct := commandOf(e.Tool); ct != nil {
-				return d.Config.ToolNetwork(name, ct.def.network)
+				return ct.Network // resolved from the same config when the tool was loaded
 			}
 		case strings.HasPrefix(e.Origin, OriginMCP):
 			if s, ok := d.Config.MCPServers[strings.TrimPrefix(e.Origin, OriginMCP)]; ok && s.Command != "" {
@@ -168,9 +169,9 @@ func (c Config) mcpNetwork(s MCPServer) bool {
 }
 
 // commandOf unwraps a workspace tool.
-func commandOf(t any) *commandTool {
+func commandOf(t any) *toolrun.Tool {
 	switch v := t.(type) {
-	case *commandTool:
+	case *toolrun.Tool:
 		return v
 	case configuredTool:
 		return commandOf(v.Tool)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/toolrun"
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/waketools"
 	"github.com/fastagent/fastagent/workflows/wakes"
@@ -274,7 +275,7 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 	wts, diags := l.workspaceTools(d)
 	d.Diagnostics = append(d.Diagnostics, diags...)
 	for _, wt := range wts {
-		add(wt.commandTool, OriginWorkspace+wt.rel, wt.file)
+		add(wt.Tool, OriginWorkspace+wt.rel, wt.file)
 	}
 	if _, taken := seen[SearchToolsName]; !taken && d.hasDeferred() {
 		add(newSearchTool(d), OriginBuiltin, OriginBuiltin)
@@ -306,9 +307,9 @@ func (d *Definition) configure(t agent.Tool) agent.Tool {
 	if !ok {
 		return t
 	}
-	if ct, ok := t.(*commandTool); ok && tc.Timeout > 0 {
+	if ct, ok := t.(*toolrun.Tool); ok && tc.Timeout > 0 {
 		// The command's own timeout moves, and with it the runtime bound.
-		t = ct.withTimeout(time.Duration(tc.Timeout))
+		t = ct.WithTimeout(time.Duration(tc.Timeout))
 		tc.Timeout = 0
 	}
 	return configuredTool{Tool: t, cfg: tc}

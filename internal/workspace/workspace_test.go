@@ -2,12 +2,13 @@ package workspace
 
 import (
 	"context"
-	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 
 	"github.com/fastagent/fastagent/agent"
 )

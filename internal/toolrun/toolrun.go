@@ -1,4 +1,9 @@
-package workspace
+// Package toolrun runs a workspace tool: the command a tools/ manifest
+// declares, under the one tool policy (the sandbox), with the call's
+// arguments as JSON on stdin and its result read from stdout. Loading and
+// checking manifests is the workspace package's job; this one only runs
+// what it was given.
+package toolrun
 
 import (
 	"bytes"
@@ -27,40 +32,69 @@ const (
 	// stderrLines and stderrBytes bound the stderr tail shown to the model.
 	stderrLines = 20
 	stderrBytes = 4 << 10
-	// runtimeSlack is added to a tool's own timeout (and kill grace) for the
+	// RuntimeSlack is added to a tool's own timeout (and kill grace) for the
 	// runtime's bound, so the tool's timeout reports first.
-	runtimeSlack = 10 * time.Second
+	RuntimeSlack = 10 * time.Second
 )
 
-// commandTool runs a workspace tool's command: arguments as JSON on stdin,
-// the result on stdout, in its own process group, with the bash tool's
-// environment allowlist, killed (with its children) on timeout or abort.
-type commandTool struct {
-	def       *toolDef
-	timeout   time.Duration
-	extraEnv  []string
-	box       *sandbox.Sandbox
-	protected []tools.Protected
-	network   bool
+// Command is what a tool runs: a shell line (bash -c in the working
+// directory) or an argv list (argv[0] with a slash, when relative, is taken
+// from the tools folder).
+type Command struct {
+	Shell string
+	Argv  []string
 }
 
-func (t *commandTool) withTimeout(d time.Duration) *commandTool {
+// Def is a checked tool manifest; it never changes once built.
+type Def struct {
+	Name, Description string
+	Params            json.RawMessage
+	Cmd               Command
+	Timeout           time.Duration
+	Idempotent        bool
+	Deferred          bool
+	Sequential        bool
+	RequiresApproval  bool
+	JSONOutput        bool
+	// ToolsDir is the absolute path of the tools folder.
+	ToolsDir  string
+	Validator *tools.Validator
+}
+
+// Tool runs a workspace tool's command: arguments as JSON on stdin, the
+// result on stdout, in its own process group, with the bash tool's
+// environment allowlist, killed (with its children) on timeout or abort.
+type Tool struct {
+	Def     *Def
+	Timeout time.Duration
+	// ExtraEnv are the definition's env: entries, beside the allowlist.
+	ExtraEnv  []string
+	Box       *sandbox.Sandbox
+	Protected []tools.Protected
+	Network   bool
+}
+
+// WithTimeout is the tool with another timeout (fastagent.yaml's
+// tools.<name>.timeout).
+func (t *Tool) WithTimeout(d time.Duration) *Tool {
 	c := *t
-	c.timeout = d
+	c.Timeout = d
 	return &c
 }
 
-func (t *commandTool) Spec() agent.ToolSpec {
-	d := t.def
+// Spec implements agent.Tool; the runtime's bound leaves the tool's own
+// timeout and kill grace room to report first.
+func (t *Tool) Spec() agent.ToolSpec {
+	d := t.Def
 	return agent.ToolSpec{
-		Name:             d.name,
-		Description:      d.description,
-		Parameters:       d.params,
-		Idempotent:       d.idempotent,
-		Sequential:       d.sequential,
-		Deferred:         d.deferred,
-		RequiresApproval: d.requiresApproval,
-		Timeout:          t.timeout + tools.DefaultBashKillGrace + runtimeSlack,
+		Name:             d.Name,
+		Description:      d.Description,
+		Parameters:       d.Params,
+		Idempotent:       d.Idempotent,
+		Sequential:       d.Sequential,
+		Deferred:         d.Deferred,
+		RequiresApproval: d.RequiresApproval,
+		Timeout:          t.Timeout + tools.DefaultBashKillGrace + RuntimeSlack,
 	}
 }
 
@@ -78,9 +112,9 @@ type outputDetails struct {
 	FullOutputTruncated bool   `json:"fullOutputTruncated,omitempty"`
 }
 
-func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, error) {
-	d := t.def
-	if err := d.validator.Validate(t.Spec(), call.Args); err != nil {
+func (t *Tool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, error) {
+	d := t.Def
+	if err := d.Validator.Validate(t.Spec(), call.Args); err != nil {
 		return errorResult("%s", err.Error()), nil
 	}
 	dir, err := tools.WorkDir(call.Dir)
@@ -91,12 +125,12 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	if raw := bytes.TrimSpace(call.Args); len(raw) > 0 && string(raw) != "null" {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw); err != nil {
-			return errorResult("invalid arguments for %s: %v", d.name, err), nil
+			return errorResult("invalid arguments for %s: %v", d.Name, err), nil
 		}
 		stdin = buf.Bytes()
 	}
-	if t.box == nil {
-		return errorResult("Tool %s cannot run: %v", d.name, tools.ErrNoSandbox), nil
+	if t.Box == nil {
+		return errorResult("Tool %s cannot run: %v", d.Name, tools.ErrNoSandbox), nil
 	}
 	cmd, err := t.command(dir, call)
 	if err != nil {
@@ -108,18 +142,18 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 
 	if ctx.Err() != nil {
-		return errorResult("Tool %s was aborted before it started.", d.name), nil
+		return errorResult("Tool %s was aborted before it started.", d.Name), nil
 	}
 	// The workspace tool runs under the one tool policy: the workspace
 	// writable but its rules, no secrets, the network only if it has it.
-	tools.Confine(cmd, dir, t.protected, t.network)
-	proc, err := t.box.Start(ctx, cmd)
+	tools.Confine(cmd, dir, t.Protected, t.Network)
+	proc, err := t.Box.Start(ctx, cmd)
 	if err != nil {
 		hint := ""
 		if errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "permission denied") {
 			hint = " (is the script executable? chmod +x it)"
 		}
-		return errorResult("Tool %s could not start: %v%s", d.name, err, hint), nil
+		return errorResult("Tool %s could not start: %v%s", d.Name, err, hint), nil
 	}
 	// Whatever the tool leaves running is killed on every return.
 	defer proc.Kill()
@@ -140,8 +174,8 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 		}
 		return agent.ToolResult{Content: text, IsError: true}, nil
 	}
-	if d.jsonOutput {
-		return parseJSONOutput(d.name, out, truncated), nil
+	if d.JSONOutput {
+		return parseJSONOutput(d.Name, out, truncated), nil
 	}
 	return textResult(out, truncated), nil
 }
@@ -149,25 +183,25 @@ func (t *commandTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 // command is the process a call runs: the tool's argv (a relative program
 // path is taken from the tools folder) or its shell line under bash, with
 // the allowlisted environment and the call's identity.
-func (t *commandTool) command(dir string, call agent.ToolCall) (*sandbox.Cmd, error) {
-	d := t.def
+func (t *Tool) command(dir string, call agent.ToolCall) (*sandbox.Cmd, error) {
+	d := t.Def
 	cmd := &sandbox.Cmd{Dir: dir, WaitDelay: outputDrain}
-	if d.cmd.Argv == nil {
+	if d.Cmd.Argv == nil {
 		bash, err := exec.LookPath("bash")
 		if err != nil {
 			return nil, fmt.Errorf("workspace: bash not found: %w", err)
 		}
-		cmd.Path, cmd.Args = bash, []string{"bash", "-c", d.cmd.Shell}
+		cmd.Path, cmd.Args = bash, []string{"bash", "-c", d.Cmd.Shell}
 	} else {
-		prog := d.cmd.Argv[0]
+		prog := d.Cmd.Argv[0]
 		if strings.ContainsRune(prog, '/') && !filepath.IsAbs(prog) {
-			prog = filepath.Join(d.toolsDir, prog)
+			prog = filepath.Join(d.ToolsDir, prog)
 		}
-		cmd.Path, cmd.Args = prog, append([]string{d.cmd.Argv[0]}, d.cmd.Argv[1:]...)
+		cmd.Path, cmd.Args = prog, append([]string{d.Cmd.Argv[0]}, d.Cmd.Argv[1:]...)
 	}
-	cmd.Env = append(tools.CommandEnv(t.extraEnv),
-		"FASTAGENT_TOOL_NAME="+d.name,
-		"FASTAGENT_TOOL_DIR="+d.toolsDir,
+	cmd.Env = append(tools.CommandEnv(t.ExtraEnv),
+		"FASTAGENT_TOOL_NAME="+d.Name,
+		"FASTAGENT_TOOL_DIR="+d.ToolsDir,
 		"FASTAGENT_SESSION="+call.Session,
 		"FASTAGENT_CALL_ID="+call.ID,
 	)
@@ -176,19 +210,19 @@ func (t *commandTool) command(dir string, call agent.ToolCall) (*sandbox.Cmd, er
 
 // wait waits for the tool until it exits, times out or is aborted (then
 // its process group is stopped); stopped says why it was stopped.
-func (t *commandTool) wait(ctx context.Context, proc *sandbox.Process) (stopped string, waitErr error) {
-	d := t.def
+func (t *Tool) wait(ctx context.Context, proc *sandbox.Process) (stopped string, waitErr error) {
+	d := t.Def
 	waitDone := make(chan error, 1)
 	go func() { waitDone <- proc.Wait() }()
-	timer := time.NewTimer(t.timeout)
+	timer := time.NewTimer(t.Timeout)
 	defer timer.Stop()
 	select {
 	case waitErr = <-waitDone:
 	case <-timer.C:
-		stopped = fmt.Sprintf("Tool %s timed out after %s; its process group was killed.", d.name, t.timeout)
+		stopped = fmt.Sprintf("Tool %s timed out after %s; its process group was killed.", d.Name, t.Timeout)
 		waitErr = tools.Stop(proc, waitDone, tools.DefaultBashKillGrace)
 	case <-ctx.Done():
-		stopped = fmt.Sprintf("Tool %s was aborted; its process group was killed.", d.name)
+		stopped = fmt.Sprintf("Tool %s was aborted; its process group was killed.", d.Name)
 		waitErr = tools.Stop(proc, waitDone, tools.DefaultBashKillGrace)
 	}
 	if errors.Is(waitErr, sandbox.ErrWaitDelay) {
@@ -198,15 +232,15 @@ func (t *commandTool) wait(ctx context.Context, proc *sandbox.Process) (stopped 
 }
 
 // failure says how a tool process failed.
-func (d *toolDef) failure(waitErr error) string {
+func (d *Def) failure(waitErr error) string {
 	var ee *sandbox.ExitError
 	switch {
 	case errors.As(waitErr, &ee) && ee.Status.Signaled():
-		return fmt.Sprintf("Tool %s was terminated by signal %s.", d.name, ee.Status.Signal())
+		return fmt.Sprintf("Tool %s was terminated by signal %s.", d.Name, ee.Status.Signal())
 	case errors.As(waitErr, &ee):
-		return fmt.Sprintf("Tool %s failed with exit code %d.", d.name, ee.ExitCode())
+		return fmt.Sprintf("Tool %s failed with exit code %d.", d.Name, ee.ExitCode())
 	default:
-		return fmt.Sprintf("Tool %s failed: %v", d.name, waitErr)
+		return fmt.Sprintf("Tool %s failed: %v", d.Name, waitErr)
 	}
 }
 
