@@ -112,6 +112,9 @@ type outputDetails struct {
 	FullOutputTruncated bool   `json:"fullOutputTruncated,omitempty"`
 }
 
+// Run implements agent.Tool: it validates the arguments, runs the command
+// confined and reads its result; a failure the model can act on is an
+// error result, not a Go error.
 func (t *Tool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, error) {
 	d := t.Def
 	if err := d.Validator.Validate(t.Spec(), call.Args); err != nil {
