@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,6 +67,10 @@ func TestAdmissionRefusesWhenSaturated(t *testing.T) {
 	s.SetReady(true)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
+	// Held turns end before the server closes, also when the test fails
+	// half-way (cleanups run last-registered first).
+	release := sync.OnceFunc(func() { close(a.release) })
+	t.Cleanup(release)
 
 	held := []*http.Response{postInvoke(t, hs.URL, "s1", ""), postInvoke(t, hs.URL, "s2", "")}
 	for _, r := range held {
@@ -76,6 +81,9 @@ func TestAdmissionRefusesWhenSaturated(t *testing.T) {
 	if got := lim.InFlight(); got != 2 {
 		t.Fatalf("in flight = %d, want 2", got)
 	}
+	// The stream's headers are sent before the agent is called: wait until
+	// both held turns reached it.
+	waitFor(t, func() bool { return a.invoked.Load() == 2 }, "both held turns to reach the agent")
 
 	resp := postInvoke(t, hs.URL, "s3", "")
 	body, _ := io.ReadAll(resp.Body)
@@ -101,22 +109,28 @@ func TestAdmissionRefusesWhenSaturated(t *testing.T) {
 	}
 
 	// Finished turns give their places back.
-	close(a.release)
+	release()
 	for _, r := range append(held, resumed) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		r.Body.Close()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for lim.InFlight() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("in flight = %d after every stream ended, want 0", lim.InFlight())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return lim.InFlight() == 0 }, "every place to be given back after the streams ended")
 	again := postInvoke(t, hs.URL, "s3", "")
 	_, _ = io.Copy(io.Discard, again.Body)
 	again.Body.Close()
 	if again.StatusCode != http.StatusOK {
 		t.Errorf("turn after places were freed: status %d, want 200", again.StatusCode)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
