@@ -19,15 +19,12 @@ package fastagent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -224,7 +221,7 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("fastagent: %w", err)
 		}
 	}
-	c, err := rt.connect(ctx, opts.Temporal, parts, cfg.Logger)
+	c, err := rt.connect(ctx, opts.Temporal, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -237,53 +234,20 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 	return rt, nil
 }
 
-func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts, log *slog.Logger) (client.Client, error) {
-	if t.Client != nil {
-		return t.Client, nil
-	}
-	cfg := tclient.Config{Address: t.Address, Namespace: t.Namespace, Logger: log}
+func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts) (client.Client, error) {
+	spec := serve.Temporal{Client: t.Client, Dial: tclient.Config{Address: t.Address, Namespace: t.Namespace}.FromEnv()}
 	if t.Embedded {
-		// With codec keys the embedded Web UI decodes through the ingress:
-		// its endpoint carries a key drawn for this run (it sends no token).
-		codecEndpoint := ""
-		if rt.codec != nil && rt.ln != nil && t.UIPort >= 0 {
-			key := make([]byte, 16)
-			if _, err := rand.Read(key); err != nil {
-				return nil, fmt.Errorf("fastagent: dev codec key: %w", err)
-			}
-			parts.Config.DevCodecKey = hex.EncodeToString(key)
-			codecEndpoint = "http://" + rt.ln.Addr().String() + "/codec/dev/" + parts.Config.DevCodecKey
-		}
-		emb, err := startEmbedded(filepath.Join(parts.Config.StateDir, "temporal.db"), t.UIPort, codecEndpoint, log)
-		if err != nil {
-			return nil, fmt.Errorf("fastagent: embedded Temporal: %w", err)
-		}
-		rt.closer = append(rt.closer, emb.stop)
-		rt.uiAddr = emb.ui
-		rt.uiLogin = emb.login
-		rt.tAddr = emb.addr
-		if codecEndpoint != "" && emb.ui != "" {
-			parts.Config.DevUIOrigin = "http://" + emb.ui
-		}
-		cfg = tclient.Config{Address: emb.addr, Namespace: emb.namespace, Logger: log, APIKey: emb.key, Plaintext: true}
-		parts.Config.ControlPlane = append(parts.Config.ControlPlane, emb.addr, emb.ui)
-	} else {
-		cfg = cfg.FromEnv()
-		parts.Config.ControlPlane = append(parts.Config.ControlPlane, cfg.Address)
+		spec.Embedded = &serve.Embedded{UIPort: t.UIPort}
 	}
-	cfg.Codec = rt.codec
-	cfg.MetricsHandler = rt.metrics.SDKHandler()
-	if icpt, err := rt.tracing.Interceptor(); err != nil {
-		return nil, fmt.Errorf("fastagent: %w", err)
-	} else if icpt != nil {
-		cfg.Interceptors = append(cfg.Interceptors, icpt)
-	}
-	c, err := tclient.Dial(ctx, cfg)
+	conn, err := parts.Connect(ctx, spec, rt.ln)
 	if err != nil {
 		return nil, fmt.Errorf("fastagent: %w", err)
 	}
-	rt.closer = append(rt.closer, c.Close)
-	return c, nil
+	rt.closer = append(rt.closer, conn.Close)
+	if e := conn.Embedded; e != nil {
+		rt.uiAddr, rt.uiLogin, rt.tAddr = e.UI, e.Login, e.Frontend
+	}
+	return conn.Client, nil
 }
 
 // Run starts the runtime and serves until ctx ends, then stops it cleanly

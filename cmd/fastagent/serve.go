@@ -145,20 +145,17 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 					return err
 				}
 			}
-			tc := f.temporal.FromEnv()
-			tc.Logger = log
-			tc.MetricsHandler = parts.Config.Metrics.SDKHandler()
-			stopTracing, err := startTracing(ctx, parts, &tc)
+			stopTracing, err := startTracing(ctx, parts)
 			if err != nil {
 				return failure("%w", err)
 			}
 			defer stopTracing()
-			c, err := tclient.Dial(ctx, tc)
+			conn, err := parts.Connect(ctx, serve.Temporal{Dial: f.temporal.FromEnv()}, nil)
 			if err != nil {
 				return failure("%w", err)
 			}
-			defer c.Close()
-			run, err := parts.Start(ctx, c, serve.Roles{Worker: runWorker, Ingress: runIngress}, nil)
+			defer conn.Close()
+			run, err := parts.Start(ctx, conn.Client, serve.Roles{Worker: runWorker, Ingress: runIngress}, nil)
 			if err != nil {
 				return failure("%w", err)
 			}
@@ -174,18 +171,14 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 }
 
 // startTracing exports spans by OTLP when the OTEL_EXPORTER_OTLP_*
-// variables ask for it: the ingress gets the HTTP middleware and tc the
-// Temporal interceptor. stop flushes what is left.
-func startTracing(ctx context.Context, parts *serve.Parts, tc *tclient.Config) (stop func(), err error) {
+// variables ask for it: the ingress gets the HTTP middleware and the
+// Temporal client (parts.Connect) the interceptor. stop flushes what is
+// left.
+func startTracing(ctx context.Context, parts *serve.Parts) (stop func(), err error) {
 	tr, err := tracing.FromEnv(ctx, os.Getenv)
 	if err != nil || tr == nil {
 		return func() {}, err
 	}
-	icpt, err := tr.Interceptor()
-	if err != nil {
-		return nil, err
-	}
-	tc.Interceptors = append(tc.Interceptors, icpt)
 	parts.Config.Tracing = tr
 	parts.Config.Logger.Info("tracing: spans exported by OTLP")
 	return func() { //nolint:contextcheck // flushing spans at shutdown runs after ctx ended, on its own deadline
