@@ -83,13 +83,21 @@ func (t *readTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 		}
 	}
 
+	return t.page(a.Path, selected, start, end, total), nil
+}
+
+// page is the model's view of the selected lines [start, end] of a file
+// of total lines: their head within the default limits, with a note saying
+// how to read on (offset, or bash for a line longer than the limit) and the
+// selection in Details when it was cut.
+func (t *readTool) page(name, selected string, start, end, total int) agent.ToolResult {
 	tr := TruncateHead(selected, DefaultMaxLines, DefaultMaxBytes)
 	var note string
 	switch {
 	case tr.PartialLine:
 		note = fmt.Sprintf("[Line %d is %s, longer than the %s limit; only its start is shown. "+
 			"Read the rest with bash, e.g. sed -n '%dp' %s | tail -c +%d | head -c %d.",
-			start, FormatSize(lineLen(selected)), FormatSize(DefaultMaxBytes), start, shellQuote(a.Path), tr.OutputBytes+1, DefaultMaxBytes)
+			start, FormatSize(lineLen(selected)), FormatSize(DefaultMaxBytes), start, shellQuote(name), tr.OutputBytes+1, DefaultMaxBytes)
 		if start < end {
 			note += fmt.Sprintf(" Use offset=%d to continue after it.", start+1)
 		}
@@ -116,7 +124,7 @@ func (t *readTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 		}
 		r.Details = detailsJSON(d)
 	}
-	return r, nil
+	return r
 }
 
 // readChunk is how much read loads between checks of its context.
