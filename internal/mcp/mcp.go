@@ -215,44 +215,12 @@ func (m *Manager) Tools(ctx context.Context, servers []Server) ([]agent.Tool, []
 	clients := make([]*client, len(servers))
 	errs := make([]error, len(servers))
 
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	if closed := m.reconcile(servers, clients, errs); closed {
 		diags := make([]Diagnostic, 0, len(servers))
 		for _, s := range servers {
 			diags = append(diags, Diagnostic{Server: s.Name, Message: "the MCP manager is closed"})
 		}
 		return nil, diags
-	}
-	wanted := make(map[string]bool, len(servers))
-	for i, s := range servers {
-		if err := s.validate(); err != nil {
-			errs[i] = err
-			continue
-		}
-		key := s.key()
-		wanted[key] = true
-		c := m.clients[key]
-		if c == nil {
-			c = newClient(m, s)
-			m.clients[key] = c
-		}
-		clients[i] = c
-	}
-	var gone []*client
-	for key, c := range m.clients {
-		if !wanted[key] {
-			delete(m.clients, key)
-			gone = append(gone, c)
-		}
-	}
-	m.mu.Unlock()
-
-	for _, c := range gone {
-		c.log.Info("closing MCP server no longer configured")
-		if !m.spawn(c.close) {
-			c.close()
-		}
 	}
 
 	defs := make([][]toolDef, len(servers))
@@ -291,6 +259,48 @@ func (m *Manager) Tools(ctx context.Context, servers []Server) ([]agent.Tool, []
 		}
 	}
 	return tools, diags
+}
+
+// reconcile finds or creates the client of each configured server (a
+// server that does not validate gets its error instead) and closes the
+// clients of servers no longer configured. It reports a closed manager.
+func (m *Manager) reconcile(servers []Server, clients []*client, errs []error) (closed bool) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return true
+	}
+	wanted := make(map[string]bool, len(servers))
+	for i, s := range servers {
+		if err := s.validate(); err != nil {
+			errs[i] = err
+			continue
+		}
+		key := s.key()
+		wanted[key] = true
+		c := m.clients[key]
+		if c == nil {
+			c = newClient(m, s)
+			m.clients[key] = c
+		}
+		clients[i] = c
+	}
+	var gone []*client
+	for key, c := range m.clients {
+		if !wanted[key] {
+			delete(m.clients, key)
+			gone = append(gone, c)
+		}
+	}
+	m.mu.Unlock()
+
+	for _, c := range gone {
+		c.log.Info("closing MCP server no longer configured")
+		if !m.spawn(c.close) {
+			c.close()
+		}
+	}
+	return false
 }
 
 // Close closes all sessions: calls in flight are cancelled, stdio servers
