@@ -347,22 +347,8 @@ func (e *keyError) Error() string { return strings.Join(e.path, ".") + ": " + e.
 func badKey(reason string, path ...string) error { return &keyError{path: path, reason: reason} }
 
 func (c Config) validate() error {
-	if c.Model != "" && !modelSpec.MatchString(c.Model) {
-		return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", c.Model), "model")
-	}
-	for _, k := range []struct{ key, spec string }{{"chatModel", c.ChatModel}, {"toolModel", c.ToolModel}} {
-		if k.spec != "" && !modelSpec.MatchString(k.spec) {
-			return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", k.spec), k.key)
-		}
-	}
-	if len(c.Models) > maxModels {
-		return badKey(fmt.Sprintf("lists %d models; at most %d (a primary and its fallbacks)", len(c.Models), maxModels), "models")
-	}
-	for i, spec := range c.Models {
-		if !modelSpec.MatchString(spec) {
-			return &keyError{path: []string{"models"}, item: i + 1,
-				reason: fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", spec)}
-		}
+	if err := c.validateModels(); err != nil {
+		return err
 	}
 	switch c.ThinkingLevel {
 	case "", "off", "minimal", "low", "medium", "high":
@@ -400,6 +386,35 @@ func (c Config) validate() error {
 			return badKey("set exactly one of command (stdio) or url (streamable HTTP)", "mcpServers", name)
 		}
 	}
+	return c.validateEnv()
+}
+
+// validateModels checks model, chatModel, toolModel and the models chain.
+func (c Config) validateModels() error {
+	if c.Model != "" && !modelSpec.MatchString(c.Model) {
+		return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", c.Model), "model")
+	}
+	for _, k := range []struct{ key, spec string }{{"chatModel", c.ChatModel}, {"toolModel", c.ToolModel}} {
+		if k.spec != "" && !modelSpec.MatchString(k.spec) {
+			return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", k.spec), k.key)
+		}
+	}
+	if len(c.Models) > maxModels {
+		return badKey(fmt.Sprintf("lists %d models; at most %d (a primary and its fallbacks)", len(c.Models), maxModels), "models")
+	}
+	for i, spec := range c.Models {
+		if !modelSpec.MatchString(spec) {
+			return &keyError{path: []string{"models"}, item: i + 1,
+				reason: fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", spec)}
+		}
+	}
+	return nil
+}
+
+// validateEnv checks what reaches tools' environments: env: names, and
+// that no worker secret is handed to a tool or an MCP server unless
+// allowSecretEnv lists it.
+func (c Config) validateEnv() error {
 	for i, e := range c.AllowSecretEnv {
 		if !mcp.IsVarName(e) {
 			return &keyError{path: []string{"allowSecretEnv"}, item: i + 1, reason: fmt.Sprintf("%q is not an environment variable name", e)}
