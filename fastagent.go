@@ -161,35 +161,11 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 	if roles == (Roles{}) {
 		roles = Roles{Worker: true, Ingress: true}
 	}
-	cfg := serve.Config{
-		Dir: opts.Dir, AgentDir: opts.AgentDir, StateDir: opts.StateDir,
-		Store: opts.Store, Feed: opts.Feed, TaskQueue: opts.TaskQueue,
-		Tools: opts.Tools, Hooks: opts.Hooks, Logger: opts.Logger, Getenv: opts.Getenv,
-		DetachGrace: opts.DetachGrace, WorkerStopTimeout: opts.WorkerStopTimeout,
-		APIToken: opts.APIToken, APITokens: opts.APITokens,
-		AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts,
-		Metrics: metrics.New(), MetricsAddr: opts.MetricsAddr, CodecOrigins: opts.CodecOrigins,
-	}
-	cdc, err := codec.FromEnv(func(k string) string {
-		if k == codec.EnvKeys && opts.CodecKeys != "" {
-			return opts.CodecKeys
-		}
-		return os.Getenv(k)
-	})
+	cfg, err := opts.serveConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("fastagent: %w", err)
+		return nil, err
 	}
-	cfg.Codec = cdc
-	var tr *tracing.Tracing
-	if opts.TracerProvider != nil {
-		tr = tracing.New(opts.TracerProvider)
-	} else if tr, err = tracing.FromEnv(ctx, os.Getenv); err != nil {
-		return nil, fmt.Errorf("fastagent: %w", err)
-	}
-	cfg.Tracing = tr
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cdc, tr := cfg.Codec, cfg.Tracing
 	var ln net.Listener
 	if roles.Ingress {
 		addr := opts.HTTPAddr
@@ -232,6 +208,40 @@ func Start(ctx context.Context, opts Options) (*Runtime, error) {
 	rt.run = run
 	ok = true
 	return rt, nil
+}
+
+// serveConfig is the assembly's configuration for these options: codec
+// keys from CodecKeys or the environment, tracing from TracerProvider or
+// the OTEL_EXPORTER_OTLP_* variables.
+func (opts Options) serveConfig(ctx context.Context) (serve.Config, error) {
+	cfg := serve.Config{
+		Dir: opts.Dir, AgentDir: opts.AgentDir, StateDir: opts.StateDir,
+		Store: opts.Store, Feed: opts.Feed, TaskQueue: opts.TaskQueue,
+		Tools: opts.Tools, Hooks: opts.Hooks, Logger: opts.Logger, Getenv: opts.Getenv,
+		DetachGrace: opts.DetachGrace, WorkerStopTimeout: opts.WorkerStopTimeout,
+		APIToken: opts.APIToken, APITokens: opts.APITokens,
+		AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts,
+		Metrics: metrics.New(), MetricsAddr: opts.MetricsAddr, CodecOrigins: opts.CodecOrigins,
+	}
+	cdc, err := codec.FromEnv(func(k string) string {
+		if k == codec.EnvKeys && opts.CodecKeys != "" {
+			return opts.CodecKeys
+		}
+		return os.Getenv(k)
+	})
+	if err != nil {
+		return cfg, fmt.Errorf("fastagent: %w", err)
+	}
+	cfg.Codec = cdc
+	if opts.TracerProvider != nil {
+		cfg.Tracing = tracing.New(opts.TracerProvider)
+	} else if cfg.Tracing, err = tracing.FromEnv(ctx, os.Getenv); err != nil {
+		return cfg, fmt.Errorf("fastagent: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
 }
 
 func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts) (client.Client, error) {
