@@ -793,6 +793,7 @@ func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcri
 func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome, started time.Time) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: recordResultTimeout,
+		HeartbeatTimeout:    recordHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · turn " + key,
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/lab"
 	"github.com/fastagent/fastagent/internal/modelserver"
@@ -190,7 +191,7 @@ func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
 		var evs []agent.Event
 		var w2 *proc
 		killedInTool := false
-		const key = "risky-turn"
+		key := durable.NewKey() // the NATS feed outlives test runs
 		for ev := range e.agent.Invoke(agent.WithIdempotencyKey(ctx, key), agent.Scope{Session: e.session("crash")}, agent.Prompt{Text: "do the risky thing"}) {
 			evs = append(evs, ev)
 			switch {
@@ -305,7 +306,8 @@ func describe(evs []agent.Event) string { return lab.Describe(evs) }
 // again without waiting out a long activity timeout.
 func TestWorkerKilledBetweenTurns(t *testing.T) {
 	e := newProcessEnv(t)
-	const session, key = "kill-between-turns", "first-turn"
+	// The NATS feed outlives test runs: names unique to this run.
+	session, key := "kill-between-turns-"+durable.NewKey(), "first-turn"
 	e.kit.Model.Enqueue(
 		modelserver.Reply{Text: []string{"ready"}}, // warm-up turn: loads settings
 		modelserver.Reply{Text: []string{"first", " answer"}},
@@ -313,12 +315,17 @@ func TestWorkerKilledBetweenTurns(t *testing.T) {
 	)
 	w1 := e.startWorkerProcess(t)
 	must(t, collect(t, e.agent, context.Background(), session, "warm up"), agent.TypeCompleted)
+	t.Logf("%s warm-up answered", time.Now().Format("15:04:05.000"))
 
 	// The store's write lock, taken the moment the first turn's reply is
 	// stored, holds its record back until the worker is dead.
 	lock := lockStoreAfterReply(t, e, session, key)
 	first := collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), key), session, "first turn")
-	checkWhole(t, e, session, first)
+	must(t, first, agent.TypeCompleted)
+	if got := agent.AnswerText(first); got != "first answer" {
+		t.Fatalf("first turn's text = %q", got)
+	}
+	t.Logf("%s first turn answered", time.Now().Format("15:04:05.000"))
 	if !lock.taken() {
 		t.Fatal("the store's write lock was never taken: the kill would not land before the record")
 	}
@@ -328,23 +335,29 @@ func TestWorkerKilledBetweenTurns(t *testing.T) {
 	w1.kill(t)
 	lock.release()
 	e.startWorkerProcess(t)
+	t.Logf("%s worker killed, another started", time.Now().Format("15:04:05.000"))
 
 	start := time.Now()
-	second := collect(t, e.agent, context.Background(), session, "second turn")
+	second := collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "second-turn"), session, "second turn")
 	took := time.Since(start)
 	t.Logf("next turn after the worker was killed between turns: %s", took.Round(100*time.Millisecond))
-	checkWhole(t, e, session, second)
-	if got := agent.AnswerText(second); got != "second answer" {
-		t.Errorf("second turn's text = %q", got)
+	must(t, second, agent.TypeCompleted)
+	if got, stored := agent.AnswerText(second), recordedAnswer(t, e, session, "second-turn"); got != "second answer" || got != stored {
+		t.Errorf("second turn's text = %q, stored answer %q; want both %q", got, stored, "second answer")
 	}
-	if _, err := e.kit.Store.Turn(context.Background(), session, key); err != nil {
-		t.Errorf("the first turn's record was never stored: %v", err)
+	if stored := recordedAnswer(t, e, session, key); stored != "first answer" {
+		t.Errorf("the first turn's stored answer = %q, want %q", stored, "first answer")
 	}
 	if took > 20*time.Second {
+		t.Errorf("the next turn took %s (want well under 20 s)", took.Round(100*time.Millisecond))
+	}
+	if t.Failed() {
 		id := workflows.WorkflowID(session)
 		runs := runIDs(t, e, id)
-		t.Errorf("the next turn took %s (want well under 20 s); history:\n%s", took.Round(100*time.Millisecond),
-			timeline(fetchHistory(t, e, id, runs[len(runs)-1])))
+		t.Logf("history:\n%s", timeline(fetchHistory(t, e, id, runs[len(runs)-1])))
+		for _, r := range e.kit.Model.Requests() {
+			t.Logf("model request %d: last user text %q", r.Seq, r.LastUserText())
+		}
 	}
 }
 
@@ -395,6 +408,7 @@ func lockStoreAfterReply(t *testing.T, e *env, session, key string) *storeLock {
 			l.mu.Lock()
 			l.conn = conn
 			l.mu.Unlock()
+			t.Logf("%s store locked", time.Now().Format("15:04:05.000"))
 			return
 		}
 	}()
@@ -454,10 +468,16 @@ func timeline(h *historypb.History) string {
 		if a := ev.GetWorkflowTaskTimedOutEventAttributes(); a != nil {
 			what = a.GetTimeoutType().String()
 		}
+		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
+			what = a.GetAcceptedRequest().GetMeta().GetUpdateId()
+		}
+		if a := ev.GetWorkflowExecutionUpdateCompletedEventAttributes(); a != nil {
+			what = a.GetMeta().GetUpdateId()
+		}
 		if a := ev.GetWorkflowTaskScheduledEventAttributes(); a != nil {
 			what = a.GetTaskQueue().GetKind().String()
 		}
-		fmt.Fprintf(&b, "%7.2fs %4d %s %s\n", at.Sub(t0).Seconds(), ev.GetEventId(), ev.GetEventType(), what)
+		fmt.Fprintf(&b, "%7.2fs %s %4d %s %s\n", at.Sub(t0).Seconds(), at.Format("15:04:05.000"), ev.GetEventId(), ev.GetEventType(), what)
 	}
 	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/modelserver"
 	"github.com/fastagent/fastagent/internal/transcript"
 )
@@ -43,7 +44,7 @@ func TestWorkerSIGTERMDrainsRunningTool(t *testing.T) {
 	defer cancel()
 	var evs []agent.Event
 	signalled := false
-	const key = "risky-turn"
+	key := durable.NewKey() // the NATS feed outlives test runs
 	for ev := range e.agent.Invoke(agent.WithIdempotencyKey(ctx, key), agent.Scope{Session: "drain"}, agent.Prompt{Text: "do the risky thing"}) {
 		evs = append(evs, ev)
 		if ev.Type != agent.TypeToolStarted || signalled {
