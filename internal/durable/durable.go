@@ -175,13 +175,27 @@ func (a *Agent) updateTurn(ctx context.Context, scope agent.Scope, prompt agent.
 // reached its session while the run continued as new is not settled: it
 // never reached the workflow, and sent again it reaches the new run.
 func settled(err error) bool {
-	if closing(err) {
+	if closing(err) || refusedContinuing(err) {
 		return false
 	}
 	var app *temporal.ApplicationError
 	var exhausted *serviceerror.ResourceExhausted
 	var invalid *serviceerror.InvalidArgument
 	return errors.As(err, &app) || errors.As(err, &exhausted) || errors.As(err, &invalid)
+}
+
+// refusedContinuing reports whether err is the session workflow's refusal
+// of a turn that reached its run as the run was about to continue as new
+// (workflows.RefusedContinuing): the turn never started, and sent again it
+// reaches the next run. A client that sends its next turn once the previous
+// one answered meets this when that answer ended the run.
+func refusedContinuing(err error) bool {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != agent.CodeSessionBusy || !app.HasDetails() {
+		return false
+	}
+	var why string
+	return app.Details(&why) == nil && why == workflows.RefusedContinuing
 }
 
 // closing reports whether err is the server's answer to an update that

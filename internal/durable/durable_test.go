@@ -14,6 +14,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -147,5 +148,26 @@ func TestTurnResentWhenTheRunContinuesAsNew(t *testing.T) {
 		if k != "k1" {
 			t.Fatalf("the turn was sent again with key %q, want the same key k1", k)
 		}
+	}
+}
+
+// A turn the workflow refused because its run was about to continue as
+// new, with nothing running or waiting (RefusedContinuing), is sent again
+// with the same key and runs in the next run; a session_busy refusal
+// without that detail (turns are waiting) is the turn's answer.
+func TestTurnResentWhenRefusedForContinueAsNew(t *testing.T) {
+	continuing := temporal.NewApplicationErrorWithOptions("session busy: moving to a fresh workflow history", agent.CodeSessionBusy,
+		temporal.ApplicationErrorOptions{Details: []any{workflows.RefusedContinuing}})
+	c := &flakyClient{errs: []error{continuing}}
+	bus := feed.NewInProcess()
+	defer bus.Close()
+	a := &Agent{Client: c, Feed: bus}
+	ctx, cancel := context.WithTimeout(agent.WithIdempotencyKey(context.Background(), "k1"), 10*time.Second)
+	defer cancel()
+	if _, err := agent.Collect(a.Invoke(ctx, agent.Scope{Session: "s"}, agent.Prompt{Text: "hi"})); err != nil {
+		t.Fatalf("the turn failed while its session continued as new: %v", err)
+	}
+	if c.calls != 2 || c.keys[1] != "k1" {
+		t.Fatalf("update sent %d times with keys %v, want twice with k1", c.calls, c.keys)
 	}
 }

@@ -110,7 +110,12 @@ func TestCompactionLongSession(t *testing.T) {
 		// nothing is sent again (not even on session_busy).
 		term := agenttest.CheckTerminal(t, collect(t, e.agent, context.Background(), session, fmt.Sprintf("turn %d: read big.txt", i)))
 		if term.Type != agent.TypeCompleted {
-			t.Fatalf("turn %d: %+v", i, term)
+			id := workflows.WorkflowID(session)
+			for _, run := range runIDs(t, e, id) {
+				tl := strings.Split(timeline(fetchHistory(t, e, id, run)), "\n")
+				t.Logf("run %s, last events:\n%s", run, strings.Join(tl[max(0, len(tl)-45):], "\n"))
+			}
+			t.Fatalf("turn %d (%s): %+v", i, time.Now().Format("15:04:05.000"), term)
 		}
 		if i == overflowTurn && len(compactions(t, e, session)) <= compactionsBefore {
 			t.Fatalf("turn %d recovered from the overflow without compacting", i)
