@@ -93,6 +93,12 @@ func WorkflowID(session string) string { return "session:" + session }
 // message, rather than the server's.
 const MaxQueuedTurns = 8
 
+// RefusedContinuing is the detail of a session_busy refusal of a turn that
+// reached a run about to continue as new, with no turn running or waiting:
+// the turn never started, and sent again (same key) it reaches the next
+// run. A refusal without it means turns are waiting.
+const RefusedContinuing = "continuing-as-new"
+
 // ErrModelFallback is the error type of a model activity that hands its
 // step to the next model of the fallback chain (models: in fastagent.yaml);
 // the workflow runs the step again with ModelCall.Fallback raised. It never

@@ -256,3 +256,80 @@ func markedHistory(t *testing.T, file, change string) (f string, h *historypb.Hi
 	}
 	return f, h, marked
 }
+
+// TestReplayCoversVersionedPaths: the recorded histories of a model
+// fallback, of approvals bound to their call, and of a chat's "/stop" carry
+// their change's GetVersion marker and what the change does, and replay
+// against the current code.
+func TestReplayCoversVersionedPaths(t *testing.T) {
+	for _, tt := range []struct {
+		file, change string
+		// shows says what the history does, and whether that is the path.
+		shows func(t *testing.T, h *historypb.History) (string, bool)
+	}{
+		{
+			// The step ran twice: on the primary, then on the fallback.
+			file: "model_fallback.json", change: "model-fallback",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityModelGenerate]
+				return fmt.Sprintf("%d Model.Generate activities", n), n == 2
+			},
+		},
+		{
+			// Two calls refused for sharing an ID, both recorded without
+			// running; one bound approval run: three Tool.Execute.
+			file: "approval_binding.json", change: "approval-binding",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityToolExecute]
+				return fmt.Sprintf("%d Tool.Execute activities", n), n == 3
+			},
+		},
+		{
+			// The chat stopped its session's turn with Chat.Stop.
+			file: "chat_stop.json", change: "chat-stop",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := localActivities(t, h)[workflows.ActivityChatStop]
+				return fmt.Sprintf("%d Chat.Stop local activities", n), n == 1
+			},
+		},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			f, h, marked := markedHistory(t, tt.file, tt.change)
+			if what, ok := tt.shows(t, h); !marked || !ok {
+				t.Errorf("%s: %q marker %v, %s", tt.file, tt.change, marked, what)
+			}
+			if err := replay(f); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// activities counts a history's scheduled activities by type.
+func activities(h *historypb.History) map[string]int {
+	n := map[string]int{}
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			n[a.GetActivityType().GetName()]++
+		}
+	}
+	return n
+}
+
+// localActivities counts a history's local activity markers by type.
+func localActivities(t *testing.T, h *historypb.History) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, ev := range h.GetEvents() {
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m == nil || m.GetMarkerName() != "LocalActivity" {
+			continue
+		}
+		var data struct{ ActivityType string }
+		if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["data"], &data); err != nil {
+			t.Fatalf("event %d: local activity marker: %v", ev.GetEventId(), err)
+		}
+		n[data.ActivityType]++
+	}
+	return n
+}

@@ -26,6 +26,13 @@ const (
 	summaryArgsPreviewLen = 60
 )
 
+// recordHeartbeat is the heartbeat timeout of the activities that store
+// what the workflow decided (Turn.Record, a tool result it recorded). They
+// heartbeat every second while they run, so a worker that dies in one is
+// noticed within seconds (the session's next turn waits for a turn's
+// record), while a slow store still has all of recordResultTimeout.
+const recordHeartbeat = 5 * time.Second
+
 // loopRuntime carries out agent loop steps as activities.
 type loopRuntime struct {
 	s    *session
@@ -260,6 +267,7 @@ func (r *loopRuntime) record(ctx workflow.Context, c agentloop.ToolCall, res age
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: recordResultTimeout,
+		HeartbeatTimeout:    recordHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · " + c.Call.Name + " result",
 	})

@@ -472,6 +472,16 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 					info.ID, InternalKeyPrefix), agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
 	}
+	if s.rollover && s.running == nil && len(s.queue) == 0 {
+		// Nothing runs or waits: the run continues as new as soon as its
+		// handlers are done, often in this very workflow task. Its last
+		// turn has answered (a client may have the answer from the live
+		// feed before the update completes), so a client's next turn
+		// lands here; sent again, the next run takes it.
+		return temporal.NewApplicationErrorWithOptions(
+			"session busy: it is moving to a fresh workflow history; send the turn again",
+			agent.CodeSessionBusy, temporal.ApplicationErrorOptions{Details: []any{RefusedContinuing}})
+	}
 	if s.rollover {
 		return temporal.NewApplicationErrorWithOptions(
 			"session busy: it is moving to a fresh workflow history after its queued turns; retry in a moment",
@@ -793,6 +803,7 @@ func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcri
 func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome, started time.Time) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: recordResultTimeout,
+		HeartbeatTimeout:    recordHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · turn " + key,
 	})

@@ -71,6 +71,8 @@ type harness struct {
 	begins  []workflows.BeginTurnInput
 	records []workflows.RecordTurnInput
 	stored  map[string]agentloop.Outcome
+	// recordHeartbeats are the heartbeat timeouts Turn.Record ran with.
+	recordHeartbeats []time.Duration
 
 	openLeaf string
 	// begin, when set, replaces the fake Turn.Begin's answer.
@@ -140,10 +142,11 @@ func (h *harness) beginTurn(ctx context.Context, in workflows.BeginTurnInput) (w
 }
 
 // recordTurn is the fake Turn.Record: the first record of a key wins.
-func (h *harness) recordTurn(_ context.Context, in workflows.RecordTurnInput) error {
+func (h *harness) recordTurn(ctx context.Context, in workflows.RecordTurnInput) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.records = append(h.records, in)
+	h.recordHeartbeats = append(h.recordHeartbeats, activity.GetInfo(ctx).HeartbeatTimeout)
 	if _, ok := h.stored[in.Key]; !ok {
 		h.stored[in.Key] = in.Outcome
 	}

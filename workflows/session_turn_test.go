@@ -376,3 +376,25 @@ func TestSessionQueueBound(t *testing.T) {
 	equalSlice(t, "view.Queued", view.Queued, wantQueued)
 	equalSlice(t, "prompts the model saw", h.prompts(), wantPrompts)
 }
+
+// TestSessionRecordHeartbeats: a turn's record runs with a heartbeat
+// timeout of a few seconds, so that a worker that dies while recording a
+// turn that has answered (the next turn waits for the record) is noticed
+// in seconds, not after the record's one-minute start-to-close timeout.
+func TestSessionRecordHeartbeats(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	u := h.turn(ms, "t1", "hello")
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
+	h.mu.Lock()
+	hbs := append([]time.Duration(nil), h.recordHeartbeats...)
+	h.mu.Unlock()
+	if len(hbs) != 1 {
+		t.Fatalf("Turn.Record ran %d times, want 1", len(hbs))
+	}
+	if hbs[0] <= 0 || hbs[0] > 10*time.Second {
+		t.Errorf("Turn.Record heartbeat timeout = %s, want a few seconds (at most 10 s)", hbs[0])
+	}
+}

@@ -85,7 +85,7 @@ func (a *Activities) Register(w Registrar) {
 	w.RegisterActivityWithOptions(a.Open, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
 	w.RegisterActivityWithOptions(a.NextWake, activity.RegisterOptions{Name: workflows.ActivityWakeNext})
 	w.RegisterActivityWithOptions(a.BeginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
-	w.RegisterActivityWithOptions(a.RecordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
+	w.RegisterActivityWithOptions(a.Record, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	w.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
 	w.RegisterActivityWithOptions(a.Rewind, activity.RegisterOptions{Name: workflows.ActivityRewind})
 }
@@ -102,6 +102,17 @@ func (a *Activities) Execute(ctx context.Context, call agentloop.ToolCall) (agen
 	stop := a.heartbeat(ctx)
 	defer stop()
 	return a.RunTool(ctx, call)
+}
+
+// Record is the Turn.Record activity (RecordTurn). It heartbeats while it
+// runs: a turn's record is the last thing the worker that finished the
+// turn does, and the session's next turn waits for it, so a worker that
+// dies right after a turn answered must be noticed within the record's
+// short heartbeat timeout, not its start-to-close timeout.
+func (a *Activities) Record(ctx context.Context, in workflows.RecordTurnInput) error {
+	stop := a.heartbeat(ctx)
+	defer stop()
+	return a.RecordTurn(ctx, in)
 }
 
 // Open is the Session.Open (local) activity.

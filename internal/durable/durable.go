@@ -20,6 +20,7 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -170,12 +171,42 @@ func (a *Agent) updateTurn(ctx context.Context, scope agent.Scope, prompt agent.
 }
 
 // settled reports whether err is the turn's own answer (a rejection or a
-// failure of the update) rather than a failure to learn it.
+// failure of the update) rather than a failure to learn it. A turn that
+// reached its session while the run continued as new is not settled: it
+// never reached the workflow, and sent again it reaches the new run.
 func settled(err error) bool {
+	if closing(err) || refusedContinuing(err) {
+		return false
+	}
 	var app *temporal.ApplicationError
 	var exhausted *serviceerror.ResourceExhausted
 	var invalid *serviceerror.InvalidArgument
 	return errors.As(err, &app) || errors.As(err, &exhausted) || errors.As(err, &invalid)
+}
+
+// refusedContinuing reports whether err is the session workflow's refusal
+// of a turn that reached its run as the run was about to continue as new
+// (workflows.RefusedContinuing): the turn never started, and sent again it
+// reaches the next run. A client that sends its next turn once the previous
+// one answered meets this when that answer ended the run.
+func refusedContinuing(err error) bool {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != agent.CodeSessionBusy || !app.HasDetails() {
+		return false
+	}
+	var why string
+	return app.Details(&why) == nil && why == workflows.RefusedContinuing
+}
+
+// closing reports whether err is the server's answer to an update that
+// arrived while the workflow's run was closing (continuing as new) and was
+// never handed to the workflow. The server gives it the "busy workflow"
+// cause it also gives a full update queue, and tells the two apart only in
+// the message; it expects the update to be sent again.
+func closing(err error) bool {
+	var exhausted *serviceerror.ResourceExhausted
+	return errors.As(err, &exhausted) && exhausted.Cause == enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW &&
+		strings.Contains(exhausted.Message, "workflow is closing")
 }
 
 // stored reads a finished turn's answer from the store (nil without one).

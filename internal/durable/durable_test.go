@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -111,5 +113,61 @@ func TestTurnSettledErrorIsFinal(t *testing.T) {
 				t.Fatalf("update sent %d times, want 1", c.calls)
 			}
 		})
+	}
+}
+
+// workflowClosing is the error the Temporal server answers an update with
+// when the run it was sent to continues as new before accepting it: the
+// update never reached the workflow, and the server expects it sent again
+// (it then reaches the new run).
+func workflowClosing() error {
+	return &serviceerror.ResourceExhausted{
+		Cause:   enumspb.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW,
+		Scope:   enumspb.RESOURCE_EXHAUSTED_SCOPE_NAMESPACE,
+		Message: "workflow operation can not be applied because workflow is closing",
+	}
+}
+
+// A turn that reached the session while its run was continuing as new is
+// sent again with the same key, not answered session_busy: the caller sent
+// it after the previous turn had answered, and the new run takes it.
+func TestTurnResentWhenTheRunContinuesAsNew(t *testing.T) {
+	c := &flakyClient{errs: []error{workflowClosing(), workflowClosing()}}
+	bus := feed.NewInProcess()
+	defer bus.Close()
+	a := &Agent{Client: c, Feed: bus}
+	ctx, cancel := context.WithTimeout(agent.WithIdempotencyKey(context.Background(), "k1"), 10*time.Second)
+	defer cancel()
+	if _, err := agent.Collect(a.Invoke(ctx, agent.Scope{Session: "s"}, agent.Prompt{Text: "hi"})); err != nil {
+		t.Fatalf("the turn failed while its session continued as new: %v", err)
+	}
+	if c.calls != 3 {
+		t.Fatalf("update sent %d times, want 3", c.calls)
+	}
+	for _, k := range c.keys {
+		if k != "k1" {
+			t.Fatalf("the turn was sent again with key %q, want the same key k1", k)
+		}
+	}
+}
+
+// A turn the workflow refused because its run was about to continue as
+// new, with nothing running or waiting (RefusedContinuing), is sent again
+// with the same key and runs in the next run; a session_busy refusal
+// without that detail (turns are waiting) is the turn's answer.
+func TestTurnResentWhenRefusedForContinueAsNew(t *testing.T) {
+	continuing := temporal.NewApplicationErrorWithOptions("session busy: moving to a fresh workflow history", agent.CodeSessionBusy,
+		temporal.ApplicationErrorOptions{Details: []any{workflows.RefusedContinuing}})
+	c := &flakyClient{errs: []error{continuing}}
+	bus := feed.NewInProcess()
+	defer bus.Close()
+	a := &Agent{Client: c, Feed: bus}
+	ctx, cancel := context.WithTimeout(agent.WithIdempotencyKey(context.Background(), "k1"), 10*time.Second)
+	defer cancel()
+	if _, err := agent.Collect(a.Invoke(ctx, agent.Scope{Session: "s"}, agent.Prompt{Text: "hi"})); err != nil {
+		t.Fatalf("the turn failed while its session continued as new: %v", err)
+	}
+	if c.calls != 2 || c.keys[1] != "k1" {
+		t.Fatalf("update sent %d times with keys %v, want twice with k1", c.calls, c.keys)
 	}
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,13 +15,20 @@ import (
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
+
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/transcript"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
 var (
@@ -182,7 +191,8 @@ func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
 		var evs []agent.Event
 		var w2 *proc
 		killedInTool := false
-		for ev := range e.agent.Invoke(ctx, agent.Scope{Session: e.session("crash")}, agent.Prompt{Text: "do the risky thing"}) {
+		key := durable.NewKey() // the NATS feed outlives test runs
+		for ev := range e.agent.Invoke(agent.WithIdempotencyKey(ctx, key), agent.Scope{Session: e.session("crash")}, agent.Prompt{Text: "do the risky thing"}) {
 			evs = append(evs, ev)
 			switch {
 			case ev.Type == agent.TypeText && w2 == nil && strings.HasPrefix(ev.Delta, "word"):
@@ -212,8 +222,15 @@ func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
 		if !sawRetrying {
 			t.Errorf("no retrying event after the worker died mid-stream: %s", describe(evs))
 		}
-		if got := agenttest.TextAfterLastRetry(evs); !strings.HasSuffix(got, "all done") || strings.Contains(got, "word") {
-			t.Errorf("text the client keeps = %q", got)
+		// The whole answer, not just its end: the client keeps exactly the
+		// text the store holds for the turn, and that is what the model
+		// said in the steps that counted.
+		stored := recordedAnswer(t, e, e.session("crash"), key)
+		if got := agenttest.TextAfterLastRetry(evs); got != stored {
+			t.Errorf("text the client keeps differs from the turn's stored answer:\n got    %q\n stored %q", got, stored)
+		}
+		if stored != "Running it.all done" {
+			t.Errorf("the turn's stored answer = %q, want %q", stored, "Running it.all done")
 		}
 		b, _ := os.ReadFile(sideFile)
 		if n := strings.Count(string(b), "ran"); n != 1 {
@@ -251,6 +268,23 @@ func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
 	})
 }
 
+// recordedAnswer waits for the record of turn key in session and returns
+// the answer the store keeps for it: the text of each of its model steps,
+// in order, joined as a client joins them.
+func recordedAnswer(t *testing.T, e *env, session, key string) string {
+	t.Helper()
+	var rec agentloop.Outcome
+	waitFor(t, time.Minute, "the record of turn "+key, func() bool {
+		r, err := e.kit.Store.Turn(context.Background(), session, key)
+		return err == nil && json.Unmarshal(r.Outcome, &rec) == nil
+	})
+	steps, err := relay.StoredSteps(context.Background(), e.kit.Store, session, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(steps, "")
+}
+
 func waitForFile(t *testing.T, path string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -264,3 +298,186 @@ func waitForFile(t *testing.T, path string) {
 }
 
 func describe(evs []agent.Event) string { return lab.Describe(evs) }
+
+// A worker process is SIGKILLed between turns: the first turn has answered
+// and its record (Turn.Record, run by the worker that finished the turn) is
+// not yet stored when the worker dies. A new worker starts, and the next
+// turn answers within seconds — the dead worker's record is noticed and run
+// again without waiting out a long activity timeout.
+func TestWorkerKilledBetweenTurns(t *testing.T) {
+	e := newProcessEnv(t)
+	// The NATS feed outlives test runs: names unique to this run.
+	session, key := "kill-between-turns-"+durable.NewKey(), "first-turn"
+	e.kit.Model.Enqueue(
+		modelserver.Reply{Text: []string{"ready"}}, // warm-up turn: loads settings
+		modelserver.Reply{Text: []string{"first", " answer"}},
+		modelserver.Reply{Text: []string{"second", " answer"}},
+	)
+	w1 := e.startWorkerProcess(t)
+	must(t, collect(t, e.agent, context.Background(), session, "warm up"), agent.TypeCompleted)
+	t.Logf("%s warm-up answered", time.Now().Format("15:04:05.000"))
+
+	// The store's write lock, taken the moment the first turn's reply is
+	// stored, holds its record back until the worker is dead.
+	lock := lockStoreAfterReply(t, e, session, key)
+	first := collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), key), session, "first turn")
+	must(t, first, agent.TypeCompleted)
+	if got := agent.AnswerText(first); got != "first answer" {
+		t.Fatalf("first turn's text = %q", got)
+	}
+	t.Logf("%s first turn answered", time.Now().Format("15:04:05.000"))
+	if !lock.taken() {
+		t.Fatal("the store's write lock was never taken: the kill would not land before the record")
+	}
+	if _, err := e.kit.Store.Turn(context.Background(), session, key); err == nil {
+		t.Fatal("the first turn's record was stored before the kill")
+	}
+	w1.kill(t)
+	lock.release()
+	e.startWorkerProcess(t)
+	t.Logf("%s worker killed, another started", time.Now().Format("15:04:05.000"))
+
+	start := time.Now()
+	second := collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "second-turn"), session, "second turn")
+	took := time.Since(start)
+	t.Logf("next turn after the worker was killed between turns: %s", took.Round(100*time.Millisecond))
+	must(t, second, agent.TypeCompleted)
+	if got, stored := agent.AnswerText(second), recordedAnswer(t, e, session, "second-turn"); got != "second answer" || got != stored {
+		t.Errorf("second turn's text = %q, stored answer %q; want both %q", got, stored, "second answer")
+	}
+	if stored := recordedAnswer(t, e, session, key); stored != "first answer" {
+		t.Errorf("the first turn's stored answer = %q, want %q", stored, "first answer")
+	}
+	if took > 20*time.Second {
+		t.Errorf("the next turn took %s (want well under 20 s)", took.Round(100*time.Millisecond))
+	}
+	if t.Failed() {
+		id := workflows.WorkflowID(session)
+		runs := runIDs(t, e, id)
+		t.Logf("history:\n%s", timeline(fetchHistory(t, e, id, runs[len(runs)-1])))
+		for _, r := range e.kit.Model.Requests() {
+			t.Logf("model request %d: last user text %q", r.Seq, r.LastUserText())
+		}
+	}
+}
+
+// storeLock is a write transaction a test holds on the env's SQLite store.
+type storeLock struct {
+	t    *testing.T
+	db   *sql.DB
+	conn *sql.Conn
+	mu   sync.Mutex
+	done chan struct{}
+}
+
+// lockStoreAfterReply takes the SQLite store's write lock as soon as the
+// feed says the model's reply of turn key (step 1) is stored, and holds it
+// until release: the turn still answers, but nothing more is written.
+func lockStoreAfterReply(t *testing.T, e *env, session, key string) *storeLock {
+	t.Helper()
+	sub, err := e.bus.Subscribe(context.Background(), session, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(e.kit.Dir, ".fastagent", "sessions.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &storeLock{t: t, db: db, done: make(chan struct{})}
+	t.Cleanup(l.release)
+	marker := activities.ModelMarker(key, 1)
+	go func() {
+		defer close(l.done)
+		defer sub.Close()
+		for m := range sub.C() {
+			if m.Kind != feed.KindEnd || m.Marker != marker {
+				continue
+			}
+			ctx := context.Background()
+			conn, err := db.Conn(ctx)
+			if err == nil {
+				if _, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+					_ = conn.Close()
+				}
+			}
+			if err != nil {
+				t.Errorf("take the store's write lock: %v", err)
+				return
+			}
+			l.mu.Lock()
+			l.conn = conn
+			l.mu.Unlock()
+			t.Logf("%s store locked", time.Now().Format("15:04:05.000"))
+			return
+		}
+	}()
+	return l
+}
+
+func (l *storeLock) taken() bool {
+	select {
+	case <-l.done:
+	case <-time.After(5 * time.Second):
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conn != nil
+}
+
+// release rolls the transaction back and closes the connection.
+func (l *storeLock) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		_, _ = l.conn.ExecContext(context.Background(), "ROLLBACK")
+		_ = l.conn.Close()
+		l.conn = nil
+	}
+	if l.db != nil {
+		_ = l.db.Close()
+		l.db = nil
+	}
+}
+
+// timeline is a run's history, one event a line: seconds since the first
+// event, event type, and the activity or timeout it names.
+func timeline(h *historypb.History) string {
+	var b strings.Builder
+	var t0 time.Time
+	acts := map[int64]string{}
+	for _, ev := range h.GetEvents() {
+		at := ev.GetEventTime().AsTime()
+		if t0.IsZero() {
+			t0 = at
+		}
+		what := ""
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			acts[ev.GetEventId()] = a.GetActivityType().GetName()
+			what = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			what = fmt.Sprintf("%s attempt %d", acts[a.GetScheduledEventId()], a.GetAttempt())
+		}
+		if a := ev.GetActivityTaskTimedOutEventAttributes(); a != nil {
+			what = fmt.Sprintf("%s %s", acts[a.GetScheduledEventId()], a.GetFailure().GetTimeoutFailureInfo().GetTimeoutType())
+		}
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+			what = acts[a.GetScheduledEventId()]
+		}
+		if a := ev.GetWorkflowTaskTimedOutEventAttributes(); a != nil {
+			what = a.GetTimeoutType().String()
+		}
+		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
+			what = a.GetAcceptedRequest().GetMeta().GetUpdateId()
+		}
+		if a := ev.GetWorkflowExecutionUpdateCompletedEventAttributes(); a != nil {
+			what = a.GetMeta().GetUpdateId()
+		}
+		if a := ev.GetWorkflowTaskScheduledEventAttributes(); a != nil {
+			what = a.GetTaskQueue().GetKind().String()
+		}
+		fmt.Fprintf(&b, "%7.2fs %s %4d %s %s\n", at.Sub(t0).Seconds(), at.Format("15:04:05.000"), ev.GetEventId(), ev.GetEventType(), what)
+	}
+	return b.String()
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/transcript"
 )
@@ -43,7 +44,8 @@ func TestWorkerSIGTERMDrainsRunningTool(t *testing.T) {
 	defer cancel()
 	var evs []agent.Event
 	signalled := false
-	for ev := range e.agent.Invoke(ctx, agent.Scope{Session: "drain"}, agent.Prompt{Text: "do the risky thing"}) {
+	key := durable.NewKey() // the NATS feed outlives test runs
+	for ev := range e.agent.Invoke(agent.WithIdempotencyKey(ctx, key), agent.Scope{Session: "drain"}, agent.Prompt{Text: "do the risky thing"}) {
 		evs = append(evs, ev)
 		if ev.Type != agent.TypeToolStarted || signalled {
 			continue
@@ -78,8 +80,14 @@ func TestWorkerSIGTERMDrainsRunningTool(t *testing.T) {
 	if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
 		t.Fatalf("want completed, got %s", describe(evs))
 	}
-	if got := agenttest.TextAfterLastRetry(evs); !strings.HasSuffix(got, "all done") {
-		t.Errorf("text the client keeps = %q", got)
+	// The whole answer: the client keeps exactly the text the store holds
+	// for the turn, and that is what the model said.
+	stored := recordedAnswer(t, e, "drain", key)
+	if got := agenttest.TextAfterLastRetry(evs); got != stored {
+		t.Errorf("text the client keeps differs from the turn's stored answer:\n got    %q\n stored %q", got, stored)
+	}
+	if stored != "Running it.all done" {
+		t.Errorf("the turn's stored answer = %q, want %q", stored, "Running it.all done")
 	}
 	b, _ := os.ReadFile(sideFile)
 	if n := strings.Count(string(b), "ran"); n != 1 {

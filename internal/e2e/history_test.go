@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/channels/telegram"
 	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
@@ -469,6 +471,79 @@ func historyScenarios() []historyScenario {
 			name: "repeated_call_id", run: runRepeatedCallID(true),
 		},
 		{
+			// The primary model answers 429 with a Retry-After far longer
+			// than retry.fallbackAfter: the step is handed to the next
+			// model of the chain (model-fallback), which answers.
+			name:   "model_fallback",
+			config: "models: [openai/primary, openai/backup]\n",
+			run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Enqueue(
+					modelserver.Reply{Status: 429, Message: "slow down", RetryAfter: "600"},
+					modelserver.Reply{Text: []string{"from the backup"}},
+				)
+				evs := collect(t, e.agent, context.Background(), s, "hello")
+				must(t, evs, agent.TypeCompleted)
+				if got := agent.AnswerText(evs); got != "from the backup" {
+					t.Errorf("answer = %q", got)
+				}
+				reqs := e.kit.Model.Requests()
+				if len(reqs) != 2 || reqs[1].Model != "backup" {
+					t.Fatalf("model requests %+v, want the second to the backup", reqs)
+				}
+				return ""
+			},
+		},
+		{
+			// Approvals bound to the call: a reply that uses one call ID
+			// twice has both calls refused, never put up for approval
+			// (approval-binding); next turn, a decision sent with another
+			// call's argument hash is refused (call_changed) and the one
+			// with the waiting call's hashes runs it.
+			name:   "approval_binding",
+			config: "tools:\n  counter: {requiresApproval: true}\n",
+			run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{
+						{ID: "d1", Name: testkit.CounterName, Args: `{"note":"one"}`},
+						{ID: "d1", Name: testkit.CounterName, Args: `{"note":"two"}`},
+					}},
+					modelserver.Reply{Text: []string{"I will use distinct IDs"}},
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "b1", Name: testkit.CounterName, Args: `{"note":"bound"}`}}},
+					modelserver.Reply{Text: []string{"counted"}},
+				)
+				must(t, collect(t, e.agent, context.Background(), s, "count twice with one ID"), agent.TypeCompleted)
+				if res := toolResults(t, e, s, "d1"); len(res) != 2 || !res[0].IsError || !res[1].IsError {
+					t.Errorf("results of d1 = %+v, want both refused", res)
+				}
+				done := make(chan []agent.Event, 1)
+				go func() { done <- collect(t, e.agent, context.Background(), s, "count once") }()
+				waitPendingApproval(t, e, s, "b1")
+				v, err := e.agent.State(context.Background(), s)
+				if err != nil || len(v.Approvals) != 1 {
+					t.Fatalf("state %+v, %v", v, err)
+				}
+				p := v.Approvals[0]
+				err = e.agent.Approve(context.Background(), s, workflows.ApproveRequest{Call: "b1", Approve: true, ArgsHash: strings.Repeat("0", len(p.ArgsHash))})
+				if agent.CodeOf(err) != agent.CodeCallChanged {
+					t.Fatalf("approval with another argument hash: %v, want %s", err, agent.CodeCallChanged)
+				}
+				if err := e.agent.Approve(context.Background(), s, workflows.ApproveRequest{Call: "b1", Approve: true,
+					ArgsHash: p.ArgsHash, DefinitionHash: p.DefinitionHash}); err != nil {
+					t.Fatalf("approve b1: %v", err)
+				}
+				must(t, <-done, agent.TypeCompleted)
+				if n := e.kit.Counter.Runs(s); n != 1 {
+					t.Errorf("counter ran %d times, want 1 (the bound approval only)", n)
+				}
+				return ""
+			},
+		},
+		{
+			// A chat's "/stop" aborts the running turn of its session
+			// (chat-stop); the chat workflow is recorded.
+			name: "chat_stop", ownWorker: true, run: runChatStop,
+		},
+		{
 			// A schedule fire (ScheduleFireWorkflow) runs one turn.
 			name: "schedule_fire",
 			run: func(t *testing.T, e *env, _ string) string {
@@ -785,4 +860,28 @@ func runCompaction(t *testing.T, e *env, s string) string {
 		t.Fatalf("manual compaction: %+v %v", res, err)
 	}
 	return ""
+}
+
+// runChatStop drives a Telegram group: a mention starts a slow turn, and
+// "/stop" in the group stops it before it answers. It returns the chat
+// workflow's ID.
+func runChatStop(t *testing.T, e *env, _ string) string {
+	s := newTelegramStack(t, e)
+	s.startWorker()
+	slow := make([]string, 60)
+	for i := range slow {
+		slow[i] = fmt.Sprintf("w%d ", i)
+	}
+	e.kit.Model.EnqueueFor("summarize the thread", modelserver.Reply{Text: slow, ChunkDelay: 200 * time.Millisecond})
+	s.send(telegramUpdate(t, "group_mention.json", s.group, 0))
+	waitFor(t, time.Minute, "the preview", func() bool { return len(s.fake.Messages(s.group)) == 1 })
+	s.send(telegramUpdate(t, "group_stop.json", s.group, 0))
+	waitFor(t, time.Minute, "the stopped turn's note", func() bool {
+		m := s.fake.Messages(s.group)
+		return len(m) == 1 && strings.Contains(m[0].Text, "stopped by @ada")
+	})
+	if n := e.kit.Model.Count(); n != 1 {
+		t.Errorf("model calls = %d: /stop must not be a turn", n)
+	}
+	return workflows.ChatWorkflowID(telegram.Kind, strconv.FormatInt(s.group, 10))
 }
