@@ -204,8 +204,14 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 		return nil, nil
 	}
 	summoned := false
+	var mentioned []string
 	for _, mn := range msg.Mentions {
-		if bot != "" && mn != nil && mn.Id != nil && str(mn.Id.OpenId) == bot {
+		if mn == nil || mn.Id == nil {
+			continue
+		}
+		id := str(mn.Id.OpenId)
+		mentioned = append(mentioned, id)
+		if bot != "" && id == bot {
 			summoned = true
 		}
 	}
@@ -233,19 +239,21 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 		eventID = ev.EventV2Base.Header.EventID
 	}
 	return &workflows.ChatMessage{
-		Kind:        d.Profile.Kind,
-		UniqueIDs:   true,
-		Chat:        chat,
-		ID:          id,
-		Event:       eventID,
-		Root:        root,
-		Direct:      direct,
-		Summoned:    summoned,
-		User:        user,
-		UserName:    user,
-		Text:        text,
-		Attachments: files,
-		Policy:      d.Policy,
+		Kind:      d.Profile.Kind,
+		UniqueIDs: true,
+		Chat:      chat,
+		ID:        id,
+		Event:     eventID,
+		Root:      root,
+		Direct:    direct,
+		Summoned:  summoned,
+		// Mentions of people but not of the bot: their discussion.
+		MentionsOthers: !summoned && channels.MentionsOthers(mentioned, bot),
+		User:           user,
+		UserName:       user,
+		Text:           text,
+		Attachments:    files,
+		Policy:         d.Policy,
 	}, nil
 }
 

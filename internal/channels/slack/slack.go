@@ -331,14 +331,13 @@ var anyMention = regexp.MustCompile(`^\s*<@[A-Z0-9]+(\|[^>]*)?>`)
 
 var userMention = regexp.MustCompile(`<@([A-Z0-9]+)(\|[^>]*)?>`)
 
-// mentionsOthers reports whether text @mentions someone other than bot.
+// mentionsOthers reports whether text @mentions someone and not bot.
 func mentionsOthers(text, bot string) bool {
+	var ids []string
 	for _, m := range userMention.FindAllStringSubmatch(text, -1) {
-		if m[1] != bot {
-			return true
-		}
+		ids = append(ids, m[1])
 	}
-	return false
+	return channels.MentionsOthers(ids, bot)
 }
 
 // stripMention removes mentions of the bot (or, with the bot unknown, the
