@@ -258,6 +258,26 @@ func TestDoorParse(t *testing.T) {
 	}
 }
 
+// TestDoorParseRecall: a recalled message (webhook) becomes the chat
+// message telling of it: its ID, marked Deleted, in either group mode.
+func TestDoorParseRecall(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{workflows.GroupMentions, workflows.GroupContext} {
+		d := door(encKey)
+		d.Policy.GroupMode = mode
+		body := encrypted(t, encKey, fixture(t, "message_recalled.json"))
+		p, err := d.Parse(req(feishu.Sign(encKey, time.Now(), "n", body), body))
+		if err != nil {
+			t.Fatalf("%s: Parse: %v", mode, err)
+		}
+		want := workflows.ChatMessage{Kind: feishu.KindFeishu, UniqueIDs: true, Chat: "oc_5ce6d572455d361153b7xx51da133945",
+			ID: "om_grp0000000000000000000000000004", Event: "5e3702a84e847582be8db7fb73283c0d", Deleted: true, Policy: d.Policy}
+		if len(p.Messages) != 1 || !reflect.DeepEqual(p.Messages[0], want) {
+			t.Errorf("%s: messages %+v, want %+v", mode, p.Messages, want)
+		}
+	}
+}
+
 func TestDoorParseChallenge(t *testing.T) {
 	t.Parallel()
 	for _, key := range []string{"", encKey} {

@@ -245,6 +245,9 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 		msg = message{user: e.User, bot: e.BotID, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel, summoned: true}
 		msg.files = attachments(e.Files)
 	case *slackevents.MessageEvent:
+		if e.SubType == "message_deleted" {
+			return d.deletion(ev.TeamID, eventID, bot, e), "", nil
+		}
 		msg = message{user: e.User, bot: e.BotID, subtype: e.SubType, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel}
 		msg.direct = e.ChannelType == "im"
 		// In a channel only a mention of us summons (the same message also
@@ -258,8 +261,8 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 	}
 	// file_share is a human message with files, thread_broadcast a thread
 	// reply also sent to the channel (a reply in its thread); every other
-	// subtype (bot_message, message_changed, message_deleted, me_message,
-	// joins…) is not a turn.
+	// subtype (bot_message, message_changed, me_message, joins…) is not a
+	// turn. message_deleted is handled above.
 	if msg.user == "" || msg.bot != "" || (msg.subtype != "" && msg.subtype != "file_share" && msg.subtype != "thread_broadcast") ||
 		(bot != "" && msg.user == bot) || msg.ts == "" || msg.channel == "" {
 		return nil, "", nil
@@ -296,6 +299,24 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 		Data:           data,
 		Policy:         d.Policy,
 	}, "", nil
+}
+
+// deletion is the chat message telling of a deleted user message (its
+// ID, marked Deleted); nil for a deleted bot message (our reply
+// included).
+func (d *Door) deletion(team, eventID, bot string, e *slackevents.MessageEvent) *workflows.ChatMessage {
+	user := ""
+	if p := e.PreviousMessage; p != nil {
+		if p.BotID != "" || p.SubType == "bot_message" || (bot != "" && p.User == bot) {
+			return nil
+		}
+		user = p.User
+	}
+	if e.DeletedTimeStamp == "" || e.Channel == "" {
+		return nil
+	}
+	return &workflows.ChatMessage{Kind: Kind, Chat: team + ":" + e.Channel, ID: e.DeletedTimeStamp, Event: eventID,
+		Direct: e.ChannelType == "im", User: user, Deleted: true, Policy: d.Policy}
 }
 
 // targetData is the Slack part of a reply target.
