@@ -105,6 +105,11 @@ type ChatMessage struct {
 	// started that still waits in its session's queue is dropped, and its
 	// buffered line (not yet folded) is removed.
 	Deleted bool `json:"deleted,omitempty"`
+	// Edited says the message ID was edited (Telegram edited_message,
+	// Slack message_changed); Text and Attachments are its new content. An
+	// edit never starts or re-runs a turn: it only replaces the message's
+	// buffered line while that line is not yet folded into a turn.
+	Edited bool `json:"edited,omitempty"`
 }
 
 // DropInput is the argument of ActivityChatDrop: abort Turn of Session
@@ -129,10 +134,11 @@ type StopInput struct {
 // (ChatMessage.Stop).
 const changeChatStop = "chat-stop"
 
-// changeChatDelete versions the chat workflow's handling of deleted
-// (recalled) messages (ChatMessage.Deleted): Chat.Drop of the turn a
-// deleted message started.
-const changeChatDelete = "chat-delete"
+// changeChatEdits versions the chat workflow's handling of deleted
+// (recalled) and edited messages (ChatMessage.Deleted, Edited): Chat.Drop
+// of the turn a deleted message started, buffered lines removed or
+// replaced.
+const changeChatEdits = "chat-edits"
 
 // changeChatDurable versions, from a run's start: seen IDs kept by time
 // (ChatState.SeenAt, chatSeenWindow) instead of by count; Chat.Route as a
@@ -367,6 +373,10 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 		c.deleted(ctx, m)
 		return
 	}
+	if m.Edited {
+		c.edited(ctx, m)
+		return
+	}
 	if c.seen[m.ID] || (m.Event != "" && c.seen["event:"+m.Event]) {
 		return
 	}
@@ -458,6 +468,29 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 	}
 }
 
+// edited handles an edit of message m.ID: it never starts or re-runs a
+// turn; the message's buffered line, while not yet folded into a turn,
+// takes the new text and files. A redelivered edit is deduplicated by its
+// delivery ID.
+func (c *chat) edited(ctx workflow.Context, m ChatMessage) {
+	if m.Event != "" && c.seen["event:"+m.Event] {
+		return
+	}
+	if workflow.GetVersion(ctx, changeChatEdits, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	if m.Event != "" {
+		c.see(ctx, "event:"+m.Event)
+	}
+	for bi := range c.st.Buffers {
+		for li := range c.st.Buffers[bi].Messages {
+			if l := &c.st.Buffers[bi].Messages[li]; l.ID == m.ID && l.Turn == "" {
+				l.Text, l.Attachments = m.Text, m.Attachments
+			}
+		}
+	}
+}
+
 // deleted handles the deletion (recall) of message m.ID: a buffered line
 // not yet folded into a turn is removed; a turn the message started is
 // dropped by Chat.Drop if it still waits in its session's queue (a running
@@ -468,7 +501,7 @@ func (c *chat) deleted(ctx workflow.Context, m ChatMessage) {
 	if c.seen[mark] || (m.Event != "" && c.seen["event:"+m.Event]) {
 		return
 	}
-	if workflow.GetVersion(ctx, changeChatDelete, workflow.DefaultVersion, 1) < 1 {
+	if workflow.GetVersion(ctx, changeChatEdits, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
 	c.see(ctx, mark)

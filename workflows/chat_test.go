@@ -440,3 +440,24 @@ func TestChatDeletion(t *testing.T) {
 		t.Errorf("buffers = %+v, want the deleted line gone", st.Buffers)
 	}
 }
+
+// TestChatEdits: an edited message never starts or re-runs a turn; an
+// edit of buffered discussion not yet folded replaces its line, so the
+// next answered turn folds the edited text.
+func TestChatEdits(t *testing.T) {
+	t.Parallel()
+	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	h := newChatHarness(t)
+	h.send(workflows.ChatMessage{ID: "1.0", Event: "E1", UserName: "<@U2>", Text: "lunch at noon?", Policy: p})
+	h.send(workflows.ChatMessage{ID: "1.0", Event: "E2", UserName: "<@U2>", Text: "lunch at one?", Edited: true, Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Event: "E3", Summoned: true, Text: "book it", Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Event: "E4", Summoned: true, Text: "book it for six", Edited: true, Policy: p})
+	h.send(workflows.ChatMessage{ID: "9.0", Event: "E5", Summoned: true, Text: "an edit of a message never seen", Edited: true, Policy: p})
+	h.run()
+	want := []string{
+		"slack:T1:C1:2.0|2.0|Messages in this conversation since you last answered (context, not addressed to you):\n- <@U2>: lunch at one?\n\nThe message addressed to you:\nbook it",
+	}
+	if got := h.turns(); strings.Join(got, "\n#\n") != strings.Join(want, "\n#\n") {
+		t.Errorf("routed:\n%q\nwant:\n%q", got, want)
+	}
+}

@@ -248,6 +248,9 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 		if e.SubType == "message_deleted" {
 			return d.deletion(ev.TeamID, eventID, bot, e), "", nil
 		}
+		if e.SubType == "message_changed" {
+			return d.edit(ev.TeamID, eventID, bot, e), "", nil
+		}
 		msg = message{user: e.User, bot: e.BotID, subtype: e.SubType, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel}
 		msg.direct = e.ChannelType == "im"
 		// In a channel only a mention of us summons (the same message also
@@ -262,7 +265,7 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 	// file_share is a human message with files, thread_broadcast a thread
 	// reply also sent to the channel (a reply in its thread); every other
 	// subtype (bot_message, message_changed, me_message, joins…) is not a
-	// turn. message_deleted is handled above.
+	// turn. message_deleted and message_changed are handled above.
 	if msg.user == "" || msg.bot != "" || (msg.subtype != "" && msg.subtype != "file_share" && msg.subtype != "thread_broadcast") ||
 		(bot != "" && msg.user == bot) || msg.ts == "" || msg.channel == "" {
 		return nil, "", nil
@@ -317,6 +320,25 @@ func (d *Door) deletion(team, eventID, bot string, e *slackevents.MessageEvent) 
 	}
 	return &workflows.ChatMessage{Kind: Kind, Chat: team + ":" + e.Channel, ID: e.DeletedTimeStamp, Event: eventID,
 		Direct: e.ChannelType == "im", User: user, Deleted: true, Policy: d.Policy}
+}
+
+// edit is the chat message telling of an edited user message in a
+// channel in context mode (its ID and new text, marked Edited: it replaces
+// a buffered line, never re-runs a turn); nil otherwise (our own streaming
+// edits included).
+func (d *Door) edit(team, eventID, bot string, e *slackevents.MessageEvent) *workflows.ChatMessage {
+	n := e.Message
+	if n == nil || d.Policy.GroupMode != workflows.GroupContext || e.ChannelType == "im" || e.Channel == "" ||
+		n.BotID != "" || n.User == "" || (bot != "" && n.User == bot) || n.Timestamp == "" {
+		return nil
+	}
+	root := n.ThreadTimestamp
+	if root == n.Timestamp {
+		root = ""
+	}
+	return &workflows.ChatMessage{Kind: Kind, Chat: team + ":" + e.Channel, ID: n.Timestamp, Event: eventID, Root: root,
+		User: n.User, UserName: "<@" + n.User + ">", Text: stripMention(n.Text, bot), Attachments: attachments(n.Files),
+		Edited: true, Policy: d.Policy}
 }
 
 // targetData is the Slack part of a reply target.

@@ -71,10 +71,16 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 }
 
 // Message turns one update (webhook or polling) into a chat message; nil
-// when it is none: not a new message, sent by a bot, without text or
-// files, or un-summoned in a group in mentions mode.
+// when it is none: neither a new nor an edited message, sent by a bot,
+// without text or files, or un-summoned in a group in mentions mode. An
+// edited group message in context mode becomes the chat message telling of
+// the edit (Edited: it replaces its buffered line, never re-runs a turn);
+// other edits are nothing.
 func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, error) {
-	msg := u.Message
+	msg, edited := u.Message, false
+	if msg == nil && u.EditedMessage != nil {
+		msg, edited = u.EditedMessage, true
+	}
 	if msg == nil {
 		return nil, nil
 	}
@@ -94,7 +100,10 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 		}
 	}
 	s := Summon(msg, bot)
-	if s.Stop {
+	if edited && (s.Direct || d.Policy.GroupMode != workflows.GroupContext) {
+		return nil, nil
+	}
+	if s.Stop && !edited {
 		return &workflows.ChatMessage{
 			Kind: Kind, Chat: chatID(msg), ID: strconv.FormatInt(msg.MessageID, 10), Event: strconv.FormatInt(u.UpdateID, 10),
 			Direct: s.Direct, Summoned: true, Stop: true, UserName: displayName(msg.From), User: strconv.FormatInt(msg.From.ID, 10), Policy: d.Policy,
@@ -121,6 +130,7 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 		Summoned: s.Summoned,
 		// Mentions of people but not of the bot: their discussion.
 		MentionsOthers: s.MentionsOthers,
+		Edited:         edited,
 		User:           strconv.FormatInt(msg.From.ID, 10),
 		UserName:       displayName(msg.From),
 		Text:           s.Text,

@@ -169,7 +169,6 @@ func TestIgnoredUpdates(t *testing.T) {
 	t.Parallel()
 	d := testDoor(workflows.GroupContext)
 	for _, body := range []string{
-		`{"update_id":1,"edited_message":{"message_id":1,"chat":{"id":1,"type":"private"},"from":{"id":1},"text":"x"}}`,
 		`{"update_id":2,"message":{"message_id":2,"chat":{"id":1,"type":"private"},"from":{"id":9,"is_bot":true},"text":"x"}}`,
 		`{"update_id":3,"message":{"message_id":3,"chat":{"id":1,"type":"private"},"from":{"id":1},"sticker":{}}}`,
 	} {
@@ -180,6 +179,28 @@ func TestIgnoredUpdates(t *testing.T) {
 	}
 	if _, err := d.Parse(channels.Request{Body: []byte("{not json")}); err == nil {
 		t.Error("unreadable body parsed")
+	}
+}
+
+// TestParseEdited: an edited message becomes the chat message telling of
+// the edit (its ID, new text, marked Edited): the chat workflow replaces
+// its buffered line and never re-runs a turn for it. An edit of a bot's
+// message is nothing.
+func TestParseEdited(t *testing.T) {
+	t.Parallel()
+	d := testDoor(workflows.GroupContext)
+	m, err := d.Message(context.Background(), mustUpdate(t,
+		`{"update_id":21,"edited_message":{"message_id":16,"chat":{"id":-100,"type":"supergroup"},"from":{"id":434343,"username":"bob"},"text":"the launch moves to Monday"}}`))
+	if err != nil || m == nil {
+		t.Fatalf("edited_message: %+v, %v; want a message", m, err)
+	}
+	if !m.Edited || m.ID != "16" || m.Event != "21" || m.Chat != "-100" || m.Text != "the launch moves to Monday" || m.UserName != "@bob" {
+		t.Errorf("edited message %+v", m)
+	}
+	m, err = d.Message(context.Background(), mustUpdate(t,
+		`{"update_id":22,"edited_message":{"message_id":17,"chat":{"id":-100,"type":"supergroup"},"from":{"id":9,"is_bot":true},"text":"x"}}`))
+	if err != nil || m != nil {
+		t.Errorf("edited bot message: %+v, %v; want nothing", m, err)
 	}
 }
 
