@@ -10,9 +10,9 @@ package channels
 func MentionsOthers(mentioned []string, bot string) bool {
 	others := false
 	for _, id := range mentioned {
-		switch {
-		case id == "":
-		case id == bot:
+		switch id {
+		case "":
+		case bot:
 			return false
 		default:
 			others = true
