@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 func TestSlackDeletedQueuedTurn(t *testing.T) {
 	e := newEnv(t)
 	e.writeConfig(fastRetries)
-	runChatDeletion(true)(t, e, "")
+	chatDeletion("TDELE2E", true)(t, e, "")
 }
 
 // deletedEvent is a message_deleted event of ts in channel.
@@ -43,6 +44,12 @@ func (s *slackStack) deletedEvent(eventID, channel, ts, threadTS string) []byte 
 // runChatDeletion drives a deletion of a queued turn's message through a
 // Slack door and returns the chat workflow's ID (chat) or the session's.
 func runChatDeletion(chat bool) func(t *testing.T, e *env, session string) string {
+	return chatDeletion(fmt.Sprintf("TDEL%v", chat), chat)
+}
+
+// chatDeletion is runChatDeletion in workspace team (one per test: chat
+// workflows outlive a test's environment on a shared server).
+func chatDeletion(team string, chat bool) func(t *testing.T, e *env, session string) string {
 	return func(t *testing.T, e *env, _ string) string {
 		fake := newFakeSlack(t)
 		replier := slack.NewReplier("xoxb-history", fake.srv.URL)
@@ -58,9 +65,14 @@ func runChatDeletion(chat bool) func(t *testing.T, e *env, session string) strin
 		door := &slack.Door{SigningSecret: slackSecret, Policy: workflows.ChatPolicy{GroupMode: workflows.GroupContext}}
 		srv := httptest.NewServer(channels.Handler(door, e.client, e.queue, nil))
 		t.Cleanup(srv.Close)
-		s := &slackStack{e: e, fake: fake, door: srv, team: fmt.Sprintf("TDEL%v", chat)}
+		s := &slackStack{e: e, fake: fake, door: srv, team: team}
 		const channel, root, reply = "C0DEL", "1600000100.000001", "1600000100.000002"
 		release := make(chan struct{})
+		var once sync.Once
+		open := func() { once.Do(func() { close(release) }) }
+		// Registered last, so it runs first: a failed wait never leaves
+		// the model call (and the worker's shutdown) blocked.
+		t.Cleanup(open)
 		e.kit.Model.Handle(func(req modelserver.Request) modelserver.Reply {
 			<-release
 			return modelserver.Reply{Text: []string{"booked ", "a table"}}
@@ -84,7 +96,7 @@ func runChatDeletion(chat bool) func(t *testing.T, e *env, session string) strin
 		waitFor(t, time.Minute, "the reply queued", queued(1))
 		post(s.deletedEvent("EvDel3", channel, reply, root))
 		waitFor(t, time.Minute, "the queued turn dropped", queued(0))
-		close(release)
+		open()
 		waitFor(t, time.Minute, "the first turn's reply settled", func() bool { return fake.settled(1) })
 		waitFor(t, time.Minute, "the session idle", func() bool {
 			v, err := e.agent.State(context.Background(), session)
