@@ -100,6 +100,27 @@ type ChatMessage struct {
 	// bot: in context mode it is discussion between them (buffered), not a
 	// turn, even as a bare reply in a thread the bot owns.
 	MentionsOthers bool `json:"mentionsOthers,omitempty"`
+	// Deleted says the message ID was deleted (Slack message_deleted) or
+	// recalled (Feishu/Lark) on the platform: it is not a turn; a turn it
+	// started that still waits in its session's queue is dropped, and its
+	// buffered line (not yet folded) is removed.
+	Deleted bool `json:"deleted,omitempty"`
+	// Edited says the message ID was edited (Telegram edited_message,
+	// Slack message_changed); Text and Attachments are its new content. An
+	// edit never starts or re-runs a turn: it only replaces the message's
+	// buffered line while that line is not yet folded into a turn.
+	Edited bool `json:"edited,omitempty"`
+}
+
+// DropInput is the argument of ActivityChatDrop: abort Turn of Session
+// only while it waits in the session's queue.
+type DropInput struct {
+	Session string `json:"session"`
+	Turn    string `json:"turn"`
+	Reason  string `json:"reason,omitempty"`
+	// Reply is the turn's reply target: a reply already mounted for the
+	// waiting turn is settled to a note saying why it is not answered.
+	Reply *ReplyTarget `json:"reply,omitempty"`
 }
 
 // StopInput is the argument of ActivityChatStop: abort the running turn
@@ -112,6 +133,12 @@ type StopInput struct {
 // changeChatStop versions the chat workflow's handling of stop messages
 // (ChatMessage.Stop).
 const changeChatStop = "chat-stop"
+
+// changeChatEdits versions the chat workflow's handling of deleted
+// (recalled) and edited messages (ChatMessage.Deleted, Edited): Chat.Drop
+// of the turn a deleted message started, buffered lines removed or
+// replaced.
+const changeChatEdits = "chat-edits"
 
 // changeChatDurable versions, from a run's start: seen IDs kept by time
 // (ChatState.SeenAt, chatSeenWindow) instead of by count; Chat.Route as a
@@ -185,6 +212,17 @@ type ChatState struct {
 	Buffers []ChatBuffer `json:"buffers,omitempty"`
 	// Routed counts the turns routed so far.
 	Routed int `json:"routed,omitempty"`
+	// Routes holds the last turns routed, oldest first, so a deletion of
+	// their message can drop them while they wait.
+	Routes []ChatRoute `json:"routes,omitempty"`
+}
+
+// ChatRoute is one routed turn: its message, session, key and reply target.
+type ChatRoute struct {
+	ID      string       `json:"id"`
+	Session string       `json:"session"`
+	Key     string       `json:"key"`
+	Reply   *ReplyTarget `json:"reply,omitempty"`
 }
 
 // ChatBuffer is one place's buffered discussion.
@@ -215,6 +253,7 @@ const (
 	// (about 1 MB of state); past it the oldest go first, with a warning.
 	chatSeenCap        = 30000
 	chatOwnedLimit     = 2000
+	chatRoutesLimit    = 100
 	chatPlacesLimit    = 200
 	chatBufferLimit    = 50
 	chatSignalsPerRun  = 1000
@@ -330,6 +369,14 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 		log.Warn("chat message for another conversation or without an ID ignored", "kind", m.Kind, "chat", m.Chat, "id", m.ID)
 		return
 	}
+	if m.Deleted {
+		c.deleted(ctx, m)
+		return
+	}
+	if m.Edited {
+		c.edited(ctx, m)
+		return
+	}
 	if c.seen[m.ID] || (m.Event != "" && c.seen["event:"+m.Event]) {
 		return
 	}
@@ -415,6 +462,81 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 		return
 	}
 	c.st.Routed++
+	c.st.Routes = append(c.st.Routes, ChatRoute{ID: m.ID, Session: session, Key: key, Reply: d.Reply})
+	if n := len(c.st.Routes) - chatRoutesLimit; n > 0 {
+		c.st.Routes = append([]ChatRoute(nil), c.st.Routes[n:]...)
+	}
+}
+
+// edited handles an edit of message m.ID: it never starts or re-runs a
+// turn; the message's buffered line, while not yet folded into a turn,
+// takes the new text and files. A redelivered edit is deduplicated by its
+// delivery ID.
+func (c *chat) edited(ctx workflow.Context, m ChatMessage) {
+	if m.Event != "" && c.seen["event:"+m.Event] {
+		return
+	}
+	if workflow.GetVersion(ctx, changeChatEdits, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	if m.Event != "" {
+		c.see(ctx, "event:"+m.Event)
+	}
+	for bi := range c.st.Buffers {
+		for li := range c.st.Buffers[bi].Messages {
+			if l := &c.st.Buffers[bi].Messages[li]; l.ID == m.ID && l.Turn == "" {
+				l.Text, l.Attachments = m.Text, m.Attachments
+			}
+		}
+	}
+}
+
+// deleted handles the deletion (recall) of message m.ID: a buffered line
+// not yet folded into a turn is removed; a turn the message started is
+// dropped by Chat.Drop if it still waits in its session's queue (a running
+// or answered turn is left as it is); a later delivery of the message is
+// not a turn. A redelivered deletion does nothing.
+func (c *chat) deleted(ctx workflow.Context, m ChatMessage) {
+	mark := "deleted:" + m.ID
+	if c.seen[mark] || (m.Event != "" && c.seen["event:"+m.Event]) {
+		return
+	}
+	if workflow.GetVersion(ctx, changeChatEdits, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	c.see(ctx, mark)
+	if m.Event != "" {
+		c.see(ctx, "event:"+m.Event)
+	}
+	if !c.seen[m.ID] {
+		c.see(ctx, m.ID)
+	}
+	for bi := range c.st.Buffers {
+		b := &c.st.Buffers[bi]
+		kept := b.Messages[:0]
+		for _, l := range b.Messages {
+			if l.ID != m.ID || l.Turn != "" {
+				kept = append(kept, l)
+			}
+		}
+		b.Messages = kept
+	}
+	c.dropEmptyBuffers()
+	for i, r := range c.st.Routes {
+		if r.ID != m.ID {
+			continue
+		}
+		c.st.Routes = append(c.st.Routes[:i:i], c.st.Routes[i+1:]...)
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: chatRouteTimeout,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
+		})
+		in := DropInput{Session: r.Session, Turn: r.Key, Reply: r.Reply, Reason: "its message was deleted before the turn started"}
+		if err := workflow.ExecuteLocalActivity(lctx, ActivityChatDrop, in).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("chat: drop of a deleted message's turn failed", "session", r.Session, "turn", r.Key, "error", err)
+		}
+		return
+	}
 }
 
 // route hands a turn to its session. Since changeChatDurable it is a

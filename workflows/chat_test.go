@@ -397,3 +397,67 @@ func TestChatBufferedFilesAsBackground(t *testing.T) {
 	equal(t, "background files", fmt.Sprint(tg.Background), fmt.Sprint([]workflows.Attachment{chart}))
 	equal(t, "primary files", len(tg.Attachments), 0)
 }
+
+// TestChatDeletion: a deleted (recalled) message that started a turn has
+// that turn dropped in its session (Chat.Drop, which aborts it only while
+// it waits); a deleted buffered line is not folded into the next turn; a
+// redelivered deletion or a late delivery of the deleted message does
+// nothing more.
+func TestChatDeletion(t *testing.T) {
+	t.Parallel()
+	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	h := newChatHarness(t)
+	var drops []workflows.DropInput
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.DropInput) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		drops = append(drops, in)
+		return nil
+	}, activity.RegisterOptions{Name: workflows.ActivityChatDrop})
+	h.send(workflows.ChatMessage{ID: "1.0", Event: "E1", Summoned: true, Text: "book a table", Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Event: "E2", Root: "1.0", Text: "for four", Policy: p})
+	h.send(workflows.ChatMessage{ID: "3.0", Event: "E3", UserName: "<@U2>", Text: "lunch?", Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Event: "E4", Deleted: true, Policy: p})
+	h.send(workflows.ChatMessage{ID: "3.0", Event: "E5", Deleted: true, Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Event: "E6", Deleted: true, Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Event: "E7", Root: "1.0", Text: "for four", Policy: p})
+	h.send(workflows.ChatMessage{ID: "4.0", Event: "E8", Summoned: true, Text: "and a taxi", Policy: p})
+	st := h.run()
+	want := []string{
+		"slack:T1:C1:1.0|1.0|book a table",
+		"slack:T1:C1:1.0|1.0|for four",
+		"slack:T1:C1:4.0|4.0|and a taxi",
+	}
+	if got := h.turns(); strings.Join(got, "\n#\n") != strings.Join(want, "\n#\n") {
+		t.Errorf("routed:\n%q\nwant:\n%q", got, want)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(drops) != 1 || drops[0].Session != "slack:T1:C1:1.0" || drops[0].Turn != "slack:T1:C1:2.0" || drops[0].Reply == nil {
+		t.Errorf("drops = %+v, want one of turn slack:T1:C1:2.0 in session slack:T1:C1:1.0 with its reply target", drops)
+	}
+	if len(st.Buffers) != 0 {
+		t.Errorf("buffers = %+v, want the deleted line gone", st.Buffers)
+	}
+}
+
+// TestChatEdits: an edited message never starts or re-runs a turn; an
+// edit of buffered discussion not yet folded replaces its line, so the
+// next answered turn folds the edited text.
+func TestChatEdits(t *testing.T) {
+	t.Parallel()
+	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	h := newChatHarness(t)
+	h.send(workflows.ChatMessage{ID: "1.0", Event: "E1", UserName: "<@U2>", Text: "lunch at noon?", Policy: p})
+	h.send(workflows.ChatMessage{ID: "1.0", Event: "E2", UserName: "<@U2>", Text: "lunch at one?", Edited: true, Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Event: "E3", Summoned: true, Text: "book it", Policy: p})
+	h.send(workflows.ChatMessage{ID: "2.0", Event: "E4", Summoned: true, Text: "book it for six", Edited: true, Policy: p})
+	h.send(workflows.ChatMessage{ID: "9.0", Event: "E5", Summoned: true, Text: "an edit of a message never seen", Edited: true, Policy: p})
+	h.run()
+	want := []string{
+		"slack:T1:C1:2.0|2.0|Messages in this conversation since you last answered (context, not addressed to you):\n- <@U2>: lunch at one?\n\nThe message addressed to you:\nbook it",
+	}
+	if got := h.turns(); strings.Join(got, "\n#\n") != strings.Join(want, "\n#\n") {
+		t.Errorf("routed:\n%q\nwant:\n%q", got, want)
+	}
+}

@@ -70,6 +70,9 @@ const (
 	// ActivityChatRoute (local) hands a chat turn to its session workflow
 	// with Signal-With-Start.
 	ActivityChatRoute = "Chat.Route"
+	// ActivityChatDrop (local) drops a routed chat turn whose message was
+	// deleted, if it still waits in its session's queue.
+	ActivityChatDrop = "Chat.Drop"
 	// ActivityChatStop (local) aborts the running turn of a chat's session
 	// (a Telegram /stop).
 	ActivityChatStop = "Chat.Stop"

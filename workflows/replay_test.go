@@ -333,3 +333,34 @@ func localActivities(t *testing.T, h *historypb.History) map[string]int {
 	}
 	return n
 }
+
+// TestReplayCoversChatEdits: the "chat-edits" change of the chat workflow
+// replays in both versions — histories without deletions lack its marker
+// (chat_routing_chat), and the deletion of a queued turn's message
+// (chat_deletion_chat: the marker, then Chat.Drop) carries it; the
+// session that dropped the turn (chat_deletion_session) replays too.
+func TestReplayCoversChatEdits(t *testing.T) {
+	const change = "chat-edits"
+	for file, want := range map[string]bool{"chat_routing_chat.json": false, "chat_deletion_chat.json": true} {
+		f, _, marked := markedHistory(t, file, change)
+		if marked != want {
+			t.Errorf("%s: %q marker %v, want %v", file, change, marked, want)
+		}
+		if err := replay(f); err != nil {
+			t.Error(err)
+		}
+	}
+	f, h, _ := markedHistory(t, "chat_deletion_session.json", change)
+	aborts := 0
+	for _, ev := range h.GetEvents() {
+		if ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == workflows.UpdateAbort {
+			aborts++
+		}
+	}
+	if aborts != 1 {
+		t.Errorf("chat_deletion_session.json: %d abort updates accepted, want the drop of the queued turn", aborts)
+	}
+	if err := replay(f); err != nil {
+		t.Error(err)
+	}
+}

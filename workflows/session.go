@@ -149,6 +149,10 @@ type TurnRequest struct {
 type AbortRequest struct {
 	Turn   string `json:"turn,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Queued aborts Turn only while it waits in the queue: a running or
+	// finished turn is left as it is (the update is rejected with
+	// CodeNoActiveRun).
+	Queued bool `json:"queued,omitempty"`
 }
 
 // AbortResult says which turn was stopped.
@@ -509,6 +513,17 @@ func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outco
 }
 
 func (s *session) validateAbort(_ workflow.Context, req AbortRequest) error {
+	if req.Queued {
+		// Only a waiting turn: the check and the handler run in one
+		// workflow task, so the turn cannot start in between.
+		for _, t := range s.queue {
+			if req.Turn != "" && t.id == req.Turn {
+				return nil
+			}
+		}
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("turn %q is not waiting (it runs, finished or is unknown)", req.Turn),
+			agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
 	if s.running == nil && len(s.queue) == 0 {
 		return temporal.NewApplicationErrorWithOptions("no turn is running or waiting in this session",
 			agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})

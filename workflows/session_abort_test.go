@@ -233,6 +233,36 @@ func TestSessionAbort(t *testing.T) {
 		equal(t, "cancelled activities", len(h.cancelledTypes()), 0)
 	})
 
+	t.Run("queued only: the running turn is left, a waiting one dropped", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		gate := make(chan struct{})
+		h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+			if call.Turn == "t1" {
+				if err := waitGate(gate); err != nil {
+					return agentloop.ModelResult{}, err
+				}
+			}
+			return reply(call), nil
+		}
+		u1 := h.turn(ms, "t1", "first")
+		u2, ab1, ab2 := &update{}, &update{}, &update{}
+		h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
+			h.sendNow(u2, workflows.UpdateTurn, "t2", workflows.TurnRequest{Prompt: agent.Prompt{Text: "second"}})
+			h.sendNow(ab1, workflows.UpdateAbort, "drop-t1", workflows.AbortRequest{Turn: "t1", Queued: true, Reason: "deleted"})
+			h.sendNow(ab2, workflows.UpdateAbort, "drop-t2", workflows.AbortRequest{Turn: "t2", Queued: true, Reason: "deleted"})
+		})
+		h.when(func() bool { return ab1.finished() && ab2.finished() }, func() { close(gate) })
+		h.run(workflows.SessionInput{Session: "s1"})
+		h.requireCancelled()
+
+		h.requireRejected(ab1, agent.CodeNoActiveRun)
+		equal(t, "abort.Turn", h.abortResult(ab2).Turn, "t2")
+		requireOutcome(t, h.outcome(u1), "t1", agent.TypeCompleted, "", false)
+		requireOutcome(t, h.outcome(u2), "t2", agent.TypeFailed, agent.CodeAborted, false)
+		equalSlice(t, "prompts the model saw", h.prompts(), []string{"first"})
+	})
+
 	t.Run("nothing running is rejected", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)

@@ -168,6 +168,7 @@ func printFeishuSteps(out io.Writer, p feishu.Profile, name, transport string, c
 		fmt.Fprintf(out, "  %-34s %s\n", s.name, s.why)
 	}
 	fmt.Fprintf(out, "\nEvent subscription:\n  %s (Message received)\n", feishu.EventMessageReceive)
+	fmt.Fprintf(out, "  %s (Message recalled) — optional: a recalled message's turn is dropped while it waits\n", feishu.EventMessageRecalled)
 	fmt.Fprintf(out, "\nEnvironment (exported where the worker and the ingress run; never in the channel file):\n")
 	fmt.Fprintf(out, "  %s=cli_…\n  %s=…\n", p.Env("APP_ID"), p.Env("APP_SECRET"))
 	if transport == feishu.TransportWebhook {

@@ -25,6 +25,10 @@ import (
 // BusyText is the reply to a message that found its session's queue full.
 const BusyText = "I'm busy with earlier messages in this conversation and could not take this one. Please send it again in a moment."
 
+// DroppedText settles a reply mounted for a turn (its "queued" state) that
+// was dropped because its message was deleted before it started.
+const DroppedText = "(The message was deleted before I started on it, so it is not answered.)"
+
 // Replies holds the channel activities: Channel.Stream renders a channel
 // turn's answer live while it runs, Channel.Reply settles it to the stored
 // answer, Channel.Fetch resolves a message's files, Chat.Route hands a chat
@@ -61,6 +65,7 @@ func (r *Replies) Register(w Registrar) {
 	w.RegisterActivityWithOptions(r.Fetch, activity.RegisterOptions{Name: workflows.ActivityChannelFetch})
 	w.RegisterActivityWithOptions(r.Route, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
 	w.RegisterActivityWithOptions(r.Stop, activity.RegisterOptions{Name: workflows.ActivityChatStop})
+	w.RegisterActivityWithOptions(r.Drop, activity.RegisterOptions{Name: workflows.ActivityChatDrop})
 }
 
 // render opens the renderer of in's turn on its platform, continuing the
@@ -332,6 +337,51 @@ func (r *Replies) Stop(ctx context.Context, in workflows.StopInput) error {
 		return nil
 	}
 	return fmt.Errorf("stop: session %q: %w", in.Session, err)
+}
+
+// Drop is the Chat.Drop local activity: the abort update on in's session
+// for in.Turn only while it waits in the queue (AbortRequest.Queued). A
+// turn that runs or finished, or a session that does not exist, is left
+// as it is. When the turn was dropped and a reply had been mounted for it
+// (its reference is stored), that reply is settled to DroppedText; nothing
+// is posted otherwise.
+func (r *Replies) Drop(ctx context.Context, in workflows.DropInput) error {
+	u, ok := r.Starter.(updater)
+	if !ok {
+		return temporal.NewNonRetryableApplicationError("drop: this worker has no Temporal client for chat control",
+			agent.CodeInvalidCommand, nil)
+	}
+	h, err := u.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.WorkflowID(in.Session),
+		UpdateName:   workflows.UpdateAbort,
+		Args:         []any{workflows.AbortRequest{Turn: in.Turn, Reason: in.Reason, Queued: true}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var res workflows.AbortResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	var nf *serviceerror.NotFound
+	var app *temporal.ApplicationError
+	switch {
+	case errors.As(err, &nf), errors.As(err, &app) && app.Type() == agent.CodeNoActiveRun:
+		r.log().Info("chat drop: the deleted message's turn is not waiting; left as it is", "session", in.Session, "turn", in.Turn)
+		return nil
+	case err != nil:
+		return fmt.Errorf("drop: session %q: %w", in.Session, err)
+	}
+	r.log().Info("chat drop: the deleted message's waiting turn was dropped", "session", in.Session, "turn", in.Turn)
+	if in.Reply == nil {
+		return nil
+	}
+	rd, ref, err := r.render(ctx, in.Session, in.Turn, *in.Reply)
+	if err != nil || ref == "" {
+		return err
+	}
+	if err := rd.Finish(ctx, DroppedText); err != nil {
+		return fmt.Errorf("drop: settle the mounted reply of turn %q: %w", in.Turn, err)
+	}
+	return nil
 }
 
 // answer is the turn's stored answer (the step texts joined), or a short

@@ -120,6 +120,10 @@ func historyScenarios() []historyScenario {
 		{name: "channel_deliveries", ownWorker: true, run: runChannelDeliveries},
 		{name: "chat_routing_chat", ownWorker: true, run: runChatRouting(true)},
 		{name: "chat_routing_session", ownWorker: true, run: runChatRouting(false)},
+		// A thread reply queued behind a running turn, then deleted: the
+		// chat workflow drops it (Chat.Drop), the session aborts it.
+		{name: "chat_deletion_chat", ownWorker: true, run: runChatDeletion(true)},
+		{name: "chat_deletion_session", ownWorker: true, run: runChatDeletion(false)},
 		{
 			// Compaction by threshold, after a context overflow (L1), and a
 			// manual one, in a 4,000-token window.

@@ -25,7 +25,7 @@ import (
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/channels"
-	_ "github.com/fastagent/fastagent/internal/channels/feishu"  // registers the feishu and lark kinds
+	"github.com/fastagent/fastagent/internal/channels/feishu"    // registers the feishu and lark kinds
 	_ "github.com/fastagent/fastagent/internal/channels/github"  // registers the github kind
 	_ "github.com/fastagent/fastagent/internal/channels/slack"   // registers the slack kind
 	"github.com/fastagent/fastagent/internal/channels/telegram"  // registers the telegram kind
@@ -312,8 +312,11 @@ func (p *Parts) StartWorker(ctx context.Context, c client.Client) (sdkworker.Wor
 	}
 	var repliers []channels.Replier
 	for _, ch := range p.Channels {
-		if tg, ok := ch.Replier.(*telegram.Replier); ok {
-			tg.Refs = p.Store // split answers' later parts are stored too
+		switch rp := ch.Replier.(type) {
+		case *telegram.Replier:
+			rp.Refs = p.Store // split answers' later parts are stored too
+		case *feishu.Replier:
+			rp.Refs = p.Store
 		}
 		repliers = append(repliers, ch.Replier)
 	}

@@ -57,6 +57,29 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 		}
 	}
 	var closed atomic.Bool
+	// handle hands one decoded event's chat message off (an error NACKs
+	// the frame, so the platform pushes the event again).
+	handle := func(hctx context.Context, m *workflows.ChatMessage, err error) error {
+		if errors.Is(err, channels.ErrRetryLater) {
+			log.Warn("feishu: event refused for now; the platform will push it again", "error", err)
+			return err
+		}
+		if err != nil {
+			// Unreadable: acknowledge, as the webhook does.
+			log.Warn("feishu: unreadable event acknowledged", "error", err)
+			return nil
+		}
+		if m == nil {
+			return nil
+		}
+		hctx, cancel := context.WithTimeout(hctx, handTimeout)
+		defer cancel()
+		if err := hand(hctx, channels.Parsed{Messages: []workflows.ChatMessage{*m}}); err != nil {
+			log.Error("feishu: hand-off failed; the platform will push again", "id", m.ID, "error", err)
+			return fmt.Errorf("feishu: hand-off: %w", err)
+		}
+		return nil
+	}
 	d := dispatcher.NewEventDispatcher("", "").
 		OnP2MessageReceiveV1(func(hctx context.Context, ev *larkim.P2MessageReceiveV1) error {
 			if closed.Load() {
@@ -65,25 +88,14 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 			bctx, cancel := context.WithTimeout(hctx, botLookupTimeout)
 			m, err := c.Door.Message(bctx, ev)
 			cancel()
-			if errors.Is(err, channels.ErrRetryLater) {
-				log.Warn("feishu: event refused for now; the platform will push it again", "error", err)
-				return err
+			return handle(hctx, m, err)
+		}).
+		OnP2MessageRecalledV1(func(hctx context.Context, ev *larkim.P2MessageRecalledV1) error {
+			if closed.Load() {
+				return errors.New("feishu: connection is shutting down")
 			}
-			if err != nil {
-				// Unreadable: acknowledge, as the webhook does.
-				log.Warn("feishu: unreadable event acknowledged", "error", err)
-				return nil
-			}
-			if m == nil {
-				return nil
-			}
-			hctx, cancel = context.WithTimeout(hctx, handTimeout)
-			defer cancel()
-			if err := hand(hctx, channels.Parsed{Messages: []workflows.ChatMessage{*m}}); err != nil {
-				log.Error("feishu: hand-off failed; the platform will push again", "id", m.ID, "error", err)
-				return fmt.Errorf("feishu: hand-off: %w", err)
-			}
-			return nil
+			m, err := c.Door.Recall(ev)
+			return handle(hctx, m, err)
 		})
 	var once sync.Once
 	lg := &connLogger{log: log, onConnect: func() { once.Do(ready) }}

@@ -70,6 +70,19 @@ func TestConnLongConnection(t *testing.T) {
 		t.Fatal("ACK before the hand-off")
 	}
 
+	// A recall over the long connection is handed off too.
+	if code, err := fake.Push(fixture(t, "message_recalled.json"), 5*time.Second); err != nil || code != http.StatusOK {
+		t.Fatalf("push of a recall: ACK %d, %v; want 200", code, err)
+	}
+	select {
+	case p := <-got:
+		if len(p.Messages) != 1 || p.Messages[0].ID != "om_grp0000000000000000000000000004" || !p.Messages[0].Deleted {
+			t.Errorf("handed for a recall %+v", p.Messages)
+		}
+	default:
+		t.Fatal("recall: ACK before the hand-off")
+	}
+
 	failHand.Store(true)
 	if code, err := fake.Push(event, 5*time.Second); err != nil || code != http.StatusInternalServerError {
 		t.Errorf("push with a failing hand-off: ACK %d, %v; want 500", code, err)

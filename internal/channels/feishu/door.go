@@ -20,6 +20,10 @@ import (
 // EventMessageReceive is the event type of a message sent to the bot.
 const EventMessageReceive = "im.message.receive_v1"
 
+// EventMessageRecalled is the event type of a message recalled in a chat
+// the bot is in.
+const EventMessageRecalled = "im.message.recalled_v1"
+
 // Door is the webhook door of one profile. Verification is modal and fail
 // closed: with EncryptKey set every ordinary event must be signed (within
 // MaxSkew) and encrypted, and only the url_verification challenge may pass
@@ -153,6 +157,18 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 		}
 		return channels.Parsed{Answer: channels.Answer{Status: http.StatusOK, ContentType: "application/json", Body: body}}, nil
 	}
+	if env.Schema == "2.0" && env.Header != nil && env.Header.EventType == EventMessageRecalled {
+		var ev larkim.P2MessageRecalledV1
+		if err := json.Unmarshal(plain, &ev); err != nil {
+			return ok, fmt.Errorf("%s: %s: %w", d.Profile.Kind, EventMessageRecalled, err)
+		}
+		m, err := d.Recall(&ev)
+		if err != nil || m == nil {
+			return ok, err
+		}
+		ok.Messages = []workflows.ChatMessage{*m}
+		return ok, nil
+	}
 	if env.Schema != "2.0" || env.Header == nil || env.Header.EventType != EventMessageReceive {
 		return ok, nil
 	}
@@ -204,8 +220,14 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 		return nil, nil
 	}
 	summoned := false
+	var mentioned []string
 	for _, mn := range msg.Mentions {
-		if bot != "" && mn != nil && mn.Id != nil && str(mn.Id.OpenId) == bot {
+		if mn == nil || mn.Id == nil {
+			continue
+		}
+		id := str(mn.Id.OpenId)
+		mentioned = append(mentioned, id)
+		if bot != "" && id == bot {
 			summoned = true
 		}
 	}
@@ -233,20 +255,42 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 		eventID = ev.EventV2Base.Header.EventID
 	}
 	return &workflows.ChatMessage{
-		Kind:        d.Profile.Kind,
-		UniqueIDs:   true,
-		Chat:        chat,
-		ID:          id,
-		Event:       eventID,
-		Root:        root,
-		Direct:      direct,
-		Summoned:    summoned,
-		User:        user,
-		UserName:    user,
-		Text:        text,
-		Attachments: files,
-		Policy:      d.Policy,
+		Kind:      d.Profile.Kind,
+		UniqueIDs: true,
+		Chat:      chat,
+		ID:        id,
+		Event:     eventID,
+		Root:      root,
+		Direct:    direct,
+		Summoned:  summoned,
+		// Mentions of people but not of the bot: their discussion.
+		MentionsOthers: !summoned && channels.MentionsOthers(mentioned, bot),
+		User:           user,
+		UserName:       user,
+		Text:           text,
+		Attachments:    files,
+		Policy:         d.Policy,
 	}, nil
+}
+
+// Recall turns a decoded im.message.recalled_v1 event (webhook or long
+// connection) into the chat message telling of it: the recalled message's
+// ID, marked Deleted. The chat workflow drops the turn it started while
+// that turn waits, and its buffered line.
+func (d *Door) Recall(ev *larkim.P2MessageRecalledV1) (*workflows.ChatMessage, error) {
+	if ev == nil || ev.Event == nil {
+		return nil, fmt.Errorf("%s: %s without an event", d.Profile.Kind, EventMessageRecalled)
+	}
+	id, chat := str(ev.Event.MessageId), str(ev.Event.ChatId)
+	if id == "" || chat == "" {
+		return nil, fmt.Errorf("%s: %s without message_id or chat_id", d.Profile.Kind, EventMessageRecalled)
+	}
+	eventID := ""
+	if ev.EventV2Base != nil && ev.EventV2Base.Header != nil {
+		eventID = ev.EventV2Base.Header.EventID
+	}
+	return &workflows.ChatMessage{Kind: d.Profile.Kind, UniqueIDs: true, Chat: chat, ID: id, Event: eventID,
+		Deleted: true, Policy: d.Policy}, nil
 }
 
 func str(p *string) string {

@@ -191,7 +191,14 @@ func TestDoorParse(t *testing.T) {
 			ID: "om_grp0000000000000000000000000002", Event: "5e3702a84e847582be8db7fb73283c04", Text: "lunch anyone?"}},
 		{name: "group mention of someone else", fixture: "group_mention_other.json"},
 		{name: "group mention of someone else, context mode", fixture: "group_mention_other.json", context: true, want: &workflows.ChatMessage{
-			Chat: group, ID: "om_grp0000000000000000000000000003", Event: "5e3702a84e847582be8db7fb73283c05", Text: "@Alice can you look at this?"}},
+			Chat: group, ID: "om_grp0000000000000000000000000003", Event: "5e3702a84e847582be8db7fb73283c05", Text: "@Alice can you look at this?",
+			MentionsOthers: true}},
+		// A bare reply in a thread the bot may own that @mentions only
+		// other people is their discussion: the chat workflow buffers it.
+		{name: "thread reply mentioning only others, context mode", fixture: "thread_reply_other.json", context: true, want: &workflows.ChatMessage{
+			Chat: group, ID: "om_grp0000000000000000000000000007", Event: "5e3702a84e847582be8db7fb73283c0c", Root: "om_grp0000000000000000000000000001",
+			Text: "@Alice can you book the bus?", MentionsOthers: true}},
+		{name: "thread reply mentioning only others, mentions mode", fixture: "thread_reply_other.json"},
 		{name: "thread reply", fixture: "thread_reply.json", want: &workflows.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000004",
 			Event: "5e3702a84e847582be8db7fb73283c06", Root: "om_grp0000000000000000000000000001", Summoned: true, Text: "and Germany? cc @Alice"}},
 		{name: "quoted reply at top level is a new root", fixture: "quoted_reply.json", want: &workflows.ChatMessage{Chat: p2p,
@@ -248,6 +255,26 @@ func TestDoorParse(t *testing.T) {
 				t.Errorf("message\n got %+v\nwant %+v", got, w)
 			}
 		})
+	}
+}
+
+// TestDoorParseRecall: a recalled message (webhook) becomes the chat
+// message telling of it: its ID, marked Deleted, in either group mode.
+func TestDoorParseRecall(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{workflows.GroupMentions, workflows.GroupContext} {
+		d := door(encKey)
+		d.Policy.GroupMode = mode
+		body := encrypted(t, encKey, fixture(t, "message_recalled.json"))
+		p, err := d.Parse(req(feishu.Sign(encKey, time.Now(), "n", body), body))
+		if err != nil {
+			t.Fatalf("%s: Parse: %v", mode, err)
+		}
+		want := workflows.ChatMessage{Kind: feishu.KindFeishu, UniqueIDs: true, Chat: "oc_5ce6d572455d361153b7xx51da133945",
+			ID: "om_grp0000000000000000000000000004", Event: "5e3702a84e847582be8db7fb73283c0d", Deleted: true, Policy: d.Policy}
+		if len(p.Messages) != 1 || !reflect.DeepEqual(p.Messages[0], want) {
+			t.Errorf("%s: messages %+v, want %+v", mode, p.Messages, want)
+		}
 	}
 }
 

@@ -44,6 +44,11 @@ type Replier struct {
 	// PatchEvery is the least interval between two patches of a card
 	// message (5 QPS per message); default 1 s.
 	PatchEvery time.Duration
+	// Refs keeps the message IDs of the parts after the first of an answer
+	// longer than one card (the session store's replies table), so a
+	// retried reply patches them instead of posting them again; with nil
+	// only the parts' idempotency uuids (1 h on the platform) guard them.
+	Refs channels.Refs
 }
 
 // NewReplier returns the replier of profile p (its BaseURL, possibly
@@ -104,7 +109,10 @@ func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (cha
 		return nil, fmt.Errorf("%s: reply target needs chat and message, got %q / %q", r.kind, t.Chat, t.Message)
 	}
 	sum := sha256.Sum256([]byte(r.kind + "\x00" + t.Chat + "\x00" + t.Message))
-	m := &render{r: r, target: t, uuid: hex.EncodeToString(sum[:])[:40]}
+	m := &render{r: r, target: t, uuid: hex.EncodeToString(sum[:])[:40], turn: t.Turn}
+	if m.turn == "" {
+		m.turn = r.kind + ":" + t.Message
+	}
 	if ref != "" {
 		if err := m.parseRef(ref); err != nil {
 			return nil, err
@@ -132,6 +140,9 @@ type render struct {
 	// uuid is the idempotency key of the turn's reply (1 h on the
 	// platform): a retried post is the same message.
 	uuid string
+	// turn is the turn's key; the later parts of a long answer derive
+	// their uuids and stored references from it.
+	turn string
 	mode string
 	card string
 	// created is the card's creation time (Unix ms); sequence numbers are
@@ -147,6 +158,9 @@ type render struct {
 	shownAt    time.Time
 	wait       time.Time
 	settled    string
+	// parts holds the message IDs of the answer's later parts this
+	// attempt posted or found, by part number (2, 3, …).
+	parts map[int]string
 }
 
 func (m *render) parseRef(ref string) error {
@@ -282,14 +296,20 @@ func (m *render) show(ctx context.Context, text string, now time.Time) error {
 
 // Finish implements channels.Render: the card (or card message) is
 // settled to text with streaming closed; with nothing posted yet, text is
-// posted as a card message. Idempotent: the platform calls carry uuids.
+// posted as a card message. A text longer than one card (maxCardText) is
+// split (channels.SplitText): the card holds the first part and each
+// further part is a card message replying to the same message, posted in
+// order. Idempotent: the platform calls carry uuids (one per part, from the
+// turn's key), and a part whose reference is stored is patched, not posted
+// again.
 func (m *render) Finish(ctx context.Context, text string) error {
 	if m.settled == text && m.mode != "" {
 		return nil
 	}
+	parts := channels.SplitText(text, maxCardText)
 	switch m.mode {
 	case modeCard:
-		if err := m.settleCard(ctx, text); err != nil {
+		if err := m.settleCard(ctx, parts[0]); err != nil {
 			return err
 		}
 		if m.msgID == "" {
@@ -298,39 +318,92 @@ func (m *render) Finish(ctx context.Context, text string) error {
 			}
 		}
 	case modeMsg:
-		if err := m.patch(ctx, text); err != nil {
+		if err := m.patch(ctx, parts[0]); err != nil {
 			return err
 		}
 	default:
-		if err := m.postMessage(ctx, text); err != nil {
+		if err := m.postMessage(ctx, parts[0]); err != nil {
 			return err
+		}
+	}
+	for i, p := range parts[1:] {
+		if err := m.part(ctx, i+2, p); err != nil {
+			return fmt.Errorf("part %d of %d: %w", i+2, len(parts), err)
 		}
 	}
 	m.settled = text
 	return nil
 }
 
+// partKey names part n's stored reference: under "<kind>:<chat>", the
+// turn's key with "#part<n>".
+func (m *render) partKey(n int) (session, key string) {
+	return m.r.kind + ":" + m.target.Chat, fmt.Sprintf("%s#part%d", m.turn, n)
+}
+
+// partUUID is part n's idempotency key, derived from the turn's key.
+func (m *render) partUUID(n int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00part%d", m.r.kind, m.turn, n)))
+	return hex.EncodeToString(sum[:])[:40]
+}
+
+// part makes part n (2, 3, …) of the answer show text: the part's message
+// (this attempt's, or the stored reference's) is patched; without one it
+// is posted with the part's uuid and its reference stored.
+func (m *render) part(ctx context.Context, n int, text string) error {
+	content := cardJSON(text, false)
+	session, key := m.partKey(n)
+	id := m.parts[n]
+	if id == "" && m.r.Refs != nil {
+		if ref, err := m.r.Refs.Reply(ctx, session, key); err == nil {
+			id = ref
+		}
+	}
+	if id != "" {
+		if err := m.patchID(ctx, id, content); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if id, err = m.reply(ctx, content, m.partUUID(n)); err != nil {
+			return err
+		}
+		if m.r.Refs != nil {
+			if err := m.r.Refs.SaveReply(ctx, session, key, id); err != nil {
+				return fmt.Errorf("store the reference: %w", err)
+			}
+		}
+	}
+	if m.parts == nil {
+		m.parts = map[int]string{}
+	}
+	m.parts[n] = id
+	return nil
+}
+
 // answerElement is the element ID of the card's answer text.
 const answerElement = "answer"
 
-// maxCardText caps the text of a card (the platform caps a card at 30 KB).
+// maxCardText caps the text of a card (the platform caps a card at 30 KB);
+// a longer answer goes on in further cards.
 const maxCardText = 20000
 
+// clip is what one card shows of text: all of it, or its first part (as
+// Finish cuts it) with a mark saying more follows. Finish itself settles
+// the card to the exact first part.
 func clip(text string) string {
 	if len(text) <= maxCardText {
 		return text
 	}
-	cut := maxCardText
-	for cut > 0 && !utf8Start(text[cut]) {
-		cut--
-	}
-	return text[:cut] + "\n\n…(truncated)"
+	return channels.SplitText(text, maxCardText-len(moreMark))[0] + moreMark
 }
 
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+// moreMark ends a live preview cut at the card's size.
+const moreMark = "\n\n…"
 
 // cardJSON is a card (JSON 2.0) with one Markdown element.
 func cardJSON(text string, streaming bool) string {
+	text = clip(text)
 	summary := text
 	if r := []rune(summary); len(r) > 60 {
 		summary = string(r[:60]) + "…"
@@ -346,7 +419,7 @@ func cardJSON(text string, streaming bool) string {
 			"summary":        map[string]any{"content": summary},
 		},
 		"body": map[string]any{
-			"elements": []any{map[string]any{"tag": "markdown", "element_id": answerElement, "content": clip(text)}},
+			"elements": []any{map[string]any{"tag": "markdown", "element_id": answerElement, "content": text}},
 		},
 	}
 	b, _ := json.Marshal(card) // a map of strings and bools: cannot fail
@@ -370,7 +443,7 @@ func (m *render) createCard(ctx context.Context, text string, now time.Time) err
 
 func (m *render) postCard(ctx context.Context) error {
 	c, _ := json.Marshal(map[string]any{"type": "card", "data": map[string]string{"card_id": m.card}})
-	id, err := m.reply(ctx, string(c))
+	id, err := m.reply(ctx, string(c), m.uuid)
 	if err != nil {
 		return err
 	}
@@ -408,7 +481,7 @@ func (m *render) settleCard(ctx context.Context, text string) error {
 
 // postMessage replies with a card message holding text.
 func (m *render) postMessage(ctx context.Context, text string) error {
-	id, err := m.reply(ctx, cardJSON(text, false))
+	id, err := m.reply(ctx, cardJSON(text, false), m.uuid)
 	if err != nil {
 		return err
 	}
@@ -417,20 +490,25 @@ func (m *render) postMessage(ctx context.Context, text string) error {
 }
 
 func (m *render) patch(ctx context.Context, text string) error {
-	req := larkim.NewPatchMessageReqBuilder().MessageId(m.msgID).
-		Body(larkim.NewPatchMessageReqBodyBuilder().Content(cardJSON(text, false)).Build()).Build()
-	resp, err := m.r.api.Im.Message.Patch(ctx, req)
-	if err := apiError("im message patch", err, resp); err != nil {
+	if err := m.patchID(ctx, m.msgID, cardJSON(text, false)); err != nil {
 		return err
 	}
 	m.shown = text
 	return nil
 }
 
+// patchID replaces card message id's content.
+func (m *render) patchID(ctx context.Context, id, content string) error {
+	req := larkim.NewPatchMessageReqBuilder().MessageId(id).
+		Body(larkim.NewPatchMessageReqBodyBuilder().Content(content).Build()).Build()
+	resp, err := m.r.api.Im.Message.Patch(ctx, req)
+	return apiError("im message patch", err, resp)
+}
+
 // reply posts an interactive message answering the target message, in its
-// thread when the target names one, with the turn's uuid.
-func (m *render) reply(ctx context.Context, content string) (string, error) {
-	body := larkim.NewReplyMessageReqBodyBuilder().MsgType("interactive").Content(content).Uuid(m.uuid)
+// thread when the target names one, with idempotency key uuid.
+func (m *render) reply(ctx context.Context, content, uuid string) (string, error) {
+	body := larkim.NewReplyMessageReqBodyBuilder().MsgType("interactive").Content(content).Uuid(uuid)
 	if m.target.Thread != "" {
 		body.ReplyInThread(true)
 	}

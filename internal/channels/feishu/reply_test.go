@@ -2,8 +2,12 @@ package feishu_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
@@ -243,5 +247,159 @@ func TestBotOpenIDFromAPI(t *testing.T) {
 	id, err := r.BotOpenID(context.Background())
 	if err != nil || id != fake.BotOpenID {
 		t.Fatalf("BotOpenID = %q, %v; want %q", id, err, fake.BotOpenID)
+	}
+}
+
+// longCJK is a 50,000-byte answer of CJK paragraphs (3 bytes a rune).
+func longCJK() string {
+	var b strings.Builder
+	for i := 0; b.Len() < 50000; i++ {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(strings.Repeat("飞书卡片的长回答需要分段发送。", 10+i%7))
+	}
+	return b.String()
+}
+
+// answerParts returns the texts of the messages answering the user's
+// message, in posting order.
+func answerParts(t *testing.T, fake *fakefeishu.Server) []string {
+	t.Helper()
+	var out []string
+	for _, m := range fake.Messages() {
+		if m.ReplyTo != userMsg {
+			t.Errorf("message %s replies to %q, want %s", m.ID, m.ReplyTo, userMsg)
+		}
+		out = append(out, fake.CardText(m))
+	}
+	return out
+}
+
+// TestReplierLongAnswerContinues: an answer longer than one card goes on
+// in further card messages; their texts, in order, are exactly the stored
+// answer (no byte lost or added, no rune split), and a retried reply posts
+// no new message.
+func TestReplierLongAnswerContinues(t *testing.T) {
+	t.Parallel()
+	final := longCJK()
+	if len(final) < 50000 {
+		t.Fatalf("answer is %d bytes", len(final))
+	}
+	for _, streamed := range []bool{true, false} {
+		name := "reply only"
+		if streamed {
+			name = "streamed card"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r, fake := newReplier(t)
+			tg := target(userMsg)
+			tg.Turn = "feishu:" + userMsg
+			rd := render(t, r, tg, "")
+			if streamed {
+				var v channels.View
+				stream(t, rd, &v, final[:30000], final[30000:])
+			}
+			if err := rd.Finish(context.Background(), final); err != nil {
+				t.Fatal(err)
+			}
+			parts := answerParts(t, fake)
+			if len(parts) < 3 {
+				t.Fatalf("%d messages for a %d-byte answer, want 3 or more", len(parts), len(final))
+			}
+			for i, p := range parts {
+				if !utf8.ValidString(p) || p == "" {
+					t.Errorf("part %d is empty or not valid UTF-8", i+1)
+				}
+			}
+			if got := strings.Join(parts, ""); got != final {
+				t.Errorf("parts joined (%d bytes) differ from the stored answer (%d bytes)", len(got), len(final))
+			}
+			posted := len(fake.Messages())
+			// A retried reply activity: a new renderer from the stored
+			// reference settles the same messages.
+			again := render(t, r, tg, rd.Ref())
+			if err := again.Finish(context.Background(), final); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(fake.Messages()); n != posted {
+				t.Errorf("the retried reply posted %d new messages", n-posted)
+			}
+			if got := strings.Join(answerParts(t, fake), ""); got != final {
+				t.Error("after the retry the parts differ from the stored answer")
+			}
+		})
+	}
+}
+
+// memRefs is an in-memory channels.Refs (first write wins, as the store).
+type memRefs struct {
+	mu   sync.Mutex
+	refs map[string]string
+}
+
+func (m *memRefs) SaveReply(_ context.Context, session, turn, ref string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.refs[session+"|"+turn]; !ok {
+		m.refs[session+"|"+turn] = ref
+	}
+	return nil
+}
+
+func (m *memRefs) Reply(_ context.Context, session, turn string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.refs[session+"|"+turn]; ok {
+		return r, nil
+	}
+	return "", errors.New("not found")
+}
+
+// TestReplierLongAnswerStoredParts: the later parts' references are
+// stored under the turn's key, and a retried reply patches those messages
+// in place — it calls the reply API for none of them — while each part
+// kept its own idempotency uuid.
+func TestReplierLongAnswerStoredParts(t *testing.T) {
+	t.Parallel()
+	r, fake := newReplier(t)
+	refs := &memRefs{refs: map[string]string{}}
+	r.Refs = refs
+	final := longCJK()
+	tg := target(userMsg)
+	tg.Turn = "feishu:" + userMsg
+	rd := render(t, r, tg, "")
+	if err := rd.Finish(context.Background(), final); err != nil {
+		t.Fatal(err)
+	}
+	msgs := fake.Messages()
+	uuids := map[string]bool{}
+	for _, m := range msgs {
+		uuids[m.UUID] = true
+	}
+	if len(uuids) != len(msgs) || len(msgs) < 3 {
+		t.Fatalf("%d messages with %d distinct uuids, want one uuid per part (3 or more)", len(msgs), len(uuids))
+	}
+	for n := 2; n <= len(msgs); n++ {
+		key := fmt.Sprintf("feishu:%s|feishu:%s#part%d", tg.Chat, userMsg, n)
+		if got := refs.refs[key]; got != msgs[n-1].ID {
+			t.Errorf("stored reference of part %d = %q, want %q", n, got, msgs[n-1].ID)
+		}
+	}
+	replies := len(fake.Calls("im.reply"))
+	patches := len(fake.Calls("im.patch"))
+	again := render(t, r, tg, rd.Ref())
+	if err := again.Finish(context.Background(), final); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fake.Calls("im.reply")) - replies; n != 0 {
+		t.Errorf("the retried reply called the reply API %d times", n)
+	}
+	if n := len(fake.Calls("im.patch")) - patches; n < len(msgs)-1 {
+		t.Errorf("the retried reply patched %d part messages, want %d", n, len(msgs)-1)
+	}
+	if got := strings.Join(answerParts(t, fake), ""); got != final {
+		t.Error("after the retry the parts differ from the stored answer")
 	}
 }

@@ -245,6 +245,12 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 		msg = message{user: e.User, bot: e.BotID, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel, summoned: true}
 		msg.files = attachments(e.Files)
 	case *slackevents.MessageEvent:
+		if e.SubType == "message_deleted" {
+			return d.deletion(ev.TeamID, eventID, bot, e), "", nil
+		}
+		if e.SubType == "message_changed" {
+			return d.edit(ev.TeamID, eventID, bot, e), "", nil
+		}
 		msg = message{user: e.User, bot: e.BotID, subtype: e.SubType, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel}
 		msg.direct = e.ChannelType == "im"
 		// In a channel only a mention of us summons (the same message also
@@ -258,8 +264,8 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 	}
 	// file_share is a human message with files, thread_broadcast a thread
 	// reply also sent to the channel (a reply in its thread); every other
-	// subtype (bot_message, message_changed, message_deleted, me_message,
-	// joins…) is not a turn.
+	// subtype (bot_message, message_changed, me_message, joins…) is not a
+	// turn. message_deleted and message_changed are handled above.
 	if msg.user == "" || msg.bot != "" || (msg.subtype != "" && msg.subtype != "file_share" && msg.subtype != "thread_broadcast") ||
 		(bot != "" && msg.user == bot) || msg.ts == "" || msg.channel == "" {
 		return nil, "", nil
@@ -298,6 +304,43 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 	}, "", nil
 }
 
+// deletion is the chat message telling of a deleted user message (its
+// ID, marked Deleted); nil for a deleted bot message (our reply
+// included).
+func (d *Door) deletion(team, eventID, bot string, e *slackevents.MessageEvent) *workflows.ChatMessage {
+	user := ""
+	if p := e.PreviousMessage; p != nil {
+		if p.BotID != "" || p.SubType == "bot_message" || (bot != "" && p.User == bot) {
+			return nil
+		}
+		user = p.User
+	}
+	if e.DeletedTimeStamp == "" || e.Channel == "" {
+		return nil
+	}
+	return &workflows.ChatMessage{Kind: Kind, Chat: team + ":" + e.Channel, ID: e.DeletedTimeStamp, Event: eventID,
+		Direct: e.ChannelType == "im", User: user, Deleted: true, Policy: d.Policy}
+}
+
+// edit is the chat message telling of an edited user message in a
+// channel in context mode (its ID and new text, marked Edited: it replaces
+// a buffered line, never re-runs a turn); nil otherwise (our own streaming
+// edits included).
+func (d *Door) edit(team, eventID, bot string, e *slackevents.MessageEvent) *workflows.ChatMessage {
+	n := e.Message
+	if n == nil || d.Policy.GroupMode != workflows.GroupContext || e.ChannelType == "im" || e.Channel == "" ||
+		n.BotID != "" || n.User == "" || (bot != "" && n.User == bot) || n.Timestamp == "" {
+		return nil
+	}
+	root := n.ThreadTimestamp
+	if root == n.Timestamp {
+		root = ""
+	}
+	return &workflows.ChatMessage{Kind: Kind, Chat: team + ":" + e.Channel, ID: n.Timestamp, Event: eventID, Root: root,
+		User: n.User, UserName: "<@" + n.User + ">", Text: stripMention(n.Text, bot), Attachments: attachments(n.Files),
+		Edited: true, Policy: d.Policy}
+}
+
 // targetData is the Slack part of a reply target.
 type targetData struct {
 	Team string `json:"team,omitempty"`
@@ -331,14 +374,13 @@ var anyMention = regexp.MustCompile(`^\s*<@[A-Z0-9]+(\|[^>]*)?>`)
 
 var userMention = regexp.MustCompile(`<@([A-Z0-9]+)(\|[^>]*)?>`)
 
-// mentionsOthers reports whether text @mentions someone other than bot.
+// mentionsOthers reports whether text @mentions someone and not bot.
 func mentionsOthers(text, bot string) bool {
+	var ids []string
 	for _, m := range userMention.FindAllStringSubmatch(text, -1) {
-		if m[1] != bot {
-			return true
-		}
+		ids = append(ids, m[1])
 	}
-	return false
+	return channels.MentionsOthers(ids, bot)
 }
 
 // stripMention removes mentions of the bot (or, with the bot unknown, the

@@ -64,6 +64,8 @@ func TestDoorParse(t *testing.T) {
 		context bool
 		// others: the message mentions only other people.
 		others bool
+		// deleted, edited: the message tells of a deletion, an edit.
+		deleted, edited bool
 	}{
 		{fixture: "app_mention.json", wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449522.000016", wantText: "what is the capital of France?", summoned: true},
 		// The same message as a message.channels event: the same ID.
@@ -75,8 +77,16 @@ func TestDoorParse(t *testing.T) {
 		{fixture: "own_message.json"},
 		{fixture: "own_message_unknown_bot.json"},
 		{fixture: "me_message.json"},
-		{fixture: "message_changed.json"},
-		{fixture: "message_deleted.json"},
+		// An edit in a DM is nothing; in a channel in context mode it tells
+		// the chat workflow the message's new text (it replaces a buffered
+		// line, never re-runs a turn).
+		{fixture: "message_changed.json", context: true},
+		{fixture: "message_changed_channel.json"},
+		{fixture: "message_changed_channel.json", context: true, wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449700.000300", wantText: "lunch at one?", edited: true},
+		// A deleted user message: its ID, marked deleted (in either mode).
+		{fixture: "message_deleted.json", wantChat: "T061EG9R6:D0PNCRP9N", wantID: "1525215129.000001", direct: true, deleted: true},
+		// A deleted bot message (our reply) is nothing to us.
+		{fixture: "message_deleted_bot.json", context: true},
 		// Chatter is dropped in mentions mode, passed on in context mode.
 		{fixture: "channel_chatter.json"},
 		{fixture: "channel_chatter.json", context: true, wantChat: "T061EG9R6:C0LAN2Q65", wantID: "1515449700.000300", wantText: "lunch anyone?"},
@@ -113,7 +123,7 @@ func TestDoorParse(t *testing.T) {
 			}
 			m := got.Messages[0]
 			if m.Kind != "slack" || m.Chat != c.wantChat || m.ID != c.wantID || m.Root != c.wantRoot || m.Text != c.wantText ||
-				m.Direct != c.direct || m.Summoned != c.summoned || m.MentionsOthers != c.others || m.User == "" || m.Event == "" {
+				m.Direct != c.direct || m.Summoned != c.summoned || m.MentionsOthers != c.others || m.Deleted != c.deleted || m.Edited != c.edited || m.User == "" || m.Event == "" {
 				t.Errorf("message = %+v, want chat %q id %q root %q text %q direct %v summoned %v",
 					m, c.wantChat, c.wantID, c.wantRoot, c.wantText, c.direct, c.summoned)
 			}

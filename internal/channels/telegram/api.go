@@ -245,10 +245,12 @@ type Message struct {
 	Document        *Document   `json:"document,omitempty"`
 }
 
-// Update is one incoming update; the channel reads new messages only.
+// Update is one incoming update; the channel reads new and edited messages.
 type Update struct {
 	UpdateID int64    `json:"update_id"`
 	Message  *Message `json:"message,omitempty"`
+	// EditedMessage is a new version of a message (its new text).
+	EditedMessage *Message `json:"edited_message,omitempty"`
 }
 
 // File is getFile's answer.

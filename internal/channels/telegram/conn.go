@@ -76,7 +76,7 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 	readied := false
 	for {
 		var ups []Update
-		params := map[string]any{"offset": offset, "timeout": int(poll / time.Second), "allowed_updates": []string{"message"}}
+		params := map[string]any{"offset": offset, "timeout": int(poll / time.Second), "allowed_updates": []string{"message", "edited_message"}}
 		pctx, cancel := context.WithTimeout(ctx, poll+10*time.Second)
 		err := c.API.Call(pctx, "getUpdates", params, &ups)
 		cancel()

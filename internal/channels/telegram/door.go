@@ -71,10 +71,16 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 }
 
 // Message turns one update (webhook or polling) into a chat message; nil
-// when it is none: not a new message, sent by a bot, without text or
-// files, or un-summoned in a group in mentions mode.
+// when it is none: neither a new nor an edited message, sent by a bot,
+// without text or files, or un-summoned in a group in mentions mode. An
+// edited group message in context mode becomes the chat message telling of
+// the edit (Edited: it replaces its buffered line, never re-runs a turn);
+// other edits are nothing.
 func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, error) {
-	msg := u.Message
+	msg, edited := u.Message, false
+	if msg == nil && u.EditedMessage != nil {
+		msg, edited = u.EditedMessage, true
+	}
 	if msg == nil {
 		return nil, nil
 	}
@@ -94,7 +100,10 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 		}
 	}
 	s := Summon(msg, bot)
-	if s.Stop {
+	if edited && (s.Direct || d.Policy.GroupMode != workflows.GroupContext) {
+		return nil, nil
+	}
+	if s.Stop && !edited {
 		return &workflows.ChatMessage{
 			Kind: Kind, Chat: chatID(msg), ID: strconv.FormatInt(msg.MessageID, 10), Event: strconv.FormatInt(u.UpdateID, 10),
 			Direct: s.Direct, Summoned: true, Stop: true, UserName: displayName(msg.From), User: strconv.FormatInt(msg.From.ID, 10), Policy: d.Policy,
@@ -112,18 +121,21 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 		root = strconv.FormatInt(msg.MessageThreadID, 10)
 	}
 	return &workflows.ChatMessage{
-		Kind:        Kind,
-		Chat:        chatID(msg),
-		ID:          strconv.FormatInt(msg.MessageID, 10),
-		Event:       strconv.FormatInt(u.UpdateID, 10),
-		Root:        root,
-		Direct:      s.Direct,
-		Summoned:    s.Summoned,
-		User:        strconv.FormatInt(msg.From.ID, 10),
-		UserName:    displayName(msg.From),
-		Text:        s.Text,
-		Attachments: files,
-		Policy:      d.Policy,
+		Kind:     Kind,
+		Chat:     chatID(msg),
+		ID:       strconv.FormatInt(msg.MessageID, 10),
+		Event:    strconv.FormatInt(u.UpdateID, 10),
+		Root:     root,
+		Direct:   s.Direct,
+		Summoned: s.Summoned,
+		// Mentions of people but not of the bot: their discussion.
+		MentionsOthers: s.MentionsOthers,
+		Edited:         edited,
+		User:           strconv.FormatInt(msg.From.ID, 10),
+		UserName:       displayName(msg.From),
+		Text:           s.Text,
+		Attachments:    files,
+		Policy:         d.Policy,
 	}, nil
 }
 
@@ -150,6 +162,10 @@ type Summons struct {
 	Summoned bool
 	// Stop: the /stop command for this bot.
 	Stop bool
+	// MentionsOthers: the message @mentions people but not the bot (nor
+	// is it a command for it). A reply to the bot that does is their
+	// discussion, not a summons.
+	MentionsOthers bool
 	// Text is the message's text (or caption) without the bot's @username.
 	Text string
 }
@@ -157,8 +173,9 @@ type Summons struct {
 // Summon applies the summon policy: private chats always; in groups an
 // @mention of the bot (or a text mention of its ID), a reply to one of its
 // messages, or a command (/cmd, or /cmd@<bot> — a command addressed to
-// another bot is not a summons). /stop (to this bot) asks to stop the
-// running turn.
+// another bot is not a summons). A reply to the bot that @mentions only
+// other people is not a summons: it is addressed to them. /stop (to this
+// bot) asks to stop the running turn.
 func Summon(m *Message, bot BotInfo) Summons {
 	text, ents := m.Text, m.Entities
 	if text == "" {
@@ -175,6 +192,10 @@ func Summon(m *Message, bot BotInfo) Summons {
 	isBot := func(name string) bool {
 		return bot.Username != "" && strings.EqualFold(strings.TrimPrefix(name, "@"), bot.Username)
 	}
+	// mentioned holds who the message @mentions: "@<username>" (lower
+	// case) or "#<user id>"; the bot is botKey.
+	const botKey = "bot"
+	var mentioned []string
 	for _, e := range ents {
 		switch e.Type {
 		case "bot_command":
@@ -192,14 +213,22 @@ func Summon(m *Message, bot BotInfo) Summons {
 		case "mention":
 			if isBot(part(e)) {
 				s.Summoned = true
+				mentioned = append(mentioned, botKey)
+			} else {
+				mentioned = append(mentioned, strings.ToLower(part(e)))
 			}
 		case "text_mention":
-			if e.User != nil && bot.ID != 0 && e.User.ID == bot.ID {
+			switch {
+			case e.User != nil && bot.ID != 0 && e.User.ID == bot.ID:
 				s.Summoned = true
+				mentioned = append(mentioned, botKey)
+			case e.User != nil:
+				mentioned = append(mentioned, "#"+strconv.FormatInt(e.User.ID, 10))
 			}
 		}
 	}
-	if r := m.ReplyToMessage; r != nil && r.From != nil && bot.ID != 0 && r.From.ID == bot.ID {
+	s.MentionsOthers = !s.Summoned && channels.MentionsOthers(mentioned, botKey)
+	if r := m.ReplyToMessage; r != nil && r.From != nil && bot.ID != 0 && r.From.ID == bot.ID && !s.MentionsOthers {
 		s.Summoned = true
 	}
 	if bot.Username != "" {

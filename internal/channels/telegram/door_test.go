@@ -72,6 +72,11 @@ func TestParseFixtures(t *testing.T) {
 			Summoned: true, User: "424242", UserName: "@ada", Text: "summarize the thread please"}},
 		{"reply_to_bot.json", workflows.GroupMentions, &workflows.ChatMessage{Chat: "-1001234567890", ID: "14", Event: "815000103",
 			Summoned: true, User: "434343", UserName: "@bob", Text: "and in French?"}},
+		// A reply to the bot that @mentions only other people is their
+		// discussion: context in context mode, nothing in mentions mode.
+		{"reply_to_bot_mentions_other.json", workflows.GroupContext, &workflows.ChatMessage{Chat: "-1001234567890", ID: "19", Event: "815000108",
+			MentionsOthers: true, User: "434343", UserName: "@bob", Text: "@ada can you check this against the plan?"}},
+		{"reply_to_bot_mentions_other.json", workflows.GroupMentions, nil},
 		{"group_chatter.json", workflows.GroupMentions, nil},
 		{"group_chatter.json", workflows.GroupContext, &workflows.ChatMessage{Chat: "-1001234567890", ID: "16", Event: "815000105",
 			User: "434343", UserName: "@bob", Text: "the launch moves to Friday"}},
@@ -135,6 +140,13 @@ func TestSummon(t *testing.T) {
 		{"longer username kept", &Message{Chat: group, Text: "@fastagent_e2e_bot2 hi", Entities: []Entity{{Type: "mention", Offset: 0, Length: 19}}}, testBot, false, false, false, "@fastagent_e2e_bot2 hi"},
 		{"text mention", &Message{Chat: group, Text: "E2E hi", Entities: []Entity{{Type: "text_mention", Offset: 0, Length: 3, User: &User{ID: testBot.ID}}}}, testBot, true, false, false, "E2E hi"},
 		{"reply to the bot", &Message{Chat: group, Text: "more", ReplyToMessage: &Message{From: &User{ID: testBot.ID, IsBot: true}}}, testBot, true, false, false, "more"},
+		{"reply to the bot mentioning only someone else", &Message{Chat: group, Text: "@ada see this", Entities: []Entity{{Type: "mention", Offset: 0, Length: 4}},
+			ReplyToMessage: &Message{From: &User{ID: testBot.ID, IsBot: true}}}, testBot, false, false, false, "@ada see this"},
+		{"reply to the bot text-mentioning someone else", &Message{Chat: group, Text: "Ada see this", Entities: []Entity{{Type: "text_mention", Offset: 0, Length: 3, User: &User{ID: 5}}},
+			ReplyToMessage: &Message{From: &User{ID: testBot.ID, IsBot: true}}}, testBot, false, false, false, "Ada see this"},
+		{"reply to the bot mentioning someone else and the bot", &Message{Chat: group, Text: "@ada @fastagent_e2e_bot compare",
+			Entities:       []Entity{{Type: "mention", Offset: 0, Length: 4}, {Type: "mention", Offset: 5, Length: 18}},
+			ReplyToMessage: &Message{From: &User{ID: testBot.ID, IsBot: true}}}, testBot, true, false, false, "@ada compare"},
 		{"reply to someone else", &Message{Chat: group, Text: "more", ReplyToMessage: &Message{From: &User{ID: 5}}}, testBot, false, false, false, "more"},
 		{"command", cmd("/ask what now"), testBot, true, false, false, "/ask what now"},
 		{"command for this bot", cmd("/ask@fastagent_e2e_bot what now"), testBot, true, false, false, "/ask what now"},
@@ -157,7 +169,6 @@ func TestIgnoredUpdates(t *testing.T) {
 	t.Parallel()
 	d := testDoor(workflows.GroupContext)
 	for _, body := range []string{
-		`{"update_id":1,"edited_message":{"message_id":1,"chat":{"id":1,"type":"private"},"from":{"id":1},"text":"x"}}`,
 		`{"update_id":2,"message":{"message_id":2,"chat":{"id":1,"type":"private"},"from":{"id":9,"is_bot":true},"text":"x"}}`,
 		`{"update_id":3,"message":{"message_id":3,"chat":{"id":1,"type":"private"},"from":{"id":1},"sticker":{}}}`,
 	} {
@@ -168,6 +179,28 @@ func TestIgnoredUpdates(t *testing.T) {
 	}
 	if _, err := d.Parse(channels.Request{Body: []byte("{not json")}); err == nil {
 		t.Error("unreadable body parsed")
+	}
+}
+
+// TestParseEdited: an edited message becomes the chat message telling of
+// the edit (its ID, new text, marked Edited): the chat workflow replaces
+// its buffered line and never re-runs a turn for it. An edit of a bot's
+// message is nothing.
+func TestParseEdited(t *testing.T) {
+	t.Parallel()
+	d := testDoor(workflows.GroupContext)
+	m, err := d.Message(context.Background(), mustUpdate(t,
+		`{"update_id":21,"edited_message":{"message_id":16,"chat":{"id":-100,"type":"supergroup"},"from":{"id":434343,"username":"bob"},"text":"the launch moves to Monday"}}`))
+	if err != nil || m == nil {
+		t.Fatalf("edited_message: %+v, %v; want a message", m, err)
+	}
+	if !m.Edited || m.ID != "16" || m.Event != "21" || m.Chat != "-100" || m.Text != "the launch moves to Monday" || m.UserName != "@bob" {
+		t.Errorf("edited message %+v", m)
+	}
+	m, err = d.Message(context.Background(), mustUpdate(t,
+		`{"update_id":22,"edited_message":{"message_id":17,"chat":{"id":-100,"type":"supergroup"},"from":{"id":9,"is_bot":true},"text":"x"}}`))
+	if err != nil || m != nil {
+		t.Errorf("edited bot message: %+v, %v; want nothing", m, err)
 	}
 }
 

@@ -47,10 +47,7 @@ type Replier struct {
 }
 
 // Refs stores platform references (store.Store has these methods).
-type Refs interface {
-	SaveReply(ctx context.Context, session, turn, ref string) error
-	Reply(ctx context.Context, session, turn string) (string, error)
-}
+type Refs = channels.Refs
 
 // NewReplier returns the replier on api.
 func NewReplier(api *API, log *slog.Logger) *Replier {
