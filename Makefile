@@ -4,9 +4,10 @@
 GO       ?= go
 BIN      ?= bin/fastagent
 # Packages whose tests link the embedded Temporal server. They run once,
-# without -race, beside the end-to-end tests: a -race build of the server
+# without -race, beside the end-to-end tests (an external test package
+# pkg_test counts as pkg): a -race build of the server
 # alone costs many minutes on 2 cores, and one plain build serves them all.
-SERVER_PKGS = $(shell $(GO) list -test -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '/ go.temporal.io\/server\/temporal( |$$)/ {print $$1}' | grep -v -e '\.test$$' -e /internal/e2e -e /examples/ | sort -u)
+SERVER_PKGS = $(shell $(GO) list -test -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '/ go.temporal.io\/server\/temporal( |$$)/ {sub(/_test$$/, "", $$1); print $$1}' | grep -v -e '\.test$$' -e /internal/e2e -e /examples/ | sort -u)
 PKGS_FAST = $(filter-out $(SERVER_PKGS),$(shell $(GO) list ./... | grep -v -e /internal/e2e -e /examples/))
 # phase prints a phase's name and, when it ends, how long it took.
 phase = @echo "== $(1)"; start=$$(date +%s); $(2) && echo "== $(1): $$(( $$(date +%s) - start ))s"

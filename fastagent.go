@@ -247,7 +247,7 @@ func (opts Options) serveConfig(ctx context.Context) (serve.Config, error) {
 func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts) (client.Client, error) {
 	spec := serve.Temporal{Client: t.Client, Dial: tclient.Config{Address: t.Address, Namespace: t.Namespace}.FromEnv()}
 	if t.Embedded {
-		spec.Embedded = &serve.Embedded{UIPort: t.UIPort}
+		spec.Embedded = &serve.Embedded{UIPort: t.UIPort, Start: startEmbedded}
 	}
 	conn, err := parts.Connect(ctx, spec, rt.ln)
 	if err != nil {

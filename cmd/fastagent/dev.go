@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/serve/embedserver"
 	"github.com/fastagent/fastagent/internal/tclient"
 )
 
@@ -62,7 +63,7 @@ func devCommand(g *globals) *cobra.Command {
 				return failure("%w", err)
 			}
 			defer stopTracing()
-			emb := &serve.Embedded{FrontendPort: temporalPort, UIPort: uiPort}
+			emb := &serve.Embedded{FrontendPort: temporalPort, UIPort: uiPort, Start: embedserver.Start}
 			if noUI {
 				emb.UIPort = -1
 			}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 
@@ -28,13 +30,20 @@ type Temporal struct {
 type Embedded struct {
 	// FrontendPort and UIPort: 0 picks a free port; UIPort -1 runs no Web UI.
 	FrontendPort, UIPort int
+	// Start starts it: embedserver.Start, which only programs that embed
+	// the server link (nil in a build without it).
+	Start func(stateDir string, e Embedded, codecEndpoint string, log *slog.Logger) (*EmbeddedServer, error)
 }
 
-// EmbeddedServer is a started embedded server as a user reaches it.
+// EmbeddedServer is a started embedded server.
 type EmbeddedServer struct {
 	Frontend, Namespace, UI string
 	// Login returns a new one-time Web UI login link.
 	Login func() (string, error)
+	// Key is the per-run key every call to the server needs.
+	Key string
+	// Stop stops the server.
+	Stop func()
 }
 
 // Connection is Temporal as Connect reached it. Close releases it (the
@@ -83,16 +92,19 @@ func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 		if err != nil {
 			return nil, err
 		}
-		emb, err := startEmbedded(p.Config.StateDir, *t.Embedded, codecEndpoint, p.Config.Logger)
+		if t.Embedded.Start == nil {
+			return nil, errors.New("this build has no embedded Temporal server (tag nodevserver); connect to a Temporal server by address")
+		}
+		emb, err := t.Embedded.Start(p.Config.StateDir, *t.Embedded, codecEndpoint, p.Config.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("embedded Temporal: %w", err)
 		}
-		conn.closers = append(conn.closers, emb.stop)
-		conn.Embedded = &emb.EmbeddedServer
+		conn.closers = append(conn.closers, emb.Stop)
+		conn.Embedded = emb
 		if codecEndpoint != "" && emb.UI != "" {
 			p.Config.DevUIOrigin = "http://" + emb.UI
 		}
-		cfg = tclient.Config{Address: emb.Frontend, Namespace: emb.Namespace, APIKey: emb.key, Plaintext: true}
+		cfg = tclient.Config{Address: emb.Frontend, Namespace: emb.Namespace, APIKey: emb.Key, Plaintext: true}
 		p.Config.ControlPlane = append(p.Config.ControlPlane, emb.Frontend, emb.UI)
 	} else {
 		p.Config.ControlPlane = append(p.Config.ControlPlane, cfg.Address)
