@@ -326,7 +326,7 @@ func TestScheduleRetriedFireIsOneTurn(t *testing.T) {
 	e.writeSchedule(name+".yaml", schedYAML("* * * * *", "UTC", "Count the open issues."))
 	e.mustReconcile()
 
-	firer := schedules.NewFirer(e.client, e.bus, e.queue, nil)
+	firer := schedules.NewFirer(e.client, e.bus, e.kit.Store, e.queue, nil)
 	var suite testsuite.WorkflowTestSuite
 	act := suite.NewTestActivityEnvironment()
 	act.RegisterActivityWithOptions(firer.Fire, activity.RegisterOptions{Name: workflows.ActivityScheduleFire})

@@ -13,6 +13,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -38,10 +39,11 @@ type Firer struct {
 }
 
 // NewFirer returns a Firer whose turns run on session workflows on
-// taskQueue, with live events from bus.
-func NewFirer(c client.Client, bus feed.Bus, taskQueue string, log *slog.Logger) *Firer {
+// taskQueue, with live events from bus; st (may be nil) fills in what the
+// feed lost of a turn, e.g. when the worker streaming it was killed.
+func NewFirer(c client.Client, bus feed.Bus, st store.Store, taskQueue string, log *slog.Logger) *Firer {
 	return &Firer{
-		Agent:  &durable.Agent{Client: c, Feed: bus, TaskQueue: taskQueue, Logger: log},
+		Agent:  &durable.Agent{Client: c, Feed: bus, Store: st, TaskQueue: taskQueue, Logger: log},
 		Client: c,
 		Logger: log,
 	}

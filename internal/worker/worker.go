@@ -122,7 +122,7 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	w := sdkworker.New(c, tq, wo)
 	firer := opts.Schedules
 	if firer == nil {
-		firer = schedules.NewFirer(c, opts.Activities.Feed, tq, opts.Activities.Logger)
+		firer = schedules.NewFirer(c, opts.Activities.Feed, opts.Activities.Store, tq, opts.Activities.Logger)
 	}
 	Register(w, opts.Activities, firer, opts.replies(c, tq))
 	return w, nil
