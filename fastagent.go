@@ -27,6 +27,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tmc/langchaingo/llms"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
@@ -85,6 +86,13 @@ type Options struct {
 	WorkerStopTimeout time.Duration
 	// Getenv reads the environment model clients use (default os.Getenv).
 	Getenv func(string) string
+	// Models are model clients you built yourself — any langchaingo
+	// llms.Model (Bedrock, Google AI, Mistral, a proxy with its own auth, a
+	// test double) — by the "provider/model" spec fastagent.yaml names in
+	// model: or fallbacks:. A spec found here is served by its client
+	// instead of one built from the environment. Text must stream through
+	// the client's StreamingFunc: its chunks keep the stall watchdog quiet.
+	Models map[string]llms.Model
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// MetricsAddr, when set, serves GET /metrics (Prometheus text) without a
@@ -217,7 +225,7 @@ func (opts Options) serveConfig(ctx context.Context) (serve.Config, error) {
 	cfg := serve.Config{
 		Dir: opts.Dir, AgentDir: opts.AgentDir, StateDir: opts.StateDir,
 		Store: opts.Store, Feed: opts.Feed, TaskQueue: opts.TaskQueue,
-		Tools: opts.Tools, Hooks: opts.Hooks, Logger: opts.Logger, Getenv: opts.Getenv,
+		Tools: opts.Tools, Hooks: opts.Hooks, Logger: opts.Logger, Getenv: opts.Getenv, ModelClients: opts.Models,
 		DetachGrace: opts.DetachGrace, WorkerStopTimeout: opts.WorkerStopTimeout,
 		APIToken: opts.APIToken, APITokens: opts.APITokens,
 		AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts,

@@ -66,6 +66,13 @@ func newTelegramStack(t *testing.T, e *env) *telegramStack {
 		t.Fatal(err)
 	}
 	ch.Replier.(*telegram.Replier).Refs = e.kit.Store // as serve wires it
+	// Until the bot's identity is known the door refuses group messages
+	// (Telegram delivers them again); a deployment resolves it at start.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ch.Door.(*telegram.Door).Bot.Resolve(ctx); err != nil {
+		t.Fatalf("resolve the bot: %v", err)
+	}
 	n := time.Now().UnixNano() % 1_000_000_000
 	s := &telegramStack{e: e, fake: fake, ch: ch, group: -1_000_000_000_000 - n, user: 1_000_000 + n}
 	s.door = httptest.NewServer(channels.Handler(ch.Door, e.client, e.queue, nil))

@@ -16,6 +16,9 @@ type flavor int
 const (
 	flavorOpenAI flavor = iota
 	flavorAnthropic
+	// flavorGeneric is a langchaingo client an embedder built (Wrap):
+	// messages shaped as for OpenAI, text streamed through StreamingFunc.
+	flavorGeneric
 )
 
 // toMessages converts the system prompt and transcript messages to

@@ -62,6 +62,9 @@ func (m *model) classify(ctx, callCtx context.Context, rec *recorder, err error)
 		return &Error{Model: m.spec, Kind: KindStall, Retryable: true,
 			Message: "the model stream stalled for " + formatDuration(m.stall), err: errStalled}
 	}
+	if m.flavor == flavorGeneric {
+		return m.classifyWrapped(err)
+	}
 	attempted, status, retryAfter, netErr := rec.snapshot()
 	detail := m.scrub(providerMessage(err))
 	e := &Error{Model: m.spec, Status: status, RetryAfter: retryAfter, err: err}
@@ -111,6 +114,20 @@ func (m *model) classify(ctx, callCtx context.Context, rec *recorder, err error)
 			status, withDetail(detail))
 	}
 	return e
+}
+
+// classifyWrapped classifies an error of a wrapped client (Wrap), whose
+// HTTP exchange is not visible: a context overflow is permanent, anything
+// else is retried by the step's retry policy (a permanent error then fails
+// the turn after the policy's attempts, with the client's own message).
+func (m *model) classifyWrapped(err error) *Error {
+	msg := m.scrub(err.Error())
+	if isOverflow(msg) {
+		return &Error{Model: m.spec, Kind: KindContextOverflow, err: err,
+			Message: "the request is longer than the model's context window: " + msg}
+	}
+	return &Error{Model: m.spec, Kind: KindServer, Retryable: true, err: err,
+		Message: "the model client failed: " + msg}
 }
 
 func (m *model) checkURLHint() string {

@@ -60,6 +60,9 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	defer cancel(nil)
 	rec := &recorder{dog: startWatchdog(m.stall, cancel)}
 	defer rec.dog.stop()
+	if m.flavor == flavorGeneric {
+		sink.kick = rec.dog.kick
+	}
 	switch {
 	case m.flavor == flavorOpenAI && m.reasoning:
 		// langchaingo v0.1.14 never sends reasoning_effort: the transport adds it.
@@ -80,6 +83,14 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	callCtx = context.WithValue(callCtx, recorderKey{}, rec)
 
 	resp, err := m.llm.GenerateContent(callCtx, msgs, m.callOptions(req, tools, sink)...)
+	if err == nil && m.flavor == flavorGeneric && !sink.streamedText() {
+		// A wrapped client that does not stream: its answer is one delta.
+		for _, c := range resp.Choices {
+			if c != nil {
+				sink.emit(DeltaText, []byte(c.Content))
+			}
+		}
+	}
 	sink.close()
 	if err != nil {
 		if _, status, _, _ := rec.snapshot(); status == http.StatusOK && ctx.Err() == nil && context.Cause(callCtx) == nil &&
@@ -89,6 +100,11 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 		return transcript.Message{}, m.classify(ctx, callCtx, rec, err)
 	}
 	msg, stop := m.toMessage(resp)
+	if stop == "" && m.flavor == flavorGeneric && ctx.Err() == nil && context.Cause(callCtx) == nil {
+		// Not every langchaingo client reports a stop reason: a wrapped
+		// client's complete response is taken as the end of the reply.
+		stop = "stop"
+	}
 	if stop == "" {
 		// A partial answer: the caller canceled, the watchdog fired, or the
 		// stream just ended early.
@@ -117,6 +133,8 @@ func (m *model) callOptions(req Request, tools []llms.Tool, sink *deltaSink) []l
 		opts = append(opts, openai.WithLegacyMaxTokensField())
 	}
 	switch m.flavor {
+	case flavorGeneric:
+		opts = append(opts, llms.WithStreamingFunc(sink.textStream))
 	case flavorAnthropic:
 		// langchaingo's Anthropic client streams only when StreamingFunc is
 		// set; thinking deltas go to StreamingReasoningFunc.

@@ -19,6 +19,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/transcript"
+	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
 	"github.com/tmc/langchaingo/llms/openai"
 )
@@ -178,6 +179,30 @@ func New(spec string, opts Options) (Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// Wrap returns a Model over a langchaingo client built elsewhere (any
+// provider langchaingo supports, or a test double), named spec
+// ("provider/model", as fastagent.yaml names it). Messages are shaped as for
+// OpenAI-compatible servers and text is streamed through the client's
+// StreamingFunc, whose chunks also feed the stall watchdog. Errors other
+// than cancellation, a stall or a context overflow are retryable.
+func Wrap(spec string, client llms.Model, opts Options) (Model, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" || client == nil {
+		return nil, fmt.Errorf("llm: a wrapped model needs a spec and a client: %w", ErrNotConfigured)
+	}
+	provider, name, ok := strings.Cut(spec, "/")
+	if !ok {
+		provider, name = "custom", spec
+	}
+	stall := opts.StallTimeout
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
+	info := models.Lookup(spec)
+	return &model{spec: spec, provider: provider, name: name, stall: stall, flavor: flavorGeneric,
+		llm: client, maxOutput: info.MaxOutput, baseURL: "(custom client)"}, nil
 }
 
 func (m *model) initOpenAI(getenv func(string) string) error {

@@ -13,9 +13,17 @@ type deltaSink struct {
 	mu     sync.Mutex
 	fn     func(Delta)
 	closed bool
+	// kick, when set, feeds the stall watchdog on every chunk (a wrapped
+	// client's transport is not ours to watch).
+	kick func()
+	// texted is set once a text delta went out.
+	texted bool
 }
 
 func (s *deltaSink) emit(kind string, b []byte) {
+	if s.kick != nil {
+		s.kick()
+	}
 	if len(b) == 0 {
 		return
 	}
@@ -24,7 +32,17 @@ func (s *deltaSink) emit(kind string, b []byte) {
 	if s.closed || s.fn == nil {
 		return
 	}
+	if kind == DeltaText {
+		s.texted = true
+	}
 	s.fn(Delta{Kind: kind, Text: string(b)})
+}
+
+// streamedText reports whether any text delta went out.
+func (s *deltaSink) streamedText() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.texted
 }
 
 func (s *deltaSink) close() {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tmc/langchaingo/llms"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -96,6 +97,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Getenv reads the environment model clients use (default os.Getenv).
 	Getenv func(string) string
+	// ModelClients are model clients an embedder built, by spec (see
+	// Models.Clients).
+	ModelClients map[string]llms.Model
 	// DetachGrace is the longest a turn whose HTTP client went away keeps
 	// running for the client to re-attach, when the request asked for it
 	// with Resume-Within (default DefaultDetachGrace; negative = never).
@@ -253,7 +257,7 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 		_ = st.Close()
 		return nil, fmt.Errorf("live feed: %w", err)
 	}
-	models := &Models{Getenv: cfg.Getenv}
+	models := &Models{Getenv: cfg.Getenv, Clients: cfg.ModelClients}
 	p := &Parts{
 		Config:    cfg,
 		Store:     st,
@@ -470,8 +474,12 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, drain func(
 // Models caches one model client per "provider/model" spec.
 type Models struct {
 	Getenv func(string) string
-	mu     sync.Mutex
-	cache  map[string]llm.Model
+	// Clients are langchaingo clients an embedder built, by the spec
+	// ("provider/model") the definition names; they are used instead of
+	// a client built from the environment.
+	Clients map[string]llms.Model
+	mu      sync.Mutex
+	cache   map[string]llm.Model
 }
 
 // Model returns the client for spec, creating it on first use.
@@ -481,7 +489,13 @@ func (m *Models) Model(spec string) (llm.Model, error) {
 	if mod, ok := m.cache[spec]; ok {
 		return mod, nil
 	}
-	mod, err := llm.New(spec, llm.Options{Getenv: m.Getenv})
+	var mod llm.Model
+	var err error
+	if c, ok := m.Clients[spec]; ok {
+		mod, err = llm.Wrap(spec, c, llm.Options{})
+	} else {
+		mod, err = llm.New(spec, llm.Options{Getenv: m.Getenv})
+	}
 	if err != nil {
 		return nil, err
 	}
