@@ -228,6 +228,12 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	for spec := range cfg.ModelClients {
+		if loader.CustomModels == nil {
+			loader.CustomModels = map[string]bool{}
+		}
+		loader.CustomModels[spec] = true
+	}
 	chans, invokeOff, err := cfg.fromDefinition(ctx, loader)
 	if err != nil {
 		loader.Close()

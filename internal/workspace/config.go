@@ -291,7 +291,11 @@ func (e *ConfigError) Error() string {
 
 // LoadConfig reads fastagent.yaml from dir; a missing file yields defaults.
 // A bad file yields one *ConfigError per problem (joined with errors.Join).
-func LoadConfig(dir string) (Config, error) {
+func LoadConfig(dir string) (Config, error) { return loadConfig(dir, nil) }
+
+// loadConfig is LoadConfig accepting the custom model specs (see
+// validateWith).
+func loadConfig(dir string, custom map[string]bool) (Config, error) {
 	var c Config
 	path := filepath.Join(dir, ConfigFile)
 	b, err := os.ReadFile(path)
@@ -320,7 +324,7 @@ func LoadConfig(dir string) (Config, error) {
 	if err := c.claimToolPolicy(path); err != nil {
 		return c, err
 	}
-	if err := c.validate(); err != nil {
+	if err := c.validateWith(custom); err != nil {
 		var ke *keyError
 		if errors.As(err, &ke) {
 			line := lineOf(&root, ke.path)
@@ -346,8 +350,13 @@ func (e *keyError) Error() string { return strings.Join(e.path, ".") + ": " + e.
 
 func badKey(reason string, path ...string) error { return &keyError{path: path, reason: reason} }
 
-func (c Config) validate() error {
-	if err := c.validateModels(); err != nil {
+func (c Config) validate() error { return c.validateWith(nil) }
+
+// validateWith is validate where custom names model specs served by
+// clients an embedder built (fastagent.Options.Models), which may name any
+// provider.
+func (c Config) validateWith(custom map[string]bool) error {
+	if err := c.validateModels(custom); err != nil {
 		return err
 	}
 	switch c.ThinkingLevel {
@@ -390,12 +399,13 @@ func (c Config) validate() error {
 }
 
 // validateModels checks model, chatModel, toolModel and the models chain.
-func (c Config) validateModels() error {
-	if c.Model != "" && !modelSpec.MatchString(c.Model) {
+func (c Config) validateModels(custom map[string]bool) error {
+	known := func(spec string) bool { return modelSpec.MatchString(spec) || custom[spec] }
+	if c.Model != "" && !known(c.Model) {
 		return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", c.Model), "model")
 	}
 	for _, k := range []struct{ key, spec string }{{"chatModel", c.ChatModel}, {"toolModel", c.ToolModel}} {
-		if k.spec != "" && !modelSpec.MatchString(k.spec) {
+		if k.spec != "" && !known(k.spec) {
 			return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", k.spec), k.key)
 		}
 	}
@@ -403,7 +413,7 @@ func (c Config) validateModels() error {
 		return badKey(fmt.Sprintf("lists %d models; at most %d (a primary and its fallbacks)", len(c.Models), maxModels), "models")
 	}
 	for i, spec := range c.Models {
-		if !modelSpec.MatchString(spec) {
+		if !known(spec) {
 			return &keyError{path: []string{"models"}, item: i + 1,
 				reason: fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", spec)}
 		}

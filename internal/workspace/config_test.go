@@ -347,3 +347,19 @@ func TestModelFor(t *testing.T) {
 		})
 	}
 }
+
+// A spec an embedder serves with its own client may name any provider; the
+// same spec without one is refused.
+func TestCustomModelSpec(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte("model: acme/house\nmodels: [acme/house, openai/gpt-4o-mini]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(dir); err == nil || !strings.Contains(err.Error(), `"acme/house" is not provider/model`) {
+		t.Fatalf("without a client for it: %v, want the spec refused", err)
+	}
+	c, err := loadConfig(dir, map[string]bool{"acme/house": true})
+	if err != nil || c.Model != "acme/house" {
+		t.Fatalf("with a client for it: %+v, %v", c, err)
+	}
+}

@@ -105,6 +105,10 @@ type Loader struct {
 	// Sandbox confines every process a tool starts (bash, workspace tools,
 	// MCP stdio servers); without one they refuse to run.
 	Sandbox *sandbox.Sandbox
+	// CustomModels are model specs served by clients an embedder built
+	// (fastagent.Options.Models): the config may name them whatever their
+	// provider.
+	CustomModels map[string]bool
 
 	// contextStop, when set, ends the AGENTS.md walk at this directory
 	// instead of the filesystem root (tests use it to stay in a fixture).
@@ -181,7 +185,7 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	if ws.AgentDir != "" && hasContent(filepath.Join(ws.AgentDir, ConfigFile)) {
 		cfgDir = ws.AgentDir
 	}
-	cfg, err := LoadConfig(cfgDir)
+	cfg, err := loadConfig(cfgDir, l.CustomModels)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +216,7 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	if m := getenv("FASTAGENT_MODEL"); m != "" {
 		d.Config.Model = m
 		d.ModelSource = "FASTAGENT_MODEL"
-		if err := d.Config.validate(); err != nil {
+		if err := d.Config.validateWith(l.CustomModels); err != nil {
 			return nil, fmt.Errorf("FASTAGENT_MODEL: %w", err)
 		}
 	}
