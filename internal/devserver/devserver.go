@@ -97,6 +97,7 @@ type Server struct {
 	uiAddr       string
 	namespace    string
 	apiKey       string
+	actions      *actionHandler
 }
 
 // Tuning is the dynamic configuration applied unless Options.Untuned is set.
@@ -206,6 +207,7 @@ func Start(opts Options) (*Server, error) {
 	)))
 	dyn := opts.dynamicConfig()
 	claims := tokenClaims{key: []byte(opts.APIKey)}
+	actions := newActionHandler()
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),
 		temporal.ForServices(services()),
@@ -213,6 +215,7 @@ func Start(opts Options) (*Server, error) {
 		temporal.WithAuthorizer(authorization.NewDefaultAuthorizer()),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claims }),
 		temporal.WithDynamicConfigClient(dyn),
+		temporal.WithCustomMetricsHandler(actions),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: build: %w", err)
@@ -222,6 +225,7 @@ func Start(opts Options) (*Server, error) {
 		frontendAddr: net.JoinHostPort(opts.IP, strconv.Itoa(opts.FrontendPort)),
 		namespace:    opts.Namespace,
 		apiKey:       opts.APIKey,
+		actions:      actions,
 	}
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("devserver: start: %w", err)
