@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fastagent/fastagent/internal/httpagent"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// approvalPoll is how often a running turn's session is asked for tool
+// calls waiting for approval (each ask is one workflow query).
+const approvalPoll = 1500 * time.Millisecond
+
+const chatHelp = `Type a message and press Enter to send it. While the agent answers:
+  /abort          stop the running turn
+  /steer <text>   tell the agent something it reads before its next step
+  y / n           answer a tool call waiting for your approval
+Any time:
+  /compact        summarise the session's older history now
+  /new            start a new session
+  /session        print the session ID (resume it with --session)
+  /help           this text
+  /quit or Ctrl-D leave (the session stays; Ctrl-C stops a running turn)`
+
+func newChat(g *globals) *cobra.Command {
+	var session, base string
+	cmd := &cobra.Command{
+		Use:   "chat",
+		Short: "Talk to a running fastagent in the terminal: streaming answers, tool lines, approvals asked inline, /abort, /steer",
+		Long: "Opens an interactive conversation with the agent served at --url (fastagent dev or start).\n" +
+			"Each line you type is a turn; the answer streams as it comes, tool calls and their results are shown\n" +
+			"as lines, and a tool call that needs approval is shown with its arguments and asked inline.\n" +
+			"A dropped connection or a restarting ingress is resumed. /help lists the commands.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if session == "" {
+				session = newChatSession()
+			}
+			c := &chat{
+				session: session,
+				base:    strings.TrimRight(base, "/"),
+				token:   g.apiToken(),
+				out:     cmd.OutOrStdout(),
+			}
+			return c.run(cmd.Context(), cmd.InOrStdin())
+		},
+	}
+	cmd.Flags().StringVarP(&session, "session", "s", os.Getenv("FASTAGENT_SESSION"), "session to continue (default: a new one) [FASTAGENT_SESSION]")
+	cmd.Flags().StringVar(&base, "url", envOr("FASTAGENT_URL", fmt.Sprintf("http://127.0.0.1:%d", envInt("FASTAGENT_HTTP_PORT", 8787))), "fastagent HTTP address [FASTAGENT_URL]")
+	return cmd
+}
+
+func newChatSession() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "chat-" + time.Now().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
+// chat is one terminal conversation.
+type chat struct {
+	session string
+	base    string
+	token   string
+	out     io.Writer
+	mu      sync.Mutex // serialises writes to out
+}
+
+func (c *chat) printf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintf(c.out, format, args...)
+}
+
+// run reads lines until EOF or /quit: each line is a turn or a command.
+func (c *chat) run(ctx context.Context, in io.Reader) error {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	c.printf("fastagent chat · session %s · %s\n/help for commands, Ctrl-D to leave\n", c.session, c.base)
+	var queued []string
+	for {
+		var line string
+		if len(queued) > 0 {
+			line, queued = queued[0], queued[1:]
+			c.printf("> %s\n", line)
+		} else {
+			c.printf("> ")
+			l, ok := <-lines
+			if !ok {
+				c.printf("\n")
+				return nil
+			}
+			line = l
+		}
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "":
+			continue
+		case line == "/quit" || line == "/exit":
+			return nil
+		case strings.HasPrefix(line, "/"):
+			c.command(line, false)
+		default:
+			more, ok := c.turn(ctx, line, lines)
+			queued = append(queued, more...)
+			if !ok {
+				c.printf("\n")
+				return nil
+			}
+		}
+	}
+}
+
+// command runs a slash command; running says whether a turn is running.
+func (c *chat) command(line string, running bool) {
+	name, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	var err error
+	switch name {
+	case "/help":
+		c.printf("%s\n", chatHelp)
+	case "/session":
+		c.printf("session %s (fastagent chat --session %s)\n", c.session, c.session)
+	case "/new":
+		if running {
+			c.printf("a turn is running: /abort it first\n")
+			return
+		}
+		c.session = newChatSession()
+		c.printf("new session %s\n", c.session)
+	case "/abort":
+		_, err = c.call(http.MethodPost, "/abort", `{"reason":"aborted in fastagent chat"}`)
+		if err == nil && !running {
+			c.printf("nothing to abort\n")
+		}
+	case "/steer":
+		if arg == "" {
+			c.printf("usage: /steer <text>\n")
+			return
+		}
+		b, _ := json.Marshal(map[string]string{"text": arg})
+		if _, err = c.call(http.MethodPost, "/steer", string(b)); err == nil {
+			c.printf("· steering: %s\n", arg)
+		}
+	case "/compact":
+		if _, err = c.call(http.MethodPost, "/compact", `{}`); err == nil {
+			c.printf("· compacted\n")
+		}
+	default:
+		c.printf("unknown command %s (/help lists them)\n", name)
+	}
+	if err != nil {
+		c.printf("✗ %s: %v\n", name, err)
+	}
+}
+
+// turn runs one turn, printing its events, while lines typed meanwhile
+// steer, abort or answer approvals; other text typed meanwhile is returned,
+// to be sent as the next turns. ok is false when input ended.
+func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queued []string, ok bool) {
+	tctx, stop := signal.NotifyContext(ctx, os.Interrupt) // Ctrl-C stops this turn, not the chat
+	defer stop()
+	a := &httpagent.Agent{BaseURL: c.base, Reconnects: 5, ResumeWithin: httpagent.DefaultResumeWithin, Token: c.token}
+	done := make(chan error, 1)
+	go func() { done <- runInvoke(tctx, a, c.session, text, false, lockedWriter{c}, lockedWriter{c}) }()
+
+	asked := map[string]bool{}
+	var waiting *workflows.PendingApproval
+	tick := time.NewTicker(approvalPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				c.printf("✗ %v\n", err)
+			}
+			return queued, true
+		case <-tick.C:
+			if waiting != nil {
+				continue
+			}
+			if p := c.nextApproval(asked); p != nil {
+				waiting = p
+				asked[p.Call] = true
+				c.printf("\n? the agent wants to run a tool that needs your approval:\n")
+				printApproval(lockedWriter{c}, *p)
+				c.printf("approve? [y/n] ")
+			}
+		case line, ok := <-lines:
+			if !ok {
+				stop()
+				<-done
+				return queued, false
+			}
+			line = strings.TrimSpace(line)
+			switch {
+			case waiting != nil && (line == "y" || line == "yes" || line == "n" || line == "no"):
+				c.decide(*waiting, line[0] == 'y')
+				waiting = nil
+			case strings.HasPrefix(line, "/"):
+				c.command(line, true)
+			case line != "":
+				queued = append(queued, line)
+				c.printf("· queued: sent when this answer ends (/steer <text> tells the agent now)\n")
+			}
+		}
+	}
+}
+
+// nextApproval returns a call of the session waiting for approval that was
+// not asked yet.
+func (c *chat) nextApproval(asked map[string]bool) *workflows.PendingApproval {
+	b, err := c.call(http.MethodGet, "", "")
+	if err != nil {
+		return nil
+	}
+	var v workflows.SessionView
+	if json.Unmarshal(b, &v) != nil {
+		return nil
+	}
+	for i := range v.Approvals {
+		if !asked[v.Approvals[i].Call] {
+			return &v.Approvals[i]
+		}
+	}
+	return nil
+}
+
+// decide approves or denies p, bound to the hashes that were shown.
+func (c *chat) decide(p workflows.PendingApproval, approve bool) {
+	req := map[string]any{"approve": approve, "argsHash": p.ArgsHash, "definitionHash": p.DefinitionHash}
+	if !approve {
+		req["reason"] = "denied in fastagent chat"
+	}
+	b, _ := json.Marshal(req)
+	if _, err := c.call(http.MethodPost, "/approvals/"+url.PathEscape(p.Call), string(b)); err != nil {
+		c.printf("✗ %v\n", err)
+		return
+	}
+	if approve {
+		c.printf("✓ approved %s\n", p.Tool)
+	} else {
+		c.printf("✗ denied %s\n", p.Tool)
+	}
+}
+
+func (c *chat) call(method, rest, body string) ([]byte, error) {
+	return call(c.token, method, c.base+"/sessions/"+url.PathEscape(c.session)+rest, body)
+}
+
+// lockedWriter writes through the chat's lock, so a turn's stream and the
+// prompts of the input loop do not interleave mid-line.
+type lockedWriter struct{ c *chat }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	return w.c.out.Write(p)
+}

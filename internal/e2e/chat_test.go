@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+)
+
+// terminal is `fastagent chat` on a pseudo-terminal.
+type terminal struct {
+	t   *testing.T
+	pty io.ReadWriter
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+// expect waits until the output after the last match contains s.
+func (tm *terminal) expect(s string, within time.Duration) {
+	tm.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		tm.mu.Lock()
+		i := strings.Index(tm.out.String(), s)
+		if i >= 0 {
+			tm.out.Next(i + len(s)) // later expectations read what follows
+			tm.mu.Unlock()
+			return
+		}
+		tm.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	tm.t.Fatalf("the terminal never showed %q; it shows:\n%s", s, tm.out.String())
+}
+
+// expectAll waits until the output after the last match contains every
+// one of ss, in any order (a stream and a confirmation may interleave).
+func (tm *terminal) expectAll(within time.Duration, ss ...string) {
+	tm.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		tm.mu.Lock()
+		out, end := tm.out.String(), 0
+		for _, s := range ss {
+			i := strings.Index(out, s)
+			if i < 0 {
+				end = -1
+				break
+			}
+			end = max(end, i+len(s))
+		}
+		if end >= 0 {
+			tm.out.Next(end)
+			tm.mu.Unlock()
+			return
+		}
+		tm.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	tm.t.Fatalf("the terminal never showed all of %q; it shows:\n%s", ss, tm.out.String())
+}
+
+func (tm *terminal) typeLine(s string) {
+	tm.t.Helper()
+	if _, err := tm.pty.Write([]byte(s + "\r")); err != nil {
+		tm.t.Fatalf("type %q: %v", s, err)
+	}
+}
+
+// `fastagent chat` in a real terminal: a turn streams its answer; a tool
+// call that needs approval is shown with its arguments and approved inline
+// (the tool runs once); /abort stops a running turn; /quit leaves.
+func TestChatInATerminal(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("tools:\n  counter: {requiresApproval: true}\n")
+	e.startWorker()
+	hs := e.ingress()
+	e.kit.Model.Enqueue(
+		modelserver.Reply{Text: []string{"hello", " there"}},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "call_c", Name: "counter", Args: `{"note":"from chat"}`}}},
+		modelserver.Reply{Text: []string{"counted it"}},
+		modelserver.Reply{Text: []string{"thinking very slowly"}, Hang: true},
+	)
+	const session = "chat-e2e"
+	cmd := exec.Command(fastagentBinary(t), "chat", "--url", hs.URL, "--session", session)
+	cmd.Env = e.kit.ProcessEnv()
+	f, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatalf("start fastagent chat on a pty: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = f.Close() })
+	tm := &terminal{t: t, pty: f}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			tm.mu.Lock()
+			tm.out.Write(buf[:n])
+			tm.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	tm.expect("session "+session, 30*time.Second)
+	tm.typeLine("hi")
+	tm.expect("hello there", time.Minute)
+
+	tm.typeLine("count this")
+	tm.expect("needs your approval", time.Minute)
+	tm.expect(`"note": "from chat"`, 5*time.Second)
+	tm.expect("approve? [y/n]", 5*time.Second)
+	tm.typeLine("y")
+	tm.expectAll(time.Minute, "approved counter", "counted it")
+	if n := e.kit.Counter.Runs(session); n != 1 {
+		t.Errorf("the approved tool ran %d times, want 1", n)
+	}
+
+	tm.typeLine("take your time")
+	tm.expect("thinking very slowly", time.Minute)
+	tm.typeLine("/abort")
+	tm.expect("aborted", 30*time.Second)
+
+	tm.typeLine("/quit")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("fastagent chat exited with %v after /quit", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Error("fastagent chat did not exit after /quit")
+	}
+}
