@@ -266,7 +266,10 @@ func (b *bench) idleSessions() error {
 		return err
 	}
 	defer bus.Close()
-	a := lab.Durable(b.c, bus, queue)
+	a, err := lab.Durable(b.c, kit, bus, queue)
+	if err != nil {
+		return err
+	}
 	if feedURL == "inprocess" {
 		a.Grace = time.Millisecond
 	}

@@ -153,7 +153,10 @@ func (ch *chaos) faults() error {
 		return err
 	}
 	defer w.Stop()
-	a := lab.Durable(ch.c, bus, queue)
+	a, err := lab.Durable(ch.c, kit, bus, queue)
+	if err != nil {
+		return err
+	}
 	for fi, f := range faults {
 		var t tally
 		t.row.Scenario = f.name

@@ -55,7 +55,12 @@ func (ch *chaos) newProcEnv(config string, workers int) (*procEnv, error) {
 		e.close()
 		return nil, err
 	}
-	if e.http, err = lab.ServeIngress(lab.Durable(ch.c, e.bus, e.queue)); err != nil {
+	rt, err := kit.Runtime(e.bus, e.queue)
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	if e.http, err = lab.ServeIngress(rt, rt.Agent(ch.c)); err != nil {
 		e.close()
 		return nil, err
 	}
