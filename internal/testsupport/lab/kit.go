@@ -64,7 +64,7 @@ func (k *Kit) Runtime(bus feed.Bus, queue string, tune ...func(*serve.Config)) (
 	for _, f := range tune {
 		f(&cfg)
 	}
-	with := k.Kit.Components(bus)
+	with := k.Components(bus)
 	with.Activities = k.Activities(bus)
 	return serve.Assemble(context.Background(), cfg, with)
 }
