@@ -181,7 +181,7 @@ func runBench(args []string) error {
 		}
 		if err != nil {
 			b.prog.Logf("error: %v", err)
-			b.rows = append(b.rows, row{Figure: label, Variant: "error", Result: oneLine(err.Error(), 160)})
+			b.rows = append(b.rows, row{Figure: label, Variant: "error", Result: lab.OneLine(err.Error(), 160)})
 		}
 	}
 	report.Rows, report.Dists = b.rows, b.dists
@@ -425,7 +425,7 @@ func (b *bench) overhead() error {
 	b.prog.Logf("running the same figure on an untuned embedded server (child process)")
 	r, err := b.untunedChild()
 	if err != nil {
-		b.rows = append(b.rows, row{Figure: label, Variant: "durable, embedded untuned", Result: "error: " + oneLine(err.Error(), 120)})
+		b.rows = append(b.rows, row{Figure: label, Variant: "durable, embedded untuned", Result: "error: " + lab.OneLine(err.Error(), 120)})
 		return nil
 	}
 	for _, x := range r.Rows {
@@ -704,12 +704,4 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return s
 }

@@ -620,7 +620,7 @@ func (g *generator) turn(t *loadTurn) {
 		}
 		return
 	case err != nil && len(rs) == 0:
-		t.code = "transport: " + oneLine(err.Error(), 60)
+		t.code = "transport: " + lab.OneLine(err.Error(), 60)
 		return
 	}
 	t.accepted = true
