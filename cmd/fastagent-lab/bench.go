@@ -22,9 +22,9 @@ import (
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/localagent"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // benchFlags are the sizes of the benchmark; the defaults are the issue's.
@@ -80,13 +80,15 @@ type benchReport struct {
 // with the counter tool, an in-process loop and a durable agent with an
 // in-process worker.
 type bench struct {
-	f      benchFlags
-	prog   *lab.Progress
-	srv    *lab.Server
-	c      client.Client
-	kit    *lab.Kit
-	local  *localagent.Agent
-	dur    *durable.Agent
+	f     benchFlags
+	prog  *lab.Progress
+	srv   *lab.Server
+	c     client.Client
+	kit   *lab.Kit
+	local *localagent.Agent
+	dur   *durable.Agent
+	// rt is the runtime of the durable variant (worker, agent, ingress).
+	rt     *serve.Parts
 	busL   feed.Bus
 	busD   feed.Bus
 	queue  string
@@ -179,7 +181,7 @@ func runBench(args []string) error {
 		}
 		if err != nil {
 			b.prog.Logf("error: %v", err)
-			b.rows = append(b.rows, row{Figure: label, Variant: "error", Result: oneLine(err.Error(), 160)})
+			b.rows = append(b.rows, row{Figure: label, Variant: "error", Result: lab.OneLine(err.Error(), 160)})
 		}
 	}
 	report.Rows, report.Dists = b.rows, b.dists
@@ -288,7 +290,10 @@ func (b *bench) setup() error {
 	b.queue = lab.NewQueue("bench")
 	// One worker runs the session workflow and the floor workflow, so both
 	// see the same worker tuning and the same embedded server.
-	w, err := worker.New(b.c, worker.Options{TaskQueue: b.queue, Activities: b.kit.Activities(b.busD), WorkflowTaskPollers: b.f.wfPollers})
+	if b.rt, err = b.kit.Runtime(b.busD, b.queue, func(c *serve.Config) { c.WorkflowTaskPollers = b.f.wfPollers }); err != nil {
+		return err
+	}
+	w, err := b.rt.Worker(ctx, b.c)
 	if err != nil {
 		return err
 	}
@@ -298,7 +303,7 @@ func (b *bench) setup() error {
 		b.worker = nil
 		return fmt.Errorf("start worker: %w", err)
 	}
-	b.dur = lab.Durable(b.c, b.busD, b.queue)
+	b.dur = b.rt.Agent(b.c)
 	b.floor = &lab.Floor{Client: b.c, TaskQueue: b.queue}
 	return nil
 }
@@ -420,7 +425,7 @@ func (b *bench) overhead() error {
 	b.prog.Logf("running the same figure on an untuned embedded server (child process)")
 	r, err := b.untunedChild()
 	if err != nil {
-		b.rows = append(b.rows, row{Figure: label, Variant: "durable, embedded untuned", Result: "error: " + oneLine(err.Error(), 120)})
+		b.rows = append(b.rows, row{Figure: label, Variant: "durable, embedded untuned", Result: "error: " + lab.OneLine(err.Error(), 120)})
 		return nil
 	}
 	for _, x := range r.Rows {
@@ -538,7 +543,7 @@ func (b *bench) ttft() error {
 	}
 	var vs []*variant
 	add := func(name string, a agent.Agent) error {
-		h, err := lab.ServeIngress(a)
+		h, err := lab.ServeIngress(b.rt, a)
 		if err != nil {
 			return err
 		}
@@ -577,7 +582,11 @@ func (b *bench) ttft() error {
 			return err
 		}
 		closers = append(closers, w.Stop)
-		if err := add("durable, NATS feed (2 connections)", lab.Durable(b.c, sub, q)); err != nil {
+		a, err := lab.Durable(b.c, b.kit, sub, q)
+		if err != nil {
+			return err
+		}
+		if err := add("durable, NATS feed (2 connections)", a); err != nil {
 			return err
 		}
 	}
@@ -695,12 +704,4 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return s
 }

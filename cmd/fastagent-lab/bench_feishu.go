@@ -17,7 +17,6 @@ import (
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
-	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // The bench's Feishu app secrets.
@@ -47,12 +46,9 @@ func (b *bench) feishuFigures() error {
 		return err
 	}
 	rp := ws.Replier
-	w, err := worker.New(b.c, worker.Options{TaskQueue: q, Activities: b.kit.Activities(b.busD), Repliers: []channels.Replier{rp}})
+	w, err := lab.StartWorker(b.c, b.kit, b.busD, q, func(c *serve.Config) { c.Repliers = []channels.Replier{rp} })
 	if err != nil {
 		return err
-	}
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
 	d := &feishu.Door{Profile: p, Token: benchFeishuToken, EncryptKey: benchFeishuKey, Webhook: true, Bot: feishu.NewBot(fake.BotOpenID, nil)}

@@ -228,10 +228,10 @@ func (b *bench) throughput() error {
 	res := fmt.Sprintf("%.0f turns/s (%d in %s); lost %d, duplicated %d, failed %d; %d model calls; %d turns > 1 s, %d > 5 s",
 		rate, total, elapsed.Round(100*time.Millisecond), lost, dup, failed.Load(), calls, slow1, slow5)
 	if len(problems) > 0 {
-		res += "; e.g. " + oneLine(strings.Join(problems, "; "), 200)
+		res += "; e.g. " + lab.OneLine(strings.Join(problems, "; "), 200)
 	}
 	if v := firstErr.Load(); v != nil {
-		res += "; first failure: " + oneLine(v.(string), 160)
+		res += "; first failure: " + lab.OneLine(v.(string), 160)
 	}
 	b.rows = append(b.rows, row{
 		Figure: sectionLabel("throughput"), Variant: fmt.Sprintf("%d sessions × %d turns, durable %s, in-process worker", S, T, b.serverLabel()),
@@ -266,7 +266,10 @@ func (b *bench) idleSessions() error {
 		return err
 	}
 	defer bus.Close()
-	a := lab.Durable(b.c, bus, queue)
+	a, err := lab.Durable(b.c, kit, bus, queue)
+	if err != nil {
+		return err
+	}
 	if feedURL == "inprocess" {
 		a.Grace = time.Millisecond
 	}

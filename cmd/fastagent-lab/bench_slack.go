@@ -12,9 +12,9 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
-	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // benchSlackSecret signs the bench's webhook deliveries.
@@ -31,12 +31,9 @@ func (b *bench) slackFigures() error {
 	q := lab.NewQueue("slack")
 	rp := slack.NewReplier("xoxb-bench", fake.APIURL())
 	rp.Logger = lab.QuietLogger()
-	w, err := worker.New(b.c, worker.Options{TaskQueue: q, Activities: b.kit.Activities(b.busD), Repliers: []channels.Replier{rp}})
+	w, err := lab.StartWorker(b.c, b.kit, b.busD, q, func(c *serve.Config) { c.Repliers = []channels.Replier{rp} })
 	if err != nil {
 		return err
-	}
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
 	door := httptest.NewServer(channels.Handler(&slack.Door{SigningSecret: benchSlackSecret}, b.c, q, lab.QuietLogger()))

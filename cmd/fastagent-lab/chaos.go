@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/lab/chaosreport"
 )
 
 // chaosFlags are the sizes of the fault suite; the defaults are the issue's.
@@ -30,26 +30,6 @@ type chaosFlags struct {
 
 var chaosSections = []string{"kill", "dev", "faults", "load"}
 
-// chaosRow is one line of the fault table.
-type chaosRow struct {
-	Scenario    string `json:"scenario"`
-	Trials      int    `json:"trials"`
-	OneTerminal int    `json:"exactlyOneTerminal"`
-	AsSpecified int    `json:"asSpecified"`
-	Duplicates  int    `json:"duplicates"`
-	Lost        int    `json:"lost"`
-	SideEffect  string `json:"sideEffectAtMostOnce,omitempty"`
-	Notes       string `json:"notes,omitempty"`
-}
-
-type chaosReport struct {
-	Title   string      `json:"title"`
-	Started time.Time   `json:"started"`
-	Machine lab.Machine `json:"machine"`
-	Flags   string      `json:"flags"`
-	Rows    []chaosRow  `json:"rows"`
-}
-
 type chaos struct {
 	f    chaosFlags
 	prog *lab.Progress
@@ -57,7 +37,7 @@ type chaos struct {
 	c    client.Client
 	bins lab.Binaries
 	run  string
-	rows []chaosRow
+	rows []chaosreport.Row
 }
 
 func runChaos(args []string) error {
@@ -81,7 +61,7 @@ func runChaos(args []string) error {
 	}
 	ch := &chaos{f: f, run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)}
 	ch.prog = &lab.Progress{W: os.Stderr, Total: len(selected)}
-	report := chaosReport{Title: "fastagent chaos", Started: time.Now().UTC(), Machine: lab.MachineFacts(), Flags: strings.Join(args, " ")}
+	report := chaosreport.Report{Title: "fastagent chaos", Started: time.Now().UTC(), Machine: lab.MachineFacts(), Flags: strings.Join(args, " ")}
 	defer ch.bins.Close()
 	if ch.srv, err = lab.StartServer(lab.ServerOptions{}); err != nil {
 		return err
@@ -110,7 +90,7 @@ func runChaos(args []string) error {
 		}
 		if err != nil {
 			ch.prog.Logf("error: %v", err)
-			ch.rows = append(ch.rows, chaosRow{Scenario: name, Notes: "error: " + oneLine(err.Error(), 200)})
+			ch.rows = append(ch.rows, chaosreport.Row{Scenario: name, Notes: "error: " + lab.OneLine(err.Error(), 200)})
 		}
 	}
 	report.Rows = ch.rows
@@ -120,115 +100,8 @@ func runChaos(args []string) error {
 		if err := enc.Encode(report); err != nil {
 			return err
 		}
-		return chaosFailure(report.Rows)
+		return chaosreport.Failure(report.Rows)
 	}
-	printChaos(os.Stdout, report)
-	return chaosFailure(report.Rows)
-}
-
-// chaosFailure is the run's verdict: an error (a non-zero exit) when any
-// scenario found a duplicate or a loss, or could not run.
-func chaosFailure(rows []chaosRow) error {
-	var bad []string
-	for _, r := range rows {
-		switch {
-		case r.Duplicates > 0 || r.Lost > 0:
-			bad = append(bad, fmt.Sprintf("%s: %d duplicated, %d lost", r.Scenario, r.Duplicates, r.Lost))
-		case r.Trials == 0 && strings.HasPrefix(r.Notes, "error:"):
-			bad = append(bad, r.Scenario+": "+r.Notes)
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	return fmt.Errorf("chaos found what must never happen: %s", strings.Join(bad, "; "))
-}
-
-func printChaos(w io.Writer, r chaosReport) {
-	fmt.Fprintf(w, "%s — %s\n", r.Title, r.Started.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(w, "machine: %s\n", r.Machine)
-	if r.Flags != "" {
-		fmt.Fprintf(w, "flags: %s\n", r.Flags)
-	}
-	fmt.Fprintln(w)
-	t := lab.Table{Header: []string{"scenario", "trials", "exactly-one terminal", "as specified", "duplicates", "lost", "side effect ≤ 1", "notes"}}
-	for _, x := range r.Rows {
-		if x.Trials == 0 {
-			t.Add(x.Scenario, "", "", "", "", "", "", x.Notes)
-			continue
-		}
-		t.Add(x.Scenario, fmt.Sprint(x.Trials), frac(x.OneTerminal, x.Trials), frac(x.AsSpecified, x.Trials),
-			fmt.Sprint(x.Duplicates), fmt.Sprint(x.Lost), x.SideEffect, x.Notes)
-	}
-	t.Fprint(w)
-}
-
-func frac(n, of int) string { return fmt.Sprintf("%d/%d", n, of) }
-
-// tally accumulates trial outcomes into a row.
-type tally struct {
-	row   chaosRow
-	side  int // trials whose side effect ran at most once
-	sideN int // trials with a side effect to check
-	notes []string
-	// took are the durations of the turns under test.
-	took lab.Sample
-}
-
-// trial is what one trial found.
-type trial struct {
-	oneTerminal bool
-	asSpecified bool
-	duplicates  int
-	lost        int
-	sideChecked bool
-	sideOK      bool
-	note        string
-	took        time.Duration
-}
-
-func (t *tally) add(r trial) {
-	t.row.Trials++
-	if r.oneTerminal {
-		t.row.OneTerminal++
-	}
-	if r.asSpecified {
-		t.row.AsSpecified++
-	}
-	t.row.Duplicates += r.duplicates
-	t.row.Lost += r.lost
-	if r.sideChecked {
-		t.sideN++
-		if r.sideOK {
-			t.side++
-		}
-	}
-	if r.took > 0 {
-		t.took = append(t.took, r.took)
-	}
-	if r.note != "" && len(t.notes) < 3 {
-		t.notes = append(t.notes, r.note)
-	}
-}
-
-func (t *tally) done(extra ...string) chaosRow {
-	r := t.row
-	if t.sideN > 0 {
-		r.SideEffect = frac(t.side, t.sideN)
-	}
-	if len(t.took) > 0 {
-		extra = append(extra, fmt.Sprintf("turn under test took %s median, %s max",
-			roundDur(t.took.P50()), roundDur(t.took.Percentile(100))))
-	}
-	notes := append(extra, t.notes...)
-	r.Notes = oneLine(strings.Join(notes, "; "), 400)
-	return r
-}
-
-// roundDur rounds d for a note: to 10 ms under 10 s, to 100 ms above.
-func roundDur(d time.Duration) time.Duration {
-	if d < 10*time.Second {
-		return d.Round(10 * time.Millisecond)
-	}
-	return d.Round(100 * time.Millisecond)
+	chaosreport.Fprint(os.Stdout, report)
+	return chaosreport.Failure(report.Rows)
 }

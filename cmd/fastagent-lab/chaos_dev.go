@@ -15,6 +15,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/lab/chaosreport"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -36,8 +37,8 @@ func (ch *chaos) devKill() error {
 	if st, err := os.Stat(filepath.Join(root, "internal", "schedules")); err == nil && st.IsDir() {
 		withSched = true
 	}
-	var t tally
-	t.row.Scenario = "fastagent dev SIGKILL mid-turn, restart on the same state dir"
+	var t chaosreport.Tally
+	t.Row.Scenario = "fastagent dev SIGKILL mid-turn, restart on the same state dir"
 	var restarts lab.Sample
 	schedOK := 0
 	for i := 0; i < ch.f.devTrials; i++ {
@@ -49,7 +50,7 @@ func (ch *chaos) devKill() error {
 		if sched {
 			schedOK++
 		}
-		t.add(r)
+		t.Add(r)
 	}
 	schedNote := "schedule: not yet applicable (no internal/schedules in the tree)"
 	if withSched {
@@ -61,16 +62,16 @@ func (ch *chaos) devKill() error {
 	if len(restarts) > 0 {
 		extra = append(extra, "restart to /health 200: median "+restarts.P50().Round(time.Millisecond).String())
 	}
-	ch.rows = append(ch.rows, t.done(extra...))
+	ch.rows = append(ch.rows, t.Done(extra...))
 	return nil
 }
 
 // devTrial is one kill-and-restart: session A has one finished turn,
 // session W a pending wake-up, session M is killed mid-stream and re-invoked
 // with its Idempotency-Key after the restart.
-func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart time.Duration, schedIntact bool) {
+func (ch *chaos) devTrial(bin string, i int, withSched bool) (res chaosreport.Trial, restart time.Duration, schedIntact bool) {
 	var notes []string
-	defer func() { res.note = strings.Join(notes, ", ") }()
+	defer func() { res.Note = strings.Join(notes, ", ") }()
 	kit, err := lab.NewKit()
 	if err != nil {
 		notes = append(notes, err.Error())
@@ -110,7 +111,7 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 	p, _, err := start()
 	if err != nil {
 		notes = append(notes, "start dev: "+err.Error())
-		res.lost++
+		res.Lost++
 		return res, 0, false
 	}
 	defer func() {
@@ -145,7 +146,7 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 	expect := func(r invokeResult, what string) bool {
 		if !r.ok || r.term.Type != agent.TypeCompleted {
 			oneTerm = oneTerm && r.ok
-			notes = append(notes, fmt.Sprintf("%s: %v %s", what, r.err, oneLine(lab.Describe(r.evs), 120)))
+			notes = append(notes, fmt.Sprintf("%s: %v %s", what, r.err, lab.OneLine(lab.Describe(r.evs), 120)))
 			return false
 		}
 		return true
@@ -181,13 +182,13 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 	p, restart, err = start()
 	if err != nil {
 		notes = append(notes, "restart dev: "+err.Error())
-		res.lost++
+		res.Lost++
 		p = nil
 		return res, 0, false
 	}
 
 	if restart > 10*time.Second {
-		notes = append(notes, fmt.Sprintf("slow restart (%s): %s", restart.Round(time.Second), oneLine(devReadyLine(p.Output()), 200)))
+		notes = append(notes, fmt.Sprintf("slow restart (%s): %s", restart.Round(time.Second), lab.OneLine(devReadyLine(p.Output()), 200)))
 	}
 	if os.Getenv("FASTAGENT_LAB_DEBUG") != "" {
 		fmt.Fprintf(os.Stderr, "--- restarted dev output:\n%s\n---\n", p.Output())
@@ -197,7 +198,7 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 	after, err := kit.Store.Sessions(context.Background())
 	if err != nil || len(after) < len(before) {
 		notes = append(notes, fmt.Sprintf("sessions in the store: %d before, %d after (%v)", len(before), len(after), err))
-		res.lost += max(0, len(before)-len(after))
+		res.Lost += max(0, len(before)-len(after))
 	}
 	if v, err := sessionState(base, sA); err != nil || v.Turns != 1 {
 		notes = append(notes, fmt.Sprintf("A after restart: turns=%d (%v)", v.Turns, err))
@@ -205,14 +206,14 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 	}
 	if v, err := sessionState(base, sW); err != nil || len(v.Wakes) != 1 || v.Wakes[0].Prompt != "check the build" {
 		notes = append(notes, fmt.Sprintf("W after restart: wakes=%+v (%v)", v.Wakes, err))
-		res.lost++
+		res.Lost++
 	}
 	if withSched && !schedCreated.IsZero() {
 		got, err := scheduleCreated(kit.Dir, tport, schedName, 15*time.Second)
 		switch {
 		case err != nil:
 			notes = append(notes, "schedule after restart: "+err.Error())
-			res.lost++
+			res.Lost++
 		case !got.Equal(schedCreated):
 			notes = append(notes, fmt.Sprintf("schedule re-created at restart (created %s, was %s): its history did not survive", got, schedCreated))
 		default:
@@ -225,21 +226,21 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 	// The turn may have finished before the re-invoke (then no text is
 	// replayed, only the outcome): the answer is checked in the store.
 	if !again.ok || again.term.Type != agent.TypeCompleted {
-		notes = append(notes, fmt.Sprintf("re-invoke of M: %v %s", again.err, oneLine(lab.Describe(again.evs), 160)))
+		notes = append(notes, fmt.Sprintf("re-invoke of M: %v %s", again.err, lab.OneLine(lab.Describe(again.evs), 160)))
 		spec = false
 	}
 	if txt := agent.AnswerText(again.evs); txt != "" && txt != "the answer" {
-		notes = append(notes, fmt.Sprintf("re-invoke of M streamed %q", oneLine(txt, 60)))
+		notes = append(notes, fmt.Sprintf("re-invoke of M streamed %q", lab.OneLine(txt, 60)))
 		spec = false
 	}
 	if got := lastReply(kit, sM); got != "the answer" {
-		notes = append(notes, fmt.Sprintf("M's stored reply is %q, want %q", oneLine(got, 60), "the answer"))
+		notes = append(notes, fmt.Sprintf("M's stored reply is %q, want %q", lab.OneLine(got, 60), "the answer"))
 		spec = false
 	}
 	if again.n == 0 {
-		res.lost++
+		res.Lost++
 	} else if again.n > 1 {
-		res.duplicates += again.n - 1
+		res.Duplicates += again.n - 1
 	}
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -251,15 +252,15 @@ func (ch *chaos) devTrial(bin string, i int, withSched bool) (res trial, restart
 		{sM, []string{sM + " warm up", sM + " long story"}},
 	} {
 		tr := lab.CheckTranscript(ctx, kit.Store, c.session, c.prompts, true)
-		res.duplicates += tr.Duplicates
-		res.lost += tr.Missing
+		res.Duplicates += tr.Duplicates
+		res.Lost += tr.Missing
 		if len(tr.Problems) > 0 {
 			notes = append(notes, c.session+": "+strings.Join(tr.Problems, "; "))
 			spec = false
 		}
 	}
-	res.oneTerminal = oneTerm
-	res.asSpecified = spec && res.lost == 0 && res.duplicates == 0
+	res.OneTerminal = oneTerm
+	res.AsSpecified = spec && res.Lost == 0 && res.Duplicates == 0
 	return res, restart, schedIntact
 }
 

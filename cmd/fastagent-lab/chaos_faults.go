@@ -11,6 +11,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/lab/chaosreport"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 )
 
@@ -153,10 +154,13 @@ func (ch *chaos) faults() error {
 		return err
 	}
 	defer w.Stop()
-	a := lab.Durable(ch.c, bus, queue)
+	a, err := lab.Durable(ch.c, kit, bus, queue)
+	if err != nil {
+		return err
+	}
 	for fi, f := range faults {
-		var t tally
-		t.row.Scenario = f.name
+		var t chaosreport.Tally
+		t.Row.Scenario = f.name
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		var done atomic.Int64
@@ -166,20 +170,20 @@ func (ch *chaos) faults() error {
 				defer wg.Done()
 				r := ch.faultTrial(kit, a, f, fmt.Sprintf("fault%d-%s-%d", fi, ch.run, i))
 				mu.Lock()
-				t.add(r)
+				t.Add(r)
 				mu.Unlock()
 				ch.prog.Printf("%s: %d/%d trials", f.name, done.Add(1), ch.f.trials)
 			}()
 		}
 		wg.Wait()
-		ch.rows = append(ch.rows, t.done())
+		ch.rows = append(ch.rows, t.Done())
 	}
 	return nil
 }
 
-func (ch *chaos) faultTrial(kit *lab.Kit, a agent.Agent, f fault, session string) (res trial) {
+func (ch *chaos) faultTrial(kit *lab.Kit, a agent.Agent, f fault, session string) (res chaosreport.Trial) {
 	var notes []string
-	defer func() { res.note = strings.Join(notes, ", ") }()
+	defer func() { res.Note = strings.Join(notes, ", ") }()
 	warmPrompt, prompt := session+" warm up", session+" faulty"
 	kit.Model.EnqueueFor(session+" warm", modelserver.Reply{Text: []string{"ready"}})
 	kit.Model.EnqueueFor(session+" faulty", f.replies...)
@@ -189,17 +193,17 @@ func (ch *chaos) faultTrial(kit *lab.Kit, a agent.Agent, f fault, session string
 	wt, wn, wok := lab.Terminal(warm)
 	t0 := time.Now()
 	evs := lab.Events(lab.InvokeAgent(ctx, a, session, prompt, "", nil))
-	res.took = time.Since(t0)
+	res.Took = time.Since(t0)
 	term, n, ok := lab.Terminal(evs)
 	for _, c := range []int{wn, n} {
 		switch {
 		case c == 0:
-			res.lost++
+			res.Lost++
 		case c > 1:
-			res.duplicates += c - 1
+			res.Duplicates += c - 1
 		}
 	}
-	res.oneTerminal = wok && ok
+	res.OneTerminal = wok && ok
 	if !wok || wt.Type != agent.TypeCompleted {
 		notes = append(notes, "warm-up: "+lab.Describe(warm))
 	}
@@ -215,11 +219,11 @@ func (ch *chaos) faultTrial(kit *lab.Kit, a agent.Agent, f fault, session string
 		notes = append(notes, s)
 	}
 	tr := lab.CheckTranscript(context.Background(), kit.Store, session, []string{warmPrompt, prompt}, f.answered)
-	res.duplicates += tr.Duplicates
-	res.lost += tr.Missing
+	res.Duplicates += tr.Duplicates
+	res.Lost += tr.Missing
 	if len(tr.Problems) > 0 {
 		notes = append(notes, strings.Join(tr.Problems, "; "))
 	}
-	res.asSpecified = spec && tr.OK()
+	res.AsSpecified = spec && tr.OK()
 	return res
 }

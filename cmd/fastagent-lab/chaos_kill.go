@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/lab/chaosreport"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/transcript"
 )
@@ -55,7 +56,12 @@ func (ch *chaos) newProcEnv(config string, workers int) (*procEnv, error) {
 		e.close()
 		return nil, err
 	}
-	if e.http, err = lab.ServeIngress(lab.Durable(ch.c, e.bus, e.queue)); err != nil {
+	rt, err := kit.Runtime(e.bus, e.queue)
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	if e.http, err = lab.ServeIngress(rt, rt.Agent(ch.c)); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -130,14 +136,14 @@ func (ch *chaos) workerKills() error {
 	}
 	defer e.close()
 	for _, kp := range killPoints {
-		var t tally
-		t.row.Scenario = kp.label
+		var t chaosreport.Tally
+		t.Row.Scenario = kp.label
 		for i := 0; i < ch.f.trials; i++ {
 			ch.prog.Logf("%s: trial %d/%d", kp.name, i+1, ch.f.trials)
 			r := e.killTrial(kp.name, i)
-			t.add(r)
+			t.Add(r)
 		}
-		ch.rows = append(ch.rows, t.done())
+		ch.rows = append(ch.rows, t.Done())
 	}
 	return nil
 }
@@ -179,7 +185,7 @@ func (e *procEnv) invoke(session, prompt, key string, each func(lab.Received)) i
 // killTrial runs one trial at one kill point in a fresh session: a warm-up
 // turn (the session learns heartbeat 3s from it; a session's first model
 // call runs with the default 20s), then the turn under test.
-func (e *procEnv) killTrial(point string, i int) (res trial) {
+func (e *procEnv) killTrial(point string, i int) (res chaosreport.Trial) {
 	session := fmt.Sprintf("kill-%s-%s-%d", point, e.ch.run, i)
 	side := filepath.Join(e.kit.Dir, session+".side")
 	warmPrompt, prompt := session+" warm up", session+" risky thing"
@@ -187,19 +193,19 @@ func (e *procEnv) killTrial(point string, i int) (res trial) {
 	var prompts []string
 	var notes []string
 	defer func() {
-		res.note = strings.Join(notes, ", ")
+		res.Note = strings.Join(notes, ", ")
 	}()
 	allOK := true
 	check := func(r invokeResult, what string) {
 		if !r.ok {
 			allOK = false
-			notes = append(notes, fmt.Sprintf("%s: %d terminals (%v) %s", what, r.n, r.err, oneLine(lab.Describe(r.evs), 120)))
+			notes = append(notes, fmt.Sprintf("%s: %d terminals (%v) %s", what, r.n, r.err, lab.OneLine(lab.Describe(r.evs), 120)))
 		}
 		switch {
 		case r.n == 0:
-			res.lost++
+			res.Lost++
 		case r.n > 1:
-			res.duplicates += r.n - 1
+			res.Duplicates += r.n - 1
 		}
 	}
 	if !e.ch.f.skipWarmup {
@@ -245,7 +251,7 @@ func (e *procEnv) killTrial(point string, i int) (res trial) {
 		prompts = append(prompts, session+" first turn")
 		if _, err := e.replace(0); err != nil {
 			notes = append(notes, "replace worker: "+err.Error())
-			res.lost++
+			res.Lost++
 			return res
 		}
 		ms.EnqueueFor(session+" risky",
@@ -288,7 +294,7 @@ func (e *procEnv) killTrial(point string, i int) (res trial) {
 
 	t0 := time.Now()
 	r := e.invoke(session, prompt, key, nil)
-	res.took = time.Since(t0)
+	res.Took = time.Since(t0)
 	check(r, "turn under test")
 	prompts = append(prompts, prompt)
 	select {
@@ -300,12 +306,12 @@ func (e *procEnv) killTrial(point string, i int) (res trial) {
 		notes = append(notes, "the kill never happened")
 	}
 
-	res.oneTerminal = allOK && r.ok
+	res.OneTerminal = allOK && r.ok
 	spec := r.ok && r.term.Type == agent.TypeCompleted
 	text := agent.AnswerText(r.evs)
 	if !strings.HasSuffix(text, "all done") || strings.Contains(text, "word") {
 		spec = false
-		notes = append(notes, fmt.Sprintf("client kept text %q", oneLine(text, 60)))
+		notes = append(notes, fmt.Sprintf("client kept text %q", lab.OneLine(text, 60)))
 	}
 	if point == "stream" && !hasRetrying(r.evs) {
 		spec = false
@@ -314,8 +320,8 @@ func (e *procEnv) killTrial(point string, i int) (res trial) {
 
 	ctx := context.Background()
 	tr := lab.CheckTranscript(ctx, e.kit.Store, session, prompts, true)
-	res.duplicates += tr.Duplicates
-	res.lost += tr.Missing
+	res.Duplicates += tr.Duplicates
+	res.Lost += tr.Missing
 	if len(tr.Problems) > 0 {
 		notes = append(notes, strings.Join(tr.Problems, "; "))
 	}
@@ -326,17 +332,17 @@ func (e *procEnv) killTrial(point string, i int) (res trial) {
 		}
 	}
 	runs := countRuns(side)
-	res.sideChecked = true
-	res.sideOK = runs <= 1
+	res.SideChecked = true
+	res.SideOK = runs <= 1
 	if runs > 1 {
-		res.duplicates++
+		res.Duplicates++
 		notes = append(notes, fmt.Sprintf("the bash side effect ran %d times", runs))
 	}
 	if runs == 0 {
 		spec = false
 		notes = append(notes, "the bash side effect never ran")
 	}
-	res.asSpecified = spec && tr.OK()
+	res.AsSpecified = spec && tr.OK()
 	return res
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
+	"github.com/fastagent/fastagent/internal/testsupport/lab/chaosreport"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 )
 
@@ -55,7 +56,7 @@ func (ch *chaos) loadWithKill() error {
 				if r.ok && r.term.Type == agent.TypeCompleted {
 					completed.Add(1)
 				} else {
-					firstFail.CompareAndSwap(nil, fmt.Sprintf("%s: %v %s", name(s), r.err, oneLine(lab.Describe(r.evs), 120)))
+					firstFail.CompareAndSwap(nil, fmt.Sprintf("%s: %v %s", name(s), r.err, lab.OneLine(lab.Describe(r.evs), 120)))
 				}
 				if n := done.Add(1); n >= killAt {
 					killOnce.Do(func() {
@@ -127,14 +128,14 @@ func (ch *chaos) loadWithKill() error {
 		notes = append(notes, "first failure: "+v.(string))
 	}
 	notes = append(notes, problems...)
-	ch.rows = append(ch.rows, chaosRow{
+	ch.rows = append(ch.rows, chaosreport.Row{
 		Scenario:    fmt.Sprintf("%d sessions × %d turns, 1 of 2 worker processes SIGKILLed + restarted", S, T),
 		Trials:      total,
 		OneTerminal: int(oneTerm.Load()),
 		AsSpecified: int(completed.Load()),
 		Duplicates:  int(dup.Load()),
 		Lost:        int(lost.Load()),
-		Notes:       oneLine(strings.Join(notes, "; "), 400),
+		Notes:       lab.OneLine(strings.Join(notes, "; "), 400),
 	})
 	return nil
 }

@@ -27,10 +27,9 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/feed"
-	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/internal/tools"
-	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // loadFlags are the knobs of the load curve.
@@ -266,28 +265,35 @@ func embeddedLoadStack(f loadFlags) (*loadStack, error) {
 	}
 	st.close = append(st.close, st.kit.Close)
 	bus := feed.NewInProcess()
+	st.close = append(st.close, func() { _ = bus.Close() })
 	q := lab.NewQueue("load")
-	w, err := worker.New(c, worker.Options{TaskQueue: q, Activities: st.kit.Activities(bus), WorkflowTaskPollers: f.wfPollers})
+	rt, err := st.kit.Runtime(bus, q, f.tune(srv.Namespace()))
 	if err != nil {
 		st.shutdown()
 		return nil, err
 	}
-	if err := w.Start(); err != nil {
+	w, err := rt.StartWorker(context.Background(), c)
+	if err != nil {
 		st.shutdown()
-		return nil, fmt.Errorf("start worker: %w", err)
+		return nil, err
 	}
 	st.close = append(st.close, w.Stop)
-	return st, st.serve(c, srv.Namespace(), bus, q, f)
+	return st, st.serve(c, rt)
 }
 
-// serve starts the ingress in this process, with admission control when
-// a limit is set.
-func (st *loadStack) serve(c client.Client, namespace string, bus feed.Bus, q string, f loadFlags) error {
-	var adm ingress.Admitter
-	if lim := (admission.Limits{MaxInFlight: f.admit, MaxBacklogAge: f.admitAge}); lim.Enabled() {
-		adm = admission.New(lim, admission.TaskQueueProbe(c, namespace, q), lab.QuietLogger())
+// tune is the runtime Config of the load flags: the worker's pollers and
+// the ingress's admission control (when a limit is set).
+func (f loadFlags) tune(namespace string) func(*serve.Config) {
+	return func(c *serve.Config) {
+		c.WorkflowTaskPollers = f.wfPollers
+		c.Admission = admission.Limits{MaxInFlight: f.admit, MaxBacklogAge: f.admitAge}
+		c.Namespace = namespace
 	}
-	h, err := lab.ServeIngressAdmit(lab.Durable(c, bus, q), adm)
+}
+
+// serve starts rt's ingress in this process.
+func (st *loadStack) serve(c client.Client, rt *serve.Parts) error {
+	h, err := lab.ServeIngress(rt, rt.Agent(c))
 	if err != nil {
 		st.shutdown()
 		return err
@@ -352,7 +358,16 @@ func prodLoadStack(f loadFlags, prog *lab.Progress) (*loadStack, error) {
 		return nil, err
 	}
 	st.close = append(st.close, func() { _ = bus.Close() })
-	return st, st.serve(c, srv.Namespace(), bus, q, f)
+	// The ingress reads the workers' Postgres store (not the kit's SQLite).
+	cfg := serve.Config{Dir: st.kit.Dir, TaskQueue: q, Store: dsn, Logger: lab.QuietLogger()}
+	f.tune(srv.Namespace())(&cfg)
+	rt, err := serve.Assemble(context.Background(), cfg, serve.Components{Feed: bus, Loader: st.kit.Loader, Models: st.kit.Models})
+	if err != nil {
+		st.shutdown()
+		return nil, err
+	}
+	st.close = append(st.close, rt.Close)
+	return st, st.serve(c, rt)
 }
 
 // throwawayDatabase creates a database on the Postgres server at admin and
@@ -605,7 +620,7 @@ func (g *generator) turn(t *loadTurn) {
 		}
 		return
 	case err != nil && len(rs) == 0:
-		t.code = "transport: " + oneLine(err.Error(), 60)
+		t.code = "transport: " + lab.OneLine(err.Error(), 60)
 		return
 	}
 	t.accepted = true

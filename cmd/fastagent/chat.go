@@ -209,8 +209,10 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 			}
 		case line, ok := <-lines:
 			if !ok {
-				stop()
-				<-done
+				stop() // input ended: stop the turn, report how it ended
+				if err := <-done; err != nil {
+					c.printf("✗ %v\n", err)
+				}
 				return queued, false
 			}
 			line = strings.TrimSpace(line)

@@ -30,8 +30,8 @@ func (e *env) authIngress(mod func(*ingress.Server)) *httptest.Server {
 	toks.AddToken("alice", "alice-token", ingress.RightInvoke, ingress.RightControl, ingress.RightApprove)
 	toks.AddToken("bob", "bob-token", ingress.RightInvoke, ingress.RightControl, ingress.RightApprove)
 	toks.AddToken(ingress.AdminPrincipal, "admin-token", ingress.RightAdmin)
-	srv := &ingress.Server{Agent: e.agent, Control: e.agent, Attacher: e.agent, Sessions: e.agent, Tokens: toks,
-		Owners: serve.NewOwners(e.kit.Store, e.agent)}
+	srv := e.server(e.agent)
+	srv.Tokens, srv.Owners = toks, serve.NewOwners(e.kit.Store, e.agent)
 	if mod != nil {
 		mod(srv)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -53,15 +52,7 @@ func chatDeletion(team string, chat bool) func(t *testing.T, e *env, session str
 	return func(t *testing.T, e *env, _ string) string {
 		fake := newFakeSlack(t)
 		replier := slack.NewReplier("xoxb-history", fake.srv.URL)
-		w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus),
-			Repliers: []channels.Replier{replier}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
+		e.startWorker(withRepliers(replier))
 		door := &slack.Door{SigningSecret: slackSecret, Policy: workflows.ChatPolicy{GroupMode: workflows.GroupContext}}
 		srv := httptest.NewServer(channels.Handler(door, e.client, e.queue, nil))
 		t.Cleanup(srv.Close)

@@ -16,7 +16,6 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,12 +26,11 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/codec"
-	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/metrics"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -59,7 +57,7 @@ func (e *env) useCodec(c *codec.Codec, mh *metrics.Metrics) {
 	}
 	e.t.Cleanup(cl.Close)
 	e.client = cl
-	e.agent = &durable.Agent{Client: cl, Feed: e.bus, TaskQueue: e.queue, Store: e.kit.Store}
+	e.agent = e.runtime().Agent(cl)
 }
 
 func newCodec(t *testing.T, keys ...codec.Key) *codec.Codec {
@@ -129,12 +127,16 @@ func decodeThrough(t *testing.T, url, token string, ps []*commonpb.Payload) (int
 	return resp.StatusCode, text.String()
 }
 
+// codecServer serves c as `fastagent codec-server` does, to the holder of
+// "codec-token" (the codec right).
 func codecServer(t *testing.T, c *codec.Codec) *httptest.Server {
 	t.Helper()
-	toks := &ingress.Tokens{}
-	toks.AddToken("ops", "codec-token", ingress.RightCodec)
-	srv := &ingress.Server{Tokens: toks, Codec: c.Handler()}
-	hs := httptest.NewServer(srv.Handler())
+	h, err := serve.CodecServer(serve.CodecServerConfig{Codec: c, Host: "127.0.0.1", Origins: []string{},
+		APITokens: "ops:codec:" + ingress.HashToken("codec-token")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	return hs
 }
@@ -238,17 +240,8 @@ func TestMetricsScrape(t *testing.T) {
 	e := newEnv(t)
 	m := metrics.New()
 	e.useCodec(nil, m)
-	m.WatchSessions(e.client, time.Nanosecond) // count on every scrape
-	acts := e.kit.Activities(e.bus)
-	acts.Observer = m
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: acts, Interceptors: []interceptor.WorkerInterceptor{m.Interceptor()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	m.WatchSessions(e.client, time.Nanosecond)             // count on every scrape
+	e.startWorker(func(c *serve.Config) { c.Metrics = m }) // observes model calls, intercepts the worker
 	e.write("notes.txt", "hello")
 	e.kit.Model.Enqueue(
 		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "read", Args: `{"path":"notes.txt"}`}}},
@@ -263,7 +256,8 @@ func TestMetricsScrape(t *testing.T) {
 	toks := &ingress.Tokens{}
 	toks.AddToken("prom", "metrics-token", ingress.RightMetrics)
 	toks.AddToken("alice", "alice-token", ingress.RightInvoke, ingress.RightControl)
-	srv := &ingress.Server{Agent: e.agent, Tokens: toks, Metrics: m.Handler()}
+	srv := e.server(e.agent)
+	srv.Tokens, srv.Metrics = toks, m.Handler()
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	for token, want := range map[string]int{"": 401, "alice-token": 403} {

@@ -16,16 +16,19 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
-	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // server is the embedded Temporal server shared by every test here.
@@ -106,8 +109,38 @@ func newEnvFor(t *testing.T, provider modelserver.Shape) *env {
 	}
 	t.Cleanup(c.Close)
 	e := &env{t: t, kit: k, bus: bus, client: c, queue: fmt.Sprintf("e2e-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())}
-	e.agent = &durable.Agent{Client: c, Feed: bus, TaskQueue: e.queue, Store: k.Store}
+	e.agent = e.runtime().Agent(c)
 	return e
+}
+
+// runtime assembles the env's serving runtime as the serving commands
+// assemble theirs (serve.Assemble): the kit's store, loader, models and
+// activities, the env's current feed and task queue. Its durable agent
+// does not wait for a client to re-attach (DetachGrace: tests that need
+// it set it). tune adjusts the Config of one worker (repliers,
+// interceptors, versioning, stop timeout…).
+func (e *env) runtime(tune ...func(*serve.Config)) *serve.Parts {
+	e.t.Helper()
+	cfg := serve.Config{TaskQueue: e.queue, DetachGrace: -1}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	p, err := e.kit.Runtime(context.Background(), e.bus, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(p.Close)
+	return p
+}
+
+// withRepliers adds channel repliers to a worker (env.startWorker).
+func withRepliers(rp ...channels.Replier) func(*serve.Config) {
+	return func(c *serve.Config) { c.Repliers = append(c.Repliers, rp...) }
+}
+
+// withInterceptors adds worker interceptors to a worker (env.startWorker).
+func withInterceptors(icpt ...interceptor.WorkerInterceptor) func(*serve.Config) {
+	return func(c *serve.Config) { c.Interceptors = append(c.Interceptors, icpt...) }
 }
 
 // forProviders runs fn as one subtest per model provider shape (openai,
@@ -128,14 +161,12 @@ func (e *env) session(name string) string {
 	return name
 }
 
-// startWorker starts an in-process worker for the env's task queue.
-func (e *env) startWorker() sdkworker.Worker {
+// startWorker starts an in-process worker for the env's task queue, built
+// by the env's runtime; tune adjusts its Config (withRepliers…).
+func (e *env) startWorker(tune ...func(*serve.Config)) sdkworker.Worker {
 	e.t.Helper()
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus)})
+	w, err := e.runtime(tune...).StartWorker(context.Background(), e.client)
 	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
 		e.t.Fatalf("start worker: %v", err)
 	}
 	e.t.Cleanup(w.Stop)
@@ -143,11 +174,20 @@ func (e *env) startWorker() sdkworker.Worker {
 	return w
 }
 
+// server returns the ingress the env's runtime builds for a (the env's
+// durable agent, or a restarted copy), before authentication is set.
+func (e *env) server(a agent.Agent) *ingress.Server { return e.runtime().IngressFor(a) }
+
 // ingress serves the env's durable agent over real HTTP without tokens
 // (ingress.Server.NoAuth): these tests are about turns, not doors, and the
 // serving commands never set NoAuth. auth_test.go covers the doors.
 func (e *env) ingress() *httptest.Server {
-	srv := &ingress.Server{Agent: e.agent, NoAuth: true, Control: e.agent, Attacher: e.agent, Sessions: e.agent}
+	return e.serveNoAuth(e.server(e.agent))
+}
+
+// serveNoAuth serves srv, ready and without tokens, until the test ends.
+func (e *env) serveNoAuth(srv *ingress.Server) *httptest.Server {
+	srv.NoAuth = true
 	srv.SetReady(true)
 	hs := httptest.NewServer(srv.Handler())
 	e.t.Cleanup(hs.Close)

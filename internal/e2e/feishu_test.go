@@ -24,12 +24,10 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
-	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -70,15 +68,7 @@ func newFeishuStack(t *testing.T, e *env) *feishuStack {
 
 func (s *feishuStack) startWorker() {
 	s.e.t.Helper()
-	w, err := worker.New(s.e.client, worker.Options{TaskQueue: s.e.queue, Activities: s.e.kit.Activities(s.e.bus),
-		Repliers: []channels.Replier{s.reply}, WorkspaceDir: s.e.kit.Dir})
-	if err != nil {
-		s.e.t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		s.e.t.Fatalf("start worker: %v", err)
-	}
-	s.e.t.Cleanup(w.Stop)
+	s.e.startWorker(withRepliers(s.reply))
 }
 
 // msgID returns a message ID unique to this test run.
@@ -480,16 +470,9 @@ func TestFeishuWebsocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus),
-		Repliers: []channels.Replier{ch.Replier}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	srv := &ingress.Server{Agent: e.agent, NoAuth: true}
+	e.startWorker(withRepliers(ch.Replier))
+	srv := e.server(e.agent)
+	srv.NoAuth = true
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	health := func() int {

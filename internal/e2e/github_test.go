@@ -20,7 +20,6 @@ import (
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/testsupport/fakegithub"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -70,16 +69,7 @@ func (s *githubStack) startWorker() sdkworker.Worker {
 	if err != nil {
 		s.e.t.Fatal(err)
 	}
-	w, err := worker.New(s.e.client, worker.Options{TaskQueue: s.e.queue, Activities: s.e.kit.Activities(s.e.bus),
-		Repliers: []channels.Replier{ch.Replier}})
-	if err != nil {
-		s.e.t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		s.e.t.Fatalf("start worker: %v", err)
-	}
-	s.e.t.Cleanup(w.Stop)
-	return w
+	return s.e.startWorker(withRepliers(ch.Replier))
 }
 
 // payload is testdata fixture name with the stack's repo and number n.

@@ -24,10 +24,10 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/channels/telegram"
 	"github.com/fastagent/fastagent/internal/schedules"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/internal/waketools"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/wakes"
@@ -382,16 +382,7 @@ func historyScenarios() []historyScenario {
 			ownWorker: true,
 			setup:     func(_ *testing.T, e *env) { e.kit.Counter.Delay = time.Minute },
 			run: func(t *testing.T, e *env, s string) string {
-				w, err := worker.New(e.client, worker.Options{
-					TaskQueue: e.queue, Activities: e.kit.Activities(e.bus), StopTimeout: 200 * time.Millisecond,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := w.Start(); err != nil {
-					t.Fatalf("start worker: %v", err)
-				}
-				t.Cleanup(w.Stop)
+				w := e.startWorker(func(c *serve.Config) { c.WorkerStopTimeout = 200 * time.Millisecond })
 				e.kit.Model.Enqueue(
 					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "l1", Name: testkit.CounterName, Args: `{}`}}},
 					modelserver.Reply{Text: []string{"I will check before counting again"}},

@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/interceptor"
-
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/metrics"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -38,15 +36,7 @@ func scrapeQueueDepth(t *testing.T, m *metrics.Metrics) string {
 func (e *env) startMetricsWorker(m *metrics.Metrics) func() {
 	e.t.Helper()
 	e.useCodec(nil, m)
-	acts := e.kit.Activities(e.bus)
-	acts.Observer = m
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: acts, Interceptors: []interceptor.WorkerInterceptor{m.Interceptor()}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		e.t.Fatal(err)
-	}
+	w := e.startWorker(func(c *serve.Config) { c.Metrics = m }) // observes model calls, intercepts the worker
 	var once sync.Once
 	stop := func() { once.Do(w.Stop) }
 	e.t.Cleanup(stop)

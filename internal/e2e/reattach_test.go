@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"syscall"
@@ -17,7 +16,6 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/httpagent"
-	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/transcript"
@@ -497,10 +495,7 @@ func TestResumeAfterTheLogIsGone(t *testing.T) {
 				t.Cleanup(func() { _ = bus.Close() })
 				restarted := *e.agent
 				restarted.Feed = bus
-				srv := &ingress.Server{Agent: &restarted, NoAuth: true, Control: &restarted, Attacher: &restarted, Sessions: &restarted}
-				srv.SetReady(true)
-				hs = httptest.NewServer(srv.Handler())
-				t.Cleanup(hs.Close)
+				hs = e.serveNoAuth(e.server(&restarted))
 			case "nats":
 				time.Sleep(2500 * time.Millisecond) // past the retention after the turn's end
 			}

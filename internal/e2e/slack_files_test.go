@@ -21,7 +21,6 @@ import (
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -38,15 +37,7 @@ func TestSlackFilesInAndOut(t *testing.T) {
 	e.kit.Loader.Extra = append(e.kit.Loader.Extra, rp.SendFileTool())
 	door := httptest.NewServer(channels.Handler(&slack.Door{SigningSecret: "files-secret"}, e.client, e.queue, nil))
 	t.Cleanup(door.Close)
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus),
-		Repliers: []channels.Replier{rp}, WorkspaceDir: e.kit.Dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	e.startWorker(withRepliers(rp))
 
 	var buf bytes.Buffer
 	img := image.NewRGBA(image.Rect(0, 0, 8, 8))

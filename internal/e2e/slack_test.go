@@ -27,7 +27,6 @@ import (
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -99,16 +98,7 @@ func newSlackStack(t *testing.T) *slackStack {
 
 func (s *slackStack) startWorker() sdkworker.Worker {
 	s.e.t.Helper()
-	w, err := worker.New(s.e.client, worker.Options{TaskQueue: s.e.queue, Activities: s.e.kit.Activities(s.e.bus),
-		Repliers: []channels.Replier{s.reply}})
-	if err != nil {
-		s.e.t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		s.e.t.Fatalf("start worker: %v", err)
-	}
-	s.e.t.Cleanup(w.Stop)
-	return w
+	return s.e.startWorker(withRepliers(s.reply))
 }
 
 // event is an Events API callback in Slack's shape.
@@ -374,15 +364,7 @@ func TestSlackBusy(t *testing.T) {
 // delivery sent twice (one turn, one reply), then a second message.
 func runChannelDeliveries(t *testing.T, e *env, session string) string {
 	fake := newFakeSlack(t)
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus),
-		Repliers: []channels.Replier{slack.NewReplier("xoxb-history", fake.srv.URL)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	e.startWorker(withRepliers(slack.NewReplier("xoxb-history", fake.srv.URL)))
 	target := &workflows.Target{Chat: "T1:C1", Thread: "1.000001"}
 	deliver := func(id, text string) {
 		d := channels.Delivery{Kind: slack.Kind, ID: id, Session: session, Prompt: agent.Prompt{Text: text}, Reply: target}
@@ -574,15 +556,7 @@ func runChatRouting(chat bool) func(t *testing.T, e *env, session string) string
 	return func(t *testing.T, e *env, _ string) string {
 		fake := newFakeSlack(t)
 		replier := slack.NewReplier("xoxb-history", fake.srv.URL)
-		w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus),
-			Repliers: []channels.Replier{replier}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
+		e.startWorker(withRepliers(replier))
 		door := &slack.Door{SigningSecret: slackSecret, Policy: workflows.ChatPolicy{GroupMode: workflows.GroupContext}}
 		srv := httptest.NewServer(channels.Handler(door, e.client, e.queue, nil))
 		t.Cleanup(srv.Close)

@@ -23,12 +23,10 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/telegram"
-	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -89,15 +87,7 @@ func newTelegramStack(t *testing.T, e *env) *telegramStack {
 
 func (s *telegramStack) startWorker() {
 	s.e.t.Helper()
-	w, err := worker.New(s.e.client, worker.Options{TaskQueue: s.e.queue, Activities: s.e.kit.Activities(s.e.bus),
-		Repliers: []channels.Replier{s.ch.Replier}, WorkspaceDir: s.e.kit.Dir})
-	if err != nil {
-		s.e.t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		s.e.t.Fatalf("start worker: %v", err)
-	}
-	s.e.t.Cleanup(w.Stop)
+	s.e.startWorker(withRepliers(s.ch.Replier))
 }
 
 // update loads a real update shape from the channel's testdata and moves
@@ -388,15 +378,9 @@ func TestTelegramPolling(t *testing.T) {
 	}
 	ch.Conn.(*telegram.Conn).Backoff = 500 * time.Millisecond
 	ch.Conn.(*telegram.Conn).PollTimeout = 2 * time.Second
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus), Repliers: []channels.Replier{ch.Replier}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	srv := &ingress.Server{Agent: e.agent, NoAuth: true}
+	e.startWorker(withRepliers(ch.Replier))
+	srv := e.server(e.agent)
+	srv.NoAuth = true
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	health := func() int {

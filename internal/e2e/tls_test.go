@@ -20,11 +20,10 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/devserver"
-	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
-	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // pki is a throwaway CA with certificates it signed, written as PEM files.
@@ -194,15 +193,16 @@ func TestTLSFrontendWithClientCertificates(t *testing.T) {
 	bus := feed.NewInProcess()
 	t.Cleanup(func() { _ = bus.Close() })
 	queue := fmt.Sprintf("e2e-tls-%d", time.Now().UnixNano())
-	w, err := worker.New(c, worker.Options{TaskQueue: queue, Activities: k.Activities(bus)})
+	rt, err := k.Runtime(context.Background(), bus, serve.Config{TaskQueue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Start(); err != nil {
+	w, err := rt.StartWorker(context.Background(), c)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	a := &durable.Agent{Client: c, Feed: bus, TaskQueue: queue, Store: k.Store}
+	a := rt.Agent(c)
 	evs := collect(t, a, context.Background(), "tls", "hello over mTLS")
 	if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
 		t.Fatalf("turn over TLS: %s", describe(evs))

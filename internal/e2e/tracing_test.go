@@ -16,8 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/interceptor"
 
-	"github.com/fastagent/fastagent/internal/durable"
-	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/tracing"
@@ -48,9 +46,10 @@ func TestTracingOneTurn(t *testing.T) {
 	}
 	t.Cleanup(cl.Close)
 	e.client = cl
-	e.agent = &durable.Agent{Client: cl, Feed: e.bus, TaskQueue: e.queue, Store: e.kit.Store}
+	e.agent = e.runtime().Agent(cl)
 	e.startWorker() // built on the traced client: traced too
-	srv := &ingress.Server{Agent: e.agent, NoAuth: true, Control: e.agent, Attacher: e.agent}
+	srv := e.server(e.agent)
+	srv.NoAuth = true
 	srv.SetReady(true)
 	hs := httptest.NewServer(tr.Middleware(srv.Handler()))
 	t.Cleanup(hs.Close)

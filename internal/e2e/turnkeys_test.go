@@ -12,7 +12,6 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -77,15 +76,7 @@ func (f *dieFuture) Get(ctx workflow.Context, v any) error {
 func TestPromptStoredOnceWhenTurnBeginIsRetried(t *testing.T) {
 	e := newEnv(t)
 	die := &dieAfterBegin{}
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus),
-		Interceptors: []interceptor.WorkerInterceptor{die}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	e.startWorker(withInterceptors(die))
 	e.kit.Model.Handle(echo)
 	const session = "begin-retried"
 	out := e.sendTurn(session, "k1", "store me once", 0)

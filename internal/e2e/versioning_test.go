@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -69,19 +70,9 @@ func (i *runLogInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.Ex
 func (e *env) startVersioned(deployment, build string) (sdkworker.Worker, *runLog) {
 	e.t.Helper()
 	log := newRunLog()
-	w, err := worker.New(e.client, worker.Options{
-		TaskQueue:    e.queue,
-		Activities:   e.kit.Activities(e.bus),
-		Versioning:   worker.Versioning{Deployment: deployment, BuildID: build},
-		Interceptors: []interceptor.WorkerInterceptor{log},
+	w := e.startWorker(withInterceptors(log), func(c *serve.Config) {
+		c.Versioning = worker.Versioning{Deployment: deployment, BuildID: build}
 	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		e.t.Fatalf("start worker %s: %v", build, err)
-	}
-	e.t.Cleanup(w.Stop)
 	return w, log
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/webhook"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -111,16 +110,7 @@ func (s *hookStack) startWorker() sdkworker.Worker {
 	if err != nil {
 		s.e.t.Fatal(err)
 	}
-	w, err := worker.New(s.e.client, worker.Options{TaskQueue: s.e.queue, Activities: s.e.kit.Activities(s.e.bus),
-		Repliers: []channels.Replier{ch.Replier}})
-	if err != nil {
-		s.e.t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		s.e.t.Fatalf("start worker: %v", err)
-	}
-	s.e.t.Cleanup(w.Stop)
-	return w
+	return s.e.startWorker(withRepliers(ch.Replier))
 }
 
 // send POSTs body signed as delivery id at ts.
@@ -280,14 +270,7 @@ func TestWebhookWorkerKilled(t *testing.T) {
 func TestDeliverSignalFromOutside(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	w, err := worker.New(e.client, worker.Options{TaskQueue: e.queue, Activities: e.kit.Activities(e.bus)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	e.startWorker()
 	raw, err := client.Dial(client.Options{HostPort: server.FrontendAddress(), Namespace: server.Namespace(),
 		Credentials:       client.NewAPIKeyStaticCredentials(server.APIKey()),
 		ConnectionOptions: client.ConnectionOptions{TLSDisabled: true}})

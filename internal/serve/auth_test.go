@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/ingress"
 )
 
 func TestRedactDSN(t *testing.T) {
@@ -171,7 +170,8 @@ func TestReadTimeoutDoesNotCutStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &ingress.Server{Agent: slowAgent{wait: 1500 * time.Millisecond}, NoAuth: true}
+	srv := (&Parts{}).IngressFor(slowAgent{wait: 1500 * time.Millisecond})
+	srv.NoAuth = true
 	srv.SetReady(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

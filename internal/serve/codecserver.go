@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/fastagent/fastagent/internal/codec"
-	"github.com/fastagent/fastagent/internal/ingress"
 )
 
 // CodecServerConfig configures a standalone codec server.
@@ -56,7 +55,8 @@ func CodecServer(cfg CodecServerConfig) (http.Handler, error) {
 	if origins == nil {
 		origins = splitOrigins(os.Getenv(EnvCodecOrigins))
 	}
-	srv := &ingress.Server{Codec: cdc.Handler(), CodecOrigins: origins, Tokens: toks}
+	srv := newIngress(nil, nil)
+	srv.Codec, srv.CodecOrigins, srv.Tokens = cdc.Handler(), origins, toks
 	srv.AllowedHosts, srv.AnyHost = Config{AllowedHosts: cfg.AllowedHosts}.hostPolicy(cfg.Host)
 	return srv.CodecHandler(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/ingress"
@@ -88,7 +90,7 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 				return nil, err
 			}
 		}
-		r.Ingress = p.ingressFor(r.Agent)
+		r.Ingress = p.IngressFor(r.Agent)
 		r.Ingress.Tokens = toks
 		r.Ingress.Owners = storeOwners{store: p.Store, agent: r.Agent}
 		r.Ingress.AllowedOrigins = p.Config.AllowedOrigins
@@ -173,21 +175,43 @@ func (p *Parts) warn(msg string) {
 	p.Config.Logger.Warn(msg)
 }
 
-// ingressFor returns the HTTP server for a, with admission control when a
-// limit is configured.
-func (p *Parts) ingressFor(a *durable.Agent) *ingress.Server {
-	s := &ingress.Server{Agent: a, Control: a, Attacher: a, Sessions: a, Logger: p.Config.Logger}
-	if lim := p.Config.Admission; lim.Enabled() {
+// IngressFor returns the HTTP server for a as the serving commands build
+// it: a's session control, re-attach and session listing when a offers
+// them (a durable agent does), the logger, and admission control when
+// Config.Admission sets a limit (a durable agent's queue is probed). Start
+// then adds authentication (tokens, owners, origins, hosts) and the ops
+// routes; a caller serving it itself (tests, the lab) sets what it needs —
+// NoAuth, Tokens, PingEvery — before Handler. Every ingress is built here.
+func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
+	s := newIngress(a, p.Config.Logger)
+	d, ok := a.(*durable.Agent)
+	if lim := p.Config.Admission; lim.Enabled() && ok {
 		ns := p.Config.Namespace
 		if ns == "" {
 			ns = "default"
 		}
-		tq := a.TaskQueue
+		tq := d.TaskQueue
 		if tq == "" {
 			tq = workflows.TaskQueue
 		}
-		s.Admission = admission.New(lim, admission.TaskQueueProbe(a.Client, ns, tq), p.Config.Logger)
+		s.Admission = admission.New(lim, admission.TaskQueueProbe(d.Client, ns, tq), p.Config.Logger)
 		p.Config.Logger.Info("admission control on", "max_in_flight", lim.MaxInFlight, "max_backlog", lim.MaxBacklog, "max_backlog_age", lim.MaxBacklogAge)
+	}
+	return s
+}
+
+// newIngress returns an ingress serving a (nil: no agent, as the codec
+// server) with the control-plane parts a implements.
+func newIngress(a agent.Agent, log *slog.Logger) *ingress.Server {
+	s := &ingress.Server{Agent: a, Logger: log}
+	if c, ok := a.(ingress.Control); ok {
+		s.Control = c
+	}
+	if at, ok := a.(ingress.Attacher); ok {
+		s.Attacher = at
+	}
+	if ss, ok := a.(ingress.Sessions); ok {
+		s.Sessions = ss
 	}
 	return s
 }

@@ -116,7 +116,7 @@ func (p *Parts) openSandbox(ctx context.Context) error {
 	if err != nil {
 		p.warn("tool network deny list: " + err.Error())
 	}
-	p.Sandbox = sb
+	p.Sandbox, p.ownSandbox = sb, true
 	p.Loader.Sandbox = sb
 	LogSandbox(p, sb.Status())
 	return nil

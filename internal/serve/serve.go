@@ -128,6 +128,39 @@ type Config struct {
 	// this process knows (the Temporal frontend, the Web UI); see
 	// SandboxSpec.
 	ControlPlane []string
+
+	// Worker tuning (worker.Options); zero values keep the worker's defaults.
+	// The serving commands leave them zero; the lab and the tests tune them.
+	WorkflowTaskPollers     int
+	MaxConcurrentActivities int
+	StickyCacheSize         int
+	// Repliers are channel repliers the worker runs beside those of
+	// Parts.Channels (a test's fake platform, the lab's bench channels).
+	Repliers []channels.Replier
+	// Interceptors are added to the worker beside the metrics interceptor
+	// (a test's fault injection or run log).
+	Interceptors []interceptor.WorkerInterceptor
+}
+
+// Components are parts a caller already holds — the test kit's store,
+// loader, models and activities, an in-process feed — for Assemble to use
+// instead of opening its own. They stay the caller's: Parts.Close does not
+// close them. Any left nil is opened from Config as Open would.
+type Components struct {
+	Store store.Store
+	Feed  feed.Bus
+	// Loader is the definition loader. A given loader is used as is:
+	// Config.Tools and Getenv are not added to it, channels/ is not read
+	// (Channels are the caller's), and its Sandbox, when set, is the
+	// worker's tool sandbox.
+	Loader *workspace.Loader
+	Models *Models
+	// Activities replaces the activities Assemble builds from the parts
+	// above (a kit's, writing through a fault-injecting store or with a
+	// shorter heartbeat). Config.Metrics still observes them.
+	Activities *activities.Activities
+	// Channels are the enabled channels when Loader is given.
+	Channels []*channels.Channel
 }
 
 // DefaultDetachGrace is the default Config.DetachGrace.
@@ -151,6 +184,11 @@ type Parts struct {
 	invokeOff bool
 	// connRestart overrides connRestartMin (tests).
 	connRestart time.Duration
+	// closers release what Assemble opened (not the caller's Components),
+	// in reverse order.
+	closers []func()
+	// ownSandbox says Sandbox was opened here (not the given loader's).
+	ownSandbox bool
 }
 
 // prepareStateDir fills the directory defaults (workspace ".", state dir
@@ -221,23 +259,29 @@ func (cfg *Config) fromDefinition(ctx context.Context, loader *workspace.Loader)
 // Open opens the store and the feed and prepares the definition loader. The
 // definition is loaded once to report problems at startup.
 func Open(ctx context.Context, cfg Config) (*Parts, error) {
+	return Assemble(ctx, cfg, Components{})
+}
+
+// Assemble builds the runtime from the components given and opens the
+// missing ones from cfg, as Open does: the one way every serving command,
+// the lab and the tests put a store, feed, definition, models, activities,
+// worker and ingress together. Parts.Close releases only what it opened.
+func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err error) {
 	if err := cfg.prepareStateDir(); err != nil {
 		return nil, err
 	}
-	loader, err := workspace.NewLoader(cfg.Dir, cfg.AgentDir)
-	if err != nil {
-		return nil, err
-	}
-	for spec := range cfg.ModelClients {
-		if loader.CustomModels == nil {
-			loader.CustomModels = map[string]bool{}
+	p := &Parts{Loader: with.Loader, Store: with.Store, Feed: with.Feed, Models: with.Models, Channels: with.Channels}
+	defer func() {
+		if err != nil {
+			p.Close() // what it opened so far
 		}
-		loader.CustomModels[spec] = true
-	}
-	chans, invokeOff, err := cfg.fromDefinition(ctx, loader)
-	if err != nil {
-		loader.Close()
-		return nil, err
+	}()
+	if p.Loader == nil {
+		if err := p.openLoader(ctx, &cfg); err != nil {
+			return nil, err
+		}
+	} else if p.Loader.Sandbox != nil {
+		p.Sandbox = p.Loader.Sandbox
 	}
 	if cfg.HTTPHost == "" {
 		cfg.HTTPHost = "127.0.0.1"
@@ -245,8 +289,62 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if cfg.HTTPPort == 0 {
 		cfg.HTTPPort = 8787
 	}
+	p.Config = cfg
+	if p.Store == nil {
+		st, err := store.Open(ctx, cfg.Store)
+		if err != nil {
+			return nil, fmt.Errorf("session store: %w", err)
+		}
+		p.Store = st
+		p.closers = append(p.closers, func() { _ = st.Close() })
+	}
+	if p.Feed == nil {
+		bus, err := feed.Open(cfg.Feed) //nolint:contextcheck // the feed connection lives with the process
+		if err != nil {
+			return nil, fmt.Errorf("live feed: %w", err)
+		}
+		p.Feed = bus
+		p.closers = append(p.closers, func() { _ = bus.Close() })
+	}
+	if p.Models == nil {
+		p.Models = &Models{Getenv: cfg.Getenv, Clients: cfg.ModelClients}
+	}
+	p.Acts = with.Activities
+	if p.Acts == nil {
+		p.Acts = &activities.Activities{
+			Store:       p.Store,
+			Feed:        p.Feed,
+			Definitions: p.Loader,
+			Models:      p.Models,
+			Logger:      cfg.Logger,
+			Hooks:       cfg.Hooks,
+		}
+	}
+	if cfg.Metrics != nil && p.Acts.Observer == nil {
+		p.Acts.Observer = cfg.Metrics
+	}
+	return p, nil
+}
+
+// openLoader opens the definition loader of cfg and reads what the
+// definition says about serving (channels, the http: block) into cfg.
+func (p *Parts) openLoader(ctx context.Context, cfg *Config) error {
+	loader, err := workspace.NewLoader(cfg.Dir, cfg.AgentDir)
+	if err != nil {
+		return err
+	}
+	p.closers = append(p.closers, loader.Close)
+	for spec := range cfg.ModelClients {
+		if loader.CustomModels == nil {
+			loader.CustomModels = map[string]bool{}
+		}
+		loader.CustomModels[spec] = true
+	}
+	if p.Channels, p.invokeOff, err = cfg.fromDefinition(ctx, loader); err != nil {
+		return err
+	}
 	loader.Extra = append([]agent.Tool(nil), cfg.Tools...)
-	for _, ch := range chans {
+	for _, ch := range p.Channels {
 		// Channel tools (slack_send_file) run in the worker with the
 		// channel's credentials.
 		loader.Extra = append(loader.Extra, ch.Tools...)
@@ -254,37 +352,8 @@ func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	if cfg.Getenv != nil {
 		loader.Getenv = cfg.Getenv
 	}
-	st, err := store.Open(ctx, cfg.Store)
-	if err != nil {
-		return nil, fmt.Errorf("session store: %w", err)
-	}
-	bus, err := feed.Open(cfg.Feed) //nolint:contextcheck // the feed connection lives with the process
-	if err != nil {
-		_ = st.Close()
-		return nil, fmt.Errorf("live feed: %w", err)
-	}
-	models := &Models{Getenv: cfg.Getenv, Clients: cfg.ModelClients}
-	p := &Parts{
-		Config:    cfg,
-		Store:     st,
-		Feed:      bus,
-		Loader:    loader,
-		Models:    models,
-		Channels:  chans,
-		invokeOff: invokeOff,
-		Acts: &activities.Activities{
-			Store:       st,
-			Feed:        bus,
-			Definitions: loader,
-			Models:      models,
-			Logger:      cfg.Logger,
-			Hooks:       cfg.Hooks,
-		},
-	}
-	if cfg.Metrics != nil {
-		p.Acts.Observer = cfg.Metrics
-	}
-	return p, nil
+	p.Loader = loader
+	return nil
 }
 
 // Check loads the definition and the model client once and returns what a
@@ -305,18 +374,36 @@ func (p *Parts) Check(ctx context.Context) (*workspace.Definition, []string, err
 	return def, warnings, nil
 }
 
-// Close releases the backends.
+// Close releases what Assemble (or StartWorker, the sandbox) opened; the
+// caller's Components stay open. Later calls are no-ops.
 func (p *Parts) Close() {
-	p.Loader.Close()
-	if p.Sandbox != nil {
+	if p.ownSandbox {
 		_ = p.Sandbox.Close()
+		p.ownSandbox = false
 	}
-	_ = p.Feed.Close()
-	_ = p.Store.Close()
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
+	}
+	p.closers = nil
 }
 
 // StartWorker starts a worker on c, with its tool sandbox; stop it with Stop.
 func (p *Parts) StartWorker(ctx context.Context, c client.Client) (sdkworker.Worker, error) {
+	w, err := p.Worker(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	p.checkCurrentVersion(ctx, c)
+	return w, nil
+}
+
+// Worker returns the worker StartWorker starts, not started yet, for a
+// caller that registers more on it first (the lab's floor workflow). Every
+// worker of the program is built here.
+func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, error) {
 	if err := p.openSandbox(ctx); err != nil {
 		return nil, err
 	}
@@ -330,21 +417,17 @@ func (p *Parts) StartWorker(ctx context.Context, c client.Client) (sdkworker.Wor
 		}
 		repliers = append(repliers, ch.Replier)
 	}
+	repliers = append(repliers, p.Config.Repliers...)
 	var icpt []interceptor.WorkerInterceptor
 	if p.Config.Metrics != nil {
 		icpt = append(icpt, p.Config.Metrics.Interceptor())
 	}
-	w, err := worker.New(c, worker.Options{TaskQueue: p.Config.TaskQueue, Activities: p.Acts,
-		StopTimeout: p.Config.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: p.Config.Dir, Interceptors: icpt,
-		Versioning: p.Config.Versioning})
-	if err != nil {
-		return nil, err
-	}
-	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("start worker: %w", err)
-	}
-	p.checkCurrentVersion(ctx, c)
-	return w, nil
+	icpt = append(icpt, p.Config.Interceptors...)
+	cfg := p.Config
+	return worker.New(c, worker.Options{TaskQueue: cfg.TaskQueue, Activities: p.Acts,
+		StopTimeout: cfg.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: cfg.Dir, Interceptors: icpt,
+		Versioning: cfg.Versioning, WorkflowTaskPollers: cfg.WorkflowTaskPollers,
+		MaxConcurrentActivities: cfg.MaxConcurrentActivities, StickyCacheSize: cfg.StickyCacheSize})
 }
 
 // checkCurrentVersion warns when a versioned worker's deployment has no
@@ -386,8 +469,8 @@ func (p *Parts) Agent(c client.Client) *durable.Agent {
 		Store: p.Store, DetachGrace: grace}
 }
 
-// Ingress returns the HTTP server for the durable agent.
-func (p *Parts) Ingress(c client.Client) *ingress.Server { return p.ingressFor(p.Agent(c)) }
+// Ingress returns the HTTP server for the durable agent (IngressFor(Agent(c))).
+func (p *Parts) Ingress(c client.Client) *ingress.Server { return p.IngressFor(p.Agent(c)) }
 
 // WithChannels serves each channel's door (POST <path>) beside h. Webhook
 // routes authenticate by the platform's signature, not by the ingress's

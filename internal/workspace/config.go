@@ -350,9 +350,7 @@ func (e *keyError) Error() string { return strings.Join(e.path, ".") + ": " + e.
 
 func badKey(reason string, path ...string) error { return &keyError{path: path, reason: reason} }
 
-func (c Config) validate() error { return c.validateWith(nil) }
-
-// validateWith is validate where custom names model specs served by
+// validateWith checks the settings; custom names model specs served by
 // clients an embedder built (fastagent.Options.Models), which may name any
 // provider.
 func (c Config) validateWith(custom map[string]bool) error {

@@ -136,3 +136,19 @@ func TestCheckTranscriptStore(t *testing.T) {
 		t.Errorf("a step answered twice: duplicates=%d, problems %q", r.Duplicates, r.Problems)
 	}
 }
+
+func TestOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"a\n  b\tc ", 10, "a b c"},
+		{"abcdef", 3, "abc…"},
+		{"abc", 3, "abc"},
+	} {
+		if got := OneLine(tc.in, tc.n); got != tc.want {
+			t.Errorf("OneLine(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/localagent"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 )
@@ -51,6 +52,21 @@ func (k *Kit) Activities(bus feed.Bus) *activities.Activities {
 	a.Logger = QuietLogger()
 	a.HeartbeatEvery = 500 * time.Millisecond
 	return a
+}
+
+// Runtime assembles the serving runtime on queue over the kit — its store,
+// loader, models and quiet activities — with bus as the live feed, as the
+// serving commands assemble theirs (serve.Assemble); tune adjusts its
+// Config (worker pollers, repliers, admission). The kit and bus stay the
+// caller's: Parts.Close releases neither.
+func (k *Kit) Runtime(bus feed.Bus, queue string, tune ...func(*serve.Config)) (*serve.Parts, error) {
+	cfg := serve.Config{Dir: k.Dir, TaskQueue: queue, Logger: QuietLogger()}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	with := k.Components(bus)
+	with.Activities = k.Activities(bus)
+	return serve.Assemble(context.Background(), cfg, with)
 }
 
 // Local returns the in-process agent loop (the baseline) over the kit,

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,8 +14,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
-	"github.com/fastagent/fastagent/internal/ingress"
-	"github.com/fastagent/fastagent/internal/worker"
+	"github.com/fastagent/fastagent/internal/serve"
 )
 
 var queueSeq atomic.Int64
@@ -24,22 +24,26 @@ func NewQueue(name string) string {
 	return fmt.Sprintf("lab-%s-%d-%d", name, time.Now().UnixNano(), queueSeq.Add(1))
 }
 
-// Durable returns a durable agent on queue whose ingress side reads bus.
-func Durable(c client.Client, bus feed.Bus, queue string) *durable.Agent {
-	return &durable.Agent{Client: c, Feed: bus, TaskQueue: queue, Logger: QuietLogger()}
-}
-
-// StartWorker starts an in-process worker on queue running the kit's
-// activities, which publish to bus.
-func StartWorker(c client.Client, k *Kit, bus feed.Bus, queue string) (sdkworker.Worker, error) {
-	w, err := worker.New(c, worker.Options{TaskQueue: queue, Activities: k.Activities(bus)})
+// Durable returns the durable agent on queue whose ingress side reads bus,
+// built by the kit's Runtime: it reads the kit's session store, so a turn
+// whose live feed lost steps is filled in from the store.
+func Durable(c client.Client, k *Kit, bus feed.Bus, queue string) (*durable.Agent, error) {
+	p, err := k.Runtime(bus, queue)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("start worker: %w", err)
+	return p.Agent(c), nil
+}
+
+// StartWorker starts an in-process worker on queue running the kit's
+// activities, which publish to bus, built by the kit's Runtime; tune
+// adjusts its Config (pollers, repliers).
+func StartWorker(c client.Client, k *Kit, bus feed.Bus, queue string, tune ...func(*serve.Config)) (sdkworker.Worker, error) {
+	p, err := k.Runtime(bus, queue, tune...)
+	if err != nil {
+		return nil, err
 	}
-	return w, nil
+	return p.StartWorker(context.Background(), c)
 }
 
 // HTTP is an ingress served on a loopback port.
@@ -48,16 +52,12 @@ type HTTP struct {
 	srv *http.Server
 }
 
-// ServeIngress serves a (ready) ingress for a on a free loopback port. A
-// durable agent also gets the control plane.
-func ServeIngress(a agent.Agent) (*HTTP, error) { return ServeIngressAdmit(a, nil) }
-
-// ServeIngressAdmit is ServeIngress with admission control (nil: none).
-func ServeIngressAdmit(a agent.Agent, adm ingress.Admitter) (*HTTP, error) {
-	srv := &ingress.Server{Agent: a, NoAuth: true, Logger: QuietLogger(), Admission: adm}
-	if d, ok := a.(*durable.Agent); ok {
-		srv.Control, srv.Attacher = d, d
-	}
+// ServeIngress serves p's ingress for a (ready, without tokens) on a free
+// loopback port: a durable agent gets the control plane, and admission
+// control when p's Config sets a limit.
+func ServeIngress(p *serve.Parts, a agent.Agent) (*HTTP, error) {
+	srv := p.IngressFor(a)
+	srv.NoAuth = true
 	srv.SetReady(true)
 	return ServeHandler(srv.Handler())
 }

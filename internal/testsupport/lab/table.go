@@ -102,3 +102,13 @@ func (p *Progress) print(force bool, format string, args ...any) {
 	}
 	fmt.Fprintf(p.W, "%s%s: %s (%s)\n", prefix, p.name, fmt.Sprintf(format, args...), now.Sub(p.start).Round(100*time.Millisecond))
 }
+
+// OneLine folds s onto one line (runs of white space become one space) and
+// cuts it after n bytes with "…".
+func OneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}

@@ -177,6 +177,24 @@ func (k *Kit) Activities(bus feed.Bus) *activities.Activities {
 	}
 }
 
+// Components are the kit's backends as serve.Assemble takes them: its
+// store, loader (with the kit's tool sandbox), models and activities, with
+// bus as the live feed.
+func (k *Kit) Components(bus feed.Bus) serve.Components {
+	return serve.Components{Store: k.Store, Feed: bus, Loader: k.Loader, Models: k.Models, Activities: k.Activities(bus)}
+}
+
+// Runtime assembles the serving runtime over the kit's Components, in the
+// kit's workspace unless cfg.Dir says otherwise, so a test's worker, durable
+// agent and ingress are built as the serving commands build theirs. The kit
+// and bus stay the caller's: Parts.Close releases neither.
+func (k *Kit) Runtime(ctx context.Context, bus feed.Bus, cfg serve.Config) (*serve.Parts, error) {
+	if cfg.Dir == "" {
+		cfg.Dir = k.Dir
+	}
+	return serve.Assemble(ctx, cfg, k.Components(bus))
+}
+
 // Echo answers with every user text of the request joined by "|".
 func Echo(req modelserver.Request) modelserver.Reply {
 	var texts []string

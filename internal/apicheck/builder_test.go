@@ -1,0 +1,84 @@
+package apicheck
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// builderCalls are the constructions only the runtime builder
+// (serve.Assemble and its Parts) may write: a worker and an ingress.
+var builderCalls = []string{"worker" + ".New(", "ingress" + ".Server{"} // split: this file is no construction
+
+// builderOnly reports whether rel may construct a worker or an ingress by
+// hand: the builder itself (internal/serve), the worker's constructor
+// (internal/worker) and the ingress's own unit tests, which test the
+// handler as a unit.
+func builderOnly(rel string) bool {
+	rel = filepath.ToSlash(rel)
+	switch {
+	case strings.HasPrefix(rel, "internal/serve/"), strings.HasPrefix(rel, "internal/worker/"):
+		return true
+	case strings.HasPrefix(rel, "internal/ingress/") && strings.HasSuffix(rel, "_test.go"):
+		return true
+	}
+	return false
+}
+
+// Every worker and every ingress — the CLI's, fastagent.Start's, the
+// lab's, the end-to-end tests' — is built by the one builder (serve.Parts:
+// StartWorker, Worker, IngressFor), so what a test or a benchmark runs is
+// what the serving commands run, and a part the builder wires in (the
+// session store of the durable agent, channel repliers, metrics) is never
+// missing from a hand-built copy.
+func TestWorkerAndIngressOnlyFromTheBuilder(t *testing.T) {
+	var stray []string
+	allowed := map[string]int{}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != root && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		for i, line := range bytes.Split(b, []byte("\n")) {
+			for _, call := range builderCalls {
+				if !bytes.Contains(line, []byte(call)) {
+					continue
+				}
+				if builderOnly(rel) {
+					allowed[call]++
+					continue
+				}
+				stray = append(stray, fmt.Sprintf("%s:%d: %s", filepath.ToSlash(rel), i+1, strings.TrimSpace(string(line))))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range builderCalls {
+		if allowed[call] == 0 {
+			t.Fatalf("no %q found even in the builder: the walk is broken", call)
+		}
+	}
+	if len(stray) > 0 {
+		t.Errorf("%d worker or ingress constructions outside the builder; build them with serve.Assemble / Parts (StartWorker, Worker, IngressFor):\n%s",
+			len(stray), strings.Join(stray, "\n"))
+	}
+}
