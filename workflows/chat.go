@@ -362,23 +362,38 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 	}
 }
 
-// onMessage applies the channel policy to one message.
+// onMessage applies the channel policy to one message: a fresh message
+// with content is a turn routed to its session, buffered context, or
+// nothing.
 func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
-	log := workflow.GetLogger(ctx)
-	if m.ID == "" || m.Kind != c.in.Kind || m.Chat != c.in.Chat {
-		log.Warn("chat message for another conversation or without an ID ignored", "kind", m.Kind, "chat", m.Chat, "id", m.ID)
+	if !c.admit(ctx, m) {
 		return
+	}
+	to, ok := c.placeTurn(m)
+	if !ok {
+		return
+	}
+	c.routeMessage(ctx, m, to)
+}
+
+// admit deduplicates m and handles what is never a turn (a message of
+// another conversation, a deletion, an edit, a stop, an empty message);
+// it reports whether m goes on to the group and session policy.
+func (c *chat) admit(ctx workflow.Context, m ChatMessage) bool {
+	if m.ID == "" || m.Kind != c.in.Kind || m.Chat != c.in.Chat {
+		workflow.GetLogger(ctx).Warn("chat message for another conversation or without an ID ignored", "kind", m.Kind, "chat", m.Chat, "id", m.ID)
+		return false
 	}
 	if m.Deleted {
 		c.deleted(ctx, m)
-		return
+		return false
 	}
 	if m.Edited {
 		c.edited(ctx, m)
-		return
+		return false
 	}
 	if c.seen[m.ID] || (m.Event != "" && c.seen["event:"+m.Event]) {
-		return
+		return false
 	}
 	c.see(ctx, m.ID)
 	if m.Event != "" {
@@ -386,11 +401,23 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 	}
 	if m.Stop {
 		c.stop(ctx, m)
-		return
+		return false
 	}
-	if strings.TrimSpace(m.Text) == "" && len(m.Attachments) == 0 {
-		return
-	}
+	return strings.TrimSpace(m.Text) != "" || len(m.Attachments) > 0
+}
+
+// turnPlace is where a message's turn runs: its session, the thread its
+// reply goes to, and the place whose buffered discussion it folds ("" =
+// none, or the top level of a group).
+type turnPlace struct {
+	session, thread, place string
+}
+
+// placeTurn applies the session and group policy to an admitted message:
+// the place of its turn, or false when it is not a turn (in context mode
+// it is then buffered). A top-level summons makes its message an owned
+// root.
+func (c *chat) placeTurn(m ChatMessage) (turnPlace, bool) {
 	p := m.Policy
 	sessionOf := func(root string) string {
 		if m.UniqueIDs && root != "" {
@@ -398,44 +425,71 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 		}
 		return ChatSession(m.Kind, m.Chat, root)
 	}
-	var session, thread, place string
 	switch {
 	case m.Direct:
 		if p.DirectSession == SessionContinuous {
-			session = sessionOf("")
-			thread = m.Root
-		} else {
-			root := m.Root
-			if root == "" {
-				root = m.ID
-			}
-			session, thread = sessionOf(root), root
+			return turnPlace{session: sessionOf(""), thread: m.Root}, true
 		}
+		root := m.Root
+		if root == "" {
+			root = m.ID
+		}
+		return turnPlace{session: sessionOf(root), thread: root}, true
 	case m.Summoned || (p.GroupMode == GroupContext && m.Root != "" && c.owned[m.Root] && (c.durable < 1 || !m.MentionsOthers)):
-		place = m.Root
 		switch {
 		case p.GroupSession == SessionContinuous:
-			session, thread = sessionOf(""), m.Root
+			return turnPlace{session: sessionOf(""), thread: m.Root, place: m.Root}, true
 		case m.Root == "":
 			// Only a top-level summons creates an owned root.
 			c.own(m.ID)
-			session, thread = sessionOf(m.ID), m.ID
+			return turnPlace{session: sessionOf(m.ID), thread: m.ID}, true
 		default:
 			// A thread it owns continues; a summons inside someone
 			// else's thread answers there without adopting it.
-			session, thread = sessionOf(m.Root), m.Root
+			return turnPlace{session: sessionOf(m.Root), thread: m.Root, place: m.Root}, true
 		}
 	case p.GroupMode == GroupContext:
 		c.buffer(m)
-		return
-	default:
+	}
+	return turnPlace{}, false
+}
+
+// routeMessage makes m a turn at to: it folds the place's buffered
+// discussion into the prompt, routes the delivery to the session and
+// records the route. A turn that cannot be routed releases what it folded.
+func (c *chat) routeMessage(ctx workflow.Context, m ChatMessage, to turnPlace) {
+	log := workflow.GetLogger(ctx)
+	d, folded, err := c.delivery(m, to)
+	if err != nil {
+		log.Error("chat: reply target", "error", err)
 		return
 	}
+	if folded > 0 {
+		d.Notify = ChatWorkflowID(c.in.Kind, c.in.Chat)
+	}
+	if err := c.route(ctx, RouteInput{Session: to.session, Delivery: d}); err != nil {
+		// The session could not be reached even after retries: release
+		// the folded lines for the next turn.
+		log.Error("chat: route failed", "session", to.session, "key", d.Key, "error", err)
+		c.onTurnDone(TurnDone{Key: d.Key})
+		return
+	}
+	c.st.Routed++
+	c.st.Routes = append(c.st.Routes, ChatRoute{ID: m.ID, Session: to.session, Key: d.Key, Reply: d.Reply})
+	if n := len(c.st.Routes) - chatRoutesLimit; n > 0 {
+		c.st.Routes = append([]ChatRoute(nil), c.st.Routes[n:]...)
+	}
+}
+
+// delivery is m's turn as its session receives it: its key, the prompt
+// with the place's buffered discussion folded in (folded counts the lines)
+// and the reply target.
+func (c *chat) delivery(m ChatMessage, to turnPlace) (d Delivery, folded int, err error) {
 	key := ChatTurnKey(m.Kind, m.Chat, m.ID)
 	if m.UniqueIDs {
 		key = m.Kind + ":" + m.ID
 	}
-	prompt, folded, background := c.fold(place, key, m)
+	prompt, folded, background := c.fold(to.place, key, m)
 	if m.Direct {
 		folded = 0
 	}
@@ -444,28 +498,12 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 	}
 	// A struct without maps encodes the same bytes every time.
 	//workflowcheck:ignore
-	target, err := json.Marshal(Target{Chat: m.Chat, Thread: thread, Message: m.ID, User: m.User,
+	target, err := json.Marshal(Target{Chat: m.Chat, Thread: to.thread, Message: m.ID, User: m.User,
 		Attachments: m.Attachments, Background: background, Data: m.Data})
 	if err != nil {
-		log.Error("chat: reply target", "error", err)
-		return
+		return Delivery{}, 0, err
 	}
-	d := Delivery{Key: key, Source: m.Kind, Prompt: prompt, Reply: &ReplyTarget{Kind: m.Kind, Data: target}}
-	if folded > 0 {
-		d.Notify = ChatWorkflowID(c.in.Kind, c.in.Chat)
-	}
-	if err := c.route(ctx, RouteInput{Session: session, Delivery: d}); err != nil {
-		// The session could not be reached even after retries: release
-		// the folded lines for the next turn.
-		log.Error("chat: route failed", "session", session, "key", key, "error", err)
-		c.onTurnDone(TurnDone{Key: key})
-		return
-	}
-	c.st.Routed++
-	c.st.Routes = append(c.st.Routes, ChatRoute{ID: m.ID, Session: session, Key: key, Reply: d.Reply})
-	if n := len(c.st.Routes) - chatRoutesLimit; n > 0 {
-		c.st.Routes = append([]ChatRoute(nil), c.st.Routes[n:]...)
-	}
+	return Delivery{Key: key, Source: m.Kind, Prompt: prompt, Reply: &ReplyTarget{Kind: m.Kind, Data: target}}, folded, nil
 }
 
 // edited handles an edit of message m.ID: it never starts or re-runs a

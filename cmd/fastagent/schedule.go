@@ -176,14 +176,17 @@ func scheduleHistoryCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
+// fireOptions are the flags of `fastagent fire`.
+type fireOptions struct {
+	noWait  bool
+	jsonOut bool
+	timeout time.Duration
+}
+
 // fireCommand is `fastagent fire <name>`.
 func fireCommand(g *globals) *cobra.Command {
 	f := &temporalFlags{}
-	var (
-		noWait  bool
-		jsonOut bool
-		timeout time.Duration
-	)
+	o := &fireOptions{}
 	cmd := &cobra.Command{
 		Use:   "fire <name>",
 		Short: "Fire a schedule now (its state is unchanged) and print the reply",
@@ -198,68 +201,90 @@ func fireCommand(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, c, done, err := f.connect(cmd, g)
-			if err != nil {
-				return err
-			}
-			defer done()
-			name, err := scheduleArg(args[0])
-			if err != nil {
-				return err
-			}
-			ex, err := schedules.Trigger(ctx, c, name, 0)
-			if err != nil {
-				return failure("%w", err)
-			}
-			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if noWait {
-				if jsonOut {
-					return printJSON(out, ex)
-				}
-				fmt.Fprintf(out, "fired schedule:%s (workflow %s); follow it with `fastagent schedule history %s`\n", name, ex.WorkflowID, name)
-				return nil
-			}
-			if !jsonOut {
-				fmt.Fprintf(errw, "fired schedule:%s (workflow %s), waiting for the turn in session %s…\n", name, ex.WorkflowID, workflows.ScheduleSession(name))
-			}
-			wctx := ctx
-			if timeout > 0 {
-				var cancel context.CancelFunc
-				wctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			rec, err := schedules.Wait(wctx, c, ex)
-			if err != nil {
-				if errors.Is(wctx.Err(), context.DeadlineExceeded) || ctx.Err() != nil {
-					return failure("stopped waiting; the fire goes on (see `fastagent schedule history %s`)", name)
-				}
-				return failure("%w", err)
-			}
-			if jsonOut {
-				if err := printJSON(out, rec); err != nil {
-					return err
-				}
-			}
-			switch rec.Outcome {
-			case workflows.FireFailed:
-				return failure("fire %s failed: %s", name, rec.Error)
-			case workflows.FireSkipped:
-				if !jsonOut {
-					fmt.Fprintf(errw, "skipped: %s\n", rec.Error)
-				}
-				return nil
-			}
-			if !jsonOut {
-				fmt.Fprintln(out, strings.TrimRight(rec.Reply, "\n"))
-			}
-			return nil
+			return runFire(cmd, g, f, *o, args[0])
 		},
 	}
 	f.bind(cmd)
-	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the fire started, without waiting for the reply")
-	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the fire record (or, with --no-wait, the fire workflow) as JSON")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "stop waiting after this long (0 = wait until the turn ends); the fire goes on")
+	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "return once the fire started, without waiting for the reply")
+	cmd.Flags().BoolVar(&o.jsonOut, "json", false, "print the fire record (or, with --no-wait, the fire workflow) as JSON")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "stop waiting after this long (0 = wait until the turn ends); the fire goes on")
 	return cmd
+}
+
+// runFire triggers the schedule named by arg and, unless --no-wait, waits
+// for the fire's record and prints it.
+func runFire(cmd *cobra.Command, g *globals, f *temporalFlags, o fireOptions, arg string) error {
+	ctx, c, done, err := f.connect(cmd, g)
+	if err != nil {
+		return err
+	}
+	defer done()
+	name, err := scheduleArg(arg)
+	if err != nil {
+		return err
+	}
+	ex, err := schedules.Trigger(ctx, c, name, 0)
+	if err != nil {
+		return failure("%w", err)
+	}
+	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if o.noWait {
+		if o.jsonOut {
+			return printJSON(out, ex)
+		}
+		fmt.Fprintf(out, "fired schedule:%s (workflow %s); follow it with `fastagent schedule history %s`\n", name, ex.WorkflowID, name)
+		return nil
+	}
+	if !o.jsonOut {
+		fmt.Fprintf(errw, "fired schedule:%s (workflow %s), waiting for the turn in session %s…\n", name, ex.WorkflowID, workflows.ScheduleSession(name))
+	}
+	rec, err := waitFire(ctx, c, ex, name, o.timeout)
+	if err != nil {
+		return err
+	}
+	return printFire(out, errw, name, rec, o.jsonOut)
+}
+
+// waitFire waits (at most timeout, when set) for the fire's record. A wait
+// that stops early leaves the fire running.
+func waitFire(ctx context.Context, c client.Client, ex schedules.Execution, name string, timeout time.Duration) (workflows.FireRecord, error) {
+	wctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	rec, err := schedules.Wait(wctx, c, ex)
+	if err != nil {
+		if errors.Is(wctx.Err(), context.DeadlineExceeded) || ctx.Err() != nil {
+			return rec, failure("stopped waiting; the fire goes on (see `fastagent schedule history %s`)", name)
+		}
+		return rec, failure("%w", err)
+	}
+	return rec, nil
+}
+
+// printFire prints a fire's record (as JSON with jsonOut) and fails when
+// its turn failed.
+func printFire(out, errw io.Writer, name string, rec workflows.FireRecord, jsonOut bool) error {
+	if jsonOut {
+		if err := printJSON(out, rec); err != nil {
+			return err
+		}
+	}
+	switch rec.Outcome {
+	case workflows.FireFailed:
+		return failure("fire %s failed: %s", name, rec.Error)
+	case workflows.FireSkipped:
+		if !jsonOut {
+			fmt.Fprintf(errw, "skipped: %s\n", rec.Error)
+		}
+		return nil
+	}
+	if !jsonOut {
+		fmt.Fprintln(out, strings.TrimRight(rec.Reply, "\n"))
+	}
+	return nil
 }
 
 // agentDirOf resolves the agent dir as the workspace loader does (--agent-dir,

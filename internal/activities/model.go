@@ -48,12 +48,9 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
 	pub.send(ctx, feed.Message{Kind: feed.KindAttempt, Step: call.Step, Attempt: attempt, MaxAttempts: call.MaxAttempts})
 
-	if err := a.Store.Append(ctx, call.Session, call.Prepend...); err != nil {
-		return agentloop.ModelResult{}, storeError(err)
-	}
-	leaf := call.Leaf
-	if n := len(call.Prepend); n > 0 {
-		leaf = call.Prepend[n-1].ID
+	leaf, err := a.appendPending(ctx, call)
+	if err != nil {
+		return agentloop.ModelResult{}, err
 	}
 	def, err := a.Definitions.Load(ctx)
 	if err != nil {
@@ -61,13 +58,11 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 			"the agent definition could not be loaded: "+err.Error()+" (fix the file and send the turn again)",
 			agent.CodeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	settings := settingsOf(def)
-	marker := ModelMarker(call.Turn, call.Step)
+	step := modelStep{call: call, attempt: attempt, pub: pub, def: def, leaf: leaf,
+		settings: settingsOf(def), marker: ModelMarker(call.Turn, call.Step)}
 
 	if prev, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && prev.Message != nil {
-		pub.send(ctx, feed.Message{Kind: feed.KindEnd, Step: call.Step, Marker: marker})
-		pub.flush(ctx)
-		return resultOf(def, call.EntryID, prev.Message, settings, marker), nil
+		return step.done(ctx, prev.Message), nil
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return agentloop.ModelResult{}, storeError(err)
 	}
@@ -78,31 +73,85 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	branch, err := a.Store.Branch(ctx, call.Session, leaf)
+	branch, req, err := a.modelRequest(ctx, step)
 	if err != nil {
-		return agentloop.ModelResult{}, storeError(err)
-	}
-	req := llm.Request{
-		System:   def.SystemPrompt(),
-		Messages: transcript.Context(branch),
-		Tools:    def.SessionSpecs(call.Session, call.Activated),
-		Thinking: def.Config.ThinkingLevel,
-	}
-	if err := a.applyModelHooks(ctx, call, &req); err != nil {
-		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), agent.CodeHook,
-			temporal.ApplicationErrorOptions{NonRetryable: true})
+		return agentloop.ModelResult{}, err
 	}
 	if call.CheckContext && def.Config.Compaction.On() {
 		if over := a.overBudget(def, model.Name(), branch, req); over != nil {
 			over.Leaf = leaf
 			pub.flush(ctx)
-			return agentloop.ModelResult{Compact: over, Settings: settings}, nil
+			return agentloop.ModelResult{Compact: over, Settings: step.settings}, nil
 		}
 	}
-	streamed := false
+	msg, streamed, err := a.generate(ctx, step, model, req)
+	if err != nil {
+		return agentloop.ModelResult{}, a.modelError(ctx, pub, call, attempt, streamed, err, fallbackOf(def, chain, call.Fallback))
+	}
+	if err := a.storeReply(ctx, step, &msg); err != nil {
+		return agentloop.ModelResult{}, err
+	}
+	return step.done(ctx, &msg), nil
+}
+
+// modelStep is what RunModel's parts share about the step being run.
+type modelStep struct {
+	call     agentloop.ModelCall
+	attempt  int // counted across the fallback chain
+	pub      publisher
+	def      *workspace.Definition
+	leaf     string // the entry the reply is appended under
+	settings agentloop.Settings
+	marker   string
+}
+
+// done ends the step on the feed with its marker and describes reply msg
+// to the loop.
+func (s modelStep) done(ctx context.Context, msg *transcript.Message) agentloop.ModelResult {
+	s.pub.send(ctx, feed.Message{Kind: feed.KindEnd, Step: s.call.Step, Marker: s.marker})
+	s.pub.flush(ctx)
+	return resultOf(s.def, s.call.EntryID, msg, s.settings, s.marker)
+}
+
+// appendPending appends the step's pending entries (a retried append is a
+// no-op) and returns the leaf the reply goes under.
+func (a *Activities) appendPending(ctx context.Context, call agentloop.ModelCall) (string, error) {
+	if err := a.Store.Append(ctx, call.Session, call.Prepend...); err != nil {
+		return "", storeError(err)
+	}
+	if n := len(call.Prepend); n > 0 {
+		return call.Prepend[n-1].ID, nil
+	}
+	return call.Leaf, nil
+}
+
+// modelRequest reads the session's branch up to the step's leaf and builds
+// the request from it and the definition, as the model hooks shape it.
+func (a *Activities) modelRequest(ctx context.Context, s modelStep) ([]transcript.Entry, llm.Request, error) {
+	branch, err := a.Store.Branch(ctx, s.call.Session, s.leaf)
+	if err != nil {
+		return nil, llm.Request{}, storeError(err)
+	}
+	req := llm.Request{
+		System:   s.def.SystemPrompt(),
+		Messages: transcript.Context(branch),
+		Tools:    s.def.SessionSpecs(s.call.Session, s.call.Activated),
+		Thinking: s.def.Config.ThinkingLevel,
+	}
+	if err := a.applyModelHooks(ctx, s.call, &req); err != nil {
+		return nil, llm.Request{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), agent.CodeHook,
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	return branch, req, nil
+}
+
+// generate calls the model, streaming its text and thinking deltas to the
+// feed; streamed says whether any delta was sent. The Observer is told what
+// the call measured.
+func (a *Activities) generate(ctx context.Context, s modelStep, model llm.Model, req llm.Request) (msg transcript.Message, streamed bool, err error) {
 	sent := time.Now()
 	var firstToken time.Duration
-	msg, err := model.Generate(ctx, req, func(d llm.Delta) {
+	msg, err = model.Generate(ctx, req, func(d llm.Delta) {
 		if !streamed {
 			firstToken = time.Since(sent)
 		}
@@ -111,31 +160,31 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		if d.Kind == "thinking" {
 			ev = agent.Thinking(d.Text)
 		}
-		ev.Step = call.Step
-		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
+		ev.Step = s.call.Step
+		s.pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: s.call.Step, Attempt: s.attempt, Event: &ev})
 	})
 	a.observeModel(model.Name(), firstToken, &msg, err)
-	if err != nil {
-		return agentloop.ModelResult{}, a.modelError(ctx, pub, call, attempt, streamed, err, fallbackOf(def, chain, call.Fallback))
-	}
+	return msg, streamed, err
+}
+
+// storeReply appends reply msg under the step's leaf with the call's entry
+// ID. A concurrent attempt may have stored its reply first: msg becomes the
+// stored one, the truth.
+func (a *Activities) storeReply(ctx context.Context, s modelStep, msg *transcript.Message) error {
 	entry := transcript.Entry{
-		ID:       call.EntryID,
-		ParentID: leaf,
+		ID:       s.call.EntryID,
+		ParentID: s.leaf,
 		Type:     transcript.TypeMessage,
 		Time:     time.Now().UTC(),
-		Message:  &msg,
+		Message:  msg,
 	}
-	if err := a.Store.Append(ctx, call.Session, entry); err != nil {
-		return agentloop.ModelResult{}, storeError(err)
+	if err := a.Store.Append(ctx, s.call.Session, entry); err != nil {
+		return storeError(err)
 	}
-	// A concurrent attempt may have stored its reply first; the stored one is
-	// the truth.
-	if stored, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && stored.Message != nil {
-		msg = *stored.Message
+	if stored, err := a.Store.Get(ctx, s.call.Session, s.call.EntryID); err == nil && stored.Message != nil {
+		*msg = *stored.Message
 	}
-	pub.send(ctx, feed.Message{Kind: feed.KindEnd, Step: call.Step, Marker: marker})
-	pub.flush(ctx)
-	return resultOf(def, call.EntryID, &msg, settings, marker), nil
+	return nil
 }
 
 // observeModel tells the Observer what a model call measured.

@@ -246,67 +246,113 @@ func (h *helper) start(req *request, files []*os.File) {
 // fork runs on the call thread: it sets up the call's confinement and
 // starts the tool, which inherits it.
 func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, error) {
-	env := append([]string{}, req.Env...)
-	inet := false
-	ruleset := -1
-	switch h.cfg.Mode {
-	case Namespaces:
-		if err := (nsCall{req: req, baseCovered: h.covered, hidden: h.cfg.Hidden}).setup(); err != nil {
-			return 0, err
-		}
-		env = setEnv(env, "TMPDIR", "/tmp")
-		if req.Network {
-			l, err := listenInNS()
-			if err != nil {
-				return 0, err
-			}
-			go func() { _ = h.proxy.Serve(l) }()
-			*cleanup = append(*cleanup, func() { _ = l.Close() })
-			env = proxyEnv(env, proxyPortInNS)
-			inet = true
-		}
-		if h.abi > 0 {
-			fd, err := scopingRuleset(h.abi)
-			if err != nil {
-				return 0, err
-			}
-			defer func() { _ = unix.Close(fd) }()
-			ruleset = fd
-		}
-	case Landlock:
-		tmp, err := h.callTmp(req.ID, cleanup)
-		if err != nil {
-			return 0, err
-		}
-		env = setEnv(env, "TMPDIR", tmp)
-		port := 0
-		if req.Network {
-			port = h.proxyPort
-			env = proxyEnv(env, port)
-			inet = true
-		}
-		fd, err := fullRuleset(h.abi, fsPolicy{writable: req.Writable, protected: req.Protected,
-			hidden: append(append([]string{}, h.cfg.Hidden...), req.Hidden...), visible: req.Visible, tmp: tmp}, port)
-		if err != nil {
-			return 0, err
-		}
-		defer func() { _ = unix.Close(fd) }()
-		ruleset = fd
-	case Off:
-		tmp, err := h.callTmp(req.ID, cleanup)
-		if err != nil {
-			return 0, err
-		}
-		env = setEnv(env, "TMPDIR", tmp)
+	cc, err := h.prepareCall(req, cleanup)
+	if cc.ruleset >= 0 {
+		defer func() { _ = unix.Close(cc.ruleset) }()
 	}
+	if err != nil {
+		return 0, err
+	}
+	env := cc.env
 	if getEnv(env, "XDG_CACHE_HOME") == "" {
 		env = setEnv(env, "XDG_CACHE_HOME", filepath.Join(getEnv(env, "TMPDIR"), ".cache"))
 	}
 	if h.cfg.Mode != Off {
-		if err := lockDown(ruleset, inet); err != nil {
+		if err := lockDown(cc.ruleset, cc.inet); err != nil {
 			return 0, err
 		}
 	}
+	cmd := h.command(req, files, env)
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release() // reap() waits for it
+	return pid, nil
+}
+
+// callConfinement is how a call is confined once prepared: the tool's
+// environment, the Landlock ruleset the thread enforces (-1: none; fork
+// closes it) and whether TCP sockets are allowed.
+type callConfinement struct {
+	env     []string
+	ruleset int
+	inet    bool
+}
+
+// prepareCall sets up the call's confinement by mode, on the call thread.
+func (h *helper) prepareCall(req *request, cleanup *[]func()) (callConfinement, error) {
+	cc := callConfinement{env: append([]string{}, req.Env...), ruleset: -1}
+	switch h.cfg.Mode {
+	case Namespaces:
+		return h.prepareNamespaces(req, cc, cleanup)
+	case Landlock:
+		return h.prepareLandlock(req, cc, cleanup)
+	case Off:
+		tmp, err := h.callTmp(req.ID, cleanup)
+		if err != nil {
+			return cc, err
+		}
+		cc.env = setEnv(cc.env, "TMPDIR", tmp)
+	}
+	return cc, nil
+}
+
+// prepareNamespaces gives the call thread its own mount view (the call's
+// /tmp, hidden paths), the egress proxy inside its network namespace when
+// the call may use the network, and Landlock's scoping where available.
+func (h *helper) prepareNamespaces(req *request, cc callConfinement, cleanup *[]func()) (callConfinement, error) {
+	if err := (nsCall{req: req, baseCovered: h.covered, hidden: h.cfg.Hidden}).setup(); err != nil {
+		return cc, err
+	}
+	cc.env = setEnv(cc.env, "TMPDIR", "/tmp")
+	if req.Network {
+		l, err := listenInNS()
+		if err != nil {
+			return cc, err
+		}
+		go func() { _ = h.proxy.Serve(l) }()
+		*cleanup = append(*cleanup, func() { _ = l.Close() })
+		cc.env = proxyEnv(cc.env, proxyPortInNS)
+		cc.inet = true
+	}
+	if h.abi > 0 {
+		fd, err := scopingRuleset(h.abi)
+		if err != nil {
+			return cc, err
+		}
+		cc.ruleset = fd
+	}
+	return cc, nil
+}
+
+// prepareLandlock gives the call its private temporary directory and the
+// Landlock ruleset of its file policy (and of the egress proxy's port when
+// the call may use the network).
+func (h *helper) prepareLandlock(req *request, cc callConfinement, cleanup *[]func()) (callConfinement, error) {
+	tmp, err := h.callTmp(req.ID, cleanup)
+	if err != nil {
+		return cc, err
+	}
+	cc.env = setEnv(cc.env, "TMPDIR", tmp)
+	port := 0
+	if req.Network {
+		port = h.proxyPort
+		cc.env = proxyEnv(cc.env, port)
+		cc.inet = true
+	}
+	fd, err := fullRuleset(h.abi, fsPolicy{writable: req.Writable, protected: req.Protected,
+		hidden: append(append([]string{}, h.cfg.Hidden...), req.Hidden...), visible: req.Visible, tmp: tmp}, port)
+	if err != nil {
+		return cc, err
+	}
+	cc.ruleset = fd
+	return cc, nil
+}
+
+// command is the call's process: the tool itself, or in namespaces mode
+// the init of the call's PID namespace running it.
+func (h *helper) command(req *request, files []*os.File, env []string) *exec.Cmd {
 	cmd := &exec.Cmd{Path: req.Path, Args: req.Args, Env: env, Dir: req.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2],
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
@@ -319,12 +365,7 @@ func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, e
 		cmd.Path = h.cfg.Shell
 		cmd.Args = append([]string{"sh", "-c", initScript, "sh", req.Path}, req.Args[1:]...)
 	}
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	pid := cmd.Process.Pid
-	_ = cmd.Process.Release() // reap() waits for it
-	return pid, nil
+	return cmd
 }
 
 // initScript is the call namespace's init (see fork). It hands the tool

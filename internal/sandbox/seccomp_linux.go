@@ -77,93 +77,143 @@ func filterProgram(inet bool) ([]bpf.RawInstruction, error) {
 	if err != nil {
 		return nil, err
 	}
-	const (
-		lAllow = "allow"
-		lDeny  = "deny"
-	)
-	var prog []bpf.Instruction
-	var fixups []struct {
-		at        int
-		onT, onF  string
-		condition bpf.JumpIf
-	}
-	// jump emits a conditional jump to labels (or fall-through for "").
-	jump := func(cond bpf.JumpTest, val uint32, onTrue, onFalse string) {
-		fixups = append(fixups, struct {
-			at        int
-			onT, onF  string
-			condition bpf.JumpIf
-		}{len(prog), onTrue, onFalse, bpf.JumpIf{Cond: cond, Val: val}})
-		prog = append(prog, nil)
-	}
-	ld := func(off uint32) { prog = append(prog, bpf.LoadAbsolute{Off: off, Size: 4}) }
-	ret := func(v uint32) { prog = append(prog, bpf.RetConstant{Val: v}) }
-	labels := map[string]int{}
-	label := func(name string) { labels[name] = len(prog) }
+	a := &assembler{labels: map[string]int{}}
+	dispatch(a, arch)
+	cloneRule(a)
+	socketRule(a, inet)
+	verdicts(a)
+	return a.assemble()
+}
 
-	ld(offArch)
-	jump(bpf.JumpEqual, arch, "", "kill")
-	ld(offNr)
+// Labels of the filter's blocks.
+const (
+	lAllow  = "allow"
+	lDeny   = "deny"
+	lENOSYS = "enosys"
+	lKill   = "kill"
+	lClone  = "clone"
+	lSocket = "socket"
+	lStream = "stream"
+)
+
+// dispatch checks the ABI and routes on the syscall number: denied
+// syscalls to EPERM, clone3 to ENOSYS, clone and socket to their argument
+// checks; anything else is allowed.
+func dispatch(a *assembler, arch uint32) {
+	a.ld(offArch)
+	a.jump(bpf.JumpEqual, arch, "", lKill)
+	a.ld(offNr)
 	if runtime.GOARCH == "amd64" {
-		jump(bpf.JumpGreaterOrEqual, x32Bit, "enosys", "")
+		a.jump(bpf.JumpGreaterOrEqual, x32Bit, lENOSYS, "")
 	}
 	for _, nr := range deniedSyscalls {
-		jump(bpf.JumpEqual, nr, lDeny, "")
+		a.jump(bpf.JumpEqual, nr, lDeny, "")
 	}
-	jump(bpf.JumpEqual, unix.SYS_CLONE3, "enosys", "")
-	jump(bpf.JumpEqual, unix.SYS_CLONE, "clone", "")
-	jump(bpf.JumpEqual, unix.SYS_SOCKET, "socket", "")
-	ret(retAllow)
+	a.jump(bpf.JumpEqual, unix.SYS_CLONE3, lENOSYS, "")
+	a.jump(bpf.JumpEqual, unix.SYS_CLONE, lClone, "")
+	a.jump(bpf.JumpEqual, unix.SYS_SOCKET, lSocket, "")
+	a.ret(retAllow)
+}
 
-	label("clone")
-	ld(offArg0) // low half holds every CLONE_NEW* flag
-	jump(bpf.JumpBitsSet, unix.CLONE_NEWUSER, lDeny, lAllow)
+// cloneRule refuses a clone that creates a user namespace.
+func cloneRule(a *assembler) {
+	a.label(lClone)
+	a.ld(offArg0) // low half holds every CLONE_NEW* flag
+	a.jump(bpf.JumpBitsSet, unix.CLONE_NEWUSER, lDeny, lAllow)
+}
 
-	label("socket")
-	ld(offArg0 + 4)
-	jump(bpf.JumpEqual, 0, "", lDeny)
-	ld(offArg0)
-	jump(bpf.JumpEqual, unix.AF_NETLINK, lAllow, "")
-	if inet {
-		jump(bpf.JumpEqual, unix.AF_INET, "stream", "")
-		jump(bpf.JumpEqual, unix.AF_INET6, "stream", lDeny)
-		label("stream")
-		ld(offArg1 + 4)
-		jump(bpf.JumpEqual, 0, "", lDeny)
-		ld(offArg1)
-		prog = append(prog, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf})
-		jump(bpf.JumpEqual, unix.SOCK_STREAM, lAllow, lDeny)
+// socketRule allows netlink sockets and, with inet, TCP over IPv4/IPv6;
+// each argument is checked on all 64 bits.
+func socketRule(a *assembler, inet bool) {
+	a.label(lSocket)
+	a.ld(offArg0 + 4)
+	a.jump(bpf.JumpEqual, 0, "", lDeny)
+	a.ld(offArg0)
+	a.jump(bpf.JumpEqual, unix.AF_NETLINK, lAllow, "")
+	if !inet {
+		return
 	}
-	label(lDeny)
-	ret(retEPERM)
-	label(lAllow)
-	ret(retAllow)
-	label("enosys")
-	ret(retENOSYS)
-	label("kill")
-	ret(retKill)
+	a.jump(bpf.JumpEqual, unix.AF_INET, lStream, "")
+	a.jump(bpf.JumpEqual, unix.AF_INET6, lStream, lDeny)
+	a.label(lStream)
+	a.ld(offArg1 + 4)
+	a.jump(bpf.JumpEqual, 0, "", lDeny)
+	a.ld(offArg1)
+	a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf})
+	a.jump(bpf.JumpEqual, unix.SOCK_STREAM, lAllow, lDeny)
+}
 
-	for _, f := range fixups {
-		skip := func(name string) (uint8, error) {
-			if name == "" {
-				return 0, nil
-			}
-			to, ok := labels[name]
-			if !ok || to <= f.at || to-f.at-1 > 255 {
-				return 0, fmt.Errorf("seccomp: bad jump to %s", name)
-			}
-			return uint8(to - f.at - 1), nil //nolint:gosec // G115: checked above
-		}
+// verdicts are the blocks the checks jump to.
+func verdicts(a *assembler) {
+	a.label(lDeny)
+	a.ret(retEPERM)
+	a.label(lAllow)
+	a.ret(retAllow)
+	a.label(lENOSYS)
+	a.ret(retENOSYS)
+	a.label(lKill)
+	a.ret(retKill)
+}
+
+// assembler builds a BPF program whose conditional jumps name labels;
+// assemble turns them into skips once every label is placed.
+type assembler struct {
+	prog   []bpf.Instruction
+	fixups []jumpFixup
+	labels map[string]int
+}
+
+// jumpFixup is a conditional jump waiting for its labels.
+type jumpFixup struct {
+	at        int
+	onT, onF  string
+	condition bpf.JumpIf
+}
+
+func (a *assembler) emit(i bpf.Instruction) { a.prog = append(a.prog, i) }
+
+// ld loads the 32-bit word at off of struct seccomp_data.
+func (a *assembler) ld(off uint32) { a.emit(bpf.LoadAbsolute{Off: off, Size: 4}) }
+
+func (a *assembler) ret(v uint32) { a.emit(bpf.RetConstant{Val: v}) }
+
+// label places name at the next instruction.
+func (a *assembler) label(name string) { a.labels[name] = len(a.prog) }
+
+// jump emits a conditional jump to labels (or fall-through for "").
+func (a *assembler) jump(cond bpf.JumpTest, val uint32, onTrue, onFalse string) {
+	a.fixups = append(a.fixups, jumpFixup{len(a.prog), onTrue, onFalse, bpf.JumpIf{Cond: cond, Val: val}})
+	a.emit(nil)
+}
+
+// assemble resolves the jumps (forward only, at most 255 instructions)
+// and assembles the program.
+func (a *assembler) assemble() ([]bpf.RawInstruction, error) {
+	for _, f := range a.fixups {
 		j := f.condition
-		if j.SkipTrue, err = skip(f.onT); err != nil {
+		var err error
+		if j.SkipTrue, err = a.skip(f.at, f.onT); err != nil {
 			return nil, err
 		}
-		if j.SkipFalse, err = skip(f.onF); err != nil {
+		if j.SkipFalse, err = a.skip(f.at, f.onF); err != nil {
 			return nil, err
 		}
-		prog[f.at] = j
+		a.prog[f.at] = j
 	}
-	return bpf.Assemble(prog)
+	return bpf.Assemble(a.prog)
+}
+
+// skip is how many instructions a jump at at skips to reach label name
+// (0 for "": fall through).
+func (a *assembler) skip(at int, name string) (uint8, error) {
+	if name == "" {
+		return 0, nil
+	}
+	to, ok := a.labels[name]
+	if !ok || to <= at || to-at-1 > 255 {
+		return 0, fmt.Errorf("seccomp: bad jump to %s", name)
+	}
+	return uint8(to - at - 1), nil //nolint:gosec // G115: checked above
 }
 
 // loadFilter installs the tool filter on the calling thread only (no

@@ -99,13 +99,8 @@ func (s *Sandbox) Close() error {
 // startHelper re-executes this program as the helper of mode m and waits
 // for it to be ready.
 func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
-	if m == Landlock {
-		if abi := landlockABI(); abi < minLandlockABI {
-			if abi == 0 {
-				return nil, Status{}, errors.New("landlock is not enabled in this kernel")
-			}
-			return nil, Status{}, fmt.Errorf("landlock ABI %d is too old (read-only files need ABI %d, Linux 6.2)", abi, minLandlockABI)
-		}
+	if err := landlockUsable(m); err != nil {
+		return nil, Status{}, err
 	}
 	exe := s.cfg.Executable
 	if exe == "" {
@@ -121,9 +116,49 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 			return nil, Status{}, err
 		}
 	}
+	cmd, mine, err := spawnHelper(exe, m)
+	if err != nil {
+		return nil, Status{}, err
+	}
+	c, err := newConn(mine)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, Status{}, err
+	}
+	h := &helperConn{cmd: cmd, c: c, wait: map[uint64]*Process{}, dead: make(chan struct{})}
+	st, err := awaitHelper(c, helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid()})
+	if err != nil {
+		h.close()
+		return nil, Status{}, err
+	}
+	go h.read(s.log)
+	return h, st, nil
+}
+
+// landlockUsable refuses Landlock mode on a kernel whose Landlock is off
+// or too old; other modes pass.
+func landlockUsable(m Mode) error {
+	if m != Landlock {
+		return nil
+	}
+	abi := landlockABI()
+	switch {
+	case abi == 0:
+		return errors.New("landlock is not enabled in this kernel")
+	case abi < minLandlockABI:
+		return fmt.Errorf("landlock ABI %d is too old (read-only files need ABI %d, Linux 6.2)", abi, minLandlockABI)
+	}
+	return nil
+}
+
+// spawnHelper starts exe as the helper of mode m (in new user, mount and
+// PID namespaces for namespaces mode) with one end of a control socket;
+// it returns the process and the worker's end.
+func spawnHelper(exe string, m Mode) (*exec.Cmd, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, Status{}, fmt.Errorf("control socket: %w", err)
+		return nil, nil, fmt.Errorf("control socket: %w", err)
 	}
 	mine, theirs := os.NewFile(uintptr(pair[0]), "sandbox-control"), os.NewFile(uintptr(pair[1]), "sandbox-control")
 	cmd := &exec.Cmd{Path: exe, Args: []string{"fastagent-sandbox-helper"}, Env: []string{envName + "=1"},
@@ -140,51 +175,44 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 	if err != nil {
 		_ = mine.Close()
 		if m == Namespaces {
-			return nil, Status{}, fmt.Errorf("user namespaces are refused here (%w)", err)
+			return nil, nil, fmt.Errorf("user namespaces are refused here (%w)", err)
 		}
-		return nil, Status{}, fmt.Errorf("start helper: %w", err)
+		return nil, nil, fmt.Errorf("start helper: %w", err)
 	}
-	c, err := newConn(mine)
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, Status{}, err
+	return cmd, mine, nil
+}
+
+// awaitHelper sends the helper its configuration and waits (at most
+// helperStartTimeout) for the status it reports once set up.
+func awaitHelper(c *conn, cfg helperConfig) (Status, error) {
+	if err := c.send(cfg); err != nil {
+		return Status{}, fmt.Errorf("helper: %w", err)
 	}
-	h := &helperConn{cmd: cmd, c: c, wait: map[uint64]*Process{}, dead: make(chan struct{})}
-	fail := func(err error) (*helperConn, Status, error) {
-		h.close()
-		return nil, Status{}, err
+	type setup struct {
+		st  Status
+		err error
 	}
-	if err := c.send(helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid()}); err != nil {
-		return fail(fmt.Errorf("helper: %w", err))
-	}
-	ready := make(chan error, 1)
-	var st Status
+	ready := make(chan setup, 1)
 	go func() {
 		var ev event
 		_, err := c.recv(&ev)
 		switch {
 		case err != nil:
-			ready <- fmt.Errorf("helper exited during setup: %w", err)
+			ready <- setup{err: fmt.Errorf("helper exited during setup: %w", err)}
 		case ev.Err != "":
-			ready <- errors.New(ev.Err)
+			ready <- setup{err: errors.New(ev.Err)}
 		case ev.Status == nil:
-			ready <- errors.New("helper: no status")
+			ready <- setup{err: errors.New("helper: no status")}
 		default:
-			st = *ev.Status
-			ready <- nil
+			ready <- setup{st: *ev.Status}
 		}
 	}()
 	select {
-	case err := <-ready:
-		if err != nil {
-			return fail(err)
-		}
+	case r := <-ready:
+		return r.st, r.err
 	case <-time.After(helperStartTimeout):
-		return fail(fmt.Errorf("helper not ready after %s", helperStartTimeout))
+		return Status{}, fmt.Errorf("helper not ready after %s", helperStartTimeout)
 	}
-	go h.read(s.log)
-	return h, st, nil
 }
 
 // systemShell returns the shell a namespaces-mode call runs as its init:

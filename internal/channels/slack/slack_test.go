@@ -226,3 +226,74 @@ func TestNewTransport(t *testing.T) {
 		})
 	}
 }
+
+// callback wraps an inner event as an Events API callback of team
+// T061EG9R6; auth adds the bot's authorization (user U0LAN0Z89).
+func callback(event string, auth bool) []byte {
+	authz := ""
+	if auth {
+		authz = `,"authorizations":[{"team_id":"T061EG9R6","user_id":"U0LAN0Z89","is_bot":true}]`
+	}
+	return []byte(`{"token":"x","team_id":"T061EG9R6","api_app_id":"A0MDYCDME","type":"event_callback","event_id":"Ev1","event_time":1515449522` +
+		authz + `,"event":` + event + `}`)
+}
+
+// TestDoorParseEdges pins the door's decisions the fixtures do not reach:
+// unreadable payloads, outer and inner event types that are not messages,
+// a mention with nothing else in it, subtypes that are not a person's
+// message, and the bot known from the file rather than the event.
+func TestDoorParseEdges(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		body []byte
+		// bot is Config.BotUserID.
+		bot string
+		// wantErr: Parse fails (the payload is still acknowledged).
+		wantErr bool
+		// wantText is "" for no message.
+		wantText string
+		summoned bool
+	}{
+		{name: "not JSON", body: []byte(`{"type":`), wantErr: true},
+		{name: "url_verification without a challenge", body: []byte(`{"token":"x","type":"url_verification"}`), wantErr: true},
+		{name: "app_rate_limited", body: []byte(`{"token":"x","type":"app_rate_limited","team_id":"T061EG9R6","minute_rate_limited":1518467820,"api_app_id":"A0MDYCDME"}`)},
+		{name: "reaction_added", body: callback(`{"type":"reaction_added","user":"U061F7AUR","reaction":"thumbsup","item":{"type":"message","channel":"C0LAN2Q65","ts":"1515449522.000016"},"event_ts":"1515449530.000100"}`, true)},
+		{name: "mention and nothing else", body: callback(`{"type":"app_mention","user":"U061F7AUR","text":"<@U0LAN0Z89>  ","ts":"1515449522.000016","channel":"C0LAN2Q65"}`, true)},
+		{name: "channel_join", body: callback(`{"type":"message","subtype":"channel_join","user":"U061F7AUR","text":"<@U061F7AUR> has joined <@U0LAN0Z89>","ts":"1515449522.000016","channel":"C0LAN2Q65","channel_type":"channel"}`, true)},
+		{name: "message without a channel", body: callback(`{"type":"message","user":"U061F7AUR","text":"hello <@U0LAN0Z89>","ts":"1515449522.000016","channel_type":"channel"}`, true)},
+		{name: "mention of the bot from the file", bot: "U0LAN0Z89", summoned: true, wantText: "hello",
+			body: callback(`{"type":"message","user":"U061F7AUR","text":"<@U0LAN0Z89> hello","ts":"1515449522.000016","channel":"C0LAN2Q65","channel_type":"channel"}`, false)},
+		{name: "own message, bot from the file", bot: "U0LAN0Z89",
+			body: callback(`{"type":"message","user":"U0LAN0Z89","text":"hello","ts":"1515449522.000016","channel":"D0PNCRP9N","channel_type":"im"}`, false)},
+		// With the bot unknown, no channel message summons it (in mentions
+		// mode it is dropped) and the leading mention is stripped.
+		{name: "channel message, bot unknown", body: callback(`{"type":"message","user":"U061F7AUR","text":"<@U0LAN0Z89> hello","ts":"1515449522.000016","channel":"C0LAN2Q65","channel_type":"channel"}`, false)},
+		{name: "mention, bot unknown", summoned: true, wantText: "hello",
+			body: callback(`{"type":"app_mention","user":"U061F7AUR","text":"<@U0LAN0Z89> hello","ts":"1515449522.000016","channel":"C0LAN2Q65"}`, false)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := &slack.Door{SigningSecret: secret, BotUserID: c.bot}
+			got, err := d.Parse(channels.Request{Body: c.body})
+			if (err != nil) != c.wantErr {
+				t.Fatalf("Parse error = %v, want error %v", err, c.wantErr)
+			}
+			if got.Answer.Status != http.StatusOK {
+				t.Errorf("answer status %d, want 200 (acknowledged)", got.Answer.Status)
+			}
+			if c.wantText == "" {
+				if len(got.Messages) != 0 {
+					t.Fatalf("messages = %+v, want none", got.Messages)
+				}
+				return
+			}
+			if len(got.Messages) != 1 {
+				t.Fatalf("messages = %+v, want one", got.Messages)
+			}
+			if m := got.Messages[0]; m.Text != c.wantText || m.Summoned != c.summoned || m.Chat != "T061EG9R6:C0LAN2Q65" || m.Event != "Ev1" {
+				t.Errorf("message = %+v, want text %q summoned %v in T061EG9R6:C0LAN2Q65, event Ev1", m, c.wantText, c.summoned)
+			}
+		})
+	}
+}

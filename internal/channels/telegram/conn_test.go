@@ -75,3 +75,59 @@ func TestPollingConn(t *testing.T) {
 		t.Errorf("calls %+v", fake.Calls(""))
 	}
 }
+
+// TestPacer: a Retry-After longer than the backoff is waited once (at
+// most a minute), then the backoff again; a shorter one changes nothing.
+func TestPacer(t *testing.T) {
+	t.Parallel()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		retryAfter, want time.Duration
+	}{
+		{0, 2 * time.Second},
+		{time.Second, 2 * time.Second},
+		{5 * time.Second, 5 * time.Second},
+		{2 * time.Hour, time.Minute},
+	}
+	for _, c := range cases {
+		p := &pacer{backoff: 2 * time.Second, pause: 2 * time.Second}
+		p.retryAfter(c.retryAfter)
+		if p.pause != c.want {
+			t.Errorf("retryAfter(%s): pause %s, want %s", c.retryAfter, p.pause, c.want)
+		}
+		if p.wait(cancelled) {
+			t.Errorf("wait on an ended context = true, want false")
+		}
+		if p.pause != p.backoff {
+			t.Errorf("after a wait: pause %s, want the backoff %s", p.pause, p.backoff)
+		}
+	}
+}
+
+// TestNextOffset: the offset moves past the highest update of a batch,
+// never back.
+func TestNextOffset(t *testing.T) {
+	t.Parallel()
+	ups := func(ids ...int64) []Update {
+		var out []Update
+		for _, id := range ids {
+			out = append(out, Update{UpdateID: id})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		offset int64
+		ups    []Update
+		want   int64
+	}{
+		{0, ups(5, 3, 9), 10},
+		{12, ups(5), 12},
+		{7, nil, 7},
+		{7, ups(7), 8},
+	} {
+		if got := nextOffset(c.offset, c.ups); got != c.want {
+			t.Errorf("nextOffset(%d, %+v) = %d, want %d", c.offset, c.ups, got, c.want)
+		}
+	}
+}

@@ -226,53 +226,14 @@ func NewDoor(name string, file []byte, getenv func(string) string) (*Door, error
 	return d, nil
 }
 
+// build checks endpoint name's file and builds its door: how requests are
+// verified, how large they may be, how they map to a turn, how the
+// endpoint responds and replies.
 func build(name string, cfg Config, getenv func(string) string) (*Door, error) {
-	d := &Door{name: name, cfg: cfg, maxBody: channels.MaxBody, respond: RespondAsync}
+	d := &Door{name: name, cfg: cfg, maxBody: channels.MaxBody}
 	var err error
-	tol := DefaultTolerance
-	if cfg.Tolerance != "" {
-		if tol, err = time.ParseDuration(cfg.Tolerance); err != nil || tol <= 0 {
-			return nil, fmt.Errorf("tolerance: %q is not a positive duration (e.g. 5m)", cfg.Tolerance)
-		}
-	}
-	if cfg.SecretEnv == "" {
-		return nil, errors.New("secretEnv: required (the environment variable that holds the secret)")
-	}
-	secrets := strings.Fields(getenv(cfg.SecretEnv))
-	if len(secrets) == 0 {
-		return nil, fmt.Errorf("secretEnv: environment variable %s is not set", cfg.SecretEnv)
-	}
-	d.secrets = secrets
-	if cfg.Scheme != SchemeHMAC && cfg.HMAC != nil {
-		return nil, fmt.Errorf("hmac: only for scheme: hmac (scheme is %q)", cfg.Scheme)
-	}
-	if cfg.Scheme != SchemeToken && cfg.Token != nil {
-		return nil, fmt.Errorf("token: only for scheme: token (scheme is %q)", cfg.Scheme)
-	}
-	switch cfg.Scheme {
-	case SchemeStandard:
-		d.verifier, err = NewStandard(secrets, tol)
-		if err != nil {
-			return nil, fmt.Errorf("secretEnv: %s: %w", cfg.SecretEnv, err)
-		}
-	case SchemeHMAC:
-		if cfg.HMAC == nil {
-			return nil, errors.New("hmac: required for scheme: hmac (at least hmac.header)")
-		}
-		d.verifier, err = NewHMAC(*cfg.HMAC, secrets, tol)
-		if err != nil {
-			return nil, fmt.Errorf("hmac.%w", err)
-		}
-	case SchemeToken:
-		h := "Authorization"
-		if cfg.Token != nil && cfg.Token.Header != "" {
-			h = cfg.Token.Header
-		}
-		d.verifier = &Token{Header: h, Tokens: secrets}
-	case "":
-		return nil, errors.New("scheme: required: standard, hmac or token (there are no unsigned endpoints)")
-	default:
-		return nil, fmt.Errorf("scheme: %q is not one of standard, hmac, token", cfg.Scheme)
+	if d.verifier, d.secrets, err = verifierOf(cfg, getenv); err != nil {
+		return nil, err
 	}
 	if cfg.MaxBodyBytes < 0 || cfg.MaxBodyBytes > channels.MaxBody {
 		return nil, fmt.Errorf("maxBodyBytes: %d is not within 1..%d", cfg.MaxBodyBytes, channels.MaxBody)
@@ -283,21 +244,8 @@ func build(name string, cfg Config, getenv func(string) string) (*Door, error) {
 	if d.mapping, err = newMapping(name, cfg); err != nil {
 		return nil, err
 	}
-	switch cfg.Respond {
-	case "", RespondAsync:
-	case RespondWait:
-		d.respond = RespondWait
-	default:
-		return nil, fmt.Errorf("respond: %q is not one of async, wait", cfg.Respond)
-	}
-	d.wait = DefaultWait
-	if cfg.Wait != "" {
-		if d.respond != RespondWait {
-			return nil, errors.New("wait: only with respond: wait")
-		}
-		if d.wait, err = time.ParseDuration(cfg.Wait); err != nil || d.wait <= 0 || d.wait > MaxWait {
-			return nil, fmt.Errorf("wait: %q is not a duration within 1s..%s", cfg.Wait, MaxWait)
-		}
+	if d.respond, d.wait, err = responseOf(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Reply != nil {
 		if d.reply, err = newReplier(KindPrefix+name, *cfg.Reply, getenv); err != nil {
@@ -305,4 +253,79 @@ func build(name string, cfg Config, getenv func(string) string) (*Door, error) {
 		}
 	}
 	return d, nil
+}
+
+// verifierOf is the endpoint's request verifier by scheme, with the
+// secrets it accepts (secretEnv holds one or more, space-separated).
+func verifierOf(cfg Config, getenv func(string) string) (Verifier, []string, error) {
+	tol := DefaultTolerance
+	if cfg.Tolerance != "" {
+		var err error
+		if tol, err = time.ParseDuration(cfg.Tolerance); err != nil || tol <= 0 {
+			return nil, nil, fmt.Errorf("tolerance: %q is not a positive duration (e.g. 5m)", cfg.Tolerance)
+		}
+	}
+	if cfg.SecretEnv == "" {
+		return nil, nil, errors.New("secretEnv: required (the environment variable that holds the secret)")
+	}
+	secrets := strings.Fields(getenv(cfg.SecretEnv))
+	if len(secrets) == 0 {
+		return nil, nil, fmt.Errorf("secretEnv: environment variable %s is not set", cfg.SecretEnv)
+	}
+	if cfg.Scheme != SchemeHMAC && cfg.HMAC != nil {
+		return nil, nil, fmt.Errorf("hmac: only for scheme: hmac (scheme is %q)", cfg.Scheme)
+	}
+	if cfg.Scheme != SchemeToken && cfg.Token != nil {
+		return nil, nil, fmt.Errorf("token: only for scheme: token (scheme is %q)", cfg.Scheme)
+	}
+	switch cfg.Scheme {
+	case SchemeStandard:
+		v, err := NewStandard(secrets, tol)
+		if err != nil {
+			return nil, nil, fmt.Errorf("secretEnv: %s: %w", cfg.SecretEnv, err)
+		}
+		return v, secrets, nil
+	case SchemeHMAC:
+		if cfg.HMAC == nil {
+			return nil, nil, errors.New("hmac: required for scheme: hmac (at least hmac.header)")
+		}
+		v, err := NewHMAC(*cfg.HMAC, secrets, tol)
+		if err != nil {
+			return nil, nil, fmt.Errorf("hmac.%w", err)
+		}
+		return v, secrets, nil
+	case SchemeToken:
+		h := "Authorization"
+		if cfg.Token != nil && cfg.Token.Header != "" {
+			h = cfg.Token.Header
+		}
+		return &Token{Header: h, Tokens: secrets}, secrets, nil
+	case "":
+		return nil, nil, errors.New("scheme: required: standard, hmac or token (there are no unsigned endpoints)")
+	default:
+		return nil, nil, fmt.Errorf("scheme: %q is not one of standard, hmac, token", cfg.Scheme)
+	}
+}
+
+// responseOf is how the endpoint answers a request (async, or wait for the
+// turn) and, with wait, for how long.
+func responseOf(cfg Config) (respond string, wait time.Duration, err error) {
+	switch cfg.Respond {
+	case "", RespondAsync:
+		respond = RespondAsync
+	case RespondWait:
+		respond = RespondWait
+	default:
+		return "", 0, fmt.Errorf("respond: %q is not one of async, wait", cfg.Respond)
+	}
+	wait = DefaultWait
+	if cfg.Wait != "" {
+		if respond != RespondWait {
+			return "", 0, errors.New("wait: only with respond: wait")
+		}
+		if wait, err = time.ParseDuration(cfg.Wait); err != nil || wait <= 0 || wait > MaxWait {
+			return "", 0, fmt.Errorf("wait: %q is not a duration within 1s..%s", cfg.Wait, MaxWait)
+		}
+	}
+	return respond, wait, nil
 }

@@ -871,42 +871,7 @@ func testReplies(t *testing.T, s store.Store) {
 
 func testListSessions(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	// s1..s5 appended in order (s5 newest); alice owns s1, s3, s5; s2 has
-	// two recorded turns.
-	for i := 1; i <= 5; i++ {
-		id := fmt.Sprintf("s%d", i)
-		if err := s.Append(ctx, id, msg(id+"-a", "", "a"), msg(id+"-b", id+"-a", "b")); err != nil {
-			t.Fatalf("Append(%s): %v", id, err)
-		}
-		if i%2 == 1 {
-			if _, err := s.ClaimSession(ctx, id, "alice"); err != nil {
-				t.Fatalf("ClaimSession(%s): %v", id, err)
-			}
-		}
-	}
-	for _, k := range []string{"k1", "k2"} {
-		if err := s.RecordTurn(ctx, "s2", store.TurnRecord{Key: k, Outcome: json.RawMessage(`{}`), Finished: base}); err != nil {
-			t.Fatalf("RecordTurn: %v", err)
-		}
-	}
-	walk := func(q store.SessionQuery) []store.SessionInfo {
-		t.Helper()
-		var all []store.SessionInfo
-		for pages := 0; ; pages++ {
-			p, err := s.ListSessions(ctx, q)
-			if err != nil {
-				t.Fatalf("ListSessions(%+v): %v", q, err)
-			}
-			if q.Limit > 0 && len(p.Sessions) > q.Limit {
-				t.Fatalf("ListSessions(%+v) returned %d sessions, over the limit", q, len(p.Sessions))
-			}
-			all = append(all, p.Sessions...)
-			if p.NextCursor == "" || pages > 10 {
-				return all
-			}
-			q.Cursor = p.NextCursor
-		}
-	}
+	seedSessions(t, s)
 	ids := func(list []store.SessionInfo) string {
 		var out []string
 		for _, si := range list {
@@ -927,7 +892,7 @@ func testListSessions(t *testing.T, s store.Store) {
 		{"nobody's", store.SessionQuery{Owner: "bob"}, ""},
 	}
 	for _, c := range cases {
-		if got := ids(walk(c.q)); got != c.want {
+		if got := ids(walkSessions(t, s, c.q)); got != c.want {
 			t.Errorf("%s: sessions %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -954,5 +919,49 @@ func testListSessions(t *testing.T, s store.Store) {
 		if _, err := s.ListSessions(ctx, q); err == nil {
 			t.Errorf("ListSessions(%+v) = nil error, want one", q)
 		}
+	}
+}
+
+// seedSessions appends s1..s5 in order (s5 newest); alice owns s1, s3,
+// s5; s2 has two recorded turns.
+func seedSessions(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 1; i <= 5; i++ {
+		id := fmt.Sprintf("s%d", i)
+		if err := s.Append(ctx, id, msg(id+"-a", "", "a"), msg(id+"-b", id+"-a", "b")); err != nil {
+			t.Fatalf("Append(%s): %v", id, err)
+		}
+		if i%2 == 1 {
+			if _, err := s.ClaimSession(ctx, id, "alice"); err != nil {
+				t.Fatalf("ClaimSession(%s): %v", id, err)
+			}
+		}
+	}
+	for _, k := range []string{"k1", "k2"} {
+		if err := s.RecordTurn(ctx, "s2", store.TurnRecord{Key: k, Outcome: json.RawMessage(`{}`), Finished: base}); err != nil {
+			t.Fatalf("RecordTurn: %v", err)
+		}
+	}
+}
+
+// walkSessions lists the sessions of q page by page (at most a dozen
+// pages), checking each page keeps to the limit.
+func walkSessions(t *testing.T, s store.Store, q store.SessionQuery) []store.SessionInfo {
+	t.Helper()
+	var all []store.SessionInfo
+	for pages := 0; ; pages++ {
+		p, err := s.ListSessions(context.Background(), q)
+		if err != nil {
+			t.Fatalf("ListSessions(%+v): %v", q, err)
+		}
+		if q.Limit > 0 && len(p.Sessions) > q.Limit {
+			t.Fatalf("ListSessions(%+v) returned %d sessions, over the limit", q, len(p.Sessions))
+		}
+		all = append(all, p.Sessions...)
+		if p.NextCursor == "" || pages > 10 {
+			return all
+		}
+		q.Cursor = p.NextCursor
 	}
 }
