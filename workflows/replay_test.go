@@ -364,3 +364,62 @@ func TestReplayCoversChatEdits(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestReplayUpsertsOnlyOnChange: in the recorded histories of sessions
+// started with the search attributes, FastAgentStatus is upserted only on
+// change — running at a turn's start, waiting_approval and back around an
+// approval, idle when no turn waits — never per step: at most two upserts a
+// turn plus two an approval. continue_as_new's first run (three turns
+// with tool-less answers, one at a time) has exactly two per turn.
+func TestReplayUpsertsOnlyOnChange(t *testing.T) {
+	searchable := 0
+	for _, f := range historyFiles(t) {
+		h := loadHistory(t, f)
+		start := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+		if start.GetWorkflowType().GetName() != workflows.SessionWorkflowType ||
+			start.GetSearchAttributes().GetIndexedFields()[workflows.AttrStatus] == nil {
+			continue
+		}
+		searchable++
+		var turns, approvals, upserts int
+		for _, ev := range h.GetEvents() {
+			switch {
+			case ev.GetWorkflowExecutionUpdateAcceptedEventAttributes() != nil:
+				switch ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() {
+				case workflows.UpdateTurn:
+					turns++
+				case workflows.UpdateApprove:
+					approvals++
+				}
+			case ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == workflows.SignalDeliver:
+				turns++
+			case ev.GetUpsertWorkflowSearchAttributesEventAttributes() != nil:
+				upserts++
+			}
+		}
+		if upserts > 2*turns+2*approvals {
+			t.Errorf("%s: %d upserts for %d turns and %d approvals, want at most %d", filepath.Base(f), upserts, turns, approvals, 2*turns+2*approvals)
+		}
+		if filepath.Base(f) == "continue_as_new.json" && (turns != 3 || upserts != 6) {
+			t.Errorf("continue_as_new.json: %d upserts for %d turns, want 6 for 3", upserts, turns)
+		}
+	}
+	if searchable < 5 {
+		t.Errorf("%d recorded session histories started with the search attributes, want at least 5; record them with FASTAGENT_RECORD_HISTORIES=1", searchable)
+	}
+}
+
+// loadHistory reads one recorded history.
+func loadHistory(t *testing.T, f string) *historypb.History {
+	t.Helper()
+	r, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+	if err != nil || len(h.GetEvents()) == 0 {
+		t.Fatalf("%s: %v (or empty)", f, err)
+	}
+	return h
+}

@@ -53,7 +53,31 @@ type Settings struct {
 	// Heartbeat is how long a silent worker may go before its call is
 	// declared lost and retried (model) or reported as unknown (tool).
 	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	// Limits are the definition's budgets (fastagent.yaml limits:).
+	Limits Limits `json:"limits,omitzero"`
 }
+
+// Limits are budgets the loop and the session enforce; zero means none.
+// The loop checks the turn's budgets before each model call after the
+// first (where maxSteps is checked too), so a turn stops between steps,
+// never inside a model or tool call: it can overrun a budget by at most
+// one step, and a tool call is never left without its result.
+type Limits struct {
+	// TurnTokens bounds the tokens (input + output) of one turn's model calls.
+	TurnTokens int64 `json:"turnTokens,omitempty"`
+	// TurnTime bounds a turn's wall time, measured from its start.
+	TurnTime time.Duration `json:"turnTime,omitempty"`
+	// SessionTokensPerDay bounds the tokens of one session per UTC day:
+	// once reached, the session refuses further turns until the next day.
+	SessionTokensPerDay int64 `json:"sessionTokensPerDay,omitempty"`
+}
+
+// Limit config keys, named in limit_exceeded failures.
+const (
+	KeyTurnTokens          = "limits.turnTokens"
+	KeyTurnTime            = "limits.turnTime"
+	KeySessionTokensPerDay = "limits.sessionTokensPerDay"
+)
 
 // ModelCall asks the runtime for one model step.
 type ModelCall struct {
@@ -225,7 +249,7 @@ type Runtime interface {
 func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 	// st.Leaf moves only once a step succeeded, so a turn whose first
 	// call fails leaves it unchanged.
-	r := &run{rt: rt, session: session, st: st, turn: t, leaf: st.Leaf, used: map[string]bool{}}
+	r := &run{rt: rt, session: session, st: st, turn: t, leaf: st.Leaf, used: map[string]bool{}, started: rt.Now()}
 	r.out = Outcome{Turn: t.ID}
 	if t.Entry != nil {
 		r.out.First, r.leaf = t.Entry.ID, t.Entry.ID
@@ -254,6 +278,8 @@ type run struct {
 	leaf     string
 	pending  []transcript.Entry
 	maxSteps int
+	// started is when the turn began (Limits.TurnTime).
+	started time.Time
 	// afterTools says the previous step ran tools.
 	afterTools bool
 	// used holds the tool call IDs of the turn's earlier steps (lookups
@@ -273,6 +299,12 @@ func (r *run) step(step int) bool {
 			Details: fmt.Sprintf("the turn stopped after %d model calls (maxSteps); raise maxSteps in fastagent.yaml or ask for less per turn", r.maxSteps),
 			Code:    agent.CodeMaxSteps,
 		})
+	}
+	if step > 1 {
+		if f := r.overBudget(); f != nil {
+			r.out.Leftover = texts(r.pending)
+			return r.fail(f)
+		}
 	}
 	r.out.Steps = step
 	res, err := r.model(step)
@@ -350,6 +382,27 @@ func (r *run) tools(step int, res ModelResult) error {
 		}
 	}
 	return err
+}
+
+// overBudget returns the failure of a turn past one of its budgets, or nil.
+func (r *run) overBudget() *agent.Failure {
+	lim := r.st.Settings.Limits
+	if lim.TurnTokens > 0 && r.out.Usage != nil && r.out.Usage.Tokens() >= lim.TurnTokens {
+		return LimitFailure(fmt.Sprintf("the turn used %d tokens, reaching its budget of %d", r.out.Usage.Tokens(), lim.TurnTokens), KeyTurnTokens)
+	}
+	if took := r.rt.Now().Sub(r.started); lim.TurnTime > 0 && took >= lim.TurnTime {
+		return LimitFailure(fmt.Sprintf("the turn ran for %s, reaching its budget of %s", took.Round(time.Second), lim.TurnTime), KeyTurnTime)
+	}
+	return nil
+}
+
+// LimitFailure is the limit_exceeded failure of a budget: what happened and
+// the fastagent.yaml key that sets the budget.
+func LimitFailure(what, key string) *agent.Failure {
+	return &agent.Failure{
+		Details: fmt.Sprintf("limit exceeded: %s (%s in fastagent.yaml); raise it or ask for less", what, key),
+		Code:    agent.CodeLimitExceeded,
+	}
 }
 
 // fail ends the turn with err; it always returns true.
