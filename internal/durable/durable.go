@@ -68,7 +68,6 @@ type Agent struct {
 	unregistered atomic.Bool
 }
 
-
 var _ agent.Agent = (*Agent)(nil)
 
 // Invoke runs one turn. See the package doc.
