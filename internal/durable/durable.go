@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -62,10 +61,6 @@ type Agent struct {
 	// before the agent checks whether the session is pinned to a build no
 	// worker runs (see unserved); 0 means DefaultPinnedCheck.
 	PinnedCheck time.Duration
-
-	// unregistered latches that the namespace refused the session search
-	// attributes: later sessions start without them.
-	unregistered atomic.Bool
 }
 
 var _ agent.Agent = (*Agent)(nil)
@@ -147,11 +142,9 @@ func (a *Agent) turn(ctx context.Context, scope agent.Scope, prompt agent.Prompt
 }
 
 func (a *Agent) updateTurn(ctx context.Context, scope agent.Scope, prompt agent.Prompt, key, source string) (agentloop.Outcome, error) {
-	out, err := a.updateTurnWith(ctx, scope, prompt, key, source, !a.unregistered.Load())
+	out, err := a.updateTurnWith(ctx, scope, prompt, key, source, true)
 	if sessionstart.Unregistered(err) {
-		if !a.unregistered.Swap(true) {
-			a.log().Warn(sessionstart.Hint, "error", err)
-		}
+		a.log().Warn(sessionstart.Hint, "error", err)
 		out, err = a.updateTurnWith(ctx, scope, prompt, key, source, false)
 	}
 	return out, err
@@ -415,13 +408,6 @@ func controlError(session string, err error) error {
 
 // IsNoActiveRun reports whether err is a control-plane "no_active_run" rejection.
 func IsNoActiveRun(err error) bool { return agent.CodeOf(err) == agent.CodeNoActiveRun }
-
-func (a *Agent) taskQueue() string {
-	if a.TaskQueue != "" {
-		return a.TaskQueue
-	}
-	return workflows.TaskQueue
-}
 
 func (a *Agent) log() *slog.Logger {
 	if a.Logger != nil {

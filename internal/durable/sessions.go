@@ -175,11 +175,9 @@ func (a *Agent) Rewind(ctx context.Context, session, entry string) (workflows.Re
 // current one and returns once the session accepted it, without waiting
 // for it to run; Attach follows it.
 func (a *Agent) FollowUp(ctx context.Context, session, key, text string) error {
-	err := a.followUp(ctx, session, key, text, !a.unregistered.Load())
+	err := a.followUp(ctx, session, key, text, true)
 	if sessionstart.Unregistered(err) {
-		if !a.unregistered.Swap(true) {
-			a.log().Warn(sessionstart.Hint, "error", err)
-		}
+		a.log().Warn(sessionstart.Hint, "error", err)
 		err = a.followUp(ctx, session, key, text, false)
 	}
 	return err

@@ -134,7 +134,7 @@ func TestSessionSearchAttributes(t *testing.T) {
 
 // On a namespace without the session search attributes sessions still
 // run: the durable agent and the channel door start them without the
-// attributes once Temporal refused them, and the session workflows never
+// attributes when Temporal refuses them, and the session workflows never
 // upsert (an unknown attribute would fail their workflow tasks).
 func TestSessionsWithoutSearchAttributes(t *testing.T) {
 	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db"), UIPort: -1, NoSearchAttributes: true, LogWriter: io.Discard})
