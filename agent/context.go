@@ -10,6 +10,7 @@ type ctxKey int
 const (
 	keyIdempotency ctxKey = iota
 	keySource
+	keyPrincipal
 	keyResume
 )
 
@@ -35,6 +36,19 @@ func WithSource(ctx context.Context, source string) context.Context {
 // Source returns the value set by WithSource, or "".
 func Source(ctx context.Context) string {
 	s, _ := ctx.Value(keySource).(string)
+	return s
+}
+
+// WithPrincipal names the authenticated caller a turn acts for (an API
+// token's principal); engines may record it with a session the turn
+// creates, so that sessions can be found by who created them.
+func WithPrincipal(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, keyPrincipal, name)
+}
+
+// Principal returns the value set by WithPrincipal, or "".
+func Principal(ctx context.Context) string {
+	s, _ := ctx.Value(keyPrincipal).(string)
 	return s
 }
 

@@ -26,6 +26,10 @@ const (
 	CodeAborted = "aborted"
 	// CodeMaxSteps: the turn hit the configured bound on model calls.
 	CodeMaxSteps = "max_steps"
+	// CodeLimitExceeded: the turn or session hit a budget of the agent's
+	// limits (tokens per turn, wall time per turn, tokens per session per
+	// day); the details name the limit and its configuration key.
+	CodeLimitExceeded = "limit_exceeded"
 	// CodeNoActiveRun: a control command found no turn to act on.
 	CodeNoActiveRun = "no_active_run"
 	// CodeInvalidCommand: a control command was malformed.
@@ -189,6 +193,10 @@ type Usage struct {
 	CacheWrite int64 `json:"cacheWrite,omitempty"`
 	Calls      int64 `json:"calls"`
 }
+
+// Tokens is what budgets count: input plus output tokens, as the provider
+// reported them.
+func (u Usage) Tokens() int64 { return u.Input + u.Output }
 
 // Add adds o to u.
 func (u *Usage) Add(o Usage) {

@@ -364,3 +364,70 @@ func TestReplayCoversChatEdits(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestReplayUpsertsOnlyOnChange: in the recorded histories of sessions
+// started with the search attributes, FastAgentStatus is upserted only on
+// change — running at a turn's start, waiting_approval and back around an
+// approval, idle when no turn waits — never per step: no value twice in a
+// row, and at most two upserts a turn (every turn schedules Turn.Record
+// once) plus two an approval.
+func TestReplayUpsertsOnlyOnChange(t *testing.T) {
+	searchable := 0
+	for _, f := range historyFiles(t) {
+		h := loadHistory(t, f)
+		start := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+		if start.GetWorkflowType().GetName() != workflows.SessionWorkflowType ||
+			start.GetSearchAttributes().GetIndexedFields()[workflows.AttrStatus] == nil {
+			continue
+		}
+		searchable++
+		var turns, approvals int
+		var statuses []string
+		for _, ev := range h.GetEvents() {
+			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityTurnRecord {
+				turns++
+			}
+			if ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == workflows.UpdateApprove {
+				approvals++
+			}
+			// GetVersion upserts TemporalChangeVersion: not counted.
+			if p := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[workflows.AttrStatus]; p != nil {
+				var v string
+				if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
+					t.Fatal(err)
+				}
+				statuses = append(statuses, v)
+			}
+		}
+		base := filepath.Base(f)
+		if len(statuses) > 2*turns+2*approvals {
+			t.Errorf("%s: %d status upserts for %d turns and %d approvals, want at most %d", base, len(statuses), turns, approvals, 2*turns+2*approvals)
+		}
+		for i := 1; i < len(statuses); i++ {
+			if statuses[i] == statuses[i-1] {
+				t.Errorf("%s: status upserts %v set %s twice in a row", base, statuses, statuses[i])
+			}
+		}
+		if turns > 0 && (len(statuses) == 0 || statuses[0] != workflows.StatusRunning) {
+			t.Errorf("%s: status upserts %v, want the first turn to set running", base, statuses)
+		}
+	}
+	if searchable < 5 {
+		t.Errorf("%d recorded session histories started with the search attributes, want at least 5; record them with FASTAGENT_RECORD_HISTORIES=1", searchable)
+	}
+}
+
+// loadHistory reads one recorded history.
+func loadHistory(t *testing.T, f string) *historypb.History {
+	t.Helper()
+	r, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+	if err != nil || len(h.GetEvents()) == 0 {
+		t.Fatalf("%s: %v (or empty)", f, err)
+	}
+	return h
+}

@@ -251,8 +251,12 @@ func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool,
 	}
 	a := &approval{view: view}
 	r.s.approvals = append(r.s.approvals, a)
+	r.s.setStatus(ctx, StatusWaiting)
 	if err := workflow.Await(ctx, func() bool { return a.decided }); err != nil {
 		return false, "", err
+	}
+	if !r.s.waitingApproval() {
+		r.s.setStatus(ctx, StatusRunning)
 	}
 	return a.approved, a.reason, nil
 }

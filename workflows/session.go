@@ -123,6 +123,8 @@ type Snapshot struct {
 	// Usage sums the tokens of every turn's model calls (compactions'
 	// summaries excluded), carried across continue-as-new.
 	Usage agent.Usage `json:"usage"`
+	// Today sums them for the current UTC day (limits.sessionTokensPerDay).
+	Today DayUsage `json:"today,omitzero"`
 }
 
 // RecentTurn is one remembered outcome.
@@ -198,6 +200,9 @@ type SessionView struct {
 	WakeLog   []WakeRecord       `json:"wakeLog,omitempty"`
 	// Usage sums the session's model tokens, turn by turn.
 	Usage agent.Usage `json:"usage"`
+	// Today sums them for the current UTC day, which
+	// limits.sessionTokensPerDay bounds.
+	Today DayUsage `json:"today,omitzero"`
 }
 
 // PendingApproval is a tool call waiting for a human: the full arguments
@@ -287,6 +292,10 @@ type session struct {
 	// still running (continue-as-new waits for both to settle).
 	deliveries workflow.ReceiveChannel
 	replies    int
+	// status is the session's AttrStatus as last set; searchable says the
+	// run was started with the search attributes and keeps it up to date.
+	status     string
+	searchable bool
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
@@ -302,6 +311,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	}
 	s.listenDeliveries(ctx)
 	s.reportQueueDepth(ctx)
+	s.initStatus(ctx)
 	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
 	s.keys = workflow.GetVersion(ctx, changeTurnKeys, workflow.DefaultVersion, 1)
 	if s.snap.IDPrefix == "" {
@@ -338,6 +348,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			default:
 				s.serve(traced(ctx, t.span), t, s.limit())
 			}
+			if len(s.queue) == 0 {
+				s.setStatus(ctx, StatusIdle)
+			}
 		}
 
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) {
@@ -370,7 +383,11 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 	started := workflow.Now(ctx)
 	s.prepareChannelTurn(ctx, t)
-	out := s.runTurn(ctx, t)
+	out, refused := s.refuseOverDay(ctx, t)
+	if !refused {
+		s.setStatus(ctx, StatusRunning)
+		out = s.runTurn(ctx, t)
+	}
 	// Every turn is recorded, wake-ups included, so any turn can be
 	// attached to and a redelivered key is answered for a day.
 	record := s.durableTurns() && !t.recorded
@@ -399,6 +416,7 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 	s.snap.Turns++
 	if out.Usage != nil {
 		s.snap.Usage.Add(*out.Usage)
+		s.addDayUsage(ctx, *out.Usage)
 	}
 }
 
@@ -643,6 +661,7 @@ func (s *session) view() (SessionView, error) {
 		Wakes:     s.snap.Wakes,
 		WakeLog:   s.snap.WakeLog,
 		Usage:     s.snap.Usage,
+		Today:     s.snap.Today,
 	}
 	if s.running != nil {
 		v.Running = s.running.id

@@ -23,6 +23,8 @@ type sessionCmds struct {
 	tree            bool
 	out, as, cursor string
 	limit           int
+	// filter selects sessions by their search attributes (list).
+	filter struct{ agent, principal, channel, status, parent string }
 }
 
 func newSession(g *globals) *cobra.Command {
@@ -35,12 +37,22 @@ func newSession(g *globals) *cobra.Command {
 	approvals := &approvalClient{base: &sc.base, call: sc.call}
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List your sessions (every session with an admin token), most recently active first",
-		Args:  cobra.NoArgs,
-		RunE:  func(_ *cobra.Command, _ []string) error { return sc.list() },
+		Short: "List your sessions (every session with an admin token), most recently active first; filters search Temporal visibility",
+		Long: "List your sessions (every session with an admin token), most recently active first.\n\n" +
+			"With --agent, --channel, --status, --principal or --parent the list comes from Temporal visibility,\n" +
+			"by the sessions' search attributes (FastAgentAgent, FastAgentChannel, FastAgentStatus,\n" +
+			"FastAgentPrincipal, FastAgentParent), newest first; it lags a moment behind the sessions.\n" +
+			"Example: fastagent session list --channel slack --status running",
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error { return sc.list() },
 	}
 	list.Flags().IntVar(&sc.limit, "limit", 0, "sessions per page (default 50)")
 	list.Flags().StringVar(&sc.cursor, "cursor", "", "continue a listing (the cursor the last page printed)")
+	list.Flags().StringVar(&sc.filter.agent, "agent", "", "only sessions of this agent (its task queue)")
+	list.Flags().StringVar(&sc.filter.channel, "channel", "", "only sessions created by this channel: http, schedule, slack, feishu, telegram, github, webhook, …")
+	list.Flags().StringVar(&sc.filter.status, "status", "", "only sessions in this status: idle, running, waiting_approval")
+	list.Flags().StringVar(&sc.filter.principal, "principal", "", "only sessions this API principal created")
+	list.Flags().StringVar(&sc.filter.parent, "parent", "", "only sessions started by this session")
 	transcript := sessionCommand("transcript <session>", "Print the session's current branch (--tree: every entry) as JSON", sc.transcript, 1)
 	transcript.Flags().BoolVar(&sc.tree, "tree", false, "every entry of the session, not only the current branch")
 	export := sessionCommand("export <session>", "Write the session as a pi JSONL session file (stdout, or -o file)", sc.export, 1)
@@ -110,6 +122,17 @@ func (sc *sessionCmds) list() error {
 	if sc.cursor != "" {
 		q.Set("cursor", sc.cursor)
 	}
+	filtered := false
+	for k, val := range map[string]string{"agent": sc.filter.agent, "channel": sc.filter.channel, "status": sc.filter.status,
+		"principal": sc.filter.principal, "parent": sc.filter.parent} {
+		if val != "" {
+			q.Set(k, val)
+			filtered = true
+		}
+	}
+	if filtered {
+		return sc.search(q)
+	}
 	var v struct {
 		Sessions []struct {
 			Session, Owner, Status string
@@ -129,6 +152,31 @@ func (sc *sessionCmds) list() error {
 	tw.Flush()
 	if v.NextCursor != "" {
 		fmt.Printf("\nmore: fastagent session list --cursor %s\n", v.NextCursor)
+	}
+	return nil
+}
+
+// search prints the sessions matching the search filters in q.
+func (sc *sessionCmds) search(q url.Values) error {
+	var v struct {
+		Sessions []struct {
+			Session, Agent, Principal, Channel, Status, Workflow string
+			Started                                              time.Time
+		} `json:"sessions"`
+		NextCursor string `json:"nextCursor"`
+	}
+	if err := sc.callJSON(http.MethodGet, strings.TrimRight(sc.base, "/")+"/sessions?"+q.Encode(), "", &v); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SESSION\tAGENT\tCHANNEL\tPRINCIPAL\tSTATUS\tWORKFLOW\tSTARTED")
+	for _, si := range v.Sessions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", si.Session, si.Agent, si.Channel, si.Principal, si.Status, si.Workflow,
+			si.Started.Local().Format(time.RFC3339))
+	}
+	tw.Flush()
+	if v.NextCursor != "" {
+		fmt.Printf("\nmore: add --cursor %s\n", v.NextCursor)
 	}
 	return nil
 }

@@ -300,6 +300,11 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 		ModelAttempts: def.Config.Retry.ModelAttempts,
 		ModelTimeout:  time.Duration(def.Config.Retry.ModelTimeout),
 		Heartbeat:     time.Duration(def.Config.Retry.Heartbeat),
+		Limits: agentloop.Limits{
+			TurnTokens:          def.Config.Limits.TurnTokens,
+			TurnTime:            time.Duration(def.Config.Limits.TurnTime),
+			SessionTokensPerDay: def.Config.Limits.SessionTokensPerDay,
+		},
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -226,18 +227,20 @@ func HandOff(ctx context.Context, c Starter, taskQueue string, d Delivery) error
 }
 
 // SignalSession sends d to session:<session> with Signal-With-Start; the
-// session deduplicates it by its key.
+// session deduplicates it by its key. A new session's channel is the
+// delivery's source. A namespace without the session search attributes
+// gets the signal again without them.
 func SignalSession(ctx context.Context, c Starter, taskQueue, session string, d workflows.Delivery) error {
-	if taskQueue == "" {
-		taskQueue = workflows.TaskQueue
+	start := func(search bool) error {
+		_, err := c.SignalWithStartWorkflow(ctx, workflows.WorkflowID(session), workflows.SignalDeliver, d,
+			sessionstart.Options(session, taskQueue, workflows.SessionAttrs{Channel: d.Source}, search),
+			workflows.SessionWorkflowType, workflows.SessionInput{Session: session})
+		return err
 	}
-	_, err := c.SignalWithStartWorkflow(ctx, workflows.WorkflowID(session), workflows.SignalDeliver, d,
-		client.StartWorkflowOptions{
-			TaskQueue:                taskQueue,
-			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-			StaticSummary:            "session " + session,
-		}, workflows.SessionWorkflowType, workflows.SessionInput{Session: session})
+	err := start(true)
+	if sessionstart.Unregistered(err) {
+		err = start(false)
+	}
 	if err != nil {
 		return fmt.Errorf("channels: signal-with-start %s: %w", workflows.WorkflowID(session), err)
 	}

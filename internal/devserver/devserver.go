@@ -11,6 +11,7 @@
 package devserver
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -33,6 +34,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/fastagent/fastagent/internal/sessionstart"
+	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/uigate"
 )
 
@@ -54,6 +57,9 @@ type Options struct {
 	// (default: os.Stderr at warn).
 	LogWriter io.Writer
 	LogLevel  slog.Level
+	// NoSearchAttributes leaves the session search attributes unregistered
+	// (tests of a namespace without them); by default Start registers them.
+	NoSearchAttributes bool
 	// Untuned keeps Temporal's stock dynamic configuration instead of the
 	// latency tuning described in Tuning.
 	Untuned bool
@@ -234,6 +240,12 @@ func Start(opts Options) (*Server, error) {
 		_ = srv.Stop()
 		return nil, err
 	}
+	if !opts.NoSearchAttributes {
+		if err := s.registerSearchAttributes(); err != nil {
+			_ = srv.Stop()
+			return nil, err
+		}
+	}
 	if opts.KeyFile != "" {
 		if err := writeKey(opts.KeyFile, opts.APIKey); err != nil {
 			_ = srv.Stop()
@@ -248,6 +260,24 @@ func Start(opts Options) (*Server, error) {
 		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
 	}
 	return s, nil
+}
+
+// registerSearchAttributes registers the session search attributes the
+// namespace lacks (sessionstart.Register), so that sessions started on the
+// embedded server can be found by agent, channel, principal and status.
+func (s *Server) registerSearchAttributes() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := tclient.Dial(ctx, tclient.Config{Address: s.frontendAddr, Namespace: s.namespace, APIKey: s.apiKey, Plaintext: true,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("devserver: dial to register search attributes: %w", err)
+	}
+	defer c.Close()
+	if _, err := sessionstart.Register(ctx, c, s.namespace); err != nil {
+		return fmt.Errorf("devserver: %w", err)
+	}
+	return nil
 }
 
 // services are the server's services: the default ones and the internal

@@ -31,6 +31,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/relay"
+	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -141,19 +142,32 @@ func (a *Agent) turn(ctx context.Context, scope agent.Scope, prompt agent.Prompt
 }
 
 func (a *Agent) updateTurn(ctx context.Context, scope agent.Scope, prompt agent.Prompt, key, source string) (agentloop.Outcome, error) {
-	start := a.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       workflows.WorkflowID(scope.Session),
-		TaskQueue:                a.taskQueue(),
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            "session " + scope.Session,
-	}, workflows.SessionWorkflowType, workflows.SessionInput{
-		Session:       scope.Session,
-		ParentSession: scope.ParentSession,
-		BranchHints:   scope.BranchHints,
-		FromEntry:     scope.FromEntry,
-		TurnsPerRun:   a.TurnsPerRun,
-	})
+	out, err := a.updateTurnWith(ctx, scope, prompt, key, source, true)
+	if sessionstart.Unregistered(err) {
+		a.log().Warn(sessionstart.Hint, "error", err)
+		out, err = a.updateTurnWith(ctx, scope, prompt, key, source, false)
+	}
+	return out, err
+}
+
+// startOptions are the start options of session's workflow, with the
+// principal of ctx and the channel source as search attributes when search.
+func (a *Agent) startOptions(ctx context.Context, session, source string, search bool) client.StartWorkflowOptions {
+	if source == "" {
+		source = "api"
+	}
+	return sessionstart.Options(session, a.TaskQueue, workflows.SessionAttrs{Principal: agent.Principal(ctx), Channel: source}, search)
+}
+
+func (a *Agent) updateTurnWith(ctx context.Context, scope agent.Scope, prompt agent.Prompt, key, source string, search bool) (agentloop.Outcome, error) {
+	start := a.Client.NewWithStartWorkflowOperation(a.startOptions(ctx, scope.Session, source, search),
+		workflows.SessionWorkflowType, workflows.SessionInput{
+			Session:       scope.Session,
+			ParentSession: scope.ParentSession,
+			BranchHints:   scope.BranchHints,
+			FromEntry:     scope.FromEntry,
+			TurnsPerRun:   a.TurnsPerRun,
+		})
 	h, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
@@ -394,13 +408,6 @@ func controlError(session string, err error) error {
 
 // IsNoActiveRun reports whether err is a control-plane "no_active_run" rejection.
 func IsNoActiveRun(err error) bool { return agent.CodeOf(err) == agent.CodeNoActiveRun }
-
-func (a *Agent) taskQueue() string {
-	if a.TaskQueue != "" {
-		return a.TaskQueue
-	}
-	return workflows.TaskQueue
-}
 
 func (a *Agent) log() *slog.Logger {
 	if a.Logger != nil {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
@@ -40,6 +41,19 @@ func (a *Agent) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 	}
 	p, err := a.Store.ListSessions(ctx, q)
 	if errors.Is(err, store.ErrBadCursor) {
+		return p, &agent.Error{Code: agent.CodeInvalidCommand, Message: err.Error(), Err: err}
+	}
+	return p, err
+}
+
+// SearchSessions lists the session workflows whose search attributes match
+// f, from Temporal visibility (eventually consistent), newest first.
+func (a *Agent) SearchSessions(ctx context.Context, f sessionstart.Filter, limit int, cursor string) (sessionstart.Page, error) {
+	if limit <= 0 {
+		limit = store.DefaultSessionPage
+	}
+	p, err := sessionstart.Search(ctx, a.Client, f, limit, cursor)
+	if errors.Is(err, sessionstart.ErrBadCursor) {
 		return p, &agent.Error{Code: agent.CodeInvalidCommand, Message: err.Error(), Err: err}
 	}
 	return p, err
@@ -161,13 +175,17 @@ func (a *Agent) Rewind(ctx context.Context, session, entry string) (workflows.Re
 // current one and returns once the session accepted it, without waiting
 // for it to run; Attach follows it.
 func (a *Agent) FollowUp(ctx context.Context, session, key, text string) error {
-	start := a.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       workflows.WorkflowID(session),
-		TaskQueue:                a.taskQueue(),
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            "session " + session,
-	}, workflows.SessionWorkflowType, workflows.SessionInput{Session: session, TurnsPerRun: a.TurnsPerRun})
+	err := a.followUp(ctx, session, key, text, true)
+	if sessionstart.Unregistered(err) {
+		a.log().Warn(sessionstart.Hint, "error", err)
+		err = a.followUp(ctx, session, key, text, false)
+	}
+	return err
+}
+
+func (a *Agent) followUp(ctx context.Context, session, key, text string, search bool) error {
+	start := a.Client.NewWithStartWorkflowOperation(a.startOptions(ctx, session, "http", search),
+		workflows.SessionWorkflowType, workflows.SessionInput{Session: session, TurnsPerRun: a.TurnsPerRun})
 	h, err := a.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{

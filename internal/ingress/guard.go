@@ -23,7 +23,7 @@ const (
 	CodeForbiddenOrigin  = "forbidden_origin"
 	CodeMisdirected      = "misdirected_request"
 	CodeUnsupportedMedia = "unsupported_media_type"
-	CodeLimitExceeded    = "limit_exceeded"
+	CodeLimitExceeded    = agent.CodeLimitExceeded
 	CodeTooLarge         = "too_large"
 	CodeRateLimited      = "rate_limited"
 	// CodeOverloaded: admission control refused a new turn because the

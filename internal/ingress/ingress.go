@@ -314,6 +314,7 @@ func (s *Server) invoke(c *gin.Context) {
 		return
 	}
 	ctx := agent.WithSource(c.Request.Context(), "http")
+	ctx = agent.WithPrincipal(ctx, principalOf(c).Name)
 	ctx = agent.WithIdempotencyKey(ctx, key)
 	ctx = agent.WithResumeAfter(ctx, after)
 	ctx = agent.WithResumeWithin(ctx, within)

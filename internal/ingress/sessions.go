@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/pisession"
+	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
@@ -42,6 +43,9 @@ type Sessions interface {
 	Rewind(ctx context.Context, session, entry string) (workflows.RewindResult, error)
 	// FollowUp queues text as turn key behind the current one, not waiting.
 	FollowUp(ctx context.Context, session, key, text string) error
+	// SearchSessions lists the sessions whose search attributes match f
+	// (Temporal visibility); a bad cursor is invalid_command.
+	SearchSessions(ctx context.Context, f sessionstart.Filter, limit int, cursor string) (sessionstart.Page, error)
 }
 
 // SessionListItem is one session of GET /sessions.
@@ -95,6 +99,18 @@ func (s *Server) listSessions(c *gin.Context) {
 	if p := principalOf(c); !s.NoAuth && !p.Admin() {
 		q.Owner = p.Name
 	}
+	if f, ok := searchFilter(c); ok {
+		if q.Owner != "" {
+			f.Principal = q.Owner
+		}
+		page, err := s.Sessions.SearchSessions(c.Request.Context(), f, q.Limit, q.Cursor)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, page)
+		return
+	}
 	page, err := s.Sessions.ListSessions(c.Request.Context(), q)
 	if err != nil {
 		s.fail(c, err)
@@ -110,6 +126,14 @@ func (s *Server) listSessions(c *gin.Context) {
 		items[i] = SessionListItem{SessionInfo: si, Status: st}
 	}
 	c.JSON(http.StatusOK, gin.H{"sessions": items, "nextCursor": page.NextCursor})
+}
+
+// searchFilter reads the search filters of GET /sessions (agent, principal,
+// channel, status, parent); ok says at least one is set.
+func searchFilter(c *gin.Context) (sessionstart.Filter, bool) {
+	f := sessionstart.Filter{Agent: c.Query("agent"), Principal: c.Query("principal"), Channel: c.Query("channel"),
+		Status: c.Query("status"), Parent: c.Query("parent")}
+	return f, f != (sessionstart.Filter{})
 }
 
 // transcript serves GET /sessions/{id}/transcript[?tree=1].
@@ -272,7 +296,7 @@ func (s *Server) followUp(c *gin.Context) {
 		}
 		release = r
 	}
-	if err := s.Sessions.FollowUp(c.Request.Context(), c.Param("id"), key, req.Text); err != nil {
+	if err := s.Sessions.FollowUp(agent.WithPrincipal(c.Request.Context(), principalOf(c).Name), c.Param("id"), key, req.Text); err != nil {
 		release()
 		s.fail(c, err)
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
@@ -46,6 +47,11 @@ func (r *sessionsRecorder) Import(_ context.Context, session string, _ []transcr
 func (r *sessionsRecorder) Rewind(_ context.Context, session, entry string) (workflows.RewindResult, error) {
 	r.record("rewind " + session)
 	return workflows.RewindResult{Leaf: entry}, nil
+}
+
+func (r *sessionsRecorder) SearchSessions(_ context.Context, f sessionstart.Filter, _ int, _ string) (sessionstart.Page, error) {
+	r.record("search " + sessionstart.Query(f))
+	return sessionstart.Page{Sessions: []sessionstart.Hit{{Session: "s1", Channel: f.Channel, Principal: f.Principal}}}, nil
 }
 
 func (r *sessionsRecorder) FollowUp(_ context.Context, session, _, _ string) error {

@@ -84,6 +84,19 @@ type Config struct {
 	ContextWindow int `yaml:"contextWindow"`
 	// Compaction keeps a long session's context inside the window.
 	Compaction CompactionConfig `yaml:"compaction"`
+	// Limits are budgets the session workflow enforces (0 or unset: none).
+	Limits LimitsConfig `yaml:"limits"`
+}
+
+// LimitsConfig bounds what a turn and a session may spend. A turn past a
+// budget fails with code limit_exceeded.
+type LimitsConfig struct {
+	// TurnTokens bounds the tokens (input + output) of one turn.
+	TurnTokens int64 `yaml:"turnTokens"`
+	// TurnTime bounds the wall time of one turn.
+	TurnTime Duration `yaml:"turnTime"`
+	// SessionTokensPerDay bounds the tokens of one session per UTC day.
+	SessionTokensPerDay int64 `yaml:"sessionTokensPerDay"`
 }
 
 // CompactionConfig tunes automatic compaction (pi's algorithm).
@@ -373,6 +386,9 @@ func (c Config) validateWith(custom map[string]bool) error {
 	}
 	if err := c.validateCompaction(); err != nil {
 		return err
+	}
+	if l := c.Limits; l.TurnTokens < 0 || l.SessionTokensPerDay < 0 || l.TurnTime < 0 {
+		return badKey("budgets must not be negative (0 or unset: no limit)", "limits")
 	}
 	if c.HTTP.DetachGrace != nil && *c.HTTP.DetachGrace < 0 {
 		return badKey("a negative duration; use 0 to abort at once when a client disconnects", "http", "detachGrace")

@@ -53,7 +53,31 @@ type Settings struct {
 	// Heartbeat is how long a silent worker may go before its call is
 	// declared lost and retried (model) or reported as unknown (tool).
 	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	// Limits are the definition's budgets (fastagent.yaml limits:).
+	Limits Limits `json:"limits,omitzero"`
 }
+
+// Limits are budgets the loop and the session enforce; zero means none.
+// The loop checks the turn's budgets before each model call after the
+// first (where maxSteps is checked too), so a turn stops between steps,
+// never inside a model or tool call: it can overrun a budget by at most
+// one step, and a tool call is never left without its result.
+type Limits struct {
+	// TurnTokens bounds the tokens (input + output) of one turn's model calls.
+	TurnTokens int64 `json:"turnTokens,omitempty"`
+	// TurnTime bounds a turn's wall time, measured from its start.
+	TurnTime time.Duration `json:"turnTime,omitempty"`
+	// SessionTokensPerDay bounds the tokens of one session per UTC day:
+	// once reached, the session refuses further turns until the next day.
+	SessionTokensPerDay int64 `json:"sessionTokensPerDay,omitempty"`
+}
+
+// Limit config keys, named in limit_exceeded failures.
+const (
+	KeyTurnTokens          = "limits.turnTokens"
+	KeyTurnTime            = "limits.turnTime"
+	KeySessionTokensPerDay = "limits.sessionTokensPerDay"
+)
 
 // ModelCall asks the runtime for one model step.
 type ModelCall struct {
@@ -222,97 +246,169 @@ type Runtime interface {
 }
 
 // Run executes one turn and returns its outcome; st is updated in place.
-func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) { //nolint:funlen // split in progress
-	out = Outcome{Turn: t.ID}
-	// leaf is where the next model call hangs; st.Leaf moves only once a
-	// step succeeded, so a turn whose first call fails leaves it unchanged.
-	leaf := st.Leaf
-	var pending []transcript.Entry
+func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
+	// st.Leaf moves only once a step succeeded, so a turn whose first
+	// call fails leaves it unchanged.
+	r := &run{rt: rt, session: session, st: st, turn: t, leaf: st.Leaf, used: map[string]bool{}, started: rt.Now()}
+	r.out = Outcome{Turn: t.ID}
 	if t.Entry != nil {
-		out.First, leaf = t.Entry.ID, t.Entry.ID
+		r.out.First, r.leaf = t.Entry.ID, t.Entry.ID
 	} else {
-		pending = []transcript.Entry{UserEntry(rt, t)}
-		out.First = pending[0].ID
+		r.pending = []transcript.Entry{UserEntry(rt, t)}
+		r.out.First = r.pending[0].ID
 	}
 	defer func() { out.Leaf = st.Leaf }()
-	maxSteps := st.Settings.MaxSteps
-	afterTools := false
+	r.maxSteps = st.Settings.MaxSteps
+	for step := 1; ; step++ {
+		if done := r.step(step); done {
+			return r.out
+		}
+	}
+}
+
+// run is one turn in progress.
+type run struct {
+	rt      Runtime
+	session string
+	st      *State
+	turn    Turn
+	out     Outcome
+	// leaf is where the next model call hangs; pending are the entries to
+	// store before it.
+	leaf     string
+	pending  []transcript.Entry
+	maxSteps int
+	// started is when the turn began (Limits.TurnTime).
+	started time.Time
+	// afterTools says the previous step ran tools.
+	afterTools bool
 	// used holds the tool call IDs of the turn's earlier steps (lookups
 	// only: never ranged over, so the loop stays deterministic).
-	used := map[string]bool{}
-	for step := 1; ; step++ {
-		if maxSteps <= 0 {
-			maxSteps = DefaultMaxSteps
-		}
-		if step > maxSteps {
-			out.Leftover = texts(pending)
-			return fail(out, &agent.Failure{
-				Details: fmt.Sprintf("the turn stopped after %d model calls (maxSteps); raise maxSteps in fastagent.yaml or ask for less per turn", maxSteps),
-				Code:    agent.CodeMaxSteps,
-			})
-		}
-		out.Steps = step
-		chain(pending, leaf)
-		res, err := rt.Model(ModelCall{
-			Session:    session,
-			Turn:       t.ID,
-			Step:       step,
-			Leaf:       leaf,
-			Prepend:    pending,
-			EntryID:    rt.NewID(),
-			Activated:  st.Activated,
-			AfterTools: afterTools,
-		})
-		if err != nil {
-			return fail(out, err)
-		}
-		if res.Usage != nil {
-			if out.Usage == nil {
-				out.Usage = &agent.Usage{}
-			}
-			out.Usage.Add(*res.Usage)
-		}
-		st.Leaf, leaf = res.EntryID, res.EntryID
-		out.Marker = res.Marker
-		if res.Settings != (Settings{}) {
-			st.Settings = res.Settings
-			maxSteps = res.Settings.MaxSteps
-		}
-		switch res.StopReason {
-		case transcript.StopError, transcript.StopAborted:
-			return fail(out, &agent.Failure{Details: "model error: " + res.ErrorMessage, Retryable: true})
-		}
-		if len(res.Calls) == 0 {
-			steer := rt.Steering()
-			if len(steer) > 0 && step < maxSteps {
-				pending = steeringEntries(rt, steer)
-				afterTools = false
-				continue
-			}
-			out.Status = agent.TypeCompleted
-			out.Leftover = steer
-			return out
-		}
+	used map[string]bool
+}
 
-		batch, sequential := toolBatch(rt, session, t.ID, step, res, used)
-		parent := res.EntryID
-		if len(batch) > 0 {
-			parent = batch[len(batch)-1].ResultEntryID
-		}
-		outcomes, err := rt.Tools(batch, sequential)
-		st.Leaf, leaf = parent, parent
-		for _, o := range outcomes {
-			st.Activated = addNames(st.Activated, o.Activated)
-			if o.Marker != "" {
-				out.Marker = o.Marker
-			}
-		}
-		if err != nil {
-			return fail(out, err)
-		}
-		afterTools = true
-		pending = steeringEntries(rt, rt.Steering())
+// step runs one model call and the tool batch it asks for; it returns true
+// once the turn has ended (r.out is then its outcome).
+func (r *run) step(step int) bool {
+	if r.maxSteps <= 0 {
+		r.maxSteps = DefaultMaxSteps
 	}
+	if step > r.maxSteps {
+		r.out.Leftover = texts(r.pending)
+		return r.fail(&agent.Failure{
+			Details: fmt.Sprintf("the turn stopped after %d model calls (maxSteps); raise maxSteps in fastagent.yaml or ask for less per turn", r.maxSteps),
+			Code:    agent.CodeMaxSteps,
+		})
+	}
+	if step > 1 {
+		if f := r.overBudget(); f != nil {
+			r.out.Leftover = texts(r.pending)
+			return r.fail(f)
+		}
+	}
+	r.out.Steps = step
+	res, err := r.model(step)
+	if err != nil {
+		return r.fail(err)
+	}
+	switch res.StopReason {
+	case transcript.StopError, transcript.StopAborted:
+		return r.fail(&agent.Failure{Details: "model error: " + res.ErrorMessage, Retryable: true})
+	}
+	if len(res.Calls) == 0 {
+		steer := r.rt.Steering()
+		if len(steer) > 0 && step < r.maxSteps {
+			r.pending = steeringEntries(r.rt, steer)
+			r.afterTools = false
+			return false
+		}
+		r.out.Status = agent.TypeCompleted
+		r.out.Leftover = steer
+		return true
+	}
+	if err := r.tools(step, res); err != nil {
+		return r.fail(err)
+	}
+	r.afterTools = true
+	r.pending = steeringEntries(r.rt, r.rt.Steering())
+	return false
+}
+
+// model runs the step's model call and takes in its result: usage, the new
+// leaf, the feed marker and the definition's latest settings.
+func (r *run) model(step int) (ModelResult, error) {
+	chain(r.pending, r.leaf)
+	res, err := r.rt.Model(ModelCall{
+		Session:    r.session,
+		Turn:       r.turn.ID,
+		Step:       step,
+		Leaf:       r.leaf,
+		Prepend:    r.pending,
+		EntryID:    r.rt.NewID(),
+		Activated:  r.st.Activated,
+		AfterTools: r.afterTools,
+	})
+	if err != nil {
+		return res, err
+	}
+	if res.Usage != nil {
+		if r.out.Usage == nil {
+			r.out.Usage = &agent.Usage{}
+		}
+		r.out.Usage.Add(*res.Usage)
+	}
+	r.st.Leaf, r.leaf = res.EntryID, res.EntryID
+	r.out.Marker = res.Marker
+	if res.Settings != (Settings{}) {
+		r.st.Settings = res.Settings
+		r.maxSteps = res.Settings.MaxSteps
+	}
+	return res, nil
+}
+
+// tools runs the tool batch of a model step.
+func (r *run) tools(step int, res ModelResult) error {
+	batch, sequential := toolBatch(r.rt, r.session, r.turn.ID, step, res, r.used)
+	parent := res.EntryID
+	if len(batch) > 0 {
+		parent = batch[len(batch)-1].ResultEntryID
+	}
+	outcomes, err := r.rt.Tools(batch, sequential)
+	r.st.Leaf, r.leaf = parent, parent
+	for _, o := range outcomes {
+		r.st.Activated = addNames(r.st.Activated, o.Activated)
+		if o.Marker != "" {
+			r.out.Marker = o.Marker
+		}
+	}
+	return err
+}
+
+// overBudget returns the failure of a turn past one of its budgets, or nil.
+func (r *run) overBudget() *agent.Failure {
+	lim := r.st.Settings.Limits
+	if lim.TurnTokens > 0 && r.out.Usage != nil && r.out.Usage.Tokens() >= lim.TurnTokens {
+		return LimitFailure(fmt.Sprintf("the turn used %d tokens, reaching its budget of %d", r.out.Usage.Tokens(), lim.TurnTokens), KeyTurnTokens)
+	}
+	if took := r.rt.Now().Sub(r.started); lim.TurnTime > 0 && took >= lim.TurnTime {
+		return LimitFailure(fmt.Sprintf("the turn ran for %s, reaching its budget of %s", took.Round(time.Second), lim.TurnTime), KeyTurnTime)
+	}
+	return nil
+}
+
+// LimitFailure is the limit_exceeded failure of a budget: what happened and
+// the fastagent.yaml key that sets the budget.
+func LimitFailure(what, key string) *agent.Failure {
+	return &agent.Failure{
+		Details: fmt.Sprintf("limit exceeded: %s (%s in fastagent.yaml); raise it or ask for less", what, key),
+		Code:    agent.CodeLimitExceeded,
+	}
+}
+
+// fail ends the turn with err; it always returns true.
+func (r *run) fail(err error) bool {
+	r.out = fail(r.out, err)
+	return true
 }
 
 // toolBatch makes the step's tool calls, each result hung below the one
