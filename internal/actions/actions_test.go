@@ -17,9 +17,8 @@ import (
 // documentation with the number, or find the action a guarantee does not
 // need.
 const (
-	firstTurnActions    = 5 // start + one-step turn
-	oneStepTurnActions  = 4 // a one-step text turn in a running session
-	toolStepActions     = 2 // each further model step after a tool call
+	firstTurnActions    = 7 // start + a one-step turn (with its two status upserts)
+	oneStepTurnActions  = 6 // a one-step text turn in a running session
 	scheduleFireActions = 4 // the fire workflow (3 for the Schedule's start) + its activity
 )
 
@@ -54,50 +53,67 @@ func kinds(as []Action) string {
 }
 
 func TestFirstTurnOfASession(t *testing.T) {
-	as := Count(load(t, "plain_turn"))
-	want := "start_workflow (Session); accept_workflow_update (turn); record_markers (Version, SideEffect, LocalActivity); " +
-		"schedule_activity (Model.Generate); schedule_activity (Turn.Record); "
-	if got := kinds(as); got != want {
-		t.Errorf("actions of a session's first one-step turn:\n got  %s\n want %s", got, want)
+	as := PerTurn(load(t, "continue_as_new"))[0]
+	got := ByKind(as)
+	for _, kind := range []string{"start_workflow", "accept_workflow_update", "record_markers"} {
+		if got[kind] != 1 {
+			t.Errorf("a session's first turn has %d %s, want 1: %s", got[kind], kind, kinds(as))
+		}
 	}
 	if n := Total(as); n > firstTurnActions {
 		t.Errorf("a session's first one-step turn costs %d actions, documented %d: %s", n, firstTurnActions, kinds(as))
 	}
 }
 
-// Every turn of a run after its first costs the same: the turns of
-// continue_as_new (three one-step turns in one run).
+// Every later one-step turn of a run costs at most the documented number:
+// the turns of continue_as_new (one-step turns in one run).
 func TestOneStepTurnInARunningSession(t *testing.T) {
 	turns := PerTurn(load(t, "continue_as_new"))
-	if len(turns) != 3 {
-		t.Fatalf("found %d turns, want 3", len(turns))
+	if len(turns) < 3 {
+		t.Fatalf("found %d turns, want at least 3", len(turns))
 	}
 	for i, as := range turns[1:] {
 		if n := Total(as); n > oneStepTurnActions {
 			t.Errorf("turn %d costs %d actions, documented %d: %s", i+2, n, oneStepTurnActions, kinds(as))
 		}
-	}
-	if n := Total(turns[0]); n != Total(turns[1])+1 {
-		t.Errorf("the first turn costs %d, want one more (the start) than a later turn's %d", n, Total(turns[1]))
+		if ByKind(as)["start_workflow"] != 0 {
+			t.Errorf("turn %d starts a workflow: %s", i+2, kinds(as))
+		}
 	}
 }
 
+// A turn with tool steps costs what a one-step turn costs plus one action
+// per further model step and one per tool call (and one per retry):
+// nothing else.
 func TestToolStep(t *testing.T) {
-	plain := Total(Count(load(t, "plain_turn")))
-	// sequential_tools: two tool calls run one after another, then one more
-	// model step: one extra model step and two tool executions.
-	seq := Count(load(t, "sequential_tools"))
-	if got := Total(seq) - plain; got != 3 {
-		t.Errorf("two sequential tool calls and the model step after them cost %d actions over a plain turn, want 3: %s", got, kinds(seq))
-	}
-	// tool_turn_with_retry: one tool call, one model step after it, which
-	// was retried once (a retry is an action).
-	retry := Count(load(t, "tool_turn_with_retry"))
-	if got := Total(retry) - plain; got != toolStepActions+1 {
-		t.Errorf("a tool step with one model retry costs %d over a plain turn, want %d: %s", got, toolStepActions+1, kinds(retry))
-	}
-	if ByKind(retry)["retry_activity"] != 1 {
-		t.Errorf("the retried model call is not counted: %s", kinds(retry))
+	for _, tc := range []struct {
+		history              string
+		models, tools, retry int
+	}{
+		{"sequential_tools", 2, 2, 0},     // two calls run one after another, then one more model step
+		{"tool_turn_with_retry", 2, 1, 1}, // one call; the model step after it was retried once
+	} {
+		as := Count(load(t, tc.history))
+		k := ByKind(as)
+		var models, tools int
+		for _, a := range as {
+			switch a.What {
+			case "Model.Generate":
+				models++
+			case "Tool.Execute":
+				tools++
+			}
+		}
+		if models != tc.models || tools != tc.tools || k["retry_activity"] != tc.retry {
+			t.Errorf("%s: %d model steps, %d tool calls, %d retries; want %d, %d, %d: %s", tc.history,
+				models, tools, k["retry_activity"], tc.models, tc.tools, tc.retry, kinds(as))
+		}
+		// start, update, markers, Turn.Record and the status upserts, then
+		// one action per model step, tool call and retry.
+		base := 4 + k["upsert_workflow_search_attributes"]
+		if n := Total(as); n != base+models+tools+tc.retry {
+			t.Errorf("%s costs %d actions, want %d: %s", tc.history, n, base+models+tools+tc.retry, kinds(as))
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/actions"
 	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows"
@@ -111,6 +112,9 @@ func TestActionsCountedTwoWays(t *testing.T) {
 		hb := deltas[i]["grpc_RecordActivityTaskHeartbeat"] + deltas[i]["grpc_RecordActivityTaskHeartbeatById"]
 		t.Logf("turn %d (%s): %d actions in the history (%s), +%d heartbeats, +%d queries", i+1, prompts[i], actions.Total(turn), format(fromHistory),
 			hb, deltas[i]["grpc_QueryWorkflow"])
+		if want := []int{7, 6, 8, 6}[i]; actions.Total(turn) != want {
+			t.Errorf("turn %d (%s) costs %d actions, documented %d: %s", i+1, prompts[i], actions.Total(turn), want, format(fromHistory))
+		}
 		if i == 3 && hb == 0 {
 			t.Errorf("a 3 s model stream sent no heartbeat the server counted; the heartbeat cost is not measured")
 		}
@@ -207,6 +211,15 @@ func newEnvInNamespace(t *testing.T, namespace string) *nsEnv {
 	waitFor(t, time.Minute, "namespace "+namespace, func() bool {
 		_, err := c.WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace})
 		return err == nil
+	})
+	// As fastagent dev registers them: sessions carry their search
+	// attributes and upsert their status.
+	if _, err := sessionstart.Register(ctx, c, namespace); err != nil {
+		t.Fatalf("register the search attributes in %s: %v", namespace, err)
+	}
+	waitFor(t, time.Minute, "the search attributes of "+namespace, func() bool {
+		missing, err := sessionstart.Missing(ctx, c, namespace)
+		return err == nil && len(missing) == 0
 	})
 	e.client = c
 	e.agent = &durable.Agent{Client: c, Feed: e.bus, TaskQueue: e.queue, Store: e.kit.Store}

@@ -22,11 +22,11 @@ import (
 	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -157,11 +157,13 @@ func TestSessionsWithoutSearchAttributes(t *testing.T) {
 	bus := feed.NewInProcess()
 	t.Cleanup(func() { _ = bus.Close() })
 	const queue = "e2e-no-search-attributes"
-	w, err := worker.New(c, worker.Options{TaskQueue: queue, Activities: k.Activities(bus)})
+	parts, err := k.Runtime(context.Background(), bus, serve.Config{TaskQueue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Start(); err != nil {
+	t.Cleanup(parts.Close)
+	w, err := parts.StartWorker(context.Background(), c)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
