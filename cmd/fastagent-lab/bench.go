@@ -50,7 +50,7 @@ type benchFlags struct {
 }
 
 // sections in the order they run.
-var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "coldstart", "slack", "feishu", "webhook"}
+var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "coldstart", "slack", "feishu", "webhook", "actions"}
 
 // row is one line of the table.
 type row struct {
@@ -178,6 +178,8 @@ func runBench(args []string) error {
 			err = b.feishuFigures()
 		case "webhook":
 			err = b.webhookFigures()
+		case "actions":
+			err = b.actionsFigures()
 		}
 		if err != nil {
 			b.prog.Logf("error: %v", err)
@@ -246,6 +248,8 @@ func sectionLabel(name string) string {
 		return "9 Feishu channel"
 	case "webhook":
 		return "10 webhook endpoint"
+	case "actions":
+		return "11 billable actions per turn"
 	}
 	return name
 }

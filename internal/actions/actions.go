@@ -26,6 +26,7 @@ package actions
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -226,4 +227,111 @@ func PerTurn(h *historypb.History) [][]Action {
 		}
 	}
 	return out
+}
+
+// Metric is what the server's own "action" metric counted for a stretch of
+// work, mapped to the kinds Count reads from a history.
+type Metric struct {
+	// ByKind are the actions a history also shows, by Count's kinds.
+	ByKind map[string]int
+	// Heartbeats and Queries are actions no history shows.
+	Heartbeats, Queries int64
+	// Unmapped lists action types neither a history nor this mapping
+	// knows ("type=n").
+	Unmapped []string
+}
+
+// metricKinds maps the server's action types to Count's kinds.
+var metricKinds = map[string]string{
+	"grpc_ExecuteMultiOperation":                 "start_workflow",
+	"grpc_StartWorkflowExecution":                "start_workflow",
+	"grpc_SignalWithStartWorkflowExecution":      "start_workflow",
+	"message_UpdateWorkflowExecution:Acceptance": "accept_workflow_update",
+	"command_BatchMarkers":                       "record_markers",
+	"command_ScheduleActivityTask":               "schedule_activity",
+	"activity_retry":                             "retry_activity",
+	"command_StartTimer":                         "start_timer",
+	"command_UpsertWorkflowSearchAttributes":     "upsert_workflow_search_attributes",
+	"grpc_SignalWorkflowExecution":               "signal_workflow",
+	"command_ContinueAsNewWorkflowExecution":     "continue_as_new_workflow",
+	"command_StartChildWorkflowExecution":        "start_child_workflow",
+	"command_StartChildWorkflowExecution_Extra":  "start_child_workflow",
+}
+
+// FromMetric maps the server's action counts (by action type) to Count's
+// kinds. exemptUpserts is how many of the counted upserts set only
+// TemporalChangeVersion, which the server counts and Temporal Cloud does
+// not bill (ExemptUpserts reads it from the history).
+func FromMetric(types map[string]int64, exemptUpserts int) Metric {
+	m := Metric{ByKind: map[string]int{}}
+	for typ, n := range types {
+		switch {
+		case metricKinds[typ] != "":
+			m.ByKind[metricKinds[typ]] += int(n)
+		case typ == "grpc_RecordActivityTaskHeartbeat" || typ == "grpc_RecordActivityTaskHeartbeatById":
+			m.Heartbeats += n
+		case typ == "grpc_QueryWorkflow":
+			m.Queries += n
+		case typ == "command_RecordMarker": // the markers behind command_BatchMarkers
+		default:
+			m.Unmapped = append(m.Unmapped, fmt.Sprintf("%s=%d", typ, n))
+		}
+	}
+	if m.ByKind["upsert_workflow_search_attributes"] -= exemptUpserts; m.ByKind["upsert_workflow_search_attributes"] <= 0 {
+		delete(m.ByKind, "upsert_workflow_search_attributes")
+	}
+	sort.Strings(m.Unmapped)
+	return m
+}
+
+// ExemptUpserts counts the upserts in as's events of h that set only
+// TemporalChangeVersion (Count leaves them out; the server counts them).
+func ExemptUpserts(h *historypb.History, from, to int64) int {
+	n := 0
+	for _, ev := range h.GetEvents() {
+		if ev.GetEventId() < from || ev.GetEventId() > to {
+			continue
+		}
+		f := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()
+		if _, ok := f[changeVersion]; ok && len(f) == 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// TurnSpans returns the event ID range [from, to] of each turn PerTurn
+// splits h into.
+func TurnSpans(h *historypb.History) [][2]int64 {
+	var starts []int64
+	for _, ev := range h.GetEvents() {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			starts = append(starts, ev.GetEventId())
+		}
+	}
+	spans := make([][2]int64, len(starts))
+	for i := range starts {
+		from, to := starts[i], int64(1<<62)
+		if i == 0 {
+			from = 0
+		}
+		if i+1 < len(starts) {
+			to = starts[i+1] - 1
+		}
+		spans[i] = [2]int64{from, to}
+	}
+	return spans
+}
+
+// Format prints counts by kind as "kind=n" pairs in name order.
+func Format(m map[string]int) string {
+	var parts []string
+	for k, v := range m {
+		if v != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -24,31 +23,6 @@ import (
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows"
 )
-
-// metricKind maps the server's action types to the kinds internal/actions
-// reads from a history. Types not listed are not in any history:
-// heartbeats and queries (compared separately), and the server's count of
-// individual markers behind command_BatchMarkers.
-var metricKind = map[string]string{
-	"grpc_ExecuteMultiOperation":                 "start_workflow",
-	"grpc_StartWorkflowExecution":                "start_workflow",
-	"message_UpdateWorkflowExecution:Acceptance": "accept_workflow_update",
-	"command_BatchMarkers":                       "record_markers",
-	"command_ScheduleActivityTask":               "schedule_activity",
-	"activity_retry":                             "retry_activity",
-	"command_StartTimer":                         "start_timer",
-	"command_UpsertWorkflowSearchAttributes":     "upsert_workflow_search_attributes",
-	"grpc_SignalWorkflowExecution":               "signal_workflow",
-	"command_ContinueAsNewWorkflowExecution":     "continue_as_new_workflow",
-}
-
-// notInHistory are action types a history cannot show.
-var notInHistory = map[string]bool{
-	"grpc_RecordActivityTaskHeartbeat":     true,
-	"grpc_RecordActivityTaskHeartbeatById": true,
-	"grpc_QueryWorkflow":                   true,
-	"command_RecordMarker":                 true, // counted per task as command_BatchMarkers
-}
 
 // Billable actions counted two independent ways agree: the embedded
 // server's own "action" metric, and internal/actions reading the recorded
@@ -80,69 +54,28 @@ func TestActionsCountedTwoWays(t *testing.T) {
 	}
 
 	h := history(t, e.env, id)
-	turns := actions.PerTurn(h)
+	turns, spans := actions.PerTurn(h), actions.TurnSpans(h)
 	if len(turns) != len(prompts) {
 		t.Fatalf("the history holds %d turns, want %d", len(turns), len(prompts))
 	}
-	exempt := changeVersionUpserts(h)
 	for i, turn := range turns {
 		fromHistory := actions.ByKind(turn)
-		fromServer := map[string]int{}
-		var outside []string
-		for typ, n := range deltas[i] {
-			if kind, ok := metricKind[typ]; ok {
-				fromServer[kind] += int(n)
-			} else if !notInHistory[typ] {
-				outside = append(outside, fmt.Sprintf("%s=%d", typ, n))
-			}
-		}
-		// The server counts GetVersion's TemporalChangeVersion upsert, which
-		// Temporal Cloud does not bill (and the history count leaves out).
-		fromServer["upsert_workflow_search_attributes"] -= exempt[i]
-		if fromServer["upsert_workflow_search_attributes"] == 0 {
-			delete(fromServer, "upsert_workflow_search_attributes")
-		}
-		if got, want := format(fromServer), format(fromHistory); got != want {
+		fromServer := actions.FromMetric(deltas[i], actions.ExemptUpserts(h, spans[i][0], spans[i][1]))
+		if got, want := actions.Format(fromServer.ByKind), actions.Format(fromHistory); got != want {
 			t.Errorf("turn %d: the server counted %s, the history shows %s", i+1, got, want)
 		}
-		if len(outside) > 0 {
-			sort.Strings(outside)
-			t.Errorf("turn %d: the server counted actions of types no rule maps: %s", i+1, strings.Join(outside, ", "))
+		if len(fromServer.Unmapped) > 0 {
+			t.Errorf("turn %d: the server counted actions of types no rule maps: %s", i+1, strings.Join(fromServer.Unmapped, ", "))
 		}
-		hb := deltas[i]["grpc_RecordActivityTaskHeartbeat"] + deltas[i]["grpc_RecordActivityTaskHeartbeatById"]
-		t.Logf("turn %d (%s): %d actions in the history (%s), +%d heartbeats, +%d queries", i+1, prompts[i], actions.Total(turn), format(fromHistory),
-			hb, deltas[i]["grpc_QueryWorkflow"])
+		t.Logf("turn %d (%s): %d actions in the history (%s), +%d heartbeats, +%d queries", i+1, prompts[i], actions.Total(turn),
+			actions.Format(fromHistory), fromServer.Heartbeats, fromServer.Queries)
 		if want := []int{7, 6, 8, 6}[i]; actions.Total(turn) != want {
-			t.Errorf("turn %d (%s) costs %d actions, documented %d: %s", i+1, prompts[i], actions.Total(turn), want, format(fromHistory))
+			t.Errorf("turn %d (%s) costs %d actions, documented %d: %s", i+1, prompts[i], actions.Total(turn), want, actions.Format(fromHistory))
 		}
-		if i == 3 && hb == 0 {
+		if i == 3 && fromServer.Heartbeats == 0 {
 			t.Errorf("a 3 s model stream sent no heartbeat the server counted; the heartbeat cost is not measured")
 		}
 	}
-}
-
-// changeVersionUpserts counts, per turn, the upserts that set only
-// TemporalChangeVersion.
-func changeVersionUpserts(h *historypb.History) []int {
-	var starts []int64
-	for _, ev := range h.GetEvents() {
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
-			starts = append(starts, ev.GetEventId())
-		}
-	}
-	out := make([]int, len(starts))
-	for _, ev := range h.GetEvents() {
-		f := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()
-		if _, ok := f["TemporalChangeVersion"]; !ok || len(f) != 1 {
-			continue
-		}
-		i := 0
-		for i+1 < len(starts) && ev.GetEventId() >= starts[i+1] {
-			i++
-		}
-		out[i]++
-	}
-	return out
 }
 
 func diff(after, before map[string]int64) map[string]int64 {
@@ -153,17 +86,6 @@ func diff(after, before map[string]int64) map[string]int64 {
 		}
 	}
 	return d
-}
-
-func format(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k, v := range m {
-		if v != 0 {
-			keys = append(keys, fmt.Sprintf("%s=%d", k, v))
-		}
-	}
-	sort.Strings(keys)
-	return strings.Join(keys, " ")
 }
 
 // history fetches the current run's history of workflowID.
