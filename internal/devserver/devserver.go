@@ -12,6 +12,8 @@ package devserver
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -23,6 +25,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -104,6 +108,7 @@ type Server struct {
 	namespace    string
 	apiKey       string
 	actions      *actionHandler
+	tls          *TLS
 }
 
 // Tuning is the dynamic configuration applied unless Options.Untuned is set.
@@ -232,6 +237,7 @@ func Start(opts Options) (*Server, error) {
 		namespace:    opts.Namespace,
 		apiKey:       opts.APIKey,
 		actions:      actions,
+		tls:          opts.TLS,
 	}
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("devserver: start: %w", err)
@@ -268,8 +274,14 @@ func Start(opts Options) (*Server, error) {
 func (s *Server) registerSearchAttributes() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := tclient.Dial(ctx, tclient.Config{Address: s.frontendAddr, Namespace: s.namespace, APIKey: s.apiKey, Plaintext: true,
-		Logger: slog.New(slog.DiscardHandler)})
+	var c client.Client
+	var err error
+	if s.tls != nil {
+		c, err = s.dialTLS(ctx)
+	} else {
+		c, err = tclient.Dial(ctx, tclient.Config{Address: s.frontendAddr, Namespace: s.namespace, APIKey: s.apiKey, Plaintext: true,
+			Logger: slog.New(slog.DiscardHandler)})
+	}
 	if err != nil {
 		return fmt.Errorf("devserver: dial to register search attributes: %w", err)
 	}
@@ -278,6 +290,35 @@ func (s *Server) registerSearchAttributes() error {
 		return fmt.Errorf("devserver: %w", err)
 	}
 	return nil
+}
+
+// dialTLS dials the frontend served over TLS as the Web UI does: trusting
+// CAFile, checking ServerName and, when client certificates are required,
+// presenting the server certificate.
+func (s *Server) dialTLS(ctx context.Context) (client.Client, error) {
+	t := s.tls
+	ca, err := os.ReadFile(t.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("devserver: read the CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("devserver: no certificate in %s", t.CAFile)
+	}
+	conf := &tls.Config{RootCAs: pool, ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	if t.ClientCAFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("devserver: load the server certificate: %w", err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	}
+	return client.DialContext(ctx, client.Options{
+		HostPort: s.frontendAddr, Namespace: s.namespace,
+		Credentials:       client.NewAPIKeyStaticCredentials(s.apiKey),
+		ConnectionOptions: client.ConnectionOptions{TLS: conf},
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+	})
 }
 
 // services are the server's services: the default ones and the internal

@@ -68,25 +68,25 @@ func TestSessionSearchAttributes(t *testing.T) {
 	e.startWorker()
 	hs := e.authIngress(nil)
 	e.kit.Model.Handle(echo)
-	for _, p := range []struct{ token, session string }{{"alice-token", "alice-s"}, {"bob-token", "bob-s"}} {
+	for _, p := range []struct{ token, session string }{{"alice-token", "sa-alice"}, {"bob-token", "sa-bob"}} {
 		st, body, _ := send(t, http.MethodPost, hs.URL+"/invoke", p.token, `{"session":"`+p.session+`","text":"hi"}`, nil)
 		if st != 200 || !strings.Contains(body, "answer to hi") {
 			t.Fatalf("%s: %d %s", p.session, st, body)
 		}
 	}
-	err := channels.SignalSession(context.Background(), e.client, e.queue, "slack-s", workflows.Delivery{
+	err := channels.SignalSession(context.Background(), e.client, e.queue, "sa-slack", workflows.Delivery{
 		Key: "Ev1", Source: "slack", Prompt: agent.Prompt{Text: "from slack"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitIdle(t, e, "slack-s", 1)
+	waitIdle(t, e, "sa-slack", 1)
 
-	e.searchUntil(t, sessionstart.Filter{Channel: "slack"}, "slack-s")
-	e.searchUntil(t, sessionstart.Filter{Channel: "http"}, "alice-s", "bob-s")
-	e.searchUntil(t, sessionstart.Filter{Principal: "alice"}, "alice-s")
-	e.searchUntil(t, sessionstart.Filter{Principal: "bob"}, "bob-s")
-	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusIdle}, "alice-s", "bob-s", "slack-s")
+	e.searchUntil(t, sessionstart.Filter{Channel: "slack"}, "sa-slack")
+	e.searchUntil(t, sessionstart.Filter{Channel: "http"}, "sa-alice", "sa-bob")
+	e.searchUntil(t, sessionstart.Filter{Principal: "alice"}, "sa-alice")
+	e.searchUntil(t, sessionstart.Filter{Principal: "bob"}, "sa-bob")
+	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusIdle}, "sa-alice", "sa-bob", "sa-slack")
 	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusRunning})
 
 	// A held turn: running while it runs, idle once it ended.
@@ -95,19 +95,19 @@ func TestSessionSearchAttributes(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		send(t, http.MethodPost, hs.URL+"/invoke", "alice-token", `{"session":"alice-s","text":"take your time"}`, nil)
+		send(t, http.MethodPost, hs.URL+"/invoke", "alice-token", `{"session":"sa-alice","text":"take your time"}`, nil)
 	}()
-	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusRunning}, "alice-s")
+	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusRunning}, "sa-alice")
 	close(hold)
 	<-done
 	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusRunning})
-	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusIdle, Principal: "alice"}, "alice-s")
+	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusIdle, Principal: "alice"}, "sa-alice")
 
 	// Over HTTP: an admin filters by channel; bob asking for every http
 	// session gets only his own.
 	for _, c := range []struct{ token, query, want string }{
-		{"admin-token", "channel=slack", "slack-s"},
-		{"bob-token", "channel=http", "bob-s"},
+		{"admin-token", "channel=slack", "sa-slack"},
+		{"bob-token", "channel=http", "sa-bob"},
 	} {
 		st, body, _ := send(t, http.MethodGet, hs.URL+"/sessions?agent="+url.QueryEscape(e.queue)+"&"+c.query, c.token, "", nil)
 		var page sessionstart.Page
@@ -127,8 +127,8 @@ func TestSessionSearchAttributes(t *testing.T) {
 		t.Fatalf("fastagent session list: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[1], "slack-s ") || !strings.Contains(lines[1], " slack ") {
-		t.Errorf("fastagent session list --channel slack printed:\n%s\nwant a header and the slack-s row only", out)
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], "sa-slack ") || !strings.Contains(lines[1], " slack ") {
+		t.Errorf("fastagent session list --channel slack printed:\n%s\nwant a header and the sa-slack row only", out)
 	}
 }
 
