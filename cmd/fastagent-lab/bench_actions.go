@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-
 	"github.com/fastagent/fastagent/internal/actions"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -37,9 +34,9 @@ func (b *bench) actionsFigures() error {
 		if err := b.settle(id); err != nil {
 			return err
 		}
-		deltas[i] = subtract(b.srv.Actions(""), before)
+		deltas[i] = actions.Delta(b.srv.Actions(""), before)
 	}
-	h, err := b.history(id)
+	h, err := actions.Fetch(context.Background(), b.c, id)
 	if err != nil {
 		return err
 	}
@@ -62,9 +59,9 @@ func (b *bench) actionsFigures() error {
 		}
 		b.rows = append(b.rows, row{
 			Figure: "actions per turn", Variant: sh.name,
-			Result: fmt.Sprintf("%d in history · %d by server · +%d heartbeats (%s)", total, sum(srv.ByKind), srv.Heartbeats, actions.Format(hist)),
+			Result: fmt.Sprintf("%d in history · %d by server · +%d heartbeats (%s)", total, actions.Sum(srv.ByKind), srv.Heartbeats, actions.Format(hist)),
 			Goal:   "both counts agree", Met: met,
-			Values: map[string]float64{"history": float64(total), "server": float64(sum(srv.ByKind)), "heartbeats": float64(srv.Heartbeats)},
+			Values: map[string]float64{"history": float64(total), "server": float64(actions.Sum(srv.ByKind)), "heartbeats": float64(srv.Heartbeats)},
 		})
 	}
 	if oneStep > 0 {
@@ -99,35 +96,4 @@ func (b *bench) settle(id string) error {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-}
-
-func (b *bench) history(id string) (*historypb.History, error) {
-	it := b.c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	h := &historypb.History{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return nil, err
-		}
-		h.Events = append(h.Events, ev)
-	}
-	return h, nil
-}
-
-func subtract(after, before map[string]int64) map[string]int64 {
-	d := map[string]int64{}
-	for k, v := range after {
-		if n := v - before[k]; n != 0 {
-			d[k] = n
-		}
-	}
-	return d
-}
-
-func sum(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
 }

@@ -24,12 +24,14 @@
 package actions
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 )
 
 // changeVersion is the search attribute the Go SDK upserts on a workflow's
@@ -204,27 +206,12 @@ func joinUnique(names []string) string {
 	return s
 }
 
-// PerTurn splits a session run's actions by turn: a turn starts at the
-// update (or signal) that delivers it. The run's start belongs to its
-// first turn.
+// PerTurn splits a session run's actions by turn (see TurnSpans).
 func PerTurn(h *historypb.History) [][]Action {
-	var starts []int64
-	for _, ev := range h.GetEvents() {
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-			starts = append(starts, ev.GetEventId())
-		}
-	}
-	as := Count(h)
-	out := make([][]Action, len(starts))
-	for _, a := range as {
-		i := 0
-		for i+1 < len(starts) && a.EventID >= starts[i+1] {
-			i++
-		}
-		if len(out) > 0 {
-			out[i] = append(out[i], a)
-		}
+	spans, as := TurnSpans(h), Count(h)
+	out := make([][]Action, len(spans))
+	for i, sp := range spans {
+		out[i] = Between(as, sp[0], sp[1])
 	}
 	return out
 }
@@ -300,8 +287,9 @@ func ExemptUpserts(h *historypb.History, from, to int64) int {
 	return n
 }
 
-// TurnSpans returns the event ID range [from, to] of each turn PerTurn
-// splits h into.
+// TurnSpans returns the event ID range [from, to] of each turn of a
+// session run: a turn starts at the update (or signal) that delivers it,
+// and the run's start belongs to its first turn.
 func TurnSpans(h *historypb.History) [][2]int64 {
 	var starts []int64
 	for _, ev := range h.GetEvents() {
@@ -334,4 +322,38 @@ func Format(m map[string]int) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// Delta is what the server counted between two Server.Actions snapshots.
+func Delta(after, before map[string]int64) map[string]int64 {
+	d := map[string]int64{}
+	for k, v := range after {
+		if n := v - before[k]; n != 0 {
+			d[k] = n
+		}
+	}
+	return d
+}
+
+// Sum adds counts by kind.
+func Sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// Fetch reads the current run's history of workflowID.
+func Fetch(ctx context.Context, c client.Client, workflowID string) (*historypb.History, error) {
+	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", workflowID, err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return h, nil
 }

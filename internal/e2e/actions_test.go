@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -50,10 +48,13 @@ func TestActionsCountedTwoWays(t *testing.T) {
 			t.Fatalf("turn %q: %+v", prompt, term)
 		}
 		settleLatest(t, e.env, id)
-		deltas = append(deltas, diff(server.Actions(e.namespace), before))
+		deltas = append(deltas, actions.Delta(server.Actions(e.namespace), before))
 	}
 
-	h := history(t, e.env, id)
+	h, err := actions.Fetch(context.Background(), e.client, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	turns, spans := actions.PerTurn(h), actions.TurnSpans(h)
 	if len(turns) != len(prompts) {
 		t.Fatalf("the history holds %d turns, want %d", len(turns), len(prompts))
@@ -76,31 +77,6 @@ func TestActionsCountedTwoWays(t *testing.T) {
 			t.Errorf("a 3 s model stream sent no heartbeat the server counted; the heartbeat cost is not measured")
 		}
 	}
-}
-
-func diff(after, before map[string]int64) map[string]int64 {
-	d := map[string]int64{}
-	for k, v := range after {
-		if n := v - before[k]; n != 0 {
-			d[k] = n
-		}
-	}
-	return d
-}
-
-// history fetches the current run's history of workflowID.
-func history(t *testing.T, e *env, workflowID string) *historypb.History {
-	t.Helper()
-	it := e.client.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	h := &historypb.History{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Events = append(h.Events, ev)
-	}
-	return h
 }
 
 // nsEnv is an env whose client, worker and agent use a namespace of their
