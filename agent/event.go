@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Event types. Callers treat {completed, failed} as a frozen terminal set and
@@ -14,8 +15,12 @@ const (
 	TypeToolStarted = "tool_started"
 	TypeToolEnded   = "tool_ended"
 	TypeRetrying    = "retrying"
-	TypeCompleted   = "completed"
-	TypeFailed      = "failed"
+	// TypeApprovalRequested: a tool call waits for a person's decision.
+	TypeApprovalRequested = "approval_requested"
+	// TypeApprovalResolved: the waiting call was approved, denied or timed out.
+	TypeApprovalResolved = "approval_resolved"
+	TypeCompleted        = "completed"
+	TypeFailed           = "failed"
 )
 
 // Failure codes carried by failed events and control-plane rejections.
@@ -48,6 +53,10 @@ const (
 	CodeSessionExists = "session_exists"
 	// CodeNoSuchTurn: no running, queued or recorded turn has that key.
 	CodeNoSuchTurn = "no_such_turn"
+	// CodeNotApprover: a decision on a waiting tool call came from someone
+	// the call's approvers (approvals.approvers, tools.<name>.approvers) do
+	// not list; it was not decided and still waits.
+	CodeNotApprover = "not_approver"
 	// CodeCallChanged: an approval named hashes (of the arguments, of the
 	// tool definition) other than the waiting call's — the call is not the
 	// one the approver saw; it was not decided and still waits.
@@ -94,6 +103,20 @@ type Event struct {
 	IsError bool
 	Content string
 
+	// approval_requested (ID, Name, Args and these), approval_resolved
+	// (ID, Approved, By, Reason, TimedOut).
+	//
+	// ArgsHash and DefinitionHash are what an approval must carry to be
+	// bound to the call shown; Approvers who may decide (empty: the
+	// session's owner); Deadline when the call is denied if no one decides.
+	ArgsHash       string
+	DefinitionHash string
+	Approvers      []string
+	Deadline       time.Time
+	Approved       bool
+	By             string
+	TimedOut       bool
+
 	// retrying
 	Attempt     int
 	MaxAttempts int
@@ -136,6 +159,17 @@ func ToolEnded(id string, isError bool, content string) Event {
 	return Event{Type: TypeToolEnded, ID: id, IsError: isError, Content: content}
 }
 
+// ApprovalRequested returns an approval_requested event.
+func ApprovalRequested(id, name string, args json.RawMessage, argsHash, definitionHash string, approvers []string, deadline time.Time) Event {
+	return Event{Type: TypeApprovalRequested, ID: id, Name: name, Args: args, ArgsHash: argsHash,
+		DefinitionHash: definitionHash, Approvers: approvers, Deadline: deadline}
+}
+
+// ApprovalResolved returns an approval_resolved event.
+func ApprovalResolved(id string, approved bool, by, reason string, timedOut bool) Event {
+	return Event{Type: TypeApprovalResolved, ID: id, Approved: approved, By: by, Reason: reason, TimedOut: timedOut}
+}
+
 // Completed returns a completed terminal; data may be nil.
 func Completed(data json.RawMessage) Event { return Event{Type: TypeCompleted, Data: data} }
 
@@ -165,6 +199,26 @@ type wireToolEnded struct {
 	ID      string `json:"id"`
 	IsError bool   `json:"isError"`
 	Content string `json:"content"`
+}
+
+type wireApprovalRequested struct {
+	Type           string          `json:"type"`
+	ID             string          `json:"id"`
+	Name           string          `json:"name"`
+	Args           json.RawMessage `json:"args"`
+	ArgsHash       string          `json:"argsHash,omitempty"`
+	DefinitionHash string          `json:"definitionHash,omitempty"`
+	Approvers      []string        `json:"approvers,omitempty"`
+	Deadline       time.Time       `json:"deadline,omitzero"`
+}
+
+type wireApprovalResolved struct {
+	Type     string `json:"type"`
+	ID       string `json:"id"`
+	Approved bool   `json:"approved"`
+	By       string `json:"by,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	TimedOut bool   `json:"timedOut,omitempty"`
 }
 
 type wireRetrying struct {
@@ -227,6 +281,14 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		return marshal(wireToolStarted{e.Type, e.ID, e.Name, args})
 	case TypeToolEnded:
 		return marshal(wireToolEnded{e.Type, e.ID, e.IsError, e.Content})
+	case TypeApprovalRequested:
+		args := e.Args
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		return marshal(wireApprovalRequested{e.Type, e.ID, e.Name, args, e.ArgsHash, e.DefinitionHash, e.Approvers, e.Deadline})
+	case TypeApprovalResolved:
+		return marshal(wireApprovalResolved{e.Type, e.ID, e.Approved, e.By, e.Reason, e.TimedOut})
 	case TypeRetrying:
 		return marshal(wireRetrying{e.Type, e.Step, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
 	case TypeCompleted:
@@ -269,6 +331,14 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		var w wireToolEnded
 		err = json.Unmarshal(b, &w)
 		e.ID, e.IsError, e.Content = w.ID, w.IsError, w.Content
+	case TypeApprovalRequested:
+		var w wireApprovalRequested
+		err = json.Unmarshal(b, &w)
+		e.ID, e.Name, e.Args, e.ArgsHash, e.DefinitionHash, e.Approvers, e.Deadline = w.ID, w.Name, w.Args, w.ArgsHash, w.DefinitionHash, w.Approvers, w.Deadline
+	case TypeApprovalResolved:
+		var w wireApprovalResolved
+		err = json.Unmarshal(b, &w)
+		e.ID, e.Approved, e.By, e.Reason, e.TimedOut = w.ID, w.Approved, w.By, w.Reason, w.TimedOut
 	case TypeRetrying:
 		var w wireRetrying
 		err = json.Unmarshal(b, &w)

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fastagent/fastagent/agent"
 )
@@ -22,6 +23,12 @@ func TestEventWireFormat(t *testing.T) {
 		{agent.ToolStarted("c1", "bash", nil), `{"type":"tool_started","id":"c1","name":"bash","args":{}}`},
 		{agent.ToolEnded("c1", false, "ok"), `{"type":"tool_ended","id":"c1","isError":false,"content":"ok"}`},
 		{agent.Event{Type: agent.TypeRetrying, Attempt: 2, MaxAttempts: 6, DelayMs: 1500, Reason: "429"}, `{"type":"retrying","attempt":2,"maxAttempts":6,"delayMs":1500,"reason":"429"}`},
+		{agent.ApprovalRequested("c1", "deploy", json.RawMessage(`{"env":"prod"}`), "sha256:a", "sha256:d", []string{"alice"},
+			time.Date(2026, 12, 2, 17, 0, 0, 0, time.UTC)),
+			`{"type":"approval_requested","id":"c1","name":"deploy","args":{"env":"prod"},"argsHash":"sha256:a","definitionHash":"sha256:d","approvers":["alice"],"deadline":"2026-12-02T17:00:00Z"}`},
+		{agent.ApprovalResolved("c1", true, "alice", "", false), `{"type":"approval_resolved","id":"c1","approved":true,"by":"alice"}`},
+		{agent.ApprovalResolved("c1", false, "", "no decision within 1h0m0s", true),
+			`{"type":"approval_resolved","id":"c1","approved":false,"reason":"no decision within 1h0m0s","timedOut":true}`},
 		{agent.Completed(nil), `{"type":"completed"}`},
 		{agent.Completed(json.RawMessage(`{"k":1}`)), `{"type":"completed","data":{"k":1}}`},
 		{agent.Event{Type: agent.TypeCompleted, Usage: &agent.Usage{Input: 10, Output: 3, CacheRead: 4, Calls: 2}},

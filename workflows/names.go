@@ -82,6 +82,9 @@ const (
 	// ActivityRewind summarizes the branch a rewind abandons and appends a
 	// branch-summary entry below the target (Summary "rewind · <session>").
 	ActivityRewind = "Session.Rewind"
+	// ActivityFeedPublish (local) puts an event the workflow itself decided
+	// on a turn's live feed: a tool call waiting for approval, the decision.
+	ActivityFeedPublish = "Feed.Publish"
 	// ActivityTurnRecord keeps a finished turn's outcome in the session store
 	// under its idempotency key.
 	ActivityTurnRecord = "Turn.Record"

@@ -285,6 +285,21 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			},
 		},
 		{
+			// Two approval waits, each announced and resolved through
+			// Feed.Publish; the first ended by its deadline's timer.
+			file: "approval_deadline.json", change: "approval-events",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := localActivities(t, h)[workflows.ActivityFeedPublish]
+				fired := 0
+				for _, ev := range h.GetEvents() {
+					if ev.GetTimerFiredEventAttributes() != nil {
+						fired++
+					}
+				}
+				return fmt.Sprintf("%d Feed.Publish local activities, %d timers fired", n, fired), n == 4 && fired == 1
+			},
+		},
+		{
 			// The chat stopped its session's turn with Chat.Stop.
 			file: "chat_stop.json", change: "chat-stop",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
@@ -370,7 +385,7 @@ func TestReplayCoversChatEdits(t *testing.T) {
 // change — running at a turn's start, waiting_approval and back around an
 // approval, idle when no turn waits — never per step: no value twice in a
 // row, and at most two upserts a turn (every turn schedules Turn.Record
-// once) plus two an approval.
+// once) plus two an approval wait.
 func TestReplayUpsertsOnlyOnChange(t *testing.T) {
 	searchable := 0
 	for _, f := range historyFiles(t) {
@@ -399,6 +414,9 @@ func TestReplayUpsertsOnlyOnChange(t *testing.T) {
 				statuses = append(statuses, v)
 			}
 		}
+		// A wait that timed out had no decision: count the waits the
+		// history announced (approval_requested and _resolved each).
+		approvals = max(approvals, localActivities(t, h)[workflows.ActivityFeedPublish]/2)
 		base := filepath.Base(f)
 		if len(statuses) > 2*turns+2*approvals {
 			t.Errorf("%s: %d status upserts for %d turns and %d approvals, want at most %d", base, len(statuses), turns, approvals, 2*turns+2*approvals)

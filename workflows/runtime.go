@@ -192,16 +192,12 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Reused}
 	}
 	if c.Synthetic == nil && c.Call.RequiresApproval {
-		ok, reason, err := r.approve(ctx, c)
+		ok, denial, err := r.approve(ctx, c)
 		if err != nil {
 			return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
 		}
 		if !ok {
-			msg := "A human denied this tool call."
-			if reason != "" {
-				msg += " Reason: " + reason
-			}
-			c.Synthetic = &agent.ToolResult{IsError: true, Content: msg}
+			c.Synthetic = &agent.ToolResult{IsError: true, Content: denial}
 		}
 	}
 	if c.Synthetic != nil {
@@ -240,7 +236,8 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 	return r.record(ctx, c, lostResult(c.Call, attempts, err)), nil
 }
 
-// approve waits durably (no activity) for an UpdateApprove decision.
+// approve waits durably for an UpdateApprove decision (or the call's
+// deadline); a call not approved gets the result the model reads.
 func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool, string, error) {
 	view := PendingApproval{Turn: c.Turn, Call: c.Call.ID, Tool: c.Call.Name, Args: c.Call.Args,
 		ArgsHash: c.Call.ArgsHash, DefinitionHash: c.Call.DefinitionHash}
@@ -252,13 +249,70 @@ func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool,
 	a := &approval{view: view}
 	r.s.approvals = append(r.s.approvals, a)
 	r.s.setStatus(ctx, StatusWaiting)
-	if err := workflow.Await(ctx, func() bool { return a.decided }); err != nil {
+	if workflow.GetVersion(ctx, changeApprovalEvents, workflow.DefaultVersion, 1) < 1 {
+		if err := workflow.Await(ctx, func() bool { return a.decided }); err != nil {
+			return false, "", err
+		}
+	} else if err := r.awaitDecision(ctx, c, a); err != nil {
 		return false, "", err
 	}
 	if !r.s.waitingApproval() {
 		r.s.setStatus(ctx, StatusRunning)
 	}
-	return a.approved, a.reason, nil
+	if a.timedOut {
+		return false, "This tool call was not run: it needs a human's approval and " + a.reason +
+			". Tell the user what you wanted to do and why, or go on without it.", nil
+	}
+	msg := "A human denied this tool call."
+	if a.reason != "" {
+		msg += " Reason: " + a.reason
+	}
+	return a.approved, msg, nil
+}
+
+// awaitDecision announces the wait on the turn's stream, waits for a
+// decision until the call's deadline (a timer the Web UI shows with the
+// tool's name) and announces the outcome; at the deadline the call is
+// denied with a reason the model reads.
+func (r *loopRuntime) awaitDecision(ctx workflow.Context, c agentloop.ToolCall, a *approval) error {
+	timeout := c.Call.ApprovalTimeout
+	if timeout <= 0 {
+		timeout = defaultApprovalTimeout
+	}
+	a.view.Approvers = c.Call.Approvers
+	a.view.Deadline = workflow.Now(ctx).Add(timeout).UTC()
+	v := a.view
+	r.publish(ctx, c, agent.ApprovalRequested(v.Call, v.Tool, v.Args, v.ArgsHash, v.DefinitionHash, v.Approvers, v.Deadline))
+	decided, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+		Timeout:      timeout,
+		TimerOptions: workflow.TimerOptions{Summary: fmt.Sprintf("approval · %s · %s (denied after %s)", v.Tool, v.Call, timeout)},
+	}, func() bool { return a.decided })
+	if err != nil {
+		return err
+	}
+	timedOut := !decided
+	if timedOut {
+		a.decided, a.approved, a.timedOut = true, false, true
+		a.reason = fmt.Sprintf("no one approved or denied it within %s (approvals.timeout)", timeout)
+	}
+	r.publish(ctx, c, agent.ApprovalResolved(v.Call, a.approved, a.by, a.reason, timedOut))
+	return nil
+}
+
+// publish puts an event the workflow decided on the turn's live feed
+// through a local activity (one per workflow task on Temporal Cloud's
+// bill). Best effort: the decision itself lives in the workflow, and a
+// stream that misses the event still gets the tool's result.
+func (r *loopRuntime) publish(ctx workflow.Context, c agentloop.ToolCall, ev agent.Event) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary:             ev.Type + " · " + c.Call.Name,
+	})
+	in := PublishInput{Session: c.Session, Turn: c.Turn, Step: c.Step, Event: ev}
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityFeedPublish, in).Get(lctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("publishing an approval event failed", "call", c.Call.ID, "event", ev.Type, "error", err)
+	}
 }
 
 // record stores a result the workflow decided (unknown tool, denial, abort,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,14 @@ const changeTurnRecords = "turn-records"
 // changeApprovalBinding versions calls the model activity refused (Call.Refused,
 // e.g. a call ID used twice in one reply): they are recorded, not run.
 const changeApprovalBinding = "approval-binding"
+
+// changeApprovalEvents versions approval waits that publish
+// approval_requested and approval_resolved on the turn's feed (Feed.Publish)
+// and end at a deadline (a timer): older runs waited without either.
+const changeApprovalEvents = "approval-events"
+
+// defaultApprovalTimeout bounds an approval wait whose call names none.
+const defaultApprovalTimeout = time.Hour
 
 // changeTurnCallIDs versions calls whose ID an earlier step of the turn used
 // (Call.Reused, set by the loop): they are recorded with the refusal, not
@@ -217,6 +226,10 @@ type PendingApproval struct {
 	Args           json.RawMessage `json:"args,omitempty"`
 	ArgsHash       string          `json:"argsHash,omitempty"`
 	DefinitionHash string          `json:"definitionHash,omitempty"`
+	// Approvers may decide (empty: the session's owner and admins);
+	// Deadline is when the call is denied if no one has.
+	Approvers []string  `json:"approvers,omitempty"`
+	Deadline  time.Time `json:"deadline,omitzero"`
 }
 
 // ApproveRequest answers a pending approval. ArgsHash and DefinitionHash,
@@ -228,6 +241,23 @@ type ApproveRequest struct {
 	Reason         string `json:"reason,omitempty"`
 	ArgsHash       string `json:"argsHash,omitempty"`
 	DefinitionHash string `json:"definitionHash,omitempty"`
+	// By names who decides, as the door authenticated them (a token's
+	// principal, a channel user); when the call lists approvers, By must
+	// be one of them.
+	By string `json:"by,omitempty"`
+	// Listed says the door let the decision through only because By may
+	// be one of the call's approvers (By does not own the session): the
+	// workflow refuses it unless the call lists By.
+	Listed bool `json:"listed,omitempty"`
+}
+
+// PublishInput is the argument of ActivityFeedPublish: an event of a
+// turn's step that the workflow decided.
+type PublishInput struct {
+	Session string      `json:"session"`
+	Turn    string      `json:"turn"`
+	Step    int         `json:"step"`
+	Event   agent.Event `json:"event"`
 }
 
 type pendingTurn struct {
@@ -260,6 +290,8 @@ type approval struct {
 	decided  bool
 	approved bool
 	reason   string
+	by       string
+	timedOut bool
 }
 
 // session is the runtime state of one workflow run; snap is its durable part.
@@ -630,6 +662,14 @@ func (s *session) onSteer(_ workflow.Context, req SteerRequest) error {
 func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error {
 	for _, a := range s.approvals {
 		if a.view.Call == req.Call && !a.decided {
+			if req.Listed && !slices.Contains(a.view.Approvers, req.By) {
+				break // someone else's session: as if nothing waited
+			}
+			if len(a.view.Approvers) > 0 && !slices.Contains(a.view.Approvers, req.By) {
+				who := strings.Join(a.view.Approvers, ", ")
+				return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%q may not decide tool call %q: its approvers are %s; it was not decided and still waits",
+					req.By, req.Call, who), agent.CodeNotApprover, temporal.ApplicationErrorOptions{NonRetryable: true})
+			}
 			if (req.ArgsHash != "" && req.ArgsHash != a.view.ArgsHash) || (req.DefinitionHash != "" && req.DefinitionHash != a.view.DefinitionHash) {
 				return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("tool call %q changed: it waits with other arguments or another tool definition "+
 					"than the ones sent (argsHash %s, definitionHash %s); it was not decided — look at it again and decide on what it is now",
@@ -645,7 +685,7 @@ func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error 
 func (s *session) onApprove(_ workflow.Context, req ApproveRequest) error {
 	for _, a := range s.approvals {
 		if a.view.Call == req.Call && !a.decided {
-			a.decided, a.approved, a.reason = true, req.Approve, req.Reason
+			a.decided, a.approved, a.reason, a.by = true, req.Approve, req.Reason, req.By
 		}
 	}
 	return nil

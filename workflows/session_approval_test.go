@@ -56,9 +56,11 @@ func TestSessionApproval(t *testing.T) {
 			u := h.turn(ms, "t1", "ship it")
 			var waiting, decided workflows.SessionView
 			var toolsWhileWaiting int
+			var nowWaiting time.Time
 			h.at(time.Minute, func() {
 				waiting = h.state()
 				toolsWhileWaiting = len(h.toolCalls())
+				nowWaiting = h.env.Now()
 			})
 			wrong := h.send(time.Minute+time.Second, workflows.UpdateApprove, "approve-0", workflows.ApproveRequest{Call: "c-404", Approve: true})
 			otherArgs := h.send(time.Minute+2*time.Second, workflows.UpdateApprove, "approve-0a",
@@ -81,6 +83,14 @@ func TestSessionApproval(t *testing.T) {
 			equal(t, "waiting.Running", waiting.Running, "t1")
 			want := workflows.PendingApproval{Turn: "t1", Call: "c1", Tool: "deploy", Args: json.RawMessage(fullArgs),
 				ArgsHash: "sha256:args", DefinitionHash: "sha256:def"}
+			if len(waiting.Approvals) == 1 {
+				// The default deadline: an hour after the wait began (just
+				// after the turn was sent, a minute before nowWaiting).
+				if left := waiting.Approvals[0].Deadline.Sub(nowWaiting); left < 59*time.Minute-time.Second || left > 59*time.Minute+time.Second {
+					t.Errorf("deadline %v is %v after the wait was looked at, want about 59m", waiting.Approvals[0].Deadline, left)
+				}
+				want.Deadline = waiting.Approvals[0].Deadline
+			}
 			if len(waiting.Approvals) != 1 || !reflect.DeepEqual(waiting.Approvals[0], want) {
 				t.Errorf("waiting.Approvals = %+v, want the deploy call with its full arguments and hashes", waiting.Approvals)
 			}
@@ -113,6 +123,100 @@ func TestSessionApproval(t *testing.T) {
 			}
 			equal(t, "step2.Leaf", h.modelCalls()[1].Leaf, c1[0].ResultEntryID)
 		})
+	}
+}
+
+// gatedDeploy is a deploy call that needs approval within timeout from
+// approvers.
+func gatedDeploy(timeout time.Duration, approvers ...string) agentloop.Call {
+	c := known("c1", "deploy")
+	c.RequiresApproval = true
+	c.Args = json.RawMessage(`{"env":"prod"}`)
+	c.ArgsHash, c.DefinitionHash = "sha256:args", "sha256:def"
+	c.ApprovalTimeout, c.Approvers = timeout, approvers
+	return c
+}
+
+// TestSessionApprovalTimeout: a call no one decides is denied at its
+// deadline, with a result that tells the model why; the stream is told the
+// call waits (approval_requested, with its hashes and deadline) and how the
+// wait ended (approval_resolved, timed out); a decision after the deadline
+// finds nothing waiting.
+func TestSessionApprovalTimeout(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		if call.Step == 1 {
+			return reply(call, gatedDeploy(10*time.Minute)), nil
+		}
+		return reply(call), nil
+	}
+	u := h.turn(ms, "t1", "ship it")
+	var waiting workflows.SessionView
+	h.at(9*time.Minute, func() { waiting = h.state() })
+	late := h.send(11*time.Minute, workflows.UpdateApprove, "approve-late", workflows.ApproveRequest{Call: "c1", Approve: true})
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+
+	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
+	equal(t, "pending approvals at 9m", len(waiting.Approvals), 1)
+	h.requireRejected(late, agent.CodeNotFound)
+	c1 := h.toolCallsFor("c1")
+	if len(c1) != 1 || c1[0].Synthetic == nil {
+		t.Fatalf("c1 = %+v, want one recorded denial", c1)
+	}
+	if got := c1[0].Synthetic.Content; !strings.Contains(got, "no one approved or denied it within 10m0s (approvals.timeout)") || !strings.Contains(got, "was not run") {
+		t.Errorf("the model reads %q, want the deadline named and that the call was not run", got)
+	}
+	pub := h.publishedEvents()
+	if len(pub) != 2 {
+		t.Fatalf("published %+v, want approval_requested then approval_resolved", pub)
+	}
+	req, res := pub[0].Event, pub[1].Event
+	equal(t, "first event", req.Type, agent.TypeApprovalRequested)
+	equal(t, "requested.ID", req.ID, "c1")
+	equal(t, "requested.ArgsHash", req.ArgsHash, "sha256:args")
+	equal(t, "requested.DefinitionHash", req.DefinitionHash, "sha256:def")
+	equal(t, "requested.Deadline", req.Deadline, waiting.Approvals[0].Deadline)
+	equal(t, "published step", pub[0].Step, 1)
+	equal(t, "second event", res.Type, agent.TypeApprovalResolved)
+	equal(t, "resolved.TimedOut", res.TimedOut, true)
+	equal(t, "resolved.Approved", res.Approved, false)
+}
+
+// TestSessionApprovers: a call with approvers is decided only by one of
+// them; an owner not on the list is refused (not_approver) and a listed-only
+// request from someone else finds nothing waiting; both leave it waiting.
+func TestSessionApprovers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		if call.Step == 1 {
+			return reply(call, gatedDeploy(time.Hour, "bob")), nil
+		}
+		return reply(call), nil
+	}
+	u := h.turn(ms, "t1", "ship it")
+	owner := h.send(time.Minute, workflows.UpdateApprove, "a-owner", workflows.ApproveRequest{Call: "c1", Approve: true, By: "alice"})
+	stranger := h.send(2*time.Minute, workflows.UpdateApprove, "a-stranger", workflows.ApproveRequest{Call: "c1", Approve: true, By: "carol", Listed: true})
+	var still workflows.SessionView
+	h.at(3*time.Minute, func() { still = h.state() })
+	bob := h.send(4*time.Minute, workflows.UpdateApprove, "a-bob", workflows.ApproveRequest{Call: "c1", Approve: true, By: "bob", Listed: true})
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+
+	h.requireRejected(owner, agent.CodeNotApprover)
+	h.requireRejected(stranger, agent.CodeNotFound)
+	h.requireOK(bob, "bob's approval")
+	equal(t, "pending after refused decisions", len(still.Approvals), 1)
+	equalSlice(t, "approvers shown", still.Approvals[0].Approvers, []string{"bob"})
+	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
+	if c1 := h.toolCallsFor("c1"); len(c1) != 1 || c1[0].Synthetic != nil {
+		t.Fatalf("c1 = %+v, want it run once", c1)
+	}
+	pub := h.publishedEvents()
+	if len(pub) != 2 || pub[1].Event.Type != agent.TypeApprovalResolved || pub[1].Event.By != "bob" || !pub[1].Event.Approved {
+		t.Fatalf("published %+v, want approval_resolved by bob, approved", pub)
 	}
 }
 

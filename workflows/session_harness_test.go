@@ -81,7 +81,9 @@ type harness struct {
 	tool  func(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error)
 	// compacts are what Session.Compact received; compactFn answers it
 	// (default: a compaction entry under the ID asked for).
-	compacts  []workflows.CompactInput
+	compacts []workflows.CompactInput
+	// published are the events Feed.Publish put on turns' feeds.
+	published []workflows.PublishInput
 	compactFn func(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error)
 }
 
@@ -106,6 +108,7 @@ func newHarness(t *testing.T) *harness {
 	env.RegisterActivityWithOptions(h.beginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
 	env.RegisterActivityWithOptions(h.recordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	env.RegisterActivityWithOptions(h.compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
+	env.RegisterActivityWithOptions(h.publish, activity.RegisterOptions{Name: workflows.ActivityFeedPublish})
 	env.SetOnActivityCanceledListener(func(info *activity.Info) {
 		h.mu.Lock()
 		h.cancelled = append(h.cancelled, info.ActivityType.Name)
@@ -160,6 +163,21 @@ func (h *harness) generate(ctx context.Context, call agentloop.ModelCall) (agent
 	fn := h.model
 	h.mu.Unlock()
 	return fn(ctx, call)
+}
+
+// publish is the fake Feed.Publish.
+func (h *harness) publish(_ context.Context, in workflows.PublishInput) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.published = append(h.published, in)
+	h.events = append(h.events, fmt.Sprintf("publish %s %s", in.Event.Type, in.Event.ID))
+	return nil
+}
+
+func (h *harness) publishedEvents() []workflows.PublishInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]workflows.PublishInput(nil), h.published...)
 }
 
 // compact is the fake Session.Compact.

@@ -111,7 +111,11 @@ func newSessionApprove(c *approvalClient) *cobra.Command {
 // printApproval writes one pending call: tool, call, turn, its full
 // arguments (indented JSON) and both hashes.
 func printApproval(w io.Writer, p workflows.PendingApproval) {
-	fmt.Fprintf(w, "call %s · tool %s · turn %s\n", p.Call, p.Tool, p.Turn)
+	if p.Turn != "" {
+		fmt.Fprintf(w, "call %s · tool %s · turn %s\n", p.Call, p.Tool, p.Turn)
+	} else {
+		fmt.Fprintf(w, "call %s · tool %s\n", p.Call, p.Tool)
+	}
 	var args bytes.Buffer
 	if err := json.Indent(&args, p.Args, "    ", "  "); err != nil {
 		args.Reset()
@@ -120,6 +124,12 @@ func printApproval(w io.Writer, p workflows.PendingApproval) {
 	fmt.Fprintf(w, "  arguments:\n    %s\n", args.String())
 	fmt.Fprintf(w, "  argsHash:       %s\n", orNone(p.ArgsHash))
 	fmt.Fprintf(w, "  definitionHash: %s\n", orNone(p.DefinitionHash))
+	if len(p.Approvers) > 0 {
+		fmt.Fprintf(w, "  approvers:      %s\n", strings.Join(p.Approvers, ", "))
+	}
+	if !p.Deadline.IsZero() {
+		fmt.Fprintf(w, "  deadline:       %s (denied if no one decides by then)\n", p.Deadline.Local().Format("2006-01-02 15:04:05 MST"))
+	}
 }
 
 func orNone(s string) string {

@@ -18,13 +18,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/httpagent"
 	"github.com/fastagent/fastagent/workflows"
 )
-
-// approvalPoll is how often a running turn's session is asked for tool
-// calls waiting for approval (each ask is one workflow query).
-const approvalPoll = 1500 * time.Millisecond
 
 const chatHelp = `Type a message and press Enter to send it. While the agent answers:
   /abort          stop the running turn
@@ -183,12 +180,33 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 	defer stop()
 	a := &httpagent.Agent{BaseURL: c.base, Reconnects: 5, ResumeWithin: httpagent.DefaultResumeWithin, Token: c.token}
 	done := make(chan error, 1)
-	go func() { done <- runInvoke(tctx, a, c.session, text, false, lockedWriter{c}, lockedWriter{c}) }()
+	// The stream announces each call waiting for approval; they are asked
+	// one at a time, in order.
+	var mu sync.Mutex
+	var pending []workflows.PendingApproval
+	announced := make(chan struct{}, 1)
+	onApproval := func(ev agent.Event) {
+		mu.Lock()
+		pending = append(pending, pendingOf(ev))
+		mu.Unlock()
+		select {
+		case announced <- struct{}{}:
+		default:
+		}
+	}
+	go func() { done <- runInvoke(tctx, a, c.session, text, false, lockedWriter{c}, lockedWriter{c}, onApproval) }()
 
-	asked := map[string]bool{}
 	var waiting *workflows.PendingApproval
-	tick := time.NewTicker(approvalPoll)
-	defer tick.Stop()
+	next := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if waiting == nil && len(pending) > 0 {
+			p := pending[0]
+			pending = pending[1:]
+			waiting = &p
+			c.printf("approve %s? [y/n] ", p.Tool)
+		}
+	}
 	for {
 		select {
 		case err := <-done:
@@ -196,17 +214,8 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 				c.printf("✗ %v\n", err)
 			}
 			return queued, true
-		case <-tick.C:
-			if waiting != nil {
-				continue
-			}
-			if p := c.nextApproval(asked); p != nil {
-				waiting = p
-				asked[p.Call] = true
-				c.printf("\n? the agent wants to run a tool that needs your approval:\n")
-				printApproval(lockedWriter{c}, *p)
-				c.printf("approve? [y/n] ")
-			}
+		case <-announced:
+			next()
 		case line, ok := <-lines:
 			if !ok {
 				stop() // input ended: stop the turn, report how it ended
@@ -219,7 +228,10 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 			switch {
 			case waiting != nil && (line == "y" || line == "yes" || line == "n" || line == "no"):
 				c.decide(*waiting, line[0] == 'y')
+				mu.Lock()
 				waiting = nil
+				mu.Unlock()
+				next()
 			case strings.HasPrefix(line, "/"):
 				c.command(line, true)
 			case line != "":
@@ -230,33 +242,9 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 	}
 }
 
-// nextApproval returns a call of the session waiting for approval that was
-// not asked yet.
-func (c *chat) nextApproval(asked map[string]bool) *workflows.PendingApproval {
-	b, err := c.call(http.MethodGet, "", "")
-	if err != nil {
-		return nil
-	}
-	var v workflows.SessionView
-	if json.Unmarshal(b, &v) != nil {
-		return nil
-	}
-	for i := range v.Approvals {
-		if !asked[v.Approvals[i].Call] {
-			return &v.Approvals[i]
-		}
-	}
-	return nil
-}
-
 // decide approves or denies p, bound to the hashes that were shown.
 func (c *chat) decide(p workflows.PendingApproval, approve bool) {
-	req := map[string]any{"approve": approve, "argsHash": p.ArgsHash, "definitionHash": p.DefinitionHash}
-	if !approve {
-		req["reason"] = "denied in fastagent chat"
-	}
-	b, _ := json.Marshal(req)
-	if _, err := c.call(http.MethodPost, "/approvals/"+url.PathEscape(p.Call), string(b)); err != nil {
+	if _, err := c.call(http.MethodPost, "/approvals/"+url.PathEscape(p.Call), approvalBody(p, approve, "denied in fastagent chat")); err != nil {
 		c.printf("✗ %v\n", err)
 		return
 	}

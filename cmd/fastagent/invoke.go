@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/httpagent"
+	"github.com/fastagent/fastagent/workflows"
 )
 
 func newInvoke(g *globals) *cobra.Command {
@@ -57,7 +60,11 @@ func newInvoke(g *globals) *cobra.Command {
 			// A dropped connection or a restarting ingress is resumed, not lost:
 			// the server is asked to keep the turn running meanwhile.
 			a := &httpagent.Agent{BaseURL: url, Reconnects: 5, ResumeWithin: httpagent.DefaultResumeWithin, Token: g.apiToken()}
-			return runInvoke(ctx, a, session, text, jsonOut, os.Stdout, os.Stderr)
+			var ask func(agent.Event)
+			if !jsonOut && args[0] != "-" && isTerminal(os.Stdin) {
+				ask = askApprovals(ctx, g.apiToken(), url, session, os.Stdin, os.Stderr)
+			}
+			return runInvoke(ctx, a, session, text, jsonOut, os.Stdout, os.Stderr, ask)
 		},
 	}
 	cmd.Flags().StringVarP(&session, "session", "s", os.Getenv("FASTAGENT_SESSION"), "session ID [FASTAGENT_SESSION]")
@@ -67,7 +74,10 @@ func newInvoke(g *globals) *cobra.Command {
 	return cmd
 }
 
-func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut bool, stdout, stderr io.Writer) error {
+// runInvoke streams one turn to stdout (text) and stderr (tool lines,
+// retries, approvals); onApproval, when set, is told of each
+// approval_requested event after it was printed.
+func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut bool, stdout, stderr io.Writer, onApproval func(agent.Event)) error {
 	var term *agent.Event
 	printedText := false
 	for ev := range a.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: text}) {
@@ -79,6 +89,15 @@ func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut
 			case agent.TypeText:
 				fmt.Fprint(stdout, ev.Delta)
 				printedText = true
+			case agent.TypeApprovalRequested, agent.TypeApprovalResolved:
+				if printedText {
+					fmt.Fprintln(stdout)
+					printedText = false
+				}
+				printApprovalEvent(stderr, session, ev, onApproval != nil)
+				if onApproval != nil && ev.Type == agent.TypeApprovalRequested {
+					onApproval(ev)
+				}
 			case agent.TypeToolStarted:
 				fmt.Fprintf(stderr, "→ %s %s\n", ev.Name, compact(ev.Args, 200))
 			case agent.TypeToolEnded:
@@ -118,6 +137,94 @@ func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut
 		return failure("turn failed: %s", msg)
 	}
 	return nil
+}
+
+// printApprovalEvent shows a call waiting for approval (with how to
+// answer it unless asked inline) or the decision on it.
+func printApprovalEvent(w io.Writer, session string, ev agent.Event, inline bool) {
+	if ev.Type == agent.TypeApprovalResolved {
+		switch {
+		case ev.TimedOut:
+			fmt.Fprintf(w, "⌛ call %s denied: %s\n", ev.ID, ev.Reason)
+		case ev.Approved:
+			fmt.Fprintf(w, "✓ call %s approved%s\n", ev.ID, byWhom(ev.By))
+		default:
+			fmt.Fprintf(w, "✗ call %s denied%s%s\n", ev.ID, byWhom(ev.By), reasonText(ev.Reason))
+		}
+		return
+	}
+	fmt.Fprintf(w, "⏸ the agent wants to run a tool that needs your approval:\n")
+	printApproval(w, pendingOf(ev))
+	if !inline {
+		fmt.Fprintf(w, "  answer: fastagent session approve %s %s [--deny]\n", session, ev.ID)
+	}
+}
+
+// pendingOf is the waiting call an approval_requested event describes.
+func pendingOf(ev agent.Event) workflows.PendingApproval {
+	return workflows.PendingApproval{Call: ev.ID, Tool: ev.Name, Args: ev.Args, ArgsHash: ev.ArgsHash,
+		DefinitionHash: ev.DefinitionHash, Approvers: ev.Approvers, Deadline: ev.Deadline}
+}
+
+func byWhom(by string) string {
+	if by == "" {
+		return ""
+	}
+	return " by " + by
+}
+
+func reasonText(r string) string {
+	if r == "" {
+		return ""
+	}
+	return ": " + r
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// askApprovals returns what `fastagent invoke` does with a call waiting for
+// approval when a person is at the terminal: asks y/n and answers it, bound
+// to the hashes shown.
+func askApprovals(ctx context.Context, token, base, session string, in io.Reader, out io.Writer) func(agent.Event) {
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func(ev agent.Event) {
+		fmt.Fprintf(out, "approve? [y/n] ")
+		select {
+		case <-ctx.Done():
+			return
+		case line := <-lines:
+			approve := strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y")
+			body := approvalBody(pendingOf(ev), approve, "denied in fastagent invoke")
+			if _, err := call(token, "POST", strings.TrimRight(base, "/")+"/sessions/"+url.PathEscape(session)+"/approvals/"+url.PathEscape(ev.ID), body); err != nil {
+				fmt.Fprintf(out, "✗ %v\n", err)
+			}
+		}
+	}
+}
+
+// approvalBody is the POST /sessions/{id}/approvals/{call} body deciding p,
+// bound to the hashes that were shown.
+func approvalBody(p workflows.PendingApproval, approve bool, denial string) string {
+	req := map[string]any{"approve": approve, "argsHash": p.ArgsHash, "definitionHash": p.DefinitionHash}
+	if !approve {
+		req["reason"] = denial
+	}
+	b, _ := json.Marshal(req)
+	return string(b)
 }
 
 func compact(b json.RawMessage, n int) string {

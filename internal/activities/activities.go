@@ -88,6 +88,7 @@ func (a *Activities) Register(w Registrar) {
 	w.RegisterActivityWithOptions(a.Record, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	w.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
 	w.RegisterActivityWithOptions(a.Rewind, activity.RegisterOptions{Name: workflows.ActivityRewind})
+	w.RegisterActivityWithOptions(a.Publish, activity.RegisterOptions{Name: workflows.ActivityFeedPublish})
 }
 
 // Generate is the Model.Generate activity.

@@ -340,6 +340,7 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 				c.Args = normArgs(tc.Args)
 				c.ArgsHash = ArgsHash(c.Args)
 				c.DefinitionHash, _ = def.ToolHash(tc.Name)
+				c.ApprovalTimeout, c.Approvers = def.Config.Approval(tc.Name)
 			}
 		}
 		if uses[tc.ID] > 1 {

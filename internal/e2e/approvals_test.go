@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/httpagent"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -87,4 +89,129 @@ func TestApprovalBoundToWhatWasShown(t *testing.T) {
 	if n := e.kit.Counter.Runs(session); n != 2 {
 		t.Errorf("counter ran %d times, want 2", n)
 	}
+}
+
+// A gated call announces itself on the HTTP stream and is decided by whom
+// the configuration names:
+//   - approval_requested carries the full arguments, both hashes, the
+//     approvers and the deadline; the owner (alice, not listed) is refused
+//     403 not_approver and the call still waits; bob (listed, not the
+//     session's owner) approves with the hashes shown; approval_resolved
+//     names him; the tool runs once;
+//   - a call no one decides is denied at its deadline (2s): approval_resolved
+//     says it timed out, the model reads why in the tool result, and the
+//     turn completes.
+func TestApprovalOnTheStream(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("tools:\n  counter: {requiresApproval: true, approvers: [bob]}\n  bash: {requiresApproval: true, approvalTimeout: 2s}\n")
+	e.startWorker()
+	hs := e.authIngress(nil)
+	const session = "approve-on-stream"
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "s1", Name: "counter", Args: `{"note":"streamed"}`}}},
+		modelserver.Reply{Text: []string{"counted"}},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "s2", Name: "bash", Args: `{"command":"echo hi"}`}}},
+		modelserver.Reply{Text: []string{"gave up on bash"}},
+	)
+	client := &httpagent.Agent{BaseURL: hs.URL, Token: "alice-token"}
+	approve := func(token, call, body string) (int, string) {
+		t.Helper()
+		st, b, _ := send(t, http.MethodPost, hs.URL+"/sessions/"+session+"/approvals/"+call, token, body, nil)
+		return st, b
+	}
+
+	// A listed approver decides; the owner may not.
+	var evs []agent.Event
+	requested := make(chan agent.Event, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range client.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: "count once"}) {
+			evs = append(evs, ev)
+			if ev.Type == agent.TypeApprovalRequested {
+				requested <- ev
+			}
+		}
+	}()
+	var req agent.Event
+	select {
+	case req = <-requested:
+	case <-ctx.Done():
+		t.Fatal("no approval_requested event on the stream")
+	}
+	if req.ID != "s1" || req.Name != "counter" || string(req.Args) != `{"note":"streamed"}` || req.ArgsHash != activities.ArgsHash(req.Args) ||
+		!strings.HasPrefix(req.DefinitionHash, "sha256:") || strings.Join(req.Approvers, ",") != "bob" {
+		t.Fatalf("approval_requested = %+v, want s1 with its arguments, both hashes and approvers [bob]", req)
+	}
+	if left := time.Until(req.Deadline); left < 50*time.Minute || left > time.Hour {
+		t.Errorf("deadline %v is %v away, want about an hour (the default)", req.Deadline, left)
+	}
+	bound := `{"approve":true,"argsHash":"` + req.ArgsHash + `","definitionHash":"` + req.DefinitionHash + `"}`
+	if st, b := approve("alice-token", "s1", bound); st != http.StatusForbidden || !strings.Contains(b, agent.CodeNotApprover) || !strings.Contains(b, "bob") {
+		t.Fatalf("the owner's approval: %d %s, want 403 %s naming the approvers", st, b, agent.CodeNotApprover)
+	}
+	if n := e.kit.Counter.Runs(session); n != 0 {
+		t.Fatalf("the counter ran %d times after a refused decision", n)
+	}
+	if st, b := approve("bob-token", "s1", bound); st != http.StatusOK {
+		t.Fatalf("bob's approval: %d %s", st, b)
+	}
+	<-done
+	must(t, evs, agent.TypeCompleted)
+	var resolved []agent.Event
+	order := []string{}
+	for _, ev := range evs {
+		switch ev.Type {
+		case agent.TypeApprovalRequested, agent.TypeApprovalResolved, agent.TypeToolStarted:
+			order = append(order, ev.Type)
+		}
+		if ev.Type == agent.TypeApprovalResolved {
+			resolved = append(resolved, ev)
+		}
+	}
+	if strings.Join(order, ",") != "approval_requested,approval_resolved,tool_started" {
+		t.Errorf("stream order %v, want the request, the decision, then the tool", order)
+	}
+	if len(resolved) != 1 || !resolved[0].Approved || resolved[0].By != "bob" || resolved[0].TimedOut {
+		t.Errorf("approval_resolved = %+v, want one, approved by bob", resolved)
+	}
+	if n := e.kit.Counter.Runs(session); n != 1 {
+		t.Errorf("the approved counter ran %d times, want 1", n)
+	}
+
+	// No one decides: denied at the deadline, the model told why.
+	start := time.Now()
+	evs = collectWith(t, client, session, "run bash")
+	must(t, evs, agent.TypeCompleted)
+	var timedOut *agent.Event
+	for i, ev := range evs {
+		if ev.Type == agent.TypeApprovalResolved {
+			timedOut = &evs[i]
+		}
+	}
+	if timedOut == nil || !timedOut.TimedOut || timedOut.Approved || !strings.Contains(timedOut.Reason, "2s") {
+		t.Fatalf("approval_resolved = %+v, want a timed-out denial naming the 2s deadline", timedOut)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("the turn ended after %v, before the 2s deadline", took)
+	}
+	reqs := e.kit.Model.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if tr := last[len(last)-1]; !strings.Contains(tr.Content, "was not run") || !strings.Contains(tr.Content, "within 2s") {
+		t.Errorf("the model read %+v after the deadline, want the denial saying why", tr)
+	}
+}
+
+// collectWith runs one turn through a and returns its events.
+func collectWith(t *testing.T, a agent.Agent, session, text string) []agent.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var evs []agent.Event
+	for ev := range a.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: text}) {
+		evs = append(evs, ev)
+	}
+	return evs
 }

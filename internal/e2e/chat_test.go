@@ -121,9 +121,12 @@ func TestChatInATerminal(t *testing.T) {
 	tm.typeLine("count this")
 	tm.expect("needs your approval", time.Minute)
 	tm.expect(`"note": "from chat"`, 5*time.Second)
-	tm.expect("approve? [y/n]", 5*time.Second)
+	tm.expect("deadline:", 5*time.Second)
+	tm.expect("approve counter? [y/n]", 5*time.Second)
 	tm.typeLine("y")
-	tm.expectAll(time.Minute, "approved counter", "counted it")
+	// The decision comes back on the stream (approval_resolved) before the
+	// tool's own lines.
+	tm.expectAll(time.Minute, "approved counter", "call call_c approved", "counted it")
 	if n := e.kit.Counter.Runs(session); n != 1 {
 		t.Errorf("the approved tool ran %d times, want 1", n)
 	}

@@ -534,6 +534,41 @@ func historyScenarios() []historyScenario {
 			},
 		},
 		{
+			// Approval waits announce themselves and have deadlines
+			// (approval-events): the first call is not decided within its
+			// 1s and is denied by the timer; the next one is approved
+			// before its deadline and runs. Each wait publishes
+			// approval_requested and approval_resolved (Feed.Publish).
+			name:   "approval_deadline",
+			config: "tools:\n  counter: {requiresApproval: true, approvalTimeout: 1s}\n",
+			run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "t1", Name: testkit.CounterName, Args: `{"note":"late"}`}}},
+					modelserver.Reply{Text: []string{"no one answered"}},
+				)
+				must(t, collect(t, e.agent, context.Background(), s, "count, but nobody is there"), agent.TypeCompleted)
+				if n := e.kit.Counter.Runs(s); n != 0 {
+					t.Fatalf("a call denied at its deadline ran %d times", n)
+				}
+				e.writeConfig("tools:\n  counter: {requiresApproval: true, approvalTimeout: 10m}\n")
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "t2", Name: testkit.CounterName, Args: `{"note":"in time"}`}}},
+					modelserver.Reply{Text: []string{"counted"}},
+				)
+				done := make(chan []agent.Event, 1)
+				go func() { done <- collect(t, e.agent, context.Background(), s, "count, someone is there") }()
+				waitPendingApproval(t, e, s, "t2")
+				if err := e.agent.Approve(context.Background(), s, workflows.ApproveRequest{Call: "t2", Approve: true}); err != nil {
+					t.Fatalf("approve t2: %v", err)
+				}
+				must(t, <-done, agent.TypeCompleted)
+				if n := e.kit.Counter.Runs(s); n != 1 {
+					t.Errorf("counter ran %d times, want 1 (the approved call)", n)
+				}
+				return ""
+			},
+		},
+		{
 			// A chat's "/stop" aborts the running turn of its session
 			// (chat-stop); the chat workflow is recorded.
 			name: "chat_stop", ownWorker: true, run: runChatStop,

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,10 @@ type recorder struct {
 	mu      sync.Mutex
 	calls   []string
 	running string
+	// approvals are the calls State shows waiting; approves the decisions
+	// that got through.
+	approvals []workflows.PendingApproval
+	approves  []workflows.ApproveRequest
 }
 
 func (r *recorder) record(s string) {
@@ -58,13 +63,16 @@ func (r *recorder) Compact(_ context.Context, session string) (workflows.Compact
 
 func (r *recorder) Approve(_ context.Context, session string, req workflows.ApproveRequest) error {
 	r.record("approve " + session + " " + req.Call)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.approves = append(r.approves, req)
 	return nil
 }
 
 func (r *recorder) State(_ context.Context, session string) (workflows.SessionView, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return workflows.SessionView{Session: session, Running: r.running}, nil
+	return workflows.SessionView{Session: session, Running: r.running, Approvals: r.approvals}, nil
 }
 
 func (r *recorder) Attach(_ context.Context, session, key string) (iter.Seq[agent.Event], error) {
@@ -231,6 +239,44 @@ func TestRightsPerRoute(t *testing.T) {
 				t.Errorf("%s: a refused route reached the agent: %q", tc.token, got)
 			}
 		}
+	}
+}
+
+// A decision carries who made it, as authenticated: the owner's as theirs;
+// another principal's reaches the session only for a call that lists them
+// as an approver (marked Listed, so the workflow checks the list again);
+// for any other call of the session it does not exist.
+func TestApproveCarriesWhoDecided(t *testing.T) {
+	t.Parallel()
+	hs, rec := authServer(t, nil)
+	if resp, body := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"s1","text":"hi"}`}, aliceTok, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice's invoke: %d %s", resp.StatusCode, body)
+	}
+	rec.mu.Lock()
+	rec.approvals = []workflows.PendingApproval{{Call: "c1", Tool: "deploy", Approvers: []string{"bob"}}, {Call: "c2", Tool: "deploy"}}
+	rec.mu.Unlock()
+	decide := func(tok, callID string) (int, string) {
+		resp, body := do(t, hs, call{http.MethodPost, "/sessions/s1/approvals/" + callID, `{"approve":true}`}, tok, nil)
+		return resp.StatusCode, body
+	}
+	if st, body := decide(bobTok, "c2"); st != http.StatusNotFound || codeOf(body) != agent.CodeNoSuchSession {
+		t.Errorf("bob on a call that does not list him: %d %s, want 404 no_such_session", st, body)
+	}
+	if st, body := decide(bobTok, "c1"); st != http.StatusOK {
+		t.Errorf("bob on the call listing him: %d %s", st, body)
+	}
+	if st, body := decide(aliceTok, "c1"); st != http.StatusOK {
+		t.Errorf("alice on her session: %d %s", st, body)
+	}
+	rec.mu.Lock()
+	got := append([]workflows.ApproveRequest(nil), rec.approves...)
+	rec.mu.Unlock()
+	want := []workflows.ApproveRequest{
+		{Call: "c1", Approve: true, By: "bob", Listed: true},
+		{Call: "c1", Approve: true, By: "alice"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decisions that reached the session:\n got %+v\nwant %+v", got, want)
 	}
 }
 

@@ -241,6 +241,20 @@ func (s *Server) owners() Owners {
 // the same answer as for a session that does not exist, so nobody learns
 // which sessions others have. create claims a session nobody has yet, within
 // the principal's sessions-per-minute limit.
+// ownsOrAdmin reports whether the request's principal owns session or is
+// an admin (always, without authentication).
+func (s *Server) ownsOrAdmin(c *gin.Context, session string) (bool, error) {
+	p := principalOf(c)
+	if s.NoAuth || p.Admin() {
+		return true, nil
+	}
+	owner, _, err := s.owners().Owner(c.Request.Context(), session)
+	if err != nil {
+		return false, fmt.Errorf("ingress: session owner: %w", err)
+	}
+	return owner != "" && owner == p.Name, nil
+}
+
 func (s *Server) access(c *gin.Context, session string, create bool) bool {
 	if s.NoAuth {
 		return true

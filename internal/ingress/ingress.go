@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -542,6 +543,7 @@ var statusOf = map[string]int{
 	agent.CodeTurnRunning:           http.StatusConflict,
 	agent.CodeSessionExists:         http.StatusConflict,
 	agent.CodeCallChanged:           http.StatusConflict,
+	agent.CodeNotApprover:           http.StatusForbidden,
 }
 
 // StatusOf maps an error's contract code (agent.CodeOf) to its HTTP status;
@@ -671,15 +673,40 @@ func (s *Server) approve(c *gin.Context) {
 		abort(c, agent.CodeInvalidCommand, `need { "approve": true|false, "reason"?: string, "argsHash"?: string, "definitionHash"?: string }`)
 		return
 	}
-	if !s.access(c, c.Param("id"), false) {
+	// The session's owner and admins decide; another principal (with the
+	// approve right) only a call that lists them as an approver — anything
+	// else of another's session does not exist for them.
+	p := principalOf(c)
+	owns, err := s.ownsOrAdmin(c, c.Param("id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !owns && !s.listedApprover(c, c.Param("id"), c.Param("call"), p.Name) {
+		s.fail(c, agent.NewError(agent.CodeNoSuchSession, fmt.Sprintf("no such session %q", c.Param("id"))))
 		return
 	}
 	if err := s.Control.Approve(c.Request.Context(), c.Param("id"), workflows.ApproveRequest{Call: c.Param("call"), Approve: *req.Approve,
-		Reason: req.Reason, ArgsHash: req.ArgsHash, DefinitionHash: req.DefinitionHash}); err != nil {
+		Reason: req.Reason, ArgsHash: req.ArgsHash, DefinitionHash: req.DefinitionHash, By: p.Name, Listed: !owns}); err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"call": c.Param("call"), "approved": *req.Approve})
+}
+
+// listedApprover reports whether call waits in session with principal
+// among its approvers.
+func (s *Server) listedApprover(c *gin.Context, session, call, principal string) bool {
+	v, err := s.Control.State(c.Request.Context(), session)
+	if err != nil {
+		return false
+	}
+	for _, a := range v.Approvals {
+		if a.Call == call && slices.Contains(a.Approvers, principal) {
+			return true
+		}
+	}
+	return false
 }
 
 // bindOptional decodes a JSON body when there is one.

@@ -201,6 +201,7 @@ type state struct {
 	started       map[string]bool
 	ended         map[string]bool
 	markers       map[string]bool
+	approvals     map[string]bool // approval event type + call ID → shown
 }
 
 func newState() *state {
@@ -214,6 +215,7 @@ func newState() *state {
 		started:   map[string]bool{},
 		ended:     map[string]bool{},
 		markers:   map[string]bool{},
+		approvals: map[string]bool{},
 	}
 }
 
@@ -407,6 +409,13 @@ func (r *state) handle(m feed.Message) []agent.Event {
 			return nil
 		}
 		r.ended[ev.ID] = true
+	case agent.TypeApprovalRequested, agent.TypeApprovalResolved:
+		// A retried or replayed Feed.Publish sends the same decision again.
+		key := ev.Type + "\x00" + ev.ID
+		if r.approvals[key] {
+			return nil
+		}
+		r.approvals[key] = true
 	case agent.TypeCompleted, agent.TypeFailed:
 		return nil // terminals come from the outcome only
 	}

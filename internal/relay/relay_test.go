@@ -151,6 +151,36 @@ func TestRelayDedupesToolEventsAndAnnouncedRetries(t *testing.T) {
 	same(t, types(got), []string{"text:a", "retrying:step1", "tool_started", "tool_ended", "failed"})
 }
 
+// An approval wait's events pass through once each, in order, though a
+// retried or replayed Feed.Publish sends them again.
+func TestRelayDedupesApprovalEvents(t *testing.T) {
+	t.Parallel()
+	req := agent.ApprovalRequested("c", "deploy", json.RawMessage(`{"env":"prod"}`), "sha256:a", "sha256:d", nil, time.Unix(0, 0))
+	res := agent.ApprovalResolved("c", true, "alice", "", false)
+	other := agent.ApprovalRequested("c2", "deploy", nil, "", "", nil, time.Unix(0, 0))
+	bus := turnLog(t, []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindEnd, Step: 1, Marker: "s1"},
+		{Kind: feed.KindEvent, Step: 1, Event: &req},
+		{Kind: feed.KindEvent, Step: 1, Event: &req},
+		{Kind: feed.KindEvent, Step: 1, Event: &other},
+		{Kind: feed.KindEvent, Step: 1, Event: &res},
+		{Kind: feed.KindEvent, Step: 1, Event: &res},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolStarted("c", "deploy", nil))},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolEnded("c", false, "ok"))},
+		{Kind: feed.KindEnd, Marker: "m"},
+	})
+	got := relayLog(t, bus, completed(1, "m"), relay.Options{})
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, e.Type+":"+e.ID)
+	}
+	same(t, ids, []string{"approval_requested:c", "approval_requested:c2", "approval_resolved:c", "tool_started:c", "tool_ended:c", "completed:"})
+	if got[0].ArgsHash != "sha256:a" || string(got[0].Args) != `{"env":"prod"}` || got[2].By != "alice" || !got[2].Approved {
+		t.Errorf("approval events lost their fields: %+v / %+v", got[0], got[2])
+	}
+}
+
 // A 200-delta turn relayed from every cut point: a consumer that has events
 // up to Seq n and resumes there ends with exactly the whole text, each delta
 // once, and one terminal.

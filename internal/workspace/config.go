@@ -86,7 +86,28 @@ type Config struct {
 	Compaction CompactionConfig `yaml:"compaction"`
 	// Limits are budgets the session workflow enforces (0 or unset: none).
 	Limits LimitsConfig `yaml:"limits"`
+	// Approvals tunes the human decision a gated tool call
+	// (requiresApproval) waits for; tools.<name> may override it.
+	Approvals ApprovalsConfig `yaml:"approvals"`
 }
+
+// ApprovalsConfig says how long a gated call waits and who may decide it.
+type ApprovalsConfig struct {
+	// Timeout is how long a call waits for a decision (a durable timer)
+	// before it is denied and the model told why (default 1h).
+	Timeout Duration `yaml:"timeout"`
+	// Approvers, when set, are the only principals who may decide (token
+	// principal names, or a channel's users as its events name them);
+	// unset, the session's owner and admins may.
+	Approvers []string `yaml:"approvers"`
+}
+
+// DefaultApprovalTimeout is approvals.timeout's default.
+const DefaultApprovalTimeout = time.Hour
+
+// maxApprovalTimeout bounds approvals.timeout: a wait longer than this is
+// a forgotten call, not a decision pending.
+const maxApprovalTimeout = 30 * 24 * time.Hour
 
 // LimitsConfig bounds what a turn and a session may spend. A turn past a
 // budget fails with code limit_exceeded.
@@ -139,6 +160,9 @@ type ToolConfig struct {
 	Deferred         *bool    `yaml:"deferred"`
 	// Network overrides tools.network for this tool.
 	Network *OnOff `yaml:"network" json:",omitempty"`
+	// ApprovalTimeout and Approvers override approvals: for this tool.
+	ApprovalTimeout Duration `yaml:"approvalTimeout"`
+	Approvers       []string `yaml:"approvers"`
 
 	// setting holds a scalar or list found under tools: (a ToolPolicy key).
 	setting *yaml.Node
@@ -399,9 +423,16 @@ func (c Config) validateWith(custom map[string]bool) error {
 	if c.HTTP.Port < 0 || c.HTTP.Port > 65535 {
 		return badKey(fmt.Sprintf("%d is not a TCP port", c.HTTP.Port), "http", "port")
 	}
+	if err := validateApproval(c.Approvals.Timeout, c.Approvals.Approvers, "approvals", "timeout", "approvers"); err != nil {
+		return err
+	}
 	for _, name := range sortedKeys(c.Tools) {
-		if t := c.Tools[name]; t.MaxAttempts < 0 || t.MaxAttempts > 100 {
+		t := c.Tools[name]
+		if t.MaxAttempts < 0 || t.MaxAttempts > 100 {
 			return badKey(fmt.Sprintf("%d is out of range 1..100", t.MaxAttempts), "tools", name, "maxAttempts")
+		}
+		if err := validateApproval(t.ApprovalTimeout, t.Approvers, "tools", name, "approvalTimeout", "approvers"); err != nil {
+			return err
 		}
 	}
 	for _, name := range sortedKeys(c.MCPServers) {
@@ -410,6 +441,41 @@ func (c Config) validateWith(custom map[string]bool) error {
 		}
 	}
 	return c.validateEnv()
+}
+
+// validateApproval checks an approval timeout and approver list found
+// under path (whose last two elements name the two keys).
+func validateApproval(timeout Duration, approvers []string, path ...string) error {
+	at, keys := path[:len(path)-2], path[len(path)-2:]
+	if timeout != 0 && (time.Duration(timeout) < time.Second || time.Duration(timeout) > maxApprovalTimeout) {
+		return badKey(fmt.Sprintf("%s is out of range 1s..720h (unset: %s)", time.Duration(timeout), DefaultApprovalTimeout),
+			append(slices.Clone(at), keys[0])...)
+	}
+	for i, a := range approvers {
+		if strings.TrimSpace(a) == "" || strings.TrimSpace(a) != a {
+			return badKey(fmt.Sprintf("entry %d is %q: want a principal or user name without surrounding spaces", i+1, a),
+				append(slices.Clone(at), keys[1])...)
+		}
+	}
+	return nil
+}
+
+// Approval returns how long a call of the tool name waits for a decision
+// and who may decide it (nil: the session's owner and admins).
+func (c Config) Approval(name string) (time.Duration, []string) {
+	timeout, approvers := time.Duration(c.Approvals.Timeout), c.Approvals.Approvers
+	if t, ok := c.Tools[name]; ok {
+		if t.ApprovalTimeout != 0 {
+			timeout = time.Duration(t.ApprovalTimeout)
+		}
+		if len(t.Approvers) > 0 {
+			approvers = t.Approvers
+		}
+	}
+	if timeout == 0 {
+		timeout = DefaultApprovalTimeout
+	}
+	return timeout, approvers
 }
 
 // validateModels checks model, chatModel, toolModel and the models chain.
@@ -572,6 +638,8 @@ var configTypes = map[string]struct {
 	"workspace.HTTPConfig":       {reflect.TypeOf(HTTPConfig{}), "http"},
 	"workspace.AdmissionConfig":  {reflect.TypeOf(AdmissionConfig{}), "http.admission"},
 	"workspace.CompactionConfig": {reflect.TypeOf(CompactionConfig{}), "compaction"},
+	"workspace.LimitsConfig":     {reflect.TypeOf(LimitsConfig{}), "limits"},
+	"workspace.ApprovalsConfig":  {reflect.TypeOf(ApprovalsConfig{}), "approvals"},
 }
 
 func unknownKeyReason(name, typ string) string {

@@ -53,6 +53,26 @@ func TestConfigErrors(t *testing.T) {
 			want: []ConfigError{{Key: "http.admission", Reason: "limits must not be negative"}},
 		},
 		{
+			name: "approval timeout out of range",
+			yaml: "approvals:\n  timeout: 500ms\n",
+			want: []ConfigError{{Key: "approvals.timeout", Reason: "500ms is out of range 1s..720h"}},
+		},
+		{
+			name: "a tool's approval timeout out of range",
+			yaml: "tools:\n  deploy: {approvalTimeout: 800h}\n",
+			want: []ConfigError{{Key: "tools.deploy.approvalTimeout", Reason: "800h0m0s is out of range 1s..720h"}},
+		},
+		{
+			name: "blank approver",
+			yaml: "approvals:\n  approvers: [alice, \" \"]\n",
+			want: []ConfigError{{Key: "approvals.approvers", Reason: `entry 2 is " "`}},
+		},
+		{
+			name: "unknown approvals key",
+			yaml: "approvals:\n  deadline: 1h\n",
+			want: []ConfigError{{Line: 2, Key: "approvals.deadline", Reason: "unknown key (approvals takes: timeout, approvers)"}},
+		},
+		{
 			name: "unknown nested key with a typo",
 			yaml: "http:\n  hots: 0.0.0.0\n",
 			want: []ConfigError{{Line: 2, Key: "http.hots", Reason: "unknown key (did you mean host?)"}},
@@ -60,7 +80,7 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "unknown key in a tools entry",
 			yaml: "tools:\n  deploy:\n    retries: 3\n",
-			want: []ConfigError{{Line: 3, Key: "tools.deploy.retries", Reason: "unknown key (a tools entry takes: timeout, maxAttempts, idempotent, requiresApproval, deferred, network)"}},
+			want: []ConfigError{{Line: 3, Key: "tools.deploy.retries", Reason: "unknown key (a tools entry takes: timeout, maxAttempts, idempotent, requiresApproval, deferred, network, approvalTimeout, approvers)"}},
 		},
 		{
 			name: "bad thinkingLevel",
@@ -223,6 +243,7 @@ maxSteps: 40
 retry: {modelAttempts: 5, modelTimeout: 90, heartbeat: 30s}
 tools:
   deploy: {timeout: 2m, maxAttempts: 3, idempotent: true, deferred: true}
+  bash: {requiresApproval: true, approvers: [alice, bob], approvalTimeout: 2h}
 env: [GITHUB_TOKEN, DEPLOY_REGION]
 allowSecretEnv: [GITHUB_TOKEN, OPENAI_API_KEY]
 mcpServers:
@@ -232,6 +253,7 @@ selfSchedule: true
 selfEdit: true
 contextWindow: 32000
 compaction: {enabled: false, reserveTokens: 4000, keepRecentTokens: 8000}
+approvals: {timeout: 30m, approvers: [ops-lead]}
 `
 	if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -258,6 +280,22 @@ compaction: {enabled: false, reserveTokens: 4000, keepRecentTokens: 8000}
 	}
 	if c.ContextWindow != 32000 || c.Compaction.On() || c.Compaction.ReserveTokens != 4000 || c.Compaction.KeepRecentTokens != 8000 {
 		t.Errorf("compaction %d %+v", c.ContextWindow, c.Compaction)
+	}
+	for _, tc := range []struct {
+		tool      string
+		timeout   time.Duration
+		approvers string
+	}{
+		{"bash", 2 * time.Hour, "alice,bob"},   // the tool's own settings
+		{"deploy", 30 * time.Minute, "ops-lead"}, // approvals:
+	} {
+		timeout, approvers := c.Approval(tc.tool)
+		if timeout != tc.timeout || strings.Join(approvers, ",") != tc.approvers {
+			t.Errorf("Approval(%s) = %v %v, want %v %s", tc.tool, timeout, approvers, tc.timeout, tc.approvers)
+		}
+	}
+	if timeout, approvers := (Config{}).Approval("bash"); timeout != DefaultApprovalTimeout || approvers != nil {
+		t.Errorf("default Approval = %v %v, want %v and no list", timeout, approvers, DefaultApprovalTimeout)
 	}
 	if !(CompactionConfig{}).On() {
 		t.Error("compaction is on by default")

@@ -113,7 +113,7 @@ func (c *Config) claimToolPolicy(path string) error {
 			}
 			c.ToolPolicy.NetworkAllow = list
 		default:
-			return bad(fmt.Sprintf("want a mapping of the tool's settings (timeout, maxAttempts, idempotent, requiresApproval, deferred, network); the workspace-wide settings here are %s",
+			return bad(fmt.Sprintf("want a mapping of the tool's settings (timeout, maxAttempts, idempotent, requiresApproval, approvalTimeout, approvers, deferred, network); the workspace-wide settings here are %s",
 				strings.Join(policyKeys, ", ")))
 		}
 		delete(c.Tools, name)

@@ -155,6 +155,11 @@ type Call struct {
 	Args           json.RawMessage `json:"args,omitempty"`
 	ArgsHash       string          `json:"argsHash,omitempty"`
 	DefinitionHash string          `json:"definitionHash,omitempty"`
+	// ApprovalTimeout is how long the call waits for a decision before it
+	// is denied (0: the runtime's default); Approvers who may decide
+	// (empty: the session's owner and admins).
+	ApprovalTimeout time.Duration `json:"approvalTimeout,omitempty"`
+	Approvers       []string      `json:"approvers,omitempty"`
 	// Refused, when set, is recorded as the call's error result instead of
 	// running it (for example a call ID used twice in one reply).
 	Refused string `json:"refused,omitempty"`
