@@ -194,7 +194,9 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 		default:
 		}
 	}
-	go func() { done <- runInvoke(tctx, a, c.session, text, false, lockedWriter{c}, lockedWriter{c}, onApproval) }()
+	go func() {
+		done <- runInvoke(tctx, a, c.session, text, false, lockedWriter{c}, lockedWriter{c}, onApproval)
+	}()
 
 	var waiting *workflows.PendingApproval
 	next := func() {

@@ -286,7 +286,7 @@ approvals: {timeout: 30m, approvers: [ops-lead]}
 		timeout   time.Duration
 		approvers string
 	}{
-		{"bash", 2 * time.Hour, "alice,bob"},   // the tool's own settings
+		{"bash", 2 * time.Hour, "alice,bob"},     // the tool's own settings
 		{"deploy", 30 * time.Minute, "ops-lead"}, // approvals:
 	} {
 		timeout, approvers := c.Approval(tc.tool)
