@@ -249,6 +249,11 @@ type ApproveRequest struct {
 	// be one of the call's approvers (By does not own the session): the
 	// workflow refuses it unless the call lists By.
 	Listed bool `json:"listed,omitempty"`
+	// Door is the channel kind whose platform carried the decision (a
+	// Slack button, …); "" for the HTTP API. By is then "<kind>:<user>",
+	// and a call without approvers may be decided only by the person whose
+	// message started the turn.
+	Door string `json:"door,omitempty"`
 }
 
 // PublishInput is the argument of ActivityFeedPublish: an event of a
@@ -665,6 +670,12 @@ func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error 
 			if req.Listed && !slices.Contains(a.view.Approvers, req.By) {
 				break // someone else's session: as if nothing waited
 			}
+			if req.Door != "" && len(a.view.Approvers) == 0 {
+				if asker := s.requester(req.Door); asker == "" || req.By != asker {
+					return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%q may not decide tool call %q: without approvers configured only the person who asked (%s) may",
+						req.By, req.Call, orText(asker, "nobody on "+req.Door)), agent.CodeNotApprover, temporal.ApplicationErrorOptions{NonRetryable: true})
+				}
+			}
 			if len(a.view.Approvers) > 0 && !slices.Contains(a.view.Approvers, req.By) {
 				who := strings.Join(a.view.Approvers, ", ")
 				return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%q may not decide tool call %q: its approvers are %s; it was not decided and still waits",
@@ -680,6 +691,28 @@ func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error 
 	}
 	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("no tool call %q is waiting for approval", req.Call),
 		agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
+// requester is "<kind>:<user>" of the person whose message on channel
+// kind started the running turn ("" when it came from elsewhere).
+func (s *session) requester(kind string) string {
+	if s.running == nil || s.running.reply == nil || s.running.reply.Kind != kind {
+		return ""
+	}
+	var t Target
+	// Deterministic: decoding recorded bytes (workflowcheck flags the
+	// decoder's type cache, not the result).
+	if json.Unmarshal(s.running.reply.Data, &t) != nil || t.User == "" { //workflowcheck:ignore
+		return ""
+	}
+	return kind + ":" + t.User
+}
+
+func orText(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }
 
 func (s *session) onApprove(_ workflow.Context, req ApproveRequest) error {

@@ -204,6 +204,9 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 				}
 				return ctx.Err()
 			}
+			if ev.Type == agent.TypeApprovalRequested || ev.Type == agent.TypeApprovalResolved {
+				r.approval(ctx, in, ev)
+			}
 			if v.Apply(ev) {
 				if err := show(); err != nil {
 					return err
@@ -217,6 +220,41 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+// approval asks for a decision where the conversation is, when the
+// channel can (channels.Asker): the waiting call with its buttons, then the
+// same message settled to the decision. The message's reference is kept
+// under (session, turn#approval:call), so a retried stream asks once.
+// Best effort: the wait has its deadline and the HTTP route either way.
+func (r *Replies) approval(ctx context.Context, in workflows.StreamInput, ev agent.Event) {
+	asker, ok := r.Repliers[in.Reply.Kind].(channels.Asker)
+	if !ok {
+		return
+	}
+	var target workflows.Target
+	if err := json.Unmarshal(in.Reply.Data, &target); err != nil {
+		return
+	}
+	target.Turn = in.Turn
+	key := in.Turn + "#approval:" + ev.ID
+	ref, err := r.Store.Reply(ctx, in.Session, key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		r.log().Warn("approval message: reading its reference failed", "session", in.Session, "call", ev.ID, "error", err)
+		return
+	}
+	switch {
+	case ev.Type == agent.TypeApprovalRequested && ref == "":
+		ref, err = asker.Ask(ctx, target, in.Session, ev)
+		if err == nil {
+			err = r.Store.SaveReply(ctx, in.Session, key, ref)
+		}
+	case ev.Type == agent.TypeApprovalResolved && ref != "":
+		err = asker.Settle(ctx, target, ref, ev)
+	}
+	if err != nil {
+		r.log().Warn("approval message failed", "kind", in.Reply.Kind, "session", in.Session, "call", ev.ID, "event", ev.Type, "error", err)
 	}
 }
 

@@ -61,7 +61,24 @@ func (d Delivery) Key() string { return d.Kind + ":" + d.ID }
 type Parsed struct {
 	Messages   []workflows.ChatMessage
 	Deliveries []Delivery
-	Answer     Answer
+	// Decisions are people's answers to tool calls waiting for approval,
+	// clicked on the platform (a Slack button…).
+	Decisions []Decision
+	Answer    Answer
+}
+
+// Decision is a person's answer, on a platform, to a tool call waiting for
+// approval. It reaches its session as an approve update whose ID is the
+// click's (a redelivered click is the same decision); a refusal (not an
+// approver, nothing waiting any more) is told to the person through
+// Notify and is not a failed hand-off.
+type Decision struct {
+	Session string
+	// ID identifies the click on its platform.
+	ID      string
+	Request workflows.ApproveRequest
+	// Notify, when set, tells the person who clicked why nothing happened.
+	Notify func(ctx context.Context, text string) error
 }
 
 // Answer is a door's immediate HTTP answer.
@@ -120,6 +137,17 @@ type Render interface {
 	// Finish makes the reply equal text (posting it when nothing was
 	// posted) and closes any stream. It is idempotent.
 	Finish(ctx context.Context, text string) error
+}
+
+// Asker is implemented by a Replier that can ask for an approval where the
+// conversation is: Ask posts the waiting call (an approval_requested
+// event) with buttons and returns the message's reference; Settle updates
+// that message to the decision (an approval_resolved event). Both are
+// called again after a retry: Ask only when no reference was stored,
+// Settle must be idempotent.
+type Asker interface {
+	Ask(ctx context.Context, target workflows.Target, session string, ev agent.Event) (ref string, err error)
+	Settle(ctx context.Context, target workflows.Target, ref string, ev agent.Event) error
 }
 
 // Fetcher is implemented by a Replier whose messages carry files: it

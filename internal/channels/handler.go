@@ -12,8 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -183,7 +186,69 @@ func Dispatch(ctx context.Context, c Starter, taskQueue string, p Parsed) error 
 			return err
 		}
 	}
+	for _, d := range p.Decisions {
+		if err := Decide(ctx, c, d); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// Updater is the part of a Temporal client decisions need.
+type Updater interface {
+	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+}
+
+// Decide sends d to its session as an approve update, waiting for the
+// session's answer. A refusal by the session (not an approver, nothing
+// waiting, the call changed) is told to the person and returns nil: it is
+// an answer, not a failed hand-off.
+func Decide(ctx context.Context, c Starter, d Decision) error {
+	u, ok := c.(Updater)
+	if !ok {
+		return errors.New("channels: this door's Temporal client cannot send approval decisions")
+	}
+	h, err := u.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.WorkflowID(d.Session),
+		UpdateID:     "decision:" + d.ID,
+		UpdateName:   workflows.UpdateApprove,
+		Args:         []any{d.Request},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	if err == nil {
+		return nil
+	}
+	var notFound *serviceerror.NotFound
+	var app *temporal.ApplicationError
+	code := ""
+	if errors.As(err, &app) {
+		code = app.Type()
+	}
+	switch code {
+	case agent.CodeNotApprover, agent.CodeNotFound, agent.CodeCallChanged:
+	default:
+		if !errors.As(err, &notFound) {
+			return fmt.Errorf("channels: decision %s on session %s: %w", d.ID, d.Session, err)
+		}
+	}
+	if d.Notify != nil {
+		if nerr := d.Notify(ctx, refusalText(err)); nerr != nil {
+			slog.Warn("channels: telling a refused approver failed", "session", d.Session, "error", nerr)
+		}
+	}
+	return nil
+}
+
+// refusalText is what a person whose decision was refused reads.
+func refusalText(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return "Your decision was not applied: " + app.Message()
+	}
+	return "Your decision was not applied: nothing waits for it any more."
 }
 
 // Hand returns the hand-off of a long connection (Connector.Run's hand):

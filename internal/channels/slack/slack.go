@@ -117,7 +117,7 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 		return nil, fmt.Errorf("slack: botTokenEnv: environment variable %s is not set", cfg.BotTokenEnv)
 	}
 	apiURL := getenv(APIURLEnv)
-	door := &Door{BotUserID: cfg.BotUserID, Policy: policy}
+	door := &Door{BotUserID: cfg.BotUserID, Policy: policy, APIURL: apiURL}
 	rp := NewReplier(token, apiURL)
 	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	ch := &channels.Channel{Door: door, Replier: rp, Tools: []agent.Tool{rp.SendFileTool()}}
@@ -147,6 +147,9 @@ type Door struct {
 	Policy        workflows.ChatPolicy
 	// Socket is set with Socket Mode: the door serves no route.
 	Socket bool
+	// APIURL is the Slack API URL override (SLACK_API_URL), whose host an
+	// interaction's response_url may also name.
+	APIURL string
 }
 
 // Kind implements channels.Door.
@@ -187,6 +190,9 @@ func (d *Door) Verify(r channels.Request) error {
 // un-summoned group message is dropped here; in context mode it goes on to
 // be buffered.
 func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
+	if isInteraction(r.Body) {
+		return d.parseInteraction(r.Body)
+	}
 	return d.parsePayload(r.Body)
 }
 
