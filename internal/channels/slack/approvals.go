@@ -50,8 +50,15 @@ func (d *Door) parseInteraction(body []byte) (channels.Parsed, error) {
 	if err != nil {
 		return ok, fmt.Errorf("slack: interaction: %w", err)
 	}
+	return d.parseCallback([]byte(form.Get("payload")))
+}
+
+// parseCallback is parseInteraction of the interaction's JSON: the HTTP
+// form's payload, or a Socket Mode interactive envelope's payload.
+func (d *Door) parseCallback(payload []byte) (channels.Parsed, error) {
+	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusOK}}
 	var cb slack.InteractionCallback
-	if err := json.Unmarshal([]byte(form.Get("payload")), &cb); err != nil {
+	if err := json.Unmarshal(payload, &cb); err != nil {
 		return ok, fmt.Errorf("slack: interaction: %w", err)
 	}
 	if cb.Type != slack.InteractionTypeBlockActions {

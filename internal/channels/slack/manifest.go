@@ -96,6 +96,12 @@ type manifest struct {
 			RequestURL string   `yaml:"request_url,omitempty"`
 			BotEvents  []string `yaml:"bot_events"`
 		} `yaml:"event_subscriptions"`
+		// Interactivity carries approval button clicks, on the events'
+		// Request URL (or Socket Mode).
+		Interactivity struct {
+			IsEnabled  bool   `yaml:"is_enabled"`
+			RequestURL string `yaml:"request_url,omitempty"`
+		} `yaml:"interactivity"`
 		OrgDeployEnabled     bool `yaml:"org_deploy_enabled"`
 		SocketModeEnabled    bool `yaml:"socket_mode_enabled"`
 		TokenRotationEnabled bool `yaml:"token_rotation_enabled"`
@@ -121,6 +127,7 @@ func Manifest(o ManifestOptions) ([]byte, error) {
 	m.Features.AssistantView.AssistantDescription = "Ask " + name + " in a DM, or mention it in a channel."
 	m.OAuthConfig.Scopes.Bot = BotScopes()
 	m.Settings.EventSubscriptions.BotEvents = BotEvents()
+	m.Settings.Interactivity.IsEnabled = true
 	if o.Socket {
 		if o.URL != "" {
 			return nil, errors.New("slack: a Socket Mode app has no Request URL: drop the URL or Socket Mode")
@@ -132,6 +139,7 @@ func Manifest(o ManifestOptions) ([]byte, error) {
 			return nil, err
 		}
 		m.Settings.EventSubscriptions.RequestURL = u
+		m.Settings.Interactivity.RequestURL = u
 	}
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)

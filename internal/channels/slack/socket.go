@@ -94,7 +94,10 @@ func (s *Socket) Run(ctx context.Context, hand func(context.Context, channels.Pa
 				s.badMessage(ctx, sm, evt, log)
 			case socketmode.EventTypeEventsAPI:
 				s.envelope(ctx, sm, evt.Request, hand, log)
-			case socketmode.EventTypeInteractive, socketmode.EventTypeSlashCommand:
+			case socketmode.EventTypeInteractive:
+				// Approval buttons: the same decisions as on the HTTP route.
+				s.interactive(ctx, sm, evt.Request, hand, log)
+			case socketmode.EventTypeSlashCommand:
 				// Not served: acknowledge so Slack does not retry them.
 				if evt.Request != nil {
 					s.ack(ctx, sm, evt.Request.EnvelopeID, log)
@@ -102,6 +105,26 @@ func (s *Socket) Run(ctx context.Context, hand func(context.Context, channels.Pa
 			}
 		}
 	}
+}
+
+// interactive hands the decisions of one interactive envelope (an
+// approval button clicked) to their sessions, then acknowledges it.
+func (s *Socket) interactive(ctx context.Context, sm *socketmode.Client, req *socketmode.Request,
+	hand func(context.Context, channels.Parsed) error, log *slog.Logger) {
+	if req == nil {
+		return
+	}
+	parsed, err := s.Door.parseCallback(req.Payload)
+	if err != nil {
+		log.Warn("slack: unparsable interaction acknowledged", "envelope", req.EnvelopeID, "error", err)
+	} else if len(parsed.Decisions) > 0 {
+		if err := hand(ctx, parsed); err != nil {
+			log.Error("slack: decision hand-off failed; envelope not acknowledged (Slack redelivers it)",
+				"envelope", req.EnvelopeID, "error", err)
+			return
+		}
+	}
+	s.ack(ctx, sm, req.EnvelopeID, log)
 }
 
 // envelope parses one events_api envelope with the door, hands it off and
