@@ -19,6 +19,11 @@ const (
 	TypeApprovalRequested = "approval_requested"
 	// TypeApprovalResolved: the waiting call was approved, denied or timed out.
 	TypeApprovalResolved = "approval_resolved"
+	// TypeQuestionAsked: the agent asked the person a question (ask_user)
+	// and waits for the answer.
+	TypeQuestionAsked = "question_asked"
+	// TypeQuestionAnswered: the question was answered, or timed out.
+	TypeQuestionAnswered = "question_answered"
 	TypeCompleted        = "completed"
 	TypeFailed           = "failed"
 )
@@ -116,6 +121,10 @@ type Event struct {
 	Approved       bool
 	By             string
 	TimedOut       bool
+	// Question is what question_asked asks (ID is its tool call; Deadline
+	// when the agent goes on without an answer); question_answered
+	// carries ID, By and TimedOut.
+	Question string
 
 	// retrying
 	Attempt     int
@@ -170,6 +179,16 @@ func ApprovalResolved(id string, approved bool, by, reason string, timedOut bool
 	return Event{Type: TypeApprovalResolved, ID: id, Approved: approved, By: by, Reason: reason, TimedOut: timedOut}
 }
 
+// QuestionAsked returns a question_asked event.
+func QuestionAsked(id, question string, deadline time.Time) Event {
+	return Event{Type: TypeQuestionAsked, ID: id, Question: question, Deadline: deadline}
+}
+
+// QuestionAnswered returns a question_answered event.
+func QuestionAnswered(id, by string, timedOut bool) Event {
+	return Event{Type: TypeQuestionAnswered, ID: id, By: by, TimedOut: timedOut}
+}
+
 // Completed returns a completed terminal; data may be nil.
 func Completed(data json.RawMessage) Event { return Event{Type: TypeCompleted, Data: data} }
 
@@ -218,6 +237,20 @@ type wireApprovalResolved struct {
 	Approved bool   `json:"approved"`
 	By       string `json:"by,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	TimedOut bool   `json:"timedOut,omitempty"`
+}
+
+type wireQuestionAsked struct {
+	Type     string    `json:"type"`
+	ID       string    `json:"id"`
+	Question string    `json:"question"`
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+type wireQuestionAnswered struct {
+	Type     string `json:"type"`
+	ID       string `json:"id"`
+	By       string `json:"by,omitempty"`
 	TimedOut bool   `json:"timedOut,omitempty"`
 }
 
@@ -289,6 +322,10 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		return marshal(wireApprovalRequested{e.Type, e.ID, e.Name, args, e.ArgsHash, e.DefinitionHash, e.Approvers, e.Deadline})
 	case TypeApprovalResolved:
 		return marshal(wireApprovalResolved{e.Type, e.ID, e.Approved, e.By, e.Reason, e.TimedOut})
+	case TypeQuestionAsked:
+		return marshal(wireQuestionAsked{e.Type, e.ID, e.Question, e.Deadline})
+	case TypeQuestionAnswered:
+		return marshal(wireQuestionAnswered{e.Type, e.ID, e.By, e.TimedOut})
 	case TypeRetrying:
 		return marshal(wireRetrying{e.Type, e.Step, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
 	case TypeCompleted:
@@ -339,6 +376,14 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		var w wireApprovalResolved
 		err = json.Unmarshal(b, &w)
 		e.ID, e.Approved, e.By, e.Reason, e.TimedOut = w.ID, w.Approved, w.By, w.Reason, w.TimedOut
+	case TypeQuestionAsked:
+		var w wireQuestionAsked
+		err = json.Unmarshal(b, &w)
+		e.ID, e.Question, e.Deadline = w.ID, w.Question, w.Deadline
+	case TypeQuestionAnswered:
+		var w wireQuestionAnswered
+		err = json.Unmarshal(b, &w)
+		e.ID, e.By, e.TimedOut = w.ID, w.By, w.TimedOut
 	case TypeRetrying:
 		var w wireRetrying
 		err = json.Unmarshal(b, &w)

@@ -43,10 +43,15 @@ func (s *session) refuseOverDay(ctx workflow.Context, t *pendingTurn) (agentloop
 }
 
 // waitingApproval reports whether a tool call of the running turn still
-// waits for a human.
+// waits for a human: a decision or an answer.
 func (s *session) waitingApproval() bool {
 	for _, a := range s.approvals {
 		if !a.decided {
+			return true
+		}
+	}
+	for _, q := range s.questions {
+		if !q.answered {
 			return true
 		}
 	}

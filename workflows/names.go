@@ -24,6 +24,8 @@ const (
 	UpdateSteer = "steer"
 	// UpdateApprove answers a tool call waiting for approval.
 	UpdateApprove = "approve"
+	// UpdateAnswer answers a question the agent asked (ask_user).
+	UpdateAnswer = "answer"
 	// UpdateCompact compacts the session's context between turns (a
 	// CompactRequest; the result is a CompactResult).
 	UpdateCompact = "compact"

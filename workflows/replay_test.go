@@ -300,6 +300,15 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			},
 		},
 		{
+			// The question and its answer published; the answer recorded
+			// through Tool.Execute (synthetic), no tool run.
+			file: "ask_user.json", change: "ask-user",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := localActivities(t, h)[workflows.ActivityFeedPublish]
+				return fmt.Sprintf("%d Feed.Publish local activities", n), n == 2
+			},
+		},
+		{
 			// The chat stopped its session's turn with Chat.Stop.
 			file: "chat_stop.json", change: "chat-stop",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {

@@ -191,6 +191,13 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		workflow.GetVersion(ctx, changeTurnCallIDs, workflow.DefaultVersion, 1) >= 1 {
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Reused}
 	}
+	if c.Synthetic == nil && c.Call.Ask && workflow.GetVersion(ctx, changeAskUser, workflow.DefaultVersion, 1) >= 1 {
+		res, err := r.askUser(ctx, c)
+		if err != nil {
+			return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
+		}
+		c.Synthetic = &res
+	}
 	if c.Synthetic == nil && c.Call.RequiresApproval {
 		ok, denial, err := r.approve(ctx, c)
 		if err != nil {
@@ -297,6 +304,48 @@ func (r *loopRuntime) awaitDecision(ctx workflow.Context, c agentloop.ToolCall, 
 	}
 	r.publish(ctx, c, agent.ApprovalResolved(v.Call, a.approved, a.by, a.reason, timedOut))
 	return nil
+}
+
+// askUser asks the person the call's question (question_asked on the
+// stream), waits for their answer until the deadline and makes it the
+// call's result; without an answer in time the model is told so.
+func (r *loopRuntime) askUser(ctx workflow.Context, c agentloop.ToolCall) (agent.ToolResult, error) {
+	var args struct {
+		Question string `json:"question"`
+	}
+	// Deterministic: decoding recorded bytes.
+	_ = json.Unmarshal(c.Call.Args, &args) //workflowcheck:ignore
+	if strings.TrimSpace(args.Question) == "" {
+		return agent.ToolResult{IsError: true, Content: `ask_user needs {"question": "…"}: the question to ask.`}, nil
+	}
+	timeout := c.Call.ApprovalTimeout
+	if timeout <= 0 {
+		timeout = defaultApprovalTimeout
+	}
+	q := &question{view: PendingQuestion{Turn: c.Turn, Call: c.Call.ID, Question: args.Question,
+		Deadline: workflow.Now(ctx).Add(timeout).UTC()}}
+	r.s.questions = append(r.s.questions, q)
+	r.s.setStatus(ctx, StatusAsking)
+	r.publish(ctx, c, agent.QuestionAsked(q.view.Call, q.view.Question, q.view.Deadline))
+	answered, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
+		Timeout:      timeout,
+		TimerOptions: workflow.TimerOptions{Summary: fmt.Sprintf("question · %s (unanswered after %s)", c.Call.ID, timeout)},
+	}, func() bool { return q.answered })
+	if err != nil {
+		return agent.ToolResult{}, err
+	}
+	if !answered {
+		q.answered = true
+	}
+	r.publish(ctx, c, agent.QuestionAnswered(q.view.Call, q.by, !answered))
+	if !r.s.waitingApproval() {
+		r.s.setStatus(ctx, StatusRunning)
+	}
+	if !answered {
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("No answer came within %s (approvals.timeout); go on without it, "+
+			"or say what you need and stop.", timeout)}, nil
+	}
+	return agent.ToolResult{Content: q.text}, nil
 }
 
 // publish puts an event the workflow decided on the turn's live feed

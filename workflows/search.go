@@ -20,8 +20,8 @@ const (
 	AttrChannel = "FastAgentChannel"
 	// AttrParent is the session that started this one (delegation).
 	AttrParent = "FastAgentParent"
-	// AttrStatus is the session's coarse status: StatusIdle, StatusRunning
-	// or StatusWaiting.
+	// AttrStatus is the session's coarse status: StatusIdle, StatusRunning,
+	// StatusWaiting or StatusAsking.
 	AttrStatus = "FastAgentStatus"
 )
 
@@ -30,6 +30,9 @@ const (
 	StatusIdle    = "idle"
 	StatusRunning = "running"
 	StatusWaiting = "waiting_approval"
+	// StatusAsking: the running turn waits for the answer to a question
+	// it asked (ask_user).
+	StatusAsking = "waiting_answer"
 )
 
 // Typed keys of the session search attributes.

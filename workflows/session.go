@@ -56,6 +56,10 @@ const changeApprovalEvents = "approval-events"
 // defaultApprovalTimeout bounds an approval wait whose call names none.
 const defaultApprovalTimeout = time.Hour
 
+// changeAskUser versions ask_user calls, which the session answers from a
+// person's answer instead of running a tool (older builds had no ask_user).
+const changeAskUser = "ask-user"
+
 // changeTurnCallIDs versions calls whose ID an earlier step of the turn used
 // (Call.Reused, set by the loop): they are recorded with the refusal, not
 // run and not put up for approval. Older runs ran them.
@@ -204,6 +208,7 @@ type SessionView struct {
 	Turns     int64              `json:"turns"`
 	Activated []string           `json:"activated,omitempty"`
 	Approvals []PendingApproval  `json:"approvals,omitempty"`
+	Questions []PendingQuestion  `json:"questions,omitempty"`
 	Settings  agentloop.Settings `json:"settings"`
 	Wakes     []wakes.Wake       `json:"wakes,omitempty"`
 	WakeLog   []WakeRecord       `json:"wakeLog,omitempty"`
@@ -256,6 +261,26 @@ type ApproveRequest struct {
 	Door string `json:"door,omitempty"`
 }
 
+// PendingQuestion is a question the agent asked (ask_user) that waits for
+// the person's answer until Deadline.
+type PendingQuestion struct {
+	Turn     string    `json:"turn"`
+	Call     string    `json:"call"`
+	Question string    `json:"question"`
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// AnswerRequest answers a pending question; Text becomes the ask_user
+// call's result. By names who answered, as the door authenticated them.
+type AnswerRequest struct {
+	Call string `json:"call"`
+	Text string `json:"text"`
+	By   string `json:"by,omitempty"`
+}
+
+// maxAnswerBytes bounds an answer: it is recorded in workflow history.
+const maxAnswerBytes = 16 << 10
+
 // PublishInput is the argument of ActivityFeedPublish: an event of a
 // turn's step that the workflow decided.
 type PublishInput struct {
@@ -290,6 +315,13 @@ type pendingTurn struct {
 	span any
 }
 
+type question struct {
+	view     PendingQuestion
+	answered bool
+	text     string
+	by       string
+}
+
 type approval struct {
 	view     PendingApproval
 	decided  bool
@@ -309,6 +341,7 @@ type session struct {
 	abortReason  string
 	steering     []string
 	approvals    []*approval
+	questions    []*question
 	turnsThisRun int
 	// rollover is set once continue-as-new is due: new turns are refused
 	// (session_busy) until the queue drains.
@@ -472,6 +505,11 @@ func (s *session) register(ctx workflow.Context) error {
 		Validator: s.validateSteer,
 	}); err != nil {
 		return fmt.Errorf("register %s: %w", UpdateSteer, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAnswer, s.onAnswer, workflow.UpdateHandlerOptions{
+		Validator: s.validateAnswer,
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", UpdateAnswer, err)
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateApprove, s.onApprove, workflow.UpdateHandlerOptions{
 		Validator: s.validateApprove,
@@ -693,6 +731,29 @@ func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error 
 		agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
+func (s *session) validateAnswer(_ workflow.Context, req AnswerRequest) error {
+	if strings.TrimSpace(req.Text) == "" || len(req.Text) > maxAnswerBytes {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("an answer needs text, at most %d bytes", maxAnswerBytes),
+			agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	for _, q := range s.questions {
+		if q.view.Call == req.Call && !q.answered {
+			return nil
+		}
+	}
+	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("no question %q waits for an answer", req.Call),
+		agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
+func (s *session) onAnswer(_ workflow.Context, req AnswerRequest) error {
+	for _, q := range s.questions {
+		if q.view.Call == req.Call && !q.answered {
+			q.answered, q.text, q.by = true, req.Text, req.By
+		}
+	}
+	return nil
+}
+
 // requester is "<kind>:<user>" of the person whose message on channel
 // kind started the running turn ("" when it came from elsewhere).
 func (s *session) requester(kind string) string {
@@ -747,6 +808,11 @@ func (s *session) view() (SessionView, error) {
 			v.Approvals = append(v.Approvals, a.view)
 		}
 	}
+	for _, q := range s.questions {
+		if !q.answered {
+			v.Questions = append(v.Questions, q.view)
+		}
+	}
 	return v, nil
 }
 
@@ -779,6 +845,7 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 		s.cancelTurn = nil
 		s.steering = nil
 		s.approvals = nil
+		s.questions = nil
 	}()
 	rt := &loopRuntime{s: s, ctx: tctx, root: ctx}
 	turn := agentloop.Turn{ID: t.id, Prompt: t.req.Prompt, Source: t.req.Source}

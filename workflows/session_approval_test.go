@@ -291,3 +291,54 @@ func TestSessionReusedCallIDs(t *testing.T) {
 		t.Errorf("the reused c1 = %+v, want its refusal recorded", s)
 	}
 }
+
+// TestSessionAskUser: an ask_user call asks its question on the stream
+// (question_asked), waits for the answer update and makes the answer the
+// call's result, run by no tool; an empty answer or one for another call
+// is refused; a question no one answers ends at its deadline with a result
+// that tells the model so.
+func TestSessionAskUser(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ask := func(id string) agentloop.Call {
+		c := known(id, "ask_user")
+		c.Ask, c.Args, c.ApprovalTimeout = true, json.RawMessage(`{"question":"Which region?"}`), 10*time.Minute
+		return c
+	}
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		if call.Step == 1 {
+			return reply(call, ask(call.Turn+"-q")), nil
+		}
+		return reply(call), nil
+	}
+	u1 := h.turn(ms, "t1", "deploy somewhere")
+	var waiting workflows.SessionView
+	h.at(time.Minute, func() { waiting = h.state() })
+	empty := h.send(time.Minute+time.Second, workflows.UpdateAnswer, "ans-0", workflows.AnswerRequest{Call: "t1-q", Text: " "})
+	other := h.send(time.Minute+2*time.Second, workflows.UpdateAnswer, "ans-1", workflows.AnswerRequest{Call: "t9-q", Text: "eu"})
+	ok := h.send(2*time.Minute, workflows.UpdateAnswer, "ans-2", workflows.AnswerRequest{Call: "t1-q", Text: "eu-west-1", By: "alice"})
+	u2 := h.turn(time.Hour, "t2", "and again")
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+
+	h.requireRejected(empty, agent.CodeInvalidCommand)
+	h.requireRejected(other, agent.CodeNotFound)
+	h.requireOK(ok, "answer")
+	requireOutcome(t, h.outcome(u1), "t1", agent.TypeCompleted, "", false)
+	requireOutcome(t, h.outcome(u2), "t2", agent.TypeCompleted, "", false)
+	if len(waiting.Questions) != 1 || waiting.Questions[0].Question != "Which region?" || waiting.Questions[0].Call != "t1-q" {
+		t.Errorf("waiting questions %+v, want t1-q asking which region", waiting.Questions)
+	}
+	q1, q2 := h.toolCallsFor("t1-q"), h.toolCallsFor("t2-q")
+	if len(q1) != 1 || q1[0].Synthetic == nil || q1[0].Synthetic.IsError || q1[0].Synthetic.Content != "eu-west-1" {
+		t.Fatalf("t1-q = %+v, want the answer recorded as its result", q1)
+	}
+	if len(q2) != 1 || q2[0].Synthetic == nil || !q2[0].Synthetic.IsError || !strings.Contains(q2[0].Synthetic.Content, "No answer came within 10m0s") {
+		t.Fatalf("t2-q = %+v, want a result saying no answer came", q2)
+	}
+	var kinds []string
+	for _, p := range h.publishedEvents() {
+		kinds = append(kinds, p.Event.Type+":"+p.Event.ID+":"+p.Event.By)
+	}
+	equalSlice(t, "published", kinds, []string{"question_asked:t1-q:", "question_answered:t1-q:alice", "question_asked:t2-q:", "question_answered:t2-q:"})
+}

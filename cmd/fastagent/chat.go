@@ -27,6 +27,7 @@ const chatHelp = `Type a message and press Enter to send it. While the agent ans
   /abort          stop the running turn
   /steer <text>   tell the agent something it reads before its next step
   y / n           answer a tool call waiting for your approval
+  <text>          answer a question the agent asked you
 Any time:
   /compact        summarise the session's older history now
   /new            start a new session
@@ -183,11 +184,11 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 	// The stream announces each call waiting for approval; they are asked
 	// one at a time, in order.
 	var mu sync.Mutex
-	var pending []workflows.PendingApproval
+	var pending []agent.Event
 	announced := make(chan struct{}, 1)
 	onApproval := func(ev agent.Event) {
 		mu.Lock()
-		pending = append(pending, pendingOf(ev))
+		pending = append(pending, ev)
 		mu.Unlock()
 		select {
 		case announced <- struct{}{}:
@@ -198,7 +199,8 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 		done <- runInvoke(tctx, a, c.session, text, false, lockedWriter{c}, lockedWriter{c}, onApproval)
 	}()
 
-	var waiting *workflows.PendingApproval
+	// waiting is the approval (or question) being asked.
+	var waiting *agent.Event
 	next := func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -206,8 +208,18 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 			p := pending[0]
 			pending = pending[1:]
 			waiting = &p
-			c.printf("approve %s? [y/n] ", p.Tool)
+			if p.Type == agent.TypeQuestionAsked {
+				c.printf("your answer (one line): ")
+			} else {
+				c.printf("approve %s? [y/n] ", p.Name)
+			}
 		}
+	}
+	done1 := func() {
+		mu.Lock()
+		waiting = nil
+		mu.Unlock()
+		next()
 	}
 	for {
 		select {
@@ -228,12 +240,12 @@ func (c *chat) turn(ctx context.Context, text string, lines <-chan string) (queu
 			}
 			line = strings.TrimSpace(line)
 			switch {
-			case waiting != nil && (line == "y" || line == "yes" || line == "n" || line == "no"):
-				c.decide(*waiting, line[0] == 'y')
-				mu.Lock()
-				waiting = nil
-				mu.Unlock()
-				next()
+			case waiting != nil && waiting.Type == agent.TypeQuestionAsked && line != "" && !strings.HasPrefix(line, "/"):
+				c.answer(waiting.ID, line)
+				done1()
+			case waiting != nil && waiting.Type == agent.TypeApprovalRequested && (line == "y" || line == "yes" || line == "n" || line == "no"):
+				c.decide(pendingOf(*waiting), line[0] == 'y')
+				done1()
 			case strings.HasPrefix(line, "/"):
 				c.command(line, true)
 			case line != "":
@@ -254,6 +266,14 @@ func (c *chat) decide(p workflows.PendingApproval, approve bool) {
 		c.printf("✓ approved %s\n", p.Tool)
 	} else {
 		c.printf("✗ denied %s\n", p.Tool)
+	}
+}
+
+// answer sends text as the answer to the question of call.
+func (c *chat) answer(call, text string) {
+	b, _ := json.Marshal(map[string]string{"text": text})
+	if _, err := c.call(http.MethodPost, "/answers/"+url.PathEscape(call), string(b)); err != nil {
+		c.printf("✗ %v\n", err)
 	}
 }
 

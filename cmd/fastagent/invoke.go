@@ -75,8 +75,8 @@ func newInvoke(g *globals) *cobra.Command {
 }
 
 // runInvoke streams one turn to stdout (text) and stderr (tool lines,
-// retries, approvals); onApproval, when set, is told of each
-// approval_requested event after it was printed.
+// retries, approvals, questions); onApproval, when set, is told of each
+// approval_requested and question_asked event after it was printed.
 func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut bool, stdout, stderr io.Writer, onApproval func(agent.Event)) error {
 	var term *agent.Event
 	printedText := false
@@ -89,13 +89,13 @@ func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut
 			case agent.TypeText:
 				fmt.Fprint(stdout, ev.Delta)
 				printedText = true
-			case agent.TypeApprovalRequested, agent.TypeApprovalResolved:
+			case agent.TypeApprovalRequested, agent.TypeApprovalResolved, agent.TypeQuestionAsked, agent.TypeQuestionAnswered:
 				if printedText {
 					fmt.Fprintln(stdout)
 					printedText = false
 				}
 				printApprovalEvent(stderr, session, ev, onApproval != nil)
-				if onApproval != nil && ev.Type == agent.TypeApprovalRequested {
+				if onApproval != nil && (ev.Type == agent.TypeApprovalRequested || ev.Type == agent.TypeQuestionAsked) {
 					onApproval(ev)
 				}
 			case agent.TypeToolStarted:
@@ -142,6 +142,19 @@ func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut
 // printApprovalEvent shows a call waiting for approval (with how to
 // answer it unless asked inline) or the decision on it.
 func printApprovalEvent(w io.Writer, session string, ev agent.Event, inline bool) {
+	switch ev.Type {
+	case agent.TypeQuestionAsked:
+		fmt.Fprintf(w, "? the agent asks: %s\n", ev.Question)
+		if !inline {
+			fmt.Fprintf(w, "  answer: curl -X POST …/sessions/%s/answers/%s -d '{\"text\":\"…\"}' (or use fastagent chat)\n", session, ev.ID)
+		}
+		return
+	case agent.TypeQuestionAnswered:
+		if ev.TimedOut {
+			fmt.Fprintf(w, "⌛ no answer came in time; the agent goes on without it\n")
+		}
+		return
+	}
 	if ev.Type == agent.TypeApprovalResolved {
 		switch {
 		case ev.TimedOut:
@@ -202,6 +215,18 @@ func askApprovals(ctx context.Context, token, base, session string, in io.Reader
 		}
 	}()
 	return func(ev agent.Event) {
+		if ev.Type == agent.TypeQuestionAsked {
+			fmt.Fprintf(out, "your answer: ")
+			select {
+			case <-ctx.Done():
+			case line := <-lines:
+				body, _ := json.Marshal(map[string]string{"text": line})
+				if _, err := call(token, "POST", strings.TrimRight(base, "/")+"/sessions/"+url.PathEscape(session)+"/answers/"+url.PathEscape(ev.ID), string(body)); err != nil {
+					fmt.Fprintf(out, "✗ %v\n", err)
+				}
+			}
+			return
+		}
 		fmt.Fprintf(out, "approve? [y/n] ")
 		select {
 		case <-ctx.Done():

@@ -50,7 +50,7 @@ func newSession(g *globals) *cobra.Command {
 	list.Flags().StringVar(&sc.cursor, "cursor", "", "continue a listing (the cursor the last page printed)")
 	list.Flags().StringVar(&sc.filter.agent, "agent", "", "only sessions of this agent (its task queue)")
 	list.Flags().StringVar(&sc.filter.channel, "channel", "", "only sessions created by this channel: http, schedule, slack, feishu, telegram, github, webhook, …")
-	list.Flags().StringVar(&sc.filter.status, "status", "", "only sessions in this status: idle, running, waiting_approval")
+	list.Flags().StringVar(&sc.filter.status, "status", "", "only sessions in this status: idle, running, waiting_approval, waiting_answer")
 	list.Flags().StringVar(&sc.filter.principal, "principal", "", "only sessions this API principal created")
 	list.Flags().StringVar(&sc.filter.parent, "parent", "", "only sessions started by this session")
 	transcript := sessionCommand("transcript <session>", "Print the session's current branch (--tree: every entry) as JSON", sc.transcript, 1)

@@ -336,6 +336,10 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 			c.RequiresApproval = s.RequiresApproval
 			c.Timeout = s.Timeout
 			c.MaxAttempts = def.MaxAttempts(tc.Name)
+			if def.AskUser(tc.Name) {
+				c.Ask, c.Args = true, normArgs(tc.Args)
+				c.ApprovalTimeout, _ = def.Config.Approval(tc.Name)
+			}
 			if c.RequiresApproval {
 				c.Args = normArgs(tc.Args)
 				c.ArgsHash = ArgsHash(c.Args)

@@ -354,6 +354,12 @@ func (a *Agent) Approve(ctx context.Context, session string, req workflows.Appro
 	return a.update(ctx, session, workflows.UpdateApprove, req, nil)
 }
 
+// Answer answers a question the session's running turn asked (ask_user):
+// the text becomes the call's result.
+func (a *Agent) Answer(ctx context.Context, session string, req workflows.AnswerRequest) error {
+	return a.update(ctx, session, workflows.UpdateAnswer, req, nil)
+}
+
 // Compact compacts a session's context between its turns (UpdateCompact).
 func (a *Agent) Compact(ctx context.Context, session string) (workflows.CompactResult, error) {
 	var res workflows.CompactResult

@@ -215,3 +215,76 @@ func collectWith(t *testing.T, a agent.Agent, session, text string) []agent.Even
 	}
 	return evs
 }
+
+// ask_user over HTTP: the question arrives on the stream (question_asked,
+// with its deadline); the owner's answer (POST /sessions/{id}/answers/{call})
+// becomes the call's result, which the model reads on its next step, once;
+// a second answer finds nothing waiting, and another principal's session
+// does not exist for them.
+func TestAskUserOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("askUser: true\n")
+	e.startWorker()
+	hs := e.authIngress(nil)
+	const session = "ask-user-http"
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "q1", Name: "ask_user", Args: `{"question":"Which color?"}`}}},
+		modelserver.Reply{Text: []string{"you chose blue"}},
+	)
+	client := &httpagent.Agent{BaseURL: hs.URL, Token: "alice-token"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	asked := make(chan agent.Event, 1)
+	var evs []agent.Event
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range client.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: "pick a color with me"}) {
+			evs = append(evs, ev)
+			if ev.Type == agent.TypeQuestionAsked {
+				asked <- ev
+			}
+		}
+	}()
+	var q agent.Event
+	select {
+	case q = <-asked:
+	case <-ctx.Done():
+		t.Fatal("no question_asked event on the stream")
+	}
+	if q.ID != "q1" || q.Question != "Which color?" || time.Until(q.Deadline) < 50*time.Minute {
+		t.Fatalf("question_asked = %+v, want q1 asking which color, an hour to answer", q)
+	}
+	answer := func(tok, body string) (int, string) {
+		st, b, _ := send(t, http.MethodPost, hs.URL+"/sessions/"+session+"/answers/q1", tok, body, nil)
+		return st, b
+	}
+	if st, b := answer("bob-token", `{"text":"red"}`); st != http.StatusNotFound || !strings.Contains(b, agent.CodeNoSuchSession) {
+		t.Errorf("bob answering alice's question: %d %s, want 404 %s", st, b, agent.CodeNoSuchSession)
+	}
+	if st, b := answer("alice-token", `{"text":"blue"}`); st != http.StatusOK {
+		t.Fatalf("alice's answer: %d %s", st, b)
+	}
+	<-done
+	must(t, evs, agent.TypeCompleted)
+	if st, b := answer("alice-token", `{"text":"green"}`); st != http.StatusNotFound || !strings.Contains(b, agent.CodeNotFound) {
+		t.Errorf("a second answer: %d %s, want 404 %s", st, b, agent.CodeNotFound)
+	}
+	reqs := e.kit.Model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.ToolCallID != "q1" || last.Content != "blue" {
+		t.Errorf("the model read %+v, want the answer blue as q1's result", last)
+	}
+	var answered int
+	for _, ev := range evs {
+		if ev.Type == agent.TypeQuestionAnswered && ev.By == "alice" && !ev.TimedOut {
+			answered++
+		}
+	}
+	if answered != 1 {
+		t.Errorf("question_answered by alice %d times on the stream, want 1", answered)
+	}
+}

@@ -80,16 +80,19 @@ func (tm *terminal) typeLine(s string) {
 
 // `fastagent chat` in a real terminal: a turn streams its answer; a tool
 // call that needs approval is shown with its arguments and approved inline
-// (the tool runs once); /abort stops a running turn; /quit leaves.
+// (the tool runs once); a question the agent asks is answered with the next
+// line typed; /abort stops a running turn; /quit leaves.
 func TestChatInATerminal(t *testing.T) {
 	e := newEnv(t)
-	e.writeConfig("tools:\n  counter: {requiresApproval: true}\n")
+	e.writeConfig("askUser: true\ntools:\n  counter: {requiresApproval: true}\n")
 	e.startWorker()
 	hs := e.ingress()
 	e.kit.Model.Enqueue(
 		modelserver.Reply{Text: []string{"hello", " there"}},
 		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "call_c", Name: "counter", Args: `{"note":"from chat"}`}}},
 		modelserver.Reply{Text: []string{"counted it"}},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "call_q", Name: "ask_user", Args: `{"question":"Which colour do you like?"}`}}},
+		modelserver.Reply{Text: []string{"noted, you like teal"}},
 		modelserver.Reply{Text: []string{"thinking very slowly"}, Hang: true},
 	)
 	const session = "chat-e2e"
@@ -129,6 +132,16 @@ func TestChatInATerminal(t *testing.T) {
 	tm.expectAll(time.Minute, "approved counter", "call call_c approved", "counted it")
 	if n := e.kit.Counter.Runs(session); n != 1 {
 		t.Errorf("the approved tool ran %d times, want 1", n)
+	}
+
+	// A question, answered with the next line typed.
+	tm.typeLine("ask me something")
+	tm.expect("the agent asks: Which colour do you like?", time.Minute)
+	tm.expect("your answer (one line):", 5*time.Second)
+	tm.typeLine("teal")
+	tm.expect("noted, you like teal", time.Minute)
+	if reqs := e.kit.Model.Requests(); len(reqs) < 5 || reqs[4].Messages[len(reqs[4].Messages)-1].Content != "teal" {
+		t.Errorf("the model did not read the typed answer as the question's result")
 	}
 
 	tm.typeLine("take your time")

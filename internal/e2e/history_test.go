@@ -569,6 +569,30 @@ func historyScenarios() []historyScenario {
 			},
 		},
 		{
+			// ask_user (ask-user): the question is published, the answer
+			// update becomes the call's result, recorded without running
+			// a tool.
+			name:   "ask_user",
+			config: "askUser: true\n",
+			run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Enqueue(
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "au1", Name: "ask_user", Args: `{"question":"Which day?"}`}}},
+					modelserver.Reply{Text: []string{"Tuesday it is"}},
+				)
+				done := make(chan []agent.Event, 1)
+				go func() { done <- collect(t, e.agent, context.Background(), s, "book a meeting") }()
+				waitFor(t, 30*time.Second, "the question", func() bool {
+					v, err := e.agent.State(context.Background(), s)
+					return err == nil && len(v.Questions) == 1
+				})
+				if err := e.agent.Answer(context.Background(), s, workflows.AnswerRequest{Call: "au1", Text: "Tuesday"}); err != nil {
+					t.Fatalf("answer: %v", err)
+				}
+				must(t, <-done, agent.TypeCompleted)
+				return ""
+			},
+		},
+		{
 			// A chat's "/stop" aborts the running turn of its session
 			// (chat-stop); the chat workflow is recorded.
 			name: "chat_stop", ownWorker: true, run: runChatStop,

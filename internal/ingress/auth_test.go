@@ -69,6 +69,11 @@ func (r *recorder) Approve(_ context.Context, session string, req workflows.Appr
 	return nil
 }
 
+func (r *recorder) Answer(_ context.Context, session string, req workflows.AnswerRequest) error {
+	r.record("answer " + session + " " + req.Call)
+	return nil
+}
+
 func (r *recorder) State(_ context.Context, session string) (workflows.SessionView, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -127,6 +132,7 @@ var routes = map[string]call{
 	"steer":   {http.MethodPost, "/sessions/s1/steer", `{"text":"more"}`},
 	"compact": {http.MethodPost, "/sessions/s1/compact", ""},
 	"approve": {http.MethodPost, "/sessions/s1/approvals/c1", `{"approve":true}`},
+	"answer":  {http.MethodPost, "/sessions/s1/answers/c1", `{"text":"blue"}`},
 	"attach":  {http.MethodGet, "/sessions/s1/turns/k1/events", ""},
 }
 
@@ -216,7 +222,7 @@ func TestRightsPerRoute(t *testing.T) {
 		token   string
 		allowed map[string]bool
 	}{
-		{invokerTok, map[string]bool{"invoke": true}},
+		{invokerTok, map[string]bool{"invoke": true, "answer": true}},
 		{approverTok, map[string]bool{"approve": true, "state": true}},
 		{operatorTok, map[string]bool{"state": true, "abort": true, "steer": true, "attach": true, "compact": true}},
 	}
@@ -294,7 +300,7 @@ func TestAnotherPrincipalsSessionIsNotFound(t *testing.T) {
 		"fork":   {http.MethodPost, "/invoke", `{"session":"bob-fork","text":"hi","parentSession":"s1"}`},
 		"reuse":  routes["invoke"], // alice's key on alice's session
 		"state":  routes["state"], "abort": routes["abort"], "steer": routes["steer"],
-		"approve": routes["approve"], "attach": routes["attach"], "compact": routes["compact"],
+		"approve": routes["approve"], "attach": routes["attach"], "compact": routes["compact"], "answer": routes["answer"],
 	}
 	for name, c := range bob {
 		resp, body := do(t, hs, c, bobTok, map[string]string{"Idempotency-Key": "k1"})

@@ -170,6 +170,7 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/sessions/:id/steer", s.guard(RightControl), s.steer)
 	r.POST("/sessions/:id/compact", s.guard(RightControl), s.compact)
 	r.POST("/sessions/:id/approvals/:call", s.guard(RightApprove), s.approve)
+	r.POST("/sessions/:id/answers/:call", s.guard(RightInvoke), s.answer)
 	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
 	s.sessionRoutes(r)
 	s.codecRoutes(r)
@@ -692,6 +693,42 @@ func (s *Server) approve(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"call": c.Param("call"), "approved": *req.Approve})
+}
+
+// Answerer answers questions the agent asked (ask_user); the durable agent
+// is one.
+type Answerer interface {
+	Answer(ctx context.Context, session string, req workflows.AnswerRequest) error
+}
+
+// answer serves POST /sessions/{id}/answers/{call} {text}: the answer to a
+// question the agent asked in the session's running turn; it becomes the
+// ask_user call's result. The session's owner (or an admin) answers.
+func (s *Server) answer(c *gin.Context) {
+	ans, ok := s.Control.(Answerer)
+	if !ok {
+		abort(c, agent.CodeUnsupportedCapability, "answering questions is not available")
+		return
+	}
+	var req struct {
+		Text string `json:"text"`
+	}
+	if !bindOptional(c, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		abort(c, agent.CodeInvalidCommand, `need { "text": string }: the answer`)
+		return
+	}
+	if !s.access(c, c.Param("id"), false) {
+		return
+	}
+	if err := ans.Answer(c.Request.Context(), c.Param("id"), workflows.AnswerRequest{Call: c.Param("call"), Text: req.Text,
+		By: principalOf(c).Name}); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"call": c.Param("call"), "answered": true})
 }
 
 // listedApprover reports whether call waits in session with principal

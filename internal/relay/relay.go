@@ -409,7 +409,7 @@ func (r *state) handle(m feed.Message) []agent.Event {
 			return nil
 		}
 		r.ended[ev.ID] = true
-	case agent.TypeApprovalRequested, agent.TypeApprovalResolved:
+	case agent.TypeApprovalRequested, agent.TypeApprovalResolved, agent.TypeQuestionAsked, agent.TypeQuestionAnswered:
 		// A retried or replayed Feed.Publish sends the same decision again.
 		key := ev.Type + "\x00" + ev.ID
 		if r.approvals[key] {

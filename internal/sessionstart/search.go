@@ -27,7 +27,7 @@ type Hit struct {
 	Channel   string `json:"channel,omitempty"`
 	Parent    string `json:"parent,omitempty"`
 	// Status is the session's FastAgentStatus (idle, running,
-	// waiting_approval); Workflow the run's execution status (running,
+	// waiting_approval, waiting_answer); Workflow the run's execution status (running,
 	// completed, terminated, …).
 	Status   string    `json:"status,omitempty"`
 	Workflow string    `json:"workflow"`

@@ -80,6 +80,9 @@ type Config struct {
 	HTTP HTTPConfig `yaml:"http"`
 	// SelfSchedule enables the wake and unwake tools.
 	SelfSchedule bool `yaml:"selfSchedule"`
+	// AskUser adds the ask_user tool: the model asks the person a question
+	// and the turn waits (until approvals.timeout) for the answer.
+	AskUser bool `yaml:"askUser"`
 	// ContextWindow overrides the model catalog's context window (tokens).
 	ContextWindow int `yaml:"contextWindow"`
 	// Compaction keeps a long session's context inside the window.

@@ -284,6 +284,9 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 	if _, taken := seen[SearchToolsName]; !taken && d.hasDeferred() {
 		add(newSearchTool(d), OriginBuiltin, OriginBuiltin)
 	}
+	if _, taken := seen[AskUserName]; !taken && d.Config.AskUser {
+		add(askUserTool{}, OriginBuiltin, OriginBuiltin)
+	}
 	if d.Config.SelfSchedule {
 		// An authored wake or unwake replaces both built-ins.
 		_, w := seen[wakes.WakeName]

@@ -160,6 +160,10 @@ type Call struct {
 	// (empty: the session's owner and admins).
 	ApprovalTimeout time.Duration `json:"approvalTimeout,omitempty"`
 	Approvers       []string      `json:"approvers,omitempty"`
+	// Ask marks a call of the built-in ask_user tool: the session asks the
+	// person the question in Args and the answer is the call's result (no
+	// activity runs it); ApprovalTimeout bounds the wait.
+	Ask bool `json:"ask,omitempty"`
 	// Refused, when set, is recorded as the call's error result instead of
 	// running it (for example a call ID used twice in one reply).
 	Refused string `json:"refused,omitempty"`
