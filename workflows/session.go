@@ -259,6 +259,10 @@ type ApproveRequest struct {
 	// and a call without approvers may be decided only by the person whose
 	// message started the turn.
 	Door string `json:"door,omitempty"`
+	// Vetted says the door applied its platform's own rule of who may
+	// decide (GitHub: the comment author's association), which then
+	// replaces the asker-only rule for calls without approvers.
+	Vetted bool `json:"vetted,omitempty"`
 }
 
 // PendingQuestion is a question the agent asked (ask_user) that waits for
@@ -708,7 +712,7 @@ func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error 
 			if req.Listed && !slices.Contains(a.view.Approvers, req.By) {
 				break // someone else's session: as if nothing waited
 			}
-			if req.Door != "" && len(a.view.Approvers) == 0 {
+			if req.Door != "" && !req.Vetted && len(a.view.Approvers) == 0 {
 				if asker := s.requester(req.Door); asker == "" || req.By != asker {
 					return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%q may not decide tool call %q: without approvers configured only the person who asked (%s) may",
 						req.By, req.Call, orText(asker, "nobody on "+req.Door)), agent.CodeNotApprover, temporal.ApplicationErrorOptions{NonRetryable: true})

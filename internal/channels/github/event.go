@@ -168,5 +168,6 @@ func (ev *Event) skip(bot string) bool {
 			return true
 		}
 	}
-	return strings.Contains(ev.Comment, markerPrefix) || (ev.Comment == "" && strings.Contains(ev.Body, markerPrefix))
+	return strings.Contains(ev.Comment, markerPrefix) || strings.Contains(ev.Comment, approvalMarker) ||
+		(ev.Comment == "" && strings.Contains(ev.Body, markerPrefix))
 }

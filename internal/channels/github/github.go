@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +78,10 @@ type Config struct {
 	Rules []Rule `yaml:"rules"`
 	// Policy is an executable policy, instead of Rules.
 	Policy *ExecPolicy `yaml:"policy"`
+	// ApproverAssociation lists the author associations whose
+	// "/approve <token>" or "/deny <token>" comments decide a tool call
+	// waiting for approval (default OWNER, MEMBER).
+	ApproverAssociation []string `yaml:"approverAssociation"`
 }
 
 func init() { channels.Register(Kind, New) }
@@ -107,7 +112,12 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("github: %w", err)
 	}
-	door := &Door{Secret: []byte(secret), Policy: pol}
+	for _, a := range cfg.ApproverAssociation {
+		if !slices.Contains(authorAssociations, strings.ToUpper(a)) {
+			return nil, fmt.Errorf("github: approverAssociation: %q is not one of %s", a, strings.Join(authorAssociations, ", "))
+		}
+	}
+	door := &Door{Secret: []byte(secret), Policy: pol, ApproverAssociation: upper(cfg.ApproverAssociation)}
 	return &channels.Channel{Door: door, Replier: rp}, nil
 }
 
@@ -115,6 +125,16 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 type Door struct {
 	Secret []byte
 	Policy *Policy
+	// ApproverAssociation: see Config (nil: DefaultApproverAssociation).
+	ApproverAssociation []string
+}
+
+func upper(list []string) []string {
+	var out []string
+	for _, s := range list {
+		out = append(out, strings.ToUpper(s))
+	}
+	return out
 }
 
 // Kind implements channels.Door.
@@ -223,7 +243,17 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	}
 	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusAccepted}}
 	id := BodyID(r.Body)
-	if d.Policy == nil || ev.skip(d.Policy.bot) {
+	if d.Policy != nil && ev.skip(d.Policy.bot) {
+		return ok, nil
+	}
+	if dec, isDecision := d.decision(ev, id); isDecision {
+		// A decision comment is never a turn, whether or not it decides.
+		if dec != nil {
+			ok.Decisions = []channels.Decision{*dec}
+		}
+		return ok, nil
+	}
+	if d.Policy == nil {
 		return ok, nil
 	}
 	intents, err := d.Policy.IntentsContext(context.Background(), ev, delivery)
