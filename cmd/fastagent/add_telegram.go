@@ -142,7 +142,7 @@ func setTelegramWebhook(ctx context.Context, base string, getenv func(string) st
 		return failure("check the bot token: %w", err)
 	}
 	url := strings.TrimSuffix(base, "/") + telegram.Path
-	params := map[string]any{"url": url, "secret_token": secret, "allowed_updates": []string{"message", "edited_message"}}
+	params := map[string]any{"url": url, "secret_token": secret, "allowed_updates": telegram.AllowedUpdates}
 	if err := api.Call(ctx, "setWebhook", params, nil); err != nil {
 		return failure("setWebhook: %w", err)
 	}

@@ -245,12 +245,15 @@ type Message struct {
 	Document        *Document   `json:"document,omitempty"`
 }
 
-// Update is one incoming update; the channel reads new and edited messages.
+// Update is one incoming update; the channel reads new and edited
+// messages, and button presses on approval messages.
 type Update struct {
 	UpdateID int64    `json:"update_id"`
 	Message  *Message `json:"message,omitempty"`
 	// EditedMessage is a new version of a message (its new text).
 	EditedMessage *Message `json:"edited_message,omitempty"`
+	// CallbackQuery is a button pressed (an approval).
+	CallbackQuery *CallbackQuery `json:"callback_query,omitempty"`
 }
 
 // File is getFile's answer.

@@ -148,7 +148,7 @@ func (c *Conn) poll(ctx context.Context, log *slog.Logger, pace *pacer, timeout 
 // getUpdates is one long poll from offset.
 func (c *Conn) getUpdates(ctx context.Context, offset int64, timeout time.Duration) ([]Update, error) {
 	var ups []Update
-	params := map[string]any{"offset": offset, "timeout": int(timeout / time.Second), "allowed_updates": []string{"message", "edited_message"}}
+	params := map[string]any{"offset": offset, "timeout": int(timeout / time.Second), "allowed_updates": AllowedUpdates}
 	pctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
 	defer cancel()
 	err := c.API.Call(pctx, "getUpdates", params, &ups)
@@ -162,7 +162,7 @@ func (c *Conn) getUpdates(ctx context.Context, offset int64, timeout time.Durati
 // hand-off).
 func (c *Conn) deliver(ctx context.Context, log *slog.Logger, ups []Update, hand func(context.Context, channels.Parsed) error) bool {
 	p, later := c.read(ctx, log, ups)
-	if len(p.Messages) > 0 {
+	if len(p.Messages) > 0 || len(p.Decisions) > 0 {
 		if err := hand(ctx, p); err != nil {
 			log.Error("telegram: hand-off failed; polling the same updates again", "error", err)
 			return false
@@ -181,11 +181,23 @@ func nextOffset(offset int64, ups []Update) int64 {
 	return offset
 }
 
+// AllowedUpdates are the update types the channel asks Telegram for.
+var AllowedUpdates = []string{"message", "edited_message", "callback_query"}
+
 // read turns a batch of updates into messages to hand off. later says an
 // update was deferred (channels.ErrRetryLater): it and the ones after it
 // are read again, so the offset must stay before it.
 func (c *Conn) read(ctx context.Context, log *slog.Logger, ups []Update) (p channels.Parsed, later bool) {
 	for _, u := range ups {
+		if u.CallbackQuery != nil {
+			dec, err := c.Door.Decision(u)
+			if err != nil {
+				log.Warn("telegram: unreadable button press skipped", "update_id", u.UpdateID, "error", err)
+			} else if dec != nil {
+				p.Decisions = append(p.Decisions, *dec)
+			}
+			continue
+		}
 		m, err := c.Door.Message(ctx, u)
 		if errors.Is(err, channels.ErrRetryLater) {
 			log.Warn("telegram: update deferred", "update_id", u.UpdateID, "error", err)

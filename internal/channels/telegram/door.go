@@ -52,13 +52,22 @@ func (d *Door) Verify(r channels.Request) error {
 	return nil
 }
 
-// Parse implements channels.Door: a new message becomes a chat message;
-// other updates are acknowledged and dropped.
+// Parse implements channels.Door: a new message becomes a chat message, a
+// press of an approval button a decision; other updates are acknowledged
+// and dropped.
 func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusOK}}
 	var u Update
 	if err := json.Unmarshal(r.Body, &u); err != nil {
 		return ok, fmt.Errorf("telegram: update: %w", err)
+	}
+	if u.CallbackQuery != nil {
+		dec, err := d.Decision(u)
+		if err != nil || dec == nil {
+			return ok, err
+		}
+		ok.Decisions = []channels.Decision{*dec}
+		return ok, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), botLookupTimeout)
 	defer cancel()

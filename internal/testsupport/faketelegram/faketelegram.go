@@ -1,5 +1,5 @@
 // Package faketelegram is a Telegram Bot API on loopback for tests: getMe,
-// sendMessage, editMessageText, getUpdates (long poll over a queue of
+// sendMessage, editMessageText, answerCallbackQuery, getUpdates (long poll over a queue of
 // pushed updates), getFile, file downloads, setWebhook and deleteWebhook.
 // It records every call, answers with real Bot API shapes (message_id per
 // chat, "message is not modified", 429 with parameters.retry_after when
@@ -242,6 +242,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		write(w, http.StatusOK, answer{OK: true, Result: map[string]any{"file_id": str(p["file_id"]), "file_size": len(f.Data), "file_path": f.Path}})
+	case "answerCallbackQuery":
+		if str(p["callback_query_id"]) == "" {
+			fail(w, http.StatusBadRequest, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+			return
+		}
+		write(w, http.StatusOK, answer{OK: true, Result: true})
 	case "getUpdates":
 		s.getUpdates(w, r, p)
 	default:
