@@ -420,6 +420,7 @@ func (b *bench) overhead() error {
 				"addedP50OverFloorP50": ratioOf(added, floor),
 			}},
 	)
+	b.rows = append(b.rows, floorRatio(label, "durable turn ÷ bare floor turn", p.durable, p.floor))
 	b.addDist(label, "in-process loop", p.local)
 	b.addDist(label, "bare Temporal floor, "+b.serverLabel(), p.floor)
 	b.addDist(label, durName, p.durable)
@@ -434,7 +435,7 @@ func (b *bench) overhead() error {
 	}
 	for _, x := range r.Rows {
 		if strings.HasPrefix(x.Variant, "durable") || strings.HasPrefix(x.Variant, "bare Temporal floor") {
-			if x.Result != "" {
+			if strings.HasPrefix(x.Result, "added") {
 				x.Result += " (vs its own in-process run)"
 			}
 			x.Goal, x.Met = "(stock config, for comparison)", ""
@@ -447,6 +448,17 @@ func (b *bench) overhead() error {
 		}
 	}
 	return nil
+}
+
+// floorRatio is the row that compares a durable figure with the bare
+// Temporal floor measured in the same run: p50 over p50, p99 over p99.
+func floorRatio(figure, variant string, durable, floor lab.Sample) row {
+	r50, r99 := ratioOf(durable.P50(), floor.P50()), ratioOf(durable.P99(), floor.P99())
+	return row{Figure: figure, Variant: variant, N: len(durable),
+		Result: fmt.Sprintf("p50 %.2f× (%s / %s), p99 %.2f× (%s / %s)", r50, lab.SignedMs(durable.P50()), lab.SignedMs(floor.P50()),
+			r99, lab.SignedMs(durable.P99()), lab.SignedMs(floor.P99())),
+		Goal: "≤ 1.1× the floor (p50)", Met: met(r50 > 0 && r50 <= 1.1),
+		Values: map[string]float64{"durableOverFloorP50": r50, "durableOverFloorP99": r99}}
 }
 
 // shapeLabel says what a floor turn does.
@@ -530,6 +542,9 @@ func (b *bench) stepOverhead() error {
 				"perStepP50OverFloorStepP50": ratioOf(perP50, floor.P50()),
 			}},
 	)
+	// The durable agent's own step, built like the floor's: its k-step
+	// turns net of its plain turn's p50, per step.
+	b.rows = append(b.rows, floorRatio(label, "durable tool step ÷ bare floor step", perStep(p.durable, b.base.durable.P50()), floor))
 	b.addDist(label, fmt.Sprintf("in-process loop, %d steps", k), p.local)
 	b.addDist(label, fmt.Sprintf("bare Temporal floor, %d steps", k), p.floor)
 	b.addDist(label, durName, p.durable)
