@@ -38,11 +38,25 @@ func (c approvalClient) pending(id string) ([]workflows.PendingApproval, error) 
 	return v.Approvals, nil
 }
 
-// newSessionApprovals is `session approvals`: what an approver decides on.
+// questions lists the questions the session's running turn waits on.
+func (c approvalClient) questions(id string) ([]workflows.PendingQuestion, error) {
+	body, err := c.call(http.MethodGet, c.sessionURL(id, ""), "")
+	if err != nil {
+		return nil, err
+	}
+	var v workflows.SessionView
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, failure("unexpected answer: %w", err)
+	}
+	return v.Questions, nil
+}
+
+// newSessionApprovals is `session approvals`: what an approver decides on,
+// and the questions the agent waits on.
 func newSessionApprovals(c *approvalClient) *cobra.Command {
 	return &cobra.Command{
 		Use:   "approvals <session>",
-		Short: "List the tool calls waiting for approval: their arguments and the hashes an approval binds to",
+		Short: "List the tool calls waiting for approval (their arguments and the hashes an approval binds to) and the questions waiting for an answer",
 		Args:  exactArgs(1, "approvals <session>"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ps, err := c.pending(args[0])
@@ -55,6 +69,13 @@ func newSessionApprovals(c *approvalClient) *cobra.Command {
 			}
 			for _, p := range ps {
 				printApproval(out, p)
+			}
+			qs, err := c.questions(args[0])
+			if err != nil {
+				return err
+			}
+			for _, q := range qs {
+				fmt.Fprintf(out, "question %s · turn %s: %s\n  answer: fastagent session answer %s %s \"<your answer>\"\n", q.Call, q.Turn, q.Question, args[0], q.Call)
 			}
 			return nil
 		},

@@ -146,7 +146,7 @@ func printApprovalEvent(w io.Writer, session string, ev agent.Event, inline bool
 	case agent.TypeQuestionAsked:
 		fmt.Fprintf(w, "? the agent asks: %s\n", ev.Question)
 		if !inline {
-			fmt.Fprintf(w, "  answer: curl -X POST …/sessions/%s/answers/%s -d '{\"text\":\"…\"}' (or use fastagent chat)\n", session, ev.ID)
+			fmt.Fprintf(w, "  answer: fastagent session answer %s %s \"<your answer>\"\n", session, ev.ID)
 		}
 		return
 	case agent.TypeQuestionAnswered:

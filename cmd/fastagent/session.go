@@ -66,6 +66,7 @@ func newSession(g *globals) *cobra.Command {
 		sessionCommand("steer <session> <text>", "Send a message the running turn reads after its current step", sc.steer, 2),
 		sessionCommand("compact <session>", "Compact the session's context now: summarize its older part, keep the newest messages", sc.compact, 1),
 		sessionCommand("deny <session> <call>", "Deny a tool call waiting for approval", sc.deny, 2),
+		sessionCommand("answer <session> <call> <text>", "Answer a question the agent asked (ask_user); the text becomes the call's result", sc.answer, 3),
 		transcript,
 		sessionCommand("rewind <session> <entry>", "Move the session's leaf back to an entry; the abandoned branch is summarized for the model", sc.rewind, 2),
 		sessionCommand("followup <session> <text>", "Queue a message that runs as a turn after the current one; prints the turn key", sc.followup, 2),
@@ -265,6 +266,15 @@ func (sc *sessionCmds) compact(id string, _ []string) error {
 
 func (sc *sessionCmds) deny(id string, args []string) error {
 	_, err := sc.call(http.MethodPost, sc.path(id, "/approvals/"+url.PathEscape(args[0])), `{"approve":false,"reason":"denied from the command line"}`)
+	return err
+}
+
+func (sc *sessionCmds) answer(id string, args []string) error {
+	b, _ := json.Marshal(map[string]string{"text": args[1]})
+	_, err := sc.call(http.MethodPost, sc.path(id, "/answers/"+url.PathEscape(args[0])), string(b))
+	if err == nil {
+		fmt.Printf("answered %s\n", args[0])
+	}
 	return err
 }
 
