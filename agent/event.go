@@ -368,22 +368,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		var w wireToolEnded
 		err = json.Unmarshal(b, &w)
 		e.ID, e.IsError, e.Content = w.ID, w.IsError, w.Content
-	case TypeApprovalRequested:
-		var w wireApprovalRequested
-		err = json.Unmarshal(b, &w)
-		e.ID, e.Name, e.Args, e.ArgsHash, e.DefinitionHash, e.Approvers, e.Deadline = w.ID, w.Name, w.Args, w.ArgsHash, w.DefinitionHash, w.Approvers, w.Deadline
-	case TypeApprovalResolved:
-		var w wireApprovalResolved
-		err = json.Unmarshal(b, &w)
-		e.ID, e.Approved, e.By, e.Reason, e.TimedOut = w.ID, w.Approved, w.By, w.Reason, w.TimedOut
-	case TypeQuestionAsked:
-		var w wireQuestionAsked
-		err = json.Unmarshal(b, &w)
-		e.ID, e.Question, e.Deadline = w.ID, w.Question, w.Deadline
-	case TypeQuestionAnswered:
-		var w wireQuestionAnswered
-		err = json.Unmarshal(b, &w)
-		e.ID, e.By, e.TimedOut = w.ID, w.By, w.TimedOut
+	case TypeApprovalRequested, TypeApprovalResolved, TypeQuestionAsked, TypeQuestionAnswered:
+		err = e.decodeWait(b)
 	case TypeRetrying:
 		var w wireRetrying
 		err = json.Unmarshal(b, &w)
@@ -408,6 +394,31 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("agent: decode %s event: %w", head.Type, err)
 	}
 	return nil
+}
+
+// decodeWait reads the events of a wait for a person (approvals and
+// questions) into e, whose Type is set.
+func (e *Event) decodeWait(b []byte) error {
+	var err error
+	switch e.Type {
+	case TypeApprovalRequested:
+		var w wireApprovalRequested
+		err = json.Unmarshal(b, &w)
+		e.ID, e.Name, e.Args, e.ArgsHash, e.DefinitionHash, e.Approvers, e.Deadline = w.ID, w.Name, w.Args, w.ArgsHash, w.DefinitionHash, w.Approvers, w.Deadline
+	case TypeApprovalResolved:
+		var w wireApprovalResolved
+		err = json.Unmarshal(b, &w)
+		e.ID, e.Approved, e.By, e.Reason, e.TimedOut = w.ID, w.Approved, w.By, w.Reason, w.TimedOut
+	case TypeQuestionAsked:
+		var w wireQuestionAsked
+		err = json.Unmarshal(b, &w)
+		e.ID, e.Question, e.Deadline = w.ID, w.Question, w.Deadline
+	case TypeQuestionAnswered:
+		var w wireQuestionAnswered
+		err = json.Unmarshal(b, &w)
+		e.ID, e.By, e.TimedOut = w.ID, w.By, w.TimedOut
+	}
+	return err
 }
 
 // marshal encodes without HTML escaping: events carry text for people and

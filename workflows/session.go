@@ -767,7 +767,8 @@ func (s *session) requester(kind string) string {
 	var t Target
 	// Deterministic: decoding recorded bytes (workflowcheck flags the
 	// decoder's type cache, not the result).
-	if json.Unmarshal(s.running.reply.Data, &t) != nil || t.User == "" { //workflowcheck:ignore
+	err := json.Unmarshal(s.running.reply.Data, &t) //workflowcheck:ignore
+	if err != nil || t.User == "" {
 		return ""
 	}
 	return kind + ":" + t.User

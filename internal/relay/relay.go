@@ -382,10 +382,19 @@ func (r *state) handle(m feed.Message) []agent.Event {
 		return nil
 	}
 	ev := *m.Event
+	if !r.admit(m, &ev) {
+		return nil
+	}
+	return []agent.Event{ev}
+}
+
+// admit says whether the event ev of m is shown, deduplicating what a
+// retried producer sends again; it sets ev's step where the feed knows it.
+func (r *state) admit(m feed.Message, ev *agent.Event) bool {
 	switch ev.Type {
 	case agent.TypeText, agent.TypeThinking:
 		if m.Attempt != 0 && m.Attempt < r.attempt[m.Step] {
-			return nil // a late delta of a superseded attempt
+			return false // a late delta of a superseded attempt
 		}
 		ev.Step = m.Step
 		r.textSeen[m.Step] = true
@@ -395,31 +404,31 @@ func (r *state) handle(m feed.Message) []agent.Event {
 		}
 		key := [2]int{ev.Step, ev.Attempt}
 		if r.announced[key] {
-			return nil
+			return false
 		}
 		r.announced[key] = true
 		r.textSeen[ev.Step] = false
 	case agent.TypeToolStarted:
 		if r.started[ev.ID] {
-			return nil
+			return false
 		}
 		r.started[ev.ID] = true
 	case agent.TypeToolEnded:
 		if r.ended[ev.ID] {
-			return nil
+			return false
 		}
 		r.ended[ev.ID] = true
 	case agent.TypeApprovalRequested, agent.TypeApprovalResolved, agent.TypeQuestionAsked, agent.TypeQuestionAnswered:
 		// A retried or replayed Feed.Publish sends the same decision again.
 		key := ev.Type + "\x00" + ev.ID
 		if r.approvals[key] {
-			return nil
+			return false
 		}
 		r.approvals[key] = true
 	case agent.TypeCompleted, agent.TypeFailed:
-		return nil // terminals come from the outcome only
+		return false // terminals come from the outcome only
 	}
-	return []agent.Event{ev}
+	return true
 }
 
 func log(opt Options) *slog.Logger {

@@ -83,7 +83,7 @@ func (d *Door) decision(ev *Event, id string) (dec *channels.Decision, isDecisio
 // Ask implements channels.Asker: a comment showing the waiting call and
 // the decision comments that answer it.
 func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, ev agent.Event) (string, error) {
-	rd, err := r.target(t)
+	rd, err := r.target(ctx, t)
 	if err != nil {
 		return "", err
 	}
@@ -108,7 +108,7 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 // Settle implements channels.Asker: the approval comment shows the
 // decision.
 func (r *Replier) Settle(ctx context.Context, t workflows.Target, ref string, ev agent.Event) error {
-	rd, err := r.target(t)
+	rd, err := r.target(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -130,8 +130,8 @@ func (r *Replier) Settle(ctx context.Context, t workflows.Target, ref string, ev
 }
 
 // target is the issue or pull request of a reply target, with a client.
-func (r *Replier) target(t workflows.Target) (*render, error) {
-	rd, err := r.Render(context.Background(), workflows.Target{Chat: t.Chat, Thread: t.Thread, Message: orKey(t.Message), Data: t.Data}, "")
+func (r *Replier) target(ctx context.Context, t workflows.Target) (*render, error) {
+	rd, err := r.Render(ctx, workflows.Target{Chat: t.Chat, Thread: t.Thread, Message: orKey(t.Message), Data: t.Data}, "")
 	if err != nil {
 		return nil, err
 	}
