@@ -410,10 +410,16 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 		t.Fatalf("follow-up text %q", got)
 	}
 	// Afterwards the session is idle with both turns counted, its leaf the
-	// follow-up's end.
-	v, err = e.agent.State(context.Background(), session)
-	if err != nil {
-		t.Fatal(err)
+	// follow-up's end. The terminal comes from the turn's record, which is
+	// stored just before the workflow counts the turn: wait for that.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		v, err = e.agent.State(context.Background(), session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (v.Running == "" && v.Turns == 2) || time.Now().After(deadline) {
+			break
+		}
 	}
 	rec, err := e.kit.Store.Turn(context.Background(), session, follow)
 	if err != nil {

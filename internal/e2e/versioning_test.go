@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -255,7 +256,17 @@ func TestTurnOnRetiredVersionFailsClearly(t *testing.T) {
 	}
 
 	e.startVersioned(deployment, "build-a") // the first recovery: a worker of the pinned build
-	seq, err := e.agent.Attach(context.Background(), "retired", "retired-turn-2")
+	// The session learns of the queued turn once the new worker has taken
+	// the pending update; until then a client re-attaching is told to
+	// retry (no_such_turn), as the failure said.
+	var seq iter.Seq[agent.Event]
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		seq, err = e.agent.Attach(context.Background(), "retired", "retired-turn-2")
+		if err == nil || agent.CodeOf(err) != agent.CodeNoSuchTurn || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("attach: %v", err)
 	}

@@ -8,7 +8,9 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 )
 
 // A floor turn runs exactly its shape's activities, local ones first, and
@@ -70,7 +72,13 @@ func TestFloorWorkflow(t *testing.T) {
 				}, tc.shape)
 			}, time.Second)
 			env.SetTestTimeout(time.Minute)
+			// A busy machine (the unit tests compile beside this one) can
+			// hold a workflow task past the default 1 s deadlock detection.
+			env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 30 * time.Second})
 			env.ExecuteWorkflow(FloorWorkflowType)
+			if err := env.GetWorkflowError(); err != nil && !temporal.IsCanceledError(err) {
+				t.Fatalf("floor workflow: %v", err)
+			}
 			if updErr != nil {
 				t.Fatalf("update: %v", updErr)
 			}
