@@ -97,10 +97,11 @@ func (a *Agent) unserved(ctx context.Context, session string, waited time.Durati
 	}
 	return agent.NewError(agent.CodeNoWorker, fmt.Sprintf(
 		"session %q is pinned to build %q of Worker Deployment %q, and no worker has picked up its turn for %s (%s): "+
-			"the turn stays queued and runs once a worker of that build does. Either start a worker with "+
+			"the turn waits for a worker of that build. Either start a worker with "+
 			"FASTAGENT_DEPLOYMENT=%s FASTAGENT_BUILD_ID=%s (then `fastagent rollout` moves the session when idle), "+
 			"or let the current build take the run over: temporal workflow update-options --workflow-id %s "+
 			"--versioning-override-behavior auto_upgrade (safe when the workflow changes since %s are behind workflow.GetVersion). "+
-			"Re-attach to the turn with its key to get its answer.",
+			"Once a worker serves it, send the turn again with the same key to get its answer: it runs once "+
+			"(re-attaching by key works too while Temporal still holds the waiting turn).",
 		session, build, deployment, waited, now, deployment, build, id, build))
 }

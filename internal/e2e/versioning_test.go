@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -225,8 +224,8 @@ func TestRolloutMovesSessionsAtContinueAsNew(t *testing.T) {
 // A session pinned to a build no worker runs any more (its workers were
 // stopped before the session moved) does not hang its next turn: the turn
 // fails with no_worker naming the build and the recovery, and once a worker
-// of that build runs again the turn (still queued in Temporal) completes
-// and can be attached by its key.
+// of that build runs again the turn sent again with its key completes,
+// once.
 func TestTurnOnRetiredVersionFailsClearly(t *testing.T) {
 	e := newEnv(t)
 	e.agent.PinnedCheck = 2 * time.Second
@@ -256,23 +255,15 @@ func TestTurnOnRetiredVersionFailsClearly(t *testing.T) {
 	}
 
 	e.startVersioned(deployment, "build-a") // the first recovery: a worker of the pinned build
-	// The session learns of the queued turn once the new worker has taken
-	// the pending update; until then a client re-attaching is told to
-	// retry (no_such_turn), as the failure said.
-	var seq iter.Seq[agent.Event]
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		seq, err = e.agent.Attach(context.Background(), "retired", "retired-turn-2")
-		if err == nil || agent.CodeOf(err) != agent.CodeNoSuchTurn || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("attach: %v", err)
-	}
-	var again []agent.Event
-	for ev := range seq {
-		again = append(again, ev)
+	// The client sends the turn again with its key, as the failure says: it
+	// gets the answer, and the turn runs once (a turn update Temporal still
+	// held is the same update; one it had dropped before a worker took it
+	// runs now).
+	ctx2, cancel2 := context.WithTimeout(agent.WithIdempotencyKey(context.Background(), "retired-turn-2"), 90*time.Second)
+	defer cancel2()
+	again := collect(t, e.agent, ctx2, "retired", "after A was stopped")
+	if n := e.kit.Model.Count(); n != 2 {
+		t.Errorf("model calls %d, want 2 (the turn on A, then the queued turn once)", n)
 	}
 	if term := agenttest.CheckTerminal(t, again); term.Type != agent.TypeCompleted {
 		t.Fatalf("the queued turn after build-a came back: %s", describe(again))
