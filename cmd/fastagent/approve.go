@@ -25,30 +25,24 @@ func (c approvalClient) sessionURL(id, rest string) string {
 	return strings.TrimRight(*c.base, "/") + "/sessions/" + url.PathEscape(id) + rest
 }
 
-// pending lists the session's tool calls waiting for approval.
-func (c approvalClient) pending(id string) ([]workflows.PendingApproval, error) {
+// view reads the session's state: the calls waiting for approval and the
+// questions waiting for an answer.
+func (c approvalClient) view(id string) (workflows.SessionView, error) {
+	var v workflows.SessionView
 	body, err := c.call(http.MethodGet, c.sessionURL(id, ""), "")
 	if err != nil {
-		return nil, err
+		return v, err
 	}
-	var v workflows.SessionView
 	if err := json.Unmarshal(body, &v); err != nil {
-		return nil, failure("unexpected answer: %w", err)
+		return v, failure("unexpected answer: %w", err)
 	}
-	return v.Approvals, nil
+	return v, nil
 }
 
-// questions lists the questions the session's running turn waits on.
-func (c approvalClient) questions(id string) ([]workflows.PendingQuestion, error) {
-	body, err := c.call(http.MethodGet, c.sessionURL(id, ""), "")
-	if err != nil {
-		return nil, err
-	}
-	var v workflows.SessionView
-	if err := json.Unmarshal(body, &v); err != nil {
-		return nil, failure("unexpected answer: %w", err)
-	}
-	return v.Questions, nil
+// pending lists the session's tool calls waiting for approval.
+func (c approvalClient) pending(id string) ([]workflows.PendingApproval, error) {
+	v, err := c.view(id)
+	return v.Approvals, err
 }
 
 // newSessionApprovals is `session approvals`: what an approver decides on,
@@ -59,10 +53,11 @@ func newSessionApprovals(c *approvalClient) *cobra.Command {
 		Short: "List the tool calls waiting for approval (their arguments and the hashes an approval binds to) and the questions waiting for an answer",
 		Args:  exactArgs(1, "approvals <session>"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ps, err := c.pending(args[0])
+			v, err := c.view(args[0])
 			if err != nil {
 				return err
 			}
+			ps := v.Approvals
 			out := cmd.OutOrStdout()
 			if len(ps) == 0 {
 				fmt.Fprintf(out, "no tool call of %s is waiting for approval\n", args[0])
@@ -70,11 +65,7 @@ func newSessionApprovals(c *approvalClient) *cobra.Command {
 			for _, p := range ps {
 				printApproval(out, p)
 			}
-			qs, err := c.questions(args[0])
-			if err != nil {
-				return err
-			}
-			for _, q := range qs {
+			for _, q := range v.Questions {
 				fmt.Fprintf(out, "question %s · turn %s: %s\n  answer: fastagent session answer %s %s \"<your answer>\"\n", q.Call, q.Turn, q.Question, args[0], q.Call)
 			}
 			return nil

@@ -1,6 +1,8 @@
 package channels
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 
 	"github.com/fastagent/fastagent/agent"
@@ -119,4 +121,14 @@ func (v *View) step(n int) int {
 		v.steps = append(v.steps, "")
 	}
 	return n - 1
+}
+
+// PrettyJSON indents a tool call's arguments for people to read (as they
+// are, when they are not JSON).
+func PrettyJSON(raw json.RawMessage) string {
+	var out bytes.Buffer
+	if json.Indent(&out, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return out.String()
 }

@@ -1,10 +1,8 @@
 package github
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -89,7 +87,7 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 	}
 	tok := approvalToken(t.Chat, session, ev.ID)
 	var b strings.Builder
-	fmt.Fprintf(&b, "⏸️ **%s** wants to run with:\n\n```json\n%s\n```\n\n", ev.Name, prettyJSON(ev.Args))
+	fmt.Fprintf(&b, "⏸️ **%s** wants to run with:\n\n```json\n%s\n```\n\n", ev.Name, channels.PrettyJSON(ev.Args))
 	fmt.Fprintf(&b, "Reply `/approve %s` or `/deny %s <reason>`", tok, tok)
 	if len(ev.Approvers) > 0 {
 		fmt.Fprintf(&b, " (%s may decide)", strings.Join(ev.Approvers, ", "))
@@ -153,12 +151,4 @@ func byLogin(by string) string {
 		return " by " + by
 	}
 	return ""
-}
-
-func prettyJSON(raw json.RawMessage) string {
-	var out bytes.Buffer
-	if json.Indent(&out, raw, "", "  ") != nil {
-		return string(raw)
-	}
-	return out.String()
 }

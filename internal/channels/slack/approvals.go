@@ -176,7 +176,7 @@ func channelOf(t workflows.Target) (string, error) {
 // askText describes the waiting call as the approver judges it.
 func askText(ev agent.Event) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, ":raised_hand: *%s* wants to run with:\n```%s```\n", ev.Name, truncate(prettyArgs(ev.Args), 2500))
+	fmt.Fprintf(&b, ":raised_hand: *%s* wants to run with:\n```%s```\n", ev.Name, truncate(channels.PrettyJSON(ev.Args), 2500))
 	if len(ev.Approvers) > 0 {
 		fmt.Fprintf(&b, "Who may decide: %s. ", strings.Join(ev.Approvers, ", "))
 	} else {
@@ -209,14 +209,6 @@ func byUser(by string) string {
 		return " by " + by
 	}
 	return ""
-}
-
-func prettyArgs(raw json.RawMessage) string {
-	var out bytes.Buffer
-	if json.Indent(&out, raw, "", "  ") != nil {
-		return string(raw)
-	}
-	return out.String()
 }
 
 func truncate(s string, n int) string {

@@ -1,9 +1,7 @@
 package telegram
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html"
@@ -77,7 +75,7 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 	}
 	m := rd.(*render)
 	var b strings.Builder
-	fmt.Fprintf(&b, "⏸ <b>%s</b> wants to run with:\n<pre>%s</pre>\n", html.EscapeString(ev.Name), html.EscapeString(clip(prettyJSON(ev.Args), 3000)))
+	fmt.Fprintf(&b, "⏸ <b>%s</b> wants to run with:\n<pre>%s</pre>\n", html.EscapeString(ev.Name), html.EscapeString(clip(channels.PrettyJSON(ev.Args), 3000)))
 	if len(ev.Approvers) > 0 {
 		fmt.Fprintf(&b, "Who may decide: %s.\n", html.EscapeString(strings.Join(ev.Approvers, ", ")))
 	}
@@ -132,12 +130,4 @@ func byUser(by string) string {
 		return " by " + by
 	}
 	return ""
-}
-
-func prettyJSON(raw json.RawMessage) string {
-	var out bytes.Buffer
-	if json.Indent(&out, raw, "", "  ") != nil {
-		return string(raw)
-	}
-	return out.String()
 }
