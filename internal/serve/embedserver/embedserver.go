@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/serve"
@@ -20,15 +21,11 @@ import (
 // log (temporal.log) and key (temporal-token) in stateDir; a codecEndpoint
 // configures its Web UI's codec server.
 func Start(stateDir string, e serve.Embedded, codecEndpoint string, log *slog.Logger) (*serve.EmbeddedServer, error) {
-	logFile := io.Discard
+	logFile := &serverLog{w: io.Discard}
 	if f, err := os.OpenFile(filepath.Join(stateDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
-		logFile = f
+		logFile.w, logFile.c = f, f
 	}
-	closeLog := func() {
-		if c, ok := logFile.(io.Closer); ok {
-			_ = c.Close()
-		}
-	}
+	closeLog := logFile.Close
 	srv, err := devserver.Start(devserver.Options{
 		DatabaseFile: filepath.Join(stateDir, "temporal.db"),
 		FrontendPort: e.FrontendPort, UIPort: e.UIPort, Logger: log, LogWriter: logFile,
@@ -46,4 +43,34 @@ func Start(stateDir string, e serve.Embedded, codecEndpoint string, log *slog.Lo
 			closeLog()
 		},
 	}, nil
+}
+
+// serverLog is the embedded server's log file. Some of the Temporal
+// server's goroutines keep logging for a while after Stop returns; once
+// the file is closed their lines are dropped instead of each one printing
+// "write error: file already closed" to stderr.
+type serverLog struct {
+	mu     sync.Mutex
+	w      io.Writer
+	c      io.Closer
+	closed bool
+}
+
+func (l *serverLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return len(p), nil
+	}
+	return l.w.Write(p)
+}
+
+// Close closes the file; later writes are discarded.
+func (l *serverLog) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed && l.c != nil {
+		_ = l.c.Close()
+	}
+	l.closed = true
 }
