@@ -24,8 +24,14 @@ const (
 	TypeQuestionAsked = "question_asked"
 	// TypeQuestionAnswered: the question was answered, or timed out.
 	TypeQuestionAnswered = "question_answered"
-	TypeCompleted        = "completed"
-	TypeFailed           = "failed"
+	// TypeDelegated carries an event of a sub-agent's turn (Sub) into the
+	// stream of the turn that delegated to it: ID is the delegate call,
+	// Agent the sub-agent. Live progress only: it has no Seq and is not
+	// sent again to a consumer that resumes; the sub-agent's answer is the
+	// call's tool_ended.
+	TypeDelegated = "delegated"
+	TypeCompleted = "completed"
+	TypeFailed    = "failed"
 )
 
 // Failure codes carried by failed events and control-plane rejections.
@@ -126,6 +132,10 @@ type Event struct {
 	// carries ID, By and TimedOut.
 	Question string
 
+	// delegated: the sub-agent (ID is the delegate call) and its event.
+	Agent string
+	Sub   *Event
+
 	// retrying
 	Attempt     int
 	MaxAttempts int
@@ -187,6 +197,13 @@ func QuestionAsked(id, question string, deadline time.Time) Event {
 // QuestionAnswered returns a question_answered event.
 func QuestionAnswered(id, by string, timedOut bool) Event {
 	return Event{Type: TypeQuestionAnswered, ID: id, By: by, TimedOut: timedOut}
+}
+
+// Delegated wraps a sub-agent's event for the stream of the turn whose
+// delegate call (id) started it.
+func Delegated(id, agentName string, sub Event) Event {
+	sub.Seq = 0
+	return Event{Type: TypeDelegated, ID: id, Agent: agentName, Sub: &sub}
 }
 
 // Completed returns a completed terminal; data may be nil.
@@ -252,6 +269,13 @@ type wireQuestionAnswered struct {
 	ID       string `json:"id"`
 	By       string `json:"by,omitempty"`
 	TimedOut bool   `json:"timedOut,omitempty"`
+}
+
+type wireDelegated struct {
+	Type  string `json:"type"`
+	ID    string `json:"id"`
+	Agent string `json:"agent"`
+	Event *Event `json:"event"`
 }
 
 type wireRetrying struct {
@@ -326,6 +350,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		return marshal(wireQuestionAsked{e.Type, e.ID, e.Question, e.Deadline})
 	case TypeQuestionAnswered:
 		return marshal(wireQuestionAnswered{e.Type, e.ID, e.By, e.TimedOut})
+	case TypeDelegated:
+		return marshal(wireDelegated{e.Type, e.ID, e.Agent, e.Sub})
 	case TypeRetrying:
 		return marshal(wireRetrying{e.Type, e.Step, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
 	case TypeCompleted:
@@ -370,6 +396,10 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.ID, e.IsError, e.Content = w.ID, w.IsError, w.Content
 	case TypeApprovalRequested, TypeApprovalResolved, TypeQuestionAsked, TypeQuestionAnswered:
 		err = e.decodeWait(b)
+	case TypeDelegated:
+		var w wireDelegated
+		err = json.Unmarshal(b, &w)
+		e.ID, e.Agent, e.Sub = w.ID, w.Agent, w.Event
 	case TypeRetrying:
 		var w wireRetrying
 		err = json.Unmarshal(b, &w)

@@ -38,6 +38,10 @@ type loopRuntime struct {
 	s    *session
 	ctx  workflow.Context // cancelled on abort
 	root workflow.Context // survives an abort, for recording results
+	// children counts the turn's delegations; spent sums its tokens so
+	// far, sub-agents included (a delegation's share of the budget).
+	children int
+	spent    agent.Usage
 }
 
 var _ agentloop.Runtime = (*loopRuntime)(nil)
@@ -57,10 +61,17 @@ func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, er
 	if r.aborted() {
 		return agentloop.ModelResult{}, &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
 	}
+	var res agentloop.ModelResult
+	var err error
 	if workflow.GetVersion(r.ctx, changeCompaction, workflow.DefaultVersion, 1) < 1 {
-		return r.generate(call)
+		res, err = r.generate(call)
+	} else {
+		res, err = r.generateWithin(call)
 	}
-	return r.generateWithin(call)
+	if res.Usage != nil {
+		r.spent.Add(*res.Usage)
+	}
+	return res, err
 }
 
 // changeFallback versions the fallback chain: a model activity failing with
@@ -197,6 +208,9 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 			return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
 		}
 		c.Synthetic = &res
+	}
+	if c.Synthetic == nil && c.Call.Delegate != nil && workflow.GetVersion(ctx, changeDelegation, workflow.DefaultVersion, 1) >= 1 {
+		return r.delegated(ctx, c)
 	}
 	if c.Synthetic == nil && c.Call.RequiresApproval {
 		ok, denial, err := r.approve(ctx, c)

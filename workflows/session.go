@@ -370,6 +370,8 @@ type session struct {
 	// run was started with the search attributes and keeps it up to date.
 	status     string
 	searchable bool
+	// depth is how deep a sub-agent's session is (0: not a sub-agent).
+	depth int
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
@@ -562,6 +564,10 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if strings.TrimSpace(req.Prompt.Text) == "" && len(req.Prompt.Images) == 0 {
 		return temporal.NewApplicationErrorWithOptions("a turn needs text or images", agent.CodeInvalidCommand,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if s.depth > 0 {
+		return temporal.NewApplicationErrorWithOptions("this is a sub-agent's session: it runs only the task it was delegated; "+
+			"send turns to the delegating session", agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	if info := workflow.GetCurrentUpdateInfo(ctx); info != nil {
 		if _, ok := s.recent(info.ID); ok {

@@ -340,6 +340,10 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 				c.Ask, c.Args = true, normArgs(tc.Args)
 				c.ApprovalTimeout, _ = def.Config.Approval(tc.Name)
 			}
+			if def.Delegates(tc.Name) {
+				d, refused := def.Config.Delegation.Resolve(normArgs(tc.Args))
+				c.Delegate, c.Refused = d, refused
+			}
 			if c.RequiresApproval {
 				c.Args = normArgs(tc.Args)
 				c.ArgsHash = ArgsHash(c.Args)

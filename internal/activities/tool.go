@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/waketools"
@@ -55,9 +57,12 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 	pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Event: &started})
 
 	var res agent.ToolResult
-	if call.Synthetic != nil {
+	switch {
+	case call.Answer != nil:
+		res = a.storedAnswer(ctx, call)
+	case call.Synthetic != nil:
 		res = *call.Synthetic
-	} else {
+	default:
 		res, err = a.execute(ctx, call, args)
 		if err != nil {
 			return agentloop.ToolOutcome{}, err
@@ -88,6 +93,30 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 		msg = *stored.Message
 	}
 	return finish(msg), nil
+}
+
+// storedAnswer reads the sub-agent's answer a delegate call records (its
+// steps' texts); when it cannot be read the call's Synthetic result (or
+// an error the model reads) stands in.
+func (a *Activities) storedAnswer(ctx context.Context, call agentloop.ToolCall) agent.ToolResult {
+	ref := call.Answer
+	texts, err := relay.StoredSteps(ctx, a.Store, ref.Session, agentloop.Outcome{Turn: agentloop.DelegateTurn, First: ref.First, Leaf: ref.Leaf})
+	var parts []string
+	for _, t := range texts {
+		if t = strings.TrimSpace(t); t != "" {
+			parts = append(parts, t)
+		}
+	}
+	if err == nil && len(parts) > 0 {
+		return agent.ToolResult{Content: strings.Join(parts, "\n\n")}
+	}
+	if call.Synthetic != nil {
+		return *call.Synthetic
+	}
+	if err != nil {
+		return agent.ToolResult{IsError: true, Content: "The sub-agent finished but its answer could not be read: " + err.Error()}
+	}
+	return agent.ToolResult{Content: "(the sub-agent finished without a text answer)"}
 }
 
 // callArgs reads the call's arguments from the stored assistant reply, so

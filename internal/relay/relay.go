@@ -92,6 +92,10 @@ type Options struct {
 	// came from the feed (KindOutcome) rather than from the caller.
 	Stored func(ctx context.Context, o agentloop.Outcome) ([]string, error)
 	Logger *slog.Logger
+	// Follow, when set, subscribes to another turn's log: the relay then
+	// shows the progress of the sub-agents the turn delegated to, as
+	// delegated events (Stream sets it to the bus's Subscribe).
+	Follow func(ctx context.Context, session, turn string) (feed.Subscription, error)
 }
 
 // Run relays the turn's messages from sub to yield until the terminal
@@ -124,6 +128,14 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 		}
 		return yield(ev)
 	}
+	// Sub-agents' events are live progress: a consumer that resumes is
+	// not sent them again (they have no position).
+	live := func(ev agent.Event) bool { return opt.After > 0 || yield(ev) }
+	var subs *subAgents
+	if opt.Follow != nil {
+		subs = newSubAgents(ctx, opt.Follow)
+		defer subs.close()
+	}
 	setTerm := func(t Terminal) {
 		term = &t
 		outcome = nil
@@ -136,7 +148,7 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 	}
 	for {
 		if term != nil && (r.complete(*term) || msgs == nil) {
-			return r.finish(ctx, *term, opt, emit), r
+			return showLive(subs, live) && r.finish(ctx, *term, opt, emit), r
 		}
 		select {
 		case <-ctx.Done():
@@ -144,7 +156,7 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 		case t := <-outcome:
 			setTerm(t)
 		case <-deadline:
-			return r.finish(ctx, *term, opt, emit), r
+			return showLive(subs, live) && r.finish(ctx, *term, opt, emit), r
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil
@@ -173,14 +185,47 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 				}
 				continue
 			}
-			for _, ev := range r.handle(m) {
-				ev.Seq = r.position(m.Step)
-				if !emit(ev) {
-					return false, r
-				}
+			if !r.show(m, subs, emit, live) {
+				return false, r
+			}
+		case <-subs.wakeC():
+			if !showLive(subs, live) {
+				return false, r
 			}
 		}
 	}
+}
+
+// show relays the events of message m: each gets its position; a
+// delegate call's sub-agent is followed from its tool_started, and its
+// last events are shown before the call's tool_ended.
+func (r *state) show(m feed.Message, subs *subAgents, emit, live func(agent.Event) bool) bool {
+	for _, ev := range r.handle(m) {
+		switch ev.Type {
+		case agent.TypeToolStarted:
+			subs.started(m.Session, m.Turn, ev)
+		case agent.TypeToolEnded:
+			subs.ended(m.Session, m.Turn, ev)
+			if !showLive(subs, live) {
+				return false
+			}
+		}
+		ev.Seq = r.position(m.Step)
+		if !emit(ev) {
+			return false
+		}
+	}
+	return true
+}
+
+// showLive shows the sub-agents' queued events.
+func showLive(subs *subAgents, live func(agent.Event) bool) bool {
+	for _, ev := range subs.take() {
+		if !live(ev) {
+			return false
+		}
+	}
+	return true
 }
 
 // state tracks what the consumer has been shown (or, below the resume
@@ -480,6 +525,9 @@ func Stream(ctx context.Context, bus feed.Bus, session, turn string, opt StreamO
 	}
 	me := newAttachID()
 	_ = bus.Publish(ctx, feed.Message{Session: session, Turn: turn, Kind: feed.KindAttach, Attach: me})
+	if opt.Follow == nil {
+		opt.Follow = bus.Subscribe
+	}
 
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	outcome := make(chan Terminal, 1)

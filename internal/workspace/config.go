@@ -92,6 +92,9 @@ type Config struct {
 	// Approvals tunes the human decision a gated tool call
 	// (requiresApproval) waits for; tools.<name> may override it.
 	Approvals ApprovalsConfig `yaml:"approvals"`
+	// Delegation lets the agent hand sub-tasks to agents (itself
+	// included) with the delegate tool; unset, it has no such tool.
+	Delegation DelegationConfig `yaml:"delegation"`
 }
 
 // ApprovalsConfig says how long a gated call waits and who may decide it.
@@ -442,6 +445,9 @@ func (c Config) validateWith(custom map[string]bool) error {
 		if m := c.MCPServers[name]; (m.Command == "") == (m.URL == "") {
 			return badKey("set exactly one of command (stdio) or url (streamable HTTP)", "mcpServers", name)
 		}
+	}
+	if err := c.Delegation.validate(); err != nil {
+		return err
 	}
 	return c.validateEnv()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/fastagent/fastagent/internal/toolrun"
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/waketools"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
@@ -286,6 +287,9 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 	}
 	if _, taken := seen[AskUserName]; !taken && d.Config.AskUser {
 		add(askUserTool{}, OriginBuiltin, OriginBuiltin)
+	}
+	if _, taken := seen[agentloop.DelegateTool]; !taken && len(d.Config.Delegation.Agents) > 0 {
+		add(delegateTool{agents: d.Config.Delegation.Agents}, OriginBuiltin, OriginBuiltin)
 	}
 	if d.Config.SelfSchedule {
 		// An authored wake or unwake replaces both built-ins.

@@ -40,6 +40,9 @@ type State struct {
 	Activated []string `json:"activated,omitempty"`
 	// Settings are the definition's latest runtime settings.
 	Settings Settings `json:"settings"`
+	// TokenCap, when set, caps every turn's tokens on top of
+	// limits.turnTokens: a sub-agent's share of its delegating turn's budget.
+	TokenCap int64 `json:"tokenCap,omitempty"`
 }
 
 // Settings are runtime bounds read from the agent definition by the model
@@ -164,6 +167,10 @@ type Call struct {
 	// person the question in Args and the answer is the call's result (no
 	// activity runs it); ApprovalTimeout bounds the wait.
 	Ask bool `json:"ask,omitempty"`
+	// Delegate marks a call of the built-in delegate tool: the session runs
+	// the task as a child workflow of the turn and the sub-agent's answer
+	// is the call's result (no tool activity runs it).
+	Delegate *Delegation `json:"delegate,omitempty"`
 	// Refused, when set, is recorded as the call's error result instead of
 	// running it (for example a call ID used twice in one reply).
 	Refused string `json:"refused,omitempty"`
@@ -186,6 +193,10 @@ type ToolCall struct {
 	ParentID         string `json:"parentId"`
 	// Synthetic, when set, is recorded as the result without running the tool.
 	Synthetic *agent.ToolResult `json:"synthetic,omitempty"`
+	// Answer, when set, records a sub-agent's stored answer as the result
+	// (read from the session store by reference, so the text never enters
+	// workflow history); Synthetic is recorded if it cannot be read.
+	Answer *AnswerRef `json:"answer,omitempty"`
 	// PendingWakes and NextWakeID tell the wake/unwake tools about the
 	// session's self-scheduled wake-ups (set by the runtime just before the call).
 	PendingWakes []string `json:"pendingWakes,omitempty"`
@@ -203,6 +214,9 @@ type ToolOutcome struct {
 	// Recorded says the result was already stored (an earlier attempt ran
 	// the tool): this attempt ran nothing. Metrics count a call once.
 	Recorded bool `json:"recorded,omitempty"`
+	// Usage is what a delegated call's sub-agents spent: it counts toward
+	// the turn's usage and its token budget.
+	Usage *agent.Usage `json:"usage,omitempty"`
 }
 
 // Outcome ends a turn.
@@ -360,12 +374,7 @@ func (r *run) model(step int) (ModelResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if res.Usage != nil {
-		if r.out.Usage == nil {
-			r.out.Usage = &agent.Usage{}
-		}
-		r.out.Usage.Add(*res.Usage)
-	}
+	r.addUsage(res.Usage)
 	r.st.Leaf, r.leaf = res.EntryID, res.EntryID
 	r.out.Marker = res.Marker
 	if res.Settings != (Settings{}) {
@@ -389,15 +398,41 @@ func (r *run) tools(step int, res ModelResult) error {
 		if o.Marker != "" {
 			r.out.Marker = o.Marker
 		}
+		r.addUsage(o.Usage)
 	}
 	return err
+}
+
+// addUsage counts u (nil: nothing) toward the turn's usage.
+func (r *run) addUsage(u *agent.Usage) {
+	if u == nil {
+		return
+	}
+	if r.out.Usage == nil {
+		r.out.Usage = &agent.Usage{}
+	}
+	r.out.Usage.Add(*u)
+}
+
+// TurnTokens is the token budget of the state's turns: limits.turnTokens,
+// lowered to TokenCap when that is set (0: none).
+func (st *State) TurnTokens() int64 {
+	lim := st.Settings.Limits.TurnTokens
+	if st.TokenCap > 0 && (lim <= 0 || st.TokenCap < lim) {
+		return st.TokenCap
+	}
+	return lim
 }
 
 // overBudget returns the failure of a turn past one of its budgets, or nil.
 func (r *run) overBudget() *agent.Failure {
 	lim := r.st.Settings.Limits
-	if lim.TurnTokens > 0 && r.out.Usage != nil && r.out.Usage.Tokens() >= lim.TurnTokens {
-		return LimitFailure(fmt.Sprintf("the turn used %d tokens, reaching its budget of %d", r.out.Usage.Tokens(), lim.TurnTokens), KeyTurnTokens)
+	if budget := r.st.TurnTokens(); budget > 0 && r.out.Usage != nil && r.out.Usage.Tokens() >= budget {
+		what := fmt.Sprintf("the turn used %d tokens, reaching its budget of %d", r.out.Usage.Tokens(), budget)
+		if budget != lim.TurnTokens {
+			what += " (its share of the delegating turn's budget)"
+		}
+		return LimitFailure(what, KeyTurnTokens)
 	}
 	if took := r.rt.Now().Sub(r.started); lim.TurnTime > 0 && took >= lim.TurnTime {
 		return LimitFailure(fmt.Sprintf("the turn ran for %s, reaching its budget of %s", took.Round(time.Second), lim.TurnTime), KeyTurnTime)
