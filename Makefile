@@ -71,8 +71,12 @@ unit:
 # The end-to-end package, the embedding examples (their own module: public
 # packages only) and the packages that link the Temporal server run without
 # -race (it would rebuild the server instrumented: many minutes on 2 cores).
+# The end-to-end tests mostly wait, so they run as E2E_SHARDS processes at
+# once (internal/e2e/shards.sh), each with its own embedded server.
+E2E_SHARDS ?= 3
 e2e:
-	$(call phase,end-to-end and server-linked packages,$(GO) test -count=1 -timeout 30m ./internal/e2e/... $(SERVER_PKGS) && cd examples && $(GO) test -count=1 ./...)
+	$(call phase,end-to-end tests ($(E2E_SHARDS) shards),./internal/e2e/shards.sh $(E2E_SHARDS))
+	$(call phase,server-linked packages and examples,$(GO) test -count=1 -timeout 30m $(SERVER_PKGS) && cd examples && $(GO) test -count=1 ./...)
 
 ## record-histories: re-record workflow histories replayed by workflows/replay_test.go
 record-histories:

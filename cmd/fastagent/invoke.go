@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -80,6 +82,7 @@ func newInvoke(g *globals) *cobra.Command {
 func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut bool, stdout, stderr io.Writer, onApproval func(agent.Event)) error {
 	var term *agent.Event
 	printedText := false
+	subs := subAgentLines{}
 	for ev := range a.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: text}) {
 		if jsonOut {
 			b, _ := json.Marshal(ev)
@@ -100,7 +103,10 @@ func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut
 				}
 			case agent.TypeToolStarted:
 				fmt.Fprintf(stderr, "→ %s %s\n", ev.Name, compact(ev.Args, 200))
+			case agent.TypeDelegated:
+				subs.print(stderr, ev)
 			case agent.TypeToolEnded:
+				subs.flush(stderr, ev.ID)
 				mark := "✓"
 				if ev.IsError {
 					mark = "✗"
@@ -264,4 +270,59 @@ func firstLine(s string, n int) string {
 		s = s[:n] + "…"
 	}
 	return s
+}
+
+// subAgentLines prints the progress of sub-agents (delegated events) as
+// "agent: …" lines, text gathered into whole lines per delegate call.
+type subAgentLines map[string]*subAgentLine
+
+// subAgentLine is the text of a delegate call's sub-agent not yet printed.
+type subAgentLine struct {
+	who  string
+	text strings.Builder
+}
+
+func (l subAgentLines) print(w io.Writer, ev agent.Event) {
+	if ev.Sub == nil {
+		return
+	}
+	key, who, sub := ev.ID, ev.Agent, *ev.Sub
+	for sub.Type == agent.TypeDelegated && sub.Sub != nil { // a sub-agent's own sub-agent
+		key, who, sub = key+"/"+sub.ID, who+"/"+sub.Agent, *sub.Sub
+	}
+	switch sub.Type {
+	case agent.TypeText:
+		line := l[key]
+		if line == nil {
+			line = &subAgentLine{who: who}
+			l[key] = line
+		}
+		line.text.WriteString(sub.Delta)
+		text := line.text.String()
+		if i := strings.LastIndexByte(text, '\n'); i >= 0 {
+			for _, part := range strings.Split(text[:i], "\n") {
+				fmt.Fprintf(w, "  %s: %s\n", who, part)
+			}
+			line.text.Reset()
+			line.text.WriteString(text[i+1:])
+		}
+	case agent.TypeToolStarted:
+		fmt.Fprintf(w, "  %s → %s %s\n", who, sub.Name, compact(sub.Args, 120))
+	case agent.TypeToolEnded:
+		l.flush(w, key+"/"+sub.ID)
+	}
+}
+
+// flush prints what is left of the text of delegate call id's sub-agent
+// and of its own sub-agents.
+func (l subAgentLines) flush(w io.Writer, id string) {
+	for _, key := range slices.Sorted(maps.Keys(l)) {
+		if key != id && !strings.HasPrefix(key, id+"/") {
+			continue
+		}
+		if line := l[key]; line.text.Len() > 0 {
+			fmt.Fprintf(w, "  %s: %s\n", line.who, line.text.String())
+		}
+		delete(l, key)
+	}
 }

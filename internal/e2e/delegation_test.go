@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -111,4 +112,133 @@ func TestDelegationParallelChildren(t *testing.T) {
 				id, info.GetType().GetName(), info.GetStatus(), info.GetParentExecution().GetWorkflowId(), parent)
 		}
 	}
+}
+
+// delegationConfig lets the agent delegate to itself.
+const delegationConfig = "delegation:\n  agents:\n    self: {}\n"
+
+// runDelegation: one step delegates to two sub-agents, whose answers the
+// next step reads.
+func runDelegation(t *testing.T, e *env, s string) string {
+	e.kit.Model.EnqueueFor("compare the two",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{
+			delegateCall("h1", "self", "summarize part A (HISTA)"),
+			delegateCall("h2", "self", "summarize part B (HISTB)"),
+		}},
+		modelserver.Reply{Text: []string{"A and B compared."}})
+	e.kit.Model.EnqueueFor("HISTA", modelserver.Reply{Text: []string{"A is short."}})
+	e.kit.Model.EnqueueFor("HISTB", modelserver.Reply{Text: []string{"B is long."}})
+	evs := collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "cmp"), s, "compare the two")
+	must(t, evs, agent.TypeCompleted)
+	if res := toolResult(t, e, s, "h1"); res == nil || res.Text != "A is short." {
+		t.Errorf("h1's result = %+v", res)
+	}
+	if res := toolResult(t, e, s, "h2"); res == nil || res.Text != "B is long." {
+		t.Errorf("h2's result = %+v", res)
+	}
+	return ""
+}
+
+// runDelegationAbort: the turn is aborted while its sub-agent streams; the
+// sub-agent's model call is cancelled, its workflow closes (no orphan),
+// and the call records the interruption.
+func runDelegationAbort(t *testing.T, e *env, s string) string {
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	e.kit.Model.EnqueueFor("start the long job", modelserver.Reply{ToolCalls: []modelserver.ToolCall{
+		delegateCall("j1", "self", "a long job (LONGJOB)")}})
+	e.kit.Model.EnqueueFor("LONGJOB", modelserver.Reply{Text: []string{"working…"}, Hold: hold})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	aborted := false
+	var evs []agent.Event
+	for ev := range e.agent.Invoke(agent.WithIdempotencyKey(ctx, "long"), agent.Scope{Session: s}, agent.Prompt{Text: "start the long job"}) {
+		evs = append(evs, ev)
+		if !aborted && ev.Type == agent.TypeDelegated && ev.Sub != nil && ev.Sub.Type == agent.TypeText {
+			aborted = true
+			if _, err := e.agent.Abort(context.Background(), s, "", "user pressed stop"); err != nil {
+				t.Errorf("abort: %v", err)
+			}
+		}
+	}
+	if !aborted {
+		t.Fatalf("the sub-agent's text never reached the stream: %s", describe(evs))
+	}
+	if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeFailed || term.Code != agent.CodeAborted {
+		t.Fatalf("want failed{aborted}, got %+v", term)
+	}
+	if err := e.kit.Model.WaitAborted(ctx); err != nil {
+		t.Errorf("the sub-agent's model call was not cancelled: %v", err)
+	}
+	child := "session:" + agentloop.DelegateSession(s, "long", "j1")
+	d, err := e.client.DescribeWorkflowExecution(ctx, child, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.GetWorkflowExecutionInfo().GetStatus(); st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Errorf("the sub-agent's workflow is still running after the abort")
+	}
+	if res := toolResult(t, e, s, "j1"); res == nil || !res.IsError || !strings.Contains(res.Text, "interrupted") {
+		t.Errorf("the delegate call's result = %+v", res)
+	}
+	return ""
+}
+
+// A self-delegating agent is stopped by the depth limit (the deepest
+// sub-agent is told it may not delegate and answers itself) and by the
+// turn's token budget, which its sub-agents share: each stop is a clear
+// message, and the top turn ends with limit_exceeded once the tree spent
+// the budget.
+func TestDelegationLimits(t *testing.T) {
+	recurse := func(req modelserver.Request) modelserver.Reply {
+		usage := &modelserver.Usage{PromptTokens: 40, CompletionTokens: 20}
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == "tool" {
+			return modelserver.Reply{Text: []string{"done: " + last.Content}, Usage: usage}
+		}
+		return modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("r1", "self", "recurse deeper "+req.LastUserText())}, Usage: usage}
+	}
+	t.Run("depth", func(t *testing.T) {
+		e := newEnv(t)
+		e.writeConfig(fastRetries + delegationConfig + "  maxDepth: 2\n")
+		e.startWorker()
+		e.kit.Model.Handle(recurse)
+		s := e.session("deleg-depth")
+		evs := collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "deep"), s, "go")
+		must(t, evs, agent.TypeCompleted)
+		refused := 0
+		for _, r := range e.kit.Model.Requests() {
+			for _, c := range requestToolResults(r) {
+				if strings.Contains(c, "delegation.maxDepth") {
+					refused++
+				}
+			}
+		}
+		if refused != 1 {
+			t.Errorf("%d model calls read the depth refusal, want 1 (the sub-agent at depth 2)", refused)
+		}
+		grandchild := "session:" + agentloop.DelegateSession(agentloop.DelegateSession(s, "deep", "r1"), agentloop.DelegateTurn, "r1")
+		if _, err := e.client.DescribeWorkflowExecution(context.Background(), grandchild, ""); err != nil {
+			t.Errorf("the depth-2 sub-agent: %v", err)
+		}
+		if got := e.kit.Model.Count(); got != 6 {
+			t.Errorf("%d model calls, want 6 (two per level, three levels)", got)
+		}
+	})
+	t.Run("token budget", func(t *testing.T) {
+		e := newEnv(t)
+		e.writeConfig(fastRetries + delegationConfig + "  maxDepth: 5\nlimits:\n  turnTokens: 100\n")
+		e.startWorker()
+		e.kit.Model.Handle(recurse)
+		s := e.session("deleg-budget")
+		evs := collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "budget"), s, "go")
+		requireLimit(t, evs, "limits.turnTokens")
+		res := toolResult(t, e, s, "r1")
+		if res == nil || !res.IsError || !strings.Contains(res.Text, "limit_exceeded") {
+			t.Errorf("the top call's result = %+v, want the sub-agent's limit_exceeded", res)
+		}
+		if got := e.kit.Model.Count(); got != 2 {
+			t.Errorf("%d model calls, want 2 (the top step and the sub-agent's first; the sub-agent is then over its share)", got)
+		}
+	})
 }

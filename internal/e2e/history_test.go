@@ -62,6 +62,7 @@ func TestHistories(t *testing.T) {
 	replayer.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	replayer.RegisterWorkflowWithOptions(workflows.ScheduleFireWorkflow, workflow.RegisterOptions{Name: workflows.ScheduleFireWorkflowType})
 	replayer.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
+	replayer.RegisterWorkflowWithOptions(workflows.DelegateWorkflow, workflow.RegisterOptions{Name: workflows.DelegateWorkflowType})
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	record := os.Getenv("FASTAGENT_RECORD_HISTORIES") == "1"
 	for _, sc := range historyScenarios() {
@@ -618,6 +619,10 @@ func historyScenarios() []historyScenario {
 				return ex.WorkflowID
 			},
 		},
+		// Two sub-agents in one step, as child workflows, their answers the
+		// tool results; and a turn aborted while its sub-agent streams.
+		{name: "delegation", config: delegationConfig, run: runDelegation},
+		{name: "delegation_abort", config: delegationConfig, run: runDelegationAbort},
 	}
 }
 

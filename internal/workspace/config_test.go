@@ -58,6 +58,16 @@ func TestConfigErrors(t *testing.T) {
 			want: []ConfigError{{Key: "approvals.timeout", Reason: "500ms is out of range 1s..720h"}},
 		},
 		{
+			name: "delegation agent name",
+			yaml: "delegation:\n  agents:\n    Reviewer Bot: {}\n",
+			want: []ConfigError{{Key: "delegation.agents", Reason: `agent name "Reviewer Bot": use 1-40 lowercase letters`}},
+		},
+		{
+			name: "delegation depth out of range",
+			yaml: "delegation:\n  agents: {self: {}}\n  maxDepth: 9\n",
+			want: []ConfigError{{Key: "delegation.maxDepth", Reason: "9 is out of range 1..5 (unset: 2)"}},
+		},
+		{
 			name: "a tool's approval timeout out of range",
 			yaml: "tools:\n  deploy: {approvalTimeout: 800h}\n",
 			want: []ConfigError{{Key: "tools.deploy.approvalTimeout", Reason: "800h0m0s is out of range 1s..720h"}},
@@ -399,5 +409,32 @@ func TestCustomModelSpec(t *testing.T) {
 	c, err := loadConfig(dir, map[string]bool{"acme/house": true})
 	if err != nil || c.Model != "acme/house" {
 		t.Fatalf("with a client for it: %+v, %v", c, err)
+	}
+}
+
+// The delegate tool exists only when delegation.agents names someone, and
+// its calls resolve to the agent's queue and the bounds, or to a reason
+// the model reads.
+func TestDelegationResolve(t *testing.T) {
+	t.Parallel()
+	d := DelegationConfig{Agents: map[string]DelegateAgent{"self": {}, "reviewer": {TaskQueue: "reviewer-q"}}, MaxChildren: 2}
+	got, refused := d.Resolve([]byte(`{"agent":"reviewer","task":"check it"}`))
+	if refused != "" || got.TaskQueue != "reviewer-q" || got.Task != "check it" || got.MaxDepth != DefaultDelegationDepth ||
+		got.MaxChildren != 2 || got.Timeout != DefaultDelegationTimeout {
+		t.Errorf("resolve = %+v %q", got, refused)
+	}
+	for args, want := range map[string]string{
+		`{"agent":"boss","task":"x"}`:  `No agent "boss" to delegate to; this agent may delegate to: reviewer, self.`,
+		`{"agent":"self","task":"  "}`: "delegate needs a task",
+		`{"agent":"self","task":"` + strings.Repeat("x", MaxDelegateTask+1) + `"}`: "a delegated task may have at most",
+		`not json`: "delegate needs",
+	} {
+		if got, refused := d.Resolve([]byte(args)); got != nil || !strings.Contains(refused, want) {
+			t.Errorf("resolve %.40s = %+v %q, want a refusal with %q", args, got, refused, want)
+		}
+	}
+	spec := delegateTool{agents: d.Agents}.Spec()
+	if !strings.Contains(string(spec.Parameters), `"enum":["reviewer","self"]`) || !strings.Contains(spec.Description, "self: you, with a fresh context") {
+		t.Errorf("delegate spec = %s / %s", spec.Parameters, spec.Description)
 	}
 }

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+// Sub-agents' progress prints as whole "agent: line" lines per delegate
+// call, a nested sub-agent named by its path, and the rest of a call's
+// text when the call ends.
+func TestSubAgentLines(t *testing.T) {
+	var out bytes.Buffer
+	l := subAgentLines{}
+	text := func(d string) agent.Event { return agent.Event{Type: agent.TypeText, Delta: d} }
+	l.print(&out, agent.Delegated("d1", "reviewer", text("looks ")))
+	l.print(&out, agent.Delegated("d2", "self", text("other\n")))
+	l.print(&out, agent.Delegated("d1", "reviewer", text("fine\nbut")))
+	l.print(&out, agent.Delegated("d1", "reviewer", agent.ToolStarted("t1", "read", json.RawMessage(`{"path":"a.go"}`))))
+	l.print(&out, agent.Delegated("d1", "reviewer", agent.Delegated("n1", "linter", text("nested\n"))))
+	l.flush(&out, "d1")
+	l.flush(&out, "d1")
+	want := "  self: other\n  reviewer: looks fine\n  reviewer → read {\"path\":\"a.go\"}\n  reviewer/linter: nested\n  reviewer: but\n"
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+}

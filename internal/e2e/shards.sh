@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# shards.sh N [go test flags…] — runs the end-to-end tests as N processes of
+# one test binary at once. Each process starts its own embedded Temporal
+# server; tests already use their own task queues and session names. The
+# tests mostly wait (timers, retries, killed workers), so N processes on a
+# 2-core machine take about 1/N of the time of one. Prints each shard's
+# verdict as it finishes and the output of any shard that failed; exits
+# non-zero if any did.
+set -uo pipefail
+n=${1:-3}
+timeout=${E2E_TIMEOUT:-30m}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+go test -c -o "$work/e2e.test" "$here" || exit 1
+mapfile -t tests < <(cd "$here" && "$work/e2e.test" -test.list '.*' | grep -E '^(Test|Example)')
+if [ "${#tests[@]}" -eq 0 ]; then
+	echo "no end-to-end tests found" >&2
+	exit 1
+fi
+for i in "${!tests[@]}"; do
+	echo "${tests[$i]}" >>"$work/shard$((i % n))"
+done
+
+declare -A shard_of
+for s in $(seq 0 $((n - 1))); do
+	[ -s "$work/shard$s" ] || continue
+	re="^($(paste -sd'|' "$work/shard$s"))\$"
+	(
+		cd "$here" || exit 1
+		start=$(date +%s)
+		"$work/e2e.test" -test.count=1 -test.timeout "$timeout" -test.run "$re" >"$work/log$s" 2>&1
+		rc=$?
+		echo "$rc $(($(date +%s) - start))" >"$work/rc$s"
+		exit "$rc"
+	) &
+	shard_of[$!]=$s
+done
+
+failed=0
+while [ "${#shard_of[@]}" -gt 0 ]; do
+	wait -n -p pid
+	s=${shard_of[$pid]}
+	unset "shard_of[$pid]"
+	read -r rc took <"$work/rc$s" || { rc=1; took=?; }
+	count=$(wc -l <"$work/shard$s")
+	if [ "$rc" -eq 0 ]; then
+		echo "e2e shard $((s + 1))/$n: ok ($count tests, ${took}s)"
+	else
+		failed=1
+		echo "e2e shard $((s + 1))/$n: FAILED ($count tests, ${took}s); its output:"
+		grep -v -e '^20[0-9][0-9][-/][0-9][0-9][-/][0-9][0-9] ' "$work/log$s" | sed "s/^/[shard $((s + 1))] /"
+	fi
+done
+exit "$failed"
