@@ -68,6 +68,7 @@ func DelegateWorkflow(ctx workflow.Context, in DelegateInput) (agentloop.Outcome
 	})
 	s.serve(dctx, t, turnsPerRun)
 	finished = true
+	s.setStatus(dctx, StatusIdle)
 	return *t.outcome, nil
 }
 

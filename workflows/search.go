@@ -82,8 +82,15 @@ const changeSearchStatus = "search-status"
 
 // initStatus reads the run's start-time status: a run started with it
 // keeps its status up to date (searchable).
+//
+// Every run starts idle (SessionAttrs.SearchAttributes; continue-as-new
+// happens between turns), and the value is not read back: the started
+// event a worker replays can show the status as last upserted rather than
+// as started (seen on the embedded server), and a replay must issue the
+// same upserts, and the same version markers, as the run did.
 func (s *session) initStatus(ctx workflow.Context) {
-	s.status, s.searchable = workflow.GetTypedSearchAttributes(ctx).GetKeyword(KeyStatus)
+	_, s.searchable = workflow.GetTypedSearchAttributes(ctx).GetKeyword(KeyStatus)
+	s.status = StatusIdle
 }
 
 // setStatus upserts AttrStatus when it changes; each upsert is a billed

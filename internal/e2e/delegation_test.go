@@ -143,11 +143,9 @@ func runDelegation(t *testing.T, e *env, s string) string {
 // sub-agent's model call is cancelled, its workflow closes (no orphan),
 // and the call records the interruption.
 func runDelegationAbort(t *testing.T, e *env, s string) string {
-	hold := make(chan struct{})
-	t.Cleanup(func() { close(hold) })
 	e.kit.Model.EnqueueFor("start the long job", modelserver.Reply{ToolCalls: []modelserver.ToolCall{
 		delegateCall("j1", "self", "a long job (LONGJOB)")}})
-	e.kit.Model.EnqueueFor("LONGJOB", modelserver.Reply{Text: []string{"working…"}, Hold: hold})
+	e.kit.Model.EnqueueFor("LONGJOB", modelserver.Reply{Text: []string{"working…"}, Hang: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	aborted := false
@@ -169,6 +167,9 @@ func runDelegationAbort(t *testing.T, e *env, s string) string {
 	}
 	if err := e.kit.Model.WaitAborted(ctx); err != nil {
 		t.Errorf("the sub-agent's model call was not cancelled: %v", err)
+	}
+	if n := e.kit.Model.Count(); n != 2 {
+		t.Errorf("%d model calls, want 2 (the turn's step and the sub-agent's, not retried)", n)
 	}
 	child := "session:" + agentloop.DelegateSession(s, "long", "j1")
 	d, err := e.client.DescribeWorkflowExecution(ctx, child, "")
@@ -209,7 +210,7 @@ func TestDelegationLimits(t *testing.T) {
 		refused := 0
 		for _, r := range e.kit.Model.Requests() {
 			for _, c := range requestToolResults(r) {
-				if strings.Contains(c, "delegation.maxDepth") {
+				if strings.HasPrefix(c, "Not delegated") && strings.Contains(c, "delegation.maxDepth") {
 					refused++
 				}
 			}

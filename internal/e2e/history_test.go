@@ -30,6 +30,7 @@ import (
 	"github.com/fastagent/fastagent/internal/waketools"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
@@ -623,6 +624,10 @@ func historyScenarios() []historyScenario {
 		// tool results; and a turn aborted while its sub-agent streams.
 		{name: "delegation", config: delegationConfig, run: runDelegation},
 		{name: "delegation_abort", config: delegationConfig, run: runDelegationAbort},
+		{name: "delegation_child", config: delegationConfig, run: func(t *testing.T, e *env, s string) string {
+			runDelegation(t, e, s)
+			return workflows.WorkflowID(agentloop.DelegateSession(s, "cmp", "h1"))
+		}},
 	}
 }
 
