@@ -3,15 +3,19 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -242,4 +246,72 @@ func TestDelegationLimits(t *testing.T) {
 			t.Errorf("%d model calls, want 2 (the top step and the sub-agent's first; the sub-agent is then over its share)", got)
 		}
 	})
+}
+
+// A worker process SIGKILLed while a sub-agent streams: another worker
+// takes the child's model call over; the child ran once (one Delegate
+// workflow), the turn's model was not asked again, and the client's answer
+// is the stored one.
+func TestDelegationSurvivesWorkerKill(t *testing.T) {
+	e := newEnv(t)
+	processEnv(t, e)
+	e.writeConfig("retry:\n  heartbeat: 3s\n" + delegationConfig)
+	slow := make([]string, 20)
+	for i := range slow {
+		slow[i] = fmt.Sprintf("word%d ", i)
+	}
+	m := e.kit.Model
+	m.EnqueueFor("warm up", modelserver.Reply{Text: []string{"ready"}})
+	m.EnqueueFor("research it",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("k1", "self", "dig deep (DIGKEY)")}},
+		modelserver.Reply{Text: []string{"Summary: ", "found it"}})
+	m.EnqueueFor("DIGKEY",
+		modelserver.Reply{Text: slow, ChunkDelay: 250 * time.Millisecond},
+		modelserver.Reply{Text: []string{"the find"}})
+	w1 := e.startWorkerProcess(t)
+	session := e.session("deleg-crash")
+	must(t, collect(t, e.agent, context.Background(), session, "warm up"), agent.TypeCompleted)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	key := durable.NewKey() // the NATS feed outlives test runs
+	killed := false
+	var evs []agent.Event
+	for ev := range e.agent.Invoke(agent.WithIdempotencyKey(ctx, key), agent.Scope{Session: session}, agent.Prompt{Text: "research it"}) {
+		evs = append(evs, ev)
+		if !killed && ev.Type == agent.TypeDelegated && ev.Sub != nil && strings.HasPrefix(ev.Sub.Delta, "word") {
+			killed = true
+			w1.kill(t)
+			e.startWorkerProcess(t)
+		}
+	}
+	if !killed {
+		t.Fatalf("the sub-agent's text never reached the stream: %s", describe(evs))
+	}
+	must(t, evs, agent.TypeCompleted)
+	if stored := recordedAnswer(t, e, session, key); agenttest.TextAfterLastRetry(evs) != stored || stored != "Summary: found it" {
+		t.Errorf("client text %q, stored answer %q, want both %q", agenttest.TextAfterLastRetry(evs), stored, "Summary: found it")
+	}
+	if res := toolResult(t, e, session, "k1"); res == nil || res.Text != "the find" {
+		t.Errorf("the delegate call's result = %+v, want the retried sub-agent's answer", res)
+	}
+	n := 0
+	for _, r := range m.Requests() {
+		if r.LastUserText() == "research it" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("the turn's model was asked %d times, want 2 (the step that delegated, the step after)", n)
+	}
+	child := workflows.WorkflowID(agentloop.DelegateSession(session, key, "k1"))
+	d, err := e.client.DescribeWorkflowExecution(ctx, child, "")
+	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("the sub-agent's workflow: %v %v", d.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
+	runs, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowId = %q", child)})
+	if err != nil || len(runs.GetExecutions()) != 1 {
+		t.Errorf("the sub-agent ran %d times (%v), want once", len(runs.GetExecutions()), err)
+	}
 }
