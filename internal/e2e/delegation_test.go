@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -313,5 +316,56 @@ func TestDelegationSurvivesWorkerKill(t *testing.T) {
 		Query: fmt.Sprintf("WorkflowId = %q", child)})
 	if err != nil || len(runs.GetExecutions()) != 1 {
 		t.Errorf("the sub-agent ran %d times (%v), want once", len(runs.GetExecutions()), err)
+	}
+}
+
+// An agent delegates to another agent: one with its own definition (its
+// persona), served by its own worker on its own task queue, sharing the
+// deployment's store. The sub-task runs there, with that persona, and its
+// answer comes back.
+func TestDelegationToAnotherAgent(t *testing.T) {
+	e := newEnv(t)
+	queue := e.queue + "-reviewer"
+	e.writeConfig(fastRetries + "delegation:\n  agents:\n    reviewer: {taskQueue: " + queue + ", description: reviews code}\n")
+	e.startWorker()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "persona.md"), []byte("You are the REVIEWER agent."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	other, err := serve.Assemble(ctx, serve.Config{Dir: dir, TaskQueue: queue, DetachGrace: -1, Getenv: e.kit.Getenv},
+		serve.Components{Store: e.kit.Store, Feed: e.bus, Models: e.kit.Models})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	w, err := other.StartWorker(ctx, e.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	m := e.kit.Model
+	m.EnqueueFor("review my change",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("v1", "reviewer", "review the diff (REVIEWKEY)")}},
+		modelserver.Reply{Text: []string{"The reviewer approves."}})
+	m.EnqueueFor("REVIEWKEY", modelserver.Reply{Text: []string{"LGTM"}})
+	s := e.session("deleg-other")
+	must(t, collect(t, e.agent, agent.WithIdempotencyKey(ctx, "rev"), s, "review my change"), agent.TypeCompleted)
+	if res := toolResult(t, e, s, "v1"); res == nil || res.Text != "LGTM" {
+		t.Errorf("the delegate call's result = %+v", res)
+	}
+	var system string
+	for _, r := range m.Requests() {
+		if strings.Contains(r.LastUserText(), "REVIEWKEY") && len(r.Messages) > 0 {
+			system = r.Messages[0].Content
+		}
+	}
+	if !strings.Contains(system, "You are the REVIEWER agent.") {
+		t.Errorf("the sub-task ran without the reviewer's persona; system prompt %q", system)
+	}
+	d, err := e.client.DescribeWorkflowExecution(ctx, workflows.WorkflowID(agentloop.DelegateSession(s, "rev", "v1")), "")
+	if err != nil || d.GetExecutionConfig().GetTaskQueue().GetName() != queue {
+		t.Errorf("the sub-agent's workflow ran on %q (%v), want %q", d.GetExecutionConfig().GetTaskQueue().GetName(), err, queue)
 	}
 }
