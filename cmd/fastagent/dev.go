@@ -45,6 +45,9 @@ func devCommand(g *globals) *cobra.Command {
 			defer stop()
 			started := time.Now()
 			cfg := f.config(g, log)
+			if cfg.Agents, err = serve.ParseAgents(f.agents, g.dir); err != nil {
+				return usageError("%v", err)
+			}
 			parts, err := serve.Open(ctx, cfg)
 			if err != nil {
 				return failure("%w", err)

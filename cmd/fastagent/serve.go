@@ -32,6 +32,8 @@ type serveFlags struct {
 	// stopTimeout bounds how long a stopping worker lets running tool and
 	// model calls finish.
 	stopTimeout time.Duration
+	// agents are --agent name=dir: other agents served beside this one.
+	agents []string
 }
 
 func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
@@ -46,6 +48,8 @@ func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
 	fl.StringVar(&f.taskQueue, "task-queue", envOr("FASTAGENT_TASK_QUEUE", "fastagent"), "Temporal task queue [FASTAGENT_TASK_QUEUE]")
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", worker.DefaultStopTimeout),
 		"on SIGTERM/Ctrl-C, how long the worker lets running tool and model calls finish before it cancels them [FASTAGENT_WORKER_STOP_TIMEOUT]")
+	fl.StringArrayVar(&f.agents, "agent", nil, "serve another agent's folder beside this one, as name=folder: its workers poll task queue <name>, "+
+		"so this agent reaches it by delegation (delegation.agents.<name>.taskQueue: <name>); repeatable; the worker role only")
 	if withTemporal {
 		fl.StringVar(&f.temporal.Address, "temporal-address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port [TEMPORAL_ADDRESS]")
 		fl.StringVar(&f.temporal.Namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace [TEMPORAL_NAMESPACE]")
@@ -135,7 +139,11 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			parts, err := serve.Open(ctx, f.config(g, log))
+			cfg := f.config(g, log)
+			if cfg.Agents, err = serve.ParseAgents(f.agents, g.dir); err != nil {
+				return usageError("%v", err)
+			}
+			parts, err := serve.Open(ctx, cfg)
 			if err != nil {
 				return failure("%w", err)
 			}

@@ -369,3 +369,38 @@ func TestDelegationToAnotherAgent(t *testing.T) {
 		t.Errorf("the sub-agent's workflow ran on %q (%v), want %q", d.GetExecutionConfig().GetTaskQueue().GetName(), err, queue)
 	}
 }
+
+// Two agents served by one process (serve.Config.Agents, what `fastagent
+// dev --agent reviewer=./reviewer` sets): the main worker and one for the
+// other folder on its own task queue; the main agent delegates to it.
+func TestTwoAgentsInOneProcess(t *testing.T) {
+	e := newEnv(t)
+	name := fmt.Sprintf("rev%d", time.Now().UnixNano()%1_000_000_000)
+	e.writeConfig(fastRetries + "delegation:\n  agents:\n    reviewer: {taskQueue: " + name + "}\n")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "persona.md"), []byte("You are the SECOND agent."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run, err := e.runtime(func(c *serve.Config) { c.Agents = map[string]string{name: dir} }).
+		Start(ctx, e.client, serve.Roles{Worker: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(run.Stop)
+	m := e.kit.Model
+	m.EnqueueFor("ask the other one",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("o1", "reviewer", "say who you are (WHOKEY)")}},
+		modelserver.Reply{Text: []string{"It answered."}})
+	m.EnqueueFor("WHOKEY", modelserver.Reply{Text: []string{"the second agent"}})
+	s := e.session("two-agents")
+	must(t, collect(t, e.agent, agent.WithIdempotencyKey(ctx, "who"), s, "ask the other one"), agent.TypeCompleted)
+	if res := toolResult(t, e, s, "o1"); res == nil || res.Text != "the second agent" {
+		t.Errorf("the delegate call's result = %+v", res)
+	}
+	for _, r := range m.Requests() {
+		if strings.Contains(r.LastUserText(), "WHOKEY") && !strings.Contains(r.Messages[0].Content, "You are the SECOND agent.") {
+			t.Errorf("the sub-task ran without the second agent's persona: %q", r.Messages[0].Content)
+		}
+	}
+}

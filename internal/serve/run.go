@@ -45,8 +45,10 @@ type Running struct {
 	httpErr chan error
 	// stopMetrics stops the FASTAGENT_METRICS_ADDR listener.
 	stopMetrics func()
-	cancel      context.CancelFunc
-	stopped     chan struct{}
+	// stopAgents stops the workers of Config.Agents (nil: none).
+	stopAgents func()
+	cancel     context.CancelFunc
+	stopped    chan struct{}
 }
 
 // Start starts the parts of roles on Temporal client c: the worker,
@@ -76,6 +78,10 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		}
 		r.worker = w
 		p.Config.Logger.Info("worker started", "task_queue", p.Config.TaskQueue)
+		if r.stopAgents, err = p.startAgents(ctx, c); err != nil {
+			r.stopWorker()
+			return nil, err
+		}
 	}
 	if roles.Ingress {
 		host := listenHost(p.Config.HTTPHost, ln)
@@ -161,6 +167,9 @@ func (r *Running) Stop() {
 func (r *Running) stopWorker() {
 	if r.stopMetrics != nil {
 		r.stopMetrics()
+	}
+	if r.stopAgents != nil {
+		r.stopAgents()
 	}
 	if r.worker != nil {
 		r.worker.Stop()

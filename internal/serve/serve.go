@@ -78,6 +78,12 @@ type Config struct {
 	AllowedHosts   []string
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
+	// Agents are other agents' folders served beside this one, by name:
+	// each gets a worker polling the task queue of its name (what
+	// delegation.agents.<name>.taskQueue names), sharing this one's store,
+	// feed, models and tool sandbox. Their HTTP, channels and schedules are
+	// not served here: they are reached by delegation.
+	Agents map[string]string
 	// Namespace is the Temporal namespace of the client (default
 	// "default"); admission control describes the task queue in it.
 	Namespace string

@@ -1,0 +1,101 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/fastagent/fastagent/internal/workspace"
+)
+
+// agentName is what an agent served beside the main one may be called: a
+// task queue name that delegation.agents can name too.
+var agentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
+
+// ParseAgents reads --agent values (name=dir) into Config.Agents, checking
+// each name and that each folder exists.
+func ParseAgents(values []string, mainDir string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range values {
+		name, dir, ok := strings.Cut(v, "=")
+		if !ok || dir == "" || !agentName.MatchString(name) {
+			return nil, fmt.Errorf("--agent %q: want name=folder, the name 1-40 lowercase letters, digits, - or _ (it is the agent's task queue)", v)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--agent %q: agent %s is named twice", v, name)
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, fmt.Errorf("--agent %q: %w", v, err)
+		}
+		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("--agent %q: %s is not a folder", v, dir)
+		}
+		if main, err := filepath.Abs(mainDir); err == nil && main == abs {
+			return nil, fmt.Errorf("--agent %q: that is the main agent's folder; name another agent's", v)
+		}
+		out[name] = abs
+	}
+	return out, nil
+}
+
+// startAgents starts a worker for each of Config.Agents on client c, after
+// the main worker (whose tool sandbox they share). The definition of each
+// must load; a problem names the agent. stop stops them all.
+func (p *Parts) startAgents(ctx context.Context, c client.Client) (stop func(), err error) {
+	var workers []sdkworker.Worker
+	var parts []*Parts
+	stop = func() {
+		for _, w := range workers {
+			w.Stop()
+		}
+		for _, pp := range parts {
+			pp.Close()
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Config.Agents)) {
+		pp, w, err := p.startAgent(ctx, c, name, p.Config.Agents[name])
+		if pp != nil {
+			parts = append(parts, pp)
+		}
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("agent %s: %w", name, err)
+		}
+		workers = append(workers, w)
+		p.Config.Logger.Info("worker started", "agent", name, "task_queue", name, "dir", p.Config.Agents[name])
+	}
+	return stop, nil
+}
+
+func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir string) (*Parts, sdkworker.Worker, error) {
+	loader, err := workspace.NewLoader(dir, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	loader.Extra = append(loader.Extra, p.Config.Tools...)
+	// The main agent's environment (and its model clients' keys).
+	loader.Getenv = p.Loader.Getenv
+	loader.Sandbox = p.Sandbox
+	cfg := p.Config
+	cfg.Dir, cfg.AgentDir, cfg.TaskQueue, cfg.Agents = dir, "", name, nil
+	pp, err := Assemble(ctx, cfg, Components{Store: p.Store, Feed: p.Feed, Loader: loader, Models: p.Models})
+	if err != nil {
+		loader.Close()
+		return nil, nil, err
+	}
+	pp.closers = append(pp.closers, loader.Close)
+	if _, _, err := pp.Check(ctx); err != nil {
+		return pp, nil, err
+	}
+	w, err := pp.StartWorker(ctx, c)
+	return pp, w, err
+}
