@@ -84,11 +84,12 @@ func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agen
 	}
 	r.children++
 	child := agentloop.DelegateSession(c.Session, c.Turn, c.Call.ID)
-	// Deterministic: a struct's JSON encoding.
-	args, _ := json.Marshal(struct { //workflowcheck:ignore
+	shown := struct {
 		Agent string `json:"agent"`
 		Task  string `json:"task"`
-	}{d.Agent, d.Task})
+	}{d.Agent, d.Task}
+	// Deterministic: a struct's JSON encoding.
+	args, _ := json.Marshal(shown) //workflowcheck:ignore
 	started := agent.ToolStarted(c.Call.ID, c.Call.Name, args)
 	r.publish(ctx, c, started)
 	queue := d.TaskQueue

@@ -30,7 +30,12 @@ type subAgents struct {
 	closed  bool
 }
 
+// newSubAgents returns the followers of a turn's sub-agents; nil (which
+// follows nothing) when follow is nil.
 func newSubAgents(ctx context.Context, follow func(context.Context, string, string) (feed.Subscription, error)) *subAgents {
+	if follow == nil {
+		return nil
+	}
 	return &subAgents{ctx: ctx, follow: follow, wake: make(chan struct{}, 1), done: map[string]chan struct{}{}}
 }
 

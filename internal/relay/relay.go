@@ -131,11 +131,8 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 	// Sub-agents' events are live progress: a consumer that resumes is
 	// not sent them again (they have no position).
 	live := func(ev agent.Event) bool { return opt.After > 0 || yield(ev) }
-	var subs *subAgents
-	if opt.Follow != nil {
-		subs = newSubAgents(ctx, opt.Follow)
-		defer subs.close()
-	}
+	subs := newSubAgents(ctx, opt.Follow)
+	defer subs.close()
 	setTerm := func(t Terminal) {
 		term = &t
 		outcome = nil
@@ -499,6 +496,15 @@ type StreamOptions struct {
 	Ended func()
 }
 
+// withFollow returns the options with Follow set to bus's Subscribe when
+// they set none: a streamed turn shows its sub-agents' progress.
+func (o StreamOptions) withFollow(bus feed.Bus) Options {
+	if o.Follow == nil {
+		o.Follow = bus.Subscribe
+	}
+	return o.Options
+}
+
 // abortSettle bounds the wait for a turn's run to return after an abort.
 const abortSettle = 30 * time.Second
 
@@ -525,9 +531,6 @@ func Stream(ctx context.Context, bus feed.Bus, session, turn string, opt StreamO
 	}
 	me := newAttachID()
 	_ = bus.Publish(ctx, feed.Message{Session: session, Turn: turn, Kind: feed.KindAttach, Attach: me})
-	if opt.Follow == nil {
-		opt.Follow = bus.Subscribe
-	}
 
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	outcome := make(chan Terminal, 1)
@@ -550,7 +553,7 @@ func Stream(ctx context.Context, bus feed.Bus, session, turn string, opt StreamO
 		<-done
 		ended()
 	}
-	ok, r := relayTurn(ctx, sub, outcome, opt.Options, me, yield)
+	ok, r := relayTurn(ctx, sub, outcome, opt.withFollow(bus), me, yield)
 	if ok {
 		_ = sub.Close()
 		settle(0)
