@@ -162,7 +162,7 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 	defer cancel()
 	go func() {
 		defer close(events)
-		relay.Run(rctx, sub, nil, relay.Options{Stored: relay.StoreReader(r.Store, in.Session), Logger: r.Logger},
+		relay.Run(rctx, sub, nil, relay.Options{Stored: relay.StoreReader(r.Store, in.Session), Logger: r.Logger, Follow: r.Feed.Subscribe},
 			func(ev agent.Event) bool {
 				select {
 				case events <- ev:

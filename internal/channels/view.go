@@ -28,7 +28,9 @@ type View struct {
 
 // ToolView is one tool call as a chat shows it.
 type ToolView struct {
-	ID   string
+	ID string
+	// Name is what the chat shows: the tool's name or, while a delegate
+	// call's sub-agent answers, "<agent>: <its latest words>".
 	Name string
 	// Status is "running", "done" or "error".
 	Status string
@@ -101,11 +103,50 @@ func (v *View) Apply(ev agent.Event) bool {
 		if !found {
 			v.Tools = append(v.Tools, ToolView{ID: ev.ID, Name: ev.Name, Status: st})
 		}
+	case agent.TypeDelegated:
+		if !v.delegated(ev) {
+			return false
+		}
 	default:
 		return false
 	}
 	v.Changes++
 	return true
+}
+
+// progressLen bounds the sub-agent's words a delegate call's line shows.
+const progressLen = 80
+
+// delegated shows a sub-agent's text on its delegate call's line: the
+// agent and the end of what it has said so far (of its current line).
+func (v *View) delegated(ev agent.Event) bool {
+	sub := ev.Sub
+	for sub != nil && sub.Type == agent.TypeDelegated {
+		sub = sub.Sub
+	}
+	if sub == nil || sub.Type != agent.TypeText || ev.Agent == "" {
+		return false
+	}
+	for i := range v.Tools {
+		t := &v.Tools[i]
+		if t.ID != ev.ID || t.Status != ToolRunning {
+			continue
+		}
+		said := ""
+		if prefix := ev.Agent + ": "; strings.HasPrefix(t.Name, prefix) {
+			said = strings.TrimPrefix(t.Name, prefix)
+		}
+		said += sub.Delta
+		if j := strings.LastIndexByte(strings.TrimRight(said, "\n"), '\n'); j >= 0 {
+			said = said[j+1:]
+		}
+		if r := []rune(said); len(r) > progressLen {
+			said = "…" + string(r[len(r)-progressLen:])
+		}
+		t.Name = ev.Agent + ": " + said
+		return true
+	}
+	return false
 }
 
 // step returns the index of step n (1-based; 0 means the last one),

@@ -1,0 +1,36 @@
+package channels
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fastagent/fastagent/agent"
+)
+
+// A delegate call's line shows its sub-agent and the end of what it is
+// saying, its current line only, bounded; other events of the sub-agent
+// and events of calls that ended change nothing.
+func TestViewShowsSubAgentProgress(t *testing.T) {
+	var v View
+	v.Apply(agent.ToolStarted("d1", "delegate", nil))
+	text := func(d string) agent.Event { return agent.Delegated("d1", "reviewer", agent.Event{Type: agent.TypeText, Delta: d}) }
+	if !v.Apply(text("Reading ")) || !v.Apply(text("the diff")) || v.Tools[0].Name != "reviewer: Reading the diff" {
+		t.Fatalf("tool line = %q", v.Tools[0].Name)
+	}
+	v.Apply(text(".\nLooks "))
+	v.Apply(agent.Delegated("d1", "reviewer", agent.Delegated("n1", "linter", agent.Event{Type: agent.TypeText, Delta: "fine"})))
+	if v.Tools[0].Name != "reviewer: Looks fine" {
+		t.Errorf("tool line = %q, want the current line only", v.Tools[0].Name)
+	}
+	v.Apply(text(strings.Repeat("x", 200)))
+	if r := []rune(strings.TrimPrefix(v.Tools[0].Name, "reviewer: ")); len(r) != progressLen+1 || r[0] != '…' {
+		t.Errorf("a long line is shown as %q, want its last %d characters after …", v.Tools[0].Name, progressLen)
+	}
+	if v.Apply(agent.Delegated("d1", "reviewer", agent.ToolStarted("t1", "read", nil))) {
+		t.Error("a sub-agent's tool call changed the view")
+	}
+	v.Apply(agent.ToolEnded("d1", false, "LGTM"))
+	if v.Apply(text("late")) {
+		t.Error("text after the call ended changed the view")
+	}
+}
