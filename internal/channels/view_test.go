@@ -13,7 +13,9 @@ import (
 func TestViewShowsSubAgentProgress(t *testing.T) {
 	var v View
 	v.Apply(agent.ToolStarted("d1", "delegate", nil))
-	text := func(d string) agent.Event { return agent.Delegated("d1", "reviewer", agent.Event{Type: agent.TypeText, Delta: d}) }
+	text := func(d string) agent.Event {
+		return agent.Delegated("d1", "reviewer", agent.Event{Type: agent.TypeText, Delta: d})
+	}
 	if !v.Apply(text("Reading ")) || !v.Apply(text("the diff")) || v.Tools[0].Name != "reviewer: Reading the diff" {
 		t.Fatalf("tool line = %q", v.Tools[0].Name)
 	}
