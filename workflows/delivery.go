@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -99,6 +100,9 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 		return
 	}
 	if s.running != nil && s.running.id == d.Key {
+		return
+	}
+	if s.answersQuestion(ctx, d) {
 		return
 	}
 	for _, t := range s.queue {
@@ -252,4 +256,48 @@ func (s *session) reply(ctx workflow.Context, in ReplyInput) {
 	if err := workflow.ExecuteActivity(actx, ActivityChannelReply, in).Get(actx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("channel reply failed", "turn", in.Turn, "error", err)
 	}
+}
+
+// changeChannelAnswers versions channel messages that answer the running
+// turn's question (ask_user) instead of queueing a turn.
+const changeChannelAnswers = "channel-answers"
+
+// answersQuestion makes a channel message the answer to the question the
+// running turn asked (ask_user) when it comes, on the same channel, from
+// the person whose message started the turn: the message is then not a
+// turn, and its key is remembered so a redelivery is not one either.
+func (s *session) answersQuestion(ctx workflow.Context, d Delivery) bool {
+	if d.Reply == nil || strings.TrimSpace(d.Prompt.Text) == "" || len(d.Prompt.Text) > maxAnswerBytes {
+		return false
+	}
+	var q *question
+	for _, x := range s.questions {
+		if !x.answered {
+			q = x
+			break
+		}
+	}
+	if q == nil {
+		return false
+	}
+	var from Target
+	// Deterministic: decoding recorded bytes.
+	err := json.Unmarshal(d.Reply.Data, &from) //workflowcheck:ignore
+	asker := s.requester(d.Reply.Kind)
+	if err != nil || asker == "" || d.Reply.Kind+":"+from.User != asker {
+		return false
+	}
+	if workflow.GetVersion(ctx, changeChannelAnswers, workflow.DefaultVersion, 1) < 1 {
+		return false
+	}
+	q.answered, q.text, q.by = true, d.Prompt.Text, asker
+	s.remember(d.Key, agentloop.Outcome{Turn: d.Key, Status: agent.TypeCompleted,
+		Details: "this message answered the question of call " + q.view.Call})
+	if d.Notify != "" {
+		f := workflow.SignalExternalWorkflow(ctx, d.Notify, "", SignalTurnDone, TurnDone{Key: d.Key, Completed: true})
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("chat workflow not told the message was an answer", "chat", d.Notify, "key", d.Key, "error", err)
+		}
+	}
+	return true
 }

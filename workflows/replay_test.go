@@ -310,6 +310,35 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			},
 		},
 		{
+			// Two deliveries (the mention, the answer in the thread) and
+			// one turn of two model steps: the answer was the question's.
+			file: "slack_ask_user.json", change: "channel-answers",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				signals := 0
+				for _, ev := range h.GetEvents() {
+					if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == workflows.SignalDeliver {
+						signals++
+					}
+				}
+				a := activities(h)
+				return fmt.Sprintf("%d deliveries, %d Model.Generate, %d Turn.Record", signals, a[workflows.ActivityModelGenerate], a[workflows.ActivityTurnRecord]),
+					signals == 2 && a[workflows.ActivityModelGenerate] == 2 && a[workflows.ActivityTurnRecord] == 1
+			},
+		},
+		{
+			// A delegation: two Delegate children started by one step.
+			file: "delegation.json", change: "delegation",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := 0
+				for _, ev := range h.GetEvents() {
+					if ev.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName() == workflows.DelegateWorkflowType {
+						n++
+					}
+				}
+				return fmt.Sprintf("%d Delegate children", n), n == 2
+			},
+		},
+		{
 			// The chat stopped its session's turn with Chat.Stop.
 			file: "chat_stop.json", change: "chat-stop",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {

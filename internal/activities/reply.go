@@ -204,8 +204,11 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 				}
 				return ctx.Err()
 			}
-			if ev.Type == agent.TypeApprovalRequested || ev.Type == agent.TypeApprovalResolved {
+			switch ev.Type {
+			case agent.TypeApprovalRequested, agent.TypeApprovalResolved:
 				r.approval(ctx, in, ev)
+			case agent.TypeQuestionAsked:
+				r.question(ctx, in, ev)
 			}
 			if v.Apply(ev) {
 				if err := show(); err != nil {
@@ -255,6 +258,36 @@ func (r *Replies) approval(ctx context.Context, in workflows.StreamInput, ev age
 	}
 	if err != nil {
 		r.log().Warn("approval message failed", "kind", in.Reply.Kind, "session", in.Session, "call", ev.ID, "event", ev.Type, "error", err)
+	}
+}
+
+// question shows the agent's question where the conversation is, when the
+// channel can (channels.Questioner), once: its reference is kept under
+// (session, turn#question:call). Best effort: the question also waits on
+// the HTTP route until its deadline.
+func (r *Replies) question(ctx context.Context, in workflows.StreamInput, ev agent.Event) {
+	q, ok := r.Repliers[in.Reply.Kind].(channels.Questioner)
+	if !ok {
+		return
+	}
+	var target workflows.Target
+	if err := json.Unmarshal(in.Reply.Data, &target); err != nil {
+		return
+	}
+	target.Turn = in.Turn
+	key := in.Turn + "#question:" + ev.ID
+	if ref, err := r.Store.Reply(ctx, in.Session, key); err == nil && ref != "" {
+		return
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		r.log().Warn("question message: reading its reference failed", "session", in.Session, "call", ev.ID, "error", err)
+		return
+	}
+	ref, err := q.Question(ctx, target, ev)
+	if err == nil {
+		err = r.Store.SaveReply(ctx, in.Session, key, ref)
+	}
+	if err != nil {
+		r.log().Warn("question message failed", "kind", in.Reply.Kind, "session", in.Session, "call", ev.ID, "error", err)
 	}
 }
 

@@ -150,6 +150,14 @@ type Asker interface {
 	Settle(ctx context.Context, target workflows.Target, ref string, ev agent.Event) error
 }
 
+// Questioner is implemented by a Replier that can show the question a
+// turn's agent asked (ask_user, a question_asked event) where the
+// conversation is; the person's next message there is the answer. It
+// returns a reference to the message it posted.
+type Questioner interface {
+	Question(ctx context.Context, target workflows.Target, ev agent.Event) (ref string, err error)
+}
+
 // Fetcher is implemented by a Replier whose messages carry files: it
 // resolves target's attachments into the prompt — images the model can
 // see as vision input, other files saved under dir (the agent's workspace)

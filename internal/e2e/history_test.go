@@ -622,6 +622,8 @@ func historyScenarios() []historyScenario {
 		},
 		// Two sub-agents in one step, as child workflows, their answers the
 		// tool results; and a turn aborted while its sub-agent streams.
+		// ask_user in a Slack thread, answered by the asker's next message.
+		{name: "slack_ask_user", config: "askUser: true\n", ownWorker: true, run: runSlackAskUser},
 		{name: "delegation", config: delegationConfig, run: runDelegation},
 		{name: "delegation_abort", config: delegationConfig, run: runDelegationAbort},
 		{name: "delegation_child", config: delegationConfig, run: func(t *testing.T, e *env, s string) string {

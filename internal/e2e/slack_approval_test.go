@@ -3,15 +3,19 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/workflows"
 )
 
 // A gated tool in a Slack thread is decided with buttons in that thread:
@@ -164,4 +168,72 @@ func messageAt(s *slackStack, channel, ts string) (m struct{ Thread, Text string
 		}
 	}
 	return m
+}
+
+// ask_user in a Slack thread: the question is posted in the thread; the
+// asker's next message there is the answer (the tool's result, read by the
+// model's next step), not a second turn; the same event delivered again
+// changes nothing; one answer lands in the thread.
+func TestSlackAskUser(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("askUser: true\n")
+	runSlackAskUser(t, e, "")
+}
+
+// runSlackAskUser drives TestSlackAskUser on env e and returns the
+// session's workflow ID (history scenario slack_ask_user).
+func runSlackAskUser(t *testing.T, e *env, _ string) string {
+	s := &slackStack{e: e, fake: newFakeSlack(t), team: fmt.Sprintf("TASK%d", time.Now().UnixNano())}
+	s.reply = slack.NewReplier("xoxb-e2e", s.fake.srv.URL)
+	s.door = httptest.NewServer(channels.Handler(&slack.Door{SigningSecret: slackSecret, APIURL: s.fake.srv.URL}, e.client, e.queue, nil))
+	t.Cleanup(s.door.Close)
+	s.startWorker()
+	const channel, ts = "C0ASKUSER", "1515449700.000100"
+	session := slack.SessionID(s.team, channel, ts)
+	s.e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "sq1", Name: "ask_user", Args: `{"question":"Which city?"}`}}},
+		modelserver.Reply{Text: []string{"Booked in Lisbon."}},
+	)
+	if code, body, _ := s.post(s.event("EvAsk1", "app_mention", "", channel, ts, "", "<@U0LAN0Z89> book me a hotel"), slackSecret, time.Now(), nil); code != http.StatusOK {
+		t.Fatalf("mention: %d %s", code, body)
+	}
+	waitFor(t, 90*time.Second, "the question in the thread", func() bool {
+		for _, m := range s.fake.replies(channel) {
+			if m.Thread == ts && strings.Contains(m.Text, "Which city?") && strings.Contains(m.Text, "Reply in this thread, mentioning me, to answer") {
+				return true
+			}
+		}
+		return false
+	})
+	// In a channel only mentions reach the agent (groupMode: mentions).
+	answer := s.event("EvAsk2", "app_mention", "", channel, "1515449701.000200", ts, "<@U0LAN0Z89> Lisbon")
+	for i := 0; i < 2; i++ { // delivered twice
+		if code, body, _ := s.post(answer, slackSecret, time.Now(), nil); code != http.StatusOK {
+			t.Fatalf("answer: %d %s", code, body)
+		}
+	}
+	waitFor(t, 90*time.Second, "the answer in the thread", func() bool {
+		for _, m := range s.fake.replies(channel) {
+			if m.Thread == ts && m.Text == "Booked in Lisbon." {
+				return true
+			}
+		}
+		return false
+	})
+	reqs := s.e.kit.Model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2 (the answer was a turn of its own?)", len(reqs))
+	}
+	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.ToolCallID != "sq1" || last.Content != "Lisbon" {
+		t.Errorf("the model read %+v, want Lisbon as sq1's result", last)
+	}
+	time.Sleep(time.Second) // a redelivery that became a turn would have asked the model by now
+	if n := s.e.kit.Model.Count(); n != 2 {
+		t.Errorf("%d model calls after the redelivery, want 2", n)
+	}
+	st, err := s.e.agent.State(context.Background(), session)
+	if err != nil || st.Turns != 1 || len(st.Queued) != 0 {
+		t.Errorf("session state %+v (%v), want one turn and nothing queued", st, err)
+	}
+	return workflows.WorkflowID(session)
 }

@@ -217,3 +217,26 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// Question implements channels.Questioner: the agent's question in the
+// thread, saying that a reply there answers it.
+func (r *Replier) Question(ctx context.Context, t workflows.Target, ev agent.Event) (string, error) {
+	channel, err := channelOf(t)
+	if err != nil {
+		return "", err
+	}
+	how := "Reply in this thread, mentioning me," // in a channel only mentions reach the agent by default
+	if strings.HasPrefix(channel, "D") {
+		how = "Reply here" // a direct message
+	}
+	text := fmt.Sprintf(":question: %s\n_%s to answer (until %s)._", ev.Question, how, ev.Deadline.UTC().Format("15:04 MST, Jan 2"))
+	opts := []slack.MsgOption{slack.MsgOptionText(text, false)}
+	if t.Thread != "" {
+		opts = append(opts, slack.MsgOptionTS(t.Thread))
+	}
+	_, ts, err := r.api.PostMessageContext(ctx, channel, opts...)
+	if err != nil {
+		return "", fmt.Errorf("slack: ask question %s: %w", ev.ID, err)
+	}
+	return channel + "/" + ts, nil
+}
