@@ -23,8 +23,10 @@ const changeDelegation = "delegation"
 // DelegateInput starts a sub-agent: one turn on a fresh session, the child
 // workflow of the delegating turn.
 type DelegateInput struct {
-	// Session is the sub-agent's session (agentloop.DelegateSession).
+	// Session is the sub-agent's session in the store and Turn its turn's
+	// key (agentloop.DelegateStore; "" is agentloop.DelegateTurn).
 	Session string `json:"session"`
+	Turn    string `json:"turn,omitempty"`
 	Agent   string `json:"agent"`
 	Task    string `json:"task"`
 	// Parent is the delegating session, Depth how deep this sub-agent is
@@ -57,7 +59,7 @@ func DelegateWorkflow(ctx workflow.Context, in DelegateInput) (agentloop.Outcome
 		return agentloop.Outcome{}, err
 	}
 	s.snap.Loop.TokenCap = in.TokenCap
-	t := &pendingTurn{id: agentloop.DelegateTurn, req: TurnRequest{Prompt: agent.Prompt{Text: in.Task}, Source: "delegate"}}
+	t := &pendingTurn{id: orStr(in.Turn, agentloop.DelegateTurn), req: TurnRequest{Prompt: agent.Prompt{Text: in.Task}, Source: "delegate"}}
 	finished := false
 	workflow.Go(dctx, func(gctx workflow.Context) {
 		_ = workflow.Await(gctx, func() bool { return ctx.Err() != nil && s.running != nil || finished })
@@ -84,10 +86,12 @@ func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agen
 	}
 	r.children++
 	child := agentloop.DelegateSession(c.Session, c.Turn, c.Call.ID)
+	stored, key := agentloop.DelegateStore(c.Session, c.Turn, c.Call.ID, d.Agent, d.Session)
 	shown := struct {
-		Agent string `json:"agent"`
-		Task  string `json:"task"`
-	}{d.Agent, d.Task}
+		Agent   string `json:"agent"`
+		Task    string `json:"task"`
+		Session string `json:"session,omitempty"`
+	}{d.Agent, d.Task, d.Session}
 	// Deterministic: a struct's JSON encoding.
 	args, _ := json.Marshal(shown) //workflowcheck:ignore
 	started := agent.ToolStarted(c.Call.ID, c.Call.Name, args)
@@ -112,7 +116,10 @@ func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agen
 	if total := r.s.snap.Loop.TurnTokens(); total > 0 {
 		budget = max(total-r.spent.Tokens(), 1)
 	}
-	in := DelegateInput{Session: child, Agent: d.Agent, Task: d.Task, Parent: c.Session, Depth: r.s.depth + 1, TokenCap: budget}
+	in := DelegateInput{Session: stored, Agent: d.Agent, Task: d.Task, Parent: c.Session, Depth: r.s.depth + 1, TokenCap: budget}
+	if key != agentloop.DelegateTurn {
+		in.Turn = key
+	}
 	var out agentloop.Outcome
 	err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), DelegateWorkflowType, in).Get(ctx, &out)
 	switch {
@@ -125,7 +132,7 @@ func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agen
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: fmt.Sprintf("The %s sub-agent failed (%s): %s", d.Agent, orStr(out.Code, "error"), out.Details)}
 		return c, out.Usage, nil
 	}
-	c.Answer = &agentloop.AnswerRef{Session: child, First: out.First, Leaf: out.Leaf}
+	c.Answer = &agentloop.AnswerRef{Session: stored, First: out.First, Leaf: out.Leaf}
 	c.Synthetic = &agent.ToolResult{Content: "(the sub-agent finished without a text answer)"}
 	return c, out.Usage, nil
 }

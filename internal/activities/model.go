@@ -343,6 +343,8 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 			if def.Delegates(tc.Name) {
 				d, refused := def.Config.Delegation.Resolve(normArgs(tc.Args))
 				c.Delegate, c.Refused = d, refused
+				// A named sub-session's transcript takes one turn at a time.
+				c.Sequential = c.Sequential || (d != nil && d.Session != "")
 			}
 			if c.RequiresApproval {
 				c.Args = normArgs(tc.Args)

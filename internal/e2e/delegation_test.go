@@ -404,3 +404,53 @@ func TestTwoAgentsInOneProcess(t *testing.T) {
 		}
 	}
 }
+
+// A named sub-session keeps its context across the delegating session's
+// turns: the second delegation to it continues the first's conversation
+// (the model reads both tasks), while an unnamed one starts fresh.
+func TestDelegationNamedSubSession(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries + delegationConfig)
+	e.startWorker()
+	m := e.kit.Model
+	named := func(id, task string) modelserver.ToolCall {
+		args, _ := json.Marshal(map[string]string{"agent": "self", "task": task, "session": "notes"})
+		return modelserver.ToolCall{ID: id, Name: agentloop.DelegateTool, Args: string(args)}
+	}
+	m.EnqueueFor("first job", modelserver.Reply{ToolCalls: []modelserver.ToolCall{named("n1", "remember 42 (MEMO1)")}},
+		modelserver.Reply{Text: []string{"noted"}})
+	m.EnqueueFor("MEMO1", modelserver.Reply{Text: []string{"I will remember 42."}})
+	m.EnqueueFor("second job", modelserver.Reply{ToolCalls: []modelserver.ToolCall{named("n2", "what number? (MEMO2)")}},
+		modelserver.Reply{Text: []string{"it said 42"}})
+	m.EnqueueFor("MEMO2", modelserver.Reply{Text: []string{"42"}})
+	ctx := context.Background()
+	s := e.session("deleg-named")
+	must(t, collect(t, e.agent, ctx, s, "first job"), agent.TypeCompleted)
+	evs := collect(t, e.agent, ctx, s, "second job")
+	must(t, evs, agent.TypeCompleted)
+	var second modelserver.Request
+	for _, r := range m.Requests() {
+		if strings.Contains(r.LastUserText(), "MEMO2") {
+			second = r
+		}
+	}
+	var seen []string
+	for _, msg := range second.Messages {
+		seen = append(seen, msg.Role+": "+msg.Content)
+	}
+	if got := strings.Join(seen, " | "); !strings.Contains(got, "remember 42 (MEMO1)") || !strings.Contains(got, "I will remember 42.") {
+		t.Errorf("the sub-session's second task did not see its first: %s", got)
+	}
+	if res := toolResult(t, e, s, "n2"); res == nil || res.Text != "42" {
+		t.Errorf("n2's result = %+v", res)
+	}
+	live := ""
+	for _, ev := range evs {
+		if ev.Type == agent.TypeDelegated && ev.ID == "n2" && ev.Sub != nil && ev.Sub.Type == agent.TypeText {
+			live += ev.Sub.Delta
+		}
+	}
+	if live != "42" {
+		t.Errorf("the named sub-session's live text = %q, want 42", live)
+	}
+}

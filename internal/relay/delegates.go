@@ -25,7 +25,7 @@ type subAgents struct {
 
 	mu      sync.Mutex
 	pending []agent.Event
-	done    map[string]chan struct{} // delegate call → its follower ended
+	done    map[string]chan struct{} // delegate call (callKey) → its follower ended
 	subs    []feed.Subscription
 	closed  bool
 }
@@ -50,19 +50,21 @@ func (d *subAgents) start(session, turn string, ev agent.Event, wrap func(agent.
 		return
 	}
 	var args struct {
-		Agent string `json:"agent"`
+		Agent   string `json:"agent"`
+		Session string `json:"session"`
 	}
 	_ = json.Unmarshal(ev.Args, &args)
-	child := agentloop.DelegateSession(session, turn, ev.ID)
+	child, childTurn := agentloop.DelegateStore(session, turn, ev.ID, args.Agent, args.Session)
+	call := callKey(session, turn, ev.ID)
 	d.mu.Lock()
-	if d.closed || d.done[child] != nil {
+	if d.closed || d.done[call] != nil {
 		d.mu.Unlock()
 		return
 	}
 	fin := make(chan struct{})
-	d.done[child] = fin
+	d.done[call] = fin
 	d.mu.Unlock()
-	sub, err := d.follow(d.ctx, child, agentloop.DelegateTurn)
+	sub, err := d.follow(d.ctx, child, childTurn)
 	if err != nil {
 		close(fin)
 		return
@@ -71,12 +73,12 @@ func (d *subAgents) start(session, turn string, ev agent.Event, wrap func(agent.
 	d.subs = append(d.subs, sub)
 	d.mu.Unlock()
 	inner := func(e agent.Event) agent.Event { return wrap(agent.Delegated(ev.ID, args.Agent, e)) }
-	go d.forward(child, sub, inner, fin)
+	go d.forward(child, childTurn, sub, inner, fin)
 }
 
 // forward reads one sub-agent's feed until its outcome, deduplicated as
 // the relay deduplicates a turn, and queues its events wrapped.
-func (d *subAgents) forward(child string, sub feed.Subscription, wrap func(agent.Event) agent.Event, fin chan struct{}) {
+func (d *subAgents) forward(child, childTurn string, sub feed.Subscription, wrap func(agent.Event) agent.Event, fin chan struct{}) {
 	defer close(fin)
 	r := newState()
 	for m := range sub.C() {
@@ -85,7 +87,7 @@ func (d *subAgents) forward(child string, sub feed.Subscription, wrap func(agent
 		}
 		for _, ev := range r.handle(m) {
 			if ev.Type == agent.TypeToolStarted {
-				d.start(child, agentloop.DelegateTurn, ev, wrap)
+				d.start(child, childTurn, ev, wrap)
 			}
 			d.push(wrap(ev))
 		}
@@ -121,7 +123,7 @@ func (d *subAgents) ended(session, turn string, ev agent.Event) {
 		return
 	}
 	d.mu.Lock()
-	fin := d.done[agentloop.DelegateSession(session, turn, ev.ID)]
+	fin := d.done[callKey(session, turn, ev.ID)]
 	d.mu.Unlock()
 	if fin == nil {
 		return
@@ -157,3 +159,6 @@ func (d *subAgents) close() {
 		_ = s.Close()
 	}
 }
+
+// callKey names a delegate call of a turn of a session.
+func callKey(session, turn, call string) string { return session + "\x00" + turn + "\x00" + call }

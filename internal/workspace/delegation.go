@@ -71,8 +71,9 @@ func (d DelegationConfig) validate() error {
 // or says why the call cannot run (an error the model reads).
 func (d DelegationConfig) Resolve(args json.RawMessage) (*agentloop.Delegation, string) {
 	var a struct {
-		Agent string `json:"agent"`
-		Task  string `json:"task"`
+		Agent   string `json:"agent"`
+		Task    string `json:"task"`
+		Session string `json:"session"`
 	}
 	if err := json.Unmarshal(args, &a); err != nil {
 		return nil, fmt.Sprintf(`delegate needs {"agent": "…", "task": "…"}: %v`, err)
@@ -84,6 +85,9 @@ func (d DelegationConfig) Resolve(args json.RawMessage) (*agentloop.Delegation, 
 	if strings.TrimSpace(a.Task) == "" {
 		return nil, "delegate needs a task: say what the sub-agent should do and what to answer with."
 	}
+	if a.Session != "" && !delegateName.MatchString(a.Session) {
+		return nil, fmt.Sprintf("session %q: name a sub-session with 1-40 lowercase letters, digits, - or _ (or leave it out for a fresh one).", a.Session)
+	}
 	if len(a.Task) > MaxDelegateTask {
 		return nil, fmt.Sprintf("The task is %d bytes; a delegated task may have at most %d. Say it shorter, or put the material in a file the sub-agent can read.", len(a.Task), MaxDelegateTask)
 	}
@@ -91,6 +95,7 @@ func (d DelegationConfig) Resolve(args json.RawMessage) (*agentloop.Delegation, 
 		Agent:       a.Agent,
 		TaskQueue:   target.TaskQueue,
 		Task:        a.Task,
+		Session:     a.Session,
 		MaxDepth:    or(d.MaxDepth, DefaultDelegationDepth),
 		MaxChildren: or(d.MaxChildren, DefaultDelegationChildren),
 		Timeout:     orDuration(time.Duration(d.Timeout), DefaultDelegationTimeout),
@@ -136,7 +141,8 @@ func (t delegateTool) Spec() agent.ToolSpec {
 			"The sub-agent sees only the task, not this conversation: say everything it needs and what to answer with. " +
 			"Several delegate calls in one reply run in parallel. Agents: " + strings.Join(list, "; ") + ".",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"agent":{"type":"string","enum":` + string(enum) +
-			`,"description":"who does the sub-task"},"task":{"type":"string","description":"the sub-task, complete in itself"}},"required":["agent","task"]}`),
+			`,"description":"who does the sub-task"},"task":{"type":"string","description":"the sub-task, complete in itself"},` +
+			`"session":{"type":"string","description":"optional: a name (lowercase) to keep a sub-session; a later delegation to the same agent and name continues its conversation"}},"required":["agent","task"]}`),
 	}
 }
 

@@ -22,6 +22,9 @@ type Delegation struct {
 	TaskQueue string `json:"taskQueue,omitempty"`
 	// Task is what the sub-agent is asked to do (its one turn's prompt).
 	Task string `json:"task"`
+	// Session, when set, names a sub-session of the agent that keeps its
+	// context across delegations (""): a fresh session per sub-task).
+	Session string `json:"session,omitempty"`
 	// MaxDepth bounds how deep delegations may nest (1: sub-agents may
 	// not delegate); MaxChildren the delegations of one turn; Timeout
 	// bounds one sub-agent's run.
@@ -45,4 +48,17 @@ type AnswerRef struct {
 func DelegateSession(session, turn, call string) string {
 	sum := sha256.Sum256([]byte(turn + "\n" + call))
 	return session + "/delegate-" + hex.EncodeToString(sum[:8])
+}
+
+// DelegateStore is where a delegate call's sub-agent keeps its transcript
+// and its turn's key: the child's own session (DelegateSession) and turn
+// DelegateTurn, or, for a named sub-session of agent, the session
+// "<session>/<agent>:<named>", which later delegations continue, and a turn
+// key derived from the delegating turn and call.
+func DelegateStore(session, turn, call, agent, named string) (store, key string) {
+	if named == "" {
+		return DelegateSession(session, turn, call), DelegateTurn
+	}
+	sum := sha256.Sum256([]byte(turn + "\n" + call))
+	return session + "/" + agent + ":" + named, DelegateTurn + "-" + hex.EncodeToString(sum[:8])
 }
