@@ -38,8 +38,10 @@ type DelegateInput struct {
 	TokenCap int64 `json:"tokenCap,omitempty"`
 }
 
-// DelegateWorkflow runs a sub-agent's one turn (ID "session:<session>")
-// as the pi loop, like any session turn, and returns its outcome: the
+// DelegateWorkflow runs a sub-agent's one turn (workflow ID "session:" +
+// agentloop.DelegateSession of the delegating call) as the pi loop, like
+// any session turn, on the store session in.Session, and returns its
+// outcome: the
 // answer stays in the session store, where the delegating call's record
 // reads it. Cancelling the workflow (the delegating turn was aborted)
 // aborts the turn, recording what ran.
