@@ -3,13 +3,18 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/httpagent"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows"
@@ -286,5 +291,60 @@ func TestAskUserOverHTTP(t *testing.T) {
 	}
 	if answered != 1 {
 		t.Errorf("question_answered by alice %d times on the stream, want 1", answered)
+	}
+}
+
+// A worker process SIGKILLed while a turn waits for approval: the wait
+// lives in the workflow, so another worker serves the decision; the
+// approved (non-idempotent) tool runs once and the turn completes with
+// the stored answer.
+func TestApprovalSurvivesWorkerKill(t *testing.T) {
+	e := newEnv(t)
+	processEnv(t, e)
+	side := filepath.Join(e.kit.Dir, "deploys.txt")
+	e.writeConfig("retry:\n  heartbeat: 3s\ntools:\n  bash: {requiresApproval: true}\n")
+	e.kit.Model.EnqueueFor("deploy it",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "k1", Name: "bash", Args: fmt.Sprintf(`{"command":"echo deployed >> %s"}`, side)}}},
+		modelserver.Reply{Text: []string{"Deployed."}})
+	w1 := e.startWorkerProcess(t)
+	session := e.session("approve-kill")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	key := durable.NewKey() // the NATS feed outlives test runs
+	asked := make(chan agent.Event, 1)
+	var evs []agent.Event
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range e.agent.Invoke(agent.WithIdempotencyKey(ctx, key), agent.Scope{Session: session}, agent.Prompt{Text: "deploy it"}) {
+			evs = append(evs, ev)
+			if ev.Type == agent.TypeApprovalRequested {
+				asked <- ev
+			}
+		}
+	}()
+	var q agent.Event
+	select {
+	case q = <-asked:
+	case <-ctx.Done():
+		t.Fatal("no approval_requested on the stream")
+	}
+	w1.kill(t)
+	e.startWorkerProcess(t)
+	req := workflows.ApproveRequest{Call: "k1", Approve: true, ArgsHash: q.ArgsHash, DefinitionHash: q.DefinitionHash}
+	if err := e.agent.Approve(ctx, session, req); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if err := e.agent.Approve(ctx, session, req); err == nil {
+		t.Error("a second decision on the decided call was accepted")
+	}
+	<-done
+	must(t, evs, agent.TypeCompleted)
+	if stored := recordedAnswer(t, e, session, key); agenttest.TextAfterLastRetry(evs) != stored || stored != "Deployed." {
+		t.Errorf("client text %q, stored %q, want Deployed.", agenttest.TextAfterLastRetry(evs), stored)
+	}
+	b, _ := os.ReadFile(side)
+	if n := strings.Count(string(b), "deployed"); n != 1 {
+		t.Errorf("the approved tool ran %d times, want 1", n)
 	}
 }
