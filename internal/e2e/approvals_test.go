@@ -331,6 +331,13 @@ func TestApprovalSurvivesWorkerKill(t *testing.T) {
 	}
 	w1.kill(t)
 	e.startWorkerProcess(t)
+	// The event can come from a workflow task the killed worker never
+	// completed: the call waits again once another worker has redone it,
+	// which the session's state shows.
+	waitFor(t, time.Minute, "the call waiting again", func() bool {
+		st, err := e.agent.State(ctx, session)
+		return err == nil && len(st.Approvals) == 1 && st.Approvals[0].Call == "k1"
+	})
 	req := workflows.ApproveRequest{Call: "k1", Approve: true, ArgsHash: q.ArgsHash, DefinitionHash: q.DefinitionHash}
 	if err := e.agent.Approve(ctx, session, req); err != nil {
 		t.Fatalf("approve: %v", err)
