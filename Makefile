@@ -72,11 +72,16 @@ unit:
 # packages only) and the packages that link the Temporal server run without
 # -race (it would rebuild the server instrumented: many minutes on 2 cores).
 # The end-to-end tests mostly wait, so they run as E2E_SHARDS processes at
-# once (internal/e2e/shards.sh), each with its own embedded server.
+# once (internal/e2e/shards.sh), each with its own embedded server, and the
+# server-linked packages and the examples module run beside them (their
+# output follows the shards').
 E2E_SHARDS ?= 3
 e2e:
-	$(call phase,end-to-end tests ($(E2E_SHARDS) shards),./internal/e2e/shards.sh $(E2E_SHARDS))
-	$(call phase,server-linked packages and examples,$(GO) test -count=1 -timeout 30m $(SERVER_PKGS) && cd examples && $(GO) test -count=1 ./...)
+	$(call phase,end-to-end tests ($(E2E_SHARDS) shards) and server-linked packages,\
+	  log=$$(mktemp); { $(GO) test -count=1 -timeout 30m $(SERVER_PKGS) && cd examples && $(GO) test -count=1 ./...; } >$$log 2>&1 & pid=$$!; \
+	  ./internal/e2e/shards.sh $(E2E_SHARDS); rc=$$?; wait $$pid; prc=$$?; \
+	  echo "-- server-linked packages and examples:"; cat $$log; rm -f $$log; \
+	  [ $$rc -eq 0 ] && [ $$prc -eq 0 ])
 
 ## record-histories: re-record workflow histories replayed by workflows/replay_test.go
 record-histories:
