@@ -521,3 +521,56 @@ func TestStreamReattachBeforeDisconnectNoticed(t *testing.T) {
 		t.Fatalf("the turn was aborted %d time(s) although another consumer attached", n)
 	}
 }
+
+// A delegate call's sub-agent is followed from the call's tool_started:
+// its events (deduplicated like a turn's) come wrapped as delegated, with
+// no position, all before the call's tool_ended; a consumer that resumes
+// is not sent them again, and without Follow nothing is followed.
+func TestRelayFollowsSubAgents(t *testing.T) {
+	t.Parallel()
+	child := agentloop.DelegateSession("s", "t1", "d1")
+	bus := turnLog(t, []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindEnd, Step: 1, Marker: "m1"},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolStarted("d1", agentloop.DelegateTool, json.RawMessage(`{"agent":"reviewer","task":"x"}`)))},
+	})
+	for _, m := range []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("looks "))},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("fine"))},
+		{Kind: feed.KindEnd, Step: 1, Marker: "c1"},
+		{Kind: feed.KindOutcome, Outcome: json.RawMessage(`{"turn":"delegate","status":"completed","steps":1}`)},
+	} {
+		m.Session, m.Turn = child, agentloop.DelegateTurn
+		if err := bus.Publish(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []feed.Message{
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolEnded("d1", false, "looks fine"))},
+		{Kind: feed.KindEnd, Marker: "m2"},
+	} {
+		m.Session, m.Turn = "s", "t1"
+		if err := bus.Publish(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	term := relay.Terminal{Event: agent.Completed(nil), Marker: "m2", Steps: 1, Completed: true}
+	got := relayLog(t, bus, term, relay.Options{Follow: bus.Subscribe})
+	var seq []string
+	for _, e := range got {
+		s := e.Type
+		if e.Type == agent.TypeDelegated {
+			s += ":" + e.Agent + ":" + e.ID + ":" + e.Sub.Delta
+			if e.Seq != 0 {
+				t.Errorf("delegated event with Seq %d, want none", e.Seq)
+			}
+		}
+		seq = append(seq, s)
+	}
+	same(t, seq, []string{"tool_started", "delegated:reviewer:d1:looks ", "delegated:reviewer:d1:fine", "tool_ended", "completed"})
+
+	resumed := relayLog(t, bus, term, relay.Options{Follow: bus.Subscribe, After: relay.Position(1, 1)})
+	same(t, types(resumed), []string{"tool_ended", "completed"})
+	same(t, types(relayLog(t, bus, term, relay.Options{})), []string{"tool_started", "tool_ended", "completed"})
+}
