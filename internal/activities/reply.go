@@ -236,17 +236,11 @@ func (r *Replies) approval(ctx context.Context, in workflows.StreamInput, ev age
 	if !ok {
 		return
 	}
-	var target workflows.Target
-	if err := json.Unmarshal(in.Reply.Data, &target); err != nil {
+	target, key, ref, ok := r.waitMessage(ctx, in, ev, "#approval:")
+	if !ok {
 		return
 	}
-	target.Turn = in.Turn
-	key := in.Turn + "#approval:" + ev.ID
-	ref, err := r.Store.Reply(ctx, in.Session, key)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		r.log().Warn("approval message: reading its reference failed", "session", in.Session, "call", ev.ID, "error", err)
-		return
-	}
+	var err error
 	switch {
 	case ev.Type == agent.TypeApprovalRequested && ref == "":
 		ref, err = asker.Ask(ctx, target, in.Session, ev)
@@ -270,16 +264,8 @@ func (r *Replies) question(ctx context.Context, in workflows.StreamInput, ev age
 	if !ok {
 		return
 	}
-	var target workflows.Target
-	if err := json.Unmarshal(in.Reply.Data, &target); err != nil {
-		return
-	}
-	target.Turn = in.Turn
-	key := in.Turn + "#question:" + ev.ID
-	if ref, err := r.Store.Reply(ctx, in.Session, key); err == nil && ref != "" {
-		return
-	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-		r.log().Warn("question message: reading its reference failed", "session", in.Session, "call", ev.ID, "error", err)
+	target, key, ref, ok := r.waitMessage(ctx, in, ev, "#question:")
+	if !ok || ref != "" {
 		return
 	}
 	ref, err := q.Question(ctx, target, ev)
@@ -289,6 +275,24 @@ func (r *Replies) question(ctx context.Context, in workflows.StreamInput, ev age
 	if err != nil {
 		r.log().Warn("question message failed", "kind", in.Reply.Kind, "session", in.Session, "call", ev.ID, "error", err)
 	}
+}
+
+// waitMessage reads what the channel message of a wait for a person (an
+// approval, a question) needs: the reply target, the key its reference is
+// kept under (turn + kind + call) and the reference when it was posted
+// ("" when not yet); ok is false when either cannot be read.
+func (r *Replies) waitMessage(ctx context.Context, in workflows.StreamInput, ev agent.Event, kind string) (target workflows.Target, key, ref string, ok bool) {
+	if err := json.Unmarshal(in.Reply.Data, &target); err != nil {
+		return target, "", "", false
+	}
+	target.Turn = in.Turn
+	key = in.Turn + kind + ev.ID
+	ref, err := r.Store.Reply(ctx, in.Session, key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		r.log().Warn("reading a channel message's reference failed", "session", in.Session, "key", key, "error", err)
+		return target, key, "", false
+	}
+	return target, key, ref, true
 }
 
 // Fetch resolves in's attachments into its prompt through the channel's
