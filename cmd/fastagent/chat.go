@@ -36,7 +36,7 @@ Any time:
   /quit or Ctrl-D leave (the session stays; Ctrl-C stops a running turn)`
 
 func newChat(g *globals) *cobra.Command {
-	var session, base string
+	var session, base, agentName string
 	cmd := &cobra.Command{
 		Use:   "chat",
 		Short: "Talk to a running fastagent in the terminal: streaming answers, tool lines, approvals asked inline, /abort, /steer",
@@ -51,7 +51,7 @@ func newChat(g *globals) *cobra.Command {
 			}
 			c := &chat{
 				session: session,
-				base:    strings.TrimRight(base, "/"),
+				base:    agentBase(base, agentName),
 				token:   g.apiToken(),
 				out:     cmd.OutOrStdout(),
 			}
@@ -59,7 +59,7 @@ func newChat(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&session, "session", "s", os.Getenv("FASTAGENT_SESSION"), "session to continue (default: a new one) [FASTAGENT_SESSION]")
-	cmd.Flags().StringVar(&base, "url", envOr("FASTAGENT_URL", fmt.Sprintf("http://127.0.0.1:%d", envInt("FASTAGENT_HTTP_PORT", 8787))), "fastagent HTTP address [FASTAGENT_URL]")
+	bindURL(cmd.Flags(), &base, &agentName)
 	return cmd
 }
 

@@ -97,6 +97,7 @@ func printDevReady(out io.Writer, run *serve.Running, srv *serve.EmbeddedServer,
 	api := run.URL
 	fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))
 	fmt.Fprintf(out, "  API       %s   (POST /invoke, GET /health)\n", api)
+	printAgentRoutes(out, run)
 	if srv.UI != "" {
 		link, err := srv.Login()
 		if err != nil {

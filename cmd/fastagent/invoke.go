@@ -22,10 +22,11 @@ import (
 
 func newInvoke(g *globals) *cobra.Command {
 	var (
-		session string
-		url     string
-		key     string
-		jsonOut bool
+		session   string
+		url       string
+		agentName string
+		key       string
+		jsonOut   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "invoke <text>",
@@ -61,6 +62,7 @@ func newInvoke(g *globals) *cobra.Command {
 			}
 			// A dropped connection or a restarting ingress is resumed, not lost:
 			// the server is asked to keep the turn running meanwhile.
+			url := agentBase(url, agentName)
 			a := &httpagent.Agent{BaseURL: url, Reconnects: 5, ResumeWithin: httpagent.DefaultResumeWithin, Token: g.apiToken()}
 			var ask func(agent.Event)
 			if !jsonOut && args[0] != "-" && isTerminal(os.Stdin) {
@@ -70,7 +72,7 @@ func newInvoke(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&session, "session", "s", os.Getenv("FASTAGENT_SESSION"), "session ID [FASTAGENT_SESSION]")
-	cmd.Flags().StringVar(&url, "url", envOr("FASTAGENT_URL", fmt.Sprintf("http://127.0.0.1:%d", envInt("FASTAGENT_HTTP_PORT", 8787))), "fastagent HTTP address [FASTAGENT_URL]")
+	bindURL(cmd.Flags(), &url, &agentName)
 	cmd.Flags().StringVar(&key, "key", "", "idempotency key: resending the same key returns the same turn")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print every event as one JSON line instead")
 	return cmd

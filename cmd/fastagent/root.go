@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tracing"
@@ -55,6 +57,25 @@ func (g *globals) logger() (*slog.Logger, error) {
 	}
 	// Records logged with a traced context carry trace_id and span_id.
 	return slog.New(tracing.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))), nil
+}
+
+// bindURL binds --url (the ingress's address) and --agent (one agent of a
+// deployment serving several, whose routes are under /agents/<name>/) on
+// fs; agentBase joins them.
+func bindURL(fs *pflag.FlagSet, base, agentName *string) {
+	fs.StringVar(base, "url", envOr("FASTAGENT_URL", fmt.Sprintf("http://127.0.0.1:%d", envInt("FASTAGENT_HTTP_PORT", 8787))), "fastagent HTTP address [FASTAGENT_URL]")
+	fs.StringVar(agentName, "agent", os.Getenv("FASTAGENT_AGENT"), "the agent to talk to, when the deployment serves several (--agent name=folder): "+
+		"its routes are <url>/agents/<name>/ [FASTAGENT_AGENT]")
+}
+
+// agentBase is the base URL of agent name's routes on the ingress at base
+// (base itself for "").
+func agentBase(base, name string) string {
+	base = strings.TrimRight(base, "/")
+	if name == "" {
+		return base
+	}
+	return base + "/agents/" + url.PathEscape(name)
 }
 
 func envOr(name, def string) string {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -49,7 +51,8 @@ func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", worker.DefaultStopTimeout),
 		"on SIGTERM/Ctrl-C, how long the worker lets running tool and model calls finish before it cancels them [FASTAGENT_WORKER_STOP_TIMEOUT]")
 	fl.StringArrayVar(&f.agents, "agent", nil, "serve another agent's folder beside this one, as name=folder: its workers poll task queue <name>, "+
-		"so this agent reaches it by delegation (delegation.agents.<name>.taskQueue: <name>); repeatable; the worker role only")
+		"its own sessions are under /agents/<name>/ (invoke, sessions…), and this agent may delegate to it "+
+		"(delegation.agents.<name>.taskQueue: <name>); repeatable")
 	if withTemporal {
 		fl.StringVar(&f.temporal.Address, "temporal-address", envOr("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port [TEMPORAL_ADDRESS]")
 		fl.StringVar(&f.temporal.Namespace, "namespace", envOr("TEMPORAL_NAMESPACE", "default"), "Temporal namespace [TEMPORAL_NAMESPACE]")
@@ -169,6 +172,7 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 			}
 			if run.URL != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "fastagent API  %s  (POST /invoke, GET /health)\n", run.URL)
+				printAgentRoutes(cmd.OutOrStdout(), run)
 				printToken(cmd.OutOrStdout(), run)
 			}
 			return run.Wait(ctx)
@@ -176,6 +180,17 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 	}
 	f.bind(cmd, true)
 	return cmd
+}
+
+// printAgentRoutes lists the routes of the agents served beside the main
+// one (--agent).
+func printAgentRoutes(out io.Writer, run *serve.Running) {
+	if run.Ingress == nil {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(run.Ingress.Agents)) {
+		fmt.Fprintf(out, "  agent %-9s %s/agents/%s   (fastagent invoke --agent %s …)\n", name, run.URL, name, name)
+	}
 }
 
 // startTracing exports spans by OTLP when the OTEL_EXPORTER_OTLP_*

@@ -24,7 +24,9 @@ type sessionCmds struct {
 	out, as, cursor string
 	limit           int
 	// filter selects sessions by their search attributes (list).
-	filter struct{ agent, principal, channel, status, parent string }
+	filter struct{ principal, channel, status, parent string }
+	// agent is --agent: the agent whose sessions these are.
+	agent string
 }
 
 func newSession(g *globals) *cobra.Command {
@@ -33,13 +35,15 @@ func newSession(g *globals) *cobra.Command {
 		Use:   "session",
 		Short: "Inspect, control and move sessions on a running fastagent (list, transcript, export/import, rewind, follow-ups, state, abort, steer, compact, approvals)",
 	}
-	cmd.PersistentFlags().StringVar(&sc.base, "url", envOr("FASTAGENT_URL", fmt.Sprintf("http://127.0.0.1:%d", envInt("FASTAGENT_HTTP_PORT", 8787))), "fastagent HTTP address [FASTAGENT_URL]")
+	bindURL(cmd.PersistentFlags(), &sc.base, &sc.agent)
+	cmd.PersistentPreRun = func(*cobra.Command, []string) { sc.base = agentBase(sc.base, sc.agent) }
 	approvals := &approvalClient{base: &sc.base, call: sc.call}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List your sessions (every session with an admin token), most recently active first; filters search Temporal visibility",
 		Long: "List your sessions (every session with an admin token), most recently active first.\n\n" +
-			"With --agent, --channel, --status, --principal or --parent the list comes from Temporal visibility,\n" +
+			"With --agent, only that agent's sessions (a deployment serving several).\n" +
+			"With --channel, --status, --principal or --parent the list comes from Temporal visibility,\n" +
 			"by the sessions' search attributes (FastAgentAgent, FastAgentChannel, FastAgentStatus,\n" +
 			"FastAgentPrincipal, FastAgentParent), newest first; it lags a moment behind the sessions.\n" +
 			"Example: fastagent session list --channel slack --status running",
@@ -48,7 +52,6 @@ func newSession(g *globals) *cobra.Command {
 	}
 	list.Flags().IntVar(&sc.limit, "limit", 0, "sessions per page (default 50)")
 	list.Flags().StringVar(&sc.cursor, "cursor", "", "continue a listing (the cursor the last page printed)")
-	list.Flags().StringVar(&sc.filter.agent, "agent", "", "only sessions of this agent (its task queue)")
 	list.Flags().StringVar(&sc.filter.channel, "channel", "", "only sessions created by this channel: http, schedule, slack, feishu, telegram, github, webhook, …")
 	list.Flags().StringVar(&sc.filter.status, "status", "", "only sessions in this status: idle, running, waiting_approval, waiting_answer")
 	list.Flags().StringVar(&sc.filter.principal, "principal", "", "only sessions this API principal created")
@@ -124,7 +127,7 @@ func (sc *sessionCmds) list() error {
 		q.Set("cursor", sc.cursor)
 	}
 	filtered := false
-	for k, val := range map[string]string{"agent": sc.filter.agent, "channel": sc.filter.channel, "status": sc.filter.status,
+	for k, val := range map[string]string{"channel": sc.filter.channel, "status": sc.filter.status,
 		"principal": sc.filter.principal, "parent": sc.filter.parent} {
 		if val != "" {
 			q.Set(k, val)

@@ -41,6 +41,15 @@ var knownRights = []Right{RightInvoke, RightControl, RightApprove, RightCodec, R
 type Principal struct {
 	Name   string
 	Rights []Right
+	// Agents, when set, are the only agents (by name) the principal may
+	// reach; any other agent's routes answer 404 as if it did not exist.
+	// Empty: every agent the deployment serves.
+	Agents []string
+}
+
+// Reaches reports whether p may use agent name.
+func (p Principal) Reaches(name string) bool {
+	return len(p.Agents) == 0 || slices.Contains(p.Agents, name)
 }
 
 // Has reports whether p holds right r (admin holds every right).
@@ -73,15 +82,25 @@ func (t *Tokens) Len() int {
 	return len(t.entries)
 }
 
-// AddToken accepts token (kept hashed) for principal with rights.
+// AddToken accepts token (kept hashed) for principal with rights, on
+// every agent.
 func (t *Tokens) AddToken(principal string, token string, rights ...Right) {
-	t.entries = append(t.entries, tokenEntry{principal: Principal{Name: principal, Rights: rights}, hash: sha256.Sum256([]byte(token))})
+	t.AddTokenFor(principal, token, nil, rights...)
+}
+
+// AddTokenFor accepts token for principal with rights on agents only
+// (nil: every agent).
+func (t *Tokens) AddTokenFor(principal, token string, agents []string, rights ...Right) {
+	t.entries = append(t.entries, tokenEntry{principal: Principal{Name: principal, Rights: rights, Agents: agents},
+		hash: sha256.Sum256([]byte(token))})
 }
 
 // Parse adds the entries of text: one per line (or separated by ";"), each
-// "principal:rights:sha256hex" where rights is a comma-separated list of
-// invoke, control, approve, admin and sha256hex is the hex SHA-256 of the
-// token. Blank lines and lines starting with # are skipped.
+// "principal:rights:sha256hex[:agents]" where rights is a comma-separated
+// list of invoke, control, approve, codec, metrics, admin, sha256hex is the
+// hex SHA-256 of the token, and agents (optional) a comma-separated list of
+// the agents the token may reach (none: all). Blank lines and lines
+// starting with # are skipped.
 func (t *Tokens) Parse(text string) error {
 	sc := bufio.NewScanner(strings.NewReader(strings.ReplaceAll(text, ";", "\n")))
 	n := 0
@@ -92,8 +111,8 @@ func (t *Tokens) Parse(text string) error {
 			continue
 		}
 		parts := strings.Split(line, ":")
-		if len(parts) != 3 {
-			return fmt.Errorf("tokens: entry %d: want principal:rights:sha256hex", n)
+		if len(parts) != 3 && len(parts) != 4 {
+			return fmt.Errorf("tokens: entry %d: want principal:rights:sha256hex or principal:rights:sha256hex:agents", n)
 		}
 		name := strings.TrimSpace(parts[0])
 		if name == "" {
@@ -113,10 +132,28 @@ func (t *Tokens) Parse(text string) error {
 			return fmt.Errorf("tokens: entry %d (%s): the third field must be the 64-hex-digit SHA-256 of the token, not the token itself", n, name)
 		}
 		e := tokenEntry{principal: Principal{Name: name, Rights: rights}}
+		if len(parts) == 4 {
+			if e.principal.Agents, err = parseAgents(parts[3]); err != nil {
+				return fmt.Errorf("tokens: entry %d (%s): %w", n, name, err)
+			}
+		}
 		copy(e.hash[:], sum)
 		t.entries = append(t.entries, e)
 	}
 	return nil
+}
+
+// parseAgents reads the agents field of a tokens line.
+func parseAgents(field string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(field, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" || strings.ContainsAny(a, "/ ") {
+			return nil, fmt.Errorf("the fourth field lists the agents the token reaches, comma-separated names; %q is not a name", a)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // Lookup returns the principal token belongs to. It hashes token and compares
@@ -154,9 +191,19 @@ func NewToken() string {
 
 // TokenLine is the tokens-file line for token.
 func TokenLine(principal string, token string, rights ...Right) string {
+	return TokenLineFor(principal, token, nil, rights...)
+}
+
+// TokenLineFor is the tokens-file line for a token that reaches only
+// agents (nil: every agent).
+func TokenLineFor(principal, token string, agents []string, rights ...Right) string {
 	rs := make([]string, len(rights))
 	for i, r := range rights {
 		rs[i] = string(r)
 	}
-	return principal + ":" + strings.Join(rs, ",") + ":" + HashToken(token)
+	line := principal + ":" + strings.Join(rs, ",") + ":" + HashToken(token)
+	if len(agents) > 0 {
+		line += ":" + strings.Join(agents, ",")
+	}
+	return line
 }

@@ -32,6 +32,9 @@ const (
 	// CodeDraining: this ingress is shutting down; send the request to
 	// another instance or retry after the Retry-After header.
 	CodeDraining = "draining"
+	// CodeNoSuchAgent: the path names an agent this deployment does not
+	// serve, or one the caller's token is not limited to (404 either way).
+	CodeNoSuchAgent = "no_such_agent"
 )
 
 // Owners records which principal created each session. Implementations are
@@ -130,7 +133,15 @@ const principalKey = "fastagent.principal"
 // must be allowed (403), a POST body must be JSON (415: no form or
 // text/plain "simple request" gets through), the bearer token must be known
 // (401) and carry one of rights (403).
-func (s *Server) guard(rights ...Right) gin.HandlerFunc {
+func (s *Server) guard(rights ...Right) gin.HandlerFunc { return s.guardOn(true, rights) }
+
+// deploymentGuard is guard for a route of the whole deployment (metrics),
+// not of one agent: a token limited to some agents may use it.
+func (s *Server) deploymentGuard(rights ...Right) gin.HandlerFunc { return s.guardOn(false, rights) }
+
+// guardOn is guard; an agent route (agentRoute) also answers 404
+// no_such_agent to a principal limited to other agents.
+func (s *Server) guardOn(agentRoute bool, rights []Right) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if !s.hostAllowed(c.Request.Host) {
 			abort(c, CodeMisdirected, "this server does not answer for host "+fmt.Sprintf("%q", c.Request.Host)+" (configure http.allowedHosts)")
@@ -149,6 +160,14 @@ func (s *Server) guard(rights ...Right) gin.HandlerFunc {
 		}
 		p, ok := s.authenticate(c)
 		if !ok {
+			return
+		}
+		if agentRoute && !p.Reaches(s.Name) {
+			named := ""
+			if rest, ok := strings.CutPrefix(c.Request.URL.Path, "/agents/"); ok {
+				named, _, _ = strings.Cut(rest, "/")
+			}
+			abort(c, CodeNoSuchAgent, noSuchAgent(named))
 			return
 		}
 		if !slices.ContainsFunc(rights, p.Has) {

@@ -118,6 +118,15 @@ type Server struct {
 	// sandbox, for one. nil: none.
 	Details func() map[string]any
 
+	// Name is the agent this server serves (its task queue); its routes are
+	// also under /agents/<Name>/. A token limited to other agents gets 404
+	// here. "": unnamed, every token reaches it.
+	Name string
+	// Agents are the other agents of the deployment, each served under
+	// /agents/<name>/ by its own Server (whose Name Handler sets). Drain
+	// drains them too.
+	Agents map[string]*Server
+
 	ready   atomic.Bool
 	created map[string][]time.Time
 	steers  map[string]*steerTurn
@@ -134,6 +143,9 @@ type Server struct {
 func (s *Server) Drain() {
 	s.drainCh()
 	s.drainOnce.Do(func() { close(s.draining) })
+	for _, o := range s.Agents {
+		o.Drain()
+	}
 }
 
 func (s *Server) drainCh() <-chan struct{} {
@@ -164,6 +176,35 @@ func (s *Server) Handler() http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.Use(gin.Recovery())
 	r.GET("/health", s.health)
+	s.agentRoutes(r)
+	if s.Name != "" {
+		s.agentRoutes(r.Group("/agents/" + s.Name))
+	}
+	for name, o := range s.Agents {
+		o.Name = name
+		o.agentRoutes(r.Group("/agents/" + name))
+	}
+	s.codecRoutes(r)
+	if s.Metrics != nil {
+		r.GET("/metrics", s.deploymentGuard(RightMetrics), gin.WrapH(s.Metrics))
+	}
+	r.NoMethod(func(c *gin.Context) {
+		c.String(http.StatusMethodNotAllowed, "method not allowed")
+	})
+	r.NoRoute(func(c *gin.Context) {
+		if name, ok := strings.CutPrefix(c.Request.URL.Path, "/agents/"); ok {
+			name, _, _ = strings.Cut(name, "/")
+			abort(c, CodeNoSuchAgent, noSuchAgent(name))
+			return
+		}
+		c.String(http.StatusNotFound, "not found")
+	})
+	return r
+}
+
+// agentRoutes are the routes of one agent's sessions, at the root for the
+// main agent and under /agents/<name> for each.
+func (s *Server) agentRoutes(r gin.IRoutes) {
 	r.POST("/invoke", s.guard(RightInvoke), s.invoke)
 	r.GET("/sessions/:id", s.guard(RightControl, RightApprove), s.state)
 	r.POST("/sessions/:id/abort", s.guard(RightControl), s.abort)
@@ -173,17 +214,17 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/sessions/:id/answers/:call", s.guard(RightInvoke), s.answer)
 	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
 	s.sessionRoutes(r)
-	s.codecRoutes(r)
-	if s.Metrics != nil {
-		r.GET("/metrics", s.guard(RightMetrics), gin.WrapH(s.Metrics))
+}
+
+// noSuchAgent is the message of a route of an agent that is not served, or
+// that the caller's token does not reach: the same answer, so a token
+// learns nothing about agents it cannot use. name is the agent the path
+// names ("" at the root, where the main agent is unnamed).
+func noSuchAgent(name string) string {
+	if name == "" {
+		return "this token reaches no agent at these routes; send the request to /agents/<name>/… of an agent it is limited to"
 	}
-	r.NoMethod(func(c *gin.Context) {
-		c.String(http.StatusMethodNotAllowed, "method not allowed")
-	})
-	r.NoRoute(func(c *gin.Context) {
-		c.String(http.StatusNotFound, "not found")
-	})
-	return r
+	return fmt.Sprintf("no agent %q is served here for this token (is the name right? a token may be limited to some agents)", name)
 }
 
 func (s *Server) health(c *gin.Context) {
@@ -523,6 +564,7 @@ func (s *Server) control(c *gin.Context) bool {
 // statusOf is the one table from codes — the contract's and the door's own
 // refusals — to HTTP statuses.
 var statusOf = map[string]int{
+	CodeNoSuchAgent:      http.StatusNotFound,
 	CodeUnauthorized:     http.StatusUnauthorized,
 	CodeForbidden:        http.StatusForbidden,
 	CodeForbiddenOrigin:  http.StatusForbidden,

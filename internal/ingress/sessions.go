@@ -64,7 +64,7 @@ type ImportRequest struct {
 	JSONL string `json:"jsonl"`
 }
 
-func (s *Server) sessionRoutes(r *gin.Engine) {
+func (s *Server) sessionRoutes(r gin.IRoutes) {
 	r.GET("/sessions", s.guard(RightControl, RightApprove), s.listSessions)
 	r.POST("/sessions/import", s.guard(RightInvoke), s.importSession)
 	r.GET("/sessions/:id/transcript", s.guard(RightControl, RightApprove), s.transcript)

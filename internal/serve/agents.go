@@ -13,7 +13,11 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/workflows"
 )
 
 // agentName is what an agent served beside the main one may be called: a
@@ -98,4 +102,49 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	}
 	w, err := pp.StartWorker(ctx, c)
 	return pp, w, err
+}
+
+// agentIngresses returns the HTTP server of the main agent d with tokens
+// toks on host, and under it (ingress.Server.Agents) one for each of
+// Config.Agents at /agents/<name>/. Alone, the main agent serves sessions
+// by their names, as always; beside others, each agent's sessions are its
+// own (scopedAgent) and a token may be limited to some agents.
+func (p *Parts) agentIngresses(d *durable.Agent, toks *ingress.Tokens, host string) *ingress.Server {
+	main := p.Config.TaskQueue
+	if main == "" {
+		main = workflows.TaskQueue
+	}
+	var serving agent.Agent = d
+	var owners ingress.Owners = storeOwners{store: p.Store, agent: d}
+	var reserved []string
+	for name := range p.Config.Agents {
+		reserved = append(reserved, name+"/")
+	}
+	slices.Sort(reserved)
+	if len(reserved) > 0 {
+		sc := &scopedAgent{d: d, name: main, reserved: reserved}
+		serving, owners = sc, scopedOwners{owners: owners, scope: sc}
+	}
+	s := p.authIngress(serving, owners, toks, host)
+	s.Name = main
+	for name := range p.Config.Agents {
+		od := *d
+		od.TaskQueue = name
+		sc := &scopedAgent{d: &od, name: name, prefix: name + "/"}
+		if s.Agents == nil {
+			s.Agents = map[string]*ingress.Server{}
+		}
+		s.Agents[name] = p.authIngress(sc, scopedOwners{owners: storeOwners{store: p.Store, agent: &od}, scope: sc}, toks, host)
+	}
+	return s
+}
+
+// authIngress is IngressFor(a) with the deployment's authentication: tokens,
+// session owners, origins and hosts.
+func (p *Parts) authIngress(a agent.Agent, owners ingress.Owners, toks *ingress.Tokens, host string) *ingress.Server {
+	s := p.IngressFor(a)
+	s.Tokens, s.Owners = toks, owners
+	s.AllowedOrigins = p.Config.AllowedOrigins
+	s.AllowedHosts, s.AnyHost = p.Config.hostPolicy(host)
+	return s
 }

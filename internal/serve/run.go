@@ -96,11 +96,7 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 				return nil, err
 			}
 		}
-		r.Ingress = p.IngressFor(r.Agent)
-		r.Ingress.Tokens = toks
-		r.Ingress.Owners = storeOwners{store: p.Store, agent: r.Agent}
-		r.Ingress.AllowedOrigins = p.Config.AllowedOrigins
-		r.Ingress.AllowedHosts, r.Ingress.AnyHost = p.Config.hostPolicy(host)
+		r.Ingress = p.agentIngresses(r.Agent, toks, host)
 		if p.Sandbox != nil {
 			r.Ingress.Details = func() map[string]any { return map[string]any{"toolSandbox": p.Sandbox.Status()} }
 		}
@@ -194,6 +190,9 @@ func (p *Parts) warn(msg string) {
 func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
 	s := newIngress(a, p.Config.Logger)
 	d, ok := a.(*durable.Agent)
+	if sc, scoped := a.(*scopedAgent); scoped {
+		d, ok = sc.d, true
+	}
 	if lim := p.Config.Admission; lim.Enabled() && ok {
 		ns := p.Config.Namespace
 		if ns == "" {

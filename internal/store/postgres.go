@@ -238,14 +238,8 @@ func (p *Postgres) ListSessions(ctx context.Context, q SessionQuery) (SessionPag
 	if err != nil {
 		return SessionPage{}, err
 	}
-	query := listQuery(postgresTable, postgresTurns, postgresOwners, func(n int) string {
-		switch n {
-		case 1, 2:
-			return fmt.Sprintf("$%d::text", n)
-		case 3, 4:
-			return fmt.Sprintf("$%d::bigint", n)
-		}
-		return fmt.Sprintf("$%d", n)
+	query := listQuery(postgresTable, postgresTurns, postgresOwners, q, func(n int, typ string) string {
+		return fmt.Sprintf("$%d::%s", n, typ)
 	})
 	rows, err := p.pool.Query(ctx, query, args...)
 	if err != nil {

@@ -247,7 +247,7 @@ func (s *SQLite) ListSessions(ctx context.Context, q SessionQuery) (SessionPage,
 	if err != nil {
 		return SessionPage{}, err
 	}
-	rows, err := s.db.QueryContext(ctx, listQuery("entries", "turns", "owners", func(int) string { return "?" }), args...)
+	rows, err := s.db.QueryContext(ctx, listQuery("entries", "turns", "owners", q, func(int, string) string { return "?" }), args...)
 	if err != nil {
 		return SessionPage{}, fmt.Errorf("store: sqlite: list sessions: %w", err)
 	}

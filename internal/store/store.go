@@ -54,6 +54,12 @@ type SessionQuery struct {
 	Limit int
 	// Cursor is the previous page's NextCursor ("" the first page).
 	Cursor string
+	// Prefix keeps only the sessions whose ID starts with it (an agent's
+	// sessions in a deployment of several: "<agent>/"); "" keeps all.
+	Prefix string
+	// Exclude leaves out the sessions whose ID starts with any of these
+	// (the other agents' prefixes, when listing the main agent's).
+	Exclude []string
 }
 
 // SessionPage is one page of ListSessions, most recently updated first.
@@ -294,7 +300,16 @@ func replyNotFound(session, turn string) error {
 // listQuery is the ListSessions query for a driver: entries, turns and
 // owners tables, and ph(n) the driver's n-th placeholder. Parameters:
 // owner (twice), cursor seq (twice; 0 = from the newest), limit + 1.
-func listQuery(entries, turns, owners string, ph func(int) string) string {
+func listQuery(entries, turns, owners string, q SessionQuery, ph func(n int, typ string) string) string {
+	where := `t.rn = 1 AND (` + ph(1, "text") + ` = '' OR o.principal = ` + ph(2, "text") + `)
+	AND (` + ph(3, "bigint") + ` = 0 OR t.seq < ` + ph(4, "bigint") + `)
+	AND substr(t.session, 1, length(` + ph(5, "text") + `)) = ` + ph(6, "text")
+	n := 7
+	for range q.Exclude {
+		where += `
+	AND substr(t.session, 1, length(` + ph(n, "text") + `)) <> ` + ph(n+1, "text")
+		n += 2
+	}
 	return `
 SELECT t.session, t.n, t.id, t.created_at, t.seq, COALESCE(o.principal, ''),
 	(SELECT COUNT(*) FROM ` + turns + ` tr WHERE tr.session = t.session)
@@ -304,9 +319,8 @@ FROM (
 		ROW_NUMBER() OVER (PARTITION BY session ORDER BY seq DESC) AS rn
 	FROM ` + entries + `
 ) t LEFT JOIN ` + owners + ` o ON o.session = t.session
-WHERE t.rn = 1 AND (` + ph(1) + ` = '' OR o.principal = ` + ph(2) + `)
-	AND (` + ph(3) + ` = 0 OR t.seq < ` + ph(4) + `)
-ORDER BY t.seq DESC LIMIT ` + ph(5)
+WHERE ` + where + `
+ORDER BY t.seq DESC LIMIT ` + ph(n, "bigint")
 }
 
 // listArgs validates q and returns listQuery's parameters and the page size.
@@ -326,7 +340,14 @@ func listArgs(q SessionQuery) ([]any, int, error) {
 		}
 		after = n
 	}
-	return []any{q.Owner, q.Owner, after, after, limit + 1}, limit, nil
+	args := []any{q.Owner, q.Owner, after, after, q.Prefix, q.Prefix}
+	for _, e := range q.Exclude {
+		if e == "" {
+			return nil, 0, errors.New("store: list sessions: an empty prefix to exclude would exclude every session")
+		}
+		args = append(args, e, e)
+	}
+	return append(args, limit+1), limit, nil
 }
 
 // ErrBadCursor is returned by ListSessions for a cursor it did not issue.

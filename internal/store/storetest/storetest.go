@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SessionIsolation", testSessionIsolation},
 		{"Sessions", testSessions},
 		{"ListSessions", testListSessions},
+		{"ListSessionsOfAnAgent", testListSessionsOfAnAgent},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"OddSessionIDs", testOddSessionIDs},
 		{"InvalidAppend", testInvalidAppend},
@@ -919,6 +920,42 @@ func testListSessions(t *testing.T, s store.Store) {
 		if _, err := s.ListSessions(ctx, q); err == nil {
 			t.Errorf("ListSessions(%+v) = nil error, want one", q)
 		}
+	}
+}
+
+// testListSessionsOfAnAgent lists the sessions under a prefix, and all
+// but those under some prefixes: how a deployment of several agents lists
+// each one's. A prefix is literal text (no LIKE wildcards).
+func testListSessionsOfAnAgent(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, id := range []string{"a", "rev/x", "rev2/z", "ops/w", "a/b", "r%v/q", "rev/y"} {
+		if err := s.Append(ctx, id, msg(id+"-a", "", "a")); err != nil {
+			t.Fatalf("Append(%s): %v", id, err)
+		}
+	}
+	cases := []struct {
+		name string
+		q    store.SessionQuery
+		want string
+	}{
+		{"one agent's", store.SessionQuery{Prefix: "rev/"}, "rev/y,rev/x"},
+		{"in pages of one", store.SessionQuery{Prefix: "rev/", Limit: 1}, "rev/y,rev/x"},
+		{"literal prefix", store.SessionQuery{Prefix: "r%v/"}, "r%v/q"},
+		{"the main agent's", store.SessionQuery{Exclude: []string{"rev/", "ops/", "r%v/"}}, "a/b,rev2/z,a"},
+		{"the main agent's in pages of two", store.SessionQuery{Exclude: []string{"rev/", "ops/", "r%v/"}, Limit: 2}, "a/b,rev2/z,a"},
+		{"none", store.SessionQuery{Prefix: "nobody/"}, ""},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, si := range walkSessions(t, s, c.q) {
+			got = append(got, si.Session)
+		}
+		if strings.Join(got, ",") != c.want {
+			t.Errorf("%s: sessions %q, want %q", c.name, strings.Join(got, ","), c.want)
+		}
+	}
+	if _, err := s.ListSessions(ctx, store.SessionQuery{Exclude: []string{""}}); err == nil {
+		t.Error("excluding the empty prefix (everything) = nil error, want one")
 	}
 }
 
