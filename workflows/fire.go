@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -44,8 +45,15 @@ const (
 // ScheduleID is the ID of the Temporal Schedule named name.
 func ScheduleID(name string) string { return ScheduleIDPrefix + name }
 
-// ScheduleSession is the session a schedule's turns run in.
-func ScheduleSession(name string) string { return "schedule:" + name }
+// ScheduleSession is the session a schedule's turns run in:
+// "schedule:<name>"; the schedule "<agent>/<name>" of an agent served beside
+// the main one runs in that agent's session "<agent>/schedule:<name>".
+func ScheduleSession(name string) string {
+	if agent, own, ok := strings.Cut(name, "/"); ok {
+		return agent + "/schedule:" + own
+	}
+	return "schedule:" + name
+}
 
 // FireWorkflowID is the workflow ID a schedule's action is configured with;
 // each fire's ID is this plus "-<scheduled time>".

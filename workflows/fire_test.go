@@ -158,3 +158,13 @@ func TestNominalTime(t *testing.T) {
 		}
 	}
 }
+
+// A schedule's session: the main agent's as always, another agent's under
+// that agent's prefix.
+func TestScheduleSession(t *testing.T) {
+	for name, want := range map[string]string{"daily": "schedule:daily", "support/daily": "support/schedule:daily"} {
+		if got := workflows.ScheduleSession(name); got != want {
+			t.Errorf("ScheduleSession(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

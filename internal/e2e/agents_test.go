@@ -15,6 +15,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/httpagent"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows"
@@ -171,4 +172,64 @@ func lastAssistantText(t *testing.T, e *env, session string) string {
 		}
 	}
 	return ""
+}
+
+// An agent served beside the main one has schedules of its own: its
+// schedules/<name>.yaml becomes schedule:<agent>/<name>, and a fire runs
+// the agent's definition in the agent's own session, which its HTTP routes
+// reach as schedule:<name>.
+func TestAnotherAgentsSchedule(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries)
+	name := fmt.Sprintf("sched%d", time.Now().UnixNano()%1_000_000_000)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "persona.md"), []byte("You are the SCHEDULED agent."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, schedules.Dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, schedules.Dir, "digest.yaml"), []byte(schedYAML("0 6 * * *", "UTC", "morning digest")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	full := name + "/digest"
+	e.deleteScheduleAtEnd(full)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := e.runtime(func(c *serve.Config) {
+		c.Agents, c.APIToken, c.StateDir = map[string]string{name: dir}, "admin-tok", t.TempDir()
+	}).Start(ctx, e.client, serve.Roles{Worker: true, Ingress: true}, ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(run.Stop)
+	waitListed(t, e, full)
+	e.kit.Model.EnqueueFor("morning digest", modelserver.Reply{Text: []string{"nothing new"}})
+	ex, err := schedules.Trigger(ctx, e.client, full, 0)
+	if err != nil {
+		t.Fatalf("trigger: %v", err)
+	}
+	rec, err := schedules.Wait(ctx, e.client, ex)
+	if err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	if rec.Outcome != workflows.FireCompleted || rec.Session != name+"/schedule:digest" || rec.Reply != "nothing new" {
+		t.Fatalf("fire record = %+v, want completed in session %s/schedule:digest", rec, name)
+	}
+	for _, r := range e.kit.Model.Requests() {
+		if r.LastUserText() == "morning digest" && !strings.Contains(r.Messages[0].Content, "You are the SCHEDULED agent.") {
+			t.Errorf("the fire ran without the agent's persona: %q", r.Messages[0].Content)
+		}
+	}
+	code, body, _ := send(t, "GET", run.URL+"/agents/"+name+"/sessions/schedule:digest/transcript", "admin-tok", "", nil)
+	if code != http.StatusOK || !strings.Contains(body, "nothing new") {
+		t.Errorf("the agent's schedule session over HTTP = %d %s", code, body)
+	}
+	if _, body, _ := send(t, "GET", run.URL+"/sessions/schedule:digest/transcript", "admin-tok", "", nil); strings.Contains(body, "nothing new") {
+		t.Errorf("the main agent serves the other agent's schedule session: %s", body)
+	}
 }

@@ -65,7 +65,11 @@ type Options struct {
 	AgentDir string
 	// TaskQueue is where fires run (default workflows.TaskQueue).
 	TaskQueue string
-	Logger    *slog.Logger
+	// Agent, for an agent served beside the main one, names its schedules
+	// "<agent>/<file name>" (ID schedule:<agent>/<name>), whose turns run in
+	// the agent's own sessions; "" for the main agent.
+	Agent  string
+	Logger *slog.Logger
 }
 
 // Report says what Reconcile did, by schedule name.
@@ -100,6 +104,7 @@ func Reconcile(ctx context.Context, c client.Client, opts Options) (Report, erro
 	if err != nil {
 		return rep, err
 	}
+	files.ForAgent(opts.Agent)
 	rep.Warnings = append(rep.Warnings, files.Ignored...)
 	sc := c.ScheduleClient()
 	want := map[string]bool{}

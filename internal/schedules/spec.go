@@ -69,6 +69,20 @@ type Files struct {
 	Ignored  []string
 }
 
+// ForAgent names the schedules of f as those of agent ("<agent>/<name>");
+// "" (the main agent) leaves them.
+func (f *Files) ForAgent(agent string) {
+	if agent == "" {
+		return
+	}
+	for i := range f.Specs {
+		f.Specs[i].Name = agent + "/" + f.Specs[i].Name
+	}
+	for i := range f.Disabled {
+		f.Disabled[i] = agent + "/" + f.Disabled[i]
+	}
+}
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
 // LoadDir reads <agentDir>/schedules. A missing folder is no schedules.

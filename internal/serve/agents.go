@@ -100,6 +100,9 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	if _, _, err := pp.Check(ctx); err != nil {
 		return pp, nil, err
 	}
+	if err := pp.reconcileSchedules(ctx, c, p.warn, name); err != nil {
+		return pp, nil, err
+	}
 	w, err := pp.StartWorker(ctx, c)
 	return pp, w, err
 }

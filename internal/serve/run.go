@@ -69,7 +69,7 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		p.Config.Metrics.WatchSessions(c, 0)
 	}
 	if roles.Worker {
-		if err := p.reconcileSchedules(ctx, c, p.warn); err != nil {
+		if err := p.reconcileSchedules(ctx, c, p.warn, ""); err != nil {
 			return nil, err
 		}
 		w, err := p.StartWorker(ctx, c)

@@ -13,7 +13,9 @@ import (
 // Bad files fail at once, naming the file; talking to Temporal happens in
 // the background, so the worker and ingress are not held up while a freshly
 // restarted server warms up. warn receives what a user should read.
-func (p *Parts) reconcileSchedules(ctx context.Context, c client.Client, warn func(string)) error {
+// agent names the schedules of an agent served beside the main one ("" for
+// the main agent).
+func (p *Parts) reconcileSchedules(ctx context.Context, c client.Client, warn func(string), agent string) error {
 	def, err := p.Loader.Load(ctx)
 	if err != nil {
 		return err
@@ -31,7 +33,7 @@ func (p *Parts) reconcileSchedules(ctx context.Context, c client.Client, warn fu
 		// some seconds after a restart (Reconcile retries until then).
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		rep, err := schedules.Reconcile(rctx, c, schedules.Options{AgentDir: dir, TaskQueue: p.Config.TaskQueue, Logger: log})
+		rep, err := schedules.Reconcile(rctx, c, schedules.Options{AgentDir: dir, TaskQueue: p.Config.TaskQueue, Agent: agent, Logger: log})
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Error("schedules were not reconciled; fix the problem and restart", "error", err)
