@@ -43,10 +43,13 @@ type benchFlags struct {
 	out          string
 	nats         string
 	untuned      bool
-	slackN       int
-	feishuN      int
-	webhookN     int
-	wfPollers    int
+	// server is where the Temporal server runs: embedded, or process (its
+	// own process, as deployments run it).
+	server    string
+	slackN    int
+	feishuN   int
+	webhookN  int
+	wfPollers int
 }
 
 // sections in the order they run.
@@ -82,7 +85,7 @@ type benchReport struct {
 type bench struct {
 	f     benchFlags
 	prog  *lab.Progress
-	srv   *lab.Server
+	srv   lab.Temporal
 	c     client.Client
 	kit   *lab.Kit
 	local *localagent.Agent
@@ -127,6 +130,7 @@ func runBench(args []string) error {
 	fs.StringVar(&f.out, "out", "bench-out", "directory to write bench.json and bench.svg into (empty: write nothing)")
 	fs.StringVar(&f.nats, "nats", envOr("FASTAGENT_LAB_NATS", "nats://127.0.0.1:4222"), "NATS URL for the multi-process figures")
 	fs.IntVar(&f.wfPollers, "wf-pollers", 0, "workflow task pollers of the bench worker: 0 autoscaled (the default), n ≥ 2 fixed (2 was the default before)")
+	fs.StringVar(&f.server, "server", "embedded", "the Temporal server: embedded in this process, or process (the same server in a process of its own; the actions figure needs embedded)")
 	fs.BoolVar(&f.untuned, "untuned", false, "use the embedded server's stock configuration (the tuning comparison runs this in a child process)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -277,7 +281,17 @@ func printBench(w io.Writer, r benchReport) {
 
 func (b *bench) setup() error {
 	var err error
-	b.srv, err = lab.StartServer(lab.ServerOptions{Untuned: b.f.untuned})
+	switch b.f.server {
+	case "embedded":
+		b.srv, err = lab.StartServer(lab.ServerOptions{Untuned: b.f.untuned})
+	case "process":
+		var bin string
+		if bin, err = os.Executable(); err == nil {
+			b.srv, err = lab.StartServerProcess(bin)
+		}
+	default:
+		err = fmt.Errorf("bench: -server is embedded or process (got %q)", b.f.server)
+	}
 	if err != nil {
 		return err
 	}
@@ -328,6 +342,9 @@ func (b *bench) teardown() {
 }
 
 func (b *bench) serverLabel() string {
+	if b.f.server == "process" {
+		return "server in its own process"
+	}
 	if b.f.untuned {
 		return "embedded untuned"
 	}
@@ -424,7 +441,7 @@ func (b *bench) overhead() error {
 	b.addDist(label, "in-process loop", p.local)
 	b.addDist(label, "bare Temporal floor, "+b.serverLabel(), p.floor)
 	b.addDist(label, durName, p.durable)
-	if b.f.untuned {
+	if b.f.untuned || b.f.server != "embedded" {
 		return nil
 	}
 	b.prog.Logf("running the same figure on an untuned embedded server (child process)")

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/fastagent/fastagent/internal/actions"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -23,18 +25,22 @@ var actionShapes = []struct{ name, text string }{
 // (internal/actions) and from the embedded server's own action metric,
 // which also sees the heartbeats a history does not show.
 func (b *bench) actionsFigures() error {
+	srv, ok := b.srv.(*lab.Server)
+	if !ok {
+		return errors.New("the actions figure reads the embedded server's action metric: run it with -server embedded")
+	}
 	session := "act-" + b.run
 	id := workflows.WorkflowID(session)
 	deltas := make([]map[string]int64, len(actionShapes))
 	for i, sh := range actionShapes {
-		before := b.srv.Actions("")
+		before := srv.Actions("")
 		if _, err := timeTurn(b.dur, session, sh.text); err != nil {
 			return err
 		}
 		if err := b.settle(id); err != nil {
 			return err
 		}
-		deltas[i] = actions.Delta(b.srv.Actions(""), before)
+		deltas[i] = actions.Delta(srv.Actions(""), before)
 	}
 	h, err := actions.Fetch(context.Background(), b.c, id)
 	if err != nil {

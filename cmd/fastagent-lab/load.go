@@ -53,6 +53,12 @@ type loadFlags struct {
 	cpuProf   string
 	warmup    time.Duration
 	seed      uint64
+	// store and feed swap one part of the production shape into the
+	// embedded one (-shape embedded), to measure what each part costs.
+	store, feed string
+	// server is where the Temporal server runs: embedded in this process
+	// or in a process of its own.
+	server string
 }
 
 // loadTurn is one measured turn.
@@ -128,6 +134,9 @@ func runLoad(args []string) error {
 	fs.IntVar(&f.tokens, "tokens", 50, "scripted model: tokens per text reply")
 	fs.StringVar(&f.shape, "shape", "embedded", "embedded (one process: server, worker, ingress) or prod (worker processes, Postgres store, NATS feed)")
 	fs.IntVar(&f.workers, "workers", 1, "worker processes with -shape prod")
+	fs.StringVar(&f.server, "server", "", "the Temporal server: embedded in this process, or process (the same server in a process of its own); default embedded with -shape embedded, process with -shape prod")
+	fs.StringVar(&f.store, "store", "sqlite", "with -shape embedded: the session store, sqlite or postgres (a throwaway database), to measure one part of the prod shape alone")
+	fs.StringVar(&f.feed, "feed", "inprocess", "with -shape embedded: the live feed, inprocess or nats, to measure one part of the prod shape alone")
 	fs.StringVar(&f.out, "out", "bench-out", "directory for load.json and load.svg (empty: write nothing)")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of the table")
 	fs.StringVar(&f.nats, "nats", envOr("FASTAGENT_LAB_NATS", "nats://127.0.0.1:4222"), "NATS URL (-shape prod)")
@@ -147,6 +156,21 @@ func runLoad(args []string) error {
 	}
 	if f.pool <= 0 || f.duration <= 0 || f.toolFrac < 0 || f.toolFrac > 1 {
 		return errors.New("load: -pool and -duration must be positive and -tools within 0..1")
+	}
+	if (f.store != "sqlite" && f.store != "postgres") || (f.feed != "inprocess" && f.feed != "nats") {
+		return fmt.Errorf("load: -store is sqlite or postgres and -feed inprocess or nats (got %q, %q)", f.store, f.feed)
+	}
+	if f.server == "" {
+		f.server = "embedded"
+		if f.shape == "prod" {
+			f.server = "process"
+		}
+	}
+	if f.server != "embedded" && f.server != "process" {
+		return fmt.Errorf("load: -server is embedded or process (got %q)", f.server)
+	}
+	if f.shape != "embedded" && (f.store != "sqlite" || f.feed != "inprocess") {
+		return errors.New("load: -store and -feed change the embedded shape; -shape prod always uses Postgres and NATS")
 	}
 	if f.wfPollers == 1 || f.wfPollers < 0 {
 		return errors.New("load: -wf-pollers must be 0 (default) or at least 2 (pollers alternate between the sticky and the shared queue)")
@@ -173,7 +197,7 @@ func runLoad(args []string) error {
 	for i := range g.idle {
 		g.idle[i] = i
 	}
-	report := loadReport{Title: "fastagent load", Started: time.Now().UTC(), Machine: lab.MachineFacts(), Flags: strings.Join(args, " "), Shape: f.shape}
+	report := loadReport{Title: "fastagent load", Started: time.Now().UTC(), Machine: lab.MachineFacts(), Flags: strings.Join(args, " "), Shape: f.shapeName()}
 	if f.warmup > 0 {
 		prog.Logf("warming up: %g turns/s for %s, not measured", rates[0], f.warmup)
 		g.offer(rates[0], f.warmup, prog)
@@ -247,12 +271,11 @@ func newLoadKit(f loadFlags) (*lab.Kit, error) {
 // embeddedLoadStack is `fastagent dev`'s shape: embedded server, worker
 // and ingress in this process, SQLite store, in-process feed.
 func embeddedLoadStack(f loadFlags) (*loadStack, error) {
-	st := &loadStack{procs: map[string]int{"this process (server+worker+ingress+generator)": 0}}
-	srv, err := lab.StartServer(lab.ServerOptions{})
+	st := &loadStack{procs: map[string]int{}}
+	srv, err := st.startServer(f, "worker+ingress+generator")
 	if err != nil {
 		return nil, err
 	}
-	st.close = append(st.close, srv.Close)
 	c, err := srv.Dial(context.Background())
 	if err != nil {
 		st.shutdown()
@@ -264,10 +287,8 @@ func embeddedLoadStack(f loadFlags) (*loadStack, error) {
 		return nil, err
 	}
 	st.close = append(st.close, st.kit.Close)
-	bus := feed.NewInProcess()
-	st.close = append(st.close, func() { _ = bus.Close() })
 	q := lab.NewQueue("load")
-	rt, err := st.kit.Runtime(bus, q, f.tune(srv.Namespace()))
+	rt, err := st.embeddedRuntime(f, q, srv.Namespace())
 	if err != nil {
 		st.shutdown()
 		return nil, err
@@ -279,6 +300,82 @@ func embeddedLoadStack(f loadFlags) (*loadStack, error) {
 	}
 	st.close = append(st.close, w.Stop)
 	return st, st.serve(c, rt)
+}
+
+// startServer starts the Temporal server (-server) and names this
+// process's part (here: what runs in this process beside an embedded
+// server) in the CPU and RSS columns.
+func (st *loadStack) startServer(f loadFlags, here string) (lab.Temporal, error) {
+	if f.server == "embedded" {
+		st.procs["this process (server+"+here+")"] = 0
+		srv, err := lab.StartServer(lab.ServerOptions{})
+		if err != nil {
+			return nil, err
+		}
+		st.close = append(st.close, srv.Close)
+		return srv, nil
+	}
+	st.procs["this process ("+here+")"] = 0
+	bin, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := lab.StartServerProcess(bin)
+	if err != nil {
+		return nil, err
+	}
+	st.close = append(st.close, srv.Close)
+	st.procs["temporal server process"] = srv.Pid()
+	return srv, nil
+}
+
+// shapeName names the measured shape: prod, embedded, or embedded with the
+// prod shape's store or feed swapped in.
+func (f loadFlags) shapeName() string {
+	name := f.shape
+	if f.server == "process" {
+		name += ", server in its own process"
+	}
+	if f.store != "sqlite" {
+		name += ", " + f.store + " store"
+	}
+	if f.feed != "inprocess" {
+		name += ", " + f.feed + " feed"
+	}
+	return name
+}
+
+// embeddedRuntime assembles the embedded shape's runtime on queue: the
+// kit's SQLite store and an in-process feed, or (-store, -feed) a throwaway
+// Postgres database and NATS, as the prod shape's worker uses them.
+func (st *loadStack) embeddedRuntime(f loadFlags, q, namespace string) (*serve.Parts, error) {
+	var bus feed.Bus = feed.NewInProcess()
+	if f.feed == "nats" {
+		if err := lab.NATSReachable(f.nats); err != nil {
+			return nil, fmt.Errorf("-feed nats needs NATS at %s: %w", f.nats, err)
+		}
+		var err error
+		if bus, err = feed.NewNATS(f.nats, feed.WithName("fastagent-lab-load")); err != nil {
+			return nil, err
+		}
+	}
+	st.close = append(st.close, func() { _ = bus.Close() })
+	if f.store == "sqlite" {
+		return st.kit.Runtime(bus, q, f.tune(namespace))
+	}
+	dsn, drop, err := throwawayDatabase(f.pg)
+	if err != nil {
+		return nil, err
+	}
+	st.close = append(st.close, drop)
+	cfg := serve.Config{Dir: st.kit.Dir, TaskQueue: q, Store: dsn, Logger: lab.QuietLogger()}
+	f.tune(namespace)(&cfg)
+	rt, err := serve.Assemble(context.Background(), cfg, serve.Components{Feed: bus, Loader: st.kit.Loader, Models: st.kit.Models})
+	if err != nil {
+		return nil, err
+	}
+	st.close = append(st.close, rt.Close)
+	return rt, nil
 }
 
 // tune is the runtime Config of the load flags: the worker's pollers and
@@ -310,7 +407,7 @@ func prodLoadStack(f loadFlags, prog *lab.Progress) (*loadStack, error) {
 	if err := lab.NATSReachable(f.nats); err != nil {
 		return nil, fmt.Errorf("-shape prod needs NATS at %s: %w", f.nats, err)
 	}
-	st := &loadStack{procs: map[string]int{"this process (server+ingress+generator)": 0}}
+	st := &loadStack{procs: map[string]int{}}
 	dsn, drop, err := throwawayDatabase(f.pg)
 	if err != nil {
 		return nil, err
@@ -324,12 +421,11 @@ func prodLoadStack(f loadFlags, prog *lab.Progress) (*loadStack, error) {
 		st.shutdown()
 		return nil, err
 	}
-	srv, err := lab.StartServer(lab.ServerOptions{})
+	srv, err := st.startServer(f, "ingress+generator")
 	if err != nil {
 		st.shutdown()
 		return nil, err
 	}
-	st.close = append(st.close, srv.Close)
 	c, err := srv.Dial(context.Background())
 	if err != nil {
 		st.shutdown()

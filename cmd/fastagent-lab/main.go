@@ -4,6 +4,7 @@
 //	fastagent-lab bench [flags]   latency, throughput, history and memory figures, side by side
 //	fastagent-lab chaos [flags]   worker and server kills, model faults, tool panics under load
 //	fastagent-lab load [flags]    the load curve: latency, throughput, CPU and memory per offered load
+//	fastagent-lab server -info f  a Temporal server in a process of its own (load -server process runs it)
 //
 // Results go to stdout as one table (or JSON with -json); progress goes to
 // stderr. bench also writes the report as bench.json and a chart of the
@@ -37,6 +38,13 @@ func main() {
 	if len(os.Args) < 2 {
 		usage()
 		os.Exit(2)
+	}
+	if os.Args[1] == "server" { // its own signal handling: it stops its server
+		if err := runServer(os.Args[2:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "fastagent-lab server:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	// Subprocesses run in their own process groups: stop them on Ctrl-C.
 	sig := make(chan os.Signal, 1)
@@ -77,5 +85,24 @@ func usage() {
   fastagent-lab bench [flags]   benchmark table (go run ./cmd/fastagent-lab bench -h for flags)
   fastagent-lab chaos [flags]   fault-suite table (go run ./cmd/fastagent-lab chaos -h for flags)
   fastagent-lab load [flags]    the load curve: open-loop Poisson turns at each offered rate (load -h for flags)
+  fastagent-lab server -info f  a Temporal server in a process of its own, until SIGTERM (load -server process starts it)
 `)
+}
+
+// runServer is `fastagent-lab server -info <file>`: the embedded Temporal
+// server in a process of its own, serving until SIGTERM or SIGINT.
+func runServer(args []string) error {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	info := fs.String("info", "", "file to write the server's address, API key and namespace to (JSON) once it serves")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *info == "" {
+		return errors.New("server: -info <file> is required")
+	}
+	stop := make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() { <-sig; close(stop) }()
+	return lab.ServeProcess(*info, stop)
 }
