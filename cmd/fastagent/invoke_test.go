@@ -27,3 +27,17 @@ func TestSubAgentLines(t *testing.T) {
 		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
 	}
 }
+
+// --agent addresses one agent's routes under the ingress's address.
+func TestAgentBase(t *testing.T) {
+	for _, c := range []struct{ base, agent, want string }{
+		{"http://127.0.0.1:8787", "", "http://127.0.0.1:8787"},
+		{"http://127.0.0.1:8787/", "", "http://127.0.0.1:8787"},
+		{"http://127.0.0.1:8787/", "reviewer", "http://127.0.0.1:8787/agents/reviewer"},
+		{"https://a.example/x", "a b", "https://a.example/x/agents/a%20b"},
+	} {
+		if got := agentBase(c.base, c.agent); got != c.want {
+			t.Errorf("agentBase(%q, %q) = %q, want %q", c.base, c.agent, got, c.want)
+		}
+	}
+}
