@@ -135,6 +135,9 @@ func (sc *sessionCmds) list() error {
 		}
 	}
 	if filtered {
+		if sc.agent != "" {
+			q.Set("agent", sc.agent)
+		}
 		return sc.search(q)
 	}
 	var v struct {

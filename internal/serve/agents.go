@@ -129,7 +129,6 @@ func (p *Parts) agentIngresses(d *durable.Agent, toks *ingress.Tokens, host stri
 		serving, owners = sc, scopedOwners{owners: owners, scope: sc}
 	}
 	s := p.authIngress(serving, owners, toks, host)
-	s.Name = main
 	for name := range p.Config.Agents {
 		od := *d
 		od.TaskQueue = name

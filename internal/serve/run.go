@@ -193,6 +193,13 @@ func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
 	if sc, scoped := a.(*scopedAgent); scoped {
 		d, ok = sc.d, true
 	}
+	if ok {
+		// The agent's routes are also under /agents/<its task queue>/.
+		s.Name = d.TaskQueue
+		if s.Name == "" {
+			s.Name = workflows.TaskQueue
+		}
+	}
 	if lim := p.Config.Admission; lim.Enabled() && ok {
 		ns := p.Config.Namespace
 		if ns == "" {
