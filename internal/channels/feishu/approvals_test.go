@@ -208,7 +208,9 @@ func TestClickParse(t *testing.T) {
 		note  bool
 		isErr bool
 	}{
-		"another button":         {edit: func(ev map[string]any) { eventOf(ev)["action"] = map[string]any{"value": map[string]any{"x": "y"}, "tag": "button"} }},
+		"another button": {edit: func(ev map[string]any) {
+			eventOf(ev)["action"] = map[string]any{"value": map[string]any{"x": "y"}, "tag": "button"}
+		}},
 		"a copy in another chat": {edit: func(ev map[string]any) { eventOf(ev)["context"].(map[string]any)["open_chat_id"] = "oc_elsewhere" }, note: true},
 		"no context":             {edit: func(ev map[string]any) { delete(eventOf(ev), "context") }, note: true},
 		"no call":                {edit: func(ev map[string]any) { delete(valueOf(ev), "c") }, isErr: true},
