@@ -96,7 +96,10 @@ func (d *Door) Click(ev *callback.CardActionTriggerEvent) (*channels.Decision, *
 		return nil, nil, fmt.Errorf("%s: %s: %w", kind, EventCardAction, err)
 	}
 	var v buttonValue
-	if json.Unmarshal(raw, &v) != nil || (v.Action != actionApprove && v.Action != actionDeny) {
+	if err := json.Unmarshal(raw, &v); err != nil {
+		v = buttonValue{} // another app's button, with values of other types
+	}
+	if v.Action != actionApprove && v.Action != actionDeny {
 		return nil, nil, nil
 	}
 	if v.Session == "" || v.Call == "" {
@@ -289,10 +292,7 @@ func isOpenID(s string) bool {
 	if !strings.HasPrefix(s, "ou_") || len(s) > 64 {
 		return false
 	}
-	for _, c := range s[3:] {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return strings.IndexFunc(s[3:], func(c rune) bool {
+		return (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_'
+	}) < 0
 }
