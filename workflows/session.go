@@ -263,6 +263,20 @@ type ApproveRequest struct {
 	// decide (GitHub: the comment author's association), which then
 	// replaces the asker-only rule for calls without approvers.
 	Vetted bool `json:"vetted,omitempty"`
+	// Role is an approvers entry naming a group of people on the door's
+	// platform ("slack:admins": the Slack workspace's admins and owners)
+	// that the door checked By belongs to: a call listing the role may be
+	// decided by By. Only a role of the door's own kind counts.
+	Role string `json:"role,omitempty"`
+}
+
+// approverListed reports whether req's decider is one of approvers: by
+// name, or through a role of the door's platform the door checked.
+func approverListed(approvers []string, req ApproveRequest) bool {
+	if slices.Contains(approvers, req.By) {
+		return true
+	}
+	return req.Role != "" && req.Door != "" && strings.HasPrefix(req.Role, req.Door+":") && slices.Contains(approvers, req.Role)
 }
 
 // PendingQuestion is a question the agent asked (ask_user) that waits for
@@ -724,7 +738,7 @@ func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error 
 						req.By, req.Call, orText(asker, "nobody on "+req.Door)), agent.CodeNotApprover, temporal.ApplicationErrorOptions{NonRetryable: true})
 				}
 			}
-			if len(a.view.Approvers) > 0 && !slices.Contains(a.view.Approvers, req.By) {
+			if len(a.view.Approvers) > 0 && !approverListed(a.view.Approvers, req) {
 				who := strings.Join(a.view.Approvers, ", ")
 				return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%q may not decide tool call %q: its approvers are %s; it was not decided and still waits",
 					req.By, req.Call, who), agent.CodeNotApprover, temporal.ApplicationErrorOptions{NonRetryable: true})

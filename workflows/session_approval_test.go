@@ -220,6 +220,43 @@ func TestSessionApprovers(t *testing.T) {
 	}
 }
 
+// TestSessionApproverRoles: a call listing a platform role ("slack:admins")
+// is decided by someone the door vouches for with that role; the same
+// person without it, a role claimed for another door's platform, or a role
+// on the HTTP route is refused (not_approver) and the call keeps waiting.
+func TestSessionApproverRoles(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		if call.Step == 1 {
+			return reply(call, gatedDeploy(time.Hour, "slack:admins")), nil
+		}
+		return reply(call), nil
+	}
+	u := h.turn(ms, "t1", "ship it")
+	member := h.send(time.Minute, workflows.UpdateApprove, "a-member", workflows.ApproveRequest{Call: "c1", Approve: true, By: "slack:U1", Door: "slack"})
+	otherDoor := h.send(2*time.Minute, workflows.UpdateApprove, "a-other", workflows.ApproveRequest{Call: "c1", Approve: true, By: "telegram:7", Door: "telegram",
+		Role: "slack:admins"})
+	api := h.send(3*time.Minute, workflows.UpdateApprove, "a-api", workflows.ApproveRequest{Call: "c1", Approve: true, By: "carol", Role: "slack:admins"})
+	var still workflows.SessionView
+	h.at(4*time.Minute, func() { still = h.state() })
+	admin := h.send(5*time.Minute, workflows.UpdateApprove, "a-admin", workflows.ApproveRequest{Call: "c1", Approve: true, By: "slack:U9", Door: "slack",
+		Role: "slack:admins"})
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+
+	h.requireRejected(member, agent.CodeNotApprover)
+	h.requireRejected(otherDoor, agent.CodeNotApprover)
+	h.requireRejected(api, agent.CodeNotApprover)
+	h.requireOK(admin, "the admin's approval")
+	equal(t, "pending after refused decisions", len(still.Approvals), 1)
+	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
+	pub := h.publishedEvents()
+	if len(pub) != 2 || pub[1].Event.Type != agent.TypeApprovalResolved || pub[1].Event.By != "slack:U9" || !pub[1].Event.Approved {
+		t.Fatalf("published %+v, want approval_resolved by slack:U9, approved", pub)
+	}
+}
+
 // TestSessionRefusedCalls: calls the model activity refused (a call ID used
 // twice in one reply) are recorded with the refusal and never run, even
 // when they require approval.

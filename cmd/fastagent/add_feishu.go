@@ -154,6 +154,7 @@ func printFeishuSteps(out io.Writer, p feishu.Profile, name, transport string, c
 			fmt.Sprintf("Start the agent where the platform can reach it over HTTPS (a deployment, or a tunnel to make dev),\n     then Event Configuration: \"Send events to developer server\", Request URL https://<your host>%s\n     (the console sends a challenge the ingress answers), and add the event im.message.receive_v1.", p.Path))
 	}
 	steps = append(steps,
+		fmt.Sprintf("Events & Callbacks → Callback Configuration: deliver callbacks the same way (%s) and add the callback\n     %s (card action: the Approve / Deny buttons of approval cards).", callbackWay(p, transport), feishu.EventCardAction),
 		"Version Management & Release: create a version and publish it (an admin approves sensitive scopes).",
 		"Open a DM with the bot, or add it to a group and @mention it.")
 	for i, s := range steps {
@@ -169,6 +170,7 @@ func printFeishuSteps(out io.Writer, p feishu.Profile, name, transport string, c
 	}
 	fmt.Fprintf(out, "\nEvent subscription:\n  %s (Message received)\n", feishu.EventMessageReceive)
 	fmt.Fprintf(out, "  %s (Message recalled) — optional: a recalled message's turn is dropped while it waits\n", feishu.EventMessageRecalled)
+	fmt.Fprintf(out, "\nCallback subscription:\n  %s (card action) — the Approve / Deny buttons of approval cards\n", feishu.EventCardAction)
 	fmt.Fprintf(out, "\nEnvironment (exported where the worker and the ingress run; never in the channel file):\n")
 	fmt.Fprintf(out, "  %s=cli_…\n  %s=…\n", p.Env("APP_ID"), p.Env("APP_SECRET"))
 	if transport == feishu.TransportWebhook {
@@ -176,4 +178,12 @@ func printFeishuSteps(out io.Writer, p feishu.Profile, name, transport string, c
 	}
 	fmt.Fprintf(out, "  %s=%s   # optional: a proxy or a test server\n", p.Env("BASE_URL"), p.BaseURL)
 	fmt.Fprintf(out, "\nThen: make dev (or fastagent dev) and send the bot a message.\n")
+}
+
+// callbackWay says how the console delivers callbacks for transport.
+func callbackWay(p feishu.Profile, transport string) string {
+	if transport == feishu.TransportWebsocket {
+		return "persistent connection"
+	}
+	return "developer server, Request URL https://<your host>" + p.Path
 }

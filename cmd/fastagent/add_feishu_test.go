@@ -44,7 +44,7 @@ func TestAddFeishu(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			common := []string{"Wrote ", "im:message ", "im:message.p2p_msg:readonly", "im:message.group_at_msg:readonly", "im:resource",
-				"cardkit:card:write", feishu.EventMessageReceive, "Bot capability", "publish", "make dev"}
+				"cardkit:card:write", feishu.EventMessageReceive, feishu.EventCardAction, "Callback Configuration", "Bot capability", "publish", "make dev"}
 			for _, w := range append(common, c.want...) {
 				if !strings.Contains(out, w) {
 					t.Errorf("output lacks %q:\n%s", w, out)

@@ -88,6 +88,11 @@ type Answer struct {
 	Body        []byte
 	// Header holds extra response headers (e.g. X-Slack-No-Retry).
 	Header map[string]string
+	// After, when set, is called once everything parsed was handed off,
+	// and the answer it returns is sent instead: a platform that shows the
+	// answer to the person who clicked (a Feishu/Lark card callback's
+	// toast) learns what became of the click.
+	After func() Answer
 }
 
 // Request is a webhook request as a door sees it: headers and the capped

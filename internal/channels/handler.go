@@ -120,6 +120,9 @@ func Handler(d Door, c Starter, taskQueue string, log *slog.Logger) http.Handler
 			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
+		if ans.After != nil {
+			ans = ans.After()
+		}
 		for k, v := range ans.Header {
 			w.Header().Set(k, v)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
+	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/workflows"
@@ -124,6 +125,82 @@ func TestSlackApprovalButtons(t *testing.T) {
 	if asks != 1 {
 		t.Errorf("%d approval messages posted, want 1", asks)
 	}
+}
+
+// A call whose approvers are slack:admins is decided by the workspace's
+// admins and owners, as users.info tells: the asker, a plain member, is
+// refused with a note and nothing changes; an admin's click approves and
+// the message shows who approved.
+func TestSlackAdminsApprove(t *testing.T) {
+	s := newSlackStack(t)
+	s.e.writeConfig("tools:\n  counter: {requiresApproval: true, approvers: [slack:admins]}\n")
+	s.startWorker()
+	const channel, ts, asker, admin = "C0ADMINS", "1515449700.000100", "U061F7AUR", "UADMIN01"
+	s.fake.srv.AddUser(fakeslack.User{ID: asker, TeamID: s.team})
+	s.fake.srv.AddUser(fakeslack.User{ID: admin, TeamID: s.team, Admin: true})
+	session := slack.SessionID(s.team, channel, ts)
+	t.Cleanup(func() { s.terminate(session) })
+	s.e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "sa1", Name: testkit.CounterName, Args: `{"note":"admins"}`}}},
+		modelserver.Reply{Text: []string{"counted for the admins"}},
+	)
+	if code, body, _ := s.post(s.event("EvAdmins", "app_mention", "", channel, ts, "", "<@U0LAN0Z89> count this"), slackSecret, time.Now(), nil); code != http.StatusOK {
+		t.Fatalf("mention: %d %s", code, body)
+	}
+	var ask struct{ ts, value string }
+	waitFor(t, 90*time.Second, "the approval message", func() bool {
+		for _, c := range s.fake.srv.Calls("chat.postMessage") {
+			if strings.Contains(c.Get("blocks"), "fastagent_approve") && c.Get("channel") == channel {
+				ask.value = buttonValue(t, c.Get("blocks"))
+				for _, m := range s.fake.replies(channel) {
+					if strings.Contains(m.Text, "wants to run") {
+						ask.ts = m.TS
+					}
+				}
+				return ask.ts != ""
+			}
+		}
+		return false
+	})
+	if m := messageAt(s, channel, ask.ts); !strings.Contains(m.Text, "the workspace's admins and owners") {
+		t.Errorf("approval message %q, want it to name the workspace's admins and owners", m.Text)
+	}
+	click := func(user, actionTS string) {
+		t.Helper()
+		body := interaction(s.team, channel, user, actionTS, "fastagent_approve", ask.value, s.fake.srv.URL+"/response/"+actionTS)
+		if code, b, _ := s.post(body, slackSecret, time.Now(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); code != http.StatusOK {
+			t.Fatalf("click by %s: %d %s", user, code, b)
+		}
+	}
+	click(asker, "1700000001.000001")
+	notes := s.fake.srv.Calls("response/1700000001.000001")
+	if len(notes) != 1 || !strings.Contains(notes[0].Get("text"), "may not decide") {
+		t.Fatalf("notes to the member: %+v, want one 'may not decide'", notes)
+	}
+	if st, err := s.e.agent.State(context.Background(), session); err != nil || len(st.Approvals) != 1 {
+		t.Fatalf("after the member's click: state %+v, %v, want the call still waiting", st, err)
+	}
+	if n := s.e.kit.Counter.Runs(session); n != 0 {
+		t.Fatalf("the counter ran %d times after a refused click", n)
+	}
+	click(admin, "1700000001.000002")
+	waitFor(t, 90*time.Second, "the answer in the thread", func() bool {
+		for _, m := range s.fake.replies(channel) {
+			if strings.Contains(m.Text, "counted for the admins") && !m.Streaming {
+				return true
+			}
+		}
+		return false
+	})
+	if n := s.e.kit.Counter.Runs(session); n != 1 {
+		t.Errorf("the approved counter ran %d times, want 1", n)
+	}
+	if n := len(s.fake.srv.Calls("response/1700000001.000002")); n != 0 {
+		t.Errorf("the admin's click was answered with %d notes, want none", n)
+	}
+	waitFor(t, 30*time.Second, "the approval message settled", func() bool {
+		return strings.Contains(messageAt(s, channel, ask.ts).Text, "Approved by <@"+admin+">")
+	})
 }
 
 // buttonValue is the Approve button's value in a posted blocks parameter.

@@ -91,7 +91,8 @@ func newSlackStack(t *testing.T) *slackStack {
 	e := newEnv(t)
 	s := &slackStack{e: e, fake: newFakeSlack(t), team: fmt.Sprintf("T%d", time.Now().UnixNano())}
 	s.reply = slack.NewReplier("xoxb-e2e", s.fake.srv.URL)
-	s.door = httptest.NewServer(channels.Handler(&slack.Door{SigningSecret: slackSecret, APIURL: s.fake.srv.URL}, e.client, e.queue, nil))
+	s.door = httptest.NewServer(channels.Handler(&slack.Door{SigningSecret: slackSecret, APIURL: s.fake.srv.URL,
+		Admins: slack.NewAdmins("xoxb-e2e", s.fake.srv.URL)}, e.client, e.queue, nil))
 	t.Cleanup(s.door.Close)
 	return s
 }
@@ -463,7 +464,8 @@ func TestSlackWorkerKilledMidStream(t *testing.T) {
 	}
 	e.extraEnv = []string{"SLACK_SIGNING_SECRET=" + slackSecret, "SLACK_BOT_TOKEN=xoxb-e2e", "SLACK_API_URL=" + fake.srv.URL + "/"}
 	s := &slackStack{e: e, fake: fake, team: fmt.Sprintf("T%d", time.Now().UnixNano())}
-	s.door = httptest.NewServer(channels.Handler(&slack.Door{SigningSecret: slackSecret, APIURL: s.fake.srv.URL}, e.client, e.queue, nil))
+	s.door = httptest.NewServer(channels.Handler(&slack.Door{SigningSecret: slackSecret, APIURL: s.fake.srv.URL,
+		Admins: slack.NewAdmins("xoxb-e2e", s.fake.srv.URL)}, e.client, e.queue, nil))
 	t.Cleanup(s.door.Close)
 
 	slow := make([]string, 20)

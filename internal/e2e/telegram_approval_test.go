@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -87,6 +88,61 @@ func TestTelegramApprovalButtons(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// ask_user in a Telegram chat: the question is posted as a reply to the
+// user's message; the asker's next message in the chat is the answer (the
+// tool's result, read by the model's next step), not a second turn; the
+// same update delivered again changes nothing; one answer arrives.
+func TestTelegramAskUser(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("askUser: true\n")
+	s := newTelegramStack(t, e)
+	s.startWorker()
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "tq1", Name: "ask_user", Args: `{"question":"Which city?"}`}}},
+		modelserver.Reply{Text: []string{"Booked in Lisbon."}},
+	)
+	s.send(telegramUpdate(t, "private.json", s.user, 0))
+	waitFor(t, 90*time.Second, "the question", func() bool {
+		for _, m := range s.fake.Messages(s.user) {
+			if strings.Contains(m.Text, "Which city?") && strings.Contains(m.Text, "Reply here to answer") && m.ReplyTo == 11 {
+				return true
+			}
+		}
+		return false
+	})
+	var u map[string]any
+	_ = json.Unmarshal(telegramUpdate(t, "private.json", s.user, 0), &u)
+	u["update_id"] = 815000102
+	msg := u["message"].(map[string]any)
+	msg["message_id"], msg["text"], msg["date"] = 12, "Lisbon", 1764614460
+	answer, _ := json.Marshal(u)
+	s.send(answer)
+	s.send(answer) // delivered twice
+	waitFor(t, 90*time.Second, "the answer", func() bool {
+		for _, m := range s.fake.Messages(s.user) {
+			if m.Text == "Booked in Lisbon." {
+				return true
+			}
+		}
+		return false
+	})
+	reqs := e.kit.Model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2 (the answer was a turn of its own?)", len(reqs))
+	}
+	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.ToolCallID != "tq1" || last.Content != "Lisbon" {
+		t.Errorf("the model read %+v, want Lisbon as tq1's result", last)
+	}
+	time.Sleep(time.Second) // a redelivery that became a turn would have asked the model by now
+	if n := e.kit.Model.Count(); n != 2 {
+		t.Errorf("%d model calls after the redelivery, want 2", n)
+	}
+	st, err := e.agent.State(context.Background(), telegramSession(s.user))
+	if err != nil || st.Turns != 1 || len(st.Queued) != 0 {
+		t.Errorf("session state %+v (%v), want one turn and nothing queued", st, err)
+	}
 }
 
 // telegramSession is the session of a private chat.

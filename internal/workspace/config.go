@@ -103,8 +103,9 @@ type ApprovalsConfig struct {
 	// before it is denied and the model told why (default 1h).
 	Timeout Duration `yaml:"timeout"`
 	// Approvers, when set, are the only principals who may decide (token
-	// principal names, or a channel's users as its events name them);
-	// unset, the session's owner and admins may.
+	// principal names, a channel's users as its events name them, or a
+	// channel's role: slack:admins, the Slack workspace's admins and
+	// owners); unset, the session's owner and admins may.
 	Approvers []string `yaml:"approvers"`
 }
 

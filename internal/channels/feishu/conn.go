@@ -12,6 +12,7 @@ import (
 
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher/callback"
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
 
@@ -26,7 +27,9 @@ const handTimeout = 2500 * time.Millisecond
 // larkws client: the platform pushes events over an outbound websocket
 // authenticated by App ID and Secret, so no public URL, token or Encrypt
 // Key is needed. Each event is handed to Temporal and then ACKed; a failed
-// hand-off is answered 500, so the platform pushes the event again.
+// hand-off is answered 500, so the platform pushes the event again. Card
+// callbacks (approval clicks) arrive the same way and are answered with
+// their toast.
 //
 // Shutdown is only as clean as the SDK allows: larkws.Client.Start blocks
 // forever, ignores its context for the open socket and has no Close. When
@@ -96,6 +99,12 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 			}
 			m, err := c.Door.Recall(ev)
 			return handle(hctx, m, err)
+		}).
+		OnP2CardActionTrigger(func(hctx context.Context, ev *callback.CardActionTriggerEvent) (*callback.CardActionTriggerResponse, error) {
+			if closed.Load() {
+				return nil, errors.New("feishu: connection is shutting down")
+			}
+			return c.click(hctx, log, hand, ev)
 		})
 	var once sync.Once
 	lg := &connLogger{log: log, onConnect: func() { once.Do(ready) }}
@@ -120,6 +129,29 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 		closed.Store(true)
 		return fmt.Errorf("feishu: long connection: %w", err)
 	}
+}
+
+// click hands a card callback's decision off and answers the click with
+// its toast; a click that decides nothing is answered empty.
+func (c *Conn) click(ctx context.Context, log *slog.Logger, hand func(context.Context, channels.Parsed) error,
+	ev *callback.CardActionTriggerEvent) (*callback.CardActionTriggerResponse, error) {
+	dec, toast, err := c.Door.Click(ev)
+	switch {
+	case err != nil:
+		log.Warn("feishu: unreadable card callback acknowledged", "error", err)
+		return &callback.CardActionTriggerResponse{}, nil
+	case toast == nil:
+		return &callback.CardActionTriggerResponse{}, nil
+	case dec == nil:
+		return toast.Response(), nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, handTimeout)
+	defer cancel()
+	if err := hand(hctx, channels.Parsed{Decisions: []channels.Decision{*dec}}); err != nil {
+		log.Error("feishu: hand-off of a decision failed", "id", dec.ID, "error", err)
+		return nil, fmt.Errorf("feishu: hand-off: %w", err)
+	}
+	return toast.Response(), nil
 }
 
 // connLogger routes the ws client's log lines to slog and spots

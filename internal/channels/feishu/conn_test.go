@@ -2,11 +2,14 @@ package feishu_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher/callback"
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
@@ -81,6 +84,22 @@ func TestConnLongConnection(t *testing.T) {
 		}
 	default:
 		t.Fatal("recall: ACK before the hand-off")
+	}
+
+	// An approval click over the long connection is handed off as a
+	// decision and answered with its toast.
+	code, data, err := fake.PushCallback(fixture(t, "card_action.json"), 5*time.Second)
+	var ans callback.CardActionTriggerResponse
+	if err != nil || code != http.StatusOK || json.Unmarshal(data, &ans) != nil || ans.Toast == nil || ans.Toast.Content != "Approved." {
+		t.Fatalf("push of a click: ACK %d %s, %v; want 200 with the toast", code, data, err)
+	}
+	select {
+	case p := <-got:
+		if len(p.Decisions) != 1 || p.Decisions[0].ID != "feishu:f7984f25108f8137722bb63cee927e66" || !p.Decisions[0].Request.Approve {
+			t.Errorf("handed for a click %+v", p)
+		}
+	default:
+		t.Fatal("click: ACK before the hand-off")
 	}
 
 	failHand.Store(true)

@@ -139,8 +139,10 @@ func (d *Door) open(r channels.Request) ([]byte, error) {
 }
 
 // Parse implements channels.Door: url_verification is answered with its
-// challenge; a user's im.message.receive_v1 becomes a chat message. Other
-// events are acknowledged and dropped.
+// challenge; a user's im.message.receive_v1 becomes a chat message; a
+// click on an approval card's button (card.action.trigger) becomes a
+// decision, answered with a toast. Other events are acknowledged and
+// dropped.
 func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusOK, ContentType: "application/json", Body: []byte(`{"msg":"success"}`)}}
 	plain, err := d.open(r)
@@ -157,6 +159,9 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 			return ok, fmt.Errorf("%s: challenge: %w", d.Profile.Kind, err)
 		}
 		return channels.Parsed{Answer: channels.Answer{Status: http.StatusOK, ContentType: "application/json", Body: body}}, nil
+	}
+	if env.Schema == "2.0" && env.Header != nil && env.Header.EventType == EventCardAction {
+		return d.parseCardAction(plain)
 	}
 	if env.Schema == "2.0" && env.Header != nil && env.Header.EventType == EventMessageRecalled {
 		var ev larkim.P2MessageRecalledV1

@@ -6,7 +6,9 @@
 // events from users into chat messages for workflows.ChatWorkflow. The
 // long connection (transport: websocket) receives the same events through
 // the SDK's larkws client. The replier answers in the message's thread
-// with a CardKit streaming card that settles into the stored answer.
+// with a CardKit streaming card that settles into the stored answer, and
+// asks for approvals with an interactive card whose button clicks
+// (card.action.trigger callbacks, verified like events) become decisions.
 package feishu
 
 import (

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +37,10 @@ type buttonValue struct {
 	Call           string `json:"c"`
 	ArgsHash       string `json:"a,omitempty"`
 	DefinitionHash string `json:"d,omitempty"`
+	// Admins is the workspace (team ID) whose admins and owners may decide:
+	// set when the call lists AdminsRole, so only then is the clicker
+	// looked up.
+	Admins string `json:"ad,omitempty"`
 }
 
 // isInteraction reports whether body is an interactivity request (a form
@@ -50,12 +56,12 @@ func (d *Door) parseInteraction(body []byte) (channels.Parsed, error) {
 	if err != nil {
 		return ok, fmt.Errorf("slack: interaction: %w", err)
 	}
-	return d.parseCallback([]byte(form.Get("payload")))
+	return d.parseCallback(context.Background(), []byte(form.Get("payload")))
 }
 
 // parseCallback is parseInteraction of the interaction's JSON: the HTTP
 // form's payload, or a Socket Mode interactive envelope's payload.
-func (d *Door) parseCallback(payload []byte) (channels.Parsed, error) {
+func (d *Door) parseCallback(ctx context.Context, payload []byte) (channels.Parsed, error) {
 	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusOK}}
 	var cb slack.InteractionCallback
 	if err := json.Unmarshal(payload, &cb); err != nil {
@@ -80,6 +86,9 @@ func (d *Door) parseCallback(payload []byte) (channels.Parsed, error) {
 		if !req.Approve {
 			req.Reason = "denied in Slack by <@" + cb.User.ID + ">"
 		}
+		if v.Admins != "" && d.isAdmin(ctx, v.Admins, cb.User.ID) {
+			req.Role = AdminsRole
+		}
 		dec := channels.Decision{Session: v.Session, ID: Kind + ":" + cb.Team.ID + ":" + cb.User.ID + ":" + a.ActionTs, Request: req}
 		if d.allowedResponseURL(cb.ResponseURL) {
 			dec.Notify = func(ctx context.Context, text string) error { return respondEphemeral(ctx, cb.ResponseURL, text) }
@@ -87,6 +96,21 @@ func (d *Door) parseCallback(payload []byte) (channels.Parsed, error) {
 		ok.Decisions = append(ok.Decisions, dec)
 	}
 	return ok, nil
+}
+
+// isAdmin reports whether user is an admin or owner of workspace team; a
+// door without lookups, or a failed lookup, says no (the session then
+// refuses the click unless the user is listed by name).
+func (d *Door) isAdmin(ctx context.Context, team, user string) bool {
+	if d.Admins == nil {
+		return false
+	}
+	admin, err := d.Admins.Is(ctx, team, user)
+	if err != nil {
+		slog.Warn("slack: cannot tell whether the clicker is a workspace admin; not counted as one", "user", user, "error", err)
+		return false
+	}
+	return admin
 }
 
 // allowedResponseURL keeps the ephemeral note on Slack's own hosts (or
@@ -128,7 +152,11 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 	if err != nil {
 		return "", err
 	}
-	value, _ := json.Marshal(buttonValue{Session: session, Call: ev.ID, ArgsHash: ev.ArgsHash, DefinitionHash: ev.DefinitionHash})
+	bv := buttonValue{Session: session, Call: ev.ID, ArgsHash: ev.ArgsHash, DefinitionHash: ev.DefinitionHash}
+	if slices.Contains(ev.Approvers, AdminsRole) {
+		bv.Admins, _, _ = strings.Cut(t.Chat, ":")
+	}
+	value, _ := json.Marshal(bv)
 	text := askText(ev)
 	blocks := []slack.Block{
 		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, text, false, false), nil, nil),
@@ -178,7 +206,14 @@ func askText(ev agent.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, ":raised_hand: *%s* wants to run with:\n```%s```\n", ev.Name, truncate(channels.PrettyJSON(ev.Args), 2500))
 	if len(ev.Approvers) > 0 {
-		fmt.Fprintf(&b, "Who may decide: %s. ", strings.Join(ev.Approvers, ", "))
+		who := make([]string, 0, len(ev.Approvers))
+		for _, a := range ev.Approvers {
+			if a == AdminsRole {
+				a = "the workspace's admins and owners"
+			}
+			who = append(who, a)
+		}
+		fmt.Fprintf(&b, "Who may decide: %s. ", strings.Join(who, ", "))
 	} else {
 		b.WriteString("Who may decide: the person who asked. ")
 	}

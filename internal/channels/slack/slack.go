@@ -117,7 +117,7 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 		return nil, fmt.Errorf("slack: botTokenEnv: environment variable %s is not set", cfg.BotTokenEnv)
 	}
 	apiURL := getenv(APIURLEnv)
-	door := &Door{BotUserID: cfg.BotUserID, Policy: policy, APIURL: apiURL}
+	door := &Door{BotUserID: cfg.BotUserID, Policy: policy, APIURL: apiURL, Admins: NewAdmins(token, apiURL)}
 	rp := NewReplier(token, apiURL)
 	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	ch := &channels.Channel{Door: door, Replier: rp, Tools: []agent.Tool{rp.SendFileTool()}}
@@ -150,6 +150,9 @@ type Door struct {
 	// APIURL is the Slack API URL override (SLACK_API_URL), whose host an
 	// interaction's response_url may also name.
 	APIURL string
+	// Admins looks up whether a clicker is a workspace admin or owner, for
+	// calls whose approvers list AdminsRole; nil: no one is.
+	Admins *Admins
 }
 
 // Kind implements channels.Door.

@@ -114,7 +114,7 @@ func (s *Socket) interactive(ctx context.Context, sm *socketmode.Client, req *so
 	if req == nil {
 		return
 	}
-	parsed, err := s.Door.parseCallback(req.Payload)
+	parsed, err := s.Door.parseCallback(ctx, req.Payload)
 	if err != nil {
 		log.Warn("slack: unparsable interaction acknowledged", "envelope", req.EnvelopeID, "error", err)
 	} else if len(parsed.Decisions) > 0 {

@@ -131,3 +131,32 @@ func byUser(by string) string {
 	}
 	return ""
 }
+
+// Question implements channels.Questioner: the agent's question as a reply
+// to the user's message, saying how to answer. The asker's next message in
+// the chat (in a group: a reply to this message, or a mention of the bot,
+// as any message to the bot) is the answer.
+func (r *Replier) Question(ctx context.Context, t workflows.Target, ev agent.Event) (string, error) {
+	rd, err := r.Render(ctx, t, "")
+	if err != nil {
+		return "", err
+	}
+	m := rd.(*render)
+	how := "Reply to this message to answer"
+	if m.chat > 0 {
+		how = "Reply here to answer" // a private chat: every message reaches the bot
+	}
+	if !ev.Deadline.IsZero() {
+		how += " (until " + ev.Deadline.UTC().Format("15:04 MST, Jan 2") + ")"
+	}
+	params := map[string]any{"chat_id": m.chat, "text": "❓ " + html.EscapeString(clip(ev.Question, 3500)) + "\n<i>" + how + ".</i>", "parse_mode": "HTML",
+		"reply_parameters": map[string]any{"message_id": m.replyTo, "allow_sending_without_reply": true}}
+	if m.thread != 0 {
+		params["message_thread_id"] = m.thread
+	}
+	var out sentMessage
+	if err := r.api.Call(ctx, "sendMessage", params, &out); err != nil {
+		return "", fmt.Errorf("telegram: ask question %s: %w", ev.ID, err)
+	}
+	return t.Chat + "/" + strconv.FormatInt(out.MessageID, 10), nil
+}

@@ -1,8 +1,13 @@
 package telegram
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -25,5 +30,36 @@ func TestDecisionOfAPress(t *testing.T) {
 	plain := &Message{MessageID: 6, Chat: Chat{ID: 42}, Text: "just a message"}
 	if dec, err := d.Decision(Update{CallbackQuery: &CallbackQuery{ID: "q3", From: from, Message: plain, Data: dataApprove}}); dec != nil || err == nil {
 		t.Errorf("a press on a message naming no call: %+v, %v; want an error", dec, err)
+	}
+}
+
+// The agent's question is a reply to the user's message, HTML-escaped,
+// saying how to answer: in a private chat any message, in a group a reply
+// to it; its reference names the chat and the message.
+func TestQuestionMessage(t *testing.T) {
+	t.Parallel()
+	r, fake := newTestReplier(t)
+	deadline := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+	for _, c := range []struct {
+		chat, how string
+	}{
+		{"424242", "Reply here to answer (until 03:04 UTC, Jan 2)."},
+		{"-100123", "Reply to this message to answer (until 03:04 UTC, Jan 2)."},
+	} {
+		ref, err := r.Question(context.Background(), workflows.Target{Chat: c.chat, Message: "11"}, agent.QuestionAsked("q1", "Which <city>?", deadline))
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := fake.Calls("sendMessage")
+		last := calls[len(calls)-1].Params
+		text, _ := last["text"].(string)
+		reply, _ := last["reply_parameters"].(map[string]any)
+		if !strings.HasPrefix(text, "❓ Which &lt;city&gt;?") || !strings.Contains(text, "<i>"+c.how+"</i>") || last["parse_mode"] != "HTML" ||
+			reply == nil || fmt.Sprint(reply["message_id"]) != "11" {
+			t.Errorf("chat %s: sent %+v, want the escaped question replying to 11 with %q", c.chat, last, c.how)
+		}
+		if !strings.HasPrefix(ref, c.chat+"/") {
+			t.Errorf("chat %s: reference %q", c.chat, ref)
+		}
 	}
 }

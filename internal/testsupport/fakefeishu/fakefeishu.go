@@ -101,7 +101,7 @@ type Server struct {
 	upgrader websocket.Upgrader
 	conns    []*wsConn
 	connects int
-	acks     map[string]chan int
+	acks     map[string]chan larkws.Response
 	notify   chan struct{}
 }
 
@@ -118,7 +118,7 @@ const (
 func New() *Server {
 	s := &Server{BotOpenID: "ou_bot0000000000000000000000000000", messages: map[string]*Message{}, uuids: map[string]string{},
 		cards: map[string]*Card{}, fail: map[string][]int{},
-		delay: map[string]time.Duration{}, res: map[string]Resource{}, users: map[string]UserMessage{}, acks: map[string]chan int{}, notify: make(chan struct{}, 1)}
+		delay: map[string]time.Duration{}, res: map[string]Resource{}, users: map[string]UserMessage{}, acks: map[string]chan larkws.Response{}, notify: make(chan struct{}, 1)}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }

@@ -73,9 +73,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			}
 		case larkws.FrameTypeData:
 			var resp larkws.Response
-			code := 0
-			if json.Unmarshal(f.Payload, &resp) == nil {
-				code = resp.StatusCode
+			if json.Unmarshal(f.Payload, &resp) != nil {
+				resp = larkws.Response{}
 			}
 			id := hs.GetString(larkws.HeaderMessageID)
 			s.mu.Lock()
@@ -83,7 +82,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			delete(s.acks, id)
 			s.mu.Unlock()
 			if ch != nil {
-				ch <- code
+				ch <- resp
 			}
 		}
 	}
@@ -100,15 +99,22 @@ func (s *Server) Connected() int {
 // as the platform does and returns the client's ACK status code (200 when
 // handled), waiting at most timeout.
 func (s *Server) Push(payload []byte, timeout time.Duration) (int, error) {
+	code, _, err := s.PushCallback(payload, timeout)
+	return code, err
+}
+
+// PushCallback is Push returning the ACK's data too: a card callback's
+// answer (its toast, its card) as the client sent it.
+func (s *Server) PushCallback(payload []byte, timeout time.Duration) (int, []byte, error) {
 	s.mu.Lock()
 	if len(s.conns) == 0 {
 		s.mu.Unlock()
-		return 0, errors.New("fakefeishu: no long connection")
+		return 0, nil, errors.New("fakefeishu: no long connection")
 	}
 	conn := s.conns[len(s.conns)-1]
 	s.n++
 	id := "msg" + strconv.Itoa(s.n)
-	ch := make(chan int, 1)
+	ch := make(chan larkws.Response, 1)
 	s.acks[id] = ch
 	s.mu.Unlock()
 	f := larkws.Frame{SeqID: uint64(s.n), LogID: uint64(s.n), Service: 7, Method: int32(larkws.FrameTypeData),
@@ -122,16 +128,16 @@ func (s *Server) Push(payload []byte, timeout time.Duration) (int, error) {
 		},
 		Payload: payload}
 	if err := conn.write(&f); err != nil {
-		return 0, fmt.Errorf("fakefeishu: push: %w", err)
+		return 0, nil, fmt.Errorf("fakefeishu: push: %w", err)
 	}
 	select {
-	case code := <-ch:
-		return code, nil
+	case resp := <-ch:
+		return resp.StatusCode, resp.Data, nil
 	case <-time.After(timeout):
 		s.mu.Lock()
 		delete(s.acks, id)
 		s.mu.Unlock()
-		return 0, errors.New("fakefeishu: no ACK in time")
+		return 0, nil, errors.New("fakefeishu: no ACK in time")
 	}
 }
 

@@ -1,8 +1,8 @@
 // Package fakeslack is a Slack Web API on loopback for tests: it records
 // every call (method and parameters, form or JSON, and when) and answers
 // the methods the Slack channel uses as Slack does, keeping each message's
-// text: chat.postMessage, chat.update, native streams (stream.go) and the
-// assistant thread status. Tests point slack-go at it with
+// text: chat.postMessage, chat.update, native streams (stream.go), the
+// assistant thread status and users.info (AddUser). Tests point slack-go at it with
 // SLACK_API_URL / slack.OptionAPIURL, and can inject failures per method.
 package fakeslack
 
@@ -54,6 +54,24 @@ type Server struct {
 	files *files
 	// socket serves the Socket Mode websocket path once Socket is called.
 	socket http.Handler
+	// users are the members users.info describes, by ID.
+	users map[string]User
+}
+
+// User is a workspace member as users.info describes them.
+type User struct {
+	ID     string
+	TeamID string
+	// Admin, Owner and PrimaryOwner are the member's workspace roles.
+	Admin, Owner, PrimaryOwner bool
+	Bot, Deleted               bool
+}
+
+// AddUser makes users.info describe u; other users are user_not_found.
+func (s *Server) AddUser(u User) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[u.ID] = u
 }
 
 // Failure is an injected answer to the next call of a method.
@@ -69,7 +87,7 @@ type Failure struct {
 
 // New starts a fake with the default methods; it is closed by Close.
 func New() *Server {
-	s := &Server{handlers: map[string]Handler{}, fail: map[string][]Failure{}, files: newFiles()}
+	s := &Server{handlers: map[string]Handler{}, fail: map[string][]Failure{}, files: newFiles(), users: map[string]User{}}
 	for _, set := range []map[string]Handler{defaults, fileMethods} {
 		for m, h := range set {
 			s.handlers[m] = h
@@ -215,5 +233,15 @@ var defaults = map[string]Handler{
 	},
 	"auth.test": func(_ *Server, _ Call) map[string]any {
 		return map[string]any{"user_id": "U0LAN0Z89", "team_id": "T061EG9R6", "bot_id": "B0BOT"}
+	},
+	"users.info": func(s *Server, c Call) map[string]any {
+		s.mu.Lock()
+		u, ok := s.users[c.Get("user")]
+		s.mu.Unlock()
+		if !ok {
+			return map[string]any{"ok": false, "error": "user_not_found"}
+		}
+		return map[string]any{"user": map[string]any{"id": u.ID, "team_id": u.TeamID, "name": strings.ToLower(u.ID),
+			"is_admin": u.Admin, "is_owner": u.Owner, "is_primary_owner": u.PrimaryOwner, "is_bot": u.Bot, "deleted": u.Deleted}}
 	},
 }
