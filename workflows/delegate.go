@@ -67,7 +67,9 @@ func DelegateWorkflow(ctx workflow.Context, in DelegateInput) (agentloop.Outcome
 		_ = workflow.Await(gctx, func() bool { return ctx.Err() != nil && s.running != nil || finished })
 		if !finished {
 			s.abortReason = "the delegating turn was aborted"
+			id := s.running.id
 			s.cancelTurn()
+			s.stopActivities(gctx, id)
 		}
 	})
 	s.serve(dctx, t, turnsPerRun)

@@ -231,6 +231,7 @@ func (s *session) settleLive(ctx workflow.Context, t *pendingTurn) {
 	}
 	if !wait(liveSettle) {
 		t.stopLive()
+		s.stopActivities(ctx, t.id)
 		if workflow.GetVersion(ctx, changeChannelSettle, workflow.DefaultVersion, 1) >= 1 {
 			// Wait until it has stopped: it stops at its next platform
 			// call (each bounded by the channel's HTTP timeout), and a

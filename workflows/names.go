@@ -87,6 +87,9 @@ const (
 	// ActivityFeedPublish (local) puts an event the workflow itself decided
 	// on a turn's live feed: a tool call waiting for approval, the decision.
 	ActivityFeedPublish = "Feed.Publish"
+	// ActivityFeedStop (local) tells every worker that a turn's running
+	// activities must stop now (an abort), ahead of their next heartbeat.
+	ActivityFeedStop = "Feed.Stop"
 	// ActivityTurnRecord keeps a finished turn's outcome in the session store
 	// under its idempotency key.
 	ActivityTurnRecord = "Turn.Record"
@@ -112,6 +115,10 @@ const RefusedContinuing = "continuing-as-new"
 // the workflow runs the step again with ModelCall.Fallback raised. It never
 // reaches a client: a turn that cannot fall back fails with agent.CodeModel.
 const ErrModelFallback = "model_fallback"
+
+// ErrStopped is the error type of an activity stopped by its turn's stop
+// notice (ActivityFeedStop); never retried.
+const ErrStopped = "stopped"
 
 // MetricTurnQueueDepth is the metric a session workflow reports its queue
 // length to (through workflow.GetMetricsHandler, as a gauge tagged

@@ -326,6 +326,21 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			},
 		},
 		{
+			// An abort while a tool runs: the turn's stop notice published
+			// once, the running call's cancellation requested.
+			file: "abort_mid_tool.json", change: "turn-stops",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := localActivities(t, h)[workflows.ActivityFeedStop]
+				cancels := 0
+				for _, ev := range h.GetEvents() {
+					if ev.GetActivityTaskCancelRequestedEventAttributes() != nil {
+						cancels++
+					}
+				}
+				return fmt.Sprintf("%d Feed.Stop local activities, %d cancellations requested", n, cancels), n == 1 && cancels == 1
+			},
+		},
+		{
 			// A delegation: two Delegate children started by one step.
 			file: "delegation.json", change: "delegation",
 			shows: func(_ *testing.T, h *historypb.History) (string, bool) {

@@ -308,6 +308,13 @@ type PublishInput struct {
 	Event   agent.Event `json:"event"`
 }
 
+// TurnStopInput is the argument of ActivityFeedStop: the turn whose running
+// activities must stop.
+type TurnStopInput struct {
+	Session string `json:"session"`
+	Turn    string `json:"turn"`
+}
+
 type pendingTurn struct {
 	id      string
 	req     TurnRequest
@@ -671,8 +678,10 @@ func (s *session) onAbort(ctx workflow.Context, req AbortRequest) (AbortResult, 
 	}
 	if s.running != nil && (req.Turn == "" || req.Turn == s.running.id) {
 		s.abortReason = reason
+		id := s.running.id
 		s.cancelTurn()
-		return AbortResult{Turn: s.running.id}, nil
+		s.stopActivities(ctx, id)
+		return AbortResult{Turn: id}, nil
 	}
 	for i, t := range s.queue {
 		if t.id == req.Turn {
@@ -694,6 +703,7 @@ func (s *session) onAbort(ctx workflow.Context, req AbortRequest) (AbortResult, 
 			s.remember(t.id, out)
 			if t.stopLive != nil {
 				t.stopLive() // its reply was waiting for the turn
+				s.stopActivities(ctx, t.id)
 			}
 			if s.keyed() {
 				// Recorded like any finished turn: the key is answered
@@ -707,6 +717,32 @@ func (s *session) onAbort(ctx workflow.Context, req AbortRequest) (AbortResult, 
 	}
 	return AbortResult{}, temporal.NewApplicationErrorWithOptions("nothing to abort", agent.CodeNoActiveRun,
 		temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
+// changeTurnStops versions stopActivities: cancelling a turn's activities
+// also publishes a stop notice through ActivityFeedStop.
+const changeTurnStops = "turn-stops"
+
+// stopActivities tells the workers that turn's running activities (model
+// stream, tools, live reply), whose cancellation the workflow has just
+// requested, must stop now: a cancellation otherwise reaches an activity
+// only with the response to its next heartbeat, and heartbeats are as rare
+// as crash detection allows (each is a billable action). Best effort: a
+// lost notice leaves that heartbeat to deliver it. The local activity adds
+// at most one action, to the workflow task that cancels.
+func (s *session) stopActivities(ctx workflow.Context, turn string) {
+	if workflow.GetVersion(ctx, changeTurnStops, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary:             "stop · turn " + turn,
+	})
+	in := TurnStopInput{Session: s.in.Session, Turn: turn}
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityFeedStop, in).Get(lctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("stop notice not published; running activities stop at their next heartbeat", "turn", turn, "error", err)
+	}
 }
 
 func (s *session) validateSteer(_ workflow.Context, req SteerRequest) error {

@@ -48,7 +48,8 @@ type Activities struct {
 	Logger      *slog.Logger
 	// Hooks are optional Go hooks run around model and tool calls.
 	Hooks hooks.Hooks
-	// HeartbeatEvery is how often running activities heartbeat (default 1s).
+	// HeartbeatEvery is how often running activities heartbeat (default:
+	// half their heartbeat timeout).
 	HeartbeatEvery time.Duration
 	// Observer, when set, receives what each model call measured (time to
 	// first token, tokens by model) for metrics.
@@ -89,20 +90,32 @@ func (a *Activities) Register(w Registrar) {
 	w.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
 	w.RegisterActivityWithOptions(a.Rewind, activity.RegisterOptions{Name: workflows.ActivityRewind})
 	w.RegisterActivityWithOptions(a.Publish, activity.RegisterOptions{Name: workflows.ActivityFeedPublish})
+	w.RegisterActivityWithOptions(a.StopTurn, activity.RegisterOptions{Name: workflows.ActivityFeedStop})
 }
 
 // Generate is the Model.Generate activity.
 func (a *Activities) Generate(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
-	return a.RunModel(ctx, call, int(activity.GetInfo(ctx).Attempt))
+	ctx, done := stoppable(ctx, a.Feed, call.Session, call.Turn)
+	defer done()
+	res, err := a.RunModel(ctx, call, int(activity.GetInfo(ctx).Attempt))
+	return res, stoppedError(ctx, err)
 }
 
-// Execute is the Tool.Execute activity.
+// Execute is the Tool.Execute activity. A call the workflow records
+// (Synthetic: an aborted, denied or lost call's result) is not stoppable:
+// it is how an aborted turn keeps its record.
 func (a *Activities) Execute(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
-	return a.RunTool(ctx, call)
+	if call.Synthetic == nil {
+		var done func()
+		ctx, done = stoppable(ctx, a.Feed, call.Session, call.Turn)
+		defer done()
+	}
+	out, err := a.RunTool(ctx, call)
+	return out, stoppedError(ctx, err)
 }
 
 // Record is the Turn.Record activity (RecordTurn). It heartbeats while it
@@ -121,11 +134,17 @@ func (a *Activities) Open(ctx context.Context, in workflows.OpenInput) (workflow
 	return a.OpenSession(ctx, in)
 }
 
-// heartbeat records a heartbeat every HeartbeatEvery until stopped, so
-// that a lost worker is noticed within the heartbeat timeout and an abort
-// (activity cancellation) reaches the running call.
+// heartbeat records a heartbeat every HeartbeatEvery (default: half the
+// activity's heartbeat timeout) until stopped, so that a lost worker is
+// noticed within the heartbeat timeout. Each heartbeat that reaches the
+// server is a billable action, and the SDK sends at most one per 0.8 ×
+// the timeout; an abort does not wait for one (stoppable), so a call
+// shorter than half the timeout sends none.
 func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 	every := a.HeartbeatEvery
+	if every <= 0 && activity.IsActivity(ctx) {
+		every = activity.GetInfo(ctx).HeartbeatTimeout / 2
+	}
 	if every <= 0 {
 		every = time.Second
 	}

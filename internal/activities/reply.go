@@ -148,6 +148,13 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 	if r.Feed == nil {
 		return nil
 	}
+	ctx, done := stoppable(ctx, r.Feed, in.Session, in.Turn)
+	defer done()
+	return stoppedError(ctx, r.stream(ctx, in))
+}
+
+// stream follows the turn's feed into the live reply until its end.
+func (r *Replies) stream(ctx context.Context, in workflows.StreamInput) error {
 	rd, saved, err := r.render(ctx, in.Session, in.Turn, in.Reply)
 	if err != nil {
 		return err

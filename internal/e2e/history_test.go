@@ -302,8 +302,8 @@ func historyScenarios() []historyScenario {
 			},
 		},
 		{
-			// An abort while a tool runs cancels it and records the
-			// interruption as its result.
+			// An abort while a tool runs stops it at once (the turn's stop
+			// notice) and records the interruption as its result.
 			name:  "abort_mid_tool",
 			setup: func(_ *testing.T, e *env) { e.kit.Counter.Delay = time.Minute },
 			run: func(t *testing.T, e *env, s string) string {
@@ -320,6 +320,10 @@ func historyScenarios() []historyScenario {
 				if res := toolResult(t, e, s, "x1"); res == nil || !res.IsError || !strings.Contains(res.Text, "interrupted") {
 					t.Errorf("aborted call's result = %+v", res)
 				}
+				// The running tool is stopped by the turn's stop notice (Feed.Stop),
+				// well before its first heartbeat (due at 10 s) could carry the
+				// cancellation.
+				waitFor(t, 5*time.Second, "the running tool stopped", func() bool { return e.kit.Counter.Interrupted(s) == 1 })
 				return ""
 			},
 		},

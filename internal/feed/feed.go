@@ -74,6 +74,15 @@ type Bus interface {
 	// its live ones, in log order. ctx bounds the set-up only; the
 	// subscription lives until Close.
 	Subscribe(ctx context.Context, session, turn string) (Subscription, error)
+	// Stop tells every process on the bus that the turn was stopped (the
+	// workflow aborted it, or stopped its live reply): activities running
+	// for it stop now instead of at their next heartbeat. Best effort — a
+	// lost notice leaves the heartbeat to deliver the cancellation.
+	Stop(ctx context.Context, session, turn string) error
+	// WatchStop returns a channel closed when a stop for the turn reaches
+	// this bus (at once if one did within StopMemory), and the function
+	// that releases the watch.
+	WatchStop(session, turn string) (<-chan struct{}, func())
 	// Close ends all subscriptions of this Bus and releases its resources.
 	Close() error
 }

@@ -24,6 +24,8 @@ type InProcess struct {
 	// now is the clock (tests).
 	now func() time.Time
 
+	stops stopBoard
+
 	mu        sync.Mutex
 	turns     map[turnKey]*turnLog
 	closed    bool
@@ -128,6 +130,20 @@ func (b *InProcess) Flush(context.Context) error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// Stop fires the turn's stop watches in this process.
+func (b *InProcess) Stop(_ context.Context, session, turn string) error {
+	if err := checkTurn(session, turn); err != nil {
+		return err
+	}
+	b.stops.stop(session, turn)
+	return nil
+}
+
+// WatchStop watches for a stop of the turn in this process.
+func (b *InProcess) WatchStop(session, turn string) (<-chan struct{}, func()) {
+	return b.stops.watch(session, turn)
 }
 
 // Subscribe queues the turn's retained messages and registers for new ones.

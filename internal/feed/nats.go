@@ -88,6 +88,9 @@ type NATS struct {
 	stream    string
 	retention time.Duration
 
+	stops   stopBoard
+	stopSub *nats.Subscription
+
 	mu     sync.Mutex
 	subs   map[*natsSub]struct{}
 	purges map[string]*time.Timer
@@ -144,7 +147,58 @@ func NewNATS(url string, opts ...Option) (*NATS, error) {
 		return nil, fmt.Errorf("feed: create stream %s on %s (is JetStream enabled? start nats-server with -js): %w", b.stream, url, err)
 	}
 	b.st = st
+	// One core subscription per bus for stop notices: they are rare, live
+	// only, and outside the stream (see StopSubject).
+	b.stopSub, err = nc.Subscribe(b.StopSubject(), func(msg *nats.Msg) {
+		var n stopNotice
+		if json.Unmarshal(msg.Data, &n) == nil && checkTurn(n.Session, n.Turn) == nil {
+			b.stops.stop(n.Session, n.Turn)
+		}
+	})
+	if err == nil {
+		err = b.flush(ctx) // the server has the subscription before NewNATS returns
+	}
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("feed: subscribe to stop notices on %s: %w", url, err)
+	}
 	return b, nil
+}
+
+// stopNotice is the body of a message on the stop subject.
+type stopNotice struct {
+	Session string `json:"session"`
+	Turn    string `json:"turn"`
+}
+
+// StopSubject is the core NATS subject stop notices travel on: beside the
+// stream's subjects (prefix.>), so notices are never stored, and every bus
+// of the prefix receives each.
+func (b *NATS) StopSubject() string { return b.prefix + "_stop" }
+
+// Stop publishes a stop notice for the turn to every bus of the prefix
+// (this one included) and flushes it.
+func (b *NATS) Stop(ctx context.Context, session, turn string) error {
+	if err := checkTurn(session, turn); err != nil {
+		return err
+	}
+	data, err := json.Marshal(stopNotice{Session: session, Turn: turn})
+	if err != nil {
+		return fmt.Errorf("feed: encode stop notice: %w", err)
+	}
+	if err := b.nc.Publish(b.StopSubject(), data); err != nil {
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("feed: publish stop notice: %w", err)
+	}
+	return b.Flush(ctx)
+}
+
+// WatchStop watches for a stop notice of the turn from any bus of the
+// prefix.
+func (b *NATS) WatchStop(session, turn string) (<-chan struct{}, func()) {
+	return b.stops.watch(session, turn)
 }
 
 // expire drops a turn's subject the retention after its end (its outcome).

@@ -59,11 +59,6 @@ type Options struct {
 	Versioning Versioning
 }
 
-// HeartbeatThrottle is the longest a heartbeat is held back by the SDK. An
-// abort reaches a running activity through its next heartbeat, so this bounds
-// how long a cancelled model stream or tool keeps running.
-const HeartbeatThrottle = time.Second
-
 // StickyTimeout is how long a session's next workflow task waits for the
 // worker that has the session cached before any worker may take it (SDK
 // default 5 s). When a worker dies, every session it had cached pays this
@@ -104,12 +99,14 @@ func New(c client.Client, opts Options) (sdkworker.Worker, error) {
 	if opts.StickyCacheSize > 0 {
 		sdkworker.SetStickyWorkflowCacheSize(opts.StickyCacheSize)
 	}
+	// Heartbeats are throttled as the SDK does by default (at most one per
+	// 0.8 × the activity's heartbeat timeout): they serve crash detection
+	// only, since an abort reaches running activities by a stop notice on
+	// the feed (workflows' stopActivities), and each one is an action.
 	wo := sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:      maxAct,
 		MaxConcurrentLocalActivityExecutionSize: maxAct,
-		MaxHeartbeatThrottleInterval:            HeartbeatThrottle,
 		StickyScheduleToStartTimeout:            StickyTimeout,
-		DefaultHeartbeatThrottleInterval:        HeartbeatThrottle,
 		WorkerStopTimeout:                       stopTimeout,
 		Interceptors:                            opts.Interceptors,
 		DeploymentOptions:                       opts.Versioning.deploymentOptions(),

@@ -49,6 +49,7 @@ func Run(t *testing.T, newBus NewBusFunc) {
 		{"ReplayFromStart", testReplayFromStart},
 		{"AttachMidStream", testAttachMidStream},
 		{"SeqSameForEveryConsumer", testSeqSameForEveryConsumer},
+		{"StopReachesWatchers", testStopReachesWatchers},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -621,4 +622,45 @@ func testSeqSameForEveryConsumer(t *testing.T, newBus NewBusFunc) {
 		}
 	}
 	CheckSeqIncreasing(t, 0, ge)
+}
+
+// A stop published on one bus closes the watches of that turn on the other
+// (and only of that turn); a watch registered after the notice is closed at
+// once; a released watch is not required to close.
+func testStopReachesWatchers(t *testing.T, newBus NewBusFunc) {
+	pub, sub := newBus(t)
+	ctx := ctxT(t)
+	stopped, release := sub.WatchStop("s-stop", "t1")
+	defer release()
+	other, releaseOther := sub.WatchStop("s-stop", "t2")
+	defer releaseOther()
+	sameTurnOtherSession, releaseOS := sub.WatchStop("s-other", "t1")
+	defer releaseOS()
+	if err := pub.Stop(ctx, "s-stop", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(waitTimeout):
+		t.Fatal("the watch of the stopped turn was not closed")
+	}
+	// The notice that closed the watch has been handled; the other watches
+	// would have been closed by the same handling.
+	select {
+	case <-other:
+		t.Error("a stop of turn t1 closed the watch of turn t2")
+	case <-sameTurnOtherSession:
+		t.Error("a stop of session s-stop closed a watch of session s-other")
+	default:
+	}
+	late, releaseLate := sub.WatchStop("s-stop", "t1")
+	defer releaseLate()
+	select {
+	case <-late:
+	default:
+		t.Error("a watch registered after the stop was not closed at once")
+	}
+	if err := pub.Stop(ctx, "", "t1"); err == nil {
+		t.Error("a stop without a session was accepted")
+	}
 }

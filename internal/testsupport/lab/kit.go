@@ -6,7 +6,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"time"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/activities"
@@ -50,7 +49,6 @@ func NewKit(tools ...agent.Tool) (*Kit, error) {
 func (k *Kit) Activities(bus feed.Bus) *activities.Activities {
 	a := k.Kit.Activities(bus)
 	a.Logger = QuietLogger()
-	a.HeartbeatEvery = 500 * time.Millisecond
 	return a
 }
 

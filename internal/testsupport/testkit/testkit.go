@@ -169,11 +169,10 @@ func (k *Kit) Getenv(name string) string {
 // Activities returns activities over the kit's backends and bus.
 func (k *Kit) Activities(bus feed.Bus) *activities.Activities {
 	return &activities.Activities{
-		Store:          k.Faults,
-		Feed:           bus,
-		Definitions:    k.Loader,
-		Models:         k.Models,
-		HeartbeatEvery: 200 * time.Millisecond,
+		Store:       k.Faults,
+		Feed:        bus,
+		Definitions: k.Loader,
+		Models:      k.Models,
 	}
 }
 
@@ -264,8 +263,9 @@ const CounterName = "counter"
 // CounterTool is a non-idempotent tool that counts its runs per session, so
 // tests can prove it never ran twice.
 type CounterTool struct {
-	mu   sync.Mutex
-	runs map[string]int
+	mu          sync.Mutex
+	runs        map[string]int
+	interrupted map[string]int
 	// Delay makes each run take this long (to kill a worker mid-call).
 	Delay time.Duration
 	// Sequential makes batches with the tool run one call at a time.
@@ -291,6 +291,12 @@ func (c *CounterTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	if c.Delay > 0 {
 		select {
 		case <-ctx.Done():
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.interrupted == nil {
+				c.interrupted = map[string]int{}
+			}
+			c.interrupted[call.Session]++
 			return agent.ToolResult{}, ctx.Err()
 		case <-time.After(c.Delay):
 		}
@@ -302,6 +308,14 @@ func (c *CounterTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	}
 	c.runs[call.Session]++
 	return agent.ToolResult{Content: fmt.Sprintf("count=%d", c.runs[call.Session])}, nil
+}
+
+// Interrupted returns the number of runs in session whose context was
+// cancelled during Delay.
+func (c *CounterTool) Interrupted(session string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.interrupted[session]
 }
 
 // Runs returns the number of runs in session.
