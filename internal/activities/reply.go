@@ -148,13 +148,21 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 	if r.Feed == nil {
 		return nil
 	}
-	ctx, done := stoppable(ctx, r.Feed, in.Session, in.Turn)
-	defer done()
-	return stoppedError(ctx, r.stream(ctx, in))
+	// A stop ends the loop between platform calls, never inside one: a
+	// call cut off client-side may still land at the platform after the
+	// final reply, which must be the message's last write.
+	stopped, release := r.Feed.WatchStop(in.Session, in.Turn)
+	defer release()
+	err := r.stream(ctx, in, stopped)
+	if errors.Is(err, feed.ErrStopped) {
+		return temporal.NewNonRetryableApplicationError("stopped: the turn's live reply was stopped", workflows.ErrStopped, err)
+	}
+	return err
 }
 
-// stream follows the turn's feed into the live reply until its end.
-func (r *Replies) stream(ctx context.Context, in workflows.StreamInput) error {
+// stream follows the turn's feed into the live reply until its end, or
+// until stopped is closed (feed.ErrStopped).
+func (r *Replies) stream(ctx context.Context, in workflows.StreamInput, stopped <-chan struct{}) error {
 	rd, saved, err := r.render(ctx, in.Session, in.Turn, in.Reply)
 	if err != nil {
 		return err
@@ -227,6 +235,8 @@ func (r *Replies) stream(ctx context.Context, in workflows.StreamInput) error {
 			if err := show(); err != nil {
 				return err
 			}
+		case <-stopped:
+			return feed.ErrStopped
 		case <-ctx.Done():
 			return ctx.Err()
 		}
