@@ -17,7 +17,6 @@ import (
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/workspace"
-	"github.com/fastagent/fastagent/workflows"
 )
 
 // agentName is what an agent served beside the main one may be called: a
@@ -113,10 +112,7 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 // by their names, as always; beside others, each agent's sessions are its
 // own (scopedAgent) and a token may be limited to some agents.
 func (p *Parts) agentIngresses(d *durable.Agent, toks *ingress.Tokens, host string) *ingress.Server {
-	main := p.Config.TaskQueue
-	if main == "" {
-		main = workflows.TaskQueue
-	}
+	main := taskQueueOr(p.Config.TaskQueue)
 	var serving agent.Agent = d
 	var owners ingress.Owners = storeOwners{store: p.Store, agent: d}
 	var reserved []string

@@ -195,24 +195,26 @@ func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
 	}
 	if ok {
 		// The agent's routes are also under /agents/<its task queue>/.
-		s.Name = d.TaskQueue
-		if s.Name == "" {
-			s.Name = workflows.TaskQueue
-		}
+		s.Name = taskQueueOr(d.TaskQueue)
 	}
 	if lim := p.Config.Admission; lim.Enabled() && ok {
 		ns := p.Config.Namespace
 		if ns == "" {
 			ns = "default"
 		}
-		tq := d.TaskQueue
-		if tq == "" {
-			tq = workflows.TaskQueue
-		}
-		s.Admission = admission.New(lim, admission.TaskQueueProbe(d.Client, ns, tq), p.Config.Logger)
+		s.Admission = admission.New(lim, admission.TaskQueueProbe(d.Client, ns, taskQueueOr(d.TaskQueue)), p.Config.Logger)
 		p.Config.Logger.Info("admission control on", "max_in_flight", lim.MaxInFlight, "max_backlog", lim.MaxBacklog, "max_backlog_age", lim.MaxBacklogAge)
 	}
 	return s
+}
+
+// taskQueueOr is tq, or the default task queue when tq is empty: an agent's
+// name on the HTTP routes is its task queue.
+func taskQueueOr(tq string) string {
+	if tq == "" {
+		return workflows.TaskQueue
+	}
+	return tq
 }
 
 // newIngress returns an ingress serving a (nil: no agent, as the codec
