@@ -42,6 +42,9 @@ type CompactInput struct {
 	Reason  string `json:"reason"`
 	// Force keeps a quarter of the usual recent tokens (the second level).
 	Force bool `json:"force,omitempty"`
+	// Turn is the turn a compaction inside a turn belongs to: the turn's
+	// stop notice stops it ("" for a manual compaction).
+	Turn string `json:"turn,omitempty"`
 }
 
 // CompactResult is the result of ActivityCompact and UpdateCompact.
@@ -115,7 +118,7 @@ func (r *loopRuntime) generateWithin(call agentloop.ModelCall) (agentloop.ModelR
 			leaf = res.Compact.Leaf
 		}
 		cres, err := r.s.compact(r.ctx, CompactInput{
-			Session: call.Session, Leaf: leaf, EntryID: r.NewID(), Reason: reason, Force: level == maxCompactLevel,
+			Session: call.Session, Leaf: leaf, EntryID: r.NewID(), Reason: reason, Force: level == maxCompactLevel, Turn: call.Turn,
 		})
 		if err != nil {
 			if r.aborted() {
