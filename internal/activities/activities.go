@@ -142,11 +142,8 @@ func (a *Activities) Open(ctx context.Context, in workflows.OpenInput) (workflow
 // shorter than half the timeout sends none.
 func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 	every := a.HeartbeatEvery
-	if every <= 0 && activity.IsActivity(ctx) {
-		every = activity.GetInfo(ctx).HeartbeatTimeout / 2
-	}
 	if every <= 0 {
-		every = time.Second
+		every = heartbeatEvery(ctx)
 	}
 	// No heartbeat at the start: each is an RPC and a history-service write,
 	// and short calls (most tool calls) finish before the first tick.
@@ -167,6 +164,18 @@ func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 		}
 	}()
 	return func() { once.Do(func() { close(done) }) }
+}
+
+// heartbeatEvery is how often an activity heartbeats: half its heartbeat
+// timeout (1 s without one). Heartbeats only notice a lost worker — a stop
+// arrives as a notice (stoppable) — and each one is an action.
+func heartbeatEvery(ctx context.Context) time.Duration {
+	if activity.IsActivity(ctx) {
+		if t := activity.GetInfo(ctx).HeartbeatTimeout; t > 0 {
+			return t / 2
+		}
+	}
+	return time.Second
 }
 
 func (a *Activities) log() *slog.Logger {

@@ -193,6 +193,7 @@ func (r *Replies) stream(ctx context.Context, in workflows.StreamInput, stopped 
 	}
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
+	beat := time.Now().Add(heartbeatEvery(ctx))
 	var v channels.View
 	v.Queued = in.Queued
 	show := func() error {
@@ -230,8 +231,11 @@ func (r *Replies) stream(ctx context.Context, in workflows.StreamInput, stopped 
 					return err
 				}
 			}
-		case <-ticker.C:
-			activity.RecordHeartbeat(ctx)
+		case now := <-ticker.C:
+			if !now.Before(beat) { // a reply shorter than that sends none
+				activity.RecordHeartbeat(ctx)
+				beat = now.Add(heartbeatEvery(ctx))
+			}
 			if err := show(); err != nil {
 				return err
 			}
