@@ -218,3 +218,60 @@ func approveValue(t *testing.T, content string) map[string]any {
 	t.Fatalf("no Approve button in %s", content)
 	return nil
 }
+
+// ask_user in a Feishu chat: the question is posted as a card replying to
+// the user's message in its thread; the asker's next message in the
+// thread is the answer (the tool's result, read by the model's next
+// step), not a second turn; the same event delivered again changes
+// nothing; one answer arrives.
+func TestFeishuAskUser(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("askUser: true\n")
+	s := newFeishuStack(t, e)
+	s.startWorker()
+	id, answer := s.msgID(), s.msgID()
+	session := feishu.KindFeishu + ":" + id
+	t.Cleanup(func() { s.terminate(session) })
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "fq1", Name: "ask_user", Args: `{"question":"Which city?"}`}}},
+		modelserver.Reply{Text: []string{"Booked in Lisbon."}},
+	)
+	s.send(id, "", "book me a trip")
+	waitFor(t, 90*time.Second, "the question", func() bool {
+		for _, m := range replyTo(s.fake, id) {
+			text := s.fake.CardText(m)
+			if strings.Contains(text, "❓ Which city?") && strings.Contains(text, "Reply in this thread to answer") && m.InThread {
+				return true
+			}
+		}
+		return false
+	})
+	s.send(answer, id, "Lisbon")
+	s.send(answer, id, "Lisbon") // delivered twice (the same event_id)
+	waitFor(t, 90*time.Second, "the answer", func() bool {
+		for _, m := range replyTo(s.fake, id) {
+			if c, ok := cardOf(s.fake, m); ok && !c.Streaming && c.Text == "Booked in Lisbon." {
+				return true
+			}
+		}
+		return false
+	})
+	reqs := e.kit.Model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2 (the answer was a turn of its own?)", len(reqs))
+	}
+	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.ToolCallID != "fq1" || last.Content != "Lisbon" {
+		t.Errorf("the model read %+v, want Lisbon as fq1's result", last)
+	}
+	time.Sleep(time.Second) // a redelivery that became a turn would have asked the model by now
+	if n := e.kit.Model.Count(); n != 2 {
+		t.Errorf("%d model calls after the redelivery, want 2", n)
+	}
+	if r := replyTo(s.fake, answer); len(r) != 0 {
+		t.Errorf("the answer was replied to as a turn: %+v", r)
+	}
+	st, err := e.agent.State(context.Background(), session)
+	if err != nil || st.Turns != 1 || len(st.Queued) != 0 {
+		t.Errorf("session state %+v (%v), want one turn and nothing queued", st, err)
+	}
+}

@@ -296,3 +296,42 @@ func isOpenID(s string) bool {
 		return (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_'
 	}) < 0
 }
+
+// maxQuestionText caps the question a card shows.
+const maxQuestionText = 3500
+
+// markdownEscaper keeps the agent's question as text in card Markdown: no
+// tags (a mention of everyone, a font or a link), no entities.
+var markdownEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// questionText is the question card's text (card Markdown): the question
+// and how to answer, until when.
+func questionText(ev agent.Event) string {
+	q := ev.Question
+	if len(q) > maxQuestionText {
+		q = channels.SplitText(q, maxQuestionText)[0] + "…"
+	}
+	how := "Reply in this thread to answer (in a group, @mention me)"
+	if !ev.Deadline.IsZero() {
+		how += ", until " + ev.Deadline.UTC().Format("15:04 MST, Jan 2")
+	}
+	return "❓ " + markdownEscaper.Replace(q) + "\n*" + how + ".*"
+}
+
+// Question implements channels.Questioner: the agent's question as a card
+// replying to the user's message (in its thread), saying how to answer.
+// The asker's next message there is the answer. The post carries an
+// idempotency uuid of the turn and call, so a retried Question is the same
+// message.
+func (r *Replier) Question(ctx context.Context, t workflows.Target, ev agent.Event) (string, error) {
+	rd, err := r.Render(ctx, t, "")
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(r.kind + "\x00question\x00" + t.Chat + "\x00" + t.Turn + "\x00" + t.Message + "\x00" + ev.ID))
+	id, err := rd.(*render).reply(ctx, cardJSON(questionText(ev), false), hex.EncodeToString(sum[:])[:40])
+	if err != nil {
+		return "", fmt.Errorf("%s: ask question %s: %w", r.kind, ev.ID, err)
+	}
+	return id, nil
+}

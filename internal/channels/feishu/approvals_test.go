@@ -349,3 +349,50 @@ func cardButtons(t *testing.T, content string) []map[string]any {
 	}
 	return out
 }
+
+// The agent's question is a card replying to the user's message in its
+// thread, its Markdown escaped, saying how to answer and until when; a
+// retried Question is the same message; an API error is an error.
+func TestQuestionCard(t *testing.T) {
+	t.Parallel()
+	r, fake := newReplier(t)
+	tg := target("om_root")
+	tg.Turn = "feishu:" + userMsg
+	deadline := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	ev := agent.QuestionAsked("call_q", "Which <city>? <at id=all></at> & when", deadline)
+	ref, err := r.Question(context.Background(), tg, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := r.Question(context.Background(), tg, ev); err != nil || again != ref {
+		t.Errorf("a retried Question: %q, %v; want the same message %q", again, err, ref)
+	}
+	msgs := fake.Messages()
+	if len(msgs) != 1 || msgs[0].ID != ref || msgs[0].ReplyTo != userMsg || !msgs[0].InThread || msgs[0].MsgType != "interactive" {
+		t.Fatalf("messages %+v, want one interactive card replying to %s in its thread", msgs, userMsg)
+	}
+	want := "❓ Which &lt;city&gt;? &lt;at id=all&gt;&lt;/at&gt; &amp; when\n*Reply in this thread to answer (in a group, @mention me), until 03:04 UTC, Jan 2.*"
+	if got := fake.CardText(msgs[0]); got != want {
+		t.Errorf("question card text %q, want %q", got, want)
+	}
+
+	// No deadline: no "until".
+	tg2 := target("")
+	tg2.Message = "om_other"
+	ref2, err := r.Question(context.Background(), tg2, agent.QuestionAsked("call_q2", "Sure?", time.Time{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := messageByID(fake.Messages(), ref2)
+	if got := fake.CardText(m); got != "❓ Sure?\n*Reply in this thread to answer (in a group, @mention me).*" || m.ReplyTo != "om_other" || m.InThread {
+		t.Errorf("question without a deadline or thread: %+v, text %q", m, got)
+	}
+
+	fake.Fail("im.reply", 230002)
+	if ref, err := r.Question(context.Background(), tg, agent.QuestionAsked("call_q3", "Again?", deadline)); err == nil || ref != "" {
+		t.Errorf("Question with the API failing: %q, %v; want an error", ref, err)
+	}
+	if _, err := r.Question(context.Background(), workflows.Target{Chat: tg.Chat}, ev); err == nil {
+		t.Error("Question without the user's message: no error")
+	}
+}
