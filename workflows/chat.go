@@ -188,8 +188,12 @@ type RouteInput struct {
 
 // ChatInput starts (or continues) a chat workflow.
 type ChatInput struct {
-	Kind  string     `json:"kind"`
-	Chat  string     `json:"chat"`
+	Kind string `json:"kind"`
+	Chat string `json:"chat"`
+	// Scope is the agent the conversation belongs to when several agents
+	// are served ("" for the main agent): its sessions are "<scope>/…" and
+	// its workflow is ScopedChatWorkflowID's.
+	Scope string     `json:"scope,omitempty"`
 	State *ChatState `json:"state,omitempty"`
 	// SignalsPerRun overrides how many signals a run handles before it
 	// continues as new (tests).
@@ -264,6 +268,25 @@ const (
 
 // ChatWorkflowID is the workflow ID of a platform conversation.
 func ChatWorkflowID(kind, chat string) string { return "chat:" + kind + ":" + chat }
+
+// ScopedChatWorkflowID is the chat workflow of a conversation of agent
+// scope: "chat:<scope>/<kind>:<chat>" ("" is the main agent's,
+// ChatWorkflowID).
+func ScopedChatWorkflowID(scope, kind, chat string) string {
+	if scope == "" {
+		return ChatWorkflowID(kind, chat)
+	}
+	return "chat:" + scope + "/" + kind + ":" + chat
+}
+
+// ScopedSession is session of agent scope: "<scope>/<session>" ("" is the
+// main agent's, unchanged), as its HTTP routes name it.
+func ScopedSession(scope, session string) string {
+	if scope == "" {
+		return session
+	}
+	return scope + "/" + session
+}
 
 // ChatSession names the session a chat turn runs in: "<kind>:<chat>:<root>"
 // for a thread session, "<kind>:<chat>" for a continuous one.
@@ -357,7 +380,7 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 				break
 			}
 			st := c.st
-			return workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, ChatWorkflowType, ChatInput{Kind: c.in.Kind, Chat: c.in.Chat, State: &st, SignalsPerRun: in.SignalsPerRun})
+			return workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, ChatWorkflowType, ChatInput{Kind: c.in.Kind, Chat: c.in.Chat, Scope: c.in.Scope, State: &st, SignalsPerRun: in.SignalsPerRun})
 		}
 	}
 }
@@ -421,9 +444,9 @@ func (c *chat) placeTurn(m ChatMessage) (turnPlace, bool) {
 	p := m.Policy
 	sessionOf := func(root string) string {
 		if m.UniqueIDs && root != "" {
-			return m.Kind + ":" + root
+			return ScopedSession(c.in.Scope, m.Kind+":"+root)
 		}
-		return ChatSession(m.Kind, m.Chat, root)
+		return ScopedSession(c.in.Scope, ChatSession(m.Kind, m.Chat, root))
 	}
 	switch {
 	case m.Direct:
@@ -465,7 +488,7 @@ func (c *chat) routeMessage(ctx workflow.Context, m ChatMessage, to turnPlace) {
 		return
 	}
 	if folded > 0 {
-		d.Notify = ChatWorkflowID(c.in.Kind, c.in.Chat)
+		d.Notify = ScopedChatWorkflowID(c.in.Scope, c.in.Kind, c.in.Chat)
 	}
 	if err := c.route(ctx, RouteInput{Session: to.session, Delivery: d}); err != nil {
 		// The session could not be reached even after retries: release
@@ -616,6 +639,7 @@ func (c *chat) stop(ctx workflow.Context, m ChatMessage) {
 	default:
 		return // a top-level message has no thread session to stop
 	}
+	session = ScopedSession(c.in.Scope, session)
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: chatRouteTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},

@@ -30,6 +30,7 @@ type chatHarness struct {
 	routed []workflows.RouteInput
 	step   time.Duration
 	chat   string
+	scope  string // ChatInput.Scope: another agent's conversation
 }
 
 func newChatHarness(t *testing.T) *chatHarness {
@@ -75,7 +76,7 @@ func (h *chatHarness) run() workflows.ChatState {
 			h.t.Fatal(err)
 		}
 	}, h.step+time.Second)
-	h.env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: h.chat})
+	h.env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: h.chat, Scope: h.scope})
 	return st
 }
 
@@ -253,6 +254,39 @@ func TestChatStop(t *testing.T) {
 	}
 	if len(h.routed) != 1 || h.routed[0].Delivery.Prompt.Text != "write an essay" {
 		t.Errorf("routed %+v, want only the first message", h.routed)
+	}
+}
+
+// A conversation of another agent (ChatInput.Scope) routes its turns to
+// that agent's sessions, stops them there, and names its own workflow
+// with the scope when a turn must tell it its end.
+func TestChatOfAnotherAgent(t *testing.T) {
+	t.Parallel()
+	h := newChatHarness(t)
+	h.scope = "reviewer"
+	var mu sync.Mutex
+	var stops []string
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.StopInput) error {
+		mu.Lock()
+		defer mu.Unlock()
+		stops = append(stops, in.Session)
+		return nil
+	}, activity.RegisterOptions{Name: workflows.ActivityChatStop})
+	ctxMode := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	h.send(workflows.ChatMessage{ID: "0.5", Text: "earlier talk", Policy: ctxMode})
+	h.send(workflows.ChatMessage{ID: "1.0", Summoned: true, Text: "hi", Policy: ctxMode})
+	h.send(workflows.ChatMessage{ID: "2.0", Root: "1.0", Summoned: true, Stop: true, Policy: ctxMode})
+	h.run()
+	if got := h.turns(); len(got) != 1 || !strings.HasPrefix(got[0], "reviewer/slack:T1:C1:1.0|1.0|") {
+		t.Errorf("routed %q, want the turn in session reviewer/slack:T1:C1:1.0", got)
+	}
+	if len(h.routed) == 1 && h.routed[0].Delivery.Notify != "chat:reviewer/slack:T1:C1" {
+		t.Errorf("the turn tells %q its end, want chat:reviewer/slack:T1:C1", h.routed[0].Delivery.Notify)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(stops) != 1 || stops[0] != "reviewer/slack:T1:C1:1.0" {
+		t.Errorf("stopped %q, want reviewer/slack:T1:C1:1.0", stops)
 	}
 }
 

@@ -264,17 +264,35 @@ func Hand(c Starter, taskQueue string) func(context.Context, Parsed) error {
 	}
 }
 
+// agentKey is the context key of the agent a door serves.
+type agentKey struct{}
+
+// ForAgent returns ctx for the doors of agent name when several agents are
+// served: what they hand to Temporal is that agent's — its chat workflows
+// ("chat:<name>/…") and sessions ("<name>/…"). The main agent's doors
+// use a plain context.
+func ForAgent(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, agentKey{}, name)
+}
+
+// AgentOf is the agent ctx's doors serve ("" for the main agent).
+func AgentOf(ctx context.Context) string {
+	name, _ := ctx.Value(agentKey{}).(string)
+	return name
+}
+
 // HandMessage sends one chat message to its chat workflow with
 // Signal-With-Start.
 func HandMessage(ctx context.Context, c Starter, taskQueue string, m workflows.ChatMessage) error {
-	id := workflows.ChatWorkflowID(m.Kind, m.Chat)
+	scope := AgentOf(ctx)
+	id := workflows.ScopedChatWorkflowID(scope, m.Kind, m.Chat)
 	_, err := c.SignalWithStartWorkflow(ctx, id, workflows.SignalChatMessage, m,
 		client.StartWorkflowOptions{
 			TaskQueue:                taskQueue,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			StaticSummary:            m.Kind + " conversation " + m.Chat,
-		}, workflows.ChatWorkflowType, workflows.ChatInput{Kind: m.Kind, Chat: m.Chat})
+		}, workflows.ChatWorkflowType, workflows.ChatInput{Kind: m.Kind, Chat: m.Chat, Scope: scope})
 	if err != nil {
 		return fmt.Errorf("channels: signal-with-start %s: %w", id, err)
 	}
@@ -291,7 +309,7 @@ func HandOff(ctx context.Context, c Starter, taskQueue string, d Delivery) error
 		}
 		sig.Reply = &workflows.ReplyTarget{Kind: d.Kind, Data: data}
 	}
-	return SignalSession(ctx, c, taskQueue, d.Session, sig)
+	return SignalSession(ctx, c, taskQueue, workflows.ScopedSession(AgentOf(ctx), d.Session), sig)
 }
 
 // SignalSession sends d to session:<session> with Signal-With-Start; the
