@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"regexp"
@@ -101,4 +102,68 @@ func TestGitHubApprovalComment(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// ask_user in a GitHub issue: the question is a comment on the issue
+// saying how to answer; the asker's next comment that reaches the agent
+// (here: one mentioning the bot) is the answer — the tool's result, read
+// by the model's next step — not a turn of its own; GitHub delivering it
+// twice changes nothing; one answer is posted.
+func TestGitHubAskUser(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig("askUser: true\n")
+	s := newGitHubStack(t, e)
+	s.startWorker()
+	session := s.session(7)
+	t.Cleanup(func() { (&slackStack{e: s.e}).terminate(session) })
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "tq1", Name: "ask_user", Args: `{"question":"Which city?"}`}}},
+		modelserver.Reply{Text: []string{"Booked in Lisbon."}},
+	)
+	if code := s.post("issue_comment", "d-question", githubSecret, s.payload("issue_comment.json", 7)); code != http.StatusAccepted {
+		t.Fatalf("mention: %d", code)
+	}
+	waitFor(t, 90*time.Second, "the question comment", func() bool {
+		for _, c := range s.fake.Comments(s.repo, 7) {
+			if strings.HasPrefix(c.Body, "❓ Which city?") && strings.Contains(c.Body, "Reply with a comment mentioning `@fastagent-bot` to answer (until ") {
+				return true
+			}
+		}
+		return false
+	})
+	var p map[string]any
+	if err := json.Unmarshal(s.payload("issue_comment.json", 7), &p); err != nil {
+		t.Fatal(err)
+	}
+	c := p["comment"].(map[string]any)
+	c["body"], c["id"] = "@fastagent-bot Lisbon", float64(4343)
+	answer, _ := json.Marshal(p)
+	for i := 0; i < 2; i++ { // GitHub delivers it twice
+		if code := s.post("issue_comment", "d-answer", githubSecret, answer); code != http.StatusAccepted {
+			t.Fatalf("answer %d: %d", i, code)
+		}
+	}
+	waitFor(t, 90*time.Second, "the answer", func() bool {
+		for _, c := range s.fake.Comments(s.repo, 7) {
+			if strings.HasPrefix(c.Body, "Booked in Lisbon.") {
+				return true
+			}
+		}
+		return false
+	})
+	reqs := e.kit.Model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2 (the answer was a turn of its own?)", len(reqs))
+	}
+	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.ToolCallID != "tq1" || !strings.HasSuffix(last.Content, "@fastagent-bot Lisbon") {
+		t.Errorf("the model read %+v, want the comment as tq1's result", last)
+	}
+	time.Sleep(time.Second) // a redelivery that became a turn would have asked the model by now
+	if n := e.kit.Model.Count(); n != 2 {
+		t.Errorf("%d model calls after the redelivery, want 2", n)
+	}
+	st, err := e.agent.State(context.Background(), session)
+	if err != nil || st.Turns != 1 || len(st.Queued) != 0 {
+		t.Errorf("session state %+v (%v), want one turn and nothing queued", st, err)
+	}
 }

@@ -24,6 +24,9 @@ func DefaultApproverAssociation() []string { return []string{"OWNER", "MEMBER"} 
 // approvalMarker marks the comments that ask for an approval.
 const approvalMarker = "<!-- fastagent:approval -->"
 
+// questionMarker marks the comments that ask the agent's question.
+const questionMarker = "<!-- fastagent:question -->"
+
 // decisionRE is a decision comment's first line: /approve or /deny, the
 // call's token, and for a denial an optional reason.
 var decisionRE = regexp.MustCompile(`^/(approve|deny)\s+([A-Za-z0-9_-]+)(?:\s+(.*))?$`)
@@ -125,6 +128,85 @@ func (r *Replier) Settle(ctx context.Context, t workflows.Target, ref string, ev
 	}
 	_, _, err = rd.api.Issues.EditComment(ctx, rd.owner, rd.repo, id, &gh.IssueComment{Body: gh.Ptr(text + "\n\n" + approvalMarker)})
 	return classify(err)
+}
+
+// Question implements channels.Questioner: the agent's question as a
+// comment on the issue or pull request, saying how to answer and until
+// when. The asker's next comment there that reaches the agent (as any
+// comment does under the channel's rules) is the answer.
+func (r *Replier) Question(ctx context.Context, t workflows.Target, ev agent.Event) (string, error) {
+	rd, err := r.target(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	body := questionBody(ev.Question, r.Answering, ev.Deadline)
+	c, _, err := rd.api.Issues.CreateComment(ctx, rd.owner, rd.repo, rd.number, &gh.IssueComment{Body: gh.Ptr(body)})
+	if err != nil {
+		return "", fmt.Errorf("github: ask question %s: %w", ev.ID, classify(err))
+	}
+	return refComment + ":" + strconv.FormatInt(c.GetID(), 10), nil
+}
+
+// maxQuestion bounds the question shown, well within a comment.
+const maxQuestion = 60000
+
+// questionBody is the question comment: the question (Markdown, as the
+// agent's replies are, but unable to carry a hidden HTML comment such as
+// a reply marker), then how to answer (how, when known) and until when,
+// and its marker: the comment is never a turn.
+func questionBody(q, how string, deadline time.Time) string {
+	q = strings.ReplaceAll(strings.TrimSpace(q), "<!--", "&lt;!--")
+	if utf16Len(q) > maxQuestion {
+		q = Split(q, maxQuestion)[0] + "…"
+	}
+	var b strings.Builder
+	b.WriteString("❓ " + q)
+	switch {
+	case how != "" && !deadline.IsZero():
+		b.WriteString("\n\n_" + how + " (until " + deadline.UTC().Format("15:04 MST, Jan 2") + ")._")
+	case how != "":
+		b.WriteString("\n\n_" + how + "._")
+	case !deadline.IsZero():
+		b.WriteString("\n\n_Waiting for an answer until " + deadline.UTC().Format("15:04 MST, Jan 2") + "._")
+	}
+	b.WriteString("\n\n" + questionMarker)
+	return b.String()
+}
+
+// anyComment is how to answer when any new comment reaches the agent.
+const anyComment = "Reply with a comment here to answer"
+
+// answering is how a comment reaches the agent, for the question comment:
+// any new comment (an executable policy decides for itself, or a rule
+// asks for no mention), a comment mentioning the login every
+// issue_comment rule requires, or "" when no rule takes new comments.
+func answering(c Config) string {
+	if c.Policy != nil {
+		return anyComment
+	}
+	mention := ""
+	for _, r := range c.Rules {
+		if r.Event != "issue_comment" {
+			continue
+		}
+		acts := r.Actions
+		if r.Action != "" {
+			acts = append([]string{r.Action}, acts...)
+		}
+		if len(acts) > 0 && !slices.Contains(acts, "created") {
+			continue
+		}
+		if r.Mentions == "" {
+			return anyComment
+		}
+		if mention == "" {
+			mention = r.Mentions
+		}
+	}
+	if mention == "" {
+		return ""
+	}
+	return "Reply with a comment mentioning `@" + strings.TrimPrefix(mention, "@") + "` to answer"
 }
 
 // target is the issue or pull request of a reply target, with a client.

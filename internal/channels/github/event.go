@@ -160,7 +160,7 @@ func (ev *Event) text() string {
 }
 
 // skip reports events the agent caused itself: sent by bot, or carrying a
-// reply marker (a comment the channel posted).
+// reply, approval or question marker (a comment the channel posted).
 func (ev *Event) skip(bot string) bool {
 	if bot != "" {
 		b := strings.TrimSuffix(strings.ToLower(bot), "[bot]")
@@ -169,5 +169,6 @@ func (ev *Event) skip(bot string) bool {
 		}
 	}
 	return strings.Contains(ev.Comment, markerPrefix) || strings.Contains(ev.Comment, approvalMarker) ||
+		strings.Contains(ev.Comment, questionMarker) ||
 		(ev.Comment == "" && strings.Contains(ev.Body, markerPrefix))
 }

@@ -112,6 +112,7 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("github: %w", err)
 	}
+	rp.Answering = answering(cfg)
 	for _, a := range cfg.ApproverAssociation {
 		if !slices.Contains(authorAssociations, strings.ToUpper(a)) {
 			return nil, fmt.Errorf("github: approverAssociation: %q is not one of %s", a, strings.Join(authorAssociations, ", "))

@@ -100,6 +100,9 @@ type Replier struct {
 	clients map[int64]*gh.Client
 	// Limit is the most characters of one comment (default MaxComment).
 	Limit int
+	// Answering is how a question comment says to answer it ("": reply
+	// with a comment).
+	Answering string
 }
 
 // NewReplier returns the replier of auth against apiURL ("" for
