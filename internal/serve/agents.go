@@ -3,7 +3,9 @@ package serve
 import (
 	"context"
 	"fmt"
+	"iter"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,9 +16,11 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/workflows"
 )
 
 // agentName is what an agent served beside the main one may be called: a
@@ -90,7 +94,16 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	loader.Sandbox = p.Sandbox
 	cfg := p.Config
 	cfg.Dir, cfg.AgentDir, cfg.TaskQueue, cfg.Agents = dir, "", name, nil
-	pp, err := Assemble(ctx, cfg, Components{Store: p.Store, Feed: p.Feed, Loader: loader, Models: p.Models})
+	// Its channels: their repliers answer its turns, their tools are its.
+	chans, err := p.channelsOf(ctx, loader)
+	if err != nil {
+		loader.Close()
+		return nil, nil, err
+	}
+	for _, ch := range chans {
+		loader.Extra = append(loader.Extra, ch.Tools...)
+	}
+	pp, err := Assemble(ctx, cfg, Components{Store: p.Store, Feed: p.Feed, Loader: loader, Models: p.Models, Channels: chans})
 	if err != nil {
 		loader.Close()
 		return nil, nil, err
@@ -145,4 +158,71 @@ func (p *Parts) authIngress(a agent.Agent, owners ingress.Owners, toks *ingress.
 	s.AllowedOrigins = p.Config.AllowedOrigins
 	s.AllowedHosts, s.AnyHost = p.Config.hostPolicy(host)
 	return s
+}
+
+// agentDoors are the channels of one agent on this ingress ("" name: the
+// main agent's).
+type agentDoors struct {
+	name  string
+	chans []*channels.Channel
+}
+
+// loadAgentDoors reads the enabled channels (channels/*.yaml) of each of
+// Config.Agents, for their doors and long connections on this ingress. A
+// channel file that does not load names its agent.
+func (p *Parts) loadAgentDoors(ctx context.Context) ([]agentDoors, error) {
+	getenv := p.getenv()
+	var out []agentDoors
+	for _, name := range slices.Sorted(maps.Keys(p.Config.Agents)) {
+		loader, err := workspace.NewLoader(p.Config.Agents[name], "")
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", name, err)
+		}
+		loader.Getenv = getenv
+		chans, err := p.channelsOf(ctx, loader)
+		loader.Close()
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", name, err)
+		}
+		if len(chans) > 0 {
+			out = append(out, agentDoors{name: name, chans: chans})
+		}
+	}
+	return out, nil
+}
+
+// channelsOf loads the enabled channels of the agent loader reads, with
+// the deployment's environment holding their secrets.
+func (p *Parts) channelsOf(ctx context.Context, loader *workspace.Loader) ([]*channels.Channel, error) {
+	def, err := loader.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return channels.Load(def.Workspace.Channels(), p.getenv())
+}
+
+func (p *Parts) getenv() func(string) string {
+	if p.Config.Getenv != nil {
+		return p.Config.Getenv
+	}
+	return os.Getenv
+}
+
+// forAgent serves h with the request's context scoped to agent name
+// (channels.ForAgent).
+func forAgent(name string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(channels.ForAgent(r.Context(), name)))
+	})
+}
+
+// scopedAttacher attaches to the sessions of agent scope by the names its
+// doors give them.
+type scopedAttacher struct {
+	att   channels.Attacher
+	scope string
+}
+
+func (s scopedAttacher) Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error) {
+	return s.att.Attach(ctx, workflows.ScopedSession(s.scope, session), key)
 }

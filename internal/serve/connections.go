@@ -67,12 +67,39 @@ func (c *connections) stop() {
 func (p *Parts) startConnections(ctx context.Context, st channels.Starter) *connections {
 	ctx, cancel := context.WithCancel(ctx)
 	c := &connections{waiting: map[string]bool{}, cancel: cancel}
-	hand := channels.Hand(st, p.Config.TaskQueue)
-	for _, ch := range p.Channels {
+	for _, a := range append([]agentDoors{{chans: p.Channels}}, p.agentDoors...) {
+		p.startAgentConnections(ctx, c, st, a)
+	}
+	if len(c.waiting) == 0 {
+		cancel()
+		return nil
+	}
+	return c
+}
+
+// startAgentConnections starts the long connections of a's channels (the
+// main agent's, or another agent's handing to its task queue and scoped
+// names), each named by its kind ("<agent>/<kind>" for another agent).
+func (p *Parts) startAgentConnections(ctx context.Context, c *connections, st channels.Starter, a agentDoors) {
+	tq := p.Config.TaskQueue
+	if a.name != "" {
+		tq = a.name
+	}
+	hand := channels.Hand(st, tq)
+	if a.name != "" {
+		plain := hand
+		hand = func(ctx context.Context, parsed channels.Parsed) error {
+			return plain(channels.ForAgent(ctx, a.name), parsed)
+		}
+	}
+	for _, ch := range a.chans {
 		if ch.Conn == nil {
 			continue
 		}
 		kind := ch.Door.Kind()
+		if a.name != "" {
+			kind = a.name + "/" + kind
+		}
 		if l, ok := ch.Conn.(interface{ SetLogger(*slog.Logger) }); ok && p.Config.Logger != nil {
 			l.SetLogger(p.Config.Logger)
 		}
@@ -84,11 +111,6 @@ func (p *Parts) startConnections(ctx context.Context, st channels.Starter) *conn
 		}()
 		p.Config.Logger.Info("channel enabled", "kind", kind, "transport", "long connection", "file", ch.File)
 	}
-	if len(c.waiting) == 0 {
-		cancel()
-		return nil
-	}
-	return c
 }
 
 // keepConnected runs conn until ctx ends, restarting it when it returns

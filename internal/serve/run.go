@@ -96,6 +96,10 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 				return nil, err
 			}
 		}
+		if p.agentDoors, err = p.loadAgentDoors(ctx); err != nil {
+			r.stopWorker()
+			return nil, err
+		}
 		r.Ingress = p.agentIngresses(r.Agent, toks, host)
 		if p.Sandbox != nil {
 			r.Ingress.Details = func() map[string]any { return map[string]any{"toolSandbox": p.Sandbox.Status()} }

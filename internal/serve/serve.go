@@ -185,6 +185,9 @@ type Parts struct {
 	Channels []*channels.Channel
 	// Sandbox confines the worker's tool processes; opened with the worker.
 	Sandbox *sandbox.Sandbox
+	// agentDoors are the channels of Config.Agents this ingress serves
+	// (loadAgentDoors), under /agents/<name>/.
+	agentDoors []agentDoors
 	// invokeOff unmounts POST /invoke: channel files exist and
 	// fastagent.yaml does not say http: {invoke: true}.
 	invokeOff bool
@@ -478,12 +481,13 @@ func (p *Parts) Agent(c client.Client) *durable.Agent {
 // Ingress returns the HTTP server for the durable agent (IngressFor(Agent(c))).
 func (p *Parts) Ingress(c client.Client) *ingress.Server { return p.IngressFor(p.Agent(c)) }
 
-// WithChannels serves each channel's door (POST <path>) beside h. Webhook
-// routes authenticate by the platform's signature, not by the ingress's
-// API tokens; every other route goes to h. A door without a path (a long
-// connection) has no route.
+// WithChannels serves each channel's door (POST <path>) beside h, and
+// those of the other agents this ingress serves at /agents/<name><path>.
+// Webhook routes authenticate by the platform's signature, not by the
+// ingress's API tokens; every other route goes to h. A door without a path
+// (a long connection) has no route.
 func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
-	if len(p.Channels) == 0 {
+	if len(p.Channels) == 0 && len(p.agentDoors) == 0 {
 		return h
 	}
 	mux := http.NewServeMux()
@@ -493,27 +497,46 @@ func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
 		})
 		p.Config.Logger.Info("POST /invoke is off: the agent has channels; http: {invoke: true} keeps it")
 	}
-	for _, ch := range p.Channels {
+	p.mountDoors(mux, c, agentDoors{chans: p.Channels})
+	for _, a := range p.agentDoors {
+		p.mountDoors(mux, c, a)
+	}
+	mux.Handle("/", h)
+	return mux
+}
+
+// mountDoors mounts the doors of a's channels on mux: the main agent's
+// (a.name "") at their paths, another agent's at /agents/<name><path>
+// with what they hand to Temporal scoped to it (channels.ForAgent).
+func (p *Parts) mountDoors(mux *http.ServeMux, c channels.Starter, a agentDoors) {
+	tq, prefix := p.Config.TaskQueue, ""
+	if a.name != "" {
+		tq, prefix = a.name, "/agents/"+a.name
+	}
+	for _, ch := range a.chans {
 		if ch.Door.Path() == "" {
 			continue // a long connection only (startConnections)
 		}
-		door := channels.Handler(ch.Door, c, p.Config.TaskQueue, p.Config.Logger)
+		door := channels.Handler(ch.Door, c, tq, p.Config.Logger)
 		if sd, ok := ch.Door.(channels.Served); ok {
 			// A webhook endpoint; respond: wait follows the turn.
 			var att channels.Attacher
 			if cl, ok := c.(client.Client); ok {
-				att = p.Agent(cl)
+				d := p.Agent(cl)
+				d.TaskQueue = taskQueueOr(tq)
+				att = scopedAttacher{att: d, scope: a.name}
 			}
-			door = sd.Handler(c, p.Config.TaskQueue, p.Config.Logger, att)
+			door = sd.Handler(c, tq, p.Config.Logger, att)
 		}
 		if p.Config.Metrics != nil {
 			door = p.Config.Metrics.WrapDoor(ch.Door.Kind(), door)
 		}
-		mux.Handle("POST "+ch.Door.Path(), door)
-		p.Config.Logger.Info("channel enabled", "kind", ch.Door.Kind(), "route", ch.Door.Path(), "file", ch.File)
+		if a.name != "" {
+			door = forAgent(a.name, door)
+		}
+		mux.Handle("POST "+prefix+ch.Door.Path(), door)
+		p.Config.Logger.Info("channel enabled", "agent", a.name, "kind", ch.Door.Kind(), "route", prefix+ch.Door.Path(), "file", ch.File)
 	}
-	mux.Handle("/", h)
-	return mux
 }
 
 // Listen binds the ingress address, with a message that says what to do
