@@ -481,3 +481,29 @@ func timeline(h *historypb.History) string {
 	}
 	return b.String()
 }
+
+// An abort reaches a model stream in a worker process through the stop
+// notice on NATS, not through a heartbeat: with a 60 s heartbeat timeout
+// (first heartbeat at 30 s) the model server still sees the request
+// cancelled within seconds.
+func TestAbortAcrossProcesses(t *testing.T) {
+	e := newProcessEnv(t)
+	e.writeConfig("retry:\n  heartbeat: 60s\n")
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"working…"}, Hang: true})
+	aborted := e.kit.Model.Aborted()
+	e.startWorkerProcess(t)
+	session := fmt.Sprintf("abort-proc-%d", time.Now().UnixNano())
+	ctx := context.Background()
+	done := make(chan []agent.Event, 1)
+	go func() { done <- collect(t, e.agent, ctx, session, "take forever") }()
+	waitFor(t, time.Minute, "the model call", func() bool { return e.kit.Model.Count() == 1 })
+	if _, err := e.agent.Abort(ctx, session, "", "user pressed stop"); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	if term := agenttest.CheckTerminal(t, <-done); term.Type != agent.TypeFailed || term.Code != agent.CodeAborted {
+		t.Fatalf("want failed{aborted}, got %+v", term)
+	}
+	if err := waitAborted(e, aborted); err != nil {
+		t.Errorf("the model stream in the worker process was not stopped: %v", err)
+	}
+}
