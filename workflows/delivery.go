@@ -29,6 +29,10 @@ type Delivery struct {
 	// Notify is the workflow ID told (SignalTurnDone) how the turn ended:
 	// the chat workflow that folded buffered context into it.
 	Notify string `json:"notify,omitempty"`
+	// Answer is the message's own text when Prompt is rendered around it
+	// (a GitHub rule's template): what answers a waiting question ("":
+	// Prompt's text).
+	Answer string `json:"answer,omitempty"`
 }
 
 // ReplyTarget is a platform reply target: the channel kind and its opaque
@@ -268,7 +272,11 @@ const changeChannelAnswers = "channel-answers"
 // the person whose message started the turn: the message is then not a
 // turn, and its key is remembered so a redelivery is not one either.
 func (s *session) answersQuestion(ctx workflow.Context, d Delivery) bool {
-	if d.Reply == nil || strings.TrimSpace(d.Prompt.Text) == "" || len(d.Prompt.Text) > maxAnswerBytes {
+	text := d.Prompt.Text
+	if strings.TrimSpace(d.Answer) != "" {
+		text = d.Answer
+	}
+	if d.Reply == nil || strings.TrimSpace(text) == "" || len(text) > maxAnswerBytes {
 		return false
 	}
 	var q *question
@@ -291,7 +299,7 @@ func (s *session) answersQuestion(ctx workflow.Context, d Delivery) bool {
 	if workflow.GetVersion(ctx, changeChannelAnswers, workflow.DefaultVersion, 1) < 1 {
 		return false
 	}
-	q.answered, q.text, q.by = true, d.Prompt.Text, asker
+	q.answered, q.text, q.by = true, text, asker
 	s.remember(d.Key, agentloop.Outcome{Turn: d.Key, Status: agent.TypeCompleted,
 		Details: "this message answered the question of call " + q.view.Call})
 	if d.Notify != "" {

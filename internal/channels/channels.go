@@ -48,6 +48,9 @@ type Delivery struct {
 	// Session is the session the turn runs in.
 	Session string
 	Prompt  agent.Prompt
+	// Answer is the person's own words when Prompt wraps them (a rule's
+	// template): what answers a question the agent is waiting on.
+	Answer string
 	// Reply is where the answer goes (nil: nowhere).
 	Reply *workflows.Target
 }

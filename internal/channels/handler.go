@@ -301,7 +301,7 @@ func HandMessage(ctx context.Context, c Starter, taskQueue string, m workflows.C
 
 // HandOff sends one direct delivery to its session workflow.
 func HandOff(ctx context.Context, c Starter, taskQueue string, d Delivery) error {
-	sig := workflows.Delivery{Key: d.Key(), Source: d.Kind, Prompt: d.Prompt}
+	sig := workflows.Delivery{Key: d.Key(), Source: d.Kind, Prompt: d.Prompt, Answer: d.Answer}
 	if d.Reply != nil {
 		data, err := json.Marshal(d.Reply)
 		if err != nil {

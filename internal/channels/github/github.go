@@ -269,7 +269,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 			return ok, fmt.Errorf("github: reply data: %w", err)
 		}
 		dl := channels.Delivery{Kind: Kind, ID: id + ":" + strconv.Itoa(i), Session: in.Session,
-			Prompt: agent.Prompt{Text: in.Prompt}}
+			Prompt: agent.Prompt{Text: in.Prompt}, Answer: d.Policy.answerText(ev.Comment)}
 		if ev.Repo != "" && ev.Number > 0 {
 			// Events without an issue or PR (push, release…) are answered
 			// nowhere.

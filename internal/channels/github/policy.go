@@ -96,6 +96,16 @@ type Policy struct {
 	bot   string
 }
 
+// answerText is a comment as the answer to a question the agent asked:
+// its text without the mention of the bot that addressed it ("" for an
+// event without a comment).
+func (p *Policy) answerText(comment string) string {
+	if p.bot != "" {
+		comment = strings.ReplaceAll(comment, "@"+p.bot, "")
+	}
+	return strings.TrimSpace(comment)
+}
+
 type compiledRule struct {
 	Rule
 	actions []string
