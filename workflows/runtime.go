@@ -27,9 +27,9 @@ const (
 )
 
 // recordHeartbeat is the heartbeat timeout of the activities that store
-// what the workflow decided (Turn.Record, a tool result it recorded). They
-// heartbeat every second while they run, so a worker that dies in one is
-// noticed within seconds (the session's next turn waits for a turn's
+// what the workflow decided (Turn.Record, a tool result it recorded). One
+// that runs longer than half of it heartbeats, so a worker that dies in one
+// is noticed within seconds (the session's next turn waits for a turn's
 // record), while a slow store still has all of recordResultTimeout.
 const recordHeartbeat = 5 * time.Second
 
