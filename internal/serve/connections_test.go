@@ -123,3 +123,39 @@ func TestConnectionsNone(t *testing.T) {
 		t.Errorf("startConnections = %v, want nil", c)
 	}
 }
+
+// Another agent's long connection (served with --agent) hands its messages
+// to that agent's chat workflow (chat:<agent>/…), and /health names it
+// "<agent>/<kind>" while it connects.
+func TestConnectionsOfAnotherAgent(t *testing.T) {
+	t.Parallel()
+	conn := &fakeConn{release: make(chan struct{}), ended: make(chan struct{})}
+	st := &fakeStarter{}
+	p := &Parts{Config: Config{Logger: slog.Default()}, connRestart: time.Millisecond,
+		agentDoors: []agentDoors{{name: "reviewer", chans: []*channels.Channel{{File: "channels/fake.yaml", Door: connDoor{}, Conn: conn}}}}}
+	c := p.startConnections(context.Background(), st)
+	if c == nil {
+		t.Fatal("startConnections = nil with another agent's long connection")
+	}
+	defer c.stop()
+	if got := c.Waiting(); !slices.Equal(got, []string{"reviewer/fake"}) {
+		t.Errorf("Waiting = %v, want [reviewer/fake]", got)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st.mu.Lock()
+		calls := strings.Join(st.calls, ";")
+		st.mu.Unlock()
+		if calls != "" {
+			if want := "chat:reviewer/fake:T1:C1 " + workflows.SignalChatMessage + " 1.5"; calls != want {
+				t.Errorf("signal-with-start calls %q, want %q", calls, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection's hand-off never reached the starter")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(conn.release)
+}
