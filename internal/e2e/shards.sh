@@ -50,7 +50,14 @@ while [ "${#shard_of[@]}" -gt 0 ]; do
 	else
 		failed=1
 		echo "e2e shard $((s + 1))/$n: FAILED ($count tests, ${took}s); its output:"
-		grep -v -e '^20[0-9][0-9][-/][0-9][0-9][-/][0-9][0-9] ' "$work/log$s" | sed "s/^/[shard $((s + 1))] /"
+		out=$(grep -v -e '^20[0-9][0-9][-/][0-9][0-9][-/][0-9][0-9] ' "$work/log$s")
+		if [ -z "$out" ]; then
+			# Nothing but log lines: the process died outside a test (the
+			# embedded server's own fatal log is in the temporal.log of the
+			# fastagent-e2e-* directory it left in the temp dir).
+			out=$(tail -n 20 "$work/log$s"; echo "(no test output; see temporal.log under ${TMPDIR:-/tmp}/fastagent-e2e-*)")
+		fi
+		printf '%s\n' "$out" | sed "s/^/[shard $((s + 1))] /"
 	fi
 done
 exit "$failed"
