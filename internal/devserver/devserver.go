@@ -472,7 +472,7 @@ func serverConfig(opts Options, sqlConf *config.SQL, internode config.GroupTLS) 
 func FreePort() (int, error) {
 	lo, hi := belowEphemeral()
 	for range 64 {
-		port := lo + rand.IntN(hi-lo)
+		port := lo + rand.IntN(hi-lo) //nolint:gosec // G404: a port to try, not a secret
 		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
 			_ = l.Close()
 			return port, nil
