@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
-	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/internal/store"
@@ -86,9 +85,7 @@ func (a *Activities) Compact(ctx context.Context, in workflows.CompactInput) (wo
 	ctx, done := stoppable(ctx, a.Feed, in.Session, in.Turn)
 	defer done()
 	res, err := a.RunCompact(ctx, in)
-	if errors.Is(context.Cause(ctx), feed.ErrStopped) {
-		return res, stoppedError(ctx, err)
-	}
+	err = stoppedError(ctx, err)
 	if err == nil && in.Reason == workflows.CompactManual && res.EntryID != "" {
 		// A manual compaction moves the head between turns; one inside a
 		// turn is followed by the turn's record.

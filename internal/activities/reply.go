@@ -153,11 +153,7 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 	// final reply, which must be the message's last write.
 	stopped, release := r.Feed.WatchStop(in.Session, in.Turn)
 	defer release()
-	err := r.stream(ctx, in, stopped)
-	if errors.Is(err, feed.ErrStopped) {
-		return temporal.NewNonRetryableApplicationError("stopped: the turn's live reply was stopped", workflows.ErrStopped, err)
-	}
-	return err
+	return stoppedError(ctx, r.stream(ctx, in, stopped))
 }
 
 // stream follows the turn's feed into the live reply until its end, or

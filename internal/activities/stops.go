@@ -37,16 +37,18 @@ func stoppable(ctx context.Context, bus feed.Bus, session, turn string) (_ conte
 	}
 }
 
-// stoppedError is what an activity returns when its turn was stopped (even
-// if the call finished at that instant: the workflow no longer waits for
-// it), err unchanged otherwise. The error is not retryable — the workflow has
-// already moved on, and a retry would only run the stopped call again —
-// and it may reach the server before the workflow's cancellation does.
+// stoppedError is what an activity returns when its turn was stopped —
+// its context cancelled by the stop notice (even if the call finished at
+// that instant: the workflow no longer waits for it), or err itself
+// feed.ErrStopped — and err unchanged otherwise. The error is not
+// retryable: the workflow has already moved on, and a retry would only run
+// the stopped call again; it may reach the server before the workflow's
+// cancellation does.
 func stoppedError(ctx context.Context, err error) error {
-	if !errors.Is(context.Cause(ctx), feed.ErrStopped) {
+	if !errors.Is(context.Cause(ctx), feed.ErrStopped) && !errors.Is(err, feed.ErrStopped) {
 		return err
 	}
-	return temporal.NewNonRetryableApplicationError("stopped: the turn was aborted", workflows.ErrStopped, err)
+	return temporal.NewNonRetryableApplicationError("stopped: the session stopped the turn's running calls", workflows.ErrStopped, err)
 }
 
 // StopTurn is the Feed.Stop local activity: the workflow tells every worker

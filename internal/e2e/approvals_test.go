@@ -355,3 +355,26 @@ func TestApprovalSurvivesWorkerKill(t *testing.T) {
 		t.Errorf("the approved tool ran %d times, want 1", n)
 	}
 }
+
+// checkAnsweredInTurn checks that a question answered in a conversation
+// (the answer delivered twice) was the call's result, not a turn: two model
+// calls, the second reading want as call's result, still two a second after
+// the redelivery, and session with one turn and nothing queued.
+func checkAnsweredInTurn(t *testing.T, e *env, session, call, want string) {
+	t.Helper()
+	reqs := e.kit.Model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2 (the answer was a turn of its own?)", len(reqs))
+	}
+	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.ToolCallID != call || last.Content != want {
+		t.Errorf("the model read %+v, want %s as %s's result", last, want, call)
+	}
+	time.Sleep(time.Second) // a redelivery that became a turn would have asked the model by now
+	if n := e.kit.Model.Count(); n != 2 {
+		t.Errorf("%d model calls after the redelivery, want 2", n)
+	}
+	st, err := e.agent.State(context.Background(), session)
+	if err != nil || st.Turns != 1 || len(st.Queued) != 0 {
+		t.Errorf("session state %+v (%v), want one turn and nothing queued", st, err)
+	}
+}

@@ -112,6 +112,14 @@ func sealed(t *testing.T, plain []byte) []byte {
 // post sends body to the door with headers h and returns the status.
 func (s *feishuStack) post(body []byte, h http.Header) int {
 	s.e.t.Helper()
+	code, _ := s.postRaw(body, h)
+	return code
+}
+
+// postRaw sends body to the door with headers h and returns the status and
+// the response body.
+func (s *feishuStack) postRaw(body []byte, h http.Header) (int, []byte) {
+	s.e.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.door.URL+"/feishu", bytes.NewReader(body))
 	if err != nil {
 		s.e.t.Fatal(err)
@@ -124,9 +132,9 @@ func (s *feishuStack) post(body []byte, h http.Header) int {
 	if err != nil {
 		s.e.t.Fatalf("POST /feishu: %v", err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	defer func() { _ = resp.Body.Close() }()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw
 }
 
 // send pushes a user message encrypted and signed now, wanting 200.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"regexp"
@@ -151,21 +150,7 @@ func TestGitHubAskUser(t *testing.T) {
 		}
 		return false
 	})
-	reqs := e.kit.Model.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d model requests, want 2 (the answer was a turn of its own?)", len(reqs))
-	}
 	// The comment's own words, not the rule's prompt around them, nor the
 	// mention that addressed the bot.
-	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.ToolCallID != "tq1" || last.Content != "Lisbon" {
-		t.Errorf("the model read %+v, want Lisbon as tq1's result", last)
-	}
-	time.Sleep(time.Second) // a redelivery that became a turn would have asked the model by now
-	if n := e.kit.Model.Count(); n != 2 {
-		t.Errorf("%d model calls after the redelivery, want 2", n)
-	}
-	st, err := e.agent.State(context.Background(), session)
-	if err != nil || st.Turns != 1 || len(st.Queued) != 0 {
-		t.Errorf("session state %+v (%v), want one turn and nothing queued", st, err)
-	}
+	checkAnsweredInTurn(t, e, session, "tq1", "Lisbon")
 }

@@ -44,21 +44,7 @@ func TestSlackApprovalButtons(t *testing.T) {
 	}
 
 	// The approval message, with its buttons.
-	var ask struct{ ts, value string }
-	waitFor(t, 90*time.Second, "the approval message", func() bool {
-		for _, c := range s.fake.srv.Calls("chat.postMessage") {
-			if strings.Contains(c.Get("blocks"), "fastagent_approve") {
-				ask.value = buttonValue(t, c.Get("blocks"))
-				for _, m := range s.fake.replies(channel) {
-					if strings.Contains(m.Text, "wants to run") {
-						ask.ts = m.TS
-					}
-				}
-				return ask.ts != ""
-			}
-		}
-		return false
-	})
+	ask := waitApprovalMessage(t, s, channel)
 	m := messageAt(s, channel, ask.ts)
 	if m.Thread != ts || !strings.Contains(m.Text, "*counter*") || !strings.Contains(m.Text, `"note": "from slack"`) {
 		t.Fatalf("approval message %+v, want the tool and its arguments in the thread %s", m, ts)
@@ -147,21 +133,7 @@ func TestSlackAdminsApprove(t *testing.T) {
 	if code, body, _ := s.post(s.event("EvAdmins", "app_mention", "", channel, ts, "", "<@U0LAN0Z89> count this"), slackSecret, time.Now(), nil); code != http.StatusOK {
 		t.Fatalf("mention: %d %s", code, body)
 	}
-	var ask struct{ ts, value string }
-	waitFor(t, 90*time.Second, "the approval message", func() bool {
-		for _, c := range s.fake.srv.Calls("chat.postMessage") {
-			if strings.Contains(c.Get("blocks"), "fastagent_approve") && c.Get("channel") == channel {
-				ask.value = buttonValue(t, c.Get("blocks"))
-				for _, m := range s.fake.replies(channel) {
-					if strings.Contains(m.Text, "wants to run") {
-						ask.ts = m.TS
-					}
-				}
-				return ask.ts != ""
-			}
-		}
-		return false
-	})
+	ask := waitApprovalMessage(t, s, channel)
 	if m := messageAt(s, channel, ask.ts); !strings.Contains(m.Text, "the workspace's admins and owners") {
 		t.Errorf("approval message %q, want it to name the workspace's admins and owners", m.Text)
 	}
@@ -297,20 +269,32 @@ func runSlackAskUser(t *testing.T, e *env, _ string) string {
 		}
 		return false
 	})
-	reqs := s.e.kit.Model.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d model requests, want 2 (the answer was a turn of its own?)", len(reqs))
-	}
-	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.ToolCallID != "sq1" || last.Content != "Lisbon" {
-		t.Errorf("the model read %+v, want Lisbon as sq1's result", last)
-	}
-	time.Sleep(time.Second) // a redelivery that became a turn would have asked the model by now
-	if n := s.e.kit.Model.Count(); n != 2 {
-		t.Errorf("%d model calls after the redelivery, want 2", n)
-	}
-	st, err := s.e.agent.State(context.Background(), session)
-	if err != nil || st.Turns != 1 || len(st.Queued) != 0 {
-		t.Errorf("session state %+v (%v), want one turn and nothing queued", st, err)
-	}
+	checkAnsweredInTurn(t, s.e, session, "sq1", "Lisbon")
 	return workflows.WorkflowID(session)
+}
+
+// approvalMessage is the approval message a Slack turn posted: its ts and
+// its buttons' value.
+type approvalMessage struct{ ts, value string }
+
+// waitApprovalMessage waits for the approval message with its buttons in
+// channel.
+func waitApprovalMessage(t *testing.T, s *slackStack, channel string) approvalMessage {
+	t.Helper()
+	var ask approvalMessage
+	waitFor(t, 90*time.Second, "the approval message", func() bool {
+		for _, c := range s.fake.srv.Calls("chat.postMessage") {
+			if strings.Contains(c.Get("blocks"), "fastagent_approve") && c.Get("channel") == channel {
+				ask.value = buttonValue(t, c.Get("blocks"))
+				for _, m := range s.fake.replies(channel) {
+					if strings.Contains(m.Text, "wants to run") {
+						ask.ts = m.TS
+					}
+				}
+				return ask.ts != ""
+			}
+		}
+		return false
+	})
+	return ask
 }
