@@ -82,6 +82,7 @@ prompt: |
 # reply:                  # POST each answer, signed (Standard Webhooks)
 #   url: https://example.com/agent-answers
 #   secretEnv: ` + strings.TrimSuffix(env, "_SECRET") + `_REPLY_SECRET
+#   allowPrivate: false   # true: the receiver may be on loopback or a private network
 `), nil
 }
 
