@@ -73,7 +73,7 @@ token:
 # Optional filter (CEL over body, headers, id, name); false answers 204:
 # when: body.type == "order.created"
 # Templates over .body, .headers, .raw, .id, .name (defaults shown):
-# session: "hook:` + name + `"
+# session: "hook:` + name + `"    # or "hook:` + name + `:{{.body.customer}}": always within hook:` + name + `, no "/"
 # key: "{{.id}}"
 prompt: |
   Webhook event ` + name + `:
