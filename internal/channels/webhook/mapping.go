@@ -122,7 +122,7 @@ func newMapping(name string, cfg Config) (*mapping, error) {
 func checkSessionTemplate(name string, t *template.Template) error {
 	own := KindPrefix + name
 	var lead string
-	nodes := t.Tree.Root.Nodes
+	nodes := t.Root.Nodes
 	if len(nodes) > 0 {
 		if text, ok := nodes[0].(*parse.TextNode); ok {
 			lead = strings.TrimLeftFunc(string(text.Text), unicode.IsSpace)
@@ -132,7 +132,7 @@ func checkSessionTemplate(name string, t *template.Template) error {
 		return nil
 	}
 	return fmt.Errorf("session: %q could name a session that is not this endpoint's: write it as %q followed by the part "+
-		"that varies (e.g. %q), or %q for one session", t.Tree.Root.String(), own+":", own+":{{.body.customer}}", own)
+		"that varies (e.g. %q), or %q for one session", t.Root.String(), own+":", own+":{{.body.customer}}", own)
 }
 
 // ownSession refuses a rendered session outside the endpoint's namespace
