@@ -194,6 +194,12 @@ func compileRule(r Rule, sample map[string]any) (compiledRule, error) {
 		return cr, fmt.Errorf("session: %q depends on text people write (title, body, comment, labels): whoever opens an issue or comments "+
 			"would choose the session, another conversation's or agent's included; build it from repo, number, owner, name, sender, event, action, pr", r.Session)
 	}
+	var out bytes.Buffer
+	if err := cr.session.Execute(&out, sample); err == nil {
+		if err := checkSessionScope(strings.TrimSpace(out.String())); err != nil {
+			return cr, fmt.Errorf("session: %q, for o/r#1: %w", r.Session, err)
+		}
+	}
 	if cr.prompt, err = parseTemplate("prompt", r.Prompt, DefaultPrompt, sample); err != nil {
 		return cr, err
 	}

@@ -40,16 +40,15 @@ func TestIntentSessionsStayThisAgents(t *testing.T) {
 	ev := func(repo string) *Event {
 		return &Event{Name: "issues", Action: "opened", Repo: repo, Number: 1, Association: "OWNER", Sender: "mallory"}
 	}
-	for name, c := range map[string]struct {
-		rules string
-		ev    *Event
-	}{
-		"another agent's, by the owner's name": {`rules: [{event: issues, session: "{{.repo}}#{{.number}}"}]`, ev("ops/x")},
-		"a sub-agent's, by the repo's name":    {`rules: [{event: issues, session: "github:{{.repo}}"}]`, ev("o/delegate-0123456789abcdef")},
-	} {
-		if got, err := policy(t, c.rules).Intents(c.ev); err == nil {
-			t.Errorf("%s: intents %+v; want refused", name, got)
-		}
+	// Without a prefix, every repository's session is "<owner>/…": the
+	// file stops loading.
+	var cfg Config
+	_ = channels.Decode([]byte(`rules: [{event: issues, session: "{{.repo}}#{{.number}}"}]`), &cfg)
+	if _, err := cfg.compile(); err == nil || !strings.Contains(err.Error(), `"github:"`) {
+		t.Errorf("session {{.repo}}#{{.number}}: %v; want a load error asking for a prefix", err)
+	}
+	if got, err := policy(t, `rules: [{event: issues, session: "github:{{.repo}}"}]`).Intents(ev("o/delegate-0123456789abcdef")); err == nil {
+		t.Errorf("a sub-agent's session, by the repository's name: intents %+v; want refused", got)
 	}
 	for _, s := range []string{"ops/x", "a/b/delegate-0123456789abcdef", "github:o/r#1/delegate-0123456789abcdef"} {
 		if err := checkIntent(Intent{Session: s, Prompt: "p"}); err == nil {
