@@ -91,7 +91,7 @@ type hookStack struct {
 func newHookStack(t *testing.T, e *env, extra string) *hookStack {
 	s := &hookStack{e: e, name: fmt.Sprintf("e2e%d", time.Now().UnixNano()), cb: newCallbacks(t)}
 	s.env = map[string]string{"HOOK_SECRET": hookSecret, "HOOK_REPLY_SECRET": replySecret}
-	s.yaml = "scheme: standard\nsecretEnv: HOOK_SECRET\nreply:\n  url: " + s.cb.srv.URL + "\n  secretEnv: HOOK_REPLY_SECRET\n" + extra
+	s.yaml = "scheme: standard\nsecretEnv: HOOK_SECRET\nreply:\n  url: " + s.cb.srv.URL + "\n  secretEnv: HOOK_REPLY_SECRET\n  allowPrivate: true\n" + extra
 	ch, err := webhook.New(s.name, []byte(s.yaml), func(k string) string { return s.env[k] })
 	if err != nil {
 		t.Fatal(err)

@@ -91,6 +91,18 @@ func (p *Parts) controlPlane() []string {
 	return out
 }
 
+// controlPlaneDests is controlPlane resolved, for webhook callbacks; an
+// address that does not resolve is left out (and logged).
+func (p *Parts) controlPlaneDests(ctx context.Context) []egress.Dest {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	deny, err := egress.ParseDests(ctx, p.controlPlane())
+	if err != nil && p.Config.Logger != nil {
+		p.Config.Logger.Warn("webhook callbacks: part of the control plane did not resolve; it is not refused by name", "error", err)
+	}
+	return deny
+}
+
 func orLoopback(host string) string {
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		return "127.0.0.1"

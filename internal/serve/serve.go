@@ -26,13 +26,14 @@ import (
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/internal/channels/feishu"    // registers the feishu and lark kinds
-	_ "github.com/fastagent/fastagent/internal/channels/github"  // registers the github kind
-	_ "github.com/fastagent/fastagent/internal/channels/slack"   // registers the slack kind
-	"github.com/fastagent/fastagent/internal/channels/telegram"  // registers the telegram kind
-	_ "github.com/fastagent/fastagent/internal/channels/webhook" // registers channels/webhooks/
+	"github.com/fastagent/fastagent/internal/channels/feishu"   // registers the feishu and lark kinds
+	_ "github.com/fastagent/fastagent/internal/channels/github" // registers the github kind
+	_ "github.com/fastagent/fastagent/internal/channels/slack"  // registers the slack kind
+	"github.com/fastagent/fastagent/internal/channels/telegram" // registers the telegram kind
+	"github.com/fastagent/fastagent/internal/channels/webhook"  // registers channels/webhooks/
 	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/llm"
@@ -417,12 +418,19 @@ func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, 
 		return nil, err
 	}
 	var repliers []channels.Replier
+	var controlPlane []egress.Dest
+	resolved := false
 	for _, ch := range p.Channels {
 		switch rp := ch.Replier.(type) {
 		case *telegram.Replier:
 			rp.Refs = p.Store // split answers' later parts are stored too
 		case *feishu.Replier:
 			rp.Refs = p.Store
+		case *webhook.Replier:
+			if !resolved {
+				controlPlane, resolved = p.controlPlaneDests(ctx), true
+			}
+			rp.SetControlPlane(controlPlane) // never a callback target, even with reply.allowPrivate
 		}
 		repliers = append(repliers, ch.Replier)
 	}

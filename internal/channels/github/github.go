@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -113,6 +114,7 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 		return nil, fmt.Errorf("github: %w", err)
 	}
 	rp.Answering = answering(cfg)
+	rp.approvalKey = approvalKey([]byte(secret))
 	for _, a := range cfg.ApproverAssociation {
 		if !slices.Contains(authorAssociations, strings.ToUpper(a)) {
 			return nil, fmt.Errorf("github: approverAssociation: %q is not one of %s", a, strings.Join(authorAssociations, ", "))
@@ -247,10 +249,16 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	if d.Policy != nil && ev.skip(d.Policy.bot) {
 		return ok, nil
 	}
-	if dec, isDecision := d.decision(ev, id); isDecision {
+	if dec, isDecision, refused := d.decide(ev, id); isDecision {
 		// A decision comment is never a turn, whether or not it decides.
 		if dec != nil {
 			ok.Decisions = []channels.Decision{*dec}
+		}
+		if refused != nil {
+			// Shown in the webhook's Recent Deliveries; GitHub must not
+			// retry it.
+			slog.Warn("github: decision comment refused", "repo", ev.Repo, "number", ev.Number, "sender", ev.Sender, "reason", refused)
+			ok.Answer.ContentType, ok.Answer.Body = "text/plain; charset=utf-8", []byte(refused.Error()+"\n")
 		}
 		return ok, nil
 	}

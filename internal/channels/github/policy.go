@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"text/template"
+	"text/template/parse"
 	"time"
 	"unicode"
 )
@@ -189,6 +190,16 @@ func compileRule(r Rule, sample map[string]any) (compiledRule, error) {
 	if cr.session, err = parseTemplate("session", r.Session, DefaultSession, sample); err != nil {
 		return cr, err
 	}
+	if usesWrittenText(cr.session, sample) {
+		return cr, fmt.Errorf("session: %q depends on text people write (title, body, comment, labels): whoever opens an issue or comments "+
+			"would choose the session, another conversation's or agent's included; build it from repo, number, owner, name, sender, event, action, pr", r.Session)
+	}
+	var out bytes.Buffer
+	if err := cr.session.Execute(&out, sample); err == nil {
+		if err := checkSessionScope(strings.TrimSpace(out.String())); err != nil {
+			return cr, fmt.Errorf("session: %q, for o/r#1: %w", r.Session, err)
+		}
+	}
 	if cr.prompt, err = parseTemplate("prompt", r.Prompt, DefaultPrompt, sample); err != nil {
 		return cr, err
 	}
@@ -301,6 +312,77 @@ func (p *Policy) IntentsContext(ctx context.Context, ev *Event, delivery string)
 	return out, nil
 }
 
+// writtenFields are the view's fields people write; a session ID made
+// from them would be chosen by whoever opens an issue or comments.
+var writtenFields = []string{"title", "body", "comment", "label"}
+
+// usesWrittenText reports whether session template t renders differently
+// when only the written fields differ (however it reaches them: a field,
+// index, with, range, printf…).
+func usesWrittenText(t *template.Template, sample map[string]any) bool {
+	render := func(v string) (string, bool) {
+		view := make(map[string]any, len(sample))
+		for k, x := range sample {
+			view[k] = x
+		}
+		for _, f := range writtenFields {
+			view[f] = v
+		}
+		view["labels"] = []string{v}
+		var b bytes.Buffer
+		if err := t.Execute(&b, view); err != nil {
+			return "", false
+		}
+		return b.String(), true
+	}
+	a, okA := render("a")
+	b, okB := render("bb/delegate-x")
+	return !okA || !okB || a != b || namesWrittenText(t.Root)
+}
+
+// namesWrittenText reports whether a template's tree names a written
+// field anywhere, run or not (a branch the sample does not take): as a
+// field (.title), or as a string (index . "title").
+func namesWrittenText(n parse.Node) bool {
+	written := func(name string) bool { return name == "labels" || slices.Contains(writtenFields, name) }
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return false
+		}
+		return slices.ContainsFunc(n.Nodes, namesWrittenText)
+	case *parse.ActionNode:
+		return namesWrittenText(n.Pipe)
+	case *parse.PipeNode:
+		if n == nil {
+			return false
+		}
+		for _, c := range n.Cmds {
+			if slices.ContainsFunc(c.Args, namesWrittenText) {
+				return true
+			}
+		}
+		return false
+	case *parse.IfNode:
+		return namesWrittenText(n.Pipe) || namesWrittenText(n.List) || namesWrittenText(n.ElseList)
+	case *parse.RangeNode:
+		return namesWrittenText(n.Pipe) || namesWrittenText(n.List) || namesWrittenText(n.ElseList)
+	case *parse.WithNode:
+		return namesWrittenText(n.Pipe) || namesWrittenText(n.List) || namesWrittenText(n.ElseList)
+	case *parse.TemplateNode:
+		return true // another template: not checked, refused
+	case *parse.FieldNode:
+		return slices.ContainsFunc(n.Ident, written)
+	case *parse.ChainNode:
+		return slices.ContainsFunc(n.Field, written) || namesWrittenText(n.Node)
+	case *parse.VariableNode:
+		return slices.ContainsFunc(n.Ident[1:], written)
+	case *parse.StringNode:
+		return written(n.Text)
+	}
+	return false
+}
+
 // checkIntent refuses an intent no turn can be made of.
 func checkIntent(in Intent) error {
 	switch {
@@ -312,6 +394,20 @@ func checkIntent(in Intent) error {
 		return fmt.Errorf("session %q contains spaces or control characters", in.Session)
 	case strings.TrimSpace(in.Prompt) == "":
 		return fmt.Errorf("session %q: empty prompt", in.Session)
+	}
+	return checkSessionScope(in.Session)
+}
+
+// checkSessionScope refuses a session of another agent ("<agent>/…": a
+// repository owner may be named like an agent) or below a session (a
+// sub-agent's, "…/delegate-…").
+func checkSessionScope(session string) error {
+	before, _, nested := strings.Cut(session, "/")
+	switch {
+	case nested && !strings.Contains(before, ":"):
+		return fmt.Errorf("session %q would be agent %q's session: start session IDs with a prefix such as \"github:\"", session, before)
+	case strings.Contains(session, "/delegate-"):
+		return fmt.Errorf("session %q names a sub-agent's session (…/delegate-…)", session)
 	}
 	return nil
 }

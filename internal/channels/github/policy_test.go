@@ -71,7 +71,7 @@ func TestRules(t *testing.T) {
 		}
 	}
 	// A template that renders no session gives no intent at all.
-	if _, err := policy(t, `rules: [{event: issue_comment, session: "{{.label}}"}]`).Intents(comment("x", "OWNER")); err == nil {
+	if _, err := policy(t, `rules: [{event: issue_comment, session: "{{if .pr}}pr{{end}}"}]`).Intents(comment("x", "OWNER")); err == nil {
 		t.Error("an empty session was accepted")
 	}
 }

@@ -89,7 +89,7 @@ hmac:
   timestampKey: t
 maxBodyBytes: 4096
 when: body.type.startsWith("invoice.")
-session: "stripe:{{.body.data.object.customer}}"
+session: "hook:stripe:{{.body.data.object.customer}}"
 key: "{{.body.id}}"
 prompt: "Stripe {{.body.type}} for {{.body.data.object.customer}}: {{json .body.data.object}}"
 `
@@ -142,10 +142,10 @@ func TestStripeShapedEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantKey := "hook:stripe:evt_1NG8Du2eZvKYlo2CUI79vXWy"
-	if acc.Turn != wantKey || acc.Session != "stripe:cus_9" || acc.Events != "/sessions/stripe:cus_9/turns/"+wantKey+"/events" {
+	if acc.Turn != wantKey || acc.Session != "hook:stripe:cus_9" || acc.Events != "/sessions/hook:stripe:cus_9/turns/"+wantKey+"/events" {
 		t.Errorf("answer %+v", acc)
 	}
-	if st.n() != 1 || st.ids[0] != workflows.WorkflowID("stripe:cus_9") {
+	if st.n() != 1 || st.ids[0] != workflows.WorkflowID("hook:stripe:cus_9") {
 		t.Fatalf("calls %v", st.ids)
 	}
 	d := st.calls[0]
@@ -164,7 +164,7 @@ secretEnv: GITLAB_WEBHOOK_TOKEN
 token:
   header: X-Gitlab-Token
 when: headers["x-gitlab-event"] == "Merge Request Hook" && body.object_attributes.action == "open"
-session: "gitlab:{{.body.project.path_with_namespace}}!{{.body.object_attributes.iid}}"
+session: "hook:gitlab:{{.body.project.id}}!{{.body.object_attributes.iid}}"
 key: '{{header .headers "X-Gitlab-Event-UUID"}}'
 prompt: "Review merge request {{.body.object_attributes.url}}: {{.body.object_attributes.title}}"
 reply:
@@ -176,7 +176,7 @@ reply:
 // body, a key from the event UUID header, and a reply target.
 func TestGitLabShapedEndpoint(t *testing.T) {
 	srv, st, _ := serve(t, "gitlab", gitlabYAML, map[string]string{"GITLAB_WEBHOOK_TOKEN": "glt-secret", "GITLAB_REPLY_SECRET": specSecret})
-	body := []byte(`{"object_kind":"merge_request","project":{"path_with_namespace":"grp/app"},"object_attributes":{"iid":7,"action":"open","title":"Fix it","url":"https://gitlab.example.com/grp/app/-/merge_requests/7"}}`)
+	body := []byte(`{"object_kind":"merge_request","project":{"id":15,"path_with_namespace":"grp/app"},"object_attributes":{"iid":7,"action":"open","title":"Fix it","url":"https://gitlab.example.com/grp/app/-/merge_requests/7"}}`)
 	h := func(tok, event string) http.Header {
 		return http.Header{"X-Gitlab-Token": {tok}, "X-Gitlab-Event": {event}, "X-Gitlab-Event-Uuid": {"b6a4a1b3-0b0c-4d0e-9a6b-8c2a9d4c1e11"}}
 	}
@@ -200,13 +200,13 @@ func TestGitLabShapedEndpoint(t *testing.T) {
 		t.Fatalf("valid: %d %s", code, resp)
 	}
 	d := st.calls[0]
-	if st.ids[0] != workflows.WorkflowID("gitlab:grp/app!7") || d.Key != "hook:gitlab:b6a4a1b3-0b0c-4d0e-9a6b-8c2a9d4c1e11" ||
+	if st.ids[0] != workflows.WorkflowID("hook:gitlab:15!7") || d.Key != "hook:gitlab:b6a4a1b3-0b0c-4d0e-9a6b-8c2a9d4c1e11" ||
 		d.Prompt.Text != "Review merge request https://gitlab.example.com/grp/app/-/merge_requests/7: Fix it" {
 		t.Errorf("delivery %s %+v", st.ids[0], d)
 	}
 	var target workflows.Target
 	if d.Reply == nil || d.Reply.Kind != "hook:gitlab" || json.Unmarshal(d.Reply.Data, &target) != nil ||
-		target.Chat != "gitlab:grp/app!7" || target.Message != d.Key {
+		target.Chat != "hook:gitlab:15!7" || target.Message != d.Key {
 		t.Errorf("reply target %+v", d.Reply)
 	}
 }

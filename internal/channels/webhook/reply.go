@@ -3,7 +3,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +39,7 @@ type Replier struct {
 	kind    string
 	url     string
 	secrets []string
+	target  *callbackTarget
 	client  *http.Client
 }
 
@@ -60,10 +60,11 @@ func newReplier(kind string, cfg ReplyConfig, getenv func(string) string) (*Repl
 			return nil, fmt.Errorf("secretEnv: %s: %w", cfg.SecretEnv, err)
 		}
 	}
-	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
-		ResponseHeaderTimeout: 30 * time.Second, IdleConnTimeout: 90 * time.Second}
-	return &Replier{kind: kind, url: cfg.URL, secrets: secrets[:1],
-		client: &http.Client{Transport: tr, Timeout: 45 * time.Second}}, nil
+	target := &callbackTarget{kind: kind, allowPrivate: cfg.AllowPrivate}
+	if err := target.checkURL(u); err != nil {
+		return nil, fmt.Errorf("url: %q: %w", cfg.URL, err)
+	}
+	return &Replier{kind: kind, url: cfg.URL, secrets: secrets[:1], target: target, client: target.client()}, nil
 }
 
 // Kind implements channels.Replier.
