@@ -128,6 +128,10 @@ type DropInput struct {
 type StopInput struct {
 	Session string `json:"session"`
 	Reason  string `json:"reason,omitempty"`
+	// Key is the stop message's turn key: the abort's update ID derives
+	// from it, so a retried stop is the same stop, bound to the turn it
+	// found running ("": a new ID per attempt).
+	Key string `json:"key,omitempty"`
 }
 
 // changeChatStop versions the chat workflow's handling of stop messages
@@ -644,7 +648,11 @@ func (c *chat) stop(ctx workflow.Context, m ChatMessage) {
 		StartToCloseTimeout: chatRouteTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
 	})
-	in := StopInput{Session: session, Reason: "stopped by " + displayUser(m.UserName) + " in the chat"}
+	key := ChatTurnKey(m.Kind, m.Chat, m.ID)
+	if m.UniqueIDs {
+		key = m.Kind + ":" + m.ID
+	}
+	in := StopInput{Session: session, Reason: "stopped by " + displayUser(m.UserName) + " in the chat", Key: key}
 	if err := workflow.ExecuteLocalActivity(lctx, ActivityChatStop, in).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("chat: stop failed", "session", session, "error", err)
 	}
