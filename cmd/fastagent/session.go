@@ -52,7 +52,7 @@ func newSession(g *globals) *cobra.Command {
 	}
 	list.Flags().IntVar(&sc.limit, "limit", 0, "sessions per page (default 50)")
 	list.Flags().StringVar(&sc.cursor, "cursor", "", "continue a listing (the cursor the last page printed)")
-	list.Flags().StringVar(&sc.filter.channel, "channel", "", "only sessions created by this channel: http, schedule, slack, feishu, telegram, github, webhook, …")
+	list.Flags().StringVar(&sc.filter.channel, "channel", "", "only sessions created by this channel: http, schedule, slack, feishu, telegram, github, hook:<name>, …")
 	list.Flags().StringVar(&sc.filter.status, "status", "", "only sessions in this status: idle, running, waiting_approval, waiting_answer")
 	list.Flags().StringVar(&sc.filter.principal, "principal", "", "only sessions this API principal created")
 	list.Flags().StringVar(&sc.filter.parent, "parent", "", "only sessions started by this session")
