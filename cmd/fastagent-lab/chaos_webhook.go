@@ -28,7 +28,7 @@ import (
 
 // Secrets of the webhook row (Standard Webhooks whsec_ secrets; test values).
 const (
-	chaosHookSecret  = "whsec_Y2hhb3Mtd2ViaG9vay1zaWduaW5nLXNlY3JldA=="  //nolint:gosec // G101: a test secret
+	chaosHookSecret  = "whsec_Y2hhb3Mtd2ViaG9vay1zaWduaW5nLXNlY3JldA==" //nolint:gosec // G101: a test secret
 	chaosReplySecret = "whsec_Y2hhb3Mtd2ViaG9vay1jYWxsYmFjay1zZWNyZXQ=" //nolint:gosec // G101: a test secret
 )
 
