@@ -33,6 +33,9 @@ const (
 	// turns, summarizing the abandoned branch (a RewindRequest; the result
 	// is a RewindResult).
 	UpdateRewind = "rewind"
+	// UpdateResend sends a channel reply that failed after its retries
+	// (SessionView.FailedReplies) once more (a ResendRequest).
+	UpdateResend = "resend"
 	// SignalDeliver hands a channel delivery (a Delivery) to a session; the
 	// channel door sends it with Signal-With-Start and never waits.
 	SignalDeliver = "deliver"

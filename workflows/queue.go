@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
@@ -343,8 +344,9 @@ func (s *session) replyFailed(ctx workflow.Context, in ReplyInput, err error) {
 	if len(msg) > 500 {
 		msg = msg[:500] + "…"
 	}
+	kept := in
 	s.snap.FailedReplies = append(s.snap.FailedReplies, FailedReply{Turn: in.Turn, Kind: in.Reply.Kind, Busy: in.Busy,
-		Error: msg, At: workflow.Now(ctx)})
+		Error: msg, At: workflow.Now(ctx), Input: &kept})
 	if n := len(s.snap.FailedReplies) - maxFailedReplies; n > 0 {
 		s.snap.FailedReplies = append([]FailedReply(nil), s.snap.FailedReplies[n:]...)
 	}
@@ -359,4 +361,64 @@ func (s *session) asking() bool {
 		}
 	}
 	return false
+}
+
+// failedReply is the index of turn's failed reply in the snapshot (-1:
+// none).
+func (s *session) failedReply(turn string) int {
+	for i, f := range s.snap.FailedReplies {
+		if f.Turn == turn && f.Input != nil {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *session) validateResend(_ workflow.Context, req ResendRequest) error {
+	if s.failedReply(req.Turn) < 0 {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("turn %q has no failed channel reply to send again", req.Turn),
+			agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if s.resending[req.Turn] {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("the reply of turn %q is being sent again already", req.Turn),
+			agent.CodeTurnRunning, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	return nil
+}
+
+// onResend sends the failed reply of a turn once more (a few attempts): it
+// leaves FailedReplies when it is sent; else it stays with the new error.
+func (s *session) onResend(ctx workflow.Context, req ResendRequest) error {
+	i := s.failedReply(req.Turn)
+	if i < 0 {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("turn %q has no failed channel reply to send again", req.Turn),
+			agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	in := *s.snap.FailedReplies[i].Input
+	if s.resending == nil {
+		s.resending = map[string]bool{}
+	}
+	s.resending[req.Turn] = true
+	defer delete(s.resending, req.Turn)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: replyTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 3},
+		Summary:             "reply again · " + in.Reply.Kind + " · turn " + in.Turn,
+	})
+	err := workflow.ExecuteActivity(actx, ActivityChannelReply, in).Get(actx, nil)
+	if i = s.failedReply(req.Turn); i < 0 {
+		return err
+	}
+	if err != nil {
+		msg := err.Error()
+		if len(msg) > 500 {
+			msg = msg[:500] + "…"
+		}
+		s.snap.FailedReplies[i].Error, s.snap.FailedReplies[i].At = msg, workflow.Now(ctx)
+		return temporal.NewApplicationErrorWithOptions("the channel reply failed again: "+msg, "reply_failed",
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	s.snap.FailedReplies = append(s.snap.FailedReplies[:i:i], s.snap.FailedReplies[i+1:]...)
+	workflow.GetLogger(ctx).Info("channel reply sent again", "session", s.in.Session, "turn", in.Turn, "kind", in.Reply.Kind)
+	return nil
 }

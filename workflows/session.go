@@ -184,13 +184,22 @@ type QueuedTurn struct {
 	Ref      string    `json:"ref,omitempty"`
 }
 
-// FailedReply is a channel reply that failed after its retries.
+// FailedReply is a channel reply that failed after its retries: its turn,
+// channel kind, whether it was a busy notice, the last error and when.
 type FailedReply struct {
 	Turn  string    `json:"turn"`
 	Kind  string    `json:"kind"`
 	Busy  bool      `json:"busy,omitempty"`
 	Error string    `json:"error"`
 	At    time.Time `json:"at"`
+	// Input is the reply, kept for UpdateResend (not shown in the view).
+	Input *ReplyInput `json:"input,omitempty"`
+}
+
+// ResendRequest is the argument of UpdateResend: the turn whose failed
+// reply to send again.
+type ResendRequest struct {
+	Turn string `json:"turn"`
 }
 
 // recentLimit bounds Snapshot.Recent in runs before changeDeliveryQueue.
@@ -466,6 +475,8 @@ type session struct {
 	records    int
 	// queued is this run's changeDeliveryQueue version.
 	queued workflow.Version
+	// resending are the turns whose failed reply UpdateResend is sending.
+	resending map[string]bool
 	// status is the session's AttrStatus as last set; searchable says the
 	// run was started with the search attributes and keeps it up to date.
 	status     string
@@ -641,6 +652,11 @@ func (s *session) register(ctx workflow.Context) error {
 		Validator: s.validateRewind,
 	}); err != nil {
 		return fmt.Errorf("register %s: %w", UpdateRewind, err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResend, s.onResend, workflow.UpdateHandlerOptions{
+		Validator: s.validateResend,
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", UpdateResend, err)
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, s.view); err != nil {
 		return fmt.Errorf("register %s: %w", QueryState, err)
@@ -966,8 +982,10 @@ func (s *session) view() (SessionView, error) {
 		WakeLog:   s.snap.WakeLog,
 		Usage:     s.snap.Usage,
 		Today:     s.snap.Today,
-
-		FailedReplies: s.snap.FailedReplies,
+	}
+	for _, f := range s.snap.FailedReplies {
+		f.Input = nil
+		v.FailedReplies = append(v.FailedReplies, f)
 	}
 	if s.running != nil {
 		v.Running = s.running.id

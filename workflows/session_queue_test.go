@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -273,4 +275,52 @@ func TestSessionDeliverBadKeysRefused(t *testing.T) {
 	equal(t, "replies", len(replies.calls()), 0)
 	equal(t, "no key counted", metrics.total(refusedMetric+"{reason=no_key,via=deliver}"), int64(1))
 	equal(t, "internal key counted", metrics.total(refusedMetric+"{reason=internal_key,via=deliver}"), int64(1))
+}
+
+// A channel reply that fails after its retries is reported — counted, and
+// listed in the session's state with its error — and can be sent again
+// (UpdateResend), which takes it off the list once it is sent.
+func TestSessionFailedReplyReportedAndResent(t *testing.T) {
+	t.Parallel()
+	h, metrics := newCountingHarness(t)
+	var mu sync.Mutex
+	var sent []workflows.ReplyInput
+	failing := true
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.ReplyInput) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, in)
+		if failing {
+			return temporal.NewNonRetryableApplicationError("webhook reply: https://receiver.example answered 503", "test", nil)
+		}
+		return nil
+	}, activity.RegisterOptions{Name: workflows.ActivityChannelReply})
+	h.env.RegisterActivityWithOptions(func(context.Context, workflows.StreamInput) error { return nil },
+		activity.RegisterOptions{Name: workflows.ActivityChannelStream})
+	h.at(ms, func() { h.deliver(delivery("d1", "hello")) })
+	var failed, after workflows.SessionView
+	h.at(time.Hour, func() {
+		failed = h.state()
+		mu.Lock()
+		failing = false
+		mu.Unlock()
+	})
+	unknown := h.send(time.Hour+time.Second, workflows.UpdateResend, "r0", workflows.ResendRequest{Turn: "nope"})
+	resend := h.send(time.Hour+2*time.Second, workflows.UpdateResend, "r1", workflows.ResendRequest{Turn: "d1"})
+	h.at(2*time.Hour, func() { after = h.state() })
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	if len(failed.FailedReplies) != 1 || failed.FailedReplies[0].Turn != "d1" || failed.FailedReplies[0].Kind != "slack" ||
+		!strings.Contains(failed.FailedReplies[0].Error, "answered 503") || failed.FailedReplies[0].Input != nil {
+		t.Errorf("failed replies %+v, want d1's, with its error and without its input", failed.FailedReplies)
+	}
+	equal(t, "failures counted", metrics.total(replyFailureMetric+"{channel=slack}"), int64(1))
+	h.requireRejected(unknown, agent.CodeNotFound)
+	h.requireOK(resend, "resend")
+	equal(t, "failed replies after the resend", len(after.FailedReplies), 0)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 2 || sent[1].Turn != "d1" || sent[1].Ref != sent[0].Ref || sent[1].Outcome.Status != agent.TypeCompleted {
+		t.Errorf("replies %+v, want d1's twice, the same", sent)
+	}
 }
