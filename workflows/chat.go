@@ -861,10 +861,6 @@ func (c *chat) dropEmptyBuffers() {
 }
 
 func (c *chat) see(ctx workflow.Context, id string) {
-	if c.bytes >= 1 && len(id) > MaxKeyBytes {
-		// A platform ID that long is no ID; keep its digest's worth.
-		id = clipUTF8(id, MaxKeyBytes)
-	}
 	c.seen[id] = true
 	c.st.Seen = append(c.st.Seen, id)
 	c.seenBytes += len(id) + chatSeenOverhead

@@ -159,6 +159,9 @@ func (r *Replies) Reply(ctx context.Context, in workflows.ReplyInput) error {
 		status, code = in.Outcome.Status, in.Outcome.Code
 	}
 	if c, ok := rd.(channels.Concluder); ok {
+		if in.Busy && in.Outcome.Details != "" {
+			text = in.Outcome.Details // a system's receiver: say what was refused and why
+		}
 		err = c.Conclude(ctx, text, status, code)
 	} else {
 		err = rd.Finish(ctx, text)

@@ -74,3 +74,49 @@ func TestWebhookBusyCallbackDoesNotStandInForTheAnswer(t *testing.T) {
 		t.Fatalf("callbacks %+v, want the busy notice, then the real answer", got)
 	}
 }
+
+// A refusal's callback tells the receiver it failed, why (the refusal's
+// details) and with which code.
+func TestWebhookRefusalCallbackSaysWhy(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []webhook.Callback
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var cb webhook.Callback
+		_ = json.Unmarshal(b, &cb)
+		mu.Lock()
+		got = append(got, cb)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(recv.Close)
+	ch, err := webhook.New("orders", []byte("scheme: token\nsecretEnv: T\nreply:\n  url: "+recv.URL+"\n  secretEnv: R\n"),
+		func(k string) string {
+			return map[string]string{"T": "tok", "R": "whsec_ZTJlLWNhbGxiYWNrLXNpZ25pbmctc2VjcmV0"}[k]
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	r := activities.NewReplies(st, nil, []channels.Replier{ch.Replier}, nil)
+	const key = "hook:orders:msg_2"
+	data, _ := json.Marshal(workflows.Target{Chat: "hook:orders", Message: key})
+	refusal := agentloop.Outcome{Turn: key, Status: agent.TypeFailed, Code: agent.CodeSessionBusy, Details: "session busy: 1000 turns are already waiting"}
+	in := workflows.ReplyInput{Session: "hook:orders", Turn: key, Reply: workflows.ReplyTarget{Kind: "hook:orders", Data: data},
+		Busy: true, Outcome: refusal, Ref: key + "@x"}
+	for range 2 { // a retried activity posts once
+		if err := r.Reply(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0].Status != agent.TypeFailed || got[0].Code != agent.CodeSessionBusy || got[0].Text != refusal.Details {
+		t.Fatalf("callbacks %+v, want one saying failed, session_busy and why", got)
+	}
+}
