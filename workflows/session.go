@@ -528,7 +528,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		}
 		// Once the run is rolling over, turns that can be carried wait for
 		// the next run.
-		if len(s.queue) > 0 && !(s.rollover && s.carriesAll()) {
+		if len(s.queue) > 0 && (!s.rollover || !s.carriesAll()) {
 			t := s.queue[0]
 			s.queue = s.queue[1:]
 			switch {

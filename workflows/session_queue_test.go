@@ -33,7 +33,6 @@ const (
 // counted is a client.MetricsHandler that keeps counter totals by name and
 // tag values, for the metrics workflow code reports.
 type counted struct {
-	mu     sync.Mutex
 	tags   map[string]string
 	totals *map[string]int64
 }

@@ -197,8 +197,7 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 // stream follows the turn's feed into the live reply until its end, or
 // until stopped is closed (feed.ErrStopped).
 func (r *Replies) stream(ctx context.Context, in workflows.StreamInput, stopped <-chan struct{}) error {
-	key := refKey(in.Turn, in.Ref)
-	rd, saved, err := r.render(ctx, in.Session, key, in.Reply)
+	rd, saved, err := r.render(ctx, in.Session, refKey(in.Turn, in.Ref), in.Reply)
 	if err != nil {
 		return err
 	}
@@ -239,7 +238,7 @@ func (r *Replies) stream(ctx context.Context, in workflows.StreamInput, stopped 
 			// A live update is best effort: the final reply settles it.
 			r.log().Warn("channel live update failed", "kind", in.Reply.Kind, "turn", in.Turn, "error", err)
 		}
-		return r.saveRef(ctx, in.Session, key, rd, &saved)
+		return r.saveRef(ctx, in.Session, refKey(in.Turn, in.Ref), rd, &saved)
 	}
 	if v.Queued {
 		if err := show(); err != nil {
