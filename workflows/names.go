@@ -123,7 +123,8 @@ const MaxQueuedDeliveries = 1000
 const MaxKeyBytes = 512
 
 // MetricTurnsRefused counts turns a session refused, tagged "reason"
-// (queue_full, window_full, no_key, internal_key, bad_key, no_prompt) and
+// (queue_full, window_full, too_large, no_key, internal_key, bad_key,
+// no_prompt) and
 // "via" (deliver: a SignalDeliver; update: a turn update).
 const MetricTurnsRefused = "fastagent_turns_refused_total"
 

@@ -32,6 +32,7 @@ const (
 	refusedInternalKey = "internal_key"
 	refusedBadKey      = "bad_key"
 	refusedNoPrompt    = "no_prompt"
+	refusedTooLarge    = "too_large"
 )
 
 // maxRecentDetails bounds the details of an outcome kept in Recent.
@@ -280,6 +281,12 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 	size := deliverySize(d)
 	n, bytes := s.queuedDeliveries()
 	switch {
+	case size > MaxQueuedBytes:
+		// It could not even be carried across continue-as-new.
+		s.refuseDelivery(ctx, d, refusedTooLarge, fmt.Sprintf(
+			"this message weighs %d KiB, more than the %d KiB a session keeps waiting; it was refused — send a smaller one",
+			size>>10, MaxQueuedBytes>>10))
+		return
 	case n >= MaxQueuedDeliveries || bytes+size > MaxQueuedBytes:
 		s.refuseDelivery(ctx, d, refusedQueueFull, fmt.Sprintf(
 			"session busy: %d turns (%d KiB) are already waiting, the most it keeps (%d KiB); this message was refused and will not be answered — send it again later",

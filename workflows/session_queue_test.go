@@ -323,3 +323,20 @@ func TestSessionFailedReplyReportedAndResent(t *testing.T) {
 		t.Errorf("replies %+v, want d1's twice, the same", sent)
 	}
 }
+
+// One delivery larger than the queue's bound is refused even by an idle
+// session: it could not be carried across continue-as-new.
+func TestSessionDeliveryTooLargeRefused(t *testing.T) {
+	t.Parallel()
+	h, metrics := newCountingHarness(t)
+	replies := withReplies(h)
+	h.at(ms, func() { h.deliver(delivery("huge", strings.Repeat("x", workflows.MaxQueuedBytes+1))) })
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	equal(t, "turns run", len(h.prompts()), 0)
+	got := replies.calls()
+	if len(got) != 1 || !got[0].Busy || !strings.Contains(got[0].Outcome.Details, "more than the 768 KiB") {
+		t.Errorf("replies %+v, want one busy reply saying it is too large", got)
+	}
+	equal(t, "refusal counted", metrics.total(refusedMetric+"{reason=too_large,via=deliver}"), int64(1))
+}

@@ -80,7 +80,7 @@ func New() *Metrics {
 			Name: workflows.MetricTurnQueueDepth, Help: "Turns waiting behind a running turn, over the sessions this worker ran (sum over workers for the cluster's).",
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: workflows.MetricTurnsRefused, Help: "Turns a session refused, by reason (queue_full, window_full, no_key, internal_key, bad_key, no_prompt) " +
+			Name: workflows.MetricTurnsRefused, Help: "Turns a session refused, by reason (queue_full, window_full, too_large, no_key, internal_key, bad_key, no_prompt) " +
 				"and way in (deliver: the deliver signal of channels and webhooks; update: a turn update).",
 		}, []string{"reason", "via"}),
 		repliesFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
