@@ -332,6 +332,13 @@ func (r *loopRuntime) askUser(ctx workflow.Context, c agentloop.ToolCall) (agent
 	if strings.TrimSpace(args.Question) == "" {
 		return agent.ToolResult{IsError: true, Content: `ask_user needs {"question": "…"}: the question to ask.`}, nil
 	}
+	if r.s.carries() {
+		// One question at a time: the person sees one, and what they send
+		// answers that one (never another asked beside it).
+		if err := workflow.Await(ctx, func() bool { return !r.s.asking() }); err != nil {
+			return agent.ToolResult{}, err
+		}
+	}
 	timeout := c.Call.ApprovalTimeout
 	if timeout <= 0 {
 		timeout = defaultApprovalTimeout

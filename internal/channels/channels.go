@@ -147,6 +147,14 @@ type Render interface {
 	Finish(ctx context.Context, text string) error
 }
 
+// Concluder is implemented by a Render whose receiver is told how the turn
+// ended besides its text (a webhook callback): Conclude is Finish with the
+// turn's status (completed, failed) and error code ("" for none; a busy
+// refusal is failed with agent.CodeSessionBusy).
+type Concluder interface {
+	Conclude(ctx context.Context, text, status, code string) error
+}
+
 // Asker is implemented by a Replier that can ask for an approval where the
 // conversation is: Ask posts the waiting call (an approval_requested
 // event) with buttons and returns the message's reference; Settle updates

@@ -120,6 +120,10 @@ func TestHistories(t *testing.T) {
 func historyScenarios() []historyScenario {
 	return []historyScenario{
 		{name: "channel_deliveries", ownWorker: true, run: runChannelDeliveries},
+		// Deliveries queued behind a slow turn, carried across
+		// continue-as-new (two turns per run); two refused (no key, an
+		// @-key).
+		{name: "delivery_queue", run: runDeliveryQueue},
 		{name: "chat_routing_chat", ownWorker: true, run: runChatRouting(true)},
 		{name: "chat_routing_session", ownWorker: true, run: runChatRouting(false)},
 		// A thread reply queued behind a running turn, then deleted: the

@@ -168,6 +168,37 @@ func TestWebhookExactlyOnce(t *testing.T) {
 	}
 }
 
+// Forty signed events to one session, each answered 202, are forty turns:
+// every one reaches the model and gets a callback with its answer, none a
+// busy notice (an acknowledged event is a kept event).
+func TestWebhookBurstAllKept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newHookStack(t, e, "prompt: 'event {{.body.n}}'\n")
+	s.startWorker()
+	const n = 40
+	for i := range n {
+		body := []byte(fmt.Sprintf(`{"n":%d}`, i))
+		if code, resp := s.send(fmt.Sprintf("msg_burst_%d", i), time.Now(), body); code != http.StatusAccepted {
+			t.Fatalf("event %d: %d %s", i, code, resp)
+		}
+	}
+	waitFor(t, 4*time.Minute, "a callback for every event", func() bool { return len(s.cb.list()) >= n })
+	answered := 0
+	for _, cb := range s.cb.list() {
+		if cb.Body.Status == "completed" {
+			answered++
+		}
+	}
+	prompts := map[string]bool{}
+	for _, r := range e.kit.Model.Requests() {
+		prompts[r.LastUserText()] = true
+	}
+	if len(prompts) != n || answered != n {
+		t.Fatalf("%d of %d events reached the model, %d callbacks answered (of %d)", len(prompts), n, answered, len(s.cb.list()))
+	}
+}
+
 // respond: wait answers with the turn's final text.
 func TestWebhookRespondWait(t *testing.T) {
 	t.Parallel()

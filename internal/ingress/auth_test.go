@@ -61,6 +61,11 @@ func (r *recorder) Compact(_ context.Context, session string) (workflows.Compact
 	return workflows.CompactResult{EntryID: "k1"}, nil
 }
 
+func (r *recorder) Resend(_ context.Context, session, turn string) error {
+	r.record("resend " + session + " " + turn)
+	return nil
+}
+
 func (r *recorder) Approve(_ context.Context, session string, req workflows.ApproveRequest) error {
 	r.record("approve " + session + " " + req.Call)
 	r.mu.Lock()
@@ -134,6 +139,7 @@ var routes = map[string]call{
 	"approve": {http.MethodPost, "/sessions/s1/approvals/c1", `{"approve":true}`},
 	"answer":  {http.MethodPost, "/sessions/s1/answers/c1", `{"text":"blue"}`},
 	"attach":  {http.MethodGet, "/sessions/s1/turns/k1/events", ""},
+	"resend":  {http.MethodPost, "/sessions/s1/turns/k1/resend", ""},
 }
 
 func do(t *testing.T, hs *httptest.Server, c call, token string, hdr map[string]string) (*http.Response, string) {
@@ -224,7 +230,7 @@ func TestRightsPerRoute(t *testing.T) {
 	}{
 		{invokerTok, map[string]bool{"invoke": true, "answer": true}},
 		{approverTok, map[string]bool{"approve": true, "state": true}},
-		{operatorTok, map[string]bool{"state": true, "abort": true, "steer": true, "attach": true, "compact": true}},
+		{operatorTok, map[string]bool{"state": true, "abort": true, "steer": true, "attach": true, "compact": true, "resend": true}},
 	}
 	for _, tc := range cases {
 		hs, rec := authServer(t, nil)
@@ -301,6 +307,7 @@ func TestAnotherPrincipalsSessionIsNotFound(t *testing.T) {
 		"reuse":  routes["invoke"], // alice's key on alice's session
 		"state":  routes["state"], "abort": routes["abort"], "steer": routes["steer"],
 		"approve": routes["approve"], "attach": routes["attach"], "compact": routes["compact"], "answer": routes["answer"],
+		"resend": routes["resend"],
 	}
 	for name, c := range bob {
 		resp, body := do(t, hs, c, bobTok, map[string]string{"Idempotency-Key": "k1"})

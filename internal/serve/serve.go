@@ -521,6 +521,7 @@ func (p *Parts) mountDoors(mux *http.ServeMux, c channels.Starter, a agentDoors)
 	if a.name != "" {
 		tq, prefix = a.name, "/agents/"+a.name
 	}
+	hooks := p.doorAdmission(c, tq)
 	for _, ch := range a.chans {
 		if ch.Door.Path() == "" {
 			continue // a long connection only (startConnections)
@@ -535,6 +536,9 @@ func (p *Parts) mountDoors(mux *http.ServeMux, c channels.Starter, a agentDoors)
 				att = scopedAttacher{att: d, scope: a.name}
 			}
 			door = sd.Handler(c, tq, p.Config.Logger, att)
+			if hooks != nil {
+				door = channels.Admitted(ch.Door.Kind(), door, hooks, p.Config.Logger)
+			}
 		}
 		if p.Config.Metrics != nil {
 			door = p.Config.Metrics.WrapDoor(ch.Door.Kind(), door)
@@ -545,6 +549,26 @@ func (p *Parts) mountDoors(mux *http.ServeMux, c channels.Starter, a agentDoors)
 		mux.Handle("POST "+prefix+ch.Door.Path(), door)
 		p.Config.Logger.Info("channel enabled", "agent", a.name, "kind", ch.Door.Kind(), "route", prefix+ch.Door.Path(), "file", ch.File)
 	}
+}
+
+// doorAdmission is the admission of webhook endpoints on task queue tq:
+// the backlog limits of Config.Admission (a door holds no turn, so the
+// in-flight limit does not apply), probed on tq; nil when no backlog limit
+// is set or c cannot describe task queues. A webhook sender retries a 429,
+// so an endpoint refuses before accepting; chat platforms' doors are not
+// refused (a platform that redelivers at once would storm).
+func (p *Parts) doorAdmission(c channels.Starter, tq string) *admission.Limiter {
+	lim := p.Config.Admission
+	cl, ok := c.(client.Client)
+	if !ok || (lim.MaxBacklog <= 0 && lim.MaxBacklogAge <= 0) {
+		return nil
+	}
+	ns := p.Config.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	lim.MaxInFlight = 0
+	return admission.New(lim, admission.TaskQueueProbe(cl, ns, taskQueueOr(tq)), p.Config.Logger)
 }
 
 // Listen binds the ingress address, with a message that says what to do

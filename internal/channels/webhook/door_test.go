@@ -10,13 +10,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows"
@@ -293,5 +296,48 @@ func TestLoadErrors(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(wh, "Bad Name.yaml"), []byte("scheme: token\nsecretEnv: T\n"), 0o644)
 	if _, err := channels.Load(workspace.Workspace{Dir: dir}.Channels(), env(vars)); err == nil || !strings.Contains(err.Error(), "Bad Name") {
 		t.Errorf("bad name: %v", err)
+	}
+}
+
+// While the workers' backlog is over the admission limits, an endpoint
+// answers 429 with Retry-After before accepting the event (nothing is
+// handed to Temporal, so nothing is accepted and dropped); under them, 202.
+func TestDoorRefusesBeforeAccepting(t *testing.T) {
+	ch, err := New("orders", []byte("scheme: standard\nsecretEnv: S\n"), env(map[string]string{"S": specSecret}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backlog atomic.Int64
+	backlog.Store(500)
+	lim := admission.New(admission.Limits{MaxBacklog: 50, RetryAfter: 3 * time.Second},
+		func(context.Context) (admission.Backlog, error) { return admission.Backlog{Count: backlog.Load()}, nil }, nil)
+	if err := lim.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := &starter{}
+	d := ch.Door.(*Door)
+	srv := httptest.NewServer(channels.Admitted(d.Kind(), d.Handler(st, "q", nil, nil), lim, nil))
+	t.Cleanup(srv.Close)
+	body := []byte(`{"type":"order.created"}`)
+	h, _ := SignStandard([]string{specSecret}, "msg_1", time.Now(), body)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(body))
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != http.StatusTooManyRequests || ra < 3 {
+		t.Fatalf("over the backlog: %s, Retry-After %q; want 429 and at least 3", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	if st.n() != 0 {
+		t.Fatalf("a refused event was handed to Temporal")
+	}
+	backlog.Store(5)
+	if err := lim.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := post(t, srv.URL, h, body); code != http.StatusAccepted || st.n() != 1 {
+		t.Fatalf("under the backlog: %d, %d hand-offs; want 202 and 1", code, st.n())
 	}
 }
