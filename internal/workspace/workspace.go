@@ -114,6 +114,7 @@ type Loader struct {
 	// contextStop, when set, ends the AGENTS.md walk at this directory
 	// instead of the filesystem root (tests use it to stay in a fixture).
 	contextStop string
+	folders     folderIDs
 	manifests   manifestCache
 	mcpDefault  *mcpManagers
 }
@@ -182,6 +183,11 @@ func (l *Loader) Workspace() Workspace { return l.ws }
 // skills and tools are diagnostics.
 func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	ws := l.ws
+	if ws.AgentDir != "" {
+		if err := l.folders.check(ws); err != nil {
+			return nil, err
+		}
+	}
 	cfgDir := ws.Dir
 	if ws.AgentDir != "" && hasContent(filepath.Join(ws.AgentDir, ConfigFile)) {
 		cfgDir = ws.AgentDir
@@ -201,6 +207,9 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 		ws.AgentDir = ws.Dir
 		if cfg.AgentDir != "" {
 			ws.AgentDir = resolveUnder(ws.Dir, cfg.AgentDir)
+			if err := l.folders.check(ws); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if st, err := os.Stat(ws.AgentDir); err != nil || !st.IsDir() {
