@@ -37,8 +37,9 @@ func ReadWorkspaceFile(ctx context.Context, dir, p string, protected []Protected
 		r := errorResult("%s is not a file", p)
 		return nil, "", &r, nil //nolint:nilerr // a path outside the workspace is a tool error result, not a Go error
 	}
+	hookBeforeOpen()
 	rt := &readTool{opts: Options{Read: ReadOptions{MaxFileBytes: maxBytes}}}
-	data, res := rt.load(ctx, realDir, rel, p)
+	data, res := rt.load(ctx, realDir, rel, p, protected)
 	if res != nil {
 		return nil, "", res, nil
 	}
@@ -58,7 +59,7 @@ func WriteWorkspaceFile(dir, rel string, data []byte, perm os.FileMode) error {
 	if rel = filepath.Clean(rel); filepath.IsAbs(rel) || rel == "." || !within(realDir, filepath.Join(realDir, rel)) {
 		return fmt.Errorf("tools: %q is not a path inside the working directory", rel)
 	}
-	f, err := openForWrite(realDir, rel, os.O_WRONLY, true, true)
+	f, err := openForWrite(realDir, rel, os.O_WRONLY, true, true, nil)
 	if err != nil {
 		return fmt.Errorf("tools: write %s: %w", rel, err)
 	}
