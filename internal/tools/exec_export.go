@@ -22,14 +22,18 @@ func CommandEnv(extra []string) []string {
 
 // Confine fills in c's policy: dir (the workspace) writable, the protected
 // paths read-only (created first when missing, unless IfExists), the secret
-// ones hidden, and the network as asked. Every process a tool starts gets
-// this one policy.
+// ones hidden (created first, owner-only, when missing, unless IfExists),
+// and the network as asked. Every process a tool starts gets this one
+// policy.
 func Confine(c *sandbox.Cmd, dir string, protected []Protected, network bool) {
 	c.Writable = append(c.Writable, dir)
 	for _, p := range protected {
 		switch {
 		case p.Secret:
 			c.Hidden = append(c.Hidden, p.Path)
+			if !p.IfExists {
+				c.Protected = append(c.Protected, sandbox.Rule{Path: p.Path, Dir: p.Dir, Private: true})
+			}
 		case p.IfExists:
 			if exists(p.Path) {
 				c.Protected = append(c.Protected, sandbox.Rule{Path: p.Path, Dir: p.Dir})

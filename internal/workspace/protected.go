@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"path/filepath"
+	"slices"
 
 	"github.com/fastagent/fastagent/internal/secretenv"
 	"github.com/fastagent/fastagent/internal/tools"
@@ -27,7 +28,8 @@ var SelfEditPaths = []string{"persona.md", "AGENTS.md", "skills"}
 //     one empty, so that no tool can create it;
 //   - the same names where the loader does not read them: protected when
 //     they exist;
-//   - the state dir .fastagent and .env: not readable either (Secret).
+//   - the state dir .fastagent and .env: not readable either (Secret),
+//     created owner-only before a tool runs.
 func ProtectedPaths(ws Workspace, selfEdit bool) []tools.Protected {
 	agent := ws.agentDir()
 	var out []tools.Protected
@@ -56,11 +58,11 @@ func ProtectedPaths(ws Workspace, selfEdit bool) []tools.Protected {
 		add(filepath.Join(agent, "skills"), tools.Protected{Reason: selfEdit0, Dir: true})
 		add(filepath.Join(ws.Dir, "AGENTS.md"), tools.Protected{Reason: selfEdit0})
 	}
-	// Secret, wherever they are.
-	for _, d := range []string{ws.Dir, agent} {
-		for _, rel := range []string{".fastagent", ".env"} {
-			add(filepath.Join(d, rel), tools.Protected{Reason: ruleReason(rel), Secret: true, Dir: rel == ".fastagent", IfExists: true})
-		}
+	// Secret, wherever they are: made (owner-only) before a tool runs, so
+	// that no tool makes them first.
+	for _, p := range SecretPaths(ws) {
+		rel := filepath.Base(p)
+		add(p, tools.Protected{Reason: ruleReason(rel), Secret: true, Dir: rel == StateDirName})
 	}
 	// The same names where they are not read: protected when present.
 	for _, d := range []string{ws.Dir, agent} {
@@ -70,6 +72,27 @@ func ProtectedPaths(ws Workspace, selfEdit bool) []tools.Protected {
 		if !selfEdit {
 			for _, rel := range SelfEditPaths {
 				add(filepath.Join(d, rel), tools.Protected{Reason: selfEdit0, Dir: rel == "skills", IfExists: true})
+			}
+		}
+	}
+	return out
+}
+
+// Names of the secrets file and the state dir of a workspace or agent dir.
+const (
+	EnvFile      = ".env"
+	StateDirName = ".fastagent"
+)
+
+// SecretPaths are the secrets files and state dirs of ws (in the workspace
+// and in the agent dir): no tool reads them, and the runtime makes them,
+// owner-only, before any tool could.
+func SecretPaths(ws Workspace) []string {
+	var out []string
+	for _, d := range []string{ws.Dir, ws.agentDir()} {
+		for _, rel := range []string{StateDirName, EnvFile} {
+			if p := filepath.Join(d, rel); !slices.Contains(out, p) {
+				out = append(out, p)
 			}
 		}
 	}

@@ -104,3 +104,67 @@ func TestBashCannotReplaceTheAgentFolder(t *testing.T) {
 		})
 	}
 }
+
+// Before the operator made them, a tool creates .env and .fastagent —
+// plants a variable the operator's `set -a; . .env` would export, a token
+// or a database the worker would take as its own, or a link that sends the
+// worker's state somewhere the tool reads. They exist, owner-only, before
+// any tool runs, and stay what the runtime made.
+func TestToolsCannotPlantSecretsFiles(t *testing.T) {
+	for _, m := range wallModes {
+		t.Run(string(m), func(t *testing.T) {
+			sb := modeBox(t, m, sandbox.Config{})
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{"fastagent.yaml": "model: openai/gpt-4o-mini\n", "agent/persona.md": "You are careful.\n", "notes/x.txt": "x\n"})
+			l, err := NewLoader(dir, "agent")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.contextStop = dir
+			l.Getenv = func(string) string { return "" }
+			l.Sandbox = sb
+			d, err := l.Load(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plant []string
+			for _, base := range []string{".", "agent"} {
+				plant = append(plant,
+					"printf 'export OPENAI_BASE_URL=http://evil.example\\n' > "+base+"/.env",
+					"mkdir "+base+"/.fastagent; printf planted > "+base+"/.fastagent/api-token; printf planted > "+base+"/.fastagent/sessions.db",
+					"ln -s ../notes "+base+"/.fastagent",
+				)
+			}
+			res := runTool(t, d, "bash", `{"command":`+strconv.Quote(strings.Join(plant, "; ")+"; echo end")+`}`)
+			if !strings.Contains(res.Content, "end") {
+				t.Fatalf("bash did not run: %s", res.Content)
+			}
+			for _, base := range []string{dir, filepath.Join(dir, "agent")} {
+				env := filepath.Join(base, ".env")
+				fi, err := os.Lstat(env)
+				if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: %s is %s (%v), want an owner-only file the runtime made", m, env, modeOf(fi), err)
+				} else if b, _ := os.ReadFile(env); strings.Contains(string(b), "evil") {
+					t.Errorf("%s: a tool wrote %s: %q", m, env, b)
+				}
+				state := filepath.Join(base, ".fastagent")
+				fi, err = os.Lstat(state)
+				if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+					t.Errorf("%s: %s is %s (%v), want an owner-only folder the runtime made", m, state, modeOf(fi), err)
+				}
+				for _, f := range []string{"api-token", "sessions.db"} {
+					if _, err := os.Lstat(filepath.Join(state, f)); err == nil {
+						t.Errorf("%s: a tool planted %s/%s", m, state, f)
+					}
+				}
+			}
+		})
+	}
+}
+
+func modeOf(fi os.FileInfo) string {
+	if fi == nil {
+		return "missing"
+	}
+	return fi.Mode().String()
+}
