@@ -19,6 +19,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -92,6 +93,7 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	// The main agent's environment (and its model clients' keys).
 	loader.Getenv = p.Loader.Getenv
 	loader.Sandbox = p.Sandbox
+	loader.SetOthers(p.walls[name])
 	cfg := p.Config
 	cfg.Dir, cfg.AgentDir, cfg.TaskQueue, cfg.Agents = dir, "", name, nil
 	// Its channels: their repliers answer its turns, their tools are its.
@@ -109,6 +111,7 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 		return nil, nil, err
 	}
 	pp.closers = append(pp.closers, loader.Close)
+	pp.walls = map[string][]tools.Protected{"": p.walls[name]}
 	if _, _, err := pp.Check(ctx); err != nil {
 		return pp, nil, err
 	}

@@ -13,6 +13,14 @@ import (
 // files to or from another system (a chat platform), by the same
 // confinement rules as read and write.
 
+// FileTool is implemented by a tool defined outside this package (a
+// channel's slack_send_file) that reads or writes workspace files itself:
+// the loader gives it the agent's protected list — the one read, write and
+// the sandbox use — with WithProtected.
+type FileTool interface {
+	WithProtected(protected []Protected) agent.Tool
+}
+
 // ReadWorkspaceFile reads p (relative to the working directory dir, or
 // absolute inside it) as the read tool would: no escape from dir, no
 // Secret path (the state dir, .env), regular files of at most maxBytes

@@ -164,9 +164,9 @@ func openBeneath(root, rel string, flags int, create, mkdirs bool, check func(fs
 	return &opened{f: f, st: st}, nil
 }
 
-// fileMode converts a stat mode's type bits.
-func fileMode(m uint32) fs.FileMode {
-	switch m & unix.S_IFMT {
+// fileMode converts a stat mode's type bits (uint16 on some systems).
+func fileMode[T uint16 | uint32](mode T) fs.FileMode {
+	switch uint32(mode) & unix.S_IFMT {
 	case unix.S_IFDIR:
 		return fs.ModeDir
 	case unix.S_IFLNK:

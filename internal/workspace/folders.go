@@ -42,7 +42,7 @@ func statID(path string, follow bool) (fileID, error) {
 	if err != nil {
 		return fileID{}, err
 	}
-	return fileID{path: path, dev: uint64(st.Dev), ino: st.Ino, mode: st.Mode & syscall.S_IFMT}, nil //nolint:unconvert // Dev is not uint64 everywhere
+	return fileID{path: path, dev: uint64(st.Dev), ino: st.Ino, mode: uint32(st.Mode) & syscall.S_IFMT}, nil //nolint:unconvert // Dev is not uint64 everywhere
 }
 
 // chain returns the IDs of the folders from ws.Dir (exclusive) down to

@@ -1,6 +1,10 @@
 package workspace
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -119,3 +123,56 @@ func ruleReason(rel string) string {
 // secrets (secretenv.IsSecret): such names are kept from tools unless
 // allowSecretEnv lists them.
 func IsSecretEnv(name string) bool { return secretenv.IsSecret(name) }
+
+// OthersPaths is ws's protected list as another agent of the same worker
+// must see it: every rule path, secrets file and state dir of ws that
+// exists, none of them to be changed (nor the secret ones read) by that
+// other agent's tools.
+func OthersPaths(ws Workspace) []tools.Protected {
+	out := ProtectedPaths(Resolve(ws), false)
+	for i := range out {
+		out[i].IfExists = true
+		out[i].Reason = "it belongs to another agent this worker serves (" + out[i].Reason + ")"
+	}
+	return out
+}
+
+// Resolve returns ws with its agent dir: AgentDir when set, else the
+// workspace config's agentDir, else the workspace. A config that does not
+// load leaves it unset (Loader.Load reports the problem).
+func Resolve(ws Workspace) Workspace {
+	if ws.AgentDir != "" {
+		return ws
+	}
+	if cfg, err := loadConfig(ws.Dir, nil); err == nil && cfg.AgentDir != "" {
+		ws.AgentDir = resolveUnder(ws.Dir, cfg.AgentDir)
+	}
+	return ws
+}
+
+// EnsureSecrets makes ws's secrets files and state dirs (SecretPaths) that
+// do not exist yet, owner-only: an empty .env (0600) and an empty
+// .fastagent (0700), so that no tool makes them first.
+func EnsureSecrets(ws Workspace) error {
+	for _, p := range SecretPaths(Resolve(ws)) {
+		if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Dir(p)); err != nil {
+			continue // the folder itself is missing: the load reports it
+		}
+		var err error
+		if filepath.Base(p) == StateDirName {
+			err = os.Mkdir(p, 0o700)
+		} else {
+			var f *os.File
+			if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+				err = f.Close()
+			}
+		}
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("workspace: create %s before any tool can: %w", p, err)
+		}
+	}
+	return nil
+}

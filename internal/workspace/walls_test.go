@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
+	"github.com/fastagent/fastagent/internal/tools"
 )
 
 // wallModes are the mechanisms a wall is tested under.
@@ -167,4 +169,64 @@ func modeOf(fi os.FileInfo) string {
 		return "missing"
 	}
 	return fi.Mode().String()
+}
+
+// fileTool is a tool registered from outside (a channel's) that opens
+// workspace files itself, and records the protected list it was given.
+type fileTool struct {
+	fakeTool
+	got []tools.Protected
+}
+
+func (f fileTool) WithProtected(p []tools.Protected) agent.Tool {
+	f.got = p
+	return f
+}
+
+// A tool registered from outside that reads workspace files (Slack's
+// slack_send_file) gets the same protected list as read and write: the
+// agent's own rules and secrets, the other agents' (SetOthers) and what
+// the sandbox hides from every tool.
+func TestExtraFileToolsGetTheProtectedList(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"fastagent.yaml": "model: openai/gpt-4o-mini\n"})
+	other := filepath.Join(t.TempDir(), "other")
+	l, err := NewLoader(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.contextStop = dir
+	l.Getenv = func(string) string { return "" }
+	l.Extra = []agent.Tool{fileTool{fakeTool: fakeTool{name: "send_file"}}}
+	l.SetOthers([]tools.Protected{{Path: filepath.Join(other, ".env"), Secret: true, IfExists: true}})
+	d, err := l.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, ok := d.Tool("send_file")
+	if !ok {
+		t.Fatal("send_file not loaded")
+	}
+	for tl != nil {
+		if c, ok := tl.(configuredTool); ok {
+			tl = c.Tool
+			continue
+		}
+		break
+	}
+	ft, ok := tl.(fileTool)
+	if !ok {
+		t.Fatalf("send_file is %T", tl)
+	}
+	want := map[string]bool{filepath.Join(dir, ".env"): false, filepath.Join(dir, ".fastagent"): false, filepath.Join(other, ".env"): false}
+	for _, p := range ft.got {
+		if _, ok := want[p.Path]; ok && p.Secret {
+			want[p.Path] = true
+		}
+	}
+	for p, ok := range want {
+		if !ok {
+			t.Errorf("the tool's protected list lacks the secret %s: %+v", p, ft.got)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
@@ -111,6 +112,11 @@ type Loader struct {
 	// provider.
 	CustomModels map[string]bool
 
+	// othersMu guards others: what no tool of this agent may change or
+	// read beyond its own rules (SetOthers).
+	othersMu sync.Mutex
+	others   []tools.Protected
+
 	// contextStop, when set, ends the AGENTS.md walk at this directory
 	// instead of the filesystem root (tests use it to stay in a fixture).
 	contextStop string
@@ -135,6 +141,45 @@ func NewLoader(dir, agentDir string) (*Loader, error) {
 	}
 	mcps := &mcpManagers{log: slog.Default()}
 	return &Loader{ws: ws, Getenv: os.Getenv, MCP: mcps, mcpDefault: mcps}, nil
+}
+
+// SetOthers gives the loader what no tool of this agent may change, or
+// read when Secret, beyond its own rules: the rules, secrets files and
+// state dirs of the other agents the worker serves (OthersPaths) and the
+// worker's own state dir and tokens file. They join the protected list of
+// every tool from the next load on.
+func (l *Loader) SetOthers(list []tools.Protected) {
+	l.othersMu.Lock()
+	defer l.othersMu.Unlock()
+	l.others = append([]tools.Protected(nil), list...)
+}
+
+// protected is the list every tool of d gets: the agent's own rules
+// (ProtectedPaths), the others' (SetOthers), and the paths the sandbox
+// hides from every tool (so that the in-process tools refuse them too).
+func (l *Loader) protected(d *Definition) []tools.Protected {
+	out := ProtectedPaths(d.Workspace, d.Config.SelfEdit)
+	seen := map[string]bool{}
+	for _, p := range out {
+		seen[p.Path] = true
+	}
+	add := func(p tools.Protected) {
+		if p.Path = filepath.Clean(p.Path); p.Path != "" && !seen[p.Path] {
+			seen[p.Path] = true
+			out = append(out, p)
+		}
+	}
+	l.othersMu.Lock()
+	for _, p := range l.others {
+		add(p)
+	}
+	l.othersMu.Unlock()
+	if l.Sandbox != nil {
+		for _, h := range l.Sandbox.Hidden() {
+			add(tools.Protected{Path: h, Reason: "it holds the worker's secrets or credentials", Secret: true, IfExists: true})
+		}
+	}
+	return out
 }
 
 // Close stops the MCP servers the loader started (stdio servers are
@@ -263,7 +308,7 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		seen[name] = origin
 		d.Tools = append(d.Tools, ToolEntry{Tool: d.configure(t), Origin: origin})
 	}
-	protected := ProtectedPaths(d.Workspace, d.Config.SelfEdit)
+	protected := l.protected(d)
 	for _, t := range tools.Builtin(tools.Options{
 		Bash:      tools.BashOptions{ExtraEnv: d.Config.Env, Network: d.Config.ToolNetwork(tools.NameBash, nil)},
 		Protected: protected, Sandbox: l.Sandbox,
@@ -273,6 +318,9 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		}
 	}
 	for _, t := range l.Extra {
+		if ft, ok := t.(tools.FileTool); ok {
+			t = ft.WithProtected(protected)
+		}
 		add(t, OriginGo, OriginGo)
 	}
 	if l.MCP != nil && len(d.Config.MCPServers) > 0 {
