@@ -97,7 +97,7 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	cfg := p.Config
 	cfg.Dir, cfg.AgentDir, cfg.TaskQueue, cfg.Agents = dir, "", name, nil
 	// Its channels: their repliers answer its turns, their tools are its.
-	chans, err := p.channelsOf(ctx, loader)
+	chans, err := p.channelsOf(ctx, loader, name)
 	if err != nil {
 		loader.Close()
 		return nil, nil, err
@@ -182,7 +182,7 @@ func (p *Parts) loadAgentDoors(ctx context.Context) ([]agentDoors, error) {
 			return nil, fmt.Errorf("agent %s: %w", name, err)
 		}
 		loader.Getenv = getenv
-		chans, err := p.channelsOf(ctx, loader)
+		chans, err := p.channelsOf(ctx, loader, name)
 		loader.Close()
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", name, err)
@@ -196,12 +196,19 @@ func (p *Parts) loadAgentDoors(ctx context.Context) ([]agentDoors, error) {
 
 // channelsOf loads the enabled channels of the agent loader reads, with
 // the deployment's environment holding their secrets.
-func (p *Parts) channelsOf(ctx context.Context, loader *workspace.Loader) ([]*channels.Channel, error) {
+func (p *Parts) channelsOf(ctx context.Context, loader *workspace.Loader, name string) ([]*channels.Channel, error) {
 	def, err := loader.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return channels.Load(def.Workspace.Channels(), p.getenv())
+	chans, err := channels.Load(def.Workspace.Channels(), p.getenv())
+	if err != nil {
+		return nil, err
+	}
+	if err := p.confineDoors(ctx, chans, name, def.Workspace); err != nil {
+		return nil, err
+	}
+	return chans, nil
 }
 
 func (p *Parts) getenv() func(string) string {

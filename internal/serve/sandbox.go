@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/tools"
@@ -165,5 +166,34 @@ func (p *Parts) protectAgents() error {
 		p.walls = walls
 	}
 	p.Loader.SetOthers(p.walls[""])
+	return nil
+}
+
+// confineDoors gives the doors of chans that start processes
+// (channels.Confined: GitHub's executable policy) the tool sandbox —
+// opened here when this process has none yet, an ingress without a worker
+// — and the protected list of the agent they belong to (name, "" the main
+// one; ws its workspace): its own rules and secrets, and every other
+// agent's and the worker's.
+func (p *Parts) confineDoors(ctx context.Context, chans []*channels.Channel, name string, ws workspace.Workspace) error {
+	var need []channels.Confined
+	for _, ch := range chans {
+		if c, ok := ch.Door.(channels.Confined); ok && c.NeedsSandbox() {
+			need = append(need, c)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	if err := p.protectAgents(); err != nil {
+		return err
+	}
+	if err := p.openSandbox(ctx); err != nil {
+		return err
+	}
+	list := append(workspace.ProtectedPaths(workspace.Resolve(ws), false), p.walls[name]...)
+	for _, c := range need {
+		c.Confine(p.Sandbox, list)
+	}
 	return nil
 }

@@ -336,6 +336,11 @@ func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err e
 	if cfg.Metrics != nil && p.Acts.Observer == nil {
 		p.Acts.Observer = cfg.Metrics
 	}
+	if with.Channels == nil {
+		if err := p.confineDoors(ctx, p.Channels, "", p.Loader.Workspace()); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 

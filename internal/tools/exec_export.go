@@ -45,6 +45,18 @@ func Confine(c *sandbox.Cmd, dir string, protected []Protected, network bool) {
 	c.Network = network
 }
 
+// ConfineRead fills in the policy of a process that only reads and
+// answers (GitHub's executable policy): no writable tree (only its private
+// temporary directory), the secret paths of protected hidden, no network.
+func ConfineRead(c *sandbox.Cmd, protected []Protected) {
+	for _, p := range protected {
+		if p.Secret {
+			c.Hidden = append(c.Hidden, p.Path)
+		}
+	}
+	c.Network = false
+}
+
 // ErrNoSandbox is returned by command tools built without a sandbox.
 var ErrNoSandbox = errors.New("no tool sandbox is configured for this tool; tools do not run unconfined")
 
