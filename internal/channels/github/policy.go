@@ -359,7 +359,7 @@ func (e *ExecPolicy) run(ctx context.Context, ev *Event, delivery string, box *s
 	case err = <-done:
 	case <-ctx.Done():
 		p.Kill()
-		<-done
+		<-done //nolint:errcheck // killed: the timeout is the error
 		return nil, fmt.Errorf("github: policy %s: timed out after %s", e.Exec, e.timeout)
 	}
 	if err != nil && !errors.Is(err, sandbox.ErrWaitDelay) {
