@@ -156,6 +156,9 @@ func (t *readTool) load(ctx context.Context, realDir, rel, shown string, protect
 		}
 		return nil, nil
 	}
+	if rel == "." {
+		return check(fs.ModeDir, 0)
+	}
 	var refused *agent.ToolResult
 	o, err := openBeneath(realDir, rel, os.O_RDONLY, false, false, func(m fs.FileMode, st *unix.Stat_t) error {
 		if _, r := check(m, st.Size); r != nil {

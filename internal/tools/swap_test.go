@@ -146,3 +146,12 @@ func writeSwaps(t *testing.T, walk bool) {
 		}
 	}
 }
+
+// The working directory itself is a directory to read, as before.
+func TestReadWorkingDirectoryIsADirectory(t *testing.T) {
+	dir, prot := swapWorkspace(t)
+	r := run(t, testTools(Options{Protected: prot})[NameRead], dir, map[string]any{"path": "."})
+	if !r.IsError || !strings.Contains(r.Content, "is a directory") {
+		t.Errorf("read .: %+v", r)
+	}
+}
