@@ -2,9 +2,12 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/fastagent/fastagent/agent"
 )
@@ -85,4 +88,57 @@ func WriteWorkspaceFile(dir, rel string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("tools: write %s: %w", rel, err)
 	}
 	return nil
+}
+
+// ErrSecretFile is returned by ReadPromptFile for a file that is, once
+// opened, one of the secret paths.
+var ErrSecretFile = errors.New("it leads to a secrets file or state dir (through a symbolic link?), which never enters the prompt")
+
+// ReadPromptFile reads a file the loader copies into the system prompt
+// (persona.md, AGENTS.md, SKILL.md) — files the agent's own tools may
+// write with selfEdit. Symbolic links are followed (the operator may have
+// made one), but the file opened must be a regular file (opened
+// non-blocking: a FIFO does not hang the load) of at most maxBytes, and,
+// where it is once opened (not where its name pointed before), not inside
+// a Secret entry of protected: a link to .env or the state dir never
+// brings a secret into the prompt.
+func ReadPromptFile(path string, protected []Protected, maxBytes int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("it is %s, not a regular file", fileKind(st.Mode()))
+	case st.Size() > maxBytes:
+		return nil, fmt.Errorf("it is %s, more than %s", FormatSize(int(st.Size())), FormatSize(int(maxBytes)))
+	}
+	var secrets []Protected
+	for _, p := range protected {
+		if p.Secret {
+			secrets = append(secrets, p)
+		}
+	}
+	where, ok := openedPath(f)
+	if !ok {
+		// No /proc: judge by the name, links resolved.
+		if where, err = filepath.EvalSymlinks(path); err != nil {
+			return nil, err
+		}
+	}
+	if _, hit := protectedBy(secrets, where); hit {
+		return nil, ErrSecretFile
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > maxBytes {
+		return nil, fmt.Errorf("it grew past %s while being read", FormatSize(int(maxBytes)))
+	}
+	return b, nil
 }

@@ -8,7 +8,9 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
@@ -243,5 +245,93 @@ func TestExtraFileToolsGetTheProtectedList(t *testing.T) {
 		if !ok {
 			t.Errorf("the tool's protected list lacks the secret %s: %+v", p, ft.got)
 		}
+	}
+}
+
+// With selfEdit on, the agent's tools may rewrite persona.md, AGENTS.md and
+// skills/: a tool makes them symbolic links to .env or the state dir (or a
+// FIFO that never ends) so that the next load copies a secret into the
+// system prompt, or hangs. The loader takes no secret into the prompt and
+// does not block.
+func TestPromptFilesDoNotLeadToSecrets(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"fastagent.yaml":            "model: openai/gpt-4o-mini\nselfEdit: true\n",
+		".env":                      "OPENAI_API_KEY=canary-env\n",
+		".fastagent/api-token":      "canary-token\n",
+		"notes/persona-v2.md":       "You are careful.\n",
+		"skills/ok/SKILL.md":        "---\nname: ok\ndescription: fine\n---\nbody\n",
+		"skills/leak/placeholder.x": "",
+	})
+	for link, target := range map[string]string{
+		"persona.md":           ".env",
+		"AGENTS.md":            ".fastagent/api-token",
+		"skills/leak/SKILL.md": "../../.env",
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func() *Definition {
+		t.Helper()
+		l, err := NewLoader(dir, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.contextStop = dir
+		l.Getenv = func(string) string { return "" }
+		type res struct {
+			d   *Definition
+			err error
+		}
+		done := make(chan res, 1)
+		go func() {
+			d, err := l.Load(t.Context())
+			done <- res{d, err}
+		}()
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			return r.d
+		case <-time.After(10 * time.Second):
+			t.Fatal("the load hangs")
+		}
+		return nil
+	}
+	d := load()
+	prompt := d.Persona
+	for _, c := range d.ContextFiles {
+		prompt += "\n" + c.Content
+	}
+	for _, s := range d.Skills {
+		prompt += "\n" + s.Name + ": " + s.Description
+	}
+	if strings.Contains(prompt, "canary") {
+		t.Errorf("a secret reached the prompt through a link a tool made:\n%s", prompt)
+	}
+	if !strings.Contains(diagText(d), "persona.md") {
+		t.Errorf("no diagnostic names the refused persona.md:\n%s", diagText(d))
+	}
+	// A link the operator made to an ordinary file still works.
+	if err := os.Remove(filepath.Join(dir, "persona.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("notes/persona-v2.md", filepath.Join(dir, "persona.md")); err != nil {
+		t.Fatal(err)
+	}
+	if d := load(); d.Persona != "You are careful." {
+		t.Errorf("persona through an ordinary link = %q", d.Persona)
+	}
+	// A FIFO in its place does not block the load.
+	if err := os.Remove(filepath.Join(dir, "persona.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "persona.md"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d := load(); d.Persona != "" {
+		t.Errorf("persona from a FIFO = %q", d.Persona)
 	}
 }

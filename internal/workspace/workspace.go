@@ -6,7 +6,9 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -282,7 +284,8 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 		}
 		d.Config.IdempotencyWindow = Duration(v)
 	}
-	if b, err := os.ReadFile(filepath.Join(ws.AgentDir, "persona.md")); err == nil {
+	prot := l.protected(d)
+	if b, ok := readPrompt(filepath.Join(ws.AgentDir, "persona.md"), prot, &d.Diagnostics); ok {
 		d.Persona = strings.TrimSpace(string(b))
 	}
 	root := resolveContextRoot(ws.Dir, cfg.ContextRoot)
@@ -290,13 +293,30 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 		return nil, &ConfigError{File: d.ConfigPath, Key: "contextRoot",
 			Reason: fmt.Sprintf("%s is not the workspace %s or one of its parent directories", cfg.ContextRoot, ws.Dir)}
 	}
-	d.ContextFiles = contextFiles(ws, root, l.contextStop)
-	d.Skills, d.Diagnostics = loadSkills(ws.AgentDir, d.Diagnostics)
-	l.addTools(ctx, d)
+	d.ContextFiles = contextFiles(ws, root, l.contextStop, prot, &d.Diagnostics)
+	d.Skills, d.Diagnostics = loadSkills(ws.AgentDir, d.Diagnostics, prot)
+	l.addTools(ctx, d, prot)
 	return d, nil
 }
 
-func (l *Loader) addTools(ctx context.Context, d *Definition) {
+// maxPromptFile bounds a file the loader copies into the prompt.
+const maxPromptFile = 8 << 20
+
+// readPrompt reads a prompt file (tools.ReadPromptFile): a missing one is
+// not there (false); one that cannot be taken is a diagnostic.
+func readPrompt(p string, prot []tools.Protected, diags *[]Diagnostic) ([]byte, bool) {
+	b, err := tools.ReadPromptFile(p, prot, maxPromptFile)
+	switch {
+	case err == nil:
+		return b, true
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		*diags = append(*diags, Diagnostic{File: p, Message: "not loaded: " + err.Error()})
+	}
+	return nil, false
+}
+
+func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.Protected) {
 	seen := map[string]string{}
 	add := func(t agent.Tool, origin, file string) {
 		name := t.Spec().Name
@@ -308,7 +328,6 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		seen[name] = origin
 		d.Tools = append(d.Tools, ToolEntry{Tool: d.configure(t), Origin: origin})
 	}
-	protected := l.protected(d)
 	for _, t := range tools.Builtin(tools.Options{
 		Bash:      tools.BashOptions{ExtraEnv: d.Config.Env, Network: d.Config.ToolNetwork(tools.NameBash, nil)},
 		Protected: protected, Sandbox: l.Sandbox,
@@ -486,7 +505,7 @@ func ForSession(t agent.Tool, session string) bool {
 // contextRoot names an ancestor, such as the repository root; never
 // further, so nothing above the project can inject instructions), or up to
 // stop when that is nearer (tests).
-func contextFiles(ws Workspace, root, stop string) []ContextFile {
+func contextFiles(ws Workspace, root, stop string, prot []tools.Protected, diags *[]Diagnostic) []ContextFile {
 	var out []ContextFile
 	seen := map[string]bool{}
 	read := func(dir string) {
@@ -496,7 +515,7 @@ func contextFiles(ws Workspace, root, stop string) []ContextFile {
 		}
 		seen[p] = true
 		// An empty one (the sandbox's placeholder, for one) adds nothing.
-		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) != "" {
+		if b, ok := readPrompt(p, prot, diags); ok && strings.TrimSpace(string(b)) != "" {
 			out = append(out, ContextFile{Path: p, Content: strings.TrimSpace(string(b))})
 		}
 	}
@@ -526,7 +545,7 @@ type Skill struct {
 	DisableModelInvocation bool
 }
 
-func loadSkills(agentDir string, diags []Diagnostic) ([]Skill, []Diagnostic) {
+func loadSkills(agentDir string, diags []Diagnostic, prot []tools.Protected) ([]Skill, []Diagnostic) {
 	root := filepath.Join(agentDir, "skills")
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -550,9 +569,8 @@ func loadSkills(agentDir string, diags []Diagnostic) ([]Skill, []Diagnostic) {
 			diags = append(diags, Diagnostic{File: p, Message: "skill resolves outside the agent dir (symlink); refused"})
 			continue
 		}
-		b, err := os.ReadFile(real)
-		if err != nil {
-			diags = append(diags, Diagnostic{File: p, Message: err.Error()})
+		b, ok := readPrompt(real, prot, &diags)
+		if !ok {
 			continue
 		}
 		fm, err := frontmatter(string(b))
