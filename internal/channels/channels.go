@@ -33,6 +33,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -254,6 +256,16 @@ type Served interface {
 // resolve them relative to it and check they exist.
 type Located interface {
 	Locate(file string) error
+}
+
+// Confined is implemented by a Door that starts processes (GitHub's
+// executable policy): they run in the tool sandbox with the agent's
+// protected list, never unconfined. NeedsSandbox says whether this door's
+// file asks for any; Confine gives it the sandbox and the list before it
+// serves. A door that needs one and has none refuses to start them.
+type Confined interface {
+	NeedsSandbox() bool
+	Confine(sb *sandbox.Sandbox, protected []tools.Protected)
 }
 
 // Factory builds a channel from its file's YAML (already read) and the

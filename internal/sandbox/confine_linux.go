@@ -159,6 +159,16 @@ func (c nsCall) setup() error {
 		}
 	}
 	hide = append(hide, c.req.Hidden...)
+	// The folders that hold a protected or hidden entry, up to the writable
+	// tree, become mount points of their own (still writable): a mount
+	// point cannot be renamed, replaced or removed (EBUSY), so a tool
+	// cannot move the agent's folder away and put a folder of its own, with
+	// its own fastagent.yaml, at its name.
+	for _, d := range holders(c.req.Writable, append(append([]string{}, c.req.Protected...), hide...)) {
+		if err := bindSelf(d); err != nil {
+			return err
+		}
+	}
 	for _, p := range c.req.Protected {
 		if coveredBy(p, hide) || !coveredBy(p, c.req.Writable) {
 			continue
@@ -174,6 +184,46 @@ func (c nsCall) setup() error {
 		if _, err := cover(h); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// holders returns the directories strictly between a writable tree and
+// each of paths that lies inside it (the writable tree is a mount point
+// already), parents before children, each once; only those that exist.
+func holders(writable, paths []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range paths {
+		for _, w := range writable {
+			if !under(p, w) || p == w {
+				continue
+			}
+			for d := filepath.Dir(p); d != w && under(d, w); d = filepath.Dir(d) {
+				if seen[d] {
+					continue
+				}
+				seen[d] = true
+				if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) < len(out[j]) })
+	return out
+}
+
+// bindSelf mounts the directory d on itself, as it is (with what is
+// mounted below it): the same files, writable as before, but a mount point.
+func bindSelf(d string) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, d, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", d, err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, d, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("pin %s: %w", d, err)
 	}
 	return nil
 }

@@ -137,6 +137,9 @@ type Rule struct {
 	Path string
 	// Dir: create a missing one as an empty directory (else an empty file).
 	Dir bool
+	// Private: create a missing one owner-only (0700, 0600) — a secrets
+	// file or state dir, also in Hidden, that no tool may create first.
+	Private bool
 }
 
 // ExitError is a tool process that exited non-zero or was killed.
@@ -252,13 +255,21 @@ func ensurePlaceholders(writable []string, rules []Rule) error {
 		if _, err := os.Lstat(p); err == nil || !errors.Is(err, os.ErrNotExist) {
 			continue
 		}
+		dirMode, fileMode := os.FileMode(0o755), os.FileMode(0o644)
+		if r.Private {
+			dirMode, fileMode = 0o700, 0o600
+		}
 		var err error
 		if r.Dir {
-			err = os.MkdirAll(p, 0o755)
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				if err = os.Mkdir(p, dirMode); errors.Is(err, os.ErrExist) {
+					err = nil
+				}
+			}
 		} else {
 			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
 				var f *os.File
-				f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644) //nolint:gosec // G302: a rules file the operator edits
+				f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode) //nolint:gosec // G302: a rules file the operator edits, or an owner-only one
 				if err == nil {
 					err = f.Close()
 				} else if errors.Is(err, os.ErrExist) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,11 @@ func Open(cfg Config) *Sandbox {
 
 // Status reports the mechanism in use and what it enforces.
 func (s *Sandbox) Status() Status { return s.status }
+
+// Hidden returns the paths no tool of this sandbox may read, whatever the
+// call (Config.Hidden, secret files the environment names, credentials in
+// the worker's home): absolute, resolved.
+func (s *Sandbox) Hidden() []string { return append([]string(nil), s.hidden...) }
 
 // Close stops the helper; every running tool process is killed with it.
 func (s *Sandbox) Close() error {
@@ -477,6 +483,8 @@ func (s *Sandbox) request(c *Cmd) (*request, error) {
 	visible := absClean([]string{filepath.Dir(path), c.Dir})
 	// Secret files named by the environment now (a variable set after Open).
 	hidden := absClean(append(append([]string{}, c.Hidden...), secretenv.Files(os.Environ())...))
+	// What the helper hides from every call already needs no second cover.
+	hidden = slices.DeleteFunc(hidden, func(h string) bool { return slices.Contains(s.hidden, h) })
 	return &request{Op: "start", ID: s.nextID.Add(1), Path: path, Args: c.Args, Env: c.Env, Dir: c.Dir,
 		Writable: writable, Protected: protected, Hidden: hidden, Visible: visible, Network: c.Network}, nil
 }

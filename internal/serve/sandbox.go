@@ -6,12 +6,15 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 
@@ -131,5 +134,78 @@ func (p *Parts) openSandbox(ctx context.Context) error {
 	p.Sandbox, p.ownSandbox = sb, true
 	p.Loader.Sandbox = sb
 	LogSandbox(p, sb.Status())
+	return nil
+}
+
+// protectAgents makes the secrets files and state dirs of every agent this
+// process serves (the main one and Config.Agents), owner-only, before any
+// tool runs, and gives each agent's loader what no tool of it may touch
+// beyond its own rules: every other agent's rules, secrets files and state
+// dirs, and the worker's state dir and tokens file (SetOthers). Agents
+// share one worker and one tool sandbox; without this, one agent's tools
+// read another's .env.
+func (p *Parts) protectAgents() error {
+	if p.walls == nil {
+		wss := map[string]workspace.Workspace{"": workspace.Resolve(p.Loader.Workspace())}
+		for name, dir := range p.Config.Agents {
+			wss[name] = workspace.Resolve(workspace.Workspace{Dir: dir})
+		}
+		for _, ws := range wss {
+			if err := workspace.EnsureSecrets(ws); err != nil {
+				return err
+			}
+		}
+		var worker []tools.Protected
+		for _, f := range []string{p.Config.StateDir, p.Config.TokensFile} {
+			if f != "" {
+				abs, err := filepath.Abs(f)
+				if err != nil {
+					return err
+				}
+				worker = append(worker, tools.Protected{Path: abs, Reason: "it holds the worker's state or tokens", Secret: true, IfExists: true})
+			}
+		}
+		walls := map[string][]tools.Protected{}
+		for name := range wss {
+			list := append([]tools.Protected(nil), worker...)
+			for other, ws := range wss {
+				if other != name {
+					list = append(list, workspace.OthersPaths(ws)...)
+				}
+			}
+			walls[name] = list
+		}
+		p.walls = walls
+	}
+	p.Loader.SetOthers(p.walls[""])
+	return nil
+}
+
+// confineDoors gives the doors of chans that start processes
+// (channels.Confined: GitHub's executable policy) the tool sandbox —
+// opened here when this process has none yet, an ingress without a worker
+// — and the protected list of the agent they belong to (name, "" the main
+// one; ws its workspace): its own rules and secrets, and every other
+// agent's and the worker's.
+func (p *Parts) confineDoors(ctx context.Context, chans []*channels.Channel, name string, ws workspace.Workspace) error {
+	var need []channels.Confined
+	for _, ch := range chans {
+		if c, ok := ch.Door.(channels.Confined); ok && c.NeedsSandbox() {
+			need = append(need, c)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	if err := p.protectAgents(); err != nil {
+		return err
+	}
+	if err := p.openSandbox(ctx); err != nil {
+		return err
+	}
+	list := append(workspace.ProtectedPaths(workspace.Resolve(ws), false), p.walls[name]...)
+	for _, c := range need {
+		c.Confine(p.Sandbox, list)
+	}
 	return nil
 }

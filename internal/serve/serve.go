@@ -40,6 +40,7 @@ import (
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/tracing"
 	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/internal/workspace"
@@ -199,6 +200,9 @@ type Parts struct {
 	closers []func()
 	// ownSandbox says Sandbox was opened here (not the given loader's).
 	ownSandbox bool
+	// walls are, by agent ("" the main one), what no tool of it may change
+	// or read beyond its own rules (protectAgents).
+	walls map[string][]tools.Protected
 }
 
 // prepareStateDir fills the directory defaults (workspace ".", state dir
@@ -333,6 +337,11 @@ func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err e
 	if cfg.Metrics != nil && p.Acts.Observer == nil {
 		p.Acts.Observer = cfg.Metrics
 	}
+	if with.Channels == nil {
+		if err := p.confineDoors(ctx, p.Channels, "", p.Loader.Workspace()); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -414,6 +423,9 @@ func (p *Parts) StartWorker(ctx context.Context, c client.Client) (sdkworker.Wor
 // caller that registers more on it first (the lab's floor workflow). Every
 // worker of the program is built here.
 func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, error) {
+	if err := p.protectAgents(); err != nil {
+		return nil, err
+	}
 	if err := p.openSandbox(ctx); err != nil {
 		return nil, err
 	}

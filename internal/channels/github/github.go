@@ -31,6 +31,8 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -160,6 +162,19 @@ func (d *Door) RedeliverHint(r channels.Request) string {
 	return fmt.Sprintf("the event could not be handed off; GitHub does not redeliver it by itself: "+
 		"open the webhook's Recent Deliveries (repository or organization Settings → Webhooks, or the GitHub App's Advanced page), "+
 		"select delivery %s and press Redeliver", strconv.Quote(header(r.Header, HeaderDelivery)))
+}
+
+// NeedsSandbox implements channels.Confined: an executable policy runs in
+// the tool sandbox.
+func (d *Door) NeedsSandbox() bool { return d.Policy != nil && d.Policy.exec != nil }
+
+// Confine implements channels.Confined: the executable policy runs in sb,
+// with the secret paths of protected (the agent's .env and state dir, the
+// worker's) hidden.
+func (d *Door) Confine(sb *sandbox.Sandbox, protected []tools.Protected) {
+	if d.Policy != nil {
+		d.Policy.box, d.Policy.protected = sb, protected
+	}
 }
 
 // Locate implements channels.Located: a relative executable policy is

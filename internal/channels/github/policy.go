@@ -6,15 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"text/template"
 	"text/template/parse"
 	"time"
 	"unicode"
+
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 )
 
 // Rule is one declarative policy rule of channels/github.yaml: when an
@@ -95,6 +97,10 @@ type Policy struct {
 	rules []compiledRule
 	exec  *ExecPolicy
 	bot   string
+	// box and protected confine the executable (Door.Confine); without a
+	// box it does not run.
+	box       *sandbox.Sandbox
+	protected []tools.Protected
 }
 
 // answerText is a comment as the answer to a question the agent asked:
@@ -285,7 +291,7 @@ func (p *Policy) IntentsContext(ctx context.Context, ev *Event, delivery string)
 	var out []Intent
 	if p.exec != nil {
 		var err error
-		if out, err = p.exec.run(ctx, ev, delivery); err != nil {
+		if out, err = p.exec.run(ctx, ev, delivery, p.box, p.protected); err != nil {
 			return nil, err
 		}
 	} else {
@@ -419,10 +425,14 @@ const maxPolicyOutput = 256 << 10
 // the ingress reaches it.
 var execEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
 
-// run runs the executable with ev on stdin, bounded by its timeout, in its
-// own process group (killed whole on timeout), with no secrets in its
-// environment.
-func (e *ExecPolicy) run(ctx context.Context, ev *Event, delivery string) ([]Intent, error) {
+// run runs the executable with ev on stdin, bounded by its timeout, in the
+// tool sandbox box: read-only, without the network, the secret paths of
+// protected hidden, no secrets in its environment, every process it
+// starts killed on timeout. Without a sandbox it does not run.
+func (e *ExecPolicy) run(ctx context.Context, ev *Event, delivery string, box *sandbox.Sandbox, protected []tools.Protected) ([]Intent, error) {
+	if box == nil {
+		return nil, fmt.Errorf("github: policy %s: no tool sandbox to run it in, and executable policies never run unconfined", e.Exec)
+	}
 	in, err := json.Marshal(map[string]any{"event": ev.Name, "action": ev.Action, "delivery": delivery,
 		"view": ev.View(), "payload": ev.Raw})
 	if err != nil {
@@ -430,20 +440,25 @@ func (e *ExecPolicy) run(ctx context.Context, ev *Event, delivery string) ([]Int
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.Exec, e.Args...) //nolint:gosec // G204: the operator's own policy executable
-	cmd.Env = execEnv
-	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr capped
 	stdout.max, stderr.max = maxPolicyOutput, 4<<10
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 200 * time.Millisecond
-	err = cmd.Run()
-	if ctx.Err() != nil {
+	cmd := &sandbox.Cmd{Path: e.Exec, Args: append([]string{e.Exec}, e.Args...), Env: execEnv, Dir: filepath.Dir(e.Exec),
+		Stdin: bytes.NewReader(in), Stdout: &stdout, Stderr: &stderr, WaitDelay: 200 * time.Millisecond}
+	tools.ConfineRead(cmd, protected)
+	p, err := box.Start(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("github: policy %s: %w", e.Exec, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		p.Kill()
+		<-done //nolint:errcheck // killed: the timeout is the error
 		return nil, fmt.Errorf("github: policy %s: timed out after %s", e.Exec, e.timeout)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, sandbox.ErrWaitDelay) {
 		return nil, fmt.Errorf("github: policy %s: %w: %s", e.Exec, err, strings.TrimSpace(stderr.String()))
 	}
 	if stdout.over {
