@@ -127,7 +127,8 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 		return nil, Status{}, err
 	}
 	h := &helperConn{cmd: cmd, c: c, wait: map[uint64]*Process{}, dead: make(chan struct{})}
-	st, err := awaitHelper(c, helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid()})
+	st, err := awaitHelper(c, helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid(),
+		LandlockABI: s.cfg.landlockABI})
 	if err != nil {
 		h.close()
 		return nil, Status{}, err
