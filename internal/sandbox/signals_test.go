@@ -185,6 +185,12 @@ func TestSignalsStayInCall(t *testing.T) {
 			if v["own-handled"] != "4" {
 				t.Errorf("the tool handled %s of its 4 own signals:\n%s", v["own-handled"], r.out)
 			}
+			// Nor read its environment (a worker's holds its keys; the
+			// victim's holds the canary), below ABI 6 as well.
+			r = run(t, b, ws, `tr '\0' '\n' </proc/`+strconv.Itoa(victims["kill"].pid)+`/environ; echo read=$?`)
+			if strings.Contains(r.out, canary) || strings.Contains(r.out, "read=0") {
+				t.Errorf("a tool read the environment of a process outside its call:\n%s", r.out)
+			}
 			// A shell's everyday signals.
 			r = run(t, b, ws, `sleep 30 & kill $!; wait $!; echo "kill=$?"; timeout 0.2 sleep 30; echo "timeout=$?"`)
 			if !strings.Contains(r.out, "kill=143") || !strings.Contains(r.out, "timeout=124") {
@@ -203,4 +209,60 @@ func limitLine(pid int, limit string) string {
 		}
 	}
 	return ""
+}
+
+// TestHelperKeepsSecretsOffProc: the process the sandbox starts besides the
+// tools — its helper — shows no secret of the worker in /proc/<pid>/cmdline
+// (readable by every process) or /proc/<pid>/environ: it is started with a
+// fixed name and an empty environment, and gets its configuration over its
+// control socket.
+func TestHelperKeepsSecretsOffProc(t *testing.T) {
+	for _, m := range append(modes, sandbox.Off) {
+		t.Run(string(m), func(t *testing.T) {
+			_ = box(t, m)
+			helpers := 0
+			for _, pid := range childrenOf(os.Getpid()) {
+				cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+				if err != nil || !strings.HasPrefix(string(cmdline), "fastagent-sandbox-helper") {
+					continue
+				}
+				helpers++
+				environ, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(cmdline), canary) || strings.Contains(string(environ), canary) {
+					t.Errorf("helper %d shows the worker's secret: cmdline %q environ %q", pid, cmdline, environ)
+				}
+				if string(environ) != "FASTAGENT_SANDBOX_HELPER=1\x00" {
+					t.Errorf("helper %d has more than its marker in its environment: %q", pid, environ)
+				}
+			}
+			if helpers == 0 {
+				t.Fatal("no helper process found")
+			}
+		})
+	}
+}
+
+// childrenOf lists the processes whose parent is ppid.
+func childrenOf(ppid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
