@@ -48,12 +48,12 @@ func TestSecretInDSN(t *testing.T) {
 		"postgres://fastagent:pw@db/fastagent":   true,
 		"postgresql://db/fastagent?sslmode=require&password=pw": true,
 		"host=db user=fastagent password=pw":                    true,
-		"host=db user=fastagent passfile=/run/secrets/pgpass":    false,
-		"inprocess":                            false,
-		"nats://nats:4222":                     false,
-		"nats://token@nats:4222":               true,
-		"nats://a:4222,nats://user:pw@b:4222":  true,
-		"tls://nats.example.com:4222":          false,
+		"host=db user=fastagent passfile=/run/secrets/pgpass":   false,
+		"inprocess":                           false,
+		"nats://nats:4222":                    false,
+		"nats://token@nats:4222":              true,
+		"nats://a:4222,nats://user:pw@b:4222": true,
+		"tls://nats.example.com:4222":         false,
 	} {
 		if got := secretInURL(dsn); got != want {
 			t.Errorf("secretInURL(%q) = %v, want %v", dsn, got, want)
