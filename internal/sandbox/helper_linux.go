@@ -140,6 +140,11 @@ func (h *helper) prepare() (Status, error) {
 		}
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 		h.filter = filterPolicy{shared: true, superviseSignals: h.abi < landlockScopedABI}
+		if h.filter.superviseSignals {
+			if err := probeListener(); err != nil {
+				return st, fmt.Errorf("landlock ABI %d cannot keep a tool's signals in its call, and the helper cannot check them: %w", h.abi, err)
+			}
+		}
 		st.Enforces = []string{
 			fmt.Sprintf("Landlock ABI %d per call: file system read-only except the workspace and a private temporary directory; rules read-only; state, secrets and credentials unreadable", h.abi),
 			"no network (seccomp: no sockets); with network on, TCP only to the egress proxy (Landlock ABI 4+; seccomp: no MPTCP, SCTP, TCP Fast Open or listen)",

@@ -247,6 +247,13 @@ func TestSignalVerdict(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
+	// Before the call's first process is known, session 0 (kernel threads,
+	// and here PID 1) is nobody's.
+	if _, sid0, err := procGroups(2); err == nil && sid0 == 0 {
+		if got := s.verdict(notif(unix.SYS_KILL, 2, 9)); got != unix.EPERM {
+			t.Errorf("kill of a process in session 0 before the call started: %v, want EPERM", got)
+		}
+	}
 	// The call's own session, named by its first process, passes from a
 	// caller in another session (a job that left with setsid).
 	s.root.Store(int64(other.Process.Pid))

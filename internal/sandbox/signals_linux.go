@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -141,8 +142,11 @@ func (s *supervisor) verdict(n *seccompNotif) unix.Errno {
 	if err != nil {
 		return unix.ESRCH
 	}
-	if sid == int(s.root.Load()) || (sid == caller && caller != s.helperSID) {
-		return 0
+	if root := int(s.root.Load()); root > 0 && sid == root {
+		return 0 // the call's session
+	}
+	if sid == caller && caller != s.helperSID && sid > 0 {
+		return 0 // the caller's own session
 	}
 	return unix.EPERM
 }
@@ -225,4 +229,30 @@ func procGroups(pid int) (pgrp, sid int, err error) {
 		return 0, 0, err
 	}
 	return pgrp, sid, nil
+}
+
+// probeListener checks that this process can install a seccomp filter with
+// a listener (refused where an outer filter already has one): on a
+// throwaway thread, which ends with the probe, an allow-all filter.
+func probeListener() error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends, taking the filter
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			done <- fmt.Errorf("no_new_privs: %w", err)
+			return
+		}
+		filter := []unix.SockFilter{{Code: 0x06, K: unix.SECCOMP_RET_ALLOW}} // ret ALLOW
+		prog := unix.SockFprog{Len: 1, Filter: &filter[0]}
+		//nolint:gosec // G103: the kernel reads the filter program through this pointer
+		fd, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+		runtime.KeepAlive(filter)
+		if errno != 0 {
+			done <- fmt.Errorf("seccomp user notification (Linux 5.5): %w", errno)
+			return
+		}
+		_ = unix.Close(int(fd))
+		done <- nil
+	}()
+	return <-done
 }

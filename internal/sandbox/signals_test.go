@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,9 +9,62 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fastagent/fastagent/internal/sandbox"
 )
+
+// outerListenerEnv makes the test binary, re-executed, run under an outer
+// seccomp filter that has a listener (as under a supervisor that uses
+// them), where no second listener can be installed, then report what a
+// Landlock sandbox below ABI 6 says.
+const outerListenerEnv = "FASTAGENT_SANDBOX_TEST_OUTER_LISTENER"
+
+func init() {
+	if os.Getenv(outerListenerEnv) != "1" {
+		return
+	}
+	filter := []unix.SockFilter{{Code: 0x06, K: unix.SECCOMP_RET_ALLOW}}
+	prog := unix.SockFprog{Len: 1, Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fmt.Println("FILTER-ERROR", err)
+		os.Exit(2)
+	}
+	flags := unix.SECCOMP_FILTER_FLAG_TSYNC | unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, uintptr(flags), uintptr(unsafe.Pointer(&prog))); e != 0 {
+		fmt.Println("FILTER-ERROR", e)
+		os.Exit(2)
+	}
+	b := sandbox.Open(sandbox.WithLandlockABI(sandbox.Config{Mode: sandbox.Landlock}, 5))
+	st := b.Status()
+	fmt.Printf("MODE %q\nERROR %s\n", st.Mode, st.Error)
+	_ = b.Close()
+	os.Exit(0)
+}
+
+// Below Landlock ABI 6, where the helper has to check signals itself, a
+// process that cannot install a seccomp listener runs no tool (fail
+// closed) and says why.
+func TestSignalSupervisionFailsClosed(t *testing.T) {
+	if k := sandbox.KernelLandlockABI(); k < 5 {
+		t.Skipf("Landlock ABI %d here", k)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), outerListenerEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), `MODE ""`) || !strings.Contains(string(out), "cannot keep a tool's signals in its call") {
+		t.Errorf("with no seccomp listener possible, Landlock ABI 5 mode: %s", out)
+	}
+}
 
 // victim is a process of the worker's user outside any call, as the
 // worker, its helper or tini are, in a process group of its own.
@@ -152,6 +206,13 @@ func TestSignalsStayInCall(t *testing.T) {
 	for _, s := range setups {
 		t.Run(s.name, func(t *testing.T) {
 			b := boxWithABI(t, s.mode, s.abi)
+			if s.abi > 0 {
+				// fastagent info shows Status.Enforces: it says how signals are kept in.
+				st := b.Status()
+				if st.LandlockABI != s.abi || !strings.Contains(strings.Join(st.Enforces, "\n"), "the helper checks each signal a tool sends") {
+					t.Errorf("status (ABI %d) does not say that the helper checks signals:\n%s", st.LandlockABI, strings.Join(st.Enforces, "\n"))
+				}
+			}
 			ws := workspace(t)
 			victims := map[string]*victim{}
 			args := []string{}
