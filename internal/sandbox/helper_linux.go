@@ -287,7 +287,7 @@ func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, e
 		}
 		if listener >= 0 {
 			// Answering from now on: the tool may signal at once.
-			sup = &supervisor{fd: listener, helperSID: h.sid}
+			sup = &supervisor{fd: listener, helperSID: h.sid, helper: os.Getpid()}
 			go sup.supervise()
 		}
 	}

@@ -249,7 +249,7 @@ func TestSignalVerdict(t *testing.T) {
 	}
 	// Before the call's first process is known, session 0 (kernel threads,
 	// and here PID 1) is nobody's.
-	if _, sid0, err := procGroups(2); err == nil && sid0 == 0 {
+	if _, _, sid0, err := procStat(2); err == nil && sid0 == 0 {
 		if got := s.verdict(notif(unix.SYS_KILL, 2, 9)); got != unix.EPERM {
 			t.Errorf("kill of a process in session 0 before the call started: %v, want EPERM", got)
 		}
@@ -259,6 +259,19 @@ func TestSignalVerdict(t *testing.T) {
 	s.root.Store(int64(other.Process.Pid))
 	if got := s.verdict(notif(unix.SYS_KILL, uint64(other.Process.Pid), 15)); got != 0 {
 		t.Errorf("kill of the call's session: %v, want allowed", got)
+	}
+	// A descendant of the call's first process passes wherever its session
+	// is (other left this one with setsid; its parent is this process).
+	s = &supervisor{helperSID: -1, helper: 1}
+	s.root.Store(int64(self))
+	if got := s.verdict(&seccompNotif{Pid: uint32(1<<22 + 9), Nr: unix.SYS_KILL, Args: [6]uint64{uint64(other.Process.Pid), 15}}); got != unix.EPERM {
+		t.Errorf("a caller that is gone: %v, want EPERM", got)
+	}
+	if got := s.verdict(notif(unix.SYS_KILL, uint64(other.Process.Pid), 15)); got != 0 {
+		t.Errorf("kill of a descendant in another session: %v, want allowed", got)
+	}
+	if got := s.verdict(notif(unix.SYS_KILL, neg(other.Process.Pid), 15)); got != 0 {
+		t.Errorf("kill of a descendant's group: %v, want allowed", got)
 	}
 	// The helper's own session never counts as the caller's.
 	s = &supervisor{helperSID: sid}

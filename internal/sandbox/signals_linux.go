@@ -21,11 +21,14 @@ import (
 // (seccomp user notification), which lets it through only when the target
 // belongs to the call:
 //
-//   - the target is in the call's session (its first process is a session
-//     leader: setsid), or in the caller's own session. A session holds only
-//     processes that descend from its leader, and no process can join one
-//     it did not start, so either is a process of the call. A job that left
-//     with setsid can still signal itself and its children, not be
+//   - the target descends from the call's first process (its parent, or
+//     its parent's parent…, is that process), or is in the call's session
+//     (the first process is a session leader), or in the caller's own
+//     session. A session holds only processes that descend from its
+//     leader, and no process can join one it did not start, so each is a
+//     process of the call. What none of these finds is a job that left the
+//     call's session with setsid and whose parent has exited (a daemon's
+//     double fork): it can still signal itself and its children, but not be
 //     signalled from the call's first session;
 //   - kill(-1), every process the user may signal, is refused;
 //   - a target that does not exist gets ESRCH, one outside the call EPERM.
@@ -76,6 +79,9 @@ type supervisor struct {
 	// helperSID is the helper's session: the call thread's own, never a
 	// tool's.
 	helperSID int
+	// helper is the helper's PID: the parent of every call's first process
+	// and, as subreaper, of their orphans.
+	helper int
 }
 
 // supervise answers notifications on listener fd until every process of
@@ -133,22 +139,42 @@ func (s *supervisor) verdict(n *seccompNotif) unix.Errno {
 	if err != nil {
 		return unix.EPERM
 	}
-	var sid int
+	var member, sid int
 	if group {
-		sid, err = groupSession(target)
+		member, sid, err = groupSession(target)
 	} else {
+		member = target
 		sid, err = sessionOf(target)
 	}
 	if err != nil {
 		return unix.ESRCH
 	}
-	if root := int(s.root.Load()); root > 0 && sid == root {
+	root := int(s.root.Load())
+	switch {
+	case root > 0 && sid == root:
 		return 0 // the call's session
-	}
-	if sid == caller && caller != s.helperSID && sid > 0 {
+	case sid == caller && caller != s.helperSID && sid > 0:
 		return 0 // the caller's own session
+	case root > 0 && s.descends(member, root):
+		return 0 // a descendant of the call's first process (a group: one member)
 	}
 	return unix.EPERM
+}
+
+// descends reports whether pid's parent, or its parent's parent…, is
+// root; the walk stops at the helper, PID 1 or a process gone meanwhile.
+func (s *supervisor) descends(pid, root int) bool {
+	for range 256 {
+		ppid, _, _, err := procStat(pid)
+		if err != nil || ppid <= 1 || ppid == s.helper {
+			return false
+		}
+		if ppid == root {
+			return true
+		}
+		pid = ppid
+	}
+	return false
 }
 
 // signalTarget returns whom a supervised syscall signals: a process (or a
@@ -179,56 +205,56 @@ func signalTarget(nr int32, args [6]uint64) (target int, group, ok bool) {
 
 // sessionOf reads the session of pid (a process or a thread) from /proc.
 func sessionOf(pid int) (int, error) {
-	_, sid, err := procGroups(pid)
+	_, _, sid, err := procStat(pid)
 	return sid, err
 }
 
-// groupSession returns the session of process group pgid: its leader's,
-// or, when the leader has exited, any member's.
-func groupSession(pgid int) (int, error) {
-	if pg, sid, err := procGroups(pgid); err == nil && pg == pgid {
-		return sid, nil
+// groupSession returns a member of process group pgid and the group's
+// session: its leader, or, when the leader has exited, any member.
+func groupSession(pgid int) (member, sid int, err error) {
+	if _, pg, sid, err := procStat(pgid); err == nil && pg == pgid {
+		return pgid, sid, nil
 	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if pg, sid, err := procGroups(pid); err == nil && pg == pgid {
-			return sid, nil
+		if _, pg, sid, err := procStat(pid); err == nil && pg == pgid {
+			return pid, sid, nil
 		}
 	}
-	return 0, fmt.Errorf("no process group %d", pgid)
+	return 0, 0, fmt.Errorf("no process group %d", pgid)
 }
 
-// procGroups reads the process group and session of pid from
+// procStat reads the parent, process group and session of pid from
 // /proc/<pid>/stat: "pid (comm) state ppid pgrp session …", where comm may
 // hold spaces and parentheses.
-func procGroups(pid int) (pgrp, sid int, err error) {
+func procStat(pid int) (ppid, pgrp, sid int, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: no command", pid)
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: no command", pid)
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 4 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: too short", pid)
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: too short", pid)
 	}
-	if pgrp, err = strconv.Atoi(f[2]); err != nil {
-		return 0, 0, err
+	var n [3]int
+	for j := range n {
+		if n[j], err = strconv.Atoi(f[j+1]); err != nil {
+			return 0, 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
 	}
-	if sid, err = strconv.Atoi(f[3]); err != nil {
-		return 0, 0, err
-	}
-	return pgrp, sid, nil
+	return n[0], n[1], n[2], nil
 }
 
 // probeListener checks that this process can install a seccomp filter with

@@ -167,14 +167,21 @@ while len(got) < 4 and time.time() < deadline:
 print("own-handled:", len(got), flush=True)
 probe("own-prlimit", lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (200, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
 probe("own-nice", lambda: os.nice(1))
+# A child that left the call's session (setsid, as start_new_session=True
+# or a detached spawn do) signals its own child, and its parent signals it.
+ready_r, ready_w = os.pipe()
 pid = os.fork()
 if pid == 0:
     os.setsid()
     c = os.fork()
     if c == 0:
         time.sleep(30); os._exit(0)
-    os.kill(c, signal.SIGTERM); os.waitpid(c, 0); os._exit(0)
+    os.kill(c, signal.SIGTERM); os.waitpid(c, 0)
+    os.write(ready_w, b"x")
+    time.sleep(30); os._exit(0)
+os.read(ready_r, 1)
 probe("own-child", lambda: os.kill(pid, signal.SIGTERM))
+probe("own-child-group", lambda: os.kill(-pid, signal.SIGTERM))
 os.waitpid(pid, 0)
 print("probe: done", flush=True)
 `
@@ -238,7 +245,7 @@ func TestSignalsStayInCall(t *testing.T) {
 			if lim := limitLine(victims["prlimit-cpu"].pid, "Max cpu time"); !strings.Contains(lim, "unlimited") {
 				t.Errorf("prlimit-cpu: the victim's CPU limit changed: %s", lim)
 			}
-			for _, own := range []string{"own-kill", "own-group", "own-sigqueue", "own-prlimit", "own-nice", "own-child"} {
+			for _, own := range []string{"own-kill", "own-group", "own-sigqueue", "own-prlimit", "own-nice", "own-child", "own-child-group"} {
 				if v[own] != "ok" {
 					t.Errorf("%s: %s, want ok (a tool's own processes)", own, v[own])
 				}
