@@ -98,26 +98,32 @@ func (s *supervisor) supervise() {
 		}
 		switch {
 		case fds[0].Revents&unix.POLLIN != 0:
-			s.answer()
+			if !s.answer() {
+				// Closing the listener fails every signal the call still
+				// sends (ENOSYS): closed, never open.
+				return
+			}
 		case fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0:
 			return
 		}
 	}
 }
 
-// answer receives one notification and answers it.
-func (s *supervisor) answer() {
+// answer receives one notification and answers it; false when the
+// listener cannot be read.
+func (s *supervisor) answer() bool {
 	var n seccompNotif
 	//nolint:gosec // G103: the kernel fills n
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), notifRecv, uintptr(unsafe.Pointer(&n))); e != 0 {
-		return // ENOENT: the caller died meanwhile; EINTR: poll again
+		// ENOENT: the caller died meanwhile; EINTR: poll again.
+		return e == unix.ENOENT || e == unix.EINTR
 	}
 	errno := s.verdict(&n)
 	// The caller's session was read from /proc/<pid>: that PID must still
 	// be the caller.
 	//nolint:gosec // G103: the kernel reads the id
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), notifIDValid, uintptr(unsafe.Pointer(&n.ID))); e != 0 {
-		return
+		return true // the caller is gone: nothing to answer
 	}
 	resp := seccompNotifResp{ID: n.ID}
 	if errno == 0 {
@@ -127,6 +133,7 @@ func (s *supervisor) answer() {
 	}
 	//nolint:gosec // G103: the kernel reads resp
 	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), notifSend, uintptr(unsafe.Pointer(&resp)))
+	return true
 }
 
 // verdict is 0 when the call may go on, else the errno it fails with.
