@@ -13,8 +13,9 @@ import (
 // The seccomp filter of every tool process, assembled here with x/net/bpf
 // rather than a policy library: it checks syscall arguments, and the
 // libraries at hand lose the syscall number after an argument check, so a
-// rule after one would compare against an argument. Twenty instructions are
-// easier to audit than to work around.
+// rule after one would compare against an argument. A short program whose
+// every rule TestFilterProgram runs in an interpreter is easier to audit
+// than a library to work around.
 
 // deniedSyscalls fail with EPERM in every tool process:
 //   - mount topology and namespaces (a tool keeps the view it was given);
@@ -69,8 +70,9 @@ const (
 // Constants the kernel has and x/sys/unix does not name on every
 // architecture.
 const (
-	fioSetOwn = 0x8901 // FIOSETOWN
-	sigURG    = uint32(unix.SIGURG)
+	fioSetOwn         = 0x8901 // FIOSETOWN
+	userfaultfdIocNew = 0xaa00 // USERFAULTFD_IOC_NEW, _IO(0xAA, 0x00)
+	sigURG            = uint32(unix.SIGURG)
 )
 
 // filterPolicy is what differs between the filters of two calls.
@@ -120,6 +122,7 @@ func filterProgram(p filterPolicy) ([]bpf.RawInstruction, error) {
 	socketpairRule(a)
 	sendRules(a)
 	setsockoptRule(a)
+	ioctlRule(a, p.superviseSignals)
 	if p.shared {
 		ownProcessRules(a)
 	}
@@ -177,6 +180,7 @@ func dispatch(a *assembler, arch uint32, p filterPolicy) {
 	a.jump(bpf.JumpEqual, unix.SYS_SENDMMSG, lFlags3, "")
 	a.jump(bpf.JumpEqual, unix.SYS_SENDMSG, lFlags2, "")
 	a.jump(bpf.JumpEqual, unix.SYS_SETSOCKOPT, lSetsockopt, "")
+	a.jump(bpf.JumpEqual, unix.SYS_IOCTL, lIoctl, "")
 	if p.shared {
 		a.jump(bpf.JumpEqual, unix.SYS_LISTEN, lDeny, "")
 		for _, nr := range []uint32{unix.SYS_SCHED_SETAFFINITY, unix.SYS_SCHED_SETSCHEDULER, unix.SYS_SCHED_SETPARAM, unix.SYS_SCHED_SETATTR} {
@@ -194,7 +198,6 @@ func dispatch(a *assembler, arch uint32, p filterPolicy) {
 		a.jump(bpf.JumpEqual, unix.SYS_RT_SIGQUEUEINFO, lNotify, "")
 		a.jump(bpf.JumpEqual, unix.SYS_RT_TGSIGQUEUEINFO, lNotify, "")
 		a.jump(bpf.JumpEqual, unix.SYS_FCNTL, lFcntl, "")
-		a.jump(bpf.JumpEqual, unix.SYS_IOCTL, lIoctl, "")
 	}
 	a.ret(retAllow)
 }
@@ -340,8 +343,20 @@ func signalRules(a *assembler) {
 	a.jump(bpf.JumpEqual, unix.F_SETOWN, "", lAllow)
 	a.ld(offArg2)
 	a.jump(bpf.JumpEqual, 0, lAllow, lNotify)
+}
+
+// ioctlRule refuses USERFAULTFD_IOC_NEW, which makes a userfaultfd from
+// /dev/userfaultfd (the syscall is refused; the device is open to its
+// owner), and with supervised signals FIOSETOWN and SIOCSPGRP (see
+// signalRules). The command is an unsigned int: the low half.
+func ioctlRule(a *assembler, superviseSignals bool) {
 	a.label(lIoctl) // ioctl(fd, cmd, arg)
 	a.ld(offArg1)
+	if !superviseSignals {
+		a.jump(bpf.JumpEqual, userfaultfdIocNew, lDeny, lAllow)
+		return
+	}
+	a.jump(bpf.JumpEqual, userfaultfdIocNew, lDeny, "")
 	a.jump(bpf.JumpEqual, fioSetOwn, lDeny, "")
 	a.jump(bpf.JumpEqual, unix.SIOCSPGRP, lDeny, lAllow)
 }

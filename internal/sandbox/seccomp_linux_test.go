@@ -137,6 +137,8 @@ func TestFilterProgram(t *testing.T) {
 		{"fcntl F_SETOWN", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_SETOWN, 42), supervised},
 		{"fcntl F_SETOWN_EX", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_SETOWN_EX, 0x1000), verdicts{allow, allow, allow, eperm}},
 		{"ioctl TCGETS", seccompData(arch, unix.SYS_IOCTL, 3, unix.TCGETS), every(allow)},
+		{"ioctl USERFAULTFD_IOC_NEW", seccompData(arch, unix.SYS_IOCTL, 3, userfaultfdIocNew, 0), every(eperm)},
+		{"ioctl USERFAULTFD_IOC_NEW, high half set", seccompData(arch, unix.SYS_IOCTL, 3, 1<<32|userfaultfdIocNew, 0), every(eperm)},
 		{"ioctl FIOSETOWN", seccompData(arch, unix.SYS_IOCTL, 3, fioSetOwn, 0x1000), verdicts{allow, allow, allow, eperm}},
 		{"ioctl SIOCSPGRP", seccompData(arch, unix.SYS_IOCTL, 3, unix.SIOCSPGRP, 0x1000), verdicts{allow, allow, allow, eperm}},
 	}

@@ -122,6 +122,11 @@ def bpf():
     a = ctypes.create_string_buffer(128); syscall("bpf", 0, ctypes.addressof(a), 128); return "ok"
 def userfaultfd():
     syscall("userfaultfd", 0); return "ok"
+def userfaultfd_dev():
+    import fcntl
+    fd = os.open("/dev/userfaultfd", os.O_RDWR | os.O_CLOEXEC)
+    fcntl.ioctl(fd, 0xaa00, 0)  # USERFAULTFD_IOC_NEW
+    return "ok"
 def perf():
     a = ctypes.create_string_buffer(128); struct.pack_into("=II", a, 0, 1, 128); syscall("perf_event_open", ctypes.addressof(a), 0, -1, -1, 0); return "ok"
 def keyctl():
@@ -145,7 +150,7 @@ for n, f in [("mptcp", mptcp), ("mptcp6", mptcp6), ("sctp", sctp), ("tfo-sendto"
         ("dgram-pair-connect", dgram_pair_connect), ("stream-pair-connect", stream_pair_connect),
         ("stream-pair", stream_pair), ("seqpacket-pair", seqpacket_pair), ("unix-socket", unix_socket),
         ("udp", udp), ("raw", raw), ("packet", packet), ("vsock", vsock), ("io_uring", io_uring), ("bpf", bpf),
-        ("userfaultfd", userfaultfd), ("perf_event_open", perf), ("keyctl", keyctl), ("ptrace", ptrace),
+        ("userfaultfd", userfaultfd), ("userfaultfd-dev", userfaultfd_dev), ("perf_event_open", perf), ("keyctl", keyctl), ("ptrace", ptrace),
         ("process_vm_readv", vm_readv), ("unshare-user", unshare_user), ("mount", mount)]:
     probe(n, f)
 print("probe: done", flush=True)
@@ -182,7 +187,7 @@ func TestSocketSurface(t *testing.T) {
 		"packet", "vsock", "io_uring", "bpf", "userfaultfd", "perf_event_open", "keyctl", "unshare-user", "mount"}
 	// Refused one way or another (Landlock's ptrace scoping, a PID
 	// namespace, missing capabilities): the call must not succeed.
-	fail := []string{"ptrace", "process_vm_readv", "stream-pair-connect"}
+	fail := []string{"ptrace", "process_vm_readv", "stream-pair-connect", "userfaultfd-dev"}
 	allowed := map[string]string{"netlink-route": "made", "stream-pair": "made", "seqpacket-pair": "made", "tfo-listen": "ok"}
 	reachedUnconfined := []string{"mptcp", "tfo-sendto", "tfo-sendmsg", "tfo-sendmmsg", "tfo-connect", "dgram-pair-sendto", "dgram-pair-connect"}
 	for _, m := range append(modes, sandbox.Off) {
