@@ -72,6 +72,7 @@ const (
 const (
 	fioSetOwn         = 0x8901 // FIOSETOWN
 	userfaultfdIocNew = 0xaa00 // USERFAULTFD_IOC_NEW, _IO(0xAA, 0x00)
+	kvmCreateVM       = 0xae01 // KVM_CREATE_VM, _IO(0xAE, 0x01)
 	sigURG            = uint32(unix.SIGURG)
 )
 
@@ -347,16 +348,19 @@ func signalRules(a *assembler) {
 
 // ioctlRule refuses USERFAULTFD_IOC_NEW, which makes a userfaultfd from
 // /dev/userfaultfd (the syscall is refused; the device is open to its
-// owner), and with supervised signals FIOSETOWN and SIOCSPGRP (see
-// signalRules). The command is an unsigned int: the low half.
+// owner), KVM_CREATE_VM (/dev/kvm is open to a worker running as root or in
+// group kvm: kernel attack surface no tool needs), and with supervised
+// signals FIOSETOWN and SIOCSPGRP (see signalRules). The command is an
+// unsigned int: the low half.
 func ioctlRule(a *assembler, superviseSignals bool) {
 	a.label(lIoctl) // ioctl(fd, cmd, arg)
 	a.ld(offArg1)
+	a.jump(bpf.JumpEqual, userfaultfdIocNew, lDeny, "")
 	if !superviseSignals {
-		a.jump(bpf.JumpEqual, userfaultfdIocNew, lDeny, lAllow)
+		a.jump(bpf.JumpEqual, kvmCreateVM, lDeny, lAllow)
 		return
 	}
-	a.jump(bpf.JumpEqual, userfaultfdIocNew, lDeny, "")
+	a.jump(bpf.JumpEqual, kvmCreateVM, lDeny, "")
 	a.jump(bpf.JumpEqual, fioSetOwn, lDeny, "")
 	a.jump(bpf.JumpEqual, unix.SIOCSPGRP, lDeny, lAllow)
 }

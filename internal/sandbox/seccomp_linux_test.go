@@ -139,6 +139,7 @@ func TestFilterProgram(t *testing.T) {
 		{"ioctl TCGETS", seccompData(arch, unix.SYS_IOCTL, 3, unix.TCGETS), every(allow)},
 		{"ioctl USERFAULTFD_IOC_NEW", seccompData(arch, unix.SYS_IOCTL, 3, userfaultfdIocNew, 0), every(eperm)},
 		{"ioctl USERFAULTFD_IOC_NEW, high half set", seccompData(arch, unix.SYS_IOCTL, 3, 1<<32|userfaultfdIocNew, 0), every(eperm)},
+		{"ioctl KVM_CREATE_VM", seccompData(arch, unix.SYS_IOCTL, 3, kvmCreateVM, 0), every(eperm)},
 		{"ioctl FIOSETOWN", seccompData(arch, unix.SYS_IOCTL, 3, fioSetOwn, 0x1000), verdicts{allow, allow, allow, eperm}},
 		{"ioctl SIOCSPGRP", seccompData(arch, unix.SYS_IOCTL, 3, unix.SIOCSPGRP, 0x1000), verdicts{allow, allow, allow, eperm}},
 	}

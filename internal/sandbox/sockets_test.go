@@ -127,6 +127,11 @@ def userfaultfd_dev():
     fd = os.open("/dev/userfaultfd", os.O_RDWR | os.O_CLOEXEC)
     fcntl.ioctl(fd, 0xaa00, 0)  # USERFAULTFD_IOC_NEW
     return "ok"
+def kvm():
+    import fcntl
+    fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+    fcntl.ioctl(fd, 0xae01, 0)  # KVM_CREATE_VM
+    return "ok"
 def perf():
     a = ctypes.create_string_buffer(128); struct.pack_into("=II", a, 0, 1, 128); syscall("perf_event_open", ctypes.addressof(a), 0, -1, -1, 0); return "ok"
 def keyctl():
@@ -150,7 +155,7 @@ for n, f in [("mptcp", mptcp), ("mptcp6", mptcp6), ("sctp", sctp), ("tfo-sendto"
         ("dgram-pair-connect", dgram_pair_connect), ("stream-pair-connect", stream_pair_connect),
         ("stream-pair", stream_pair), ("seqpacket-pair", seqpacket_pair), ("unix-socket", unix_socket),
         ("udp", udp), ("raw", raw), ("packet", packet), ("vsock", vsock), ("io_uring", io_uring), ("bpf", bpf),
-        ("userfaultfd", userfaultfd), ("userfaultfd-dev", userfaultfd_dev), ("perf_event_open", perf), ("keyctl", keyctl), ("ptrace", ptrace),
+        ("userfaultfd", userfaultfd), ("userfaultfd-dev", userfaultfd_dev), ("kvm", kvm), ("perf_event_open", perf), ("keyctl", keyctl), ("ptrace", ptrace),
         ("process_vm_readv", vm_readv), ("unshare-user", unshare_user), ("mount", mount)]:
     probe(n, f)
 print("probe: done", flush=True)
@@ -187,7 +192,7 @@ func TestSocketSurface(t *testing.T) {
 		"packet", "vsock", "io_uring", "bpf", "userfaultfd", "perf_event_open", "keyctl", "unshare-user", "mount"}
 	// Refused one way or another (Landlock's ptrace scoping, a PID
 	// namespace, missing capabilities): the call must not succeed.
-	fail := []string{"ptrace", "process_vm_readv", "stream-pair-connect", "userfaultfd-dev"}
+	fail := []string{"ptrace", "process_vm_readv", "stream-pair-connect", "userfaultfd-dev", "kvm"}
 	allowed := map[string]string{"netlink-route": "made", "stream-pair": "made", "seqpacket-pair": "made", "tfo-listen": "ok"}
 	reachedUnconfined := []string{"mptcp", "tfo-sendto", "tfo-sendmsg", "tfo-sendmmsg", "tfo-connect", "dgram-pair-sendto", "dgram-pair-connect"}
 	for _, m := range append(modes, sandbox.Off) {
