@@ -311,20 +311,21 @@ func listenInNS() (net.Listener, error) {
 }
 
 // lockDown is the last step on the call thread: no new privileges, the
-// Landlock domain (rulesetFD ≥ 0), no capabilities, the seccomp filter.
-func lockDown(rulesetFD int, inet bool) error {
+// Landlock domain (rulesetFD ≥ 0), no capabilities, the seccomp filter. It
+// returns the filter's listener when signals are supervised, else -1.
+func lockDown(rulesetFD int, p filterPolicy) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
+		return -1, fmt.Errorf("no_new_privs: %w", err)
 	}
 	if rulesetFD >= 0 {
 		if err := ll.LandlockRestrictSelf(rulesetFD, 0); err != nil {
-			return fmt.Errorf("landlock: restrict: %w", err)
+			return -1, fmt.Errorf("landlock: restrict: %w", err)
 		}
 	}
 	if err := dropCapabilities(); err != nil {
-		return err
+		return -1, err
 	}
-	return loadFilter(inet)
+	return loadFilter(p)
 }
 
 // dropCapabilities empties the thread's bounding, ambient, inheritable,

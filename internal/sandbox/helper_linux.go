@@ -46,6 +46,11 @@ type helper struct {
 	proxy   *egress.Proxy
 	// proxyPort is the loopback port of the proxy in Landlock mode.
 	proxyPort int
+	// filter is the seccomp policy every call starts from (the network
+	// is the call's own).
+	filter filterPolicy
+	// sid is the helper's session.
+	sid int
 
 	// forkMu is held (read) from a fork until its process is recorded, and
 	// (write) by sweep while it lists and kills: a process is never seen
@@ -95,6 +100,10 @@ func (h *helper) prepare() (Status, error) {
 	// process of a call's PID namespace.
 	_, _ = os.FindProcess(os.Getpid())
 	h.abi = landlockABI()
+	if h.cfg.LandlockABI > 0 && h.cfg.LandlockABI < h.abi {
+		h.abi = h.cfg.LandlockABI // a test standing in for an older kernel
+	}
+	h.sid, _ = unix.Getsid(0)
 	st := Status{Mode: h.cfg.Mode, LandlockABI: h.abi}
 	h.proxy = egress.New(h.cfg.Egress, h.log)
 	switch h.cfg.Mode {
@@ -114,7 +123,7 @@ func (h *helper) prepare() (Status, error) {
 			"own user, PID, mount, IPC and network namespaces per call (no view of the worker or of other calls)",
 			"file system read-only except the workspace and a private /tmp; rules read-only; state, secrets and credentials hidden",
 			"no network; with network on, only the egress proxy (no loopback, link-local, private or control-plane address)",
-			"no capabilities, no_new_privs, seccomp (no unix sockets, mounts, namespaces, io_uring, BPF, keyring)",
+			seccompLine,
 		}
 		if h.abi > 0 {
 			st.Enforces = append(st.Enforces, fmt.Sprintf("Landlock ABI %d domain per call (no ptrace or /proc access across calls)", h.abi))
@@ -130,14 +139,23 @@ func (h *helper) prepare() (Status, error) {
 			return st, err
 		}
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+		h.filter = filterPolicy{shared: true, superviseSignals: h.abi < landlockScopedABI}
+		if h.filter.superviseSignals {
+			if err := probeListener(); err != nil {
+				return st, fmt.Errorf("landlock ABI %d cannot keep a tool's signals in its call, and the helper cannot check them: %w", h.abi, err)
+			}
+		}
 		st.Enforces = []string{
 			fmt.Sprintf("Landlock ABI %d per call: file system read-only except the workspace and a private temporary directory; rules read-only; state, secrets and credentials unreadable", h.abi),
-			"no network (seccomp: no sockets); with network on, TCP only to the egress proxy (Landlock ABI 4+)",
-			"no capabilities, no_new_privs, seccomp (no unix sockets, mounts, namespaces, io_uring, BPF, keyring)",
-			"no ptrace, /proc/<pid>/environ or mem of other processes (Landlock domain)",
+			"no network (seccomp: no sockets); with network on, TCP only to the egress proxy (Landlock ABI 4+; seccomp: no MPTCP, SCTP, TCP Fast Open or listen)",
+			seccompLine,
+			"no ptrace, /proc/<pid>/environ or mem of other processes (Landlock domain); no limits, priority or CPU placement of other processes (seccomp)",
 		}
 		if h.abi >= landlockScopedABI {
-			st.Enforces = append(st.Enforces, "no signals to processes outside the call (Landlock ABI 6 scoping)")
+			st.Enforces = append(st.Enforces, fmt.Sprintf("no signals to processes outside the call (Landlock ABI %d scoping)", h.abi))
+		} else {
+			st.Enforces = append(st.Enforces, fmt.Sprintf("no signals to processes outside the call: Landlock ABI %d cannot scope them (ABI 6, Linux 6.12, can), "+
+				"so the helper checks each signal a tool sends (seccomp user notification); pidfd_send_signal, F_SETOWN_EX and FIOSETOWN are refused", h.abi))
 		}
 	case Off:
 		if err := h.prepareTmp(); err != nil {
@@ -157,11 +175,15 @@ func (h *helper) prepare() (Status, error) {
 		go func() { _ = h.proxy.Serve(l) }()
 	}
 	// The filter must assemble on this kernel and architecture.
-	if _, err := filterProgram(true); err != nil {
+	if _, err := filterProgram(filterPolicy{inet: true, shared: h.filter.shared, superviseSignals: h.filter.superviseSignals}); err != nil {
 		return st, err
 	}
 	return st, nil
 }
+
+// seccompLine says what the seccomp filter refuses in every mode.
+const seccompLine = "no capabilities, no_new_privs, seccomp (no unix sockets but stream socketpairs, no netlink but NETLINK_ROUTE, no UDP, raw or packet sockets; " +
+	"no mounts, namespaces, io_uring, BPF, keyring, perf or userfaultfd)"
 
 func (h *helper) prepareTmp() error {
 	dir, err := os.MkdirTemp("", "fastagent-sandbox-")
@@ -257,32 +279,42 @@ func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, e
 	if getEnv(env, "XDG_CACHE_HOME") == "" {
 		env = setEnv(env, "XDG_CACHE_HOME", filepath.Join(getEnv(env, "TMPDIR"), ".cache"))
 	}
+	var sup *supervisor
 	if h.cfg.Mode != Off {
-		if err := lockDown(cc.ruleset, cc.inet); err != nil {
+		listener, err := lockDown(cc.ruleset, cc.filter)
+		if err != nil {
 			return 0, err
+		}
+		if listener >= 0 {
+			// Answering from now on: the tool may signal at once.
+			sup = &supervisor{fd: listener, helperSID: h.sid, helper: os.Getpid()}
+			go sup.supervise()
 		}
 	}
 	cmd := h.command(req, files, env)
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, err // the supervisor ends with this thread, the filter's last user
 	}
 	pid := cmd.Process.Pid
+	if sup != nil {
+		sup.root.Store(int64(pid))
+	}
 	_ = cmd.Process.Release() // reap() waits for it
 	return pid, nil
 }
 
 // callConfinement is how a call is confined once prepared: the tool's
 // environment, the Landlock ruleset the thread enforces (-1: none; fork
-// closes it) and whether TCP sockets are allowed.
+// closes it) and its seccomp filter.
 type callConfinement struct {
 	env     []string
 	ruleset int
-	inet    bool
+	filter  filterPolicy
 }
 
 // prepareCall sets up the call's confinement by mode, on the call thread.
 func (h *helper) prepareCall(req *request, cleanup *[]func()) (callConfinement, error) {
-	cc := callConfinement{env: append([]string{}, req.Env...), ruleset: -1}
+	cc := callConfinement{env: append([]string{}, req.Env...), ruleset: -1, filter: h.filter}
 	switch h.cfg.Mode {
 	case Namespaces:
 		return h.prepareNamespaces(req, cc, cleanup)
@@ -314,7 +346,7 @@ func (h *helper) prepareNamespaces(req *request, cc callConfinement, cleanup *[]
 		go func() { _ = h.proxy.Serve(l) }()
 		*cleanup = append(*cleanup, func() { _ = l.Close() })
 		cc.env = proxyEnv(cc.env, proxyPortInNS)
-		cc.inet = true
+		cc.filter.inet = true
 	}
 	if h.abi > 0 {
 		fd, err := scopingRuleset(h.abi)
@@ -339,7 +371,7 @@ func (h *helper) prepareLandlock(req *request, cc callConfinement, cleanup *[]fu
 	if req.Network {
 		port = h.proxyPort
 		cc.env = proxyEnv(cc.env, port)
-		cc.inet = true
+		cc.filter.inet = true
 	}
 	fd, err := fullRuleset(h.abi, fsPolicy{writable: req.Writable, protected: req.Protected,
 		hidden: append(append([]string{}, h.cfg.Hidden...), req.Hidden...), visible: req.Visible, tmp: tmp}, port)

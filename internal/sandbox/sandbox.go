@@ -80,6 +80,10 @@ type Config struct {
 	// Executable is the program re-executed as the helper; default
 	// /proc/self/exe (tests can point it elsewhere).
 	Executable string
+
+	// landlockABI, when below the kernel's, is the Landlock ABI the helper
+	// uses instead: tests take an older kernel's path on a newer one.
+	landlockABI int
 }
 
 // DefaultHidden are credential files and directories in the worker's home

@@ -92,20 +92,30 @@ func theWorld(t *testing.T) env {
 // machine cannot provide it.
 func box(t *testing.T, m sandbox.Mode) *sandbox.Sandbox {
 	t.Helper()
+	return boxWithABI(t, m, 0)
+}
+
+// boxWithABI is box with the helper using Landlock ABI abi (0: the
+// kernel's), standing in for an older kernel.
+func boxWithABI(t *testing.T, m sandbox.Mode, abi int) *sandbox.Sandbox {
+	t.Helper()
 	w := theWorld(t)
 	boxesMu.Lock()
 	defer boxesMu.Unlock()
 	key := string(m)
+	if abi > 0 {
+		key += "-abi" + strconv.Itoa(abi)
+	}
 	if b, ok := boxes[key]; ok {
 		return b
 	}
 	ctrl := netip.MustParseAddrPort(strings.TrimPrefix(w.control.URL, "http://"))
 	ext := strings.TrimPrefix(w.external.URL, "http://")
-	b := sandbox.Open(sandbox.Config{Mode: m, Hidden: []string{w.state, w.secretFile},
+	b := sandbox.Open(sandbox.WithLandlockABI(sandbox.Config{Mode: m, Hidden: []string{w.state, w.secretFile},
 		Egress: egress.Policy{
 			Deny:  []egress.Dest{{Prefix: netip.PrefixFrom(ctrl.Addr(), 32), Port: ctrl.Port()}},
 			Hosts: map[string]string{"api.example.test": ext},
-		}})
+		}}, abi))
 	st := b.Status()
 	if st.Mode != m {
 		if required() {

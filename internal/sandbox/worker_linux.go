@@ -133,7 +133,8 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 		return nil, Status{}, err
 	}
 	h := &helperConn{cmd: cmd, c: c, wait: map[uint64]*Process{}, dead: make(chan struct{})}
-	st, err := awaitHelper(c, helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid()})
+	st, err := awaitHelper(c, helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid(),
+		LandlockABI: s.cfg.landlockABI})
 	if err != nil {
 		h.close()
 		return nil, Status{}, err
@@ -638,8 +639,9 @@ func (p *Process) Kill() { _ = p.Signal(syscall.SIGKILL) }
 
 // Harden makes the worker process non-dumpable: a process of the same user
 // without CAP_SYS_PTRACE over it can then no longer read its
-// /proc/<pid>/environ, mem or cmdline, nor attach a debugger — a second
-// wall behind the sandbox's own.
+// /proc/<pid>/environ or mem, nor attach a debugger — a second wall behind
+// the sandbox's own. Its cmdline stays readable by every process, which is
+// why no secret is ever a flag (the serving commands refuse one).
 func Harden() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("sandbox: set non-dumpable: %w", err)
