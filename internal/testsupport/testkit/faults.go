@@ -18,7 +18,7 @@ var ErrInjected = errors.New("testkit: injected fault")
 type FaultStore struct {
 	store.Store
 
-	mu   sync.Mutex
+	mu     sync.Mutex
 	lose   map[string]string // session -> tool whose next result append fails
 	branch map[string]int    // session -> branch reads left to fail
 }
