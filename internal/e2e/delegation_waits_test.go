@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/fastagent/fastagent/agent"
@@ -394,12 +395,22 @@ func splitWorkers(t *testing.T, e *env, tq string) (wf, act sdkworker.Worker) {
 	return build(sdkworker.Options{LocalActivityWorkerOnly: true}), build(sdkworker.Options{DisableWorkflowWorker: true})
 }
 
+// namedDelegateCall is a delegate call naming a sub-session.
+func namedDelegateCall(id, agentName, task, named string) modelserver.ToolCall {
+	args, _ := json.Marshal(map[string]string{"agent": agentName, "task": task, "session": named})
+	return modelserver.ToolCall{ID: id, Name: agentloop.DelegateTool, Args: string(args)}
+}
+
 // An abort reaches a sub-agent's running tool at once even when the
 // sub-agent's workflow cannot take its cancellation (its workflow worker
 // is gone): the delegating session publishes the stop notice of the
 // sub-agent's turn itself, and does not wait for the sub-agent longer than
-// a short grace — the turn ends, not at delegation.timeout. When a worker
-// comes back the sub-agent records its interrupted call.
+// a short grace — the turn ends, not at delegation.timeout. The sub-agent
+// works in a named sub-session, which takes one task at a time: the next
+// turn's delegation to it, while the first task has not stopped, is
+// refused as busy (two tasks never write its transcript at once). When a
+// worker comes back the sub-agent records its interrupted call, and the
+// sub-session takes tasks again.
 func TestDelegationAbortWithoutTheSubAgentsWorker(t *testing.T) {
 	e := newEnv(t)
 	queue := e.queue + "-helper"
@@ -408,9 +419,10 @@ func TestDelegationAbortWithoutTheSubAgentsWorker(t *testing.T) {
 	e.startWorker()
 	wf, _ := splitWorkers(t, e, queue)
 	const session, key = "sub-abort-no-worker", "abortnw"
-	child := agentloop.DelegateSession(session, key, "d1")
-	e.kit.Model.EnqueueFor("start the slow helper", modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("d1", "helper", "count slowly (SLOWHELPER)")}})
-	e.kit.Model.EnqueueFor("SLOWHELPER", modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: `{"note":"slow"}`}}})
+	notes, _ := agentloop.DelegateStore(session, key, "d1", "helper", "notes")
+	m := e.kit.Model
+	m.EnqueueFor("start the slow helper", modelserver.Reply{ToolCalls: []modelserver.ToolCall{namedDelegateCall("d1", "helper", "count slowly (SLOWHELPER)", "notes")}})
+	m.EnqueueFor("SLOWHELPER", modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: `{"note":"slow"}`}}})
 	evs := invokeInBackground(t, e.agent, session, key, "start the slow helper")
 	var seen []agent.Event
 	for started := false; !started; {
@@ -426,7 +438,7 @@ func TestDelegationAbortWithoutTheSubAgentsWorker(t *testing.T) {
 	if _, err := e.agent.Abort(context.Background(), session, "", "stop now"); err != nil {
 		t.Fatalf("abort: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the sub-agent's running tool told to stop", func() bool { return e.kit.Counter.Interrupted(child) == 1 })
+	waitFor(t, 10*time.Second, "the sub-agent's running tool told to stop", func() bool { return e.kit.Counter.Interrupted(notes) == 1 })
 	ended := make(chan struct{})
 	go func() { drain(evs, &seen); close(ended) }()
 	select {
@@ -440,9 +452,82 @@ func TestDelegationAbortWithoutTheSubAgentsWorker(t *testing.T) {
 	if res := toolResult(t, e, session, "d1"); res == nil || !res.IsError || !strings.Contains(res.Text, "interrupted") {
 		t.Errorf("the delegate call's result = %+v, want the interruption", res)
 	}
+
+	// The sub-session has not stopped its first task: a second is refused.
+	m.EnqueueFor("more notes", modelserver.Reply{ToolCalls: []modelserver.ToolCall{namedDelegateCall("d2", "helper", "another task (SECONDNOTE)", "notes")}},
+		modelserver.Reply{Text: []string{"it was busy"}})
+	must(t, collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "more"), session, "more notes"), agent.TypeCompleted)
+	if res := toolResult(t, e, session, "d2"); res == nil || !res.IsError || !strings.Contains(res.Text, "busy") {
+		t.Errorf("the second delegation to the busy sub-session = %+v, want it refused as busy", res)
+	}
+	for _, r := range m.Requests() {
+		if strings.Contains(r.LastUserText(), "SECONDNOTE") {
+			t.Errorf("a second task ran in the sub-session while its first had not stopped")
+		}
+	}
+
+	// A worker comes back: the first task records its interruption, and
+	// the sub-session takes the next task.
 	splitWorkers(t, e, queue)
 	waitFor(t, time.Minute, "the sub-agent's interrupted call recorded", func() bool {
-		res := toolResult(t, e, child, "c1")
+		res := toolResult(t, e, notes, "c1")
 		return res != nil && res.IsError
 	})
+	waitFor(t, time.Minute, "the sub-session's first task closed", func() bool {
+		d, err := e.client.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(notes), "")
+		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	})
+	m.EnqueueFor("last notes", modelserver.Reply{ToolCalls: []modelserver.ToolCall{namedDelegateCall("d3", "helper", "a quick task (THIRDNOTE)", "notes")}},
+		modelserver.Reply{Text: []string{"noted"}})
+	m.EnqueueFor("THIRDNOTE", modelserver.Reply{Text: []string{"done quickly"}})
+	must(t, collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "last"), session, "last notes"), agent.TypeCompleted)
+	if res := toolResult(t, e, session, "d3"); res == nil || res.Text != "done quickly" {
+		t.Errorf("the sub-session's next task = %+v, want its answer", res)
+	}
+}
+
+// A delivery sent to a running sub-agent's workflow (a channel or a
+// client naming its session) is not silently lost: the sender is told the
+// session is a sub-agent's and takes only its task, and it never becomes
+// a turn.
+func TestSubAgentSessionRefusesDeliveries(t *testing.T) {
+	s := newSlackStack(t)
+	s.e.writeConfig(fastRetries + delegationConfig)
+	s.startWorker()
+	const session, key, channel = "sub-deliver", "subdel", "C0SUBDELIV"
+	s.e.kit.Model.EnqueueFor("delegate while I knock", modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("d1", "self", "work long (SUBDELIVER)")}})
+	s.e.kit.Model.EnqueueFor("SUBDELIVER", modelserver.Reply{Text: []string{"working…"}, Hang: true})
+	evs := invokeInBackground(t, s.e.agent, session, key, "delegate while I knock")
+	var seen []agent.Event
+	for working := false; !working; {
+		ev, ok := <-evs
+		if !ok {
+			t.Fatalf("the stream ended before the sub-agent worked: %s", describe(seen))
+		}
+		seen = append(seen, ev)
+		working = ev.Type == agent.TypeDelegated && ev.Sub != nil && ev.Sub.Type == agent.TypeText
+	}
+	child := agentloop.DelegateSession(session, key, "d1")
+	target, _ := json.Marshal(workflows.Target{Chat: s.team + ":" + channel, Thread: "1515449900.000100", Message: "1515449900.000100", User: "U061F7AUR"})
+	if err := s.e.client.SignalWorkflow(context.Background(), workflows.WorkflowID(child), "", workflows.SignalDeliver, workflows.Delivery{
+		Key: "slack:knock", Prompt: agent.Prompt{Text: "KNOCK KNOCK"}, Reply: &workflows.ReplyTarget{Kind: slack.Kind, Data: target}}); err != nil {
+		t.Fatalf("deliver to the sub-agent: %v", err)
+	}
+	waitFor(t, time.Minute, "the refusal in the sender's thread", func() bool {
+		for _, m := range s.fake.replies(channel) {
+			if strings.Contains(m.Text, "sub-agent's session") {
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := s.e.agent.Abort(context.Background(), session, "", "enough"); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	drain(evs, &seen)
+	for _, r := range s.e.kit.Model.Requests() {
+		if strings.Contains(r.LastUserText(), "KNOCK KNOCK") {
+			t.Errorf("the delivery to the sub-agent ran as a turn")
+		}
+	}
 }
