@@ -173,6 +173,9 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 		workflow.GetLogger(ctx).Warn("a wait of a sub-agent this turn is not running ignored", "child", w.Child)
 		return
 	}
+	if workflow.GetVersion(ctx, changeSubAgentWaits, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
 	if r := w.Refused; r != nil {
 		err := temporal.NewApplicationErrorWithOptions(r.Message, r.Code, temporal.ApplicationErrorOptions{NonRetryable: true})
 		for _, a := range s.approvals {

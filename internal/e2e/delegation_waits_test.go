@@ -24,9 +24,37 @@ import (
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
-// subWaitConfig lets the agent delegate to itself, ask questions, and
-// gates the counter tool.
-const subWaitConfig = fastRetries + delegationConfig + "askUser: true\ntools:\n  counter: {requiresApproval: true}\n"
+// subWaitYAML lets the agent delegate to itself, ask questions, and gates
+// the counter tool; subWaitConfig is it with fast retries.
+const (
+	subWaitYAML   = delegationConfig + "askUser: true\ntools:\n  counter: {requiresApproval: true}\n"
+	subWaitConfig = fastRetries + subWaitYAML
+)
+
+// runSubAgentWaits: a turn (key subwaits) delegates d1 to a sub-agent that
+// asks q1 and then calls the gated counter c1; both are answered on the
+// delegating session through the durable agent (history scenario
+// delegation_sub_waits).
+func runSubAgentWaits(t *testing.T, e *env, s string) string {
+	scriptSubAgentWaits(e.kit.Model, "delegate with waits", "SUBHISTORY", true)
+	evs := invokeInBackground(t, e.agent, s, "subwaits", "delegate with waits")
+	var seen []agent.Event
+	ctx := context.Background()
+	awaitEvent(t, evs, &seen, agent.TypeQuestionAsked, "d1.q1")
+	if err := e.agent.Answer(ctx, s, workflows.AnswerRequest{Call: "d1.q1", Text: "the red one", By: "tester"}); err != nil {
+		t.Fatalf("answer: %v", err)
+	}
+	req := awaitEvent(t, evs, &seen, agent.TypeApprovalRequested, "d1.c1")
+	if err := e.agent.Approve(ctx, s, workflows.ApproveRequest{Call: "d1.c1", Approve: true, By: "tester", ArgsHash: req.ArgsHash}); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	drain(evs, &seen)
+	must(t, seen, agent.TypeCompleted)
+	if res := toolResult(t, e, s, "d1"); res == nil || res.Text != "counted" {
+		t.Errorf("the delegate call's result = %+v", res)
+	}
+	return ""
+}
 
 // scriptSubAgentWaits scripts a turn (prompt) that delegates (call d1)
 // a sub-task (key in its text) whose sub-agent first asks a question (q1)
