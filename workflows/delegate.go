@@ -149,22 +149,7 @@ func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agen
 	args, _ := json.Marshal(shown) //workflowcheck:ignore
 	started := agent.ToolStarted(c.Call.ID, c.Call.Name, args)
 	r.publish(ctx, c, started)
-	queue := d.TaskQueue
-	if queue == "" {
-		queue = workflow.GetInfo(ctx).TaskQueueName
-	}
-	opts := workflow.ChildWorkflowOptions{
-		WorkflowID:               WorkflowID(child),
-		TaskQueue:                queue,
-		WorkflowExecutionTimeout: d.Timeout,
-		ParentClosePolicy:        enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
-		WaitForCancellation:      true,
-		StaticSummary:            fmt.Sprintf("%s: sub-task of %s (call %s)", d.Agent, c.Session, c.Call.ID),
-	}
-	if r.s.searchable {
-		opts.TypedSearchAttributes = SessionAttrs{Agent: queue, Channel: "delegate", Parent: c.Session,
-			Principal: r.s.principal(ctx)}.SearchAttributes()
-	}
+	opts := r.childOptions(ctx, c, child)
 	var budget int64
 	if bounds {
 		budget = r.share()
@@ -193,6 +178,37 @@ func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agen
 	} else {
 		err = fut.Get(ctx, &out)
 	}
+	return r.delegateResult(c, stored, bounds, out, err)
+}
+
+// childOptions are the options of the child workflow of delegate call c
+// (workflow ID session:<child>).
+func (r *loopRuntime) childOptions(ctx workflow.Context, c agentloop.ToolCall, child string) workflow.ChildWorkflowOptions {
+	d := c.Call.Delegate
+	queue := d.TaskQueue
+	if queue == "" {
+		queue = workflow.GetInfo(ctx).TaskQueueName
+	}
+	opts := workflow.ChildWorkflowOptions{
+		WorkflowID:               WorkflowID(child),
+		TaskQueue:                queue,
+		WorkflowExecutionTimeout: d.Timeout,
+		ParentClosePolicy:        enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		WaitForCancellation:      true,
+		StaticSummary:            fmt.Sprintf("%s: sub-task of %s (call %s)", d.Agent, c.Session, c.Call.ID),
+	}
+	if r.s.searchable {
+		opts.TypedSearchAttributes = SessionAttrs{Agent: queue, Channel: "delegate", Parent: c.Session,
+			Principal: r.s.principal(ctx)}.SearchAttributes()
+	}
+	return opts
+}
+
+// delegateResult is delegate call c's result from its child's outcome
+// (out, or the error of a child that returned none; stored is the child's
+// session), and what the child spent.
+func (r *loopRuntime) delegateResult(c agentloop.ToolCall, stored string, bounds bool, out agentloop.Outcome, err error) (agentloop.ToolCall, *agent.Usage, error) {
+	d := c.Call.Delegate
 	var busy *temporal.ChildWorkflowExecutionAlreadyStartedError
 	switch {
 	case r.aborted():
