@@ -781,6 +781,9 @@ func (s *session) onSteer(_ workflow.Context, req SteerRequest) error {
 }
 
 func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error {
+	if err := s.ambiguousWait(req.Call); err != nil {
+		return err
+	}
 	for _, a := range s.approvals {
 		if a.view.Call == req.Call && !a.decided {
 			if req.Listed && !slices.Contains(a.view.Approvers, req.By) {
@@ -813,6 +816,9 @@ func (s *session) validateAnswer(_ workflow.Context, req AnswerRequest) error {
 	if strings.TrimSpace(req.Text) == "" || len(req.Text) > maxAnswerBytes {
 		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("an answer needs text, at most %d bytes", maxAnswerBytes),
 			agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if err := s.ambiguousWait(req.Call); err != nil {
+		return err
 	}
 	for _, q := range s.questions {
 		if q.view.Call == req.Call && !q.answered {

@@ -91,6 +91,30 @@ type subWait struct {
 // session: the delegate call, a dot, and the call as the sub-agent names it.
 func subCallID(delegateCall, call string) string { return delegateCall + "." + call }
 
+// ambiguousWait refuses a decision or an answer naming call when more than
+// one wait has that ID (a call of the turn's own whose ID the model made
+// look like a sub-agent's "<delegate call>.<call>"): deciding one could
+// decide what the person did not see, so neither is decided by ID; they
+// wait for their deadline.
+func (s *session) ambiguousWait(call string) error {
+	n := 0
+	for _, a := range s.approvals {
+		if a.view.Call == call && !a.decided {
+			n++
+		}
+	}
+	for _, q := range s.questions {
+		if q.view.Call == call && !q.answered {
+			n++
+		}
+	}
+	if n < 2 {
+		return nil
+	}
+	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%d calls wait under the ID %q (the turn's own and a sub-agent's): "+
+		"none is decided by it; they are denied at their deadline", n, call), agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
+}
+
 // isWaitEvent reports whether ev is a wait for a person or its end.
 func isWaitEvent(ev agent.Event) bool {
 	switch ev.Type {

@@ -559,3 +559,37 @@ func TestSubAgentSessionRefusesDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// A model that gives one of its own gated calls the ID of its sub-agent's
+// waiting call ("d1.c1") gets neither decided by that ID: a decision could
+// otherwise approve a call the person never saw (one click approved both).
+// Both wait for their deadline and are denied.
+func TestSubAgentCallIDCollisionDecidesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(subWaitConfig + "approvals:\n  timeout: 3s\n")
+	e.startWorker()
+	const session, key = "sub-collide", "collide"
+	e.kit.Model.EnqueueFor("two at once",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("d1", "self", "count (COLLIDE)"),
+			{ID: "d1.c1", Name: testkit.CounterName, Args: `{"note":"the turn's own, unseen"}`}}},
+		modelserver.Reply{Text: []string{"neither ran"}})
+	e.kit.Model.EnqueueFor("COLLIDE",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: `{"note":"the sub-agent's"}`}}},
+		modelserver.Reply{Text: []string{"not counted"}})
+	evs := invokeInBackground(t, e.agent, session, key, "two at once")
+	var seen []agent.Event
+	child := agentloop.DelegateSession(session, key, "d1")
+	waitFor(t, time.Minute, "both calls waiting under d1.c1", func() bool {
+		st, err := e.agent.State(context.Background(), session)
+		return err == nil && len(st.Approvals) == 2
+	})
+	err := e.agent.Approve(context.Background(), session, workflows.ApproveRequest{Call: "d1.c1", Approve: true, By: "tester"})
+	if err == nil || agent.CodeOf(err) != agent.CodeInvalidCommand {
+		t.Errorf("approving the ambiguous ID: %v, want %s", err, agent.CodeInvalidCommand)
+	}
+	drain(evs, &seen)
+	must(t, seen, agent.TypeCompleted)
+	if a, b := e.kit.Counter.Runs(session), e.kit.Counter.Runs(child); a != 0 || b != 0 {
+		t.Errorf("the counter ran %d times in the turn and %d in the sub-agent, want neither", a, b)
+	}
+}
