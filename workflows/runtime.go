@@ -167,12 +167,12 @@ func modelFailure(err error, attempts int) *agent.Failure {
 func (r *loopRuntime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agentloop.ToolOutcome, error) {
 	outs := make([]agentloop.ToolOutcome, len(calls))
 	errs := make([]error, len(calls))
+	r.toStart = 0
 	if sequential {
 		for i, c := range calls {
 			outs[i], errs[i] = r.tool(r.ctx, c)
 		}
 	} else {
-		r.toStart = 0
 		for _, c := range calls {
 			if c.Call.Delegate != nil && c.Synthetic == nil && c.Call.Refused == "" && c.Call.Reused == "" {
 				r.toStart++

@@ -593,3 +593,43 @@ func TestSubAgentCallIDCollisionDecidesNothing(t *testing.T) {
 		t.Errorf("the counter ran %d times in the turn and %d in the sub-agent, want neither", a, b)
 	}
 }
+
+// A sub-agent's own sub-agent's gated call reaches the top: it waits on
+// the top session as "d1.d2.c1" (each level adds its delegate call) and
+// the top session's owner approves it there; the decision travels down two
+// levels and the call runs once.
+func TestNestedSubAgentApprovalReachesTheTop(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(subWaitConfig)
+	e.startWorker()
+	hs := e.authIngress(nil)
+	const session, key = "sub-nested", "nested"
+	m := e.kit.Model
+	m.EnqueueFor("go two deep", modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("d1", "self", "delegate again (LEVELONE)")}},
+		modelserver.Reply{Text: []string{"two levels done"}})
+	m.EnqueueFor("LEVELONE", modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("d2", "self", "count it (LEVELTWO)")}},
+		modelserver.Reply{Text: []string{"level one done"}})
+	m.EnqueueFor("LEVELTWO", modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: `{"note":"deep"}`}}},
+		modelserver.Reply{Text: []string{"counted deep"}})
+	alice := &httpagent.Agent{BaseURL: hs.URL, Token: "alice-token"}
+	evs := invokeInBackground(t, alice, session, key, "go two deep")
+	var seen []agent.Event
+	req := awaitEvent(t, evs, &seen, agent.TypeApprovalRequested, "d1.d2.c1")
+	if req.Agent != "self" || !strings.Contains(string(req.Args), "deep") {
+		t.Fatalf("approval_requested = %+v, want the grandchild's counter call", req)
+	}
+	st, b, _ := send(t, http.MethodPost, hs.URL+"/sessions/"+session+"/approvals/d1.d2.c1", "alice-token",
+		`{"approve":true,"argsHash":"`+req.ArgsHash+`","definitionHash":"`+req.DefinitionHash+`"}`, nil)
+	if st != http.StatusOK {
+		t.Fatalf("alice's approval: %d %s", st, b)
+	}
+	drain(evs, &seen)
+	must(t, seen, agent.TypeCompleted)
+	grandchild := agentloop.DelegateSession(agentloop.DelegateSession(session, key, "d1"), agentloop.DelegateTurn, "d2")
+	if n := e.kit.Counter.Runs(grandchild); n != 1 {
+		t.Errorf("the grandchild's counter ran %d times, want 1", n)
+	}
+	if res := toolResult(t, e, session, "d1"); res == nil || res.Text != "level one done" {
+		t.Errorf("d1's result = %+v", res)
+	}
+}
