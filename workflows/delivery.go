@@ -309,7 +309,7 @@ func (s *session) answersQuestion(ctx workflow.Context, d Delivery) bool {
 	if workflow.GetVersion(ctx, changeChannelAnswers, workflow.DefaultVersion, 1) < 1 {
 		return false
 	}
-	q.answered, q.text, q.by = true, text, asker
+	s.takeAnswer(ctx, q, text, asker, d.Key)
 	s.remember(ctx, d.Key, agentloop.Outcome{Turn: d.Key, Status: agent.TypeCompleted,
 		Details: "this message answered the question of call " + q.view.Call})
 	if d.Notify != "" {

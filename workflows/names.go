@@ -49,6 +49,13 @@ const (
 	// as new onto it (worker.MoveToCurrent sends it after a rollout). It
 	// carries no payload; without a new version it changes nothing.
 	SignalUpgrade = "upgrade"
+	// SignalSubAgentWait tells a delegating workflow that a call of one of
+	// its sub-agents waits for a person, or no longer does (a SubAgentWait).
+	SignalSubAgentWait = "sub-agent-wait"
+	// SignalSubAgentDecision hands a sub-agent (a Delegate workflow) a
+	// decision or an answer on one of its waiting calls, made on the
+	// session that delegated to it (a SubAgentDecision).
+	SignalSubAgentDecision = "sub-agent-decision"
 	// QueryState returns a SessionView (a ChatState for a chat workflow).
 	QueryState = "state"
 

@@ -311,6 +311,10 @@ type PendingApproval struct {
 	// Deadline is when the call is denied if no one has.
 	Approvers []string  `json:"approvers,omitempty"`
 	Deadline  time.Time `json:"deadline,omitzero"`
+	// Agent and SubSession name the sub-agent whose call this is, when it
+	// is not the session's own (Call is then "<delegate call>.<call>").
+	Agent      string `json:"agent,omitempty"`
+	SubSession string `json:"subSession,omitempty"`
 }
 
 // ApproveRequest answers a pending approval. ArgsHash and DefinitionHash,
@@ -362,6 +366,10 @@ type PendingQuestion struct {
 	Call     string    `json:"call"`
 	Question string    `json:"question"`
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Agent and SubSession name the sub-agent that asked, when it is not
+	// the session itself (Call is then "<delegate call>.<call>").
+	Agent      string `json:"agent,omitempty"`
+	SubSession string `json:"subSession,omitempty"`
 }
 
 // AnswerRequest answers a pending question; Text becomes the ask_user
@@ -429,6 +437,8 @@ type question struct {
 	answered bool
 	text     string
 	by       string
+	// sub is set for a sub-agent's question (see subagents.go).
+	sub *subWait
 }
 
 type approval struct {
@@ -438,6 +448,8 @@ type approval struct {
 	reason   string
 	by       string
 	timedOut bool
+	// sub is set for a sub-agent's call (see subagents.go).
+	sub *subWait
 }
 
 // session is the runtime state of one workflow run; snap is its durable part.
@@ -483,6 +495,10 @@ type session struct {
 	searchable bool
 	// depth is how deep a sub-agent's session is (0: not a sub-agent).
 	depth int
+	// subAgents are the running turn's delegations by child workflow ID;
+	// deciding counts the decisions a sub-agent is applying.
+	subAgents map[string]*subAgent
+	deciding  int
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
@@ -497,6 +513,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		return err
 	}
 	s.listenDeliveries(ctx)
+	s.listenSubAgents(ctx)
 	s.reportQueueDepth(ctx)
 	s.initStatus(ctx)
 	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
@@ -806,6 +823,7 @@ func (s *session) abort(ctx workflow.Context, req AbortRequest) (AbortResult, er
 		id := s.running.id
 		s.cancelTurn()
 		s.stopActivities(ctx, id)
+		s.stopSubAgents(ctx)
 		return AbortResult{Turn: id}, nil
 	}
 	for i, t := range s.queue {
@@ -888,6 +906,9 @@ func (s *session) onSteer(_ workflow.Context, req SteerRequest) error {
 }
 
 func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error {
+	if err := s.ambiguousWait(req.Call); err != nil {
+		return err
+	}
 	for _, a := range s.approvals {
 		if a.view.Call == req.Call && !a.decided {
 			if req.Listed && !slices.Contains(a.view.Approvers, req.By) {
@@ -921,6 +942,9 @@ func (s *session) validateAnswer(_ workflow.Context, req AnswerRequest) error {
 		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("an answer needs text, at most %d bytes", maxAnswerBytes),
 			agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
+	if err := s.ambiguousWait(req.Call); err != nil {
+		return err
+	}
 	for _, q := range s.questions {
 		if q.view.Call == req.Call && !q.answered {
 			return nil
@@ -930,9 +954,12 @@ func (s *session) validateAnswer(_ workflow.Context, req AnswerRequest) error {
 		agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
-func (s *session) onAnswer(_ workflow.Context, req AnswerRequest) error {
+func (s *session) onAnswer(ctx workflow.Context, req AnswerRequest) error {
 	for _, q := range s.questions {
 		if q.view.Call == req.Call && !q.answered {
+			if q.sub != nil {
+				return s.forwardAnswer(ctx, q, req, workflow.GetCurrentUpdateInfo(ctx).ID)
+			}
 			q.answered, q.text, q.by = true, req.Text, req.By
 		}
 	}
@@ -962,9 +989,12 @@ func orText(s, alt string) string {
 	return s
 }
 
-func (s *session) onApprove(_ workflow.Context, req ApproveRequest) error {
+func (s *session) onApprove(ctx workflow.Context, req ApproveRequest) error {
 	for _, a := range s.approvals {
 		if a.view.Call == req.Call && !a.decided {
+			if a.sub != nil {
+				return s.forwardApproval(ctx, a, req, workflow.GetCurrentUpdateInfo(ctx).ID)
+			}
 			a.decided, a.approved, a.reason, a.by = true, req.Approve, req.Reason, req.By
 		}
 	}

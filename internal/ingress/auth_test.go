@@ -487,6 +487,36 @@ func TestReservedSessionPrefixes(t *testing.T) {
 	}
 }
 
+// A sub-agent's session (its ID ends as the delegating session gives it:
+// "/delegate-<hex>" or "/<agent>:<name>") belongs to the session that
+// delegated to it: nobody, an admin included, may open it with a turn or
+// a fork (a principal who did could read a named sub-session's work or
+// feed it text, and squat its workflow ID).
+func TestSubAgentSessionsTakeNoTurns(t *testing.T) {
+	t.Parallel()
+	hs, rec := authServer(t, nil)
+	for _, id := range []string{"s1/self:notes", "s1/delegate-0123456789abcdef", "s1/delegate-0123456789abcdef/reviewer:draft"} {
+		for _, tok := range []string{aliceTok, bobTok, adminTok} {
+			for _, c := range []call{
+				{http.MethodPost, "/invoke", `{"session":"` + id + `","text":"hi"}`},
+				{http.MethodPost, "/invoke", `{"session":"` + id + `","text":"hi","parentSession":"s0"}`},
+			} {
+				resp, got := do(t, hs, c, tok, nil)
+				if resp.StatusCode != http.StatusForbidden || codeOf(got) != ingress.CodeForbidden || !strings.Contains(got, "sub-agent") {
+					t.Errorf("%s %s %s: %d %s, want 403 forbidden naming the sub-agent's session", tok, c.path, id, resp.StatusCode, got)
+				}
+			}
+		}
+	}
+	if n := len(rec.took()); n != 0 {
+		t.Fatalf("a refused request reached the agent: %v", rec.took())
+	}
+	// An ID that only looks a little like one is a session like any other.
+	if resp, got := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"team/notes","text":"hi"}`}, aliceTok, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice creating team/notes: %d %s", resp.StatusCode, got)
+	}
+}
+
 // TestCompactRoute: POST /sessions/{id}/compact answers the compaction's
 // result; a malformed body is refused before the session is touched.
 func TestCompactRoute(t *testing.T) {

@@ -349,6 +349,9 @@ func (s *Server) invoke(c *gin.Context) {
 	case key == "":
 		key = NewKey()
 	}
+	if subAgentSession(c, scope.Session) {
+		return
+	}
 	if scope.ParentSession != "" && !s.access(c, scope.ParentSession, false) {
 		return
 	}
