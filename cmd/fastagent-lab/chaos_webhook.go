@@ -92,8 +92,8 @@ func (ch *chaos) webhookRedelivery() error {
 	recv := httptest.NewServer(cbs.serve(verify))
 	defer recv.Close()
 	name := "chaos" + ch.run
-	yaml := "scheme: standard\nsecretEnv: HOOK_SECRET\nsession: '{{.body.session}}'\nprompt: '{{.body.text}}'\n" +
-		"reply:\n  url: " + recv.URL + "\n  secretEnv: HOOK_REPLY_SECRET\n"
+	yaml := "scheme: standard\nsecretEnv: HOOK_SECRET\nsession: 'hook:" + name + ":{{.body.session}}'\nprompt: '{{.body.text}}'\n" +
+		"reply:\n  url: " + recv.URL + "\n  secretEnv: HOOK_REPLY_SECRET\n  allowPrivate: true\n"
 	getenv := func(k string) string {
 		return map[string]string{"HOOK_SECRET": chaosHookSecret, "HOOK_REPLY_SECRET": chaosReplySecret}[k]
 	}
@@ -118,7 +118,8 @@ func (ch *chaos) webhookRedelivery() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			session := fmt.Sprintf("chaos-hook-%s-%d", ch.run, i)
+			// The endpoint's sessions are its own: hook:<name>:<what the event names>.
+			session := fmt.Sprintf("hook:%s:chaos-%d", name, i)
 			r := ch.webhookTrial(kit, door.URL, name, session, cbs)
 			_ = ch.c.TerminateWorkflow(context.Background(), workflows.WorkflowID(session), "", "chaos trial over")
 			mu.Lock()
@@ -142,7 +143,7 @@ func (ch *chaos) webhookTrial(kit *lab.Kit, door, name, session string, cbs *hoo
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	send := func(id, text string) error {
-		body, _ := json.Marshal(map[string]string{"session": session, "text": text})
+		body, _ := json.Marshal(map[string]string{"session": strings.TrimPrefix(session, "hook:"+name+":"), "text": text})
 		h, err := webhook.SignStandard([]string{chaosHookSecret}, id, time.Now(), body)
 		if err != nil {
 			return err

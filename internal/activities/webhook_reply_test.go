@@ -39,7 +39,7 @@ func TestWebhookBusyCallbackDoesNotStandInForTheAnswer(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(recv.Close)
-	ch, err := webhook.New("orders", []byte("scheme: token\nsecretEnv: T\nreply:\n  url: "+recv.URL+"\n  secretEnv: R\n"),
+	ch, err := webhook.New("orders", []byte("scheme: token\nsecretEnv: T\nreply:\n  url: "+recv.URL+"\n  secretEnv: R\n  allowPrivate: true\n"),
 		func(k string) string { return map[string]string{"T": "tok", "R": secret}[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestWebhookRefusalCallbackSaysWhy(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(recv.Close)
-	ch, err := webhook.New("orders", []byte("scheme: token\nsecretEnv: T\nreply:\n  url: "+recv.URL+"\n  secretEnv: R\n"),
+	ch, err := webhook.New("orders", []byte("scheme: token\nsecretEnv: T\nreply:\n  url: "+recv.URL+"\n  secretEnv: R\n  allowPrivate: true\n"),
 		func(k string) string {
 			return map[string]string{"T": "tok", "R": "whsec_ZTJlLWNhbGxiYWNrLXNpZ25pbmctc2VjcmV0"}[k]
 		})
