@@ -360,10 +360,10 @@ func (s *session) replyFailed(ctx workflow.Context, in ReplyInput, err error) {
 }
 
 // asking reports whether a question of the running turn waits for its
-// answer.
+// answer, or for its answer to be shown (question_answered published).
 func (s *session) asking() bool {
 	for _, q := range s.questions {
-		if !q.answered {
+		if !q.answered || q.sub == nil && !q.closed {
 			return true
 		}
 	}

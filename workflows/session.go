@@ -439,6 +439,9 @@ type question struct {
 	by       string
 	// sub is set for a sub-agent's question (see subagents.go).
 	sub *subWait
+	// closed is set once question_answered is published: the next
+	// question is asked only after it (one at a time on the stream too).
+	closed bool
 }
 
 type approval struct {

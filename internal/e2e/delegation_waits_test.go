@@ -406,21 +406,15 @@ func TestDelegationAbortReachesTheSubAgent(t *testing.T) {
 // can take a sub-agent's workflow worker away while its tool runs.
 func splitWorkers(t *testing.T, e *env, tq string) (wf, act sdkworker.Worker) {
 	t.Helper()
-	acts := e.kit.Activities(e.bus)
-	build := func(o sdkworker.Options) sdkworker.Worker {
-		w := sdkworker.New(e.client, tq, o)
-		if o.DisableWorkflowWorker {
-			acts.Register(w)
-		} else {
-			worker.Register(w, acts, schedules.NewFirer(e.client, e.bus, e.kit.Store, tq, nil), activities.NewReplies(e.kit.Store, e.bus, nil, nil))
-		}
+	wf, act = worker.Split(e.client, tq, e.kit.Activities(e.bus), schedules.NewFirer(e.client, e.bus, e.kit.Store, tq, nil),
+		activities.NewReplies(e.kit.Store, e.bus, nil, nil))
+	for _, w := range []sdkworker.Worker{wf, act} {
 		if err := w.Start(); err != nil {
 			t.Fatalf("start worker: %v", err)
 		}
 		t.Cleanup(w.Stop)
-		return w
 	}
-	return build(sdkworker.Options{LocalActivityWorkerOnly: true}), build(sdkworker.Options{DisableWorkflowWorker: true})
+	return wf, act
 }
 
 // namedDelegateCall is a delegate call naming a sub-session.
