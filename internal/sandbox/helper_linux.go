@@ -128,6 +128,12 @@ func (h *helper) prepare() (Status, error) {
 		if h.abi > 0 {
 			st.Enforces = append(st.Enforces, fmt.Sprintf("Landlock ABI %d domain per call (no ptrace or /proc access across calls)", h.abi))
 		}
+		if h.abi < landlockScopedABI {
+			// A terminal's SIGIO reaches its foreground group in any PID
+			// namespace; only Landlock's scoping (ABI 6) stops it.
+			h.filter = filterPolicy{noAsync: true}
+			st.Enforces = append(st.Enforces, "no O_ASYNC (seccomp): a terminal's SIGIO would reach processes outside the call")
+		}
 	case Landlock:
 		if h.abi < minLandlockABI {
 			if h.abi == 0 {
@@ -139,7 +145,7 @@ func (h *helper) prepare() (Status, error) {
 			return st, err
 		}
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-		h.filter = filterPolicy{shared: true, superviseSignals: h.abi < landlockScopedABI}
+		h.filter = filterPolicy{shared: true, superviseSignals: h.abi < landlockScopedABI, noAsync: h.abi < landlockScopedABI}
 		if h.filter.superviseSignals {
 			if err := probeListener(); err != nil {
 				return st, fmt.Errorf("landlock ABI %d cannot keep a tool's signals in its call, and the helper cannot check them: %w", h.abi, err)
@@ -155,7 +161,7 @@ func (h *helper) prepare() (Status, error) {
 			st.Enforces = append(st.Enforces, fmt.Sprintf("no signals to processes outside the call (Landlock ABI %d scoping)", h.abi))
 		} else {
 			st.Enforces = append(st.Enforces, fmt.Sprintf("no signals to processes outside the call: Landlock ABI %d cannot scope them (ABI 6, Linux 6.12, can), "+
-				"so the helper checks each signal a tool sends (seccomp user notification); pidfd_send_signal, F_SETOWN_EX and FIOSETOWN are refused", h.abi))
+				"so the helper checks each signal a tool sends (seccomp user notification); pidfd_send_signal, F_SETOWN_EX, FIOSETOWN and O_ASYNC are refused", h.abi))
 		}
 	case Off:
 		if err := h.prepareTmp(); err != nil {
@@ -175,7 +181,7 @@ func (h *helper) prepare() (Status, error) {
 		go func() { _ = h.proxy.Serve(l) }()
 	}
 	// The filter must assemble on this kernel and architecture.
-	if _, err := filterProgram(filterPolicy{inet: true, shared: h.filter.shared, superviseSignals: h.filter.superviseSignals}); err != nil {
+	if _, err := filterProgram(filterPolicy{inet: true, shared: h.filter.shared, superviseSignals: h.filter.superviseSignals, noAsync: h.filter.noAsync}); err != nil {
 		return st, err
 	}
 	return st, nil
