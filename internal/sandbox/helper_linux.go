@@ -497,13 +497,19 @@ func (h *helper) signal(id uint64, sig syscall.Signal) {
 	}
 }
 
-// sweep kills the helper's children that belong to no running call:
-// processes that left their call's process group (setsid, a double fork)
-// and were adopted by the helper when their parent exited.
+// sweep kills the helper's children that belong to no running call, and
+// every process below them: processes that left their call's process group
+// (setsid, a double fork) and were adopted by the helper when their parent
+// exited. A job may be a chain of any depth whose every process has a group
+// of its own, so each orphan's whole tree goes at once, not one level per
+// pass; passes go on until no orphan is left (a process that forked while
+// its parent was killed is adopted and found by the next), for at most
+// sweepFor.
 func (h *helper) sweep() {
 	h.sweepMu.Lock()
 	defer h.sweepMu.Unlock()
-	for range 10 {
+	deadline := time.Now().Add(sweepFor)
+	for {
 		h.forkMu.Lock()
 		h.mu.Lock()
 		live := map[int]bool{}
@@ -511,21 +517,64 @@ func (h *helper) sweep() {
 			live[pid] = true
 		}
 		h.mu.Unlock()
-		found := false
+		var orphans []int
 		for _, pid := range children(os.Getpid()) {
-			if live[pid] {
-				continue
+			if !live[pid] {
+				orphans = append(orphans, pid)
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
 			}
-			found = true
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		for _, pid := range descendants(orphans) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		h.forkMu.Unlock()
-		if !found {
+		if len(orphans) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.log.Warn("processes of a finished tool call kept forking while they were killed; some may be left", "pids", orphans)
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// sweepFor bounds one sweep.
+const sweepFor = 5 * time.Second
+
+// descendants returns roots and every process below them, from one read of
+// every /proc/<pid>/stat.
+func descendants(roots []int) []int {
+	if len(roots) == 0 {
+		return nil
+	}
+	kids := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _, _, err := procStat(pid); err == nil {
+			kids[ppid] = append(kids[ppid], pid)
+		}
+	}
+	// Seen once each: the reads are not one snapshot, and a PID reused
+	// meanwhile could close a loop.
+	seen := map[int]bool{}
+	var out []int
+	next := append([]int{}, roots...)
+	for len(next) > 0 {
+		pid := next[len(next)-1]
+		next = next[:len(next)-1]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		out = append(out, pid)
+		next = append(next, kids[pid]...)
+	}
+	return out
 }
 
 // children lists the PIDs whose parent is ppid: from

@@ -370,6 +370,56 @@ func TestDetachedJobsEndWithCall(t *testing.T) {
 	}
 }
 
+// A job that is a chain of processes, each in a process group of its own
+// and each waiting for the next, deeper than the helper's sweep used to go
+// (ten levels, one per pass), ends with the call too.
+func TestDeepJobsEndWithCall(t *testing.T) {
+	for _, m := range append(modes, sandbox.Off) {
+		t.Run(string(m), func(t *testing.T) {
+			b := box(t, m)
+			ws := workspace(t)
+			marker := fmt.Sprintf("1000.%d%d", os.Getpid(), time.Now().UnixNano()%1000)
+			t.Cleanup(func() { killWithArg(marker) })
+			must(t, os.WriteFile(filepath.Join(ws, "src", "chain.py"), []byte(`import os, sys
+for i in range(int(sys.argv[1])):
+    os.setpgid(0, 0)
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0); os._exit(0)
+os.setpgid(0, 0)
+os.execv("/bin/sleep", ["sleep", sys.argv[2]])
+`), 0o644))
+			r := run(t, b, ws, `python3 src/chain.py 30 `+marker+` >/dev/null 2>&1 &
+until pgrep -f "^sleep `+marker+`" >/dev/null; do sleep 0.05; done; echo started`)
+			if !strings.Contains(r.out, "started") {
+				t.Fatalf("%+v", r)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				if !processWithArg(marker) {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Errorf("a job of the call 30 processes deep is still running after the call ended")
+		})
+	}
+}
+
+// killWithArg kills this test's processes whose command line holds arg.
+func killWithArg(arg string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && bytes.Contains(b, []byte(arg)) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
 func processWithArg(arg string) bool {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
