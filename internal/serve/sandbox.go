@@ -25,6 +25,10 @@ type SandboxSpec struct {
 	// StateDir and TokensFile are hidden from tools wherever they are.
 	StateDir   string
 	TokensFile string
+	// StoreFile is the SQLite session store's file, wherever it is (it
+	// holds every session's transcript): hidden with its -wal, -shm and
+	// -journal files.
+	StoreFile string
 	// ControlPlane are host:port (or host) addresses tools must never reach
 	// even with the network on: the Temporal frontend, the Web UI, the
 	// ingress, metrics, the store, the feed. Loopback, link-local and
@@ -56,6 +60,11 @@ func OpenSandbox(def *workspace.Definition, spec SandboxSpec) (*sandbox.Sandbox,
 	hidden := []string{spec.StateDir}
 	if spec.TokensFile != "" {
 		hidden = append(hidden, spec.TokensFile)
+	}
+	if spec.StoreFile != "" {
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			hidden = append(hidden, spec.StoreFile+suffix)
+		}
 	}
 	sb := sandbox.Open(sandbox.Config{Mode: mode, Hidden: hidden, Egress: egress.Policy{Deny: deny, Allow: allow}})
 	return sb, derr
@@ -123,7 +132,11 @@ func (p *Parts) openSandbox(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sb, err := OpenSandbox(def, SandboxSpec{StateDir: p.Config.StateDir, TokensFile: p.Config.TokensFile, //nolint:contextcheck // the sandbox helper lives with the worker, not with this call
+	var storeFile string
+	if f, ok := p.Store.(interface{ Path() string }); ok {
+		storeFile = f.Path() // a SQLite store, in the state dir or not
+	}
+	sb, err := OpenSandbox(def, SandboxSpec{StateDir: p.Config.StateDir, TokensFile: p.Config.TokensFile, StoreFile: storeFile, //nolint:contextcheck // the sandbox helper lives with the worker, not with this call
 		ControlPlane: p.controlPlane(), Getenv: p.Config.Getenv})
 	if sb == nil {
 		return err
