@@ -74,6 +74,10 @@ func helperMain() int {
 		fmt.Fprintln(os.Stderr, "fastagent sandbox helper:", err)
 		return 2
 	}
+	if err := closeInheritedOnExec(); err != nil {
+		fmt.Fprintln(os.Stderr, "fastagent sandbox helper:", err)
+		return 2
+	}
 	h := &helper{c: c, log: log, calls: map[int]uint64{}, pgids: map[uint64]int{}, cleanups: map[uint64][]func(){},
 		unclaim: map[int]syscall.WaitStatus{}}
 	if _, err := c.recv(&h.cfg); err != nil {
@@ -91,6 +95,28 @@ func helperMain() int {
 	h.serve()
 	h.shutdown()
 	return 0
+}
+
+// closeInheritedOnExec marks every descriptor but the standard streams
+// close-on-exec. The helper inherits, beside its control socket, whatever
+// the worker inherited without close-on-exec (from a shell, a supervisor,
+// a terminal multiplexer: a pipe, a terminal, a socket); a tool must get
+// its own stdin, stdout and stderr and nothing else.
+func closeInheritedOnExec() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	// Before Linux 5.11: one by one.
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("list inherited descriptors: %w", err)
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd) // the directory's own descriptor is gone by now: EBADF, ignored
+		}
+	}
+	return nil
 }
 
 // prepare sets up what every call shares and reports what it enforces.

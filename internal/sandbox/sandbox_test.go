@@ -450,3 +450,35 @@ func TestFailsClosed(t *testing.T) {
 		}
 	}
 }
+
+// A descriptor the worker inherited without close-on-exec (from a shell, a
+// supervisor, a terminal multiplexer: a pipe, a terminal, a socket) reaches
+// no tool: a tool has its stdin, stdout and stderr, nothing more, in both
+// modes.
+func TestToolsInheritNoWorkerDescriptor(t *testing.T) {
+	var p [2]int
+	must(t, syscall.Pipe(p[:])) // no O_CLOEXEC, as an inherited descriptor
+	defer func() { _ = syscall.Close(p[0]); _ = syscall.Close(p[1]) }()
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) {
+			b := sandbox.Open(sandbox.Config{Mode: m, Hidden: []string{theWorld(t).state}})
+			t.Cleanup(func() { _ = b.Close() })
+			if st := b.Status(); st.Mode != m {
+				if required() {
+					t.Fatalf("%s unavailable: %s", m, st.Error)
+				}
+				t.Skipf("%s unavailable here: %s", m, st.Error)
+			}
+			ws := workspace(t)
+			r := run(t, b, ws, `for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && [ -e "$fd" ] && echo "open: $n $(readlink "$fd")"; done; echo listed`)
+			if !strings.Contains(r.out, "listed") {
+				t.Fatalf("%+v", r)
+			}
+			for _, l := range strings.Split(r.out, "\n") {
+				if strings.HasPrefix(l, "open: ") && !strings.Contains(l, "/proc/") {
+					t.Errorf("a tool holds a descriptor beyond its standard streams: %s", l)
+				}
+			}
+		})
+	}
+}
