@@ -218,7 +218,43 @@ func (p *Parts) confineDoors(ctx context.Context, chans []*channels.Channel, nam
 	}
 	list := append(workspace.ProtectedPaths(workspace.Resolve(ws), false), p.walls[name]...)
 	for _, c := range need {
+		if err := p.checkExecutables(c.Executables(), list); err != nil {
+			return err
+		}
 		c.Confine(p.Sandbox, list)
+	}
+	return nil
+}
+
+// checkExecutables refuses a file a door executes (GitHub's executable
+// policy, which decides who starts a turn) that the tools of an agent this
+// process serves could rewrite: inside a workspace but outside the rule
+// folders (channels/, tools/) that protected, the agent's list, keeps
+// read-only.
+func (p *Parts) checkExecutables(exes []string, protected []tools.Protected) error {
+	writable := []string{p.Loader.Workspace().Dir}
+	for _, dir := range p.Config.Agents {
+		writable = append(writable, dir)
+	}
+	for _, exe := range exes {
+		real, err := filepath.EvalSymlinks(exe)
+		if err != nil {
+			return fmt.Errorf("policy.exec %s: %w", exe, err)
+		}
+		inRules := false
+		for _, pr := range protected {
+			if r, err := filepath.EvalSymlinks(pr.Path); err == nil && !pr.Secret && (real == r || strings.HasPrefix(real, r+string(filepath.Separator))) {
+				inRules = true
+			}
+		}
+		for _, w := range writable {
+			r, err := filepath.EvalSymlinks(w)
+			if err != nil || inRules || !strings.HasPrefix(real, r+string(filepath.Separator)) {
+				continue
+			}
+			return fmt.Errorf("policy.exec %s lies in the workspace %s, where the agent's own tools could rewrite it (and so decide who starts a turn): "+
+				"move it into channels/ next to the channel file (exec: ./name), or outside the workspace", exe, w)
+		}
 	}
 	return nil
 }
