@@ -145,21 +145,10 @@ func (h *helper) prepare() (Status, error) {
 		for _, p := range covered {
 			h.covered[p] = true
 		}
-		st.Enforces = []string{
-			"own user, PID, mount, IPC and network namespaces per call (no view of the worker or of other calls)",
-			"file system read-only except the workspace and a private /tmp; rules read-only; state, secrets and credentials hidden",
-			"no network; with network on, only the egress proxy (no loopback, link-local, private or control-plane address)",
-			seccompLine,
-		}
-		if h.abi > 0 {
-			st.Enforces = append(st.Enforces, fmt.Sprintf("Landlock ABI %d domain per call (no ptrace or /proc access across calls)", h.abi))
-		}
-		if h.abi < landlockScopedABI {
-			// A terminal's SIGIO reaches its foreground group in any PID
-			// namespace; only Landlock's scoping (ABI 6) stops it.
-			h.filter = filterPolicy{noAsync: true}
-			st.Enforces = append(st.Enforces, "no O_ASYNC (seccomp): a terminal's SIGIO would reach processes outside the call")
-		}
+		// A terminal's SIGIO reaches its foreground group in any PID
+		// namespace; only Landlock's scoping (ABI 6) stops it.
+		h.filter = filterPolicy{noAsync: h.abi < landlockScopedABI}
+		st.Enforces = namespacesEnforces(h.abi)
 	case Landlock:
 		if h.abi < minLandlockABI {
 			if h.abi == 0 {
@@ -211,6 +200,24 @@ func (h *helper) prepare() (Status, error) {
 		return st, err
 	}
 	return st, nil
+}
+
+// namespacesEnforces is what namespaces mode enforces with Landlock ABI
+// abi (0: none).
+func namespacesEnforces(abi int) []string {
+	out := []string{
+		"own user, PID, mount, IPC and network namespaces per call (no view of the worker or of other calls)",
+		"file system read-only except the workspace and a private /tmp; rules read-only; state, secrets, credentials and the host's terminals hidden",
+		"no network; with network on, only the egress proxy (no loopback, link-local, private or control-plane address)",
+		seccompLine,
+	}
+	if abi > 0 {
+		out = append(out, fmt.Sprintf("Landlock ABI %d domain per call (no ptrace or /proc access across calls)", abi))
+	}
+	if abi < landlockScopedABI {
+		out = append(out, "no O_ASYNC (seccomp): a terminal's SIGIO would reach processes outside the call")
+	}
+	return out
 }
 
 // seccompLine says what the seccomp filter refuses in every mode.
