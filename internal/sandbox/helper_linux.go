@@ -167,7 +167,7 @@ func (h *helper) prepare() (Status, error) {
 			}
 		}
 		st.Enforces = []string{
-			fmt.Sprintf("Landlock ABI %d per call: file system read-only except the workspace and a private temporary directory; rules read-only; state, secrets and credentials unreadable", h.abi),
+			fmt.Sprintf("Landlock ABI %d per call: file system read-only except the workspace and a private temporary directory; rules read-only; state, secrets, credentials and the host's terminals unreadable", h.abi),
 			"no network (seccomp: no sockets); with network on, TCP only to the egress proxy (Landlock ABI 4+; seccomp: no MPTCP, SCTP, TCP Fast Open or listen)",
 			seccompLine,
 			"no ptrace, /proc/<pid>/environ or mem of other processes (Landlock domain); no limits, priority or CPU placement of other processes (seccomp)",
