@@ -206,7 +206,7 @@ func (h *helper) prepare() (Status, error) {
 // abi (0: none).
 func namespacesEnforces(abi int) []string {
 	out := []string{
-		"own user, PID, mount, IPC and network namespaces per call (no view of the worker or of other calls)",
+		"own user, PID, mount, IPC and network namespaces per call (no signals, ptrace or environment of the worker or of other calls)",
 		"file system read-only except the workspace and a private /tmp; rules read-only; state, secrets, credentials and the host's terminals hidden",
 		"no network; with network on, only the egress proxy (no loopback, link-local, private or control-plane address)",
 		seccompLine,
