@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 
@@ -263,9 +264,12 @@ type Located interface {
 // protected list, never unconfined. NeedsSandbox says whether this door's
 // file asks for any; Confine gives it the sandbox and the list before it
 // serves. A door that needs one and has none refuses to start them.
+// Executables are the files it runs (after Locate): they decide what the
+// door does, so the agent's tools must not be able to change them.
 type Confined interface {
 	NeedsSandbox() bool
 	Confine(sb *sandbox.Sandbox, protected []tools.Protected)
+	Executables() []string
 }
 
 // Factory builds a channel from its file's YAML (already read) and the
@@ -335,7 +339,14 @@ func Load(files []workspace.FileEntry, getenv func(string) string) ([]*Channel, 
 		factory, ok := registry[f.Name]
 		dirFactory, dirOK := dirRegistry[f.Name]
 		regMu.Unlock()
-		if st, err := os.Stat(f.Path); err == nil && st.IsDir() {
+		st, err := os.Stat(f.Path)
+		isDir := err == nil && st.IsDir()
+		if ext := filepath.Ext(f.Path); !isDir && ext != ".yaml" && ext != ".yml" {
+			// Not a channel file: a script one uses (GitHub's executable
+			// policy lives here, where no tool can change it).
+			continue
+		}
+		if isDir {
 			if !dirOK {
 				return nil, fmt.Errorf("channel %s: unknown folder %q (known: %v)", f.Path, f.Name, Kinds())
 			}

@@ -17,7 +17,7 @@ const (
 // benchmarking) or public (""). Other senders of requests whose target
 // someone else chooses (webhook callbacks) refuse by it too.
 func Kind(ip netip.Addr) string {
-	ip = ip.Unmap()
+	ip = bare(ip)
 	switch {
 	case !ip.IsValid():
 		return KindReserved

@@ -13,6 +13,7 @@ func TestKind(t *testing.T) {
 		"127.0.0.1": KindLoopback, "::1": KindLoopback, "::ffff:127.0.0.1": KindLoopback,
 		"169.254.169.254": KindLinkLocal, "fe80::1": KindLinkLocal,
 		"0.0.0.0": KindReserved, "::": KindReserved, "239.1.2.3": KindReserved, "64:ff9b::7f00:1": KindReserved,
+		"::1%lo": KindLoopback, "fe80::1%eth0": KindLinkLocal, "fd00::1%eth0": KindPrivate, "64:ff9b::7f00:1%1": KindReserved,
 		"10.1.2.3": KindPrivate, "172.16.0.1": KindPrivate, "192.168.1.1": KindPrivate, "100.64.0.1": KindPrivate, "fd00::1": KindPrivate,
 	} {
 		if got := Kind(netip.MustParseAddr(addr)); got != want {

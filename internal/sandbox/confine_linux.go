@@ -146,6 +146,9 @@ func (c nsCall) setup() error {
 	if err := c.privateTmp(); err != nil {
 		return err
 	}
+	if err := ownTerminals(); err != nil {
+		return err
+	}
 	sort.Slice(keeps, func(i, j int) bool { return len(keeps[i].path) < len(keeps[j].path) })
 	for _, k := range keeps {
 		if err := mountKeep(k.path, k.fd, k.rw, k.dir); err != nil {
@@ -245,6 +248,25 @@ func (c nsCall) privateTmp() error {
 		}
 		if err := unix.Mount("/tmp", d, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("private %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// ownTerminals gives the call a /dev/pts of its own (a new devpts
+// instance, where the host's /dev/ptmx then makes its pseudo-terminals), so
+// that the host's terminals are out of its reach (see hostTerminals); where
+// devpts cannot be mounted, an empty cover.
+func ownTerminals() error {
+	for _, d := range hostTerminals {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := unix.Mount("devpts", d, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err == nil {
+			continue
+		}
+		if _, err := cover(d); err != nil {
+			return fmt.Errorf("hide the host's terminals: %w", err)
 		}
 	}
 	return nil

@@ -71,6 +71,7 @@ const (
 // architecture.
 const (
 	fioSetOwn         = 0x8901 // FIOSETOWN
+	fioAsync          = 0x5452 // FIOASYNC (asm-generic, x86 and arm64 alike)
 	userfaultfdIocNew = 0xaa00 // USERFAULTFD_IOC_NEW, _IO(0xAA, 0x00)
 	kvmCreateVM       = 0xae01 // KVM_CREATE_VM, _IO(0xAE, 0x01)
 	sigURG            = uint32(unix.SIGURG)
@@ -90,6 +91,12 @@ type filterPolicy struct {
 	// to the helper, which lets it through only within the call (Landlock
 	// below ABI 6, which cannot scope signals; see supervise).
 	superviseSignals bool
+	// noAsync refuses O_ASYNC (fcntl F_SETFL, ioctl FIOASYNC) where
+	// Landlock cannot scope signals (below ABI 6), in both modes: on a
+	// terminal it makes the terminal's foreground process group — the
+	// worker's, in whatever PID namespace — the owner of its SIGIO, and
+	// F_SETSIG turns that SIGIO into any signal, SIGKILL included.
+	noAsync bool
 }
 
 // filterProgram is the filter. Sockets are an allow-list checked on all 64
@@ -123,12 +130,15 @@ func filterProgram(p filterPolicy) ([]bpf.RawInstruction, error) {
 	socketpairRule(a)
 	sendRules(a)
 	setsockoptRule(a)
-	ioctlRule(a, p.superviseSignals)
+	ioctlRule(a, p)
 	if p.shared {
 		ownProcessRules(a)
 	}
 	if p.superviseSignals {
 		signalRules(a)
+	}
+	if p.superviseSignals || p.noAsync {
+		fcntlRule(a, p)
 	}
 	verdicts(a)
 	return a.assemble()
@@ -157,6 +167,7 @@ const (
 	lTkill      = "tkill"
 	lTgkill     = "tgkill"
 	lFcntl      = "fcntl"
+	lSetfl      = "setfl"
 	lIoctl      = "ioctl"
 )
 
@@ -198,6 +209,8 @@ func dispatch(a *assembler, arch uint32, p filterPolicy) {
 		a.jump(bpf.JumpEqual, unix.SYS_TGKILL, lTgkill, "")
 		a.jump(bpf.JumpEqual, unix.SYS_RT_SIGQUEUEINFO, lNotify, "")
 		a.jump(bpf.JumpEqual, unix.SYS_RT_TGSIGQUEUEINFO, lNotify, "")
+	}
+	if p.superviseSignals || p.noAsync {
 		a.jump(bpf.JumpEqual, unix.SYS_FCNTL, lFcntl, "")
 	}
 	a.ret(retAllow)
@@ -338,31 +351,53 @@ func signalRules(a *assembler) {
 	a.ld(offArg2)
 	a.jump(bpf.JumpEqual, 0, lAllow, "")
 	a.jump(bpf.JumpEqual, sigURG, lAllow, lNotify)
+}
+
+// fcntlRule: with supervised signals, F_SETOWN goes to the helper and
+// F_SETOWN_EX is refused (see signalRules); with noAsync, F_SETFL may not
+// set O_ASYNC. The command is an unsigned int, F_SETFL's flags an int: the
+// low halves.
+func fcntlRule(a *assembler, p filterPolicy) {
 	a.label(lFcntl) // fcntl(fd, cmd, arg)
 	a.ld(offArg1)
-	a.jump(bpf.JumpEqual, unix.F_SETOWN_EX, lDeny, "")
-	a.jump(bpf.JumpEqual, unix.F_SETOWN, "", lAllow)
-	a.ld(offArg2)
-	a.jump(bpf.JumpEqual, 0, lAllow, lNotify)
+	if p.noAsync {
+		a.jump(bpf.JumpEqual, unix.F_SETFL, lSetfl, "")
+	}
+	if !p.superviseSignals {
+		a.ret(retAllow)
+	} else {
+		a.jump(bpf.JumpEqual, unix.F_SETOWN_EX, lDeny, "")
+		a.jump(bpf.JumpEqual, unix.F_SETOWN, "", lAllow)
+		a.ld(offArg2)
+		a.jump(bpf.JumpEqual, 0, lAllow, lNotify)
+	}
+	if p.noAsync {
+		a.label(lSetfl)
+		a.ld(offArg2)
+		a.jump(bpf.JumpBitsSet, unix.O_ASYNC, lDeny, lAllow)
+	}
 }
 
 // ioctlRule refuses USERFAULTFD_IOC_NEW, which makes a userfaultfd from
 // /dev/userfaultfd (the syscall is refused; the device is open to its
 // owner), KVM_CREATE_VM (/dev/kvm is open to a worker running as root or in
-// group kvm: kernel attack surface no tool needs), and with supervised
-// signals FIOSETOWN and SIOCSPGRP (see signalRules). The command is an
-// unsigned int: the low half.
-func ioctlRule(a *assembler, superviseSignals bool) {
+// group kvm: kernel attack surface no tool needs), with supervised signals
+// FIOSETOWN and SIOCSPGRP (see signalRules), and with noAsync FIOASYNC (see
+// filterPolicy). The command is an unsigned int: the low half.
+func ioctlRule(a *assembler, p filterPolicy) {
 	a.label(lIoctl) // ioctl(fd, cmd, arg)
 	a.ld(offArg1)
-	a.jump(bpf.JumpEqual, userfaultfdIocNew, lDeny, "")
-	if !superviseSignals {
-		a.jump(bpf.JumpEqual, kvmCreateVM, lDeny, lAllow)
-		return
+	denied := []uint32{userfaultfdIocNew, kvmCreateVM}
+	if p.superviseSignals {
+		denied = append(denied, fioSetOwn, unix.SIOCSPGRP)
 	}
-	a.jump(bpf.JumpEqual, kvmCreateVM, lDeny, "")
-	a.jump(bpf.JumpEqual, fioSetOwn, lDeny, "")
-	a.jump(bpf.JumpEqual, unix.SIOCSPGRP, lDeny, lAllow)
+	if p.noAsync {
+		denied = append(denied, fioAsync)
+	}
+	for _, cmd := range denied {
+		a.jump(bpf.JumpEqual, cmd, lDeny, "")
+	}
+	a.ret(retAllow)
 }
 
 // verdicts are the blocks the checks jump to.

@@ -28,9 +28,10 @@ func seccompData(arch, nr uint32, args ...uint64) []byte {
 }
 
 // TestFilterProgram runs the tool filter in a BPF interpreter: the verdict
-// of each rule, independent of the kernel, under four policies: no network
+// of each rule, independent of the kernel, under five policies: no network
 // and network on (namespaces mode), Landlock mode with the network (shared
-// namespaces), and the same below Landlock ABI 6 (signals supervised).
+// namespaces), the same below Landlock ABI 6 (signals supervised, no
+// O_ASYNC), and namespaces mode below ABI 6 (no O_ASYNC).
 func TestFilterProgram(t *testing.T) {
 	t.Parallel()
 	arch, err := auditArch()
@@ -44,12 +45,14 @@ func TestFilterProgram(t *testing.T) {
 		kill   = retKill
 		notify = retNotify
 	)
-	policies := []filterPolicy{{}, {inet: true}, {inet: true, shared: true}, {inet: true, shared: true, superviseSignals: true}}
-	type verdicts [4]uint32
-	every := func(v uint32) verdicts { return verdicts{v, v, v, v} }
-	inet := verdicts{eperm, allow, allow, allow}
-	shared := verdicts{allow, allow, eperm, eperm}
-	supervised := verdicts{allow, allow, allow, notify}
+	policies := []filterPolicy{{}, {inet: true}, {inet: true, shared: true}, {inet: true, shared: true, superviseSignals: true, noAsync: true}, {noAsync: true}}
+	type verdicts [5]uint32
+	every := func(v uint32) verdicts { return verdicts{v, v, v, v, v} }
+	inet := verdicts{eperm, allow, allow, allow, eperm}
+	shared := verdicts{allow, allow, eperm, eperm, allow}
+	supervised := verdicts{allow, allow, allow, notify, allow}
+	onlySupervised := verdicts{allow, allow, allow, eperm, allow}
+	noAsync := verdicts{allow, allow, allow, eperm, eperm}
 	cases := []struct {
 		name string
 		data []byte
@@ -131,17 +134,21 @@ func TestFilterProgram(t *testing.T) {
 		{"tgkill SIGURG (Go's preemption)", seccompData(arch, unix.SYS_TGKILL, 42, 43, uint64(unix.SIGURG)), every(allow)},
 		{"rt_sigqueueinfo", seccompData(arch, unix.SYS_RT_SIGQUEUEINFO, 42, uint64(unix.SIGKILL), 0x1000), supervised},
 		{"rt_tgsigqueueinfo", seccompData(arch, unix.SYS_RT_TGSIGQUEUEINFO, 42, 43, uint64(unix.SIGKILL), 0x1000), supervised},
-		{"pidfd_send_signal", seccompData(arch, unix.SYS_PIDFD_SEND_SIGNAL, 3, uint64(unix.SIGKILL)), verdicts{allow, allow, allow, eperm}},
+		{"pidfd_send_signal", seccompData(arch, unix.SYS_PIDFD_SEND_SIGNAL, 3, uint64(unix.SIGKILL)), onlySupervised},
 		{"fcntl F_GETFL", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_GETFL), every(allow)},
 		{"fcntl F_SETOWN 0", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_SETOWN, 0), every(allow)},
 		{"fcntl F_SETOWN", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_SETOWN, 42), supervised},
-		{"fcntl F_SETOWN_EX", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_SETOWN_EX, 0x1000), verdicts{allow, allow, allow, eperm}},
+		{"fcntl F_SETFL O_NONBLOCK", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_SETFL, unix.O_NONBLOCK|unix.O_APPEND), every(allow)},
+		{"fcntl F_SETFL O_ASYNC", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_SETFL, unix.O_ASYNC|unix.O_NONBLOCK), noAsync},
+		{"fcntl F_SETSIG", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_SETSIG, uint64(unix.SIGKILL)), every(allow)},
+		{"ioctl FIOASYNC", seccompData(arch, unix.SYS_IOCTL, 3, fioAsync, 0x1000), noAsync},
+		{"fcntl F_SETOWN_EX", seccompData(arch, unix.SYS_FCNTL, 3, unix.F_SETOWN_EX, 0x1000), onlySupervised},
 		{"ioctl TCGETS", seccompData(arch, unix.SYS_IOCTL, 3, unix.TCGETS), every(allow)},
 		{"ioctl USERFAULTFD_IOC_NEW", seccompData(arch, unix.SYS_IOCTL, 3, userfaultfdIocNew, 0), every(eperm)},
 		{"ioctl USERFAULTFD_IOC_NEW, high half set", seccompData(arch, unix.SYS_IOCTL, 3, 1<<32|userfaultfdIocNew, 0), every(eperm)},
 		{"ioctl KVM_CREATE_VM", seccompData(arch, unix.SYS_IOCTL, 3, kvmCreateVM, 0), every(eperm)},
-		{"ioctl FIOSETOWN", seccompData(arch, unix.SYS_IOCTL, 3, fioSetOwn, 0x1000), verdicts{allow, allow, allow, eperm}},
-		{"ioctl SIOCSPGRP", seccompData(arch, unix.SYS_IOCTL, 3, unix.SIOCSPGRP, 0x1000), verdicts{allow, allow, allow, eperm}},
+		{"ioctl FIOSETOWN", seccompData(arch, unix.SYS_IOCTL, 3, fioSetOwn, 0x1000), onlySupervised},
+		{"ioctl SIOCSPGRP", seccompData(arch, unix.SYS_IOCTL, 3, unix.SIOCSPGRP, 0x1000), onlySupervised},
 	}
 	if runtime.GOARCH == "amd64" {
 		cases = append(cases, struct {

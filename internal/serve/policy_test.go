@@ -49,11 +49,11 @@ func TestGitHubExecPolicyIsConfined(t *testing.T) {
 				"w=$(echo x 2>/dev/null > " + dir + "/written.txt && echo wrote)\n" +
 				"printf '[{\"session\":\"gh:probe\",\"prompt\":\"read:%s write:%s\"}]\\n' \"$s\" \"$w\"\n"
 			files := map[string]string{
-				"fastagent.yaml":       "model: openai/gpt-4o-mini\n",
-				"channels/github.yaml": "policy: {exec: ../policies/github.sh}\n",
-				"policies/github.sh":   script,
-				".env":                 "OPENAI_API_KEY=canary-env\n",
-				".fastagent/token":     "canary-state\n",
+				"fastagent.yaml":            "model: openai/gpt-4o-mini\n",
+				"channels/github.yaml":      "policy: {exec: ./github-policy.sh}\n",
+				"channels/github-policy.sh": script,
+				".env":                      "OPENAI_API_KEY=canary-env\n",
+				".fastagent/token":          "canary-state\n",
 			}
 			for p, body := range files {
 				full := filepath.Join(dir, p)
@@ -100,4 +100,49 @@ func TestGitHubExecPolicyIsConfined(t *testing.T) {
 			}
 		})
 	}
+}
+
+// GitHub's executable policy decides who starts a turn and with what
+// prompt. Where the agent's own tools can rewrite it — in the workspace,
+// outside the rule folders — a turn steered by a comment could make it
+// let anyone in: the load refuses it and says where to put it.
+func TestGitHubExecPolicyOutsideTheRulesRefused(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"fastagent.yaml":       "model: openai/gpt-4o-mini\n",
+		"channels/github.yaml": "policy: {exec: ../policies/github.sh}\n",
+		"policies/github.sh":   "#!/bin/sh\necho '[]'\n",
+	}
+	for p, body := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"GITHUB_WEBHOOK_SECRET": "s3cret", "GITHUB_TOKEN": "ghp_x", "FASTAGENT_SANDBOX": "off"}
+	p, err := Open(context.Background(), Config{Dir: dir, Store: filepath.Join(t.TempDir(), "s.db"), Getenv: func(k string) string { return env[k] }})
+	if err == nil {
+		p.Close()
+		t.Fatal("a policy.exec the agent's tools can rewrite was accepted")
+	}
+	for _, want := range []string{"policy.exec", "policies/github.sh", "channels/"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	// In channels/, where no tool writes, it loads.
+	if err := os.Rename(filepath.Join(dir, "policies", "github.sh"), filepath.Join(dir, "channels", "github-policy.sh")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "channels", "github.yaml"), []byte("policy: {exec: ./github-policy.sh}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err = Open(context.Background(), Config{Dir: dir, Store: filepath.Join(t.TempDir(), "s.db"), Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatalf("a policy.exec in channels/: %v", err)
+	}
+	p.Close()
 }

@@ -25,6 +25,10 @@ type SandboxSpec struct {
 	// StateDir and TokensFile are hidden from tools wherever they are.
 	StateDir   string
 	TokensFile string
+	// StoreFile is the SQLite session store's file, wherever it is (it
+	// holds every session's transcript): hidden with its -wal, -shm and
+	// -journal files.
+	StoreFile string
 	// ControlPlane are host:port (or host) addresses tools must never reach
 	// even with the network on: the Temporal frontend, the Web UI, the
 	// ingress, metrics, the store, the feed. Loopback, link-local and
@@ -56,6 +60,11 @@ func OpenSandbox(def *workspace.Definition, spec SandboxSpec) (*sandbox.Sandbox,
 	hidden := []string{spec.StateDir}
 	if spec.TokensFile != "" {
 		hidden = append(hidden, spec.TokensFile)
+	}
+	if spec.StoreFile != "" {
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			hidden = append(hidden, spec.StoreFile+suffix)
+		}
 	}
 	sb := sandbox.Open(sandbox.Config{Mode: mode, Hidden: hidden, Egress: egress.Policy{Deny: deny, Allow: allow}})
 	return sb, derr
@@ -123,7 +132,11 @@ func (p *Parts) openSandbox(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sb, err := OpenSandbox(def, SandboxSpec{StateDir: p.Config.StateDir, TokensFile: p.Config.TokensFile, //nolint:contextcheck // the sandbox helper lives with the worker, not with this call
+	var storeFile string
+	if f, ok := p.Store.(interface{ Path() string }); ok {
+		storeFile = f.Path() // a SQLite store, in the state dir or not
+	}
+	sb, err := OpenSandbox(def, SandboxSpec{StateDir: p.Config.StateDir, TokensFile: p.Config.TokensFile, StoreFile: storeFile, //nolint:contextcheck // the sandbox helper lives with the worker, not with this call
 		ControlPlane: p.controlPlane(), Getenv: p.Config.Getenv})
 	if sb == nil {
 		return err
@@ -205,7 +218,43 @@ func (p *Parts) confineDoors(ctx context.Context, chans []*channels.Channel, nam
 	}
 	list := append(workspace.ProtectedPaths(workspace.Resolve(ws), false), p.walls[name]...)
 	for _, c := range need {
+		if err := p.checkExecutables(c.Executables(), list); err != nil {
+			return err
+		}
 		c.Confine(p.Sandbox, list)
+	}
+	return nil
+}
+
+// checkExecutables refuses a file a door executes (GitHub's executable
+// policy, which decides who starts a turn) that the tools of an agent this
+// process serves could rewrite: inside a workspace but outside the rule
+// folders (channels/, tools/) that protected, the agent's list, keeps
+// read-only.
+func (p *Parts) checkExecutables(exes []string, protected []tools.Protected) error {
+	writable := []string{p.Loader.Workspace().Dir}
+	for _, dir := range p.Config.Agents {
+		writable = append(writable, dir)
+	}
+	for _, exe := range exes {
+		real, err := filepath.EvalSymlinks(exe)
+		if err != nil {
+			return fmt.Errorf("policy.exec %s: %w", exe, err)
+		}
+		inRules := false
+		for _, pr := range protected {
+			if r, err := filepath.EvalSymlinks(pr.Path); err == nil && !pr.Secret && (real == r || strings.HasPrefix(real, r+string(filepath.Separator))) {
+				inRules = true
+			}
+		}
+		for _, w := range writable {
+			r, err := filepath.EvalSymlinks(w)
+			if err != nil || inRules || !strings.HasPrefix(real, r+string(filepath.Separator)) {
+				continue
+			}
+			return fmt.Errorf("policy.exec %s lies in the workspace %s, where the agent's own tools could rewrite it (and so decide who starts a turn): "+
+				"move it into channels/ next to the channel file (exec: ./name), or outside the workspace", exe, w)
+		}
 	}
 	return nil
 }

@@ -91,8 +91,8 @@ func WriteWorkspaceFile(dir, rel string, data []byte, perm os.FileMode) error {
 }
 
 // ErrSecretFile is returned by ReadPromptFile for a file that is, once
-// opened, one of the secret paths.
-var ErrSecretFile = errors.New("it leads to a secrets file or state dir (through a symbolic link?), which never enters the prompt")
+// opened, one of the secret paths or a file of /proc.
+var ErrSecretFile = errors.New("it leads to a secrets file, the state dir or a process's files in /proc (through a symbolic link?), which never enter the prompt")
 
 // ReadPromptFile reads a file the loader copies into the system prompt
 // (persona.md, AGENTS.md, SKILL.md) — files the agent's own tools may
@@ -100,8 +100,9 @@ var ErrSecretFile = errors.New("it leads to a secrets file or state dir (through
 // made one), but the file opened must be a regular file (opened
 // non-blocking: a FIFO does not hang the load) of at most maxBytes, and,
 // where it is once opened (not where its name pointed before), not inside
-// a Secret entry of protected: a link to .env or the state dir never
-// brings a secret into the prompt.
+// a Secret entry of protected nor in /proc: a link to .env, the state dir
+// or /proc/self/environ (which the worker, not the tool that made the
+// link, would read) never brings a secret into the prompt.
 func ReadPromptFile(path string, protected []Protected, maxBytes int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -116,6 +117,8 @@ func ReadPromptFile(path string, protected []Protected, maxBytes int64) ([]byte,
 		return nil, fmt.Errorf("it is %s, not a regular file", fileKind(st.Mode()))
 	case st.Size() > maxBytes:
 		return nil, fmt.Errorf("it is %s, more than %s", FormatSize(int(st.Size())), FormatSize(int(maxBytes)))
+	case onProcFS(f):
+		return nil, ErrSecretFile
 	}
 	var secrets []Protected
 	for _, p := range protected {

@@ -41,3 +41,11 @@ func openedPath(f *os.File) (string, bool) {
 	}
 	return p, true
 }
+
+// onProcFS reports whether f is a file of /proc. Such a file is about the
+// process that reads it: /proc/self/environ opened by the worker is the
+// worker's environment, whatever a tool's own /proc/self shows.
+func onProcFS(f *os.File) bool {
+	var st unix.Statfs_t
+	return unix.Fstatfs(int(f.Fd()), &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+}

@@ -335,3 +335,40 @@ func TestPromptFilesDoNotLeadToSecrets(t *testing.T) {
 		t.Errorf("persona from a FIFO = %q", d.Persona)
 	}
 }
+
+// With selfEdit on, a tool makes persona.md or AGENTS.md a link into the
+// worker's own /proc (/proc/self/environ: the worker's keys; /dev/fd/N: a
+// file the worker holds open). A link the tool could follow itself leads to
+// the tool's own process; the loader, which follows it as the worker, must
+// not copy the worker's process files into the prompt.
+func TestPromptFilesDoNotLeadIntoTheWorkersProc(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"fastagent.yaml": "model: openai/gpt-4o-mini\nselfEdit: true\n"})
+	for link, target := range map[string]string{"persona.md": "/proc/self/environ", "AGENTS.md": "/proc/thread-self/environ"} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := NewLoader(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.contextStop = dir
+	l.Getenv = func(string) string { return "" }
+	d, err := l.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := d.Persona
+	for _, c := range d.ContextFiles {
+		prompt += "\n" + c.Content
+	}
+	if strings.Contains(prompt, "PATH=") {
+		t.Errorf("the worker's environment (%d bytes) reached the prompt through a link a tool made", len(prompt))
+	}
+	for _, f := range []string{"persona.md", "AGENTS.md"} {
+		if !strings.Contains(diagText(d), f) {
+			t.Errorf("no diagnostic names the refused %s:\n%s", f, diagText(d))
+		}
+	}
+}

@@ -177,6 +177,15 @@ func (d *Door) Confine(sb *sandbox.Sandbox, protected []tools.Protected) {
 	}
 }
 
+// Executables implements channels.Confined: the executable policy, which
+// decides who starts a turn.
+func (d *Door) Executables() []string {
+	if d.Policy == nil || d.Policy.exec == nil {
+		return nil
+	}
+	return []string{d.Policy.exec.Exec}
+}
+
 // Locate implements channels.Located: a relative executable policy is
 // resolved against the folder of the channel file, and must exist.
 func (d *Door) Locate(file string) error {
