@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -54,6 +56,80 @@ func ReplyRef(key string, at time.Time) string {
 
 // carries reports whether this run follows changeDeliveryQueue.
 func (s *session) carries() bool { return s.keyed() && s.queued >= 1 }
+
+// sized reports whether this run weighs what it keeps encoded (version 2
+// of changeDeliveryQueue).
+func (s *session) sized() bool { return s.carries() && s.queued >= 2 }
+
+// snapshotBudget is what the snapshot may weigh encoded when the run
+// continues as new (version 2 of changeDeliveryQueue): under Temporal's
+// 2 MB payload limit, with room for the rest of the input.
+const snapshotBudget = 1800 << 10
+
+// recentEntryOverhead is what a remembered key without its outcome weighs
+// encoded besides the key: {"key":…,"at":"<RFC 3339, nanoseconds, zone>"},
+const recentEntryOverhead = len(`{"key":,"at":""},`) + len(time.RFC3339Nano) + 6
+
+// weigh is what a waiting delivered turn weighs in the snapshot: since
+// version 2 of changeDeliveryQueue its encoded size, before it its raw
+// bytes.
+func (s *session) weigh(q QueuedTurn) int {
+	if !s.sized() {
+		return deliverySize(q.Delivery)
+	}
+	return encodedLen(q, 6*deliverySize(q.Delivery)) + 1
+}
+
+// keyBytes is what remembering key weighs in the snapshot.
+func (s *session) keyBytes(key string) int {
+	if !s.sized() {
+		return len(key) + recentOverhead
+	}
+	return jsonLen(key) + recentEntryOverhead
+}
+
+// encodedLen is the length of v encoded as Temporal's JSON payload
+// converter encodes it (encoding/json); worst when v cannot be encoded.
+func encodedLen(v any, worst int) int {
+	// Deterministic: structs and slices of recorded values encode to the
+	// same bytes every time (maps, if any, in sorted key order).
+	//workflowcheck:ignore
+	b, err := json.Marshal(v)
+	if err != nil {
+		return worst
+	}
+	return len(b)
+}
+
+// jsonLen is the length of s as a JSON string written by encoding/json,
+// quotes included: '"', '\\' and the usual control characters take two
+// bytes, other control characters, "<", ">", "&", U+2028, U+2029 and each
+// byte of invalid UTF-8 six.
+func jsonLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			switch {
+			case b == '"' || b == '\\' || b == '\n' || b == '\r' || b == '\t':
+				n += 2
+			case b < 0x20 || b == '<' || b == '>' || b == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
 
 // carriesAll reports whether every waiting turn can be carried to the
 // next run (no handler waits for any of them).
@@ -131,25 +207,25 @@ func (s *session) pruneRecent(now time.Time) {
 	}
 }
 
-// recentFull reports whether remembering one more key of keyBytes, besides
-// the turns waiting and running, would take Recent past its bound.
-func (s *session) recentFull(ctx workflow.Context, keyBytes int) bool {
+// recentFull reports whether remembering one more key, besides the turns
+// waiting and running, would take Recent past its bound.
+func (s *session) recentFull(ctx workflow.Context, key string) bool {
 	limit := recentBytes
 	if s.in.RecentBytes > 0 {
 		limit = s.in.RecentBytes
 	}
 	horizon := workflow.Now(ctx).Add(-s.window())
-	used := keyBytes + recentOverhead
+	used := s.keyBytes(key)
 	for _, r := range s.snap.Recent {
 		if !r.At.Before(horizon) {
-			used += len(r.Key) + recentOverhead
+			used += s.keyBytes(r.Key)
 		}
 	}
 	for _, t := range s.queue {
-		used += len(t.id) + recentOverhead
+		used += s.keyBytes(t.id)
 	}
 	if s.running != nil {
-		used += len(s.running.id) + recentOverhead
+		used += s.keyBytes(s.running.id)
 	}
 	return used > limit
 }
@@ -197,7 +273,7 @@ func (s *session) restoreQueue(ctx workflow.Context) {
 	for _, q := range s.snap.Queue {
 		d := q.Delivery
 		s.queue = append(s.queue, &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source},
-			reply: d.Reply, notify: d.Notify, delivery: &d, at: q.At, ref: q.Ref, size: deliverySize(d)})
+			reply: d.Reply, notify: d.Notify, delivery: &d, at: q.At, ref: q.Ref, size: s.weigh(q)})
 	}
 	s.snap.Queue = nil
 	if !s.carries() {
@@ -235,6 +311,43 @@ func (s *session) carryQueue() {
 		if t.delivery != nil {
 			s.snap.Queue = append(s.snap.Queue, QueuedTurn{Delivery: *t.delivery, At: t.at, Ref: t.ref})
 		}
+	}
+}
+
+// fitSnapshot sheds, before continue-as-new (version 2 of
+// changeDeliveryQueue), what the snapshot need not carry until it weighs
+// at most snapshotBudget encoded: keys past the idempotency window, then
+// remembered outcomes (the oldest first: the store answers their keys),
+// then the bodies of failed replies (they stay listed, no longer
+// resendable). What waits and the keys of the window are kept: their
+// bounds keep them within the budget.
+func (s *session) fitSnapshot(ctx workflow.Context) {
+	if !s.sized() {
+		return
+	}
+	s.pruneRecent(workflow.Now(ctx))
+	size := encodedLen(s.snap, snapshotBudget+1)
+	for i := range s.snap.Recent {
+		if size <= snapshotBudget {
+			return
+		}
+		if r := &s.snap.Recent[i]; r.Outcome.Turn != "" || r.Outcome.Status != "" {
+			size -= encodedLen(r.Outcome, 0)
+			r.Outcome = agentloop.Outcome{}
+		}
+	}
+	for i := range s.snap.FailedReplies {
+		if size <= snapshotBudget {
+			return
+		}
+		if f := &s.snap.FailedReplies[i]; f.Input != nil {
+			size -= encodedLen(f.Input, 0)
+			f.Input = nil
+		}
+	}
+	if size > snapshotBudget {
+		workflow.GetLogger(ctx).Error("the session's snapshot weighs more than it should; continuing as new may fail",
+			"session", s.in.Session, "bytes", size, "budget", snapshotBudget)
 	}
 }
 
@@ -278,7 +391,9 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 	if s.answersQuestion(ctx, d) {
 		return
 	}
-	size := deliverySize(d)
+	now := workflow.Now(ctx)
+	ref := ReplyRef(d.Key, now)
+	size := s.weigh(QueuedTurn{Delivery: d, At: now, Ref: ref})
 	n, bytes := s.queuedDeliveries()
 	switch {
 	case size > MaxQueuedBytes:
@@ -292,13 +407,12 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 			"session busy: %d turns (%d KiB) are already waiting, the most it keeps (%d KiB); this message was refused and will not be answered — send it again later",
 			n, bytes>>10, MaxQueuedBytes>>10))
 		return
-	case s.recentFull(ctx, len(d.Key)):
+	case s.recentFull(ctx, d.Key):
 		s.refuseDelivery(ctx, d, refusedWindowFull, s.windowFullText())
 		return
 	}
-	now := workflow.Now(ctx)
 	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.Reply, notify: d.Notify,
-		delivery: &d, at: now, ref: ReplyRef(d.Key, now), size: size}
+		delivery: &d, at: now, ref: ref, size: size}
 	s.queue = append(s.queue, t)
 	// Waiting behind another turn: its reply mounts now, showing that —
 	// for the first few only (each is a running activity), and not while

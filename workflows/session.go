@@ -91,6 +91,14 @@ const changeTurnKeys = "turn-keys"
 // an abort is remembered by its update ID (a retried stop aborts nothing
 // else); a channel reply's reference is kept under a key of its own run
 // (ReplyRef); a reply that fails after its retries is reported.
+//
+// Version 2 weighs what the session keeps as Temporal measures the
+// continue-as-new input, encoded: a delivery and a remembered key count at
+// their JSON size (markup's "<", ">" and "&" are six bytes each there), and
+// before continuing as new the snapshot sheds what the store keeps anyway
+// (remembered outcomes, failed replies' bodies) until it fits
+// snapshotBudget, so that no queue within its bound can make the input pass
+// the payload limit (the server would terminate the session).
 const changeDeliveryQueue = "delivery-queue"
 
 // InternalKeyPrefix starts the IDs of the turns a session queues itself
@@ -501,7 +509,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	s.initStatus(ctx)
 	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
 	s.keys = workflow.GetVersion(ctx, changeTurnKeys, workflow.DefaultVersion, 1)
-	s.queued = workflow.GetVersion(ctx, changeDeliveryQueue, workflow.DefaultVersion, 1)
+	s.queued = workflow.GetVersion(ctx, changeDeliveryQueue, workflow.DefaultVersion, 2)
 	s.restoreQueue(ctx)
 	if s.snap.IDPrefix == "" {
 		if s.durableTurns() {
@@ -563,6 +571,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 			if len(s.queue) == 0 || s.carriesAll() {
 				s.carryQueue()
+				s.fitSnapshot(ctx)
 				return workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, SessionWorkflowType, SessionInput{
 					Session:           in.Session,
 					TurnsPerRun:       in.TurnsPerRun,
@@ -704,7 +713,7 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 				fmt.Sprintf("idempotency key %q: keys starting with %q name the session's own turns (follow-ups, wake-ups); choose another key",
 					info.ID, InternalKeyPrefix), agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
-		if s.carries() && s.recentFull(ctx, len(info.ID)) {
+		if s.carries() && s.recentFull(ctx, info.ID) {
 			s.countRefusal(ctx, refusedWindowFull, "update")
 			return temporal.NewApplicationErrorWithOptions(s.windowFullText(), agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 		}
@@ -1126,7 +1135,7 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 	if s.carries() {
 		// Nobody waits on it: it can wait for the next run.
 		next.delivery = &Delivery{Key: id, Source: next.req.Source, Prompt: next.req.Prompt}
-		next.size = deliverySize(*next.delivery)
+		next.size = s.weigh(QueuedTurn{Delivery: *next.delivery})
 	}
 	s.queue = append([]*pendingTurn{next}, s.queue...)
 }
