@@ -266,7 +266,8 @@ func (s *session) rememberAbort(ctx workflow.Context, res AbortResult) {
 	s.remember(ctx, abortKeyPrefix+info.ID, agentloop.Outcome{Turn: res.Turn, Status: agent.TypeFailed, Code: agent.CodeAborted})
 }
 
-// restoreQueue queues the turns the previous run carried, and dates the
+// restoreQueue queues the turns the previous run carried, settles the
+// refusals it carried, and dates the
 // remembered keys of a snapshot from before changeDeliveryQueue (their
 // window starts now).
 func (s *session) restoreQueue(ctx workflow.Context) {
@@ -276,6 +277,10 @@ func (s *session) restoreQueue(ctx workflow.Context) {
 			reply: d.Reply, notify: d.Notify, delivery: &d, at: q.At, ref: q.Ref, size: s.weigh(q)})
 	}
 	s.snap.Queue = nil
+	for _, r := range s.snap.Refusals {
+		s.settleRefusal(ctx, r)
+	}
+	s.snap.Refusals = nil
 	if !s.carries() {
 		return
 	}
@@ -425,7 +430,10 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 
 // refuseDelivery refuses d visibly: a warning, MetricTurnsRefused, the key
 // remembered and recorded as refused (a redelivery gets the same answer)
-// and, for a channel message, a busy reply carrying the refusal.
+// and, for a channel message, a busy reply carrying the refusal. While the
+// run rolls over (version 2 of changeDeliveryQueue) the record and the
+// reply are left to the next run: refusals that keep coming must not hold
+// continue-as-new, and with it the turns waiting, for as long as they come.
 func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detail string) {
 	workflow.GetLogger(ctx).Warn("delivery refused: "+detail, "session", s.in.Session, "key", d.Key, "reason", reason)
 	s.countRefusal(ctx, reason, "deliver")
@@ -433,16 +441,47 @@ func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detai
 	if reason != refusedWindowFull {
 		s.remember(ctx, d.Key, out)
 	}
+	r := CarriedRefusal{Key: d.Key, Outcome: out}
+	if d.Reply != nil {
+		r.Reply = &ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: *d.Reply, Busy: true, Outcome: out,
+			Ref: ReplyRef(d.Key, workflow.Now(ctx))}
+	}
+	if s.sized() && s.rollover {
+		s.carryRefusal(ctx, r)
+		return
+	}
+	s.settleRefusal(ctx, r)
+}
+
+// refusalsBudget bounds the refusals a run rolling over carries to the
+// next one (encoded), about a hundred.
+const refusalsBudget = 64 << 10
+
+// carryRefusal leaves r's record and reply to the next run; past
+// refusalsBudget the refusal is only logged and counted.
+func (s *session) carryRefusal(ctx workflow.Context, r CarriedRefusal) {
+	w := encodedLen(r, refusalsBudget+1) + 1
+	if s.refusalBytes+w > refusalsBudget {
+		workflow.GetLogger(ctx).Warn("refused delivery neither recorded nor answered on its platform: too many refusals while the session moves to a fresh run",
+			"session", s.in.Session, "key", r.Key)
+		return
+	}
+	s.refusalBytes += w
+	s.snap.Refusals = append(s.snap.Refusals, r)
+}
+
+// settleRefusal records a refusal and sends its busy reply, if any;
+// continue-as-new waits for both.
+func (s *session) settleRefusal(ctx workflow.Context, r CarriedRefusal) {
 	s.records++
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { s.records-- }()
-		s.recordTurn(gctx, d.Key, out, time.Time{})
+		s.recordTurn(gctx, r.Key, r.Outcome, time.Time{})
 	})
-	if d.Reply == nil {
+	if r.Reply == nil {
 		return
 	}
-	in := ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: *d.Reply, Busy: true, Outcome: out,
-		Ref: ReplyRef(d.Key, workflow.Now(ctx))}
+	in := *r.Reply
 	s.replies++
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { s.replies-- }()

@@ -98,7 +98,10 @@ const changeTurnKeys = "turn-keys"
 // before continuing as new the snapshot sheds what the store keeps anyway
 // (remembered outcomes, failed replies' bodies) until it fits
 // snapshotBudget, so that no queue within its bound can make the input pass
-// the payload limit (the server would terminate the session).
+// the payload limit (the server would terminate the session). And a
+// delivery refused while the run rolls over leaves its record and busy
+// reply to the next run (Snapshot.Refusals), so that refusals that keep
+// coming cannot hold continue-as-new, and the turns waiting, forever.
 const changeDeliveryQueue = "delivery-queue"
 
 // InternalKeyPrefix starts the IDs of the turns a session queues itself
@@ -161,7 +164,10 @@ type Snapshot struct {
 	// FailedReplies are the last channel replies that failed after their
 	// retries (the answer is in the session; see SessionView).
 	FailedReplies []FailedReply `json:"failedReplies,omitempty"`
-	Turns         int64         `json:"turns"`
+	// Refusals are deliveries refused while the previous run rolled over,
+	// whose record and busy reply the next run does.
+	Refusals []CarriedRefusal `json:"refusals,omitempty"`
+	Turns    int64            `json:"turns"`
 	// Wakes are pending self-scheduled wake-ups; WakeSeq numbers them and
 	// WakeLog records the last ones that fired.
 	Wakes   []wakes.Wake `json:"wakes,omitempty"`
@@ -202,6 +208,14 @@ type FailedReply struct {
 	At    time.Time `json:"at"`
 	// Input is the reply, kept for UpdateResend (not shown in the view).
 	Input *ReplyInput `json:"input,omitempty"`
+}
+
+// CarriedRefusal is a refused delivery (its key and the refusal) whose
+// record and busy reply (nil: none) are left to the next run.
+type CarriedRefusal struct {
+	Key     string            `json:"key"`
+	Outcome agentloop.Outcome `json:"outcome"`
+	Reply   *ReplyInput       `json:"reply,omitempty"`
 }
 
 // ResendRequest is the argument of UpdateResend: the turn whose failed
@@ -481,6 +495,9 @@ type session struct {
 	deliveries workflow.ReceiveChannel
 	replies    int
 	records    int
+	// refusalBytes weighs Snapshot.Refusals (version 2 of
+	// changeDeliveryQueue).
+	refusalBytes int
 	// queued is this run's changeDeliveryQueue version.
 	queued workflow.Version
 	// resending are the turns whose failed reply UpdateResend is sending.
