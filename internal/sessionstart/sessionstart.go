@@ -102,9 +102,14 @@ func Register(ctx context.Context, c client.Client, namespace string) ([]string,
 }
 
 // Query builds a visibility query over the session search attributes from
-// the filters that are set (empty: every session workflow).
+// the filters that are set (empty: every session workflow). Sub-agents run
+// as Delegate workflows: a filter by parent, or by the delegate channel,
+// lists them too.
 func Query(f Filter) string {
 	parts := []string{"WorkflowType = " + quote(workflows.SessionWorkflowType)}
+	if f.Parent != "" || f.Channel == "delegate" {
+		parts[0] = "WorkflowType IN (" + quote(workflows.SessionWorkflowType) + ", " + quote(workflows.DelegateWorkflowType) + ")"
+	}
 	for _, kv := range []struct{ name, val string }{
 		{workflows.AttrAgent, f.Agent}, {workflows.AttrPrincipal, f.Principal},
 		{workflows.AttrChannel, f.Channel}, {workflows.AttrStatus, f.Status}, {workflows.AttrParent, f.Parent},

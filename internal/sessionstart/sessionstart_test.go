@@ -19,7 +19,10 @@ func TestQuery(t *testing.T) {
 		{Filter{}, "WorkflowType = 'Session'"},
 		{Filter{Channel: "slack", Status: "running"}, "WorkflowType = 'Session' AND FastAgentChannel = 'slack' AND FastAgentStatus = 'running'"},
 		{Filter{Principal: `o'brien\x`}, `WorkflowType = 'Session' AND FastAgentPrincipal = 'o\'brien\\x'`},
-		{Filter{Agent: "a", Parent: "p"}, "WorkflowType = 'Session' AND FastAgentAgent = 'a' AND FastAgentParent = 'p'"},
+		// Sub-agents run as Delegate workflows: asking for a session's
+		// children, or for the delegate channel, lists them too.
+		{Filter{Agent: "a", Parent: "p"}, "WorkflowType IN ('Session', 'Delegate') AND FastAgentAgent = 'a' AND FastAgentParent = 'p'"},
+		{Filter{Channel: "delegate"}, "WorkflowType IN ('Session', 'Delegate') AND FastAgentChannel = 'delegate'"},
 	}
 	for _, tt := range tests {
 		if got := Query(tt.f); got != tt.want {
