@@ -319,6 +319,28 @@ func (s *session) carryQueue() {
 	}
 }
 
+// endRunWithinWindow arms, at this run's first turn update (version 2 of
+// changeDeliveryQueue), the end of the run shortly before that update
+// leaves the idempotency window. Temporal answers a repeated update ID from
+// the run's own history for as long as the run lasts, whatever the window:
+// a key sent again after the window must reach a run that has not seen it
+// (the snapshot's Recent knows the key only for the window).
+func (s *session) endRunWithinWindow(ctx workflow.Context) {
+	if !s.sized() || !s.answeredAt.IsZero() {
+		return
+	}
+	s.answeredAt = workflow.Now(ctx)
+	window := s.window()
+	due := window - min(time.Hour, window/10)
+	workflow.Go(s.root, func(gctx workflow.Context) {
+		timer := workflow.NewTimerWithOptions(gctx, due, workflow.TimerOptions{
+			Summary: fmt.Sprintf("new run before the first turn key leaves the idempotency window (%s)", window)})
+		if err := timer.Get(gctx, nil); err == nil {
+			s.windowDue = true
+		}
+	})
+}
+
 // fitSnapshot sheds, before continue-as-new (version 2 of
 // changeDeliveryQueue), what the snapshot need not carry until it weighs
 // at most snapshotBudget encoded: keys past the idempotency window, then

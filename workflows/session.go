@@ -101,7 +101,10 @@ const changeTurnKeys = "turn-keys"
 // the payload limit (the server would terminate the session). And a
 // delivery refused while the run rolls over leaves its record and busy
 // reply to the next run (Snapshot.Refusals), so that refusals that keep
-// coming cannot hold continue-as-new, and the turns waiting, forever.
+// coming cannot hold continue-as-new, and the turns waiting, forever. And a
+// run that took a turn update continues as new before that update leaves
+// the idempotency window (a timer): Temporal answers a repeated update ID
+// from the run's history for as long as the run lasts.
 const changeDeliveryQueue = "delivery-queue"
 
 // InternalKeyPrefix starts the IDs of the turns a session queues itself
@@ -498,6 +501,11 @@ type session struct {
 	// refusalBytes weighs Snapshot.Refusals (version 2 of
 	// changeDeliveryQueue).
 	refusalBytes int
+	// answeredAt is when this run first took a turn update (version 2 of
+	// changeDeliveryQueue); windowDue is set shortly before that leaves
+	// the idempotency window: the run then continues as new.
+	answeredAt time.Time
+	windowDue  bool
 	// queued is this run's changeDeliveryQueue version.
 	queued workflow.Version
 	// resending are the turns whose failed reply UpdateResend is sending.
@@ -548,7 +556,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	for {
 		// A new current deployment version ends an idle run at once: the
 		// session's next turn then runs on the new version's workers.
-		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.targetMoved(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowDue }); err != nil {
 			return err
 		}
 		// Once the run is rolling over, turns that can be carried wait for
@@ -569,7 +577,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 		}
 
-		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) {
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) || s.windowDue {
 			// Admit no new turns until the queue drains, so that a busy
 			// session still reaches continue-as-new.
 			s.rollover = true
@@ -761,6 +769,7 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 
 func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outcome, error) {
 	id := workflow.GetCurrentUpdateInfo(ctx).ID
+	s.endRunWithinWindow(ctx)
 	if out, has, _ := s.recentKey(ctx, id); has {
 		return out, nil
 	}
