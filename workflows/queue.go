@@ -514,7 +514,9 @@ func (s *session) settleRefusal(ctx workflow.Context, r CarriedRefusal) {
 // replyFailed reports a channel reply that failed after its retries: an
 // error in the worker's log naming the session and turn,
 // MetricRepliesFailed, and (since changeDeliveryQueue) an entry of the
-// session's FailedReplies, shown by its state.
+// session's FailedReplies, shown by its state; past maxFailedReplies the
+// oldest goes (since version 2 the oldest busy notice, if any: failed
+// answers are the ones to keep for a resend).
 func (s *session) replyFailed(ctx workflow.Context, in ReplyInput, err error) {
 	workflow.GetLogger(ctx).Error("channel reply failed after its retries; the turn's outcome stays in the session (re-attach to the turn to read it)",
 		"session", s.in.Session, "turn", in.Turn, "kind", in.Reply.Kind, "busy", in.Busy, "error", err)
@@ -529,9 +531,20 @@ func (s *session) replyFailed(ctx workflow.Context, in ReplyInput, err error) {
 	kept := in
 	s.snap.FailedReplies = append(s.snap.FailedReplies, FailedReply{Turn: in.Turn, Kind: in.Reply.Kind, Busy: in.Busy,
 		Error: msg, At: workflow.Now(ctx), Input: &kept})
-	if n := len(s.snap.FailedReplies) - maxFailedReplies; n > 0 {
-		s.snap.FailedReplies = append([]FailedReply(nil), s.snap.FailedReplies[n:]...)
+	if len(s.snap.FailedReplies) <= maxFailedReplies {
+		return
 	}
+	drop := 0
+	if s.sized() {
+		// Busy notices go first: a failed answer is the one to resend.
+		for i, f := range s.snap.FailedReplies {
+			if f.Busy {
+				drop = i
+				break
+			}
+		}
+	}
+	s.snap.FailedReplies = append(s.snap.FailedReplies[:drop:drop], s.snap.FailedReplies[drop+1:]...)
 }
 
 // asking reports whether a question of the running turn waits for its
