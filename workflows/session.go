@@ -577,7 +577,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 		}
 
-		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) || s.windowDue {
+		if s.runDone(ctx) {
 			// Admit no new turns until the queue drains, so that a busy
 			// session still reaches continue-as-new.
 			s.rollover = true
@@ -607,6 +607,14 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 		}
 	}
+}
+
+// runDone reports whether the run should continue as new once its queue
+// allows: Temporal suggests it, it served its turns, its deployment
+// target moved, or a turn update it took nears the end of the idempotency
+// window.
+func (s *session) runDone(ctx workflow.Context) bool {
+	return workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) || s.windowDue
 }
 
 // serve runs one queued turn and settles it: recorded, remembered, followed
