@@ -158,6 +158,10 @@ const changeChatDurable = "chat-durable"
 // payload over 2 MB): a buffered line keeps at most what a fold shows, the
 // buffers, the seen IDs and the routes each have a byte budget (the oldest
 // go first, the seen IDs with a warning).
+//
+// Version 2 weighs the state as continue-as-new carries it, encoded (in
+// JSON "<", ">" and "&" are six bytes each), and keeps an edited buffered
+// line as a buffered line is kept: clipped, within the buffers' budget.
 const changeChatBytes = "chat-bytes"
 
 // Target is where a chat turn's reply goes; it is the Data of the turn's
@@ -342,7 +346,7 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 		c.st = *in.State
 	}
 	c.durable = workflow.GetVersion(ctx, changeChatDurable, workflow.DefaultVersion, 1)
-	c.bytes = workflow.GetVersion(ctx, changeChatBytes, workflow.DefaultVersion, 1)
+	c.bytes = workflow.GetVersion(ctx, changeChatBytes, workflow.DefaultVersion, 2)
 	if c.durable >= 1 && len(c.st.SeenAt) != len(c.st.Seen) {
 		// A state from before SeenAt: its IDs count as seen now.
 		now := workflow.Now(ctx).Unix()
@@ -353,7 +357,7 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 	}
 	for _, id := range c.st.Seen {
 		c.seen[id] = true
-		c.seenBytes += len(id) + chatSeenOverhead
+		c.seenBytes += c.idBytes(id)
 	}
 	for _, id := range c.st.Owned {
 		c.owned[id] = true
@@ -531,8 +535,12 @@ func (c *chat) routeMessage(ctx workflow.Context, m ChatMessage, to turnPlace) {
 		// The newest route always stays (its deletion can still drop it).
 		size := func(r ChatRoute) int {
 			n := len(r.ID) + len(r.Session) + len(r.Key) + 64
+			if c.bytes >= 2 {
+				n = jsonLen(r.ID) + jsonLen(r.Session) + jsonLen(r.Key) + 64
+			}
 			if r.Reply != nil {
-				n += len(r.Reply.Kind) + len(r.Reply.Data)
+				// Data is JSON the workflow encoded: it weighs what it is.
+				n += jsonLen(r.Reply.Kind) + len(r.Reply.Data)
 			}
 			return n
 		}
@@ -590,8 +598,14 @@ func (c *chat) edited(ctx workflow.Context, m ChatMessage) {
 		for li := range c.st.Buffers[bi].Messages {
 			if l := &c.st.Buffers[bi].Messages[li]; l.ID == m.ID && l.Turn == "" {
 				l.Text, l.Attachments = m.Text, m.Attachments
+				if c.bytes >= 2 {
+					clipLine(l)
+				}
 			}
 		}
+	}
+	if c.bytes >= 2 {
+		c.trimBuffers()
 	}
 }
 
@@ -774,13 +788,7 @@ func (c *chat) buffer(m ChatMessage) {
 	}
 	line := BufferedLine{ID: m.ID, User: name, Text: m.Text, Attachments: m.Attachments}
 	if c.bytes >= 1 {
-		// A fold shows chatFoldTextLimit bytes of a line: keep a rune
-		// more, so it still knows the line was longer.
-		line.Text = clipUTF8(line.Text, chatFoldTextLimit+utf8.UTFMax)
-		line.User = clipUTF8(line.User, 256)
-		if len(line.Attachments) > chatLineFiles {
-			line.Attachments = line.Attachments[:chatLineFiles]
-		}
+		clipLine(&line)
 	}
 	b.Messages = append(b.Messages, line)
 	if n := len(b.Messages) - chatBufferLimit; n > 0 {
@@ -791,13 +799,41 @@ func (c *chat) buffer(m ChatMessage) {
 	}
 }
 
-// lineBytes is what a buffered line weighs in the state.
-func lineBytes(l BufferedLine) int {
-	n := len(l.ID) + len(l.User) + len(l.Text) + len(l.Turn) + 48
+// clipLine keeps of a buffered line what a fold shows: chatFoldTextLimit
+// bytes of its text and a rune more (so it still knows the line was
+// longer), a short name, the first chatLineFiles files.
+func clipLine(l *BufferedLine) {
+	l.Text = clipUTF8(l.Text, chatFoldTextLimit+utf8.UTFMax)
+	l.User = clipUTF8(l.User, 256)
+	if len(l.Attachments) > chatLineFiles {
+		l.Attachments = l.Attachments[:chatLineFiles]
+	}
+}
+
+// lineBytes is what a buffered line weighs in the state: since version 2
+// of changeChatBytes encoded, before it its raw bytes.
+func (c *chat) lineBytes(l BufferedLine) int {
+	if c.bytes < 2 {
+		n := len(l.ID) + len(l.User) + len(l.Text) + len(l.Turn) + 48
+		for _, a := range l.Attachments {
+			n += len(a.ID) + len(a.Name) + len(a.Mime) + 48
+		}
+		return n
+	}
+	n := jsonLen(l.ID) + jsonLen(l.User) + jsonLen(l.Text) + jsonLen(l.Turn) + 56
 	for _, a := range l.Attachments {
-		n += len(a.ID) + len(a.Name) + len(a.Mime) + 48
+		n += jsonLen(a.ID) + jsonLen(a.Name) + jsonLen(a.Mime) + 56
 	}
 	return n
+}
+
+// idBytes is what a seen ID weighs in the state (its SeenAt time
+// included).
+func (c *chat) idBytes(id string) int {
+	if c.bytes < 2 {
+		return len(id) + chatSeenOverhead
+	}
+	return jsonLen(id) + chatSeenOverhead
 }
 
 // trimBuffers drops the oldest buffered lines, across places, until the
@@ -806,7 +842,7 @@ func (c *chat) trimBuffers() {
 	total := 0
 	for _, b := range c.st.Buffers {
 		for _, l := range b.Messages {
-			total += lineBytes(l)
+			total += c.lineBytes(l)
 		}
 	}
 	for total > chatBufferBytes && len(c.st.Buffers) > 0 {
@@ -817,7 +853,7 @@ func (c *chat) trimBuffers() {
 			c.st.Buffers = c.st.Buffers[1:]
 			continue
 		}
-		total -= lineBytes(b.Messages[0])
+		total -= c.lineBytes(b.Messages[0])
 		b.Messages = b.Messages[1:]
 	}
 	c.dropEmptyBuffers()
@@ -863,7 +899,7 @@ func (c *chat) dropEmptyBuffers() {
 func (c *chat) see(ctx workflow.Context, id string) {
 	c.seen[id] = true
 	c.st.Seen = append(c.st.Seen, id)
-	c.seenBytes += len(id) + chatSeenOverhead
+	c.seenBytes += c.idBytes(id)
 	if c.durable >= 1 {
 		// Kept by time: drop what is older than the window, and past the
 		// cap (since changeChatBytes: the byte budget) the oldest whatever
@@ -879,7 +915,7 @@ func (c *chat) see(ctx workflow.Context, id string) {
 			return len(c.st.Seen)-n > chatSeenCap
 		}
 		for n < len(c.st.SeenAt) && (c.st.SeenAt[n] < horizon || over()) {
-			bytes -= len(c.st.Seen[n]) + chatSeenOverhead
+			bytes -= c.idBytes(c.st.Seen[n])
 			n++
 		}
 		c.seenBytes = bytes

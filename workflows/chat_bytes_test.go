@@ -53,3 +53,67 @@ func TestChatStateBoundedInBytes(t *testing.T) {
 		t.Errorf("routed %d turns, want the summons with the buffered discussion folded in: %.300q", len(got), got)
 	}
 }
+
+// The chat state's budgets weigh what continue-as-new carries, encoded:
+// buffered lines of markup (each "<", ">" and "&" is six bytes in JSON;
+// Telegram and Feishu pass them raw) and files with such names fill the
+// buffers' budget at their encoded size, so the input stays within budget.
+func TestChatStateBoundedInEncodedBytes(t *testing.T) {
+	t.Parallel()
+	h := newChatHarness(t)
+	ctxMode := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	text := strings.Repeat("<", 2000)
+	var files []workflows.Attachment
+	for i := range 20 {
+		files = append(files, workflows.Attachment{ID: fmt.Sprintf("f%d", i), Name: strings.Repeat("&", 200) + ".txt"})
+	}
+	const lines = 200
+	for i := range lines {
+		h.send(workflows.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Text: text, Attachments: files, Policy: ctxMode})
+	}
+	h.env.RegisterDelayedCallback(func() { h.env.CancelWorkflow() }, h.step+time.Hour)
+	h.env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: h.chat, SignalsPerRun: lines})
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new", err)
+	}
+	n := 0
+	for _, p := range can.Input.GetPayloads() {
+		n += p.Size()
+	}
+	if n > chatStateBudget {
+		t.Errorf("continue-as-new input of %d bytes encoded, want at most %d", n, chatStateBudget)
+	}
+}
+
+// An edit of a buffered line is kept as a buffered line is: clipped to what
+// a fold shows and within the buffers' budget. Short lines edited into long
+// ones (any member of a conversation in context mode can) cannot grow the
+// state past its budget.
+func TestChatEditedLinesStayWithinBudget(t *testing.T) {
+	t.Parallel()
+	h := newChatHarness(t)
+	ctxMode := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	const lines = 150
+	for i := range lines {
+		h.send(workflows.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Text: "ok", Policy: ctxMode})
+	}
+	long := strings.Repeat("x", 40000) // Slack's longest message
+	for i := range lines {
+		h.send(workflows.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Edited: true, Event: fmt.Sprintf("Ev%d", i),
+			Text: long, Policy: ctxMode})
+	}
+	h.env.RegisterDelayedCallback(func() { h.env.CancelWorkflow() }, h.step+time.Hour)
+	h.env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: h.chat, SignalsPerRun: 2 * lines})
+	var can *workflow.ContinueAsNewError
+	if err := h.env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error = %v, want continue-as-new", err)
+	}
+	n := 0
+	for _, p := range can.Input.GetPayloads() {
+		n += p.Size()
+	}
+	if n > chatStateBudget {
+		t.Errorf("continue-as-new input of %d bytes encoded, want at most %d", n, chatStateBudget)
+	}
+}

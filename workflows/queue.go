@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -54,6 +56,80 @@ func ReplyRef(key string, at time.Time) string {
 
 // carries reports whether this run follows changeDeliveryQueue.
 func (s *session) carries() bool { return s.keyed() && s.queued >= 1 }
+
+// sized reports whether this run weighs what it keeps encoded (version 2
+// of changeDeliveryQueue).
+func (s *session) sized() bool { return s.carries() && s.queued >= 2 }
+
+// snapshotBudget is what the snapshot may weigh encoded when the run
+// continues as new (version 2 of changeDeliveryQueue): under Temporal's
+// 2 MB payload limit, with room for the rest of the input.
+const snapshotBudget = 1800 << 10
+
+// recentEntryOverhead is what a remembered key without its outcome weighs
+// encoded besides the key: {"key":…,"at":"<RFC 3339, nanoseconds, zone>"},
+const recentEntryOverhead = len(`{"key":,"at":""},`) + len(time.RFC3339Nano) + 6
+
+// weigh is what a waiting delivered turn weighs in the snapshot: since
+// version 2 of changeDeliveryQueue its encoded size, before it its raw
+// bytes.
+func (s *session) weigh(q QueuedTurn) int {
+	if !s.sized() {
+		return deliverySize(q.Delivery)
+	}
+	return encodedLen(q, 6*deliverySize(q.Delivery)) + 1
+}
+
+// keyBytes is what remembering key weighs in the snapshot.
+func (s *session) keyBytes(key string) int {
+	if !s.sized() {
+		return len(key) + recentOverhead
+	}
+	return jsonLen(key) + recentEntryOverhead
+}
+
+// encodedLen is the length of v encoded as Temporal's JSON payload
+// converter encodes it (encoding/json); worst when v cannot be encoded.
+func encodedLen(v any, worst int) int {
+	// Deterministic: structs and slices of recorded values encode to the
+	// same bytes every time (maps, if any, in sorted key order).
+	//workflowcheck:ignore
+	b, err := json.Marshal(v)
+	if err != nil {
+		return worst
+	}
+	return len(b)
+}
+
+// jsonLen is the length of s as a JSON string written by encoding/json,
+// quotes included: '"', '\\' and the usual control characters take two
+// bytes, other control characters, "<", ">", "&", U+2028, U+2029 and each
+// byte of invalid UTF-8 six.
+func jsonLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			switch {
+			case b == '"' || b == '\\' || b == '\n' || b == '\r' || b == '\t':
+				n += 2
+			case b < 0x20 || b == '<' || b == '>' || b == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
 
 // carriesAll reports whether every waiting turn can be carried to the
 // next run (no handler waits for any of them).
@@ -131,25 +207,25 @@ func (s *session) pruneRecent(now time.Time) {
 	}
 }
 
-// recentFull reports whether remembering one more key of keyBytes, besides
-// the turns waiting and running, would take Recent past its bound.
-func (s *session) recentFull(ctx workflow.Context, keyBytes int) bool {
+// recentFull reports whether remembering one more key, besides the turns
+// waiting and running, would take Recent past its bound.
+func (s *session) recentFull(ctx workflow.Context, key string) bool {
 	limit := recentBytes
 	if s.in.RecentBytes > 0 {
 		limit = s.in.RecentBytes
 	}
 	horizon := workflow.Now(ctx).Add(-s.window())
-	used := keyBytes + recentOverhead
+	used := s.keyBytes(key)
 	for _, r := range s.snap.Recent {
 		if !r.At.Before(horizon) {
-			used += len(r.Key) + recentOverhead
+			used += s.keyBytes(r.Key)
 		}
 	}
 	for _, t := range s.queue {
-		used += len(t.id) + recentOverhead
+		used += s.keyBytes(t.id)
 	}
 	if s.running != nil {
-		used += len(s.running.id) + recentOverhead
+		used += s.keyBytes(s.running.id)
 	}
 	return used > limit
 }
@@ -190,16 +266,21 @@ func (s *session) rememberAbort(ctx workflow.Context, res AbortResult) {
 	s.remember(ctx, abortKeyPrefix+info.ID, agentloop.Outcome{Turn: res.Turn, Status: agent.TypeFailed, Code: agent.CodeAborted})
 }
 
-// restoreQueue queues the turns the previous run carried, and dates the
+// restoreQueue queues the turns the previous run carried, settles the
+// refusals it carried, and dates the
 // remembered keys of a snapshot from before changeDeliveryQueue (their
 // window starts now).
 func (s *session) restoreQueue(ctx workflow.Context) {
 	for _, q := range s.snap.Queue {
 		d := q.Delivery
 		s.queue = append(s.queue, &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source},
-			reply: d.Reply, notify: d.Notify, delivery: &d, at: q.At, ref: q.Ref, size: deliverySize(d)})
+			reply: d.Reply, notify: d.Notify, delivery: &d, at: q.At, ref: q.Ref, size: s.weigh(q)})
 	}
 	s.snap.Queue = nil
+	for _, r := range s.snap.Refusals {
+		s.settleRefusal(ctx, r)
+	}
+	s.snap.Refusals = nil
 	if !s.carries() {
 		return
 	}
@@ -235,6 +316,65 @@ func (s *session) carryQueue() {
 		if t.delivery != nil {
 			s.snap.Queue = append(s.snap.Queue, QueuedTurn{Delivery: *t.delivery, At: t.at, Ref: t.ref})
 		}
+	}
+}
+
+// endRunWithinWindow arms, at this run's first turn update (version 2 of
+// changeDeliveryQueue), the end of the run shortly before that update
+// leaves the idempotency window. Temporal answers a repeated update ID from
+// the run's own history for as long as the run lasts, whatever the window:
+// a key sent again after the window must reach a run that has not seen it
+// (the snapshot's Recent knows the key only for the window).
+func (s *session) endRunWithinWindow(ctx workflow.Context) {
+	if !s.sized() || !s.answeredAt.IsZero() {
+		return
+	}
+	s.answeredAt = workflow.Now(ctx)
+	window := s.window()
+	due := window - min(time.Hour, window/10)
+	workflow.Go(s.root, func(gctx workflow.Context) {
+		timer := workflow.NewTimerWithOptions(gctx, due, workflow.TimerOptions{
+			Summary: fmt.Sprintf("new run before the first turn key leaves the idempotency window (%s)", window)})
+		if err := timer.Get(gctx, nil); err == nil {
+			s.windowDue = true
+		}
+	})
+}
+
+// fitSnapshot sheds, before continue-as-new (version 2 of
+// changeDeliveryQueue), what the snapshot need not carry until it weighs
+// at most snapshotBudget encoded: keys past the idempotency window, then
+// remembered outcomes (the oldest first: the store answers their keys),
+// then the bodies of failed replies (they stay listed, no longer
+// resendable). What waits and the keys of the window are kept: their
+// bounds keep them within the budget.
+func (s *session) fitSnapshot(ctx workflow.Context) {
+	if !s.sized() {
+		return
+	}
+	s.pruneRecent(workflow.Now(ctx))
+	size := encodedLen(s.snap, snapshotBudget+1)
+	for i := range s.snap.Recent {
+		if size <= snapshotBudget {
+			return
+		}
+		if r := &s.snap.Recent[i]; r.Outcome.Turn != "" || r.Outcome.Status != "" {
+			size -= encodedLen(r.Outcome, 0)
+			r.Outcome = agentloop.Outcome{}
+		}
+	}
+	for i := range s.snap.FailedReplies {
+		if size <= snapshotBudget {
+			return
+		}
+		if f := &s.snap.FailedReplies[i]; f.Input != nil {
+			size -= encodedLen(f.Input, 0)
+			f.Input = nil
+		}
+	}
+	if size > snapshotBudget {
+		workflow.GetLogger(ctx).Error("the session's snapshot weighs more than it should; continuing as new may fail",
+			"session", s.in.Session, "bytes", size, "budget", snapshotBudget)
 	}
 }
 
@@ -278,7 +418,9 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 	if s.answersQuestion(ctx, d) {
 		return
 	}
-	size := deliverySize(d)
+	now := workflow.Now(ctx)
+	ref := ReplyRef(d.Key, now)
+	size := s.weigh(QueuedTurn{Delivery: d, At: now, Ref: ref})
 	n, bytes := s.queuedDeliveries()
 	switch {
 	case size > MaxQueuedBytes:
@@ -292,13 +434,12 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 			"session busy: %d turns (%d KiB) are already waiting, the most it keeps (%d KiB); this message was refused and will not be answered — send it again later",
 			n, bytes>>10, MaxQueuedBytes>>10))
 		return
-	case s.recentFull(ctx, len(d.Key)):
+	case s.recentFull(ctx, d.Key):
 		s.refuseDelivery(ctx, d, refusedWindowFull, s.windowFullText())
 		return
 	}
-	now := workflow.Now(ctx)
 	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.Reply, notify: d.Notify,
-		delivery: &d, at: now, ref: ReplyRef(d.Key, now), size: size}
+		delivery: &d, at: now, ref: ref, size: size}
 	s.queue = append(s.queue, t)
 	// Waiting behind another turn: its reply mounts now, showing that —
 	// for the first few only (each is a running activity), and not while
@@ -311,7 +452,10 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 
 // refuseDelivery refuses d visibly: a warning, MetricTurnsRefused, the key
 // remembered and recorded as refused (a redelivery gets the same answer)
-// and, for a channel message, a busy reply carrying the refusal.
+// and, for a channel message, a busy reply carrying the refusal. While the
+// run rolls over (version 2 of changeDeliveryQueue) the record and the
+// reply are left to the next run: refusals that keep coming must not hold
+// continue-as-new, and with it the turns waiting, for as long as they come.
 func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detail string) {
 	workflow.GetLogger(ctx).Warn("delivery refused: "+detail, "session", s.in.Session, "key", d.Key, "reason", reason)
 	s.countRefusal(ctx, reason, "deliver")
@@ -319,16 +463,47 @@ func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detai
 	if reason != refusedWindowFull {
 		s.remember(ctx, d.Key, out)
 	}
+	r := CarriedRefusal{Key: d.Key, Outcome: out}
+	if d.Reply != nil {
+		r.Reply = &ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: *d.Reply, Busy: true, Outcome: out,
+			Ref: ReplyRef(d.Key, workflow.Now(ctx))}
+	}
+	if s.sized() && s.rollover {
+		s.carryRefusal(ctx, r)
+		return
+	}
+	s.settleRefusal(ctx, r)
+}
+
+// refusalsBudget bounds the refusals a run rolling over carries to the
+// next one (encoded), about a hundred.
+const refusalsBudget = 64 << 10
+
+// carryRefusal leaves r's record and reply to the next run; past
+// refusalsBudget the refusal is only logged and counted.
+func (s *session) carryRefusal(ctx workflow.Context, r CarriedRefusal) {
+	w := encodedLen(r, refusalsBudget+1) + 1
+	if s.refusalBytes+w > refusalsBudget {
+		workflow.GetLogger(ctx).Warn("refused delivery neither recorded nor answered on its platform: too many refusals while the session moves to a fresh run",
+			"session", s.in.Session, "key", r.Key)
+		return
+	}
+	s.refusalBytes += w
+	s.snap.Refusals = append(s.snap.Refusals, r)
+}
+
+// settleRefusal records a refusal and sends its busy reply, if any;
+// continue-as-new waits for both.
+func (s *session) settleRefusal(ctx workflow.Context, r CarriedRefusal) {
 	s.records++
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { s.records-- }()
-		s.recordTurn(gctx, d.Key, out, time.Time{})
+		s.recordTurn(gctx, r.Key, r.Outcome, time.Time{})
 	})
-	if d.Reply == nil {
+	if r.Reply == nil {
 		return
 	}
-	in := ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: *d.Reply, Busy: true, Outcome: out,
-		Ref: ReplyRef(d.Key, workflow.Now(ctx))}
+	in := *r.Reply
 	s.replies++
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { s.replies-- }()
@@ -339,7 +514,9 @@ func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detai
 // replyFailed reports a channel reply that failed after its retries: an
 // error in the worker's log naming the session and turn,
 // MetricRepliesFailed, and (since changeDeliveryQueue) an entry of the
-// session's FailedReplies, shown by its state.
+// session's FailedReplies, shown by its state; past maxFailedReplies the
+// oldest goes (since version 2 the oldest busy notice, if any: failed
+// answers are the ones to keep for a resend).
 func (s *session) replyFailed(ctx workflow.Context, in ReplyInput, err error) {
 	workflow.GetLogger(ctx).Error("channel reply failed after its retries; the turn's outcome stays in the session (re-attach to the turn to read it)",
 		"session", s.in.Session, "turn", in.Turn, "kind", in.Reply.Kind, "busy", in.Busy, "error", err)
@@ -354,9 +531,20 @@ func (s *session) replyFailed(ctx workflow.Context, in ReplyInput, err error) {
 	kept := in
 	s.snap.FailedReplies = append(s.snap.FailedReplies, FailedReply{Turn: in.Turn, Kind: in.Reply.Kind, Busy: in.Busy,
 		Error: msg, At: workflow.Now(ctx), Input: &kept})
-	if n := len(s.snap.FailedReplies) - maxFailedReplies; n > 0 {
-		s.snap.FailedReplies = append([]FailedReply(nil), s.snap.FailedReplies[n:]...)
+	if len(s.snap.FailedReplies) <= maxFailedReplies {
+		return
 	}
+	drop := 0
+	if s.sized() {
+		// Busy notices go first: a failed answer is the one to resend.
+		for i, f := range s.snap.FailedReplies {
+			if f.Busy {
+				drop = i
+				break
+			}
+		}
+	}
+	s.snap.FailedReplies = append(s.snap.FailedReplies[:drop:drop], s.snap.FailedReplies[drop+1:]...)
 }
 
 // asking reports whether a question of the running turn waits for its

@@ -91,6 +91,20 @@ const changeTurnKeys = "turn-keys"
 // an abort is remembered by its update ID (a retried stop aborts nothing
 // else); a channel reply's reference is kept under a key of its own run
 // (ReplyRef); a reply that fails after its retries is reported.
+//
+// Version 2 weighs what the session keeps as Temporal measures the
+// continue-as-new input, encoded: a delivery and a remembered key count at
+// their JSON size (markup's "<", ">" and "&" are six bytes each there), and
+// before continuing as new the snapshot sheds what the store keeps anyway
+// (remembered outcomes, failed replies' bodies) until it fits
+// snapshotBudget, so that no queue within its bound can make the input pass
+// the payload limit (the server would terminate the session). And a
+// delivery refused while the run rolls over leaves its record and busy
+// reply to the next run (Snapshot.Refusals), so that refusals that keep
+// coming cannot hold continue-as-new, and the turns waiting, forever. And a
+// run that took a turn update continues as new before that update leaves
+// the idempotency window (a timer): Temporal answers a repeated update ID
+// from the run's history for as long as the run lasts.
 const changeDeliveryQueue = "delivery-queue"
 
 // InternalKeyPrefix starts the IDs of the turns a session queues itself
@@ -153,7 +167,10 @@ type Snapshot struct {
 	// FailedReplies are the last channel replies that failed after their
 	// retries (the answer is in the session; see SessionView).
 	FailedReplies []FailedReply `json:"failedReplies,omitempty"`
-	Turns         int64         `json:"turns"`
+	// Refusals are deliveries refused while the previous run rolled over,
+	// whose record and busy reply the next run does.
+	Refusals []CarriedRefusal `json:"refusals,omitempty"`
+	Turns    int64            `json:"turns"`
 	// Wakes are pending self-scheduled wake-ups; WakeSeq numbers them and
 	// WakeLog records the last ones that fired.
 	Wakes   []wakes.Wake `json:"wakes,omitempty"`
@@ -194,6 +211,14 @@ type FailedReply struct {
 	At    time.Time `json:"at"`
 	// Input is the reply, kept for UpdateResend (not shown in the view).
 	Input *ReplyInput `json:"input,omitempty"`
+}
+
+// CarriedRefusal is a refused delivery (its key and the refusal) whose
+// record and busy reply (nil: none) are left to the next run.
+type CarriedRefusal struct {
+	Key     string            `json:"key"`
+	Outcome agentloop.Outcome `json:"outcome"`
+	Reply   *ReplyInput       `json:"reply,omitempty"`
 }
 
 // ResendRequest is the argument of UpdateResend: the turn whose failed
@@ -488,6 +513,14 @@ type session struct {
 	deliveries workflow.ReceiveChannel
 	replies    int
 	records    int
+	// refusalBytes weighs Snapshot.Refusals (version 2 of
+	// changeDeliveryQueue).
+	refusalBytes int
+	// answeredAt is when this run first took a turn update (version 2 of
+	// changeDeliveryQueue); windowDue is set shortly before that leaves
+	// the idempotency window: the run then continues as new.
+	answeredAt time.Time
+	windowDue  bool
 	// queued is this run's changeDeliveryQueue version.
 	queued workflow.Version
 	// resending are the turns whose failed reply UpdateResend is sending.
@@ -521,7 +554,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	s.initStatus(ctx)
 	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
 	s.keys = workflow.GetVersion(ctx, changeTurnKeys, workflow.DefaultVersion, 1)
-	s.queued = workflow.GetVersion(ctx, changeDeliveryQueue, workflow.DefaultVersion, 1)
+	s.queued = workflow.GetVersion(ctx, changeDeliveryQueue, workflow.DefaultVersion, 2)
 	s.restoreQueue(ctx)
 	if s.snap.IDPrefix == "" {
 		if s.durableTurns() {
@@ -543,7 +576,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	for {
 		// A new current deployment version ends an idle run at once: the
 		// session's next turn then runs on the new version's workers.
-		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.targetMoved(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowDue }); err != nil {
 			return err
 		}
 		// Once the run is rolling over, turns that can be carried wait for
@@ -564,7 +597,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 		}
 
-		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) {
+		if s.runDone(ctx) {
 			// Admit no new turns until the queue drains, so that a busy
 			// session still reaches continue-as-new.
 			s.rollover = true
@@ -583,6 +616,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 			if len(s.queue) == 0 || s.carriesAll() {
 				s.carryQueue()
+				s.fitSnapshot(ctx)
 				return workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, SessionWorkflowType, SessionInput{
 					Session:           in.Session,
 					TurnsPerRun:       in.TurnsPerRun,
@@ -593,6 +627,14 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 		}
 	}
+}
+
+// runDone reports whether the run should continue as new once its queue
+// allows: Temporal suggests it, it served its turns, its deployment
+// target moved, or a turn update it took nears the end of the idempotency
+// window.
+func (s *session) runDone(ctx workflow.Context) bool {
+	return workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) || s.windowDue
 }
 
 // serve runs one queued turn and settles it: recorded, remembered, followed
@@ -724,7 +766,7 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 				fmt.Sprintf("idempotency key %q: keys starting with %q name the session's own turns (follow-ups, wake-ups); choose another key",
 					info.ID, InternalKeyPrefix), agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
-		if s.carries() && s.recentFull(ctx, len(info.ID)) {
+		if s.carries() && s.recentFull(ctx, info.ID) {
 			s.countRefusal(ctx, refusedWindowFull, "update")
 			return temporal.NewApplicationErrorWithOptions(s.windowFullText(), agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 		}
@@ -755,6 +797,7 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 
 func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outcome, error) {
 	id := workflow.GetCurrentUpdateInfo(ctx).ID
+	s.endRunWithinWindow(ctx)
 	if out, has, _ := s.recentKey(ctx, id); has {
 		return out, nil
 	}
@@ -1159,7 +1202,7 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 	if s.carries() {
 		// Nobody waits on it: it can wait for the next run.
 		next.delivery = &Delivery{Key: id, Source: next.req.Source, Prompt: next.req.Prompt}
-		next.size = deliverySize(*next.delivery)
+		next.size = s.weigh(QueuedTurn{Delivery: *next.delivery})
 	}
 	s.queue = append([]*pendingTurn{next}, s.queue...)
 }

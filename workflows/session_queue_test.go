@@ -340,3 +340,49 @@ func TestSessionDeliveryTooLargeRefused(t *testing.T) {
 	}
 	equal(t, "refusal counted", metrics.total(refusedMetric+"{reason=too_large,via=deliver}"), int64(1))
 }
+
+// Failed busy notices do not push failed answers off the session's list:
+// a receiver down for a while fails both, and refusals can be many; the
+// answers stay listed, and resendable, while the list drops busy notices
+// first.
+func TestSessionFailedAnswersOutlastFailedBusyNotices(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.env.RegisterActivityWithOptions(func(context.Context, workflows.ReplyInput) error {
+		return temporal.NewNonRetryableApplicationError("receiver answered 503", "test", nil)
+	}, activity.RegisterOptions{Name: workflows.ActivityChannelReply})
+	h.env.RegisterActivityWithOptions(func(context.Context, workflows.StreamInput) error { return nil },
+		activity.RegisterOptions{Name: workflows.ActivityChannelStream})
+	gate := make(chan struct{})
+	gatedOn(h, "a3", gate)
+	big := strings.Repeat("x", 190<<10)
+	h.at(ms, func() {
+		for i := 1; i <= 3; i++ {
+			h.deliver(delivery(fmt.Sprintf("a%d", i), "hello"))
+		}
+	})
+	h.when(func() bool { return h.modelStarted("a3", 1) }, func() {
+		for i := 1; i <= 4; i++ {
+			h.deliver(delivery(fmt.Sprintf("k%d", i), big)) // the queue is full
+		}
+		for i := 1; i <= 25; i++ {
+			h.deliver(delivery(fmt.Sprintf("r%d", i), strings.Repeat("y", 10<<10))) // refused: each busy notice fails
+		}
+		h.at(0, func() { close(gate) })
+	})
+	var view workflows.SessionView
+	h.at(time.Hour, func() { view = h.state() })
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	listed := map[string]bool{}
+	var turns []string
+	for _, f := range view.FailedReplies {
+		listed[f.Turn] = true
+		turns = append(turns, f.Turn)
+	}
+	for _, k := range []string{"a1", "a2", "a3", "k1", "k2", "k3", "k4"} {
+		if !listed[k] {
+			t.Errorf("the failed answer of %s is no longer listed (listed: %v)", k, turns)
+		}
+	}
+}

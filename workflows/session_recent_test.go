@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -221,4 +223,38 @@ func TestSessionRetriedStopAbortsNothingElse(t *testing.T) {
 	next.when(retried.finished, func() { close(gate2) })
 	next.run(continued(t, h))
 	requireOutcome(t, next.outcome(t2), "t2", agent.TypeCompleted, "", false)
+}
+
+// Temporal answers a repeated update ID from the run's own history for as
+// long as the run lasts, whatever the idempotency window: a turn key sent
+// again after the window, to a run that answered it, got the old outcome
+// and ran nothing. A run that has answered a turn update continues as new
+// before that update leaves the window (an idle one too), so that the key
+// sent again after the window reaches a run that never saw it, which runs
+// it as a new turn.
+func TestSessionRunEndsBeforeAnAnsweredKeyLeavesTheWindow(t *testing.T) {
+	t.Parallel()
+	forgetful := func(context.Context, workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+		return workflows.BeginTurnResult{}, nil
+	}
+	h := newHarness(t)
+	h.begin = forgetful
+	first := h.turn(ms, "k1", "hello")
+	again := h.turn(25*time.Hour, "k1", "hello again")
+	h.runUntil(workflows.SessionInput{Session: "s1"}, 48*time.Hour)
+	requireOutcome(t, h.outcome(first), "k1", agent.TypeCompleted, "", false)
+	if err := h.env.GetWorkflowError(); temporal.IsCanceledError(err) {
+		_, _, completed, _, _ := again.snapshot()
+		t.Fatalf("the run that answered k1 was still open after the window (48 h); k1 sent again at 25 h was answered by Temporal from that run (completed %v) and ran nothing; prompts %q",
+			completed, h.prompts())
+	}
+	in := continued(t, h)
+	next := newHarness(t)
+	next.begin = forgetful
+	next.env.SetStartTime(next.env.Now().Add(25 * time.Hour))
+	re := next.turn(ms, "k1", "hello again")
+	next.runUntil(in, time.Hour)
+	next.requireCancelled()
+	requireOutcome(t, next.outcome(re), "k1", agent.TypeCompleted, "", false)
+	equalSlice(t, "prompts of the next run", next.prompts(), []string{"hello again"})
 }

@@ -93,7 +93,9 @@ func TestSessionTurnBeginRetriedUntilStoreAnswers(t *testing.T) {
 		return workflows.BeginTurnResult{}, nil
 	}
 	u := h.turn(ms, "t1", "hello")
-	h.run(workflows.SessionInput{Session: "s1", IdempotencyWindow: time.Hour})
+	// Before the one-hour window's run ends (a run that took a turn update
+	// continues as new before it leaves the window).
+	h.runUntil(workflows.SessionInput{Session: "s1", IdempotencyWindow: time.Hour}, 30*time.Minute)
 	h.requireCancelled()
 
 	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)

@@ -17,6 +17,7 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -105,6 +106,10 @@ func TestDelegationParallelChildren(t *testing.T) {
 			t.Errorf("sub-agent %s made %d model calls, want 1", key, n)
 		}
 	}
+	// Found by their parent (GET /sessions?parent=, fastagent session list
+	// --parent), though they run as Delegate workflows.
+	e.searchUntil(t, sessionstart.Filter{Parent: session},
+		agentloop.DelegateSession(session, "trip-1", "d1"), agentloop.DelegateSession(session, "trip-1", "d2"))
 	parent := "session:" + session
 	for _, call := range []string{"d1", "d2"} {
 		id := "session:" + agentloop.DelegateSession(session, "trip-1", call)

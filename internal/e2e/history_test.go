@@ -124,6 +124,9 @@ func historyScenarios() []historyScenario {
 		// continue-as-new (two turns per run); two refused (no key, an
 		// @-key).
 		{name: "delivery_queue", run: runDeliveryQueue},
+		// The same under version 2 of delivery-queue (weighed encoded),
+		// with prompts of markup.
+		{name: "delivery_queue_sized", run: runDeliveryQueueSized},
 		{name: "chat_routing_chat", ownWorker: true, run: runChatRouting(true)},
 		{name: "chat_routing_session", ownWorker: true, run: runChatRouting(false)},
 		// A thread reply queued behind a running turn, then deleted: the

@@ -2,9 +2,11 @@ package webhook
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -157,5 +159,50 @@ func TestCallbackAllowPrivate(t *testing.T) {
 	}
 	if n := rcv.n.Load(); n != 1 {
 		t.Errorf("%d callbacks reached the control-plane address, want none after the first", n-1)
+	}
+}
+
+// A service of the deployment listening on every address (the ingress with
+// http.host 0.0.0.0, which the control plane names as 127.0.0.1:<port>) is
+// refused on every address of this machine, not only the one named: with
+// reply.allowPrivate a callback to another loopback address, or to IPv6
+// loopback, at its port reaches it just the same.
+func TestCallbackControlPlaneOnEveryOwnAddress(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	ln, err := net.Listen("tcp", ":0") // every address, as the ingress on 0.0.0.0
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	deny, err := egress.ParseDests(context.Background(), []string{net.JoinHostPort("127.0.0.1", port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"127.0.0.2", "[::1]", "localhost"} {
+		ch, err := New("cb", []byte(replyFile("http://"+host+":"+port+"/cb", "  allowPrivate: true\n")), env(replyEnv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp := ch.Replier.(*Replier)
+		rp.SetControlPlane(deny)
+		rd, err := rp.Render(context.Background(), workflows.Target{Chat: "hook:cb", Message: "hook:cb:k1"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = rd.Finish(context.Background(), "the answer")
+		if err == nil || !channels.IsPermanent(err) || !strings.Contains(err.Error(), "own services") {
+			t.Errorf("to %s:%s: %v; want a permanent refusal naming the deployment's own services", host, port, err)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("%d callbacks reached the deployment's own service", n)
 	}
 }

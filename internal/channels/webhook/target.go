@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -28,6 +29,8 @@ type callbackTarget struct {
 
 	mu   sync.RWMutex
 	deny []egress.Dest
+	// own are this machine's interface addresses (SetControlPlane).
+	own []netip.Addr
 }
 
 // hint is how to let callbacks reach a receiver on the operator's own
@@ -55,9 +58,9 @@ func (g *callbackTarget) checkURL(u *url.URL) error {
 func (g *callbackTarget) check(ip netip.Addr, port uint16) error {
 	ip = ip.Unmap()
 	g.mu.RLock()
-	deny := g.deny
+	deny, own := g.deny, g.own
 	g.mu.RUnlock()
-	if err := (egress.Policy{Deny: deny}).Check(ip, port, true); err != nil {
+	if err := (egress.Policy{Deny: deny}).Check(ip, port, true); err != nil || ownService(deny, own, ip, port) {
 		return fmt.Errorf("%s is one of this deployment's own services: callbacks never go there", netip.AddrPortFrom(ip, port))
 	}
 	switch k := egress.Kind(ip); k {
@@ -71,6 +74,43 @@ func (g *callbackTarget) check(ip netip.Addr, port uint16) error {
 	default:
 		return fmt.Errorf("%s is a %s address (cloud metadata and the like): callbacks never go there", ip, k)
 	}
+}
+
+// ownService reports whether ip:port is a service of the deployment on
+// this machine reached by another of its addresses: a service named by one
+// of this machine's addresses and a port (the ingress on 0.0.0.0 is named
+// 127.0.0.1:<port>) may listen on all of them — another loopback address,
+// IPv6 loopback, an interface's address — so the port is refused on every
+// one.
+func ownService(deny []egress.Dest, own []netip.Addr, ip netip.Addr, port uint16) bool {
+	isOwn := func(a netip.Addr) bool {
+		a = a.Unmap()
+		return a.IsLoopback() || a.IsUnspecified() || slices.Contains(own, a)
+	}
+	if !isOwn(ip) {
+		return false
+	}
+	for _, d := range deny {
+		if d.Port == port && d.Prefix.IsSingleIP() && isOwn(d.Prefix.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownAddrs are this machine's interface addresses.
+func ownAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap().WithZone(""))
+		}
+	}
+	return out
 }
 
 // control is the dialer's check of each address it connects to, after
@@ -117,8 +157,10 @@ func redact(u *url.URL) string {
 // frontend, the ingress, the store, the feed, metrics) that callbacks
 // never reach, even with reply.allowPrivate.
 func (r *Replier) SetControlPlane(deny []egress.Dest) {
+	own := ownAddrs()
 	r.target.mu.Lock()
 	r.target.deny = append([]egress.Dest(nil), deny...)
+	r.target.own = own
 	r.target.mu.Unlock()
 	r.client.CloseIdleConnections() // a kept-alive connection was checked against the old list
 }
