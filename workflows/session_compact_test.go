@@ -232,11 +232,17 @@ func TestSessionManualCompactionRefused(t *testing.T) {
 		return reply(call), nil
 	}
 	h2.turn(ms, "running", "hold")
-	for i := 0; i < workflows.MaxQueuedTurns; i++ {
-		h2.turn(2*ms, "queued-"+string(rune('a'+i)), "wait")
-	}
-	busy := h2.send(3*ms, workflows.UpdateCompact, "compact-busy", workflows.CompactRequest{})
-	h2.at(4*ms, func() { close(gate) })
+	// The queue fills once the first turn runs (its Turn.Begin is a local
+	// activity: on a busy machine it may still be waiting at any fixed time).
+	busy := &update{}
+	h2.when(func() bool { return h2.state().Running == "running" }, func() {
+		for i := 0; i < workflows.MaxQueuedTurns; i++ {
+			h2.sendNow(&update{}, workflows.UpdateTurn, "queued-"+string(rune('a'+i)),
+				workflows.TurnRequest{Prompt: agent.Prompt{Text: "wait"}, Source: "test"})
+		}
+		h2.sendNow(busy, workflows.UpdateCompact, "compact-busy", workflows.CompactRequest{})
+		h2.at(ms, func() { close(gate) })
+	})
 	h2.run(workflows.SessionInput{Session: "s2"})
 	h2.requireRejected(busy, agent.CodeSessionBusy)
 }
