@@ -134,3 +134,88 @@ func TestSubAgentNamedSiblingKeepsTheWaits(t *testing.T) {
 		t.Fatalf("c1 = %+v, want it run once, approved", c)
 	}
 }
+
+// raceChild is a sub-agent whose wait (an approval c1, or a question q1
+// when ask is set) ends at its own deadline just as a decision made on the
+// delegating session is on its way: it tells the delegating session of the
+// wait, takes the decision, and then — as the real Delegate workflow does
+// when its deadline fired first — tells of the wait's end (timed out) and
+// then that it refused the decision (nothing waits any more). It runs on
+// for an hour, so the delegating turn is still running meanwhile.
+func raceChild(ask bool) func(ctx workflow.Context, in workflows.DelegateInput) (agentloop.Outcome, error) {
+	return func(ctx workflow.Context, in workflows.DelegateInput) (agentloop.Outcome, error) {
+		info := workflow.GetInfo(ctx)
+		parent, me := info.ParentWorkflowExecution.ID, info.WorkflowExecution.ID
+		tell := func(w workflows.SubAgentWait) {
+			w.Child = me
+			_ = workflow.SignalExternalWorkflow(ctx, parent, "", workflows.SignalSubAgentWait, w).Get(ctx, nil)
+		}
+		deadline := workflow.Now(ctx).Add(10 * time.Minute)
+		asked, ended := agent.ApprovalRequested("c1", "deploy", json.RawMessage(`{"env":"prod"}`), "sha256:a", "sha256:d", nil, deadline),
+			agent.ApprovalResolved("c1", false, "", "no one approved or denied it within 10m0s (approvals.timeout)", true)
+		if ask {
+			asked, ended = agent.QuestionAsked("q1", "Which region?", deadline), agent.QuestionAnswered("q1", "", true)
+		}
+		tell(workflows.SubAgentWait{Event: &asked})
+		var d workflows.SubAgentDecision
+		workflow.GetSignalChannel(ctx, workflows.SignalSubAgentDecision).Receive(ctx, &d)
+		tell(workflows.SubAgentWait{Event: &ended})
+		tell(workflows.SubAgentWait{Refused: &workflows.SubAgentRefusal{Decision: d.ID, Code: agent.CodeNotFound, Message: "nothing waits under that ID"}})
+		_ = workflow.Sleep(ctx, time.Hour)
+		return agentloop.Outcome{Turn: agentloop.DelegateTurn, Status: agent.TypeCompleted}, nil
+	}
+}
+
+// A decision that races the sub-agent's deadline — the sub-agent tells of
+// its wait's end (timed out) and then refuses the decision — is answered
+// "not decided by you", and the wait, ended, is ended on the delegating
+// session for good: no longer listed, no longer decidable.
+func TestSubAgentDecisionRacingTheDeadline(t *testing.T) {
+	t.Parallel()
+	for _, ask := range []bool{false, true} {
+		name, call := "approval", "d1.c1"
+		if ask {
+			name, call = "question", "d1.q1"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.env.RegisterWorkflowWithOptions(raceChild(ask), workflow.RegisterOptions{Name: workflows.DelegateWorkflowType})
+			h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+				if call.Step == 1 {
+					return reply(call, delegateTo("d1", "deploy it", "")), nil
+				}
+				return reply(call), nil
+			}
+			u := h.turn(ms, "t1", "go")
+			first := &update{}
+			h.when(func() bool { v := h.state(); return len(v.Approvals)+len(v.Questions) > 0 }, func() {
+				if ask {
+					h.sendNow(first, workflows.UpdateAnswer, "dec-1", workflows.AnswerRequest{Call: call, Text: "eu", By: "alice"})
+				} else {
+					h.sendNow(first, workflows.UpdateApprove, "dec-1", workflows.ApproveRequest{Call: call, Approve: true, By: "alice"})
+				}
+			})
+			var after workflows.SessionView
+			again := &update{}
+			h.when(first.finished, func() {
+				h.at(time.Minute, func() {
+					after = h.state()
+					if ask {
+						h.sendNow(again, workflows.UpdateAnswer, "dec-2", workflows.AnswerRequest{Call: call, Text: "eu", By: "alice"})
+					} else {
+						h.sendNow(again, workflows.UpdateApprove, "dec-2", workflows.ApproveRequest{Call: call, Approve: true, By: "alice"})
+					}
+				})
+			})
+			h.run(workflows.SessionInput{Session: "s1"})
+			h.requireCancelled()
+			if _, rej, done, _, err := first.snapshot(); rej != nil || !done || err == nil {
+				t.Errorf("the racing decision: rejected %v, completed %v, error %v; want it completed with an error", rej, done, err)
+			}
+			equal(t, "calls waiting after the race", len(after.Approvals)+len(after.Questions), 0)
+			h.requireRejected(again, agent.CodeNotFound)
+			requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
+		})
+	}
+}

@@ -204,12 +204,18 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 		err := temporal.NewApplicationErrorWithOptions(r.Message, r.Code, temporal.ApplicationErrorOptions{NonRetryable: true})
 		for _, a := range s.approvals {
 			if a.sub != nil && a.sub.child == w.Child && a.sub.decision == r.Decision {
-				a.sub.decision, a.sub.refusal, a.decided = "", err, false
+				a.sub.decision, a.sub.refusal = "", err
+				if !s.endedForGood(ctx, a.sub) {
+					a.decided = false
+				}
 			}
 		}
 		for _, q := range s.questions {
 			if q.sub != nil && q.sub.child == w.Child && q.sub.decision == r.Decision {
-				q.sub.decision, q.sub.refusal, q.answered = "", err, false
+				q.sub.decision, q.sub.refusal = "", err
+				if !s.endedForGood(ctx, q.sub) {
+					q.answered = false
+				}
 			}
 		}
 		return
@@ -263,6 +269,18 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 	if (ev.Type == agent.TypeApprovalResolved || ev.Type == agent.TypeQuestionAnswered) && !s.waitingApproval() {
 		s.setStatus(ctx, StatusRunning)
 	}
+}
+
+// changeSubAgentSettled versions a refusal that comes after the wait it
+// refused ended (the sub-agent's deadline, or another decision, won the
+// race, and the sub-agent said so first): the wait stays ended. Older runs
+// opened it again, listed and decidable, although nothing waited.
+const changeSubAgentSettled = "sub-agent-settled"
+
+// endedForGood reports whether w's wait ended in its sub-agent (or the
+// sub-agent did), so a refusal that follows cannot reopen it.
+func (s *session) endedForGood(ctx workflow.Context, w *subWait) bool {
+	return (w.settled || w.gone) && workflow.GetVersion(ctx, changeSubAgentSettled, workflow.DefaultVersion, 1) >= 1
 }
 
 func (s *session) subApproval(child, call string) *approval {
