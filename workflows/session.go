@@ -1029,7 +1029,7 @@ func (s *session) view() (SessionView, error) {
 		}
 	}
 	for _, q := range s.questions {
-		if !q.answered {
+		if !q.answered && (q.sub == nil || !q.sub.held) {
 			v.Questions = append(v.Questions, q.view)
 		}
 	}

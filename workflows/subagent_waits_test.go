@@ -219,3 +219,117 @@ func TestSubAgentDecisionRacingTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// A sub-agent's question and the delegating turn's own are asked one at a
+// time on the delegating session, as two of its own are: the person sees
+// one question (on the feed and in the state), and what they type in the
+// channel answers that one; then the other is asked, and the next message
+// answers it.
+func TestSubAgentQuestionAskedOneAtATime(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	withReplies(h)
+	withSubAgents(h)
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		switch {
+		case isSub(call) && call.Step == 1:
+			return reply(call, asks("q1", "Which size?")), nil
+		case !isSub(call) && call.Step == 1:
+			return reply(call, asks("q0", "Which region?"), delegateTo("d1", "size it", "")), nil
+		}
+		return reply(call), nil
+	}
+	asked := func() []string {
+		var out []string
+		for _, p := range h.publishedEvents() {
+			if p.Session == "s1" && p.Event.Type == agent.TypeQuestionAsked {
+				out = append(out, p.Event.ID)
+			}
+		}
+		return out
+	}
+	var shown [][]string
+	var listed []int
+	look := func() {
+		shown = append(shown, asked())
+		listed = append(listed, len(h.state().Questions))
+	}
+	h.at(ms, func() { h.deliver(from(delivery("k1", "deploy"), "U1")) })
+	h.at(time.Minute, func() {
+		look()
+		h.deliver(from(delivery("a1", "first answer"), "U1"))
+	})
+	h.at(2*time.Minute, func() {
+		look()
+		h.deliver(from(delivery("a2", "second answer"), "U1"))
+	})
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	if len(shown) != 2 || len(shown[0]) != 1 || len(shown[1]) != 2 {
+		t.Fatalf("questions asked on the delegating session before each answer: %v, want one, then the other", shown)
+	}
+	equalSlice(t, "questions listed before each answer", listed, []int{1, 1})
+	answers := map[string]string{shown[0][0]: "first answer", shown[1][1]: "second answer"}
+	for id, want := range answers {
+		call := strings.TrimPrefix(id, "d1.")
+		var got []string
+		for _, c := range h.toolCallsFor(call) {
+			if c.Synthetic != nil {
+				got = append(got, c.Synthetic.Content)
+			}
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("%s's result %q, want %q (the answer typed while it was the question shown)", id, got, want)
+		}
+	}
+}
+
+// Two messages that arrive together while the turn's own question is the
+// one asked: the first answers it, the second is not the answer to the
+// sub-agent's question that was not asked yet (it waits as a turn).
+func TestSubAgentQuestionNotAnsweredBeforeAsked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	withReplies(h)
+	withSubAgents(h)
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		switch {
+		case isSub(call) && call.Step == 1:
+			return reply(call, asks("q1", "Which size?")), nil
+		case !isSub(call) && call.Step == 1 && call.Turn == "k1":
+			return reply(call, asks("q0", "Which region?"), delegateTo("d1", "size it", "")), nil
+		}
+		return reply(call), nil
+	}
+	h.at(ms, func() { h.deliver(from(delivery("k1", "deploy"), "U1")) })
+	h.at(time.Minute, func() {
+		h.deliver(from(delivery("a1", "first answer"), "U1"))
+		h.deliver(from(delivery("a2", "second message"), "U1"))
+	})
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	result := func(call string) string {
+		for _, c := range h.toolCallsFor(call) {
+			if c.Synthetic != nil {
+				return c.Synthetic.Content
+			}
+		}
+		return ""
+	}
+	equal(t, "q0's result", result("q0"), "first answer")
+	if got := result("q1"); got == "second message" {
+		t.Errorf("the sub-agent's question, not asked yet, took %q as its answer", got)
+	}
+	if !containsStr(h.prompts(), "second message") {
+		t.Errorf("the second message did not run as a turn: prompts %v", h.prompts())
+	}
+}
+
+func containsStr(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

@@ -85,6 +85,10 @@ type subWait struct {
 	refusal  error
 	// settled says the sub-agent's wait ended; gone that the sub-agent did.
 	settled, gone bool
+	// held says a question is not asked here yet: another waits for its
+	// answer (questions are asked one at a time), or its question_asked
+	// is being published (announcing).
+	held, announcing bool
 }
 
 // subCallID is the ID a sub-agent's call is decided by on the delegating
@@ -144,7 +148,7 @@ func (s *session) subAgentEnded(child string) {
 	}
 	for _, q := range s.questions {
 		if q.sub != nil && q.sub.child == child {
-			q.sub.gone, q.answered = true, true
+			q.sub.gone, q.answered, q.sub.held = true, true, false
 		}
 	}
 }
@@ -250,11 +254,17 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 		if s.subQuestion(w.Child, w.Event.ID) != nil {
 			return
 		}
-		s.questions = append(s.questions, &question{
+		q := &question{
 			view: PendingQuestion{Turn: sa.turn, Call: ev.ID, Question: ev.Question, Deadline: ev.Deadline, Agent: ev.Agent, SubSession: sa.session},
 			sub:  &subWait{child: w.Child, call: w.Event.ID},
-		})
+		}
+		hold := s.asking() && workflow.GetVersion(ctx, changeSubAgentQuestions, workflow.DefaultVersion, 1) >= 1
+		s.questions = append(s.questions, q)
 		s.setStatus(ctx, StatusAsking)
+		if hold {
+			s.holdQuestion(ctx, sa, q, ev)
+			return
+		}
 	case agent.TypeQuestionAnswered:
 		q := s.subQuestion(w.Child, w.Event.ID)
 		if q == nil || q.sub.settled {
@@ -262,6 +272,14 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 		}
 		q.answered, q.by = true, ev.By
 		q.sub.settled = true
+		if q.sub.held && !q.sub.announcing {
+			// Never asked here: nothing to announce.
+			q.sub.held = false
+			if !s.waitingApproval() {
+				s.setStatus(ctx, StatusRunning)
+			}
+			return
+		}
 	default:
 		return
 	}
@@ -281,6 +299,40 @@ const changeSubAgentSettled = "sub-agent-settled"
 // sub-agent did), so a refusal that follows cannot reopen it.
 func (s *session) endedForGood(ctx workflow.Context, w *subWait) bool {
 	return (w.settled || w.gone) && workflow.GetVersion(ctx, changeSubAgentSettled, workflow.DefaultVersion, 1) >= 1
+}
+
+// changeSubAgentQuestions versions a sub-agent's question that comes while
+// another question waits on the delegating session: it is asked (announced,
+// listed, taken as the answer to a channel message) once the questions
+// before it are answered. Older runs asked it at once, beside the other.
+const changeSubAgentQuestions = "sub-agent-questions"
+
+// holdQuestion asks a sub-agent's question q (its event ev) once every
+// question before it is answered, unless it ended before.
+func (s *session) holdQuestion(ctx workflow.Context, sa *subAgent, q *question, ev agent.Event) {
+	q.sub.held = true
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		_ = workflow.Await(gctx, func() bool { return !q.sub.held || s.nextQuestion() == q })
+		if !q.sub.held {
+			return
+		}
+		// Asked once published: a message that comes meanwhile was not
+		// written to it.
+		q.sub.announcing = true
+		s.announceWait(gctx, sa, ev)
+		q.sub.held, q.sub.announcing = false, false
+	})
+}
+
+// nextQuestion is the question asked here that waits for its answer (the
+// first; questions are asked one at a time), or nil.
+func (s *session) nextQuestion() *question {
+	for _, q := range s.questions {
+		if !q.answered {
+			return q
+		}
+	}
+	return nil
 }
 
 func (s *session) subApproval(child, call string) *approval {
