@@ -3,6 +3,8 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -332,4 +334,49 @@ func containsStr(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// A named sub-session's second task in the same turn whose gated call has
+// the ID its first task's had (a model's IDs need not be unique across
+// turns): it is listed under the second delegate call and decided there.
+func TestSubAgentNamedSessionAgainSameCallID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	withSubAgents(h)
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		switch {
+		case isSub(call) && call.Step == 1:
+			return reply(call, gated("c1")), nil
+		case !isSub(call) && call.Step == 1:
+			return reply(call, delegateTo("d1", "deploy it", "notes")), nil
+		case !isSub(call) && call.Step == 2:
+			return reply(call, delegateTo("d2", "deploy it again", "notes")), nil
+		}
+		return reply(call), nil
+	}
+	u := h.turn(ms, "t1", "go")
+	var listed [][]string
+	var decide func(n int)
+	decide = func(n int) {
+		h.when(func() bool { return len(h.state().Approvals) > 0 && len(listed) == n }, func() {
+			l := h.pendingApprovals()
+			listed = append(listed, l)
+			h.sendNow(&update{}, workflows.UpdateApprove, fmt.Sprintf("ap-%d", n), workflows.ApproveRequest{Call: l[0], Approve: true, By: "alice"})
+			if n == 0 {
+				decide(1)
+			}
+		})
+	}
+	decide(0)
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	if len(listed) != 2 || !reflect.DeepEqual(listed[0], []string{"d1.c1"}) || !reflect.DeepEqual(listed[1], []string{"d2.c1"}) {
+		t.Fatalf("listed %v, want [d1.c1] then [d2.c1]", listed)
+	}
+	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
+	for _, c := range h.toolCallsFor("c1") {
+		if c.Synthetic != nil {
+			t.Errorf("c1 in %s turn %s: %q, want it run (approved)", c.Session, c.Turn, c.Synthetic.Content)
+		}
+	}
 }

@@ -234,7 +234,7 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 	}
 	switch ev.Type {
 	case agent.TypeApprovalRequested:
-		if s.subApproval(w.Child, w.Event.ID) != nil {
+		if s.subApproval(ctx, w.Child, w.Event.ID) != nil {
 			return
 		}
 		s.approvals = append(s.approvals, &approval{
@@ -244,14 +244,14 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 		})
 		s.setStatus(ctx, StatusWaiting)
 	case agent.TypeApprovalResolved:
-		a := s.subApproval(w.Child, w.Event.ID)
+		a := s.subApproval(ctx, w.Child, w.Event.ID)
 		if a == nil || a.sub.settled {
 			return
 		}
 		a.decided, a.approved, a.by, a.reason, a.timedOut = true, ev.Approved, ev.By, ev.Reason, ev.TimedOut
 		a.sub.settled = true
 	case agent.TypeQuestionAsked:
-		if s.subQuestion(w.Child, w.Event.ID) != nil {
+		if s.subQuestion(ctx, w.Child, w.Event.ID) != nil {
 			return
 		}
 		q := &question{
@@ -266,7 +266,7 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 			return
 		}
 	case agent.TypeQuestionAnswered:
-		q := s.subQuestion(w.Child, w.Event.ID)
+		q := s.subQuestion(ctx, w.Child, w.Event.ID)
 		if q == nil || q.sub.settled {
 			return
 		}
@@ -335,22 +335,36 @@ func (s *session) nextQuestion() *question {
 	return nil
 }
 
-func (s *session) subApproval(child, call string) *approval {
+// changeSubAgentReruns versions a wait of a named sub-session's later
+// task in the turn whose call ID its earlier task's wait had (a model's
+// call IDs need not be unique across turns): it is a wait of its own.
+// Older runs took it for the earlier, ended one and ignored it.
+const changeSubAgentReruns = "sub-agent-reruns"
+
+// subApproval is the approval of a sub-agent (its workflow ID child) for
+// its call, not one of an earlier run of the same workflow ID.
+func (s *session) subApproval(ctx workflow.Context, child, call string) *approval {
 	for _, a := range s.approvals {
-		if a.sub != nil && a.sub.child == child && a.sub.call == call {
+		if a.sub != nil && a.sub.child == child && a.sub.call == call && !s.earlierRun(ctx, a.sub) {
 			return a
 		}
 	}
 	return nil
 }
 
-func (s *session) subQuestion(child, call string) *question {
+func (s *session) subQuestion(ctx workflow.Context, child, call string) *question {
 	for _, q := range s.questions {
-		if q.sub != nil && q.sub.child == child && q.sub.call == call {
+		if q.sub != nil && q.sub.child == child && q.sub.call == call && !s.earlierRun(ctx, q.sub) {
 			return q
 		}
 	}
 	return nil
+}
+
+// earlierRun reports whether w is of a sub-agent run that ended (the
+// running one, same workflow ID, is a later task of a named sub-session).
+func (s *session) earlierRun(ctx workflow.Context, w *subWait) bool {
+	return w.gone && workflow.GetVersion(ctx, changeSubAgentReruns, workflow.DefaultVersion, 1) >= 1
 }
 
 // announceWait puts a sub-agent's wait event (its ID already this
