@@ -115,13 +115,6 @@ func DelegateWorkflow(ctx workflow.Context, in DelegateInput) (agentloop.Outcome
 // time), and its waits are kept for the delegating session.
 const changeDelegateBounds = "delegate-bounds"
 
-// changeSubAgentSiblings versions a delegation to a named sub-session that
-// another delegation of the same turn runs (parallel calls naming the same
-// sub-session): it is refused as busy before it starts. Older runs tried to
-// start it (the SDK refused the duplicate child) after taking the running
-// one's place among the turn's sub-agents, whose waits were then ignored.
-const changeSubAgentSiblings = "sub-agent-siblings"
-
 // delegateTimeoutGrace is how much longer than delegation.timeout a
 // sub-agent's workflow may run: the time its own deadline leaves it to
 // record its aborted turn and return what it spent.
@@ -171,11 +164,6 @@ func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agen
 	if bounds {
 		opts.WorkflowExecutionTimeout = d.Timeout + delegateTimeoutGrace
 		in.Timeout = d.Timeout
-		if r.s.subAgents[opts.WorkflowID] != nil && workflow.GetVersion(ctx, changeSubAgentSiblings, workflow.DefaultVersion, 1) >= 1 {
-			// A delegation of this turn runs the named sub-session: busy,
-			// and its registration (the waits it reports) stays its own.
-			return r.delegateResult(c, stored, bounds, agentloop.Outcome{}, &temporal.ChildWorkflowExecutionAlreadyStartedError{})
-		}
 		r.reserved += budget
 		defer func() { r.reserved -= budget }()
 		r.s.addSubAgent(opts.WorkflowID, &subAgent{call: c.Call.ID, agent: d.Agent, session: stored, childTurn: orStr(in.Turn, agentloop.DelegateTurn),

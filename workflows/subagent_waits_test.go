@@ -89,54 +89,6 @@ func TestSubAgentApprovalOnTheParent(t *testing.T) {
 	}
 }
 
-// Two delegations of one step to the same named sub-session: one runs,
-// the other is told the sub-session is busy, and the running one's gated
-// call is still listed on the delegating session under its own delegate
-// call and decided there (the busy sibling does not take its place).
-func TestSubAgentNamedSiblingKeepsTheWaits(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	withSubAgents(h)
-	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
-		switch {
-		case isSub(call) && call.Step == 1:
-			return reply(call, gated("c1")), nil
-		case !isSub(call) && call.Step == 1:
-			return reply(call, delegateTo("d1", "deploy it", "notes"), delegateTo("d2", "deploy it too", "notes")), nil
-		}
-		return reply(call), nil
-	}
-	u := h.turn(ms, "t1", "go")
-	var listed []string
-	ap := &update{}
-	h.at(time.Minute, func() {
-		listed = h.pendingApprovals()
-		if len(listed) == 1 {
-			h.sendNow(ap, workflows.UpdateApprove, "ap-1", workflows.ApproveRequest{Call: listed[0], Approve: true, By: "alice"})
-		}
-	})
-	h.run(workflows.SessionInput{Session: "s1"})
-	h.requireCancelled()
-	var ran, busy []string
-	for _, id := range []string{"d1", "d2"} {
-		c := h.toolCallsFor(id)
-		if len(c) == 1 && c[0].Synthetic != nil && strings.Contains(c[0].Synthetic.Content, "busy") {
-			busy = append(busy, id)
-		} else {
-			ran = append(ran, id)
-		}
-	}
-	if len(ran) != 1 || len(busy) != 1 {
-		t.Fatalf("delegations run %v, busy %v: want one of each (listed %v)", ran, busy, listed)
-	}
-	equalSlice(t, "listed a minute in", listed, []string{ran[0] + ".c1"})
-	h.requireOK(ap, "approve "+ran[0]+".c1")
-	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
-	if c := h.toolCallsFor("c1"); len(c) != 1 || c[0].Synthetic != nil {
-		t.Fatalf("c1 = %+v, want it run once, approved", c)
-	}
-}
-
 // raceChild is a sub-agent whose wait (an approval c1, or a question q1
 // when ask is set) ends at its own deadline just as a decision made on the
 // delegating session is on its way: it tells the delegating session of the
