@@ -28,6 +28,8 @@ func withSubAgents(h *harness) {
 func delegateTo(id, task, session string) agentloop.Call {
 	c := known(id, agentloop.DelegateTool)
 	c.Delegate = &agentloop.Delegation{Agent: "self", Task: task, Session: session, MaxDepth: 2, MaxChildren: 4, Timeout: 30 * time.Minute}
+	// As the model activity marks it: a named sub-session's calls run alone.
+	c.Sequential = session != ""
 	return c
 }
 
@@ -39,10 +41,11 @@ func gated(id string) agentloop.Call {
 	return c
 }
 
-// asks is an ask_user call id asking question.
+// asks is an ask_user call id asking question (a sequential tool, as the
+// built-in is).
 func asks(id, question string) agentloop.Call {
 	c := known(id, "ask_user")
-	c.Ask, c.Args, c.ApprovalTimeout = true, json.RawMessage(`{"question":"`+question+`"}`), 10*time.Minute
+	c.Ask, c.Sequential, c.Args, c.ApprovalTimeout = true, true, json.RawMessage(`{"question":"`+question+`"}`), 10*time.Minute
 	return c
 }
 
@@ -174,9 +177,35 @@ func TestSubAgentDecisionRacingTheDeadline(t *testing.T) {
 	}
 }
 
-// A sub-agent's question and the delegating turn's own are asked one at a
-// time on the delegating session, as two of its own are: the person sees
-// one question (on the feed and in the state), and what they type in the
+// twoAsking scripts a turn (k1) whose first step delegates d1 and d2 in
+// parallel, each sub-agent asking one question (q1) on its first step.
+func twoAsking(h *harness) {
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		switch {
+		case isSub(call) && call.Step == 1:
+			return reply(call, asks("q1", "Which size for "+call.Session+"?")), nil
+		case !isSub(call) && call.Step == 1 && call.Turn == "k1":
+			return reply(call, delegateTo("d1", "size one", ""), delegateTo("d2", "size two", "")), nil
+		}
+		return reply(call), nil
+	}
+}
+
+// subResult is the result recorded for call id in the sub-agent of
+// delegate call d of turn k1 in session s1.
+func (h *harness) subResult(d, id string) string {
+	session := agentloop.DelegateSession("s1", "k1", d)
+	for _, c := range h.toolCallsFor(id) {
+		if c.Session == session && c.Synthetic != nil {
+			return c.Synthetic.Content
+		}
+	}
+	return ""
+}
+
+// The questions of two sub-agents running at once are asked one at a time
+// on the delegating session, as two of its own are: the person sees one
+// question (on the feed and in the state), and what they type in the
 // channel answers that one; then the other is asked, and the next message
 // answers it.
 func TestSubAgentQuestionAskedOneAtATime(t *testing.T) {
@@ -184,15 +213,7 @@ func TestSubAgentQuestionAskedOneAtATime(t *testing.T) {
 	h := newHarness(t)
 	withReplies(h)
 	withSubAgents(h)
-	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
-		switch {
-		case isSub(call) && call.Step == 1:
-			return reply(call, asks("q1", "Which size?")), nil
-		case !isSub(call) && call.Step == 1:
-			return reply(call, asks("q0", "Which region?"), delegateTo("d1", "size it", "")), nil
-		}
-		return reply(call), nil
-	}
+	twoAsking(h)
 	asked := func() []string {
 		var out []string
 		for _, p := range h.publishedEvents() {
@@ -223,56 +244,44 @@ func TestSubAgentQuestionAskedOneAtATime(t *testing.T) {
 		t.Fatalf("questions asked on the delegating session before each answer: %v, want one, then the other", shown)
 	}
 	equalSlice(t, "questions listed before each answer", listed, []int{1, 1})
-	answers := map[string]string{shown[0][0]: "first answer", shown[1][1]: "second answer"}
-	for id, want := range answers {
-		call := strings.TrimPrefix(id, "d1.")
-		var got []string
-		for _, c := range h.toolCallsFor(call) {
-			if c.Synthetic != nil {
-				got = append(got, c.Synthetic.Content)
-			}
-		}
-		if len(got) != 1 || got[0] != want {
+	for id, want := range map[string]string{shown[0][0]: "first answer", shown[1][1]: "second answer"} {
+		d, call, _ := strings.Cut(id, ".")
+		if got := h.subResult(d, call); got != want {
 			t.Errorf("%s's result %q, want %q (the answer typed while it was the question shown)", id, got, want)
 		}
 	}
 }
 
-// Two messages that arrive together while the turn's own question is the
-// one asked: the first answers it, the second is not the answer to the
-// sub-agent's question that was not asked yet (it waits as a turn).
+// Two messages that arrive together while one sub-agent's question is the
+// one asked: the first answers it; the second is not the answer to the
+// other sub-agent's question, not asked yet (it waits as a turn).
 func TestSubAgentQuestionNotAnsweredBeforeAsked(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	withReplies(h)
 	withSubAgents(h)
-	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
-		switch {
-		case isSub(call) && call.Step == 1:
-			return reply(call, asks("q1", "Which size?")), nil
-		case !isSub(call) && call.Step == 1 && call.Turn == "k1":
-			return reply(call, asks("q0", "Which region?"), delegateTo("d1", "size it", "")), nil
-		}
-		return reply(call), nil
-	}
+	twoAsking(h)
+	var first string
 	h.at(ms, func() { h.deliver(from(delivery("k1", "deploy"), "U1")) })
 	h.at(time.Minute, func() {
+		if qs := h.state().Questions; len(qs) > 0 {
+			first = qs[0].Call
+		}
 		h.deliver(from(delivery("a1", "first answer"), "U1"))
 		h.deliver(from(delivery("a2", "second message"), "U1"))
 	})
 	h.run(workflows.SessionInput{Session: "s1"})
 	h.requireCancelled()
-	result := func(call string) string {
-		for _, c := range h.toolCallsFor(call) {
-			if c.Synthetic != nil {
-				return c.Synthetic.Content
-			}
-		}
-		return ""
+	if first != "d1.q1" && first != "d2.q1" {
+		t.Fatalf("the question asked first: %q, want d1.q1 or d2.q1", first)
 	}
-	equal(t, "q0's result", result("q0"), "first answer")
-	if got := result("q1"); got == "second message" {
-		t.Errorf("the sub-agent's question, not asked yet, took %q as its answer", got)
+	other := "d2"
+	if first == "d2.q1" {
+		other = "d1"
+	}
+	equal(t, first+"'s result", h.subResult(first[:2], "q1"), "first answer")
+	if got := h.subResult(other, "q1"); got == "second message" {
+		t.Errorf("%s.q1, not asked yet, took %q as its answer", other, got)
 	}
 	if !containsStr(h.prompts(), "second message") {
 		t.Errorf("the second message did not run as a turn: prompts %v", h.prompts())
