@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
@@ -339,5 +341,94 @@ func TestSubAgentNamedSessionAgainSameCallID(t *testing.T) {
 		if c.Synthetic != nil {
 			t.Errorf("c1 in %s turn %s: %q, want it run (approved)", c.Session, c.Turn, c.Synthetic.Content)
 		}
+	}
+}
+
+// slowDecisions holds every decision a delegating session hands a
+// sub-agent for a minute before it is sent: a signal still on its way
+// (as on a real server, where it travels while the workflow goes on).
+type slowDecisions struct {
+	interceptor.WorkerInterceptorBase
+}
+
+func (*slowDecisions) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &slowDecisionsIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
+}
+
+type slowDecisionsIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
+
+func (i *slowDecisionsIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&slowDecisionsOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}})
+}
+
+type slowDecisionsOut struct {
+	interceptor.WorkflowOutboundInterceptorBase
+}
+
+func (o *slowDecisionsOut) SignalExternalWorkflow(ctx workflow.Context, id, run, name string, arg any) workflow.Future {
+	if name != workflows.SignalSubAgentDecision {
+		return o.Next.SignalExternalWorkflow(ctx, id, run, name, arg)
+	}
+	f, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		_ = workflow.Sleep(gctx, time.Minute)
+		set.Set(nil, o.Next.SignalExternalWorkflow(gctx, id, run, name, arg).Get(gctx, nil))
+	})
+	return f
+}
+
+// stoppedChild is a sub-agent that asks q1 and ends thirty seconds later
+// without its wait's end (as one whose turn was aborted at its
+// delegation.timeout: the aborted wait announces nothing).
+func stoppedChild(ctx workflow.Context, _ workflows.DelegateInput) (agentloop.Outcome, error) {
+	info := workflow.GetInfo(ctx)
+	ev := agent.QuestionAsked("q1", "Which size?", workflow.Now(ctx).Add(10*time.Minute))
+	_ = workflow.SignalExternalWorkflow(ctx, info.ParentWorkflowExecution.ID, "", workflows.SignalSubAgentWait,
+		workflows.SubAgentWait{Child: info.WorkflowExecution.ID, Event: &ev}).Get(ctx, nil)
+	_ = workflow.Sleep(ctx, 30*time.Second)
+	return agentloop.Outcome{Turn: agentloop.DelegateTurn, Status: agent.TypeFailed, Code: agent.CodeAborted}, nil
+}
+
+// An answer to a sub-agent's question that reaches the sub-agent only
+// after it ended fails, and the question, gone with its sub-agent, stays
+// gone: the delegating session's own next question is then the only one
+// listed, and the one a channel message answers.
+func TestSubAgentAnswerAfterTheSubAgentEnded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&slowDecisions{}}})
+	h.env.RegisterWorkflowWithOptions(stoppedChild, workflow.RegisterOptions{Name: workflows.DelegateWorkflowType})
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		switch call.Step {
+		case 1:
+			return reply(call, delegateTo("d1", "size it", "")), nil
+		case 2:
+			return reply(call, asks("q0", "Anything else?")), nil
+		}
+		return reply(call), nil
+	}
+	withReplies(h)
+	h.at(ms, func() { h.deliver(from(delivery("t1", "go"), "U1")) })
+	ans := &update{}
+	h.when(func() bool { return len(h.state().Questions) > 0 }, func() {
+		h.sendNow(ans, workflows.UpdateAnswer, "ans-1", workflows.AnswerRequest{Call: "d1.q1", Text: "large", By: "alice"})
+	})
+	var after []string
+	h.at(5*time.Minute, func() {
+		for _, q := range h.state().Questions {
+			after = append(after, q.Call)
+		}
+		h.deliver(from(delivery("a1", "nothing else"), "U1"))
+	})
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+	if _, rej, done, _, err := ans.snapshot(); rej != nil || !done || err == nil {
+		t.Errorf("the late answer: rejected %v, completed %v, error %v; want it completed with an error", rej, done, err)
+	}
+	equalSlice(t, "questions listed once the answer failed", after, []string{"q0"})
+	if q0 := h.toolCallsFor("q0"); len(q0) != 1 || q0[0].Synthetic == nil || q0[0].Synthetic.Content != "nothing else" {
+		t.Errorf("q0 = %+v, want the message typed while it was asked as its answer", q0)
 	}
 }

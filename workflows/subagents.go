@@ -289,10 +289,11 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 	}
 }
 
-// changeSubAgentSettled versions a refusal that comes after the wait it
-// refused ended (the sub-agent's deadline, or another decision, won the
-// race, and the sub-agent said so first): the wait stays ended. Older runs
-// opened it again, listed and decidable, although nothing waited.
+// changeSubAgentSettled versions a decision that fails after the wait it
+// was for ended — refused by the sub-agent whose deadline (or another
+// decision) won the race and said so first, or undeliverable because the
+// sub-agent ended meanwhile: the wait stays ended. Older runs opened it
+// again, listed and decidable, although nothing waited.
 const changeSubAgentSettled = "sub-agent-settled"
 
 // endedForGood reports whether w's wait ended in its sub-agent (or the
@@ -412,7 +413,9 @@ func (s *session) forwardApproval(ctx workflow.Context, a *approval, req Approve
 	fwd.Call = a.sub.call
 	a.decided = true
 	if err := s.forward(ctx, a.sub, SubAgentDecision{ID: id, Approve: &fwd}); err != nil {
-		a.decided = false
+		if !s.endedForGood(ctx, a.sub) {
+			a.decided = false
+		}
 		return err
 	}
 	if err := s.settledBySubAgent(ctx, a.view.Call, a.sub); err != nil {
@@ -442,7 +445,9 @@ func (s *session) forwardAnswer(ctx workflow.Context, q *question, req AnswerReq
 	fwd.Call = q.sub.call
 	q.answered = true
 	if err := s.forward(ctx, q.sub, SubAgentDecision{ID: id, Answer: &fwd}); err != nil {
-		q.answered = false
+		if !s.endedForGood(ctx, q.sub) {
+			q.answered = false
+		}
 		return err
 	}
 	if err := s.settledBySubAgent(ctx, q.view.Call, q.sub); err != nil {
