@@ -382,6 +382,7 @@ func (r *loopRuntime) askUser(ctx workflow.Context, c agentloop.ToolCall) (agent
 		q.answered = true
 	}
 	r.publish(ctx, c, agent.QuestionAnswered(q.view.Call, q.by, !answered))
+	q.closed = true
 	if !r.s.waitingApproval() {
 		r.s.setStatus(ctx, StatusRunning)
 	}

@@ -439,6 +439,9 @@ type question struct {
 	by       string
 	// sub is set for a sub-agent's question (see subagents.go).
 	sub *subWait
+	// closed says its end (question_answered) was published, or needs
+	// none: a question held behind it is asked after that.
+	closed bool
 }
 
 type approval struct {

@@ -148,7 +148,7 @@ func (s *session) subAgentEnded(child string) {
 	}
 	for _, q := range s.questions {
 		if q.sub != nil && q.sub.child == child {
-			q.sub.gone, q.answered, q.sub.held = true, true, false
+			q.sub.gone, q.answered, q.sub.held, q.closed = true, true, false, true
 		}
 	}
 }
@@ -258,8 +258,8 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 			view: PendingQuestion{Turn: sa.turn, Call: ev.ID, Question: ev.Question, Deadline: ev.Deadline, Agent: ev.Agent, SubSession: sa.session},
 			sub:  &subWait{child: w.Child, call: w.Event.ID},
 		}
-		hold := s.asking() && workflow.GetVersion(ctx, changeSubAgentQuestions, workflow.DefaultVersion, 1) >= 1
 		s.questions = append(s.questions, q)
+		hold := !s.asksNext(q) && workflow.GetVersion(ctx, changeSubAgentQuestions, workflow.DefaultVersion, 1) >= 1
 		s.setStatus(ctx, StatusAsking)
 		if hold {
 			s.holdQuestion(ctx, sa, q, ev)
@@ -274,12 +274,15 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 		q.sub.settled = true
 		if q.sub.held && !q.sub.announcing {
 			// Never asked here: nothing to announce.
-			q.sub.held = false
+			q.sub.held, q.closed = false, true
 			if !s.waitingApproval() {
 				s.setStatus(ctx, StatusRunning)
 			}
 			return
 		}
+		// Its end is published below: a question held behind it waits
+		// for that.
+		defer func() { q.closed = true }()
 	default:
 		return
 	}
@@ -309,11 +312,12 @@ func (s *session) endedForGood(ctx workflow.Context, w *subWait) bool {
 const changeSubAgentQuestions = "sub-agent-questions"
 
 // holdQuestion asks a sub-agent's question q (its event ev) once every
-// question before it is answered, unless it ended before.
+// question before it is answered and its end published, unless it ended
+// before.
 func (s *session) holdQuestion(ctx workflow.Context, sa *subAgent, q *question, ev agent.Event) {
 	q.sub.held = true
 	workflow.Go(ctx, func(gctx workflow.Context) {
-		_ = workflow.Await(gctx, func() bool { return !q.sub.held || s.nextQuestion() == q })
+		_ = workflow.Await(gctx, func() bool { return !q.sub.held || s.asksNext(q) })
 		if !q.sub.held {
 			return
 		}
@@ -323,6 +327,20 @@ func (s *session) holdQuestion(ctx workflow.Context, sa *subAgent, q *question, 
 		s.announceWait(gctx, sa, ev)
 		q.sub.held, q.sub.announcing = false, false
 	})
+}
+
+// asksNext reports whether q is the next question to ask: every one
+// before it answered, its end published.
+func (s *session) asksNext(q *question) bool {
+	for _, x := range s.questions {
+		if x == q {
+			return true
+		}
+		if !x.answered || !x.closed {
+			return false
+		}
+	}
+	return false
 }
 
 // nextQuestion is the question asked here that waits for its answer (the
