@@ -204,24 +204,8 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 	if workflow.GetVersion(ctx, changeSubAgentWaits, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
-	if r := w.Refused; r != nil {
-		err := temporal.NewApplicationErrorWithOptions(r.Message, r.Code, temporal.ApplicationErrorOptions{NonRetryable: true})
-		for _, a := range s.approvals {
-			if a.sub != nil && a.sub.child == w.Child && a.sub.decision == r.Decision {
-				a.sub.decision, a.sub.refusal = "", err
-				if !s.endedForGood(ctx, a.sub) {
-					a.decided = false
-				}
-			}
-		}
-		for _, q := range s.questions {
-			if q.sub != nil && q.sub.child == w.Child && q.sub.decision == r.Decision {
-				q.sub.decision, q.sub.refusal = "", err
-				if !s.endedForGood(ctx, q.sub) {
-					q.answered = false
-				}
-			}
-		}
+	if w.Refused != nil {
+		s.onSubAgentRefusal(ctx, w.Child, w.Refused)
 		return
 	}
 	if w.Event == nil {
@@ -289,6 +273,29 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 	s.announceWait(ctx, sa, ev)
 	if (ev.Type == agent.TypeApprovalResolved || ev.Type == agent.TypeQuestionAnswered) && !s.waitingApproval() {
 		s.setStatus(ctx, StatusRunning)
+	}
+}
+
+// onSubAgentRefusal hands the sub-agent child's refusal r of a decision to
+// the update or answer waiting for it; the wait it was for waits again,
+// unless it ended meanwhile.
+func (s *session) onSubAgentRefusal(ctx workflow.Context, child string, r *SubAgentRefusal) {
+	err := temporal.NewApplicationErrorWithOptions(r.Message, r.Code, temporal.ApplicationErrorOptions{NonRetryable: true})
+	for _, a := range s.approvals {
+		if a.sub != nil && a.sub.child == child && a.sub.decision == r.Decision {
+			a.sub.decision, a.sub.refusal = "", err
+			if !s.endedForGood(ctx, a.sub) {
+				a.decided = false
+			}
+		}
+	}
+	for _, q := range s.questions {
+		if q.sub != nil && q.sub.child == child && q.sub.decision == r.Decision {
+			q.sub.decision, q.sub.refusal = "", err
+			if !s.endedForGood(ctx, q.sub) {
+				q.answered = false
+			}
+		}
 	}
 }
 
