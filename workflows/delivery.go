@@ -289,14 +289,9 @@ func (s *session) answersQuestion(ctx workflow.Context, d Delivery) bool {
 	if d.Reply == nil || strings.TrimSpace(text) == "" || len(text) > maxAnswerBytes {
 		return false
 	}
-	var q *question
-	for _, x := range s.questions {
-		if !x.answered {
-			q = x
-			break
-		}
-	}
-	if q == nil {
+	q := s.nextQuestion()
+	if q == nil || (q.sub != nil && q.sub.held) {
+		// A question not asked yet is nobody's answer.
 		return false
 	}
 	var from Target

@@ -375,6 +375,19 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			},
 		},
 		{
+			// Two sub-agents asking at once: the later question held and
+			// asked once the first was answered; four waits told, two
+			// answers handed on, each wait and the two delegations'
+			// starts published.
+			file: "delegation_sub_questions_held.json", change: "sub-agent-questions",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				got, sent := signals(h)
+				n := localActivities(t, h)[workflows.ActivityFeedPublish]
+				return fmt.Sprintf("%d sub-agent-wait signals, %d answers sent, %d Feed.Publish", got[workflows.SignalSubAgentWait], sent[workflows.SignalSubAgentDecision], n),
+					got[workflows.SignalSubAgentWait] == 4 && sent[workflows.SignalSubAgentDecision] == 2 && n == 6
+			},
+		},
+		{
 			// An aborted delegating turn: its own stop notice and its
 			// sub-agent's, published by the delegating session.
 			file: "delegation_abort_stops.json", change: "sub-agent-stops",

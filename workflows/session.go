@@ -464,8 +464,9 @@ type question struct {
 	by       string
 	// sub is set for a sub-agent's question (see subagents.go).
 	sub *subWait
-	// closed is set once question_answered is published: the next
-	// question is asked only after it (one at a time on the stream too).
+	// closed says its end (question_answered) was published, or needs
+	// none: the next question (its own or a sub-agent's held behind it)
+	// is asked only after that, one at a time on the stream too.
 	closed bool
 }
 
@@ -1075,7 +1076,7 @@ func (s *session) view() (SessionView, error) {
 		}
 	}
 	for _, q := range s.questions {
-		if !q.answered {
+		if !q.answered && (q.sub == nil || !q.sub.held) {
 			v.Questions = append(v.Questions, q.view)
 		}
 	}

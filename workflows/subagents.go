@@ -85,6 +85,10 @@ type subWait struct {
 	refusal  error
 	// settled says the sub-agent's wait ended; gone that the sub-agent did.
 	settled, gone bool
+	// held says a question is not asked here yet: another waits for its
+	// answer (questions are asked one at a time), or its question_asked
+	// is being published (announcing).
+	held, announcing bool
 }
 
 // subCallID is the ID a sub-agent's call is decided by on the delegating
@@ -144,7 +148,7 @@ func (s *session) subAgentEnded(child string) {
 	}
 	for _, q := range s.questions {
 		if q.sub != nil && q.sub.child == child {
-			q.sub.gone, q.answered = true, true
+			q.sub.gone, q.answered, q.sub.held, q.closed = true, true, false, true
 		}
 	}
 }
@@ -200,18 +204,8 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 	if workflow.GetVersion(ctx, changeSubAgentWaits, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
-	if r := w.Refused; r != nil {
-		err := temporal.NewApplicationErrorWithOptions(r.Message, r.Code, temporal.ApplicationErrorOptions{NonRetryable: true})
-		for _, a := range s.approvals {
-			if a.sub != nil && a.sub.child == w.Child && a.sub.decision == r.Decision {
-				a.sub.decision, a.sub.refusal, a.decided = "", err, false
-			}
-		}
-		for _, q := range s.questions {
-			if q.sub != nil && q.sub.child == w.Child && q.sub.decision == r.Decision {
-				q.sub.decision, q.sub.refusal, q.answered = "", err, false
-			}
-		}
+	if w.Refused != nil {
+		s.onSubAgentRefusal(ctx, w.Child, w.Refused)
 		return
 	}
 	if w.Event == nil {
@@ -224,7 +218,7 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 	}
 	switch ev.Type {
 	case agent.TypeApprovalRequested:
-		if s.subApproval(w.Child, w.Event.ID) != nil {
+		if s.subApproval(ctx, w.Child, w.Event.ID) != nil {
 			return
 		}
 		s.approvals = append(s.approvals, &approval{
@@ -234,28 +228,45 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 		})
 		s.setStatus(ctx, StatusWaiting)
 	case agent.TypeApprovalResolved:
-		a := s.subApproval(w.Child, w.Event.ID)
+		a := s.subApproval(ctx, w.Child, w.Event.ID)
 		if a == nil || a.sub.settled {
 			return
 		}
 		a.decided, a.approved, a.by, a.reason, a.timedOut = true, ev.Approved, ev.By, ev.Reason, ev.TimedOut
 		a.sub.settled = true
 	case agent.TypeQuestionAsked:
-		if s.subQuestion(w.Child, w.Event.ID) != nil {
+		if s.subQuestion(ctx, w.Child, w.Event.ID) != nil {
 			return
 		}
-		s.questions = append(s.questions, &question{
+		q := &question{
 			view: PendingQuestion{Turn: sa.turn, Call: ev.ID, Question: ev.Question, Deadline: ev.Deadline, Agent: ev.Agent, SubSession: sa.session},
 			sub:  &subWait{child: w.Child, call: w.Event.ID},
-		})
+		}
+		s.questions = append(s.questions, q)
+		hold := !s.asksNext(q) && workflow.GetVersion(ctx, changeSubAgentQuestions, workflow.DefaultVersion, 1) >= 1
 		s.setStatus(ctx, StatusAsking)
+		if hold {
+			s.holdQuestion(ctx, sa, q, ev)
+			return
+		}
 	case agent.TypeQuestionAnswered:
-		q := s.subQuestion(w.Child, w.Event.ID)
+		q := s.subQuestion(ctx, w.Child, w.Event.ID)
 		if q == nil || q.sub.settled {
 			return
 		}
 		q.answered, q.by = true, ev.By
 		q.sub.settled = true
+		if q.sub.held && !q.sub.announcing {
+			// Never asked here: nothing to announce.
+			q.sub.held, q.closed = false, true
+			if !s.waitingApproval() {
+				s.setStatus(ctx, StatusRunning)
+			}
+			return
+		}
+		// Its end is published below: a question held behind it waits
+		// for that.
+		defer func() { q.closed = true }()
 	default:
 		return
 	}
@@ -265,22 +276,121 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 	}
 }
 
-func (s *session) subApproval(child, call string) *approval {
+// onSubAgentRefusal hands the sub-agent child's refusal r of a decision to
+// the update or answer waiting for it; the wait it was for waits again,
+// unless it ended meanwhile.
+func (s *session) onSubAgentRefusal(ctx workflow.Context, child string, r *SubAgentRefusal) {
+	err := temporal.NewApplicationErrorWithOptions(r.Message, r.Code, temporal.ApplicationErrorOptions{NonRetryable: true})
 	for _, a := range s.approvals {
-		if a.sub != nil && a.sub.child == child && a.sub.call == call {
+		if a.sub != nil && a.sub.child == child && a.sub.decision == r.Decision {
+			a.sub.decision, a.sub.refusal = "", err
+			if !s.endedForGood(ctx, a.sub) {
+				a.decided = false
+			}
+		}
+	}
+	for _, q := range s.questions {
+		if q.sub != nil && q.sub.child == child && q.sub.decision == r.Decision {
+			q.sub.decision, q.sub.refusal = "", err
+			if !s.endedForGood(ctx, q.sub) {
+				q.answered = false
+			}
+		}
+	}
+}
+
+// changeSubAgentSettled versions a decision that fails after the wait it
+// was for ended — refused by the sub-agent whose deadline (or another
+// decision) won the race and said so first, or undeliverable because the
+// sub-agent ended meanwhile: the wait stays ended. Older runs opened it
+// again, listed and decidable, although nothing waited.
+const changeSubAgentSettled = "sub-agent-settled"
+
+// endedForGood reports whether w's wait ended in its sub-agent (or the
+// sub-agent did), so a refusal that follows cannot reopen it.
+func (s *session) endedForGood(ctx workflow.Context, w *subWait) bool {
+	return (w.settled || w.gone) && workflow.GetVersion(ctx, changeSubAgentSettled, workflow.DefaultVersion, 1) >= 1
+}
+
+// changeSubAgentQuestions versions a sub-agent's question that comes while
+// another question waits on the delegating session: it is asked (announced,
+// listed, taken as the answer to a channel message) once the questions
+// before it are answered. Older runs asked it at once, beside the other.
+const changeSubAgentQuestions = "sub-agent-questions"
+
+// holdQuestion asks a sub-agent's question q (its event ev) once every
+// question before it is answered and its end published, unless it ended
+// before.
+func (s *session) holdQuestion(ctx workflow.Context, sa *subAgent, q *question, ev agent.Event) {
+	q.sub.held = true
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		_ = workflow.Await(gctx, func() bool { return !q.sub.held || s.asksNext(q) })
+		if !q.sub.held {
+			return
+		}
+		// Asked once published: a message that comes meanwhile was not
+		// written to it.
+		q.sub.announcing = true
+		s.announceWait(gctx, sa, ev)
+		q.sub.held, q.sub.announcing = false, false
+	})
+}
+
+// asksNext reports whether q is the next question to ask: every one
+// before it answered, its end published.
+func (s *session) asksNext(q *question) bool {
+	for _, x := range s.questions {
+		if x == q {
+			return true
+		}
+		if !x.answered || !x.closed {
+			return false
+		}
+	}
+	return false
+}
+
+// nextQuestion is the question asked here that waits for its answer (the
+// first; questions are asked one at a time), or nil.
+func (s *session) nextQuestion() *question {
+	for _, q := range s.questions {
+		if !q.answered {
+			return q
+		}
+	}
+	return nil
+}
+
+// changeSubAgentReruns versions a wait of a named sub-session's later
+// task in the turn whose call ID its earlier task's wait had (a model's
+// call IDs need not be unique across turns): it is a wait of its own.
+// Older runs took it for the earlier, ended one and ignored it.
+const changeSubAgentReruns = "sub-agent-reruns"
+
+// subApproval is the approval of a sub-agent (its workflow ID child) for
+// its call, not one of an earlier run of the same workflow ID.
+func (s *session) subApproval(ctx workflow.Context, child, call string) *approval {
+	for _, a := range s.approvals {
+		if a.sub != nil && a.sub.child == child && a.sub.call == call && !s.earlierRun(ctx, a.sub) {
 			return a
 		}
 	}
 	return nil
 }
 
-func (s *session) subQuestion(child, call string) *question {
+func (s *session) subQuestion(ctx workflow.Context, child, call string) *question {
 	for _, q := range s.questions {
-		if q.sub != nil && q.sub.child == child && q.sub.call == call {
+		if q.sub != nil && q.sub.child == child && q.sub.call == call && !s.earlierRun(ctx, q.sub) {
 			return q
 		}
 	}
 	return nil
+}
+
+// earlierRun reports whether w is of a sub-agent run that ended (the
+// running one, same workflow ID, is a later task of a named sub-session).
+func (s *session) earlierRun(ctx workflow.Context, w *subWait) bool {
+	return w.gone && workflow.GetVersion(ctx, changeSubAgentReruns, workflow.DefaultVersion, 1) >= 1
 }
 
 // announceWait puts a sub-agent's wait event (its ID already this
@@ -328,7 +438,9 @@ func (s *session) forwardApproval(ctx workflow.Context, a *approval, req Approve
 	fwd.Call = a.sub.call
 	a.decided = true
 	if err := s.forward(ctx, a.sub, SubAgentDecision{ID: id, Approve: &fwd}); err != nil {
-		a.decided = false
+		if !s.endedForGood(ctx, a.sub) {
+			a.decided = false
+		}
 		return err
 	}
 	if err := s.settledBySubAgent(ctx, a.view.Call, a.sub); err != nil {
@@ -358,7 +470,9 @@ func (s *session) forwardAnswer(ctx workflow.Context, q *question, req AnswerReq
 	fwd.Call = q.sub.call
 	q.answered = true
 	if err := s.forward(ctx, q.sub, SubAgentDecision{ID: id, Answer: &fwd}); err != nil {
-		q.answered = false
+		if !s.endedForGood(ctx, q.sub) {
+			q.answered = false
+		}
 		return err
 	}
 	if err := s.settledBySubAgent(ctx, q.view.Call, q.sub); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -626,4 +627,62 @@ func TestNestedSubAgentApprovalReachesTheTop(t *testing.T) {
 	if res := toolResult(t, e, session, "d1"); res == nil || res.Text != "level one done" {
 		t.Errorf("d1's result = %+v", res)
 	}
+}
+
+// runSubAgentQuestionsHeld: a turn (key subheld) delegates d1 and d2 at
+// once, each sub-agent asking a question (q1); the delegating session asks
+// them one at a time (history scenario delegation_sub_questions_held):
+// the second question_asked comes after the first is answered, and each
+// answer reaches its own sub-agent.
+func runSubAgentQuestionsHeld(t *testing.T, e *env, s string) string {
+	e.kit.Model.EnqueueFor("two ask at once",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{
+			delegateCall("d1", "self", "ask one (HELDA)"),
+			delegateCall("d2", "self", "ask two (HELDB)"),
+		}},
+		modelserver.Reply{Text: []string{"both answered"}})
+	for _, key := range []string{"HELDA", "HELDB"} {
+		e.kit.Model.EnqueueFor(key,
+			modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "q1", Name: "ask_user", Args: `{"question":"Which one for ` + key + `?"}`}}},
+			modelserver.Reply{Text: []string{"done " + key}})
+	}
+	evs := invokeInBackground(t, e.agent, s, "subheld", "two ask at once")
+	var seen []agent.Event
+	answered := map[string]string{}
+	for len(answered) < 2 {
+		ev, ok := <-evs
+		if !ok {
+			t.Fatalf("the stream ended with %d of 2 questions answered: %s", len(answered), describe(seen))
+		}
+		seen = append(seen, ev)
+		if ev.Type != agent.TypeQuestionAsked {
+			continue
+		}
+		if n := len(answered); n == 1 && !slices.ContainsFunc(seen, func(x agent.Event) bool { return x.Type == agent.TypeQuestionAnswered }) {
+			t.Fatalf("%s asked before the first question was answered: %s", ev.ID, describe(seen))
+		}
+		text := "answer for " + ev.ID
+		if err := e.agent.Answer(context.Background(), s, workflows.AnswerRequest{Call: ev.ID, Text: text, By: "tester"}); err != nil {
+			t.Fatalf("answer %s: %v", ev.ID, err)
+		}
+		answered[ev.ID] = text
+	}
+	drain(evs, &seen)
+	must(t, seen, agent.TypeCompleted)
+	for id, text := range answered {
+		d, call, _ := strings.Cut(id, ".")
+		if res := toolResult(t, e, agentloop.DelegateSession(s, "subheld", d), call); res == nil || res.Text != text {
+			t.Errorf("%s's result = %+v, want %q", id, res, text)
+		}
+	}
+	return ""
+}
+
+// Two sub-agents' questions are asked one at a time on the delegating
+// session, each answer reaching its own sub-agent.
+func TestSubAgentQuestionsHeld(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries + delegationConfig + "askUser: true\n")
+	e.startWorker()
+	runSubAgentQuestionsHeld(t, e, "sub-questions-held")
 }

@@ -651,6 +651,9 @@ func historyScenarios() []historyScenario {
 			runSubAgentWaits(t, e, s)
 			return workflows.WorkflowID(agentloop.DelegateSession(s, "subwaits", "d1"))
 		}},
+		// Two sub-agents' questions at once, asked one at a time on the
+		// delegating session (sub-agent-questions).
+		{name: "delegation_sub_questions_held", config: delegationConfig + "askUser: true\n", run: runSubAgentQuestionsHeld},
 	}
 }
 
