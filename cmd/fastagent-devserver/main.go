@@ -138,6 +138,8 @@ func run(args []string, stdin io.Reader, out *json.Encoder) error {
 	select {
 	case <-stop:
 	case <-closed: // the parent closed stdin or died
+	case err := <-srv.Failed():
+		return err
 	}
 	return nil
 }
@@ -204,7 +206,7 @@ func parse(args []string, stdin io.Reader) (cfg config, fromStdin bool, in *bufi
 	in = bufio.NewReader(stdin)
 	if *configFile == "-" {
 		raw, err = in.ReadBytes('\n')
-		if err != nil && (err != io.EOF || len(raw) == 0) {
+		if err != nil && (!errors.Is(err, io.EOF) || len(raw) == 0) {
 			return cfg, false, nil, fmt.Errorf("read the configuration from stdin: %w", err)
 		}
 	} else if raw, err = os.ReadFile(*configFile); err != nil {

@@ -13,6 +13,7 @@
 package devserver
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -36,6 +38,9 @@ import (
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fastagent/fastagent/cmd/fastagent-devserver/internal/uigate"
 )
@@ -103,6 +108,10 @@ type Server struct {
 	namespace    string
 	apiKey       string
 	actions      *actionHandler
+
+	started  chan struct{} // closed when the server's Start returned
+	startErr error         // what it returned
+	failed   chan error    // its error, when it failed
 }
 
 // Tuning is the dynamic configuration applied unless Options.Untuned is set.
@@ -231,29 +240,108 @@ func Start(opts Options) (*Server, error) {
 		namespace:    opts.Namespace,
 		apiKey:       opts.APIKey,
 		actions:      actions,
+		started:      make(chan struct{}),
+		failed:       make(chan error, 1),
 	}
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("devserver: start: %w", err)
-	}
-	if err := waitListening(s.frontendAddr, 30*time.Second); err != nil {
-		_ = srv.Stop()
+	if err := s.serve(opts); err != nil {
 		return nil, err
 	}
 	if opts.KeyFile != "" {
 		if err := writeKey(opts.KeyFile, opts.APIKey); err != nil {
-			_ = srv.Stop()
+			s.Stop()
 			return nil, err
 		}
-	}
-	if opts.UIPort > 0 {
-		if s.ui, err = startUI(opts, s.frontendAddr); err != nil {
-			_ = srv.Stop()
-			return nil, err
-		}
-		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
 	}
 	return s, nil
 }
+
+// serve starts the server and the Web UI and waits until they serve.
+//
+// The server's Start returns once every service started, its system worker
+// last (about a second after the frontend serves, in backoffs of its SDK
+// clients): the server is ready once the frontend answers its health
+// check. The Web UI starts beside it (it dials lazily).
+func (s *Server) serve(opts Options) error {
+	go func() {
+		err := s.server.Start()
+		s.startErr = err
+		close(s.started)
+		if err != nil {
+			s.failed <- fmt.Errorf("devserver: start: %w", err)
+		}
+	}()
+	uiDone := make(chan error, 1)
+	if opts.UIPort > 0 {
+		go func() {
+			var err error
+			s.ui, err = startUI(opts, s.frontendAddr)
+			uiDone <- err
+		}()
+	} else {
+		uiDone <- nil
+	}
+	err := s.awaitServing(opts.TLS != nil, 60*time.Second)
+	if uiErr := <-uiDone; err == nil {
+		err = uiErr
+	}
+	if err != nil {
+		s.Stop()
+		return err
+	}
+	if opts.UIPort > 0 {
+		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
+	}
+	return nil
+}
+
+// awaitServing waits until the frontend answers its gRPC health check as
+// serving (or, with TLS, until the server's Start returned), or Start
+// failed.
+func (s *Server) awaitServing(wholeStart bool, limit time.Duration) error {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	if wholeStart {
+		select {
+		case <-s.started:
+			if s.startErr != nil {
+				return fmt.Errorf("devserver: start: %w", s.startErr)
+			}
+			return waitListening(s.frontendAddr, limit)
+		case <-deadline.C:
+			return fmt.Errorf("devserver: the server did not start within %s", limit)
+		}
+	}
+	conn, err := grpc.NewClient(s.frontendAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("devserver: health check: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	health := healthpb.NewHealthClient(conn)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.started:
+			if s.startErr != nil {
+				return fmt.Errorf("devserver: start: %w", s.startErr)
+			}
+			return waitListening(s.frontendAddr, limit)
+		case <-deadline.C:
+			return fmt.Errorf("devserver: the frontend %s did not serve within %s", s.frontendAddr, limit)
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: workflowservice.WorkflowService_ServiceDesc.ServiceName})
+			cancel()
+			if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+				return nil
+			}
+		}
+	}
+}
+
+// Failed receives the error of a server whose start failed after it was
+// ready (Start already returned).
+func (s *Server) Failed() <-chan error { return s.failed }
 
 // services are the server's services: the default ones and the internal
 // frontend its own clients call (see auth.go).
@@ -288,6 +376,7 @@ func (s *Server) Stop() {
 	if s.ui != nil {
 		s.ui.stop()
 	}
+	<-s.started         // the server stops once it started
 	_ = s.server.Stop() // stopping: nothing left to do with an error
 }
 
@@ -316,9 +405,7 @@ func sqlConfig(opts Options) (*config.SQL, error) {
 				return nil, fmt.Errorf("devserver: create schema in %s: %w", opts.DatabaseFile, err)
 			}
 		}
-	} else if err := sqliteschema.SetupSchema(conf); err != nil {
-		return nil, fmt.Errorf("devserver: create schema: %w", err)
-	}
+	} // in memory, the SQLite plugin sets the schema up on its first connection
 	ns, err := sqliteschema.NewNamespaceConfig("active", opts.Namespace, false, nil)
 	if err != nil {
 		return nil, fmt.Errorf("devserver: namespace: %w", err)
