@@ -250,7 +250,7 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 	go s.read(lines, outR, first)
 	if _, err := inW.Write(append(cfg, '\n')); err != nil {
 		s.Stop()
-		return fmt.Errorf("devserver: send the configuration: %w", err)
+		return fmt.Errorf("devserver: %s %w, without reading its configuration (%w)", s.bin, errDied, s.exitStatus())
 	}
 	return s.awaitReady(ctx, first)
 }
@@ -310,7 +310,7 @@ func (s *Server) awaitReady(ctx context.Context, first <-chan message) error {
 		switch {
 		case !ok:
 			<-s.exited
-			return fmt.Errorf("devserver: %s %w (%w); its log has the reason", s.bin, errDied, s.waitErr)
+			return fmt.Errorf("devserver: %s %w (%w); its log has the reason", s.bin, errDied, s.exitStatus())
 		case m.Protocol != protocol:
 			s.Stop()
 			return fmt.Errorf("devserver: %s speaks protocol %d, this fastagent %d: rebuild it from this version (%s)", s.bin, m.Protocol, protocol, buildHint)
@@ -418,6 +418,16 @@ func (s *Server) Namespace() string { return s.namespace }
 // APIKey is the credential every frontend call must carry
 // ("authorization: Bearer <key>").
 func (s *Server) APIKey() string { return s.apiKey }
+
+// exitStatus is how the child exited, once it did ("exit status 0" for a
+// clean exit).
+func (s *Server) exitStatus() error {
+	<-s.exited
+	if s.waitErr == nil {
+		return errors.New("exit status 0")
+	}
+	return s.waitErr
+}
 
 // Pid is the child's process ID.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
