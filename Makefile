@@ -129,7 +129,7 @@ bench: $(DEVSERVER)
 load: $(DEVSERVER)
 	$(GO) run ./cmd/fastagent-lab load $(ARGS)
 
-## chaos: worker and dev-server SIGKILLs, model faults, a panicking tool, a worker killed under load
+## chaos: worker and dev-server SIGKILLs (one while a sub-agent runs), model faults, a panicking tool, a worker killed under load (ARGS="-only delegation" runs one section)
 chaos: $(DEVSERVER)
 	$(GO) run ./cmd/fastagent-lab chaos $(ARGS)
 

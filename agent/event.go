@@ -133,6 +133,9 @@ type Event struct {
 	Question string
 
 	// delegated: the sub-agent (ID is the delegate call) and its event.
+	// approval_requested, question_asked: the sub-agent whose call waits,
+	// when it is not the turn's own (its ID is then "<delegate call>.<call>",
+	// the ID it is decided or answered by on this session).
 	Agent string
 	Sub   *Event
 
@@ -246,6 +249,7 @@ type wireApprovalRequested struct {
 	DefinitionHash string          `json:"definitionHash,omitempty"`
 	Approvers      []string        `json:"approvers,omitempty"`
 	Deadline       time.Time       `json:"deadline,omitzero"`
+	Agent          string          `json:"agent,omitempty"`
 }
 
 type wireApprovalResolved struct {
@@ -262,6 +266,7 @@ type wireQuestionAsked struct {
 	ID       string    `json:"id"`
 	Question string    `json:"question"`
 	Deadline time.Time `json:"deadline,omitzero"`
+	Agent    string    `json:"agent,omitempty"`
 }
 
 type wireQuestionAnswered struct {
@@ -343,11 +348,11 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		return marshal(wireApprovalRequested{e.Type, e.ID, e.Name, args, e.ArgsHash, e.DefinitionHash, e.Approvers, e.Deadline})
+		return marshal(wireApprovalRequested{e.Type, e.ID, e.Name, args, e.ArgsHash, e.DefinitionHash, e.Approvers, e.Deadline, e.Agent})
 	case TypeApprovalResolved:
 		return marshal(wireApprovalResolved{e.Type, e.ID, e.Approved, e.By, e.Reason, e.TimedOut})
 	case TypeQuestionAsked:
-		return marshal(wireQuestionAsked{e.Type, e.ID, e.Question, e.Deadline})
+		return marshal(wireQuestionAsked{e.Type, e.ID, e.Question, e.Deadline, e.Agent})
 	case TypeQuestionAnswered:
 		return marshal(wireQuestionAnswered{e.Type, e.ID, e.By, e.TimedOut})
 	case TypeDelegated:
@@ -434,7 +439,7 @@ func (e *Event) decodeWait(b []byte) error {
 	case TypeApprovalRequested:
 		var w wireApprovalRequested
 		err = json.Unmarshal(b, &w)
-		e.ID, e.Name, e.Args, e.ArgsHash, e.DefinitionHash, e.Approvers, e.Deadline = w.ID, w.Name, w.Args, w.ArgsHash, w.DefinitionHash, w.Approvers, w.Deadline
+		e.ID, e.Name, e.Args, e.ArgsHash, e.DefinitionHash, e.Approvers, e.Deadline, e.Agent = w.ID, w.Name, w.Args, w.ArgsHash, w.DefinitionHash, w.Approvers, w.Deadline, w.Agent
 	case TypeApprovalResolved:
 		var w wireApprovalResolved
 		err = json.Unmarshal(b, &w)
@@ -442,7 +447,7 @@ func (e *Event) decodeWait(b []byte) error {
 	case TypeQuestionAsked:
 		var w wireQuestionAsked
 		err = json.Unmarshal(b, &w)
-		e.ID, e.Question, e.Deadline = w.ID, w.Question, w.Deadline
+		e.ID, e.Question, e.Deadline, e.Agent = w.ID, w.Question, w.Deadline, w.Agent
 	case TypeQuestionAnswered:
 		var w wireQuestionAnswered
 		err = json.Unmarshal(b, &w)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -128,6 +129,10 @@ type DropInput struct {
 type StopInput struct {
 	Session string `json:"session"`
 	Reason  string `json:"reason,omitempty"`
+	// Key is the stop message's turn key: the abort's update ID derives
+	// from it, so a retried stop is the same stop, bound to the turn it
+	// found running ("": a new ID per attempt).
+	Key string `json:"key,omitempty"`
 }
 
 // changeChatStop versions the chat workflow's handling of stop messages
@@ -147,6 +152,13 @@ const changeChatEdits = "chat-edits"
 // unreachable; a bare reply that @mentions only other people buffered in
 // context mode; buffered files passed to the turn as background input.
 const changeChatDurable = "chat-durable"
+
+// changeChatBytes versions, from a run's start, a byte bound on the chat
+// workflow's state, which continue-as-new carries (Temporal refuses a
+// payload over 2 MB): a buffered line keeps at most what a fold shows, the
+// buffers, the seen IDs and the routes each have a byte budget (the oldest
+// go first, the seen IDs with a warning).
+const changeChatBytes = "chat-bytes"
 
 // Target is where a chat turn's reply goes; it is the Data of the turn's
 // ReplyTarget, read by the channel's replier.
@@ -264,6 +276,13 @@ const (
 	chatRouteTimeout   = 30 * time.Second
 	chatFoldTextLimit  = 2000
 	chatFoldTotalLimit = 16000
+	// Byte budgets of the state (changeChatBytes): together well under
+	// Temporal's 2 MB payload limit.
+	chatLineFiles    = 20
+	chatBufferBytes  = 256 << 10
+	chatSeenBytes    = 384 << 10
+	chatRoutesBytes  = 128 << 10
+	chatSeenOverhead = 16
 )
 
 // ChatWorkflowID is the workflow ID of a platform conversation.
@@ -305,8 +324,12 @@ type chat struct {
 	st    ChatState
 	seen  map[string]bool
 	owned map[string]bool
-	// durable is the changeChatDurable version of the run.
+	// durable is the changeChatDurable version of the run, bytes its
+	// changeChatBytes version.
 	durable workflow.Version
+	bytes   workflow.Version
+	// seenBytes is what Seen weighs (changeChatBytes).
+	seenBytes int
 }
 
 // ChatWorkflow is the long-lived workflow of one platform conversation. It
@@ -319,6 +342,7 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 		c.st = *in.State
 	}
 	c.durable = workflow.GetVersion(ctx, changeChatDurable, workflow.DefaultVersion, 1)
+	c.bytes = workflow.GetVersion(ctx, changeChatBytes, workflow.DefaultVersion, 1)
 	if c.durable >= 1 && len(c.st.SeenAt) != len(c.st.Seen) {
 		// A state from before SeenAt: its IDs count as seen now.
 		now := workflow.Now(ctx).Unix()
@@ -329,6 +353,7 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 	}
 	for _, id := range c.st.Seen {
 		c.seen[id] = true
+		c.seenBytes += len(id) + chatSeenOverhead
 	}
 	for _, id := range c.st.Owned {
 		c.owned[id] = true
@@ -502,6 +527,24 @@ func (c *chat) routeMessage(ctx workflow.Context, m ChatMessage, to turnPlace) {
 	if n := len(c.st.Routes) - chatRoutesLimit; n > 0 {
 		c.st.Routes = append([]ChatRoute(nil), c.st.Routes[n:]...)
 	}
+	if c.bytes >= 1 {
+		// The newest route always stays (its deletion can still drop it).
+		size := func(r ChatRoute) int {
+			n := len(r.ID) + len(r.Session) + len(r.Key) + 64
+			if r.Reply != nil {
+				n += len(r.Reply.Kind) + len(r.Reply.Data)
+			}
+			return n
+		}
+		total, keep := 0, len(c.st.Routes)
+		for keep > 0 && (keep == len(c.st.Routes) || total+size(c.st.Routes[keep-1]) <= chatRoutesBytes) {
+			total += size(c.st.Routes[keep-1])
+			keep--
+		}
+		if keep > 0 {
+			c.st.Routes = append([]ChatRoute(nil), c.st.Routes[keep:]...)
+		}
+	}
 }
 
 // delivery is m's turn as its session receives it: its key, the prompt
@@ -644,7 +687,11 @@ func (c *chat) stop(ctx workflow.Context, m ChatMessage) {
 		StartToCloseTimeout: chatRouteTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
 	})
-	in := StopInput{Session: session, Reason: "stopped by " + displayUser(m.UserName) + " in the chat"}
+	key := ChatTurnKey(m.Kind, m.Chat, m.ID)
+	if m.UniqueIDs {
+		key = m.Kind + ":" + m.ID
+	}
+	in := StopInput{Session: session, Reason: "stopped by " + displayUser(m.UserName) + " in the chat", Key: key}
 	if err := workflow.ExecuteLocalActivity(lctx, ActivityChatStop, in).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("chat: stop failed", "session", session, "error", err)
 	}
@@ -725,10 +772,66 @@ func (c *chat) buffer(m ChatMessage) {
 	if name == "" {
 		name = m.User
 	}
-	b.Messages = append(b.Messages, BufferedLine{ID: m.ID, User: name, Text: m.Text, Attachments: m.Attachments})
+	line := BufferedLine{ID: m.ID, User: name, Text: m.Text, Attachments: m.Attachments}
+	if c.bytes >= 1 {
+		// A fold shows chatFoldTextLimit bytes of a line: keep a rune
+		// more, so it still knows the line was longer.
+		line.Text = clipUTF8(line.Text, chatFoldTextLimit+utf8.UTFMax)
+		line.User = clipUTF8(line.User, 256)
+		if len(line.Attachments) > chatLineFiles {
+			line.Attachments = line.Attachments[:chatLineFiles]
+		}
+	}
+	b.Messages = append(b.Messages, line)
 	if n := len(b.Messages) - chatBufferLimit; n > 0 {
 		b.Messages = append([]BufferedLine(nil), b.Messages[n:]...)
 	}
+	if c.bytes >= 1 {
+		c.trimBuffers()
+	}
+}
+
+// lineBytes is what a buffered line weighs in the state.
+func lineBytes(l BufferedLine) int {
+	n := len(l.ID) + len(l.User) + len(l.Text) + len(l.Turn) + 48
+	for _, a := range l.Attachments {
+		n += len(a.ID) + len(a.Name) + len(a.Mime) + 48
+	}
+	return n
+}
+
+// trimBuffers drops the oldest buffered lines, across places, until the
+// buffers fit chatBufferBytes.
+func (c *chat) trimBuffers() {
+	total := 0
+	for _, b := range c.st.Buffers {
+		for _, l := range b.Messages {
+			total += lineBytes(l)
+		}
+	}
+	for total > chatBufferBytes && len(c.st.Buffers) > 0 {
+		// The oldest line is the first of the place buffered longest ago
+		// (places are kept in order of creation).
+		b := &c.st.Buffers[0]
+		if len(b.Messages) == 0 {
+			c.st.Buffers = c.st.Buffers[1:]
+			continue
+		}
+		total -= lineBytes(b.Messages[0])
+		b.Messages = b.Messages[1:]
+	}
+	c.dropEmptyBuffers()
+}
+
+// clipUTF8 cuts s to at most n bytes on a rune boundary.
+func clipUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func (c *chat) bufferOf(place string, create bool) *ChatBuffer {
@@ -760,16 +863,26 @@ func (c *chat) dropEmptyBuffers() {
 func (c *chat) see(ctx workflow.Context, id string) {
 	c.seen[id] = true
 	c.st.Seen = append(c.st.Seen, id)
+	c.seenBytes += len(id) + chatSeenOverhead
 	if c.durable >= 1 {
 		// Kept by time: drop what is older than the window, and past the
-		// cap the oldest whatever their age.
+		// cap (since changeChatBytes: the byte budget) the oldest whatever
+		// their age.
 		now := workflow.Now(ctx)
 		c.st.SeenAt = append(c.st.SeenAt, now.Unix())
 		horizon := now.Add(-chatSeenWindow).Unix()
-		n := 0
-		for n < len(c.st.SeenAt) && (c.st.SeenAt[n] < horizon || len(c.st.Seen)-n > chatSeenCap) {
+		n, bytes := 0, c.seenBytes
+		over := func() bool {
+			if c.bytes >= 1 {
+				return bytes > chatSeenBytes
+			}
+			return len(c.st.Seen)-n > chatSeenCap
+		}
+		for n < len(c.st.SeenAt) && (c.st.SeenAt[n] < horizon || over()) {
+			bytes -= len(c.st.Seen[n]) + chatSeenOverhead
 			n++
 		}
+		c.seenBytes = bytes
 		if n > 0 {
 			if c.st.SeenAt[n-1] >= horizon {
 				workflow.GetLogger(ctx).Warn("chat: more IDs seen within the dedup window than kept; the oldest are forgotten early",

@@ -238,7 +238,7 @@ func TestChatStop(t *testing.T) {
 	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.StopInput) error {
 		mu.Lock()
 		defer mu.Unlock()
-		stops = append(stops, in.Session+"|"+in.Reason)
+		stops = append(stops, in.Session+"|"+in.Reason+"|"+in.Key)
 		return nil
 	}, activity.RegisterOptions{Name: workflows.ActivityChatStop})
 	cont := workflows.ChatPolicy{DirectSession: workflows.SessionContinuous, GroupSession: workflows.SessionContinuous}
@@ -249,7 +249,8 @@ func TestChatStop(t *testing.T) {
 	h.run()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(stops) != 1 || stops[0] != "slack:T1:C1|stopped by @ada in the chat" {
+	// Keyed by the stop message, so a retried Chat.Stop is the same abort.
+	if len(stops) != 1 || stops[0] != "slack:T1:C1|stopped by @ada in the chat|slack:T1:C1:2" {
 		t.Errorf("stops %q, want one of the continuous session", stops)
 	}
 	if len(h.routed) != 1 || h.routed[0].Delivery.Prompt.Text != "write an essay" {

@@ -49,8 +49,12 @@ type ReplyInput struct {
 	Reply   ReplyTarget `json:"reply"`
 	// Outcome is the finished turn; the reply posts its stored answer.
 	Outcome agentloop.Outcome `json:"outcome"`
-	// Busy asks for a "busy" notice instead: the turn was not queued.
+	// Busy asks for a "busy" notice instead: the turn was not queued (since
+	// changeDeliveryQueue Outcome says why).
 	Busy bool `json:"busy,omitempty"`
+	// Ref is the key the reply's reference is kept under ("": Turn): one of
+	// this run of the turn (ReplyRef).
+	Ref string `json:"ref,omitempty"`
 }
 
 // StreamInput is the argument of ActivityChannelStream.
@@ -61,6 +65,8 @@ type StreamInput struct {
 	// Queued is set when the turn waits behind another: the reply may show
 	// that until the turn starts.
 	Queued bool `json:"queued,omitempty"`
+	// Ref is the key the reply's reference is kept under ("": Turn).
+	Ref string `json:"ref,omitempty"`
 }
 
 // FetchInput is the argument of ActivityChannelFetch: resolve a chat
@@ -99,6 +105,10 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 		log.Warn("delivery ignored by a run without channel replies", "key", d.Key)
 		return
 	}
+	if s.carries() {
+		s.keepDelivery(ctx, d)
+		return
+	}
 	if d.Key == "" || (d.Prompt.Text == "" && len(d.Prompt.Images) == 0) {
 		log.Warn("delivery without a key or a prompt ignored", "key", d.Key)
 		return
@@ -114,7 +124,7 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 			return
 		}
 	}
-	if _, ok := s.recent(d.Key); ok {
+	if _, _, ok := s.recentKey(ctx, d.Key); ok {
 		return
 	}
 	if len(s.queue) >= MaxQueuedTurns {
@@ -146,7 +156,7 @@ func (s *session) replyTurn(ctx workflow.Context, t *pendingTurn, out agentloop.
 	if t.reply == nil || t.recorded {
 		return
 	}
-	s.reply(ctx, ReplyInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Outcome: out})
+	s.reply(ctx, ReplyInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Outcome: out, Ref: t.ref})
 	if t.notify != "" {
 		// The chat workflow commits (or releases) the context it folded.
 		f := workflow.SignalExternalWorkflow(ctx, t.notify, "", SignalTurnDone,
@@ -211,7 +221,7 @@ func (s *session) startLive(ctx workflow.Context, t *pendingTurn, queued bool) {
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 10},
 		Summary:             "live · " + t.reply.Kind + " · turn " + t.id,
 	})
-	t.live = workflow.ExecuteActivity(lctx, ActivityChannelStream, StreamInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Queued: queued})
+	t.live = workflow.ExecuteActivity(lctx, ActivityChannelStream, StreamInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Queued: queued, Ref: t.ref})
 	t.stopLive = cancel
 }
 
@@ -259,7 +269,7 @@ func (s *session) reply(ctx workflow.Context, in ReplyInput) {
 		Summary: "reply · " + in.Reply.Kind + " · turn " + in.Turn,
 	})
 	if err := workflow.ExecuteActivity(actx, ActivityChannelReply, in).Get(actx, nil); err != nil {
-		workflow.GetLogger(ctx).Error("channel reply failed", "turn", in.Turn, "error", err)
+		s.replyFailed(ctx, in, err)
 	}
 }
 
@@ -299,8 +309,8 @@ func (s *session) answersQuestion(ctx workflow.Context, d Delivery) bool {
 	if workflow.GetVersion(ctx, changeChannelAnswers, workflow.DefaultVersion, 1) < 1 {
 		return false
 	}
-	q.answered, q.text, q.by = true, text, asker
-	s.remember(d.Key, agentloop.Outcome{Turn: d.Key, Status: agent.TypeCompleted,
+	s.takeAnswer(ctx, q, text, asker, d.Key)
+	s.remember(ctx, d.Key, agentloop.Outcome{Turn: d.Key, Status: agent.TypeCompleted,
 		Details: "this message answered the question of call " + q.view.Call})
 	if d.Notify != "" {
 		f := workflow.SignalExternalWorkflow(ctx, d.Notify, "", SignalTurnDone, TurnDone{Key: d.Key, Completed: true})

@@ -33,6 +33,9 @@ const (
 	// turns, summarizing the abandoned branch (a RewindRequest; the result
 	// is a RewindResult).
 	UpdateRewind = "rewind"
+	// UpdateResend sends a channel reply that failed after its retries
+	// (SessionView.FailedReplies) once more (a ResendRequest).
+	UpdateResend = "resend"
 	// SignalDeliver hands a channel delivery (a Delivery) to a session; the
 	// channel door sends it with Signal-With-Start and never waits.
 	SignalDeliver = "deliver"
@@ -46,6 +49,13 @@ const (
 	// as new onto it (worker.MoveToCurrent sends it after a rollout). It
 	// carries no payload; without a new version it changes nothing.
 	SignalUpgrade = "upgrade"
+	// SignalSubAgentWait tells a delegating workflow that a call of one of
+	// its sub-agents waits for a person, or no longer does (a SubAgentWait).
+	SignalSubAgentWait = "sub-agent-wait"
+	// SignalSubAgentDecision hands a sub-agent (a Delegate workflow) a
+	// decision or an answer on one of its waiting calls, made on the
+	// session that delegated to it (a SubAgentDecision).
+	SignalSubAgentDecision = "sub-agent-decision"
 	// QueryState returns a SessionView (a ChatState for a chat workflow).
 	QueryState = "state"
 
@@ -98,11 +108,37 @@ const (
 // WorkflowID is the workflow ID of a session.
 func WorkflowID(session string) string { return "session:" + session }
 
-// MaxQueuedTurns bounds the turns waiting behind the running one. Temporal
-// admits at most 10 in-flight updates per workflow, the running turn's
-// included; the bound stays under it so rejections are ours, with a clear
-// message, rather than the server's.
+// MaxQueuedTurns bounds the turns waiting behind the running one that a
+// caller waits for (turn updates, compactions, rewinds). Temporal admits at
+// most 10 in-flight updates per workflow, the running turn's included; the
+// bound stays under it so rejections are ours, with a clear message, rather
+// than the server's. Delivered turns (SignalDeliver) are bounded by
+// MaxQueuedBytes and MaxQueuedDeliveries instead.
 const MaxQueuedTurns = 8
+
+// MaxQueuedBytes bounds the delivered turns waiting in one session (their
+// keys, prompts and reply targets): they are kept in the session's state
+// and carried across continue-as-new, so the bound keeps that state well
+// under Temporal's 2 MB payload limit. A delivery past it is refused
+// visibly (a busy reply, the key recorded as refused, a metric).
+const MaxQueuedBytes = 768 << 10
+
+// MaxQueuedDeliveries bounds how many delivered turns wait in one session.
+const MaxQueuedDeliveries = 1000
+
+// MaxKeyBytes bounds a delivered turn's key; a longer one is refused.
+const MaxKeyBytes = 512
+
+// MetricTurnsRefused counts turns a session refused, tagged "reason"
+// (queue_full, window_full, too_large, no_key, internal_key, bad_key,
+// no_prompt) and
+// "via" (deliver: a SignalDeliver; update: a turn update).
+const MetricTurnsRefused = "fastagent_turns_refused_total"
+
+// MetricRepliesFailed counts channel replies (answers, busy notices,
+// webhook callbacks) that still failed after their retries, tagged
+// "channel" (the channel kind).
+const MetricRepliesFailed = "fastagent_channel_replies_failed_total"
 
 // RefusedContinuing is the detail of a session_busy refusal of a turn that
 // reached a run about to continue as new, with no turn running or waiting:

@@ -354,6 +354,36 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			},
 		},
 		{
+			// A sub-agent's question and gated call, answered and approved
+			// on the delegating session: four waits told by the sub-agent,
+			// two decisions handed to it, each wait published here.
+			file: "delegation_sub_waits.json", change: "sub-agent-waits",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				got, sent := signals(h)
+				n := localActivities(t, h)[workflows.ActivityFeedPublish]
+				return fmt.Sprintf("%d sub-agent-wait signals, %d decisions sent, %d Feed.Publish", got[workflows.SignalSubAgentWait], sent[workflows.SignalSubAgentDecision], n),
+					got[workflows.SignalSubAgentWait] == 4 && sent[workflows.SignalSubAgentDecision] == 2 && n == 5
+			},
+		},
+		{
+			// The sub-agent's side: its waits told, the decisions received.
+			file: "delegation_sub_waits_child.json", change: "sub-agent-waits",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				got, sent := signals(h)
+				return fmt.Sprintf("%d waits sent, %d decisions received", sent[workflows.SignalSubAgentWait], got[workflows.SignalSubAgentDecision]),
+					sent[workflows.SignalSubAgentWait] == 4 && got[workflows.SignalSubAgentDecision] == 2
+			},
+		},
+		{
+			// An aborted delegating turn: its own stop notice and its
+			// sub-agent's, published by the delegating session.
+			file: "delegation_abort_stops.json", change: "sub-agent-stops",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := localActivities(t, h)[workflows.ActivityFeedStop]
+				return fmt.Sprintf("%d Feed.Stop local activities", n), n == 2
+			},
+		},
+		{
 			// The chat stopped its session's turn with Chat.Stop.
 			file: "chat_stop.json", change: "chat-stop",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
@@ -372,6 +402,21 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signals counts a history's signals by name: received, and sent to
+// other workflows.
+func signals(h *historypb.History) (got, sent map[string]int) {
+	got, sent = map[string]int{}, map[string]int{}
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+			got[a.GetSignalName()]++
+		}
+		if a := ev.GetSignalExternalWorkflowExecutionInitiatedEventAttributes(); a != nil {
+			sent[a.GetSignalName()]++
+		}
+	}
+	return got, sent
 }
 
 // activities counts a history's scheduled activities by type.

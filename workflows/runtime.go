@@ -39,9 +39,13 @@ type loopRuntime struct {
 	ctx  workflow.Context // cancelled on abort
 	root workflow.Context // survives an abort, for recording results
 	// children counts the turn's delegations; spent sums its tokens so
-	// far, sub-agents included (a delegation's share of the budget).
+	// far, sub-agents included (a delegation's share of the budget);
+	// reserved is what its running delegations may still spend, toStart
+	// the delegations of the step's parallel batch not yet started.
 	children int
 	spent    agent.Usage
+	reserved int64
+	toStart  int
 }
 
 var _ agentloop.Runtime = (*loopRuntime)(nil)
@@ -163,11 +167,17 @@ func modelFailure(err error, attempts int) *agent.Failure {
 func (r *loopRuntime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agentloop.ToolOutcome, error) {
 	outs := make([]agentloop.ToolOutcome, len(calls))
 	errs := make([]error, len(calls))
+	r.toStart = 0
 	if sequential {
 		for i, c := range calls {
 			outs[i], errs[i] = r.tool(r.ctx, c)
 		}
 	} else {
+		for _, c := range calls {
+			if c.Call.Delegate != nil && c.Synthetic == nil && c.Call.Refused == "" && c.Call.Reused == "" {
+				r.toStart++
+			}
+		}
 		done := 0
 		for i, c := range calls {
 			workflow.Go(r.ctx, func(ctx workflow.Context) {
@@ -210,6 +220,19 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		c.Synthetic = &res
 	}
 	if c.Synthetic == nil && c.Call.Delegate != nil && workflow.GetVersion(ctx, changeDelegation, workflow.DefaultVersion, 1) >= 1 {
+		if c.Call.RequiresApproval && workflow.GetVersion(ctx, changeDelegateApproval, workflow.DefaultVersion, 1) >= 1 {
+			// tools.delegate.requiresApproval: decided like any gated call,
+			// before the sub-agent starts.
+			ok, denial, err := r.approve(ctx, c)
+			if err != nil {
+				r.notStarting()
+				return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
+			}
+			if !ok {
+				r.notStarting()
+				return r.record(ctx, c, agent.ToolResult{IsError: true, Content: denial}), nil
+			}
+		}
 		return r.delegated(ctx, c)
 	}
 	if c.Synthetic == nil && c.Call.RequiresApproval {
@@ -332,6 +355,13 @@ func (r *loopRuntime) askUser(ctx workflow.Context, c agentloop.ToolCall) (agent
 	if strings.TrimSpace(args.Question) == "" {
 		return agent.ToolResult{IsError: true, Content: `ask_user needs {"question": "…"}: the question to ask.`}, nil
 	}
+	if r.s.carries() {
+		// One question at a time: the person sees one, and what they send
+		// answers that one (never another asked beside it).
+		if err := workflow.Await(ctx, func() bool { return !r.s.asking() }); err != nil {
+			return agent.ToolResult{}, err
+		}
+	}
 	timeout := c.Call.ApprovalTimeout
 	if timeout <= 0 {
 		timeout = defaultApprovalTimeout
@@ -352,6 +382,7 @@ func (r *loopRuntime) askUser(ctx workflow.Context, c agentloop.ToolCall) (agent
 		q.answered = true
 	}
 	r.publish(ctx, c, agent.QuestionAnswered(q.view.Call, q.by, !answered))
+	q.closed = true
 	if !r.s.waitingApproval() {
 		r.s.setStatus(ctx, StatusRunning)
 	}
@@ -375,6 +406,10 @@ func (r *loopRuntime) publish(ctx workflow.Context, c agentloop.ToolCall, ev age
 	in := PublishInput{Session: c.Session, Turn: c.Turn, Step: c.Step, Event: ev}
 	if err := workflow.ExecuteLocalActivity(lctx, ActivityFeedPublish, in).Get(lctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("publishing an approval event failed", "call", c.Call.ID, "event", ev.Type, "error", err)
+	}
+	if isWaitEvent(ev) {
+		// A sub-agent's wait is decided on the session that delegated.
+		r.s.tellParent(ctx, SubAgentWait{Event: &ev})
 	}
 }
 

@@ -16,7 +16,8 @@ const (
 	// sessions a channel or schedule started).
 	AttrPrincipal = "FastAgentPrincipal"
 	// AttrChannel is the kind of caller that created the session: http,
-	// schedule, slack, feishu, telegram, github, webhook, …
+	// schedule, slack, feishu, telegram, github, hook:<name> (a webhook
+	// endpoint), …
 	AttrChannel = "FastAgentChannel"
 	// AttrParent is the session that started this one (delegation).
 	AttrParent = "FastAgentParent"

@@ -35,6 +35,10 @@ type SessionInput struct {
 	// IdempotencyWindow is how long a finished turn's key is answered from
 	// the session store rather than run again (default 24 h).
 	IdempotencyWindow time.Duration `json:"idempotencyWindow,omitempty"`
+	// RecentBytes overrides how many bytes of keys the session keeps within
+	// the idempotency window before it refuses new ones (tests use small
+	// values; default recentBytes).
+	RecentBytes int `json:"recentBytes,omitempty"`
 	// Snapshot carries the state across continue-as-new.
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
 }
@@ -73,6 +77,21 @@ const changeTurnCallIDs = "turn-call-ids"
 // idempotency window, and the session's own turns (follow-ups, wake-ups)
 // have IDs in a namespace callers cannot use, unique per workflow chain.
 const changeTurnKeys = "turn-keys"
+
+// changeDeliveryQueue versions, from a run's start, how a session keeps
+// what it accepted: delivered turns wait without the small count bound
+// (MaxQueuedBytes, MaxQueuedDeliveries) and are carried across
+// continue-as-new in Snapshot.Queue instead of holding it back; past the
+// bound, and for deliveries without a usable key, a delivery is refused
+// visibly (a busy reply carrying the refusal, the key recorded as refused,
+// MetricTurnsRefused). Keys are remembered by time — for the idempotency
+// window, refusing new ones past recentBytes rather than forgetting — so a
+// key reused after the window runs again; a redelivered answer is never
+// the answer to another question, and questions are asked one at a time;
+// an abort is remembered by its update ID (a retried stop aborts nothing
+// else); a channel reply's reference is kept under a key of its own run
+// (ReplyRef); a reply that fails after its retries is reported.
+const changeDeliveryQueue = "delivery-queue"
 
 // InternalKeyPrefix starts the IDs of the turns a session queues itself
 // (late-steering follow-ups, wake-ups); a caller's key may not start with it.
@@ -124,10 +143,17 @@ type Snapshot struct {
 	// NextID numbers entries; IDPrefix makes IDs unique per workflow chain.
 	NextID   int64  `json:"nextId"`
 	IDPrefix string `json:"idPrefix"`
-	// Recent keeps the outcomes of the last turns by idempotency key, so a
-	// redelivered key is answered, not run, even after continue-as-new.
+	// Recent keeps the keys of the turns within the idempotency window,
+	// oldest first (with the outcomes of the last ones), so a redelivered
+	// key is answered, not run, even after continue-as-new.
 	Recent []RecentTurn `json:"recent,omitempty"`
-	Turns  int64        `json:"turns"`
+	// Queue holds the delivered turns still waiting, in order, carried
+	// across continue-as-new.
+	Queue []QueuedTurn `json:"queue,omitempty"`
+	// FailedReplies are the last channel replies that failed after their
+	// retries (the answer is in the session; see SessionView).
+	FailedReplies []FailedReply `json:"failedReplies,omitempty"`
+	Turns         int64         `json:"turns"`
 	// Wakes are pending self-scheduled wake-ups; WakeSeq numbers them and
 	// WakeLog records the last ones that fired.
 	Wakes   []wakes.Wake `json:"wakes,omitempty"`
@@ -140,14 +166,57 @@ type Snapshot struct {
 	Today DayUsage `json:"today,omitzero"`
 }
 
-// RecentTurn is one remembered outcome.
+// RecentTurn is one remembered key: when it was answered and, for the
+// last recentOutcomes keys, its outcome (older keys are answered from the
+// session store's record).
 type RecentTurn struct {
 	Key     string            `json:"key"`
-	Outcome agentloop.Outcome `json:"outcome"`
+	Outcome agentloop.Outcome `json:"outcome,omitzero"`
+	At      time.Time         `json:"at,omitzero"`
 }
 
-// recentLimit bounds Snapshot.Recent.
+// QueuedTurn is a delivered turn waiting in the session's queue: the
+// delivery, when it was queued and the key its reply's reference is kept
+// under.
+type QueuedTurn struct {
+	Delivery Delivery  `json:"delivery"`
+	At       time.Time `json:"at"`
+	Ref      string    `json:"ref,omitempty"`
+}
+
+// FailedReply is a channel reply that failed after its retries: its turn,
+// channel kind, whether it was a busy notice, the last error and when.
+type FailedReply struct {
+	Turn  string    `json:"turn"`
+	Kind  string    `json:"kind"`
+	Busy  bool      `json:"busy,omitempty"`
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
+	// Input is the reply, kept for UpdateResend (not shown in the view).
+	Input *ReplyInput `json:"input,omitempty"`
+}
+
+// ResendRequest is the argument of UpdateResend: the turn whose failed
+// reply to send again.
+type ResendRequest struct {
+	Turn string `json:"turn"`
+}
+
+// recentLimit bounds Snapshot.Recent in runs before changeDeliveryQueue.
 const recentLimit = 64
+
+// recentOutcomes is how many of the newest Recent keys keep their outcome
+// (changeDeliveryQueue).
+const recentOutcomes = 64
+
+// recentBytes bounds the bytes of the keys Recent keeps within the
+// idempotency window (changeDeliveryQueue): past it new keys are refused,
+// never older ones forgotten. With MaxQueuedBytes it keeps the snapshot
+// under about 1.3 MB.
+const recentBytes = 512 << 10
+
+// maxFailedReplies bounds Snapshot.FailedReplies (the oldest go first).
+const maxFailedReplies = 20
 
 // turnsPerRun bounds the turns of one run before continue-as-new, far below
 // Temporal's 2,000 updates per run, so replays stay short.
@@ -173,6 +242,9 @@ type AbortRequest struct {
 // AbortResult says which turn was stopped.
 type AbortResult struct {
 	Turn string `json:"turn"`
+	// Reply is the key the stopped turn's reply reference is kept under
+	// ("": the turn's own key), so a reply mounted for it can be settled.
+	Reply string `json:"reply,omitempty"`
 }
 
 // SteerRequest is the argument of UpdateSteer.
@@ -217,6 +289,10 @@ type SessionView struct {
 	// Today sums them for the current UTC day, which
 	// limits.sessionTokensPerDay bounds.
 	Today DayUsage `json:"today,omitzero"`
+	// FailedReplies are the last channel replies (answers, busy notices,
+	// webhook callbacks) that failed after their retries; each turn's
+	// outcome stays readable by re-attaching to it.
+	FailedReplies []FailedReply `json:"failedReplies,omitempty"`
 }
 
 // PendingApproval is a tool call waiting for a human: the full arguments
@@ -235,6 +311,10 @@ type PendingApproval struct {
 	// Deadline is when the call is denied if no one has.
 	Approvers []string  `json:"approvers,omitempty"`
 	Deadline  time.Time `json:"deadline,omitzero"`
+	// Agent and SubSession name the sub-agent whose call this is, when it
+	// is not the session's own (Call is then "<delegate call>.<call>").
+	Agent      string `json:"agent,omitempty"`
+	SubSession string `json:"subSession,omitempty"`
 }
 
 // ApproveRequest answers a pending approval. ArgsHash and DefinitionHash,
@@ -286,6 +366,10 @@ type PendingQuestion struct {
 	Call     string    `json:"call"`
 	Question string    `json:"question"`
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Agent and SubSession name the sub-agent that asked, when it is not
+	// the session itself (Call is then "<delegate call>.<call>").
+	Agent      string `json:"agent,omitempty"`
+	SubSession string `json:"subSession,omitempty"`
 }
 
 // AnswerRequest answers a pending question; Text becomes the ask_user
@@ -338,6 +422,14 @@ type pendingTurn struct {
 	// span is the tracing span of the update that sent the turn (nil:
 	// none), under which the turn's activities are traced.
 	span any
+	// delivery is set for a turn that can be carried across
+	// continue-as-new (a delivered turn, a follow-up): nobody waits on a
+	// handler for it. at is when it was queued, ref the key its reply's
+	// reference is kept under, size its bytes (changeDeliveryQueue).
+	delivery *Delivery
+	at       time.Time
+	ref      string
+	size     int
 }
 
 type question struct {
@@ -345,6 +437,11 @@ type question struct {
 	answered bool
 	text     string
 	by       string
+	// sub is set for a sub-agent's question (see subagents.go).
+	sub *subWait
+	// closed is set once question_answered is published: the next
+	// question is asked only after it (one at a time on the stream too).
+	closed bool
 }
 
 type approval struct {
@@ -354,6 +451,8 @@ type approval struct {
 	reason   string
 	by       string
 	timedOut bool
+	// sub is set for a sub-agent's call (see subagents.go).
+	sub *subWait
 }
 
 // session is the runtime state of one workflow run; snap is its durable part.
@@ -384,15 +483,25 @@ type session struct {
 	// nonce is the running turn's random ID part, recorded in history.
 	nonce string
 	// deliveries is the SignalDeliver channel; replies counts busy replies
-	// still running (continue-as-new waits for both to settle).
+	// still running, records refusals still being recorded (continue-as-new
+	// waits for all to settle).
 	deliveries workflow.ReceiveChannel
 	replies    int
+	records    int
+	// queued is this run's changeDeliveryQueue version.
+	queued workflow.Version
+	// resending are the turns whose failed reply UpdateResend is sending.
+	resending map[string]bool
 	// status is the session's AttrStatus as last set; searchable says the
 	// run was started with the search attributes and keeps it up to date.
 	status     string
 	searchable bool
 	// depth is how deep a sub-agent's session is (0: not a sub-agent).
 	depth int
+	// subAgents are the running turn's delegations by child workflow ID;
+	// deciding counts the decisions a sub-agent is applying.
+	subAgents map[string]*subAgent
+	deciding  int
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
@@ -407,10 +516,13 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		return err
 	}
 	s.listenDeliveries(ctx)
+	s.listenSubAgents(ctx)
 	s.reportQueueDepth(ctx)
 	s.initStatus(ctx)
 	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
 	s.keys = workflow.GetVersion(ctx, changeTurnKeys, workflow.DefaultVersion, 1)
+	s.queued = workflow.GetVersion(ctx, changeDeliveryQueue, workflow.DefaultVersion, 1)
+	s.restoreQueue(ctx)
 	if s.snap.IDPrefix == "" {
 		if s.durableTurns() {
 			// Random, recorded once: a reset replays it and a session
@@ -434,7 +546,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.targetMoved(ctx) }); err != nil {
 			return err
 		}
-		if len(s.queue) > 0 {
+		// Once the run is rolling over, turns that can be carried wait for
+		// the next run.
+		if len(s.queue) > 0 && (!s.rollover || !s.carriesAll()) {
 			t := s.queue[0]
 			s.queue = s.queue[1:]
 			switch {
@@ -455,19 +569,25 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			// session still reaches continue-as-new.
 			s.rollover = true
 		}
-		if len(s.queue) == 0 && s.rollover {
+		if s.rollover && (len(s.queue) == 0 || s.carriesAll()) {
 			// Only between turns, with every handler finished: the turn's own
-			// update handler still has to return its outcome.
+			// update handler still has to return its outcome. Delivered
+			// turns still waiting go along in the snapshot, their live
+			// replies stopped first (none may write after the next run's).
+			s.stopCarriedLive(ctx)
 			if err := workflow.Await(ctx, func() bool {
-				return len(s.queue) > 0 || workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && s.replies == 0
+				return (len(s.queue) > 0 && !s.carriesAll()) ||
+					workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && s.replies == 0 && s.records == 0
 			}); err != nil {
 				return err
 			}
-			if len(s.queue) == 0 {
+			if len(s.queue) == 0 || s.carriesAll() {
+				s.carryQueue()
 				return workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, SessionWorkflowType, SessionInput{
 					Session:           in.Session,
 					TurnsPerRun:       in.TurnsPerRun,
 					IdempotencyWindow: in.IdempotencyWindow,
+					RecentBytes:       in.RecentBytes,
 					Snapshot:          &s.snap,
 				})
 			}
@@ -499,7 +619,7 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 	if t.wake != "" {
 		s.logWake(t, out, started)
 	} else {
-		s.remember(t.id, out)
+		s.remember(ctx, t.id, out)
 	}
 	if record {
 		// The update handler returns the outcome in this same
@@ -553,6 +673,11 @@ func (s *session) register(ctx workflow.Context) error {
 	}); err != nil {
 		return fmt.Errorf("register %s: %w", UpdateRewind, err)
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResend, s.onResend, workflow.UpdateHandlerOptions{
+		Validator: s.validateResend,
+	}); err != nil {
+		return fmt.Errorf("register %s: %w", UpdateResend, err)
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, s.view); err != nil {
 		return fmt.Errorf("register %s: %w", QueryState, err)
 	}
@@ -591,13 +716,17 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 			"send turns to the delegating session", agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	if info := workflow.GetCurrentUpdateInfo(ctx); info != nil {
-		if _, ok := s.recent(info.ID); ok {
+		if _, has, _ := s.recentKey(ctx, info.ID); has {
 			return nil
 		}
 		if s.keyed() && strings.HasPrefix(info.ID, InternalKeyPrefix) {
 			return temporal.NewApplicationErrorWithOptions(
 				fmt.Sprintf("idempotency key %q: keys starting with %q name the session's own turns (follow-ups, wake-ups); choose another key",
 					info.ID, InternalKeyPrefix), agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
+		}
+		if s.carries() && s.recentFull(ctx, len(info.ID)) {
+			s.countRefusal(ctx, refusedWindowFull, "update")
+			return temporal.NewApplicationErrorWithOptions(s.windowFullText(), agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 		}
 	}
 	if s.rollover && s.running == nil && len(s.queue) == 0 {
@@ -615,9 +744,10 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 			"session busy: it is moving to a fresh workflow history after its queued turns; retry in a moment",
 			agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 	}
-	if len(s.queue) >= MaxQueuedTurns {
+	if n := s.waitingCallers(); n >= MaxQueuedTurns {
+		s.countRefusal(ctx, refusedQueueFull, "update")
 		return temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("session busy: %d turns are already waiting; retry later", len(s.queue)),
+			fmt.Sprintf("session busy: %d turns are already waiting; retry later", n),
 			agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 	}
 	return nil
@@ -625,7 +755,7 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 
 func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outcome, error) {
 	id := workflow.GetCurrentUpdateInfo(ctx).ID
-	if out, ok := s.recent(id); ok {
+	if out, has, _ := s.recentKey(ctx, id); has {
 		return out, nil
 	}
 	t := &pendingTurn{id: id, req: req, span: ctx.Value(TraceSpanKey{})}
@@ -636,7 +766,10 @@ func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outco
 	return *t.outcome, nil
 }
 
-func (s *session) validateAbort(_ workflow.Context, req AbortRequest) error {
+func (s *session) validateAbort(ctx workflow.Context, req AbortRequest) error {
+	if _, ok := s.abortSeen(ctx); ok {
+		return nil // a retried abort: answered with what the first one did
+	}
 	if req.Queued {
 		// Only a waiting turn: the check and the handler run in one
 		// workflow task, so the turn cannot start in between.
@@ -672,6 +805,18 @@ func (s *session) validateAbort(_ workflow.Context, req AbortRequest) error {
 }
 
 func (s *session) onAbort(ctx workflow.Context, req AbortRequest) (AbortResult, error) {
+	if res, ok := s.abortSeen(ctx); ok {
+		return res, nil
+	}
+	res, err := s.abort(ctx, req)
+	if err == nil {
+		s.rememberAbort(ctx, res)
+	}
+	return res, err
+}
+
+// abort stops the running turn, or drops a queued one.
+func (s *session) abort(ctx workflow.Context, req AbortRequest) (AbortResult, error) {
 	reason := req.Reason
 	if reason == "" {
 		reason = "the turn was aborted by the caller"
@@ -681,6 +826,7 @@ func (s *session) onAbort(ctx workflow.Context, req AbortRequest) (AbortResult, 
 		id := s.running.id
 		s.cancelTurn()
 		s.stopActivities(ctx, id)
+		s.stopSubAgents(ctx)
 		return AbortResult{Turn: id}, nil
 	}
 	for i, t := range s.queue {
@@ -700,7 +846,7 @@ func (s *session) onAbort(ctx workflow.Context, req AbortRequest) (AbortResult, 
 			}
 			out := agentloop.Outcome{Turn: t.id, Status: agent.TypeFailed, Details: reason, Code: agent.CodeAborted}
 			t.outcome = &out
-			s.remember(t.id, out)
+			s.remember(ctx, t.id, out)
 			if t.stopLive != nil {
 				t.stopLive() // its reply was waiting for the turn
 				s.stopActivities(ctx, t.id)
@@ -712,7 +858,7 @@ func (s *session) onAbort(ctx workflow.Context, req AbortRequest) (AbortResult, 
 				// handler, so the record is never lost.
 				s.recordTurn(ctx, t.id, out, time.Time{})
 			}
-			return AbortResult{Turn: t.id}, nil
+			return AbortResult{Turn: t.id, Reply: t.ref}, nil
 		}
 	}
 	return AbortResult{}, temporal.NewApplicationErrorWithOptions("nothing to abort", agent.CodeNoActiveRun,
@@ -763,6 +909,9 @@ func (s *session) onSteer(_ workflow.Context, req SteerRequest) error {
 }
 
 func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error {
+	if err := s.ambiguousWait(req.Call); err != nil {
+		return err
+	}
 	for _, a := range s.approvals {
 		if a.view.Call == req.Call && !a.decided {
 			if req.Listed && !slices.Contains(a.view.Approvers, req.By) {
@@ -796,6 +945,9 @@ func (s *session) validateAnswer(_ workflow.Context, req AnswerRequest) error {
 		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("an answer needs text, at most %d bytes", maxAnswerBytes),
 			agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
+	if err := s.ambiguousWait(req.Call); err != nil {
+		return err
+	}
 	for _, q := range s.questions {
 		if q.view.Call == req.Call && !q.answered {
 			return nil
@@ -805,9 +957,12 @@ func (s *session) validateAnswer(_ workflow.Context, req AnswerRequest) error {
 		agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
-func (s *session) onAnswer(_ workflow.Context, req AnswerRequest) error {
+func (s *session) onAnswer(ctx workflow.Context, req AnswerRequest) error {
 	for _, q := range s.questions {
 		if q.view.Call == req.Call && !q.answered {
+			if q.sub != nil {
+				return s.forwardAnswer(ctx, q, req, workflow.GetCurrentUpdateInfo(ctx).ID)
+			}
 			q.answered, q.text, q.by = true, req.Text, req.By
 		}
 	}
@@ -837,9 +992,12 @@ func orText(s, alt string) string {
 	return s
 }
 
-func (s *session) onApprove(_ workflow.Context, req ApproveRequest) error {
+func (s *session) onApprove(ctx workflow.Context, req ApproveRequest) error {
 	for _, a := range s.approvals {
 		if a.view.Call == req.Call && !a.decided {
+			if a.sub != nil {
+				return s.forwardApproval(ctx, a, req, workflow.GetCurrentUpdateInfo(ctx).ID)
+			}
 			a.decided, a.approved, a.reason, a.by = true, req.Approve, req.Reason, req.By
 		}
 	}
@@ -857,6 +1015,10 @@ func (s *session) view() (SessionView, error) {
 		WakeLog:   s.snap.WakeLog,
 		Usage:     s.snap.Usage,
 		Today:     s.snap.Today,
+	}
+	for _, f := range s.snap.FailedReplies {
+		f.Input = nil
+		v.FailedReplies = append(v.FailedReplies, f)
 	}
 	if s.running != nil {
 		v.Running = s.running.id
@@ -877,19 +1039,49 @@ func (s *session) view() (SessionView, error) {
 	return v, nil
 }
 
-func (s *session) recent(key string) (agentloop.Outcome, bool) {
-	for _, r := range s.snap.Recent {
-		if r.Key == key {
-			return r.Outcome, true
+// recentKey reports whether key is remembered (known) and, when its
+// outcome is kept too, the outcome (has). Since changeDeliveryQueue only
+// keys within the idempotency window count.
+func (s *session) recentKey(ctx workflow.Context, key string) (out agentloop.Outcome, has, known bool) {
+	if !s.carries() {
+		for _, r := range s.snap.Recent {
+			if r.Key == key {
+				return r.Outcome, true, true
+			}
+		}
+		return agentloop.Outcome{}, false, false
+	}
+	horizon := workflow.Now(ctx).Add(-s.window())
+	for i := len(s.snap.Recent) - 1; i >= 0; i-- {
+		r := s.snap.Recent[i]
+		if r.Key == key && !r.At.Before(horizon) {
+			return r.Outcome, r.Outcome.Status != "", true
 		}
 	}
-	return agentloop.Outcome{}, false
+	return agentloop.Outcome{}, false, false
 }
 
-func (s *session) remember(key string, out agentloop.Outcome) {
-	s.snap.Recent = append(s.snap.Recent, RecentTurn{Key: key, Outcome: out})
-	if n := len(s.snap.Recent) - recentLimit; n > 0 {
-		s.snap.Recent = append([]RecentTurn(nil), s.snap.Recent[n:]...)
+// remember keeps key's outcome. Before changeDeliveryQueue the last
+// recentLimit keys were kept; since, every key for the idempotency window
+// (new keys are refused past recentBytes, see recentFull), the outcome only
+// for the newest recentOutcomes.
+func (s *session) remember(ctx workflow.Context, key string, out agentloop.Outcome) {
+	if !s.carries() {
+		s.snap.Recent = append(s.snap.Recent, RecentTurn{Key: key, Outcome: out})
+		if n := len(s.snap.Recent) - recentLimit; n > 0 {
+			s.snap.Recent = append([]RecentTurn(nil), s.snap.Recent[n:]...)
+		}
+		return
+	}
+	now := workflow.Now(ctx)
+	s.pruneRecent(now)
+	out.Leftover = nil
+	if len(out.Details) > maxRecentDetails {
+		out.Details = out.Details[:maxRecentDetails] + "…"
+	}
+	s.snap.Recent = append(s.snap.Recent, RecentTurn{Key: key, Outcome: out, At: now})
+	if n := len(s.snap.Recent) - recentOutcomes; n > 0 {
+		s.snap.Recent[n-1].Outcome = agentloop.Outcome{}
 	}
 }
 
@@ -960,10 +1152,16 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 	if s.keyed() {
 		id = InternalKeyPrefix + "steer:" + strings.TrimPrefix(t.id, InternalKeyPrefix)
 	}
-	s.queue = append([]*pendingTurn{{
+	next := &pendingTurn{
 		id:  id,
 		req: TurnRequest{Prompt: agent.Prompt{Text: strings.Join(out.Leftover, "\n\n")}, Source: "steer"},
-	}}, s.queue...)
+	}
+	if s.carries() {
+		// Nobody waits on it: it can wait for the next run.
+		next.delivery = &Delivery{Key: id, Source: next.req.Source, Prompt: next.req.Prompt}
+		next.size = deliverySize(*next.delivery)
+	}
+	s.queue = append([]*pendingTurn{next}, s.queue...)
 }
 
 func (s *session) nextID() string {

@@ -120,7 +120,7 @@ func TestSessionContinueAsNew(t *testing.T) {
 		equalSlice(t, "snapshot.Recent keys", recentKeys(t, in.Snapshot), []string{"t1"})
 	})
 
-	t.Run("Recent keeps the last 64 outcomes", func(t *testing.T) {
+	t.Run("Recent keeps every key of the window, the outcomes of the last 64", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		snap := &workflows.Snapshot{Opened: true, IDPrefix: "p", Loop: agentloop.State{Leaf: "L"}}
@@ -132,11 +132,16 @@ func TestSessionContinueAsNew(t *testing.T) {
 		h.run(workflows.SessionInput{Session: "s1", TurnsPerRun: 1, Snapshot: snap})
 
 		recent := canInput(t, h).Snapshot.Recent
-		if len(recent) != 64 {
-			t.Fatalf("len(Recent) = %d, want 64", len(recent))
+		if len(recent) != 65 {
+			t.Fatalf("len(Recent) = %d, want 65", len(recent))
 		}
-		equal(t, "oldest kept", recent[0].Key, "k1")
-		equal(t, "newest", recent[63].Key, "k64")
+		equal(t, "oldest kept", recent[0].Key, "k0")
+		equal(t, "oldest's outcome dropped", recent[0].Outcome.Status, "")
+		equal(t, "next's outcome kept", recent[1].Outcome.Status, agent.TypeCompleted)
+		equal(t, "newest", recent[64].Key, "k64")
+		if recent[0].At.IsZero() || recent[64].At.Before(recent[0].At) {
+			t.Errorf("keys dated %v … %v, want dated in order", recent[0].At, recent[64].At)
+		}
 	})
 
 	t.Run("carries a queued turn's abort in Recent", func(t *testing.T) {
@@ -167,7 +172,9 @@ func TestSessionContinueAsNew(t *testing.T) {
 		for _, r := range in.Snapshot.Recent {
 			keys = append(keys, r.Key)
 		}
-		equalSlice(t, "snapshot.Recent keys", keys, []string{"t2", "t1", "t3"})
+		// The abort is remembered by its update ID too (a retried abort
+		// does nothing more).
+		equalSlice(t, "snapshot.Recent keys", keys, []string{"t2", workflows.InternalKeyPrefix + "abort:abort-t2", "t1", "t3"})
 		equal(t, "remembered t2", fmt.Sprint(in.Snapshot.Recent[0].Outcome), fmt.Sprint(h.outcome(u2)))
 		equal(t, "snapshot.Turns (aborted queued turns do not count)", in.Snapshot.Turns, int64(2))
 	})

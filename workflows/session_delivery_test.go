@@ -69,8 +69,8 @@ func (h *harness) deliver(d workflows.Delivery) {
 }
 
 // TestSessionDeliveries: a delivered key runs one turn and gets one reply,
-// however often it is redelivered; a recorded key neither runs nor replies;
-// a full queue gets a busy reply.
+// however often it is redelivered; a recorded key neither runs nor replies.
+// (A queue past its bound: TestSessionDeliveryRefusedPastTheBound.)
 func TestSessionDeliveries(t *testing.T) {
 	t.Parallel()
 	const key = "slack:T1:C1:1.0"
@@ -164,40 +164,5 @@ func TestSessionDeliveries(t *testing.T) {
 		equal(t, "model calls", len(h.modelCalls()), 0)
 		equal(t, "Turn.Begin calls", len(h.beginCalls()), 1)
 		equal(t, "replies", len(replies.calls()), 0)
-	})
-
-	t.Run("full queue", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
-		replies := withReplies(h)
-		gate := make(chan struct{})
-		h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
-			if call.Turn == "k0" {
-				if err := waitGate(gate); err != nil {
-					return agentloop.ModelResult{}, err
-				}
-			}
-			return reply(call), nil
-		}
-		h.at(ms, func() { h.deliver(delivery("k0", "first")) })
-		h.when(func() bool { return len(h.modelCalls()) > 0 }, func() {
-			for i := 1; i <= workflows.MaxQueuedTurns+1; i++ {
-				h.deliver(delivery(fmt.Sprintf("k%d", i), "more"))
-			}
-		})
-		h.when(func() bool { return len(replies.calls()) > 0 }, func() { close(gate) })
-		h.run(workflows.SessionInput{Session: "s1"})
-		h.requireCancelled()
-		got := replies.calls()
-		equal(t, "model calls", len(h.modelCalls()), workflows.MaxQueuedTurns+1)
-		equal(t, "replies", len(got), workflows.MaxQueuedTurns+2)
-		busy := 0
-		for _, r := range got {
-			if r.Busy {
-				busy++
-				equal(t, "busy turn", r.Turn, fmt.Sprintf("k%d", workflows.MaxQueuedTurns+1))
-			}
-		}
-		equal(t, "busy replies", busy, 1)
 	})
 }

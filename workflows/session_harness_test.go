@@ -89,8 +89,18 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil)
+}
+
+// newHarnessWith is newHarness with the test suite adjusted by tune (a
+// metrics handler) before the environment is built.
+func newHarnessWith(t *testing.T, tune func(*testsuite.WorkflowTestSuite)) *harness {
+	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))))
+	if tune != nil {
+		tune(&suite)
+	}
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
 
@@ -485,7 +495,13 @@ func (h *harness) state() workflows.SessionView {
 // run starts the workflow, cancelling it at endOfTest.
 func (h *harness) run(in workflows.SessionInput) {
 	h.t.Helper()
-	h.at(endOfTest, h.env.CancelWorkflow)
+	h.runUntil(in, endOfTest)
+}
+
+// runUntil starts the workflow, cancelling it at mock time end.
+func (h *harness) runUntil(in workflows.SessionInput, end time.Duration) {
+	h.t.Helper()
+	h.at(end, h.env.CancelWorkflow)
 	h.env.ExecuteWorkflow(workflows.SessionWorkflowType, in)
 	if !h.env.IsWorkflowCompleted() {
 		h.t.Fatal("the workflow did not complete")

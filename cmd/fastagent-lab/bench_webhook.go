@@ -28,7 +28,7 @@ const benchHookSecret = "whsec_YmVuY2gtd2ViaG9vay1zaWduaW5nLXNlY3JldA==" //nolin
 func (b *bench) webhookFigures() error {
 	q := lab.NewQueue("webhook")
 	name := "bench" + b.run
-	yaml := "scheme: standard\nsecretEnv: BENCH_HOOK_SECRET\nsession: \"hook-bench:" + b.run + ":{{.body.n}}\"\nprompt: \"event {{.body.n}}\"\n"
+	yaml := "scheme: standard\nsecretEnv: BENCH_HOOK_SECRET\nsession: \"hook:" + name + ":{{.body.n}}\"\nprompt: \"event {{.body.n}}\"\n"
 	ch, err := webhook.New(name, []byte(yaml), func(string) string { return benchHookSecret })
 	if err != nil {
 		return err
@@ -59,7 +59,7 @@ func (b *bench) webhookFigures() error {
 		if resp.StatusCode != http.StatusAccepted {
 			return fmt.Errorf("delivery %d: door answered %s", i, resp.Status)
 		}
-		sessions = append(sessions, fmt.Sprintf("hook-bench:%s:%d", b.run, i))
+		sessions = append(sessions, fmt.Sprintf("hook:%s:%d", name, i))
 		if i >= warm {
 			ack = append(ack, acked)
 		}

@@ -28,7 +28,7 @@ type chaosFlags struct {
 	nats       string
 }
 
-var chaosSections = []string{"kill", "dev", "faults", "load"}
+var chaosSections = []string{"kill", "dev", "faults", "load", "webhook", "delegation"}
 
 type chaos struct {
 	f    chaosFlags
@@ -87,6 +87,12 @@ func runChaos(args []string) error {
 		case "load":
 			ch.prog.Step(i+1, "concurrent sessions while a worker dies")
 			err = ch.loadWithKill()
+		case "webhook":
+			ch.prog.Step(i+1, "a webhook event redelivered while its session is busy")
+			err = ch.webhookRedelivery()
+		case "delegation":
+			ch.prog.Step(i+1, "worker process SIGKILL while a sub-agent runs")
+			err = ch.delegationKills()
 		}
 		if err != nil {
 			ch.prog.Logf("error: %v", err)

@@ -150,7 +150,7 @@ func printFeishuSteps(out io.Writer, p feishu.Profile, name, transport string, c
 			"Events & Callbacks → Event Configuration: choose \"Receive events through persistent connection\", save,\n     and add the event im.message.receive_v1 (Message received).")
 	} else {
 		steps = append(steps,
-			fmt.Sprintf("Events & Callbacks → Encryption Strategy: copy the Verification Token into %s and set an\n     Encrypt Key (recommended: events are then signed and encrypted) into %s.", p.Env("VERIFICATION_TOKEN"), p.Env("ENCRYPT_KEY")),
+			fmt.Sprintf("Events & Callbacks → Encryption Strategy: copy the Verification Token into %s and set an\n     Encrypt Key (recommended: events are then signed and encrypted; approval buttons need it) into %s.", p.Env("VERIFICATION_TOKEN"), p.Env("ENCRYPT_KEY")),
 			fmt.Sprintf("Start the agent where the platform can reach it over HTTPS (a deployment, or a tunnel to make dev),\n     then Event Configuration: \"Send events to developer server\", Request URL https://<your host>%s\n     (the console sends a challenge the ingress answers), and add the event im.message.receive_v1.", p.Path))
 	}
 	steps = append(steps,
@@ -174,7 +174,7 @@ func printFeishuSteps(out io.Writer, p feishu.Profile, name, transport string, c
 	fmt.Fprintf(out, "\nEnvironment (exported where the worker and the ingress run; never in the channel file):\n")
 	fmt.Fprintf(out, "  %s=cli_…\n  %s=…\n", p.Env("APP_ID"), p.Env("APP_SECRET"))
 	if transport == feishu.TransportWebhook {
-		fmt.Fprintf(out, "  %s=…\n  %s=…   # optional, recommended\n", p.Env("VERIFICATION_TOKEN"), p.Env("ENCRYPT_KEY"))
+		fmt.Fprintf(out, "  %s=…\n  %s=…   # optional, recommended; approval buttons need it\n", p.Env("VERIFICATION_TOKEN"), p.Env("ENCRYPT_KEY"))
 	}
 	fmt.Fprintf(out, "  %s=%s   # optional: a proxy or a test server\n", p.Env("BASE_URL"), p.BaseURL)
 	fmt.Fprintf(out, "\nThen: make dev (or fastagent dev) and send the bot a message.\n")

@@ -66,7 +66,11 @@ func newSessionApprovals(c *approvalClient) *cobra.Command {
 				printApproval(out, p)
 			}
 			for _, q := range v.Questions {
-				fmt.Fprintf(out, "question %s · turn %s: %s\n  answer: fastagent session answer %s %s \"<your answer>\"\n", q.Call, q.Turn, q.Question, args[0], q.Call)
+				who := ""
+				if q.Agent != "" {
+					who = " · sub-agent " + q.Agent
+				}
+				fmt.Fprintf(out, "question %s%s · turn %s: %s\n  answer: fastagent session answer %s %s \"<your answer>\"\n", q.Call, who, q.Turn, q.Question, args[0], q.Call)
 			}
 			return nil
 		},
@@ -123,11 +127,14 @@ func newSessionApprove(c *approvalClient) *cobra.Command {
 // printApproval writes one pending call: tool, call, turn, its full
 // arguments (indented JSON) and both hashes.
 func printApproval(w io.Writer, p workflows.PendingApproval) {
-	if p.Turn != "" {
-		fmt.Fprintf(w, "call %s · tool %s · turn %s\n", p.Call, p.Tool, p.Turn)
-	} else {
-		fmt.Fprintf(w, "call %s · tool %s\n", p.Call, p.Tool)
+	line := fmt.Sprintf("call %s · tool %s", p.Call, p.Tool)
+	if p.Agent != "" {
+		line += " · sub-agent " + p.Agent
 	}
+	if p.Turn != "" {
+		line += " · turn " + p.Turn
+	}
+	fmt.Fprintln(w, line)
 	var args bytes.Buffer
 	if err := json.Indent(&args, p.Args, "    ", "  "); err != nil {
 		args.Reset()

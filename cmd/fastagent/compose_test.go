@@ -101,6 +101,9 @@ func TestComposeIsClosedByDefault(t *testing.T) {
 			Init        bool              `yaml:"init"`
 			User        string            `yaml:"user"`
 		} `yaml:"services"`
+		Configs map[string]struct {
+			Content string `yaml:"content"`
+		} `yaml:"configs"`
 	}
 	if err := yaml.Unmarshal(b, &compose); err != nil {
 		t.Fatal(err)
@@ -127,7 +130,35 @@ func TestComposeIsClosedByDefault(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(string(b), `"--auth"`) {
-		t.Error("nats runs without a token (--auth)")
+	nats := compose.Configs["nats"].Content
+	if !regexp.MustCompile(`authorization\s*\{\s*token:\s*"\$\{NATS_TOKEN`).MatchString(nats) {
+		t.Errorf("nats runs without a token from the secrets env file (authorization { token: \"${NATS_TOKEN}\" } in its config):\n%s", nats)
+	}
+}
+
+// No secret is on a command line: /proc/<pid>/cmdline is readable by every
+// process of the machine (and ps shows it), unlike a process's environment
+// or a file only its container sees.
+func TestComposeKeepsSecretsOffCommandLines(t *testing.T) {
+	b, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Command    []string `yaml:"command"`
+			Entrypoint []string `yaml:"entrypoint"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &compose); err != nil {
+		t.Fatal(err)
+	}
+	secretVar := regexp.MustCompile(`\$\{?([A-Z_]*(PASSWORD|PWD|TOKEN|_KEY|SECRET)[A-Z_]*)`)
+	for name, svc := range compose.Services {
+		for _, arg := range append(append([]string{}, svc.Entrypoint...), svc.Command...) {
+			if m := secretVar.FindStringSubmatch(arg); m != nil {
+				t.Errorf("%s: %s is on the command line (%q): pass it in the environment or a config file", name, m[1], arg)
+			}
+		}
 	}
 }

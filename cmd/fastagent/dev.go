@@ -32,6 +32,9 @@ func devCommand(g *globals) *cobra.Command {
 			"process. State survives restarts. Ctrl-C stops it cleanly.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.argvSecrets(cmd); err != nil {
+				return err
+			}
 			log, err := g.logger()
 			if err != nil {
 				return err

@@ -118,6 +118,7 @@ tools:
 	{path: ".gitignore", mode: 0o644, content: `# fastagent machine state (sessions, embedded Temporal) and local secrets
 .fastagent/
 .secrets/
+.env
 `},
 }
 

@@ -152,7 +152,11 @@ func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut
 func printApprovalEvent(w io.Writer, session string, ev agent.Event, inline bool) {
 	switch ev.Type {
 	case agent.TypeQuestionAsked:
-		fmt.Fprintf(w, "? the agent asks: %s\n", ev.Question)
+		if ev.Agent != "" {
+			fmt.Fprintf(w, "? the %s sub-agent asks: %s\n", ev.Agent, ev.Question)
+		} else {
+			fmt.Fprintf(w, "? the agent asks: %s\n", ev.Question)
+		}
 		if !inline {
 			fmt.Fprintf(w, "  answer: fastagent session answer %s %s \"<your answer>\"\n", session, ev.ID)
 		}
@@ -184,7 +188,7 @@ func printApprovalEvent(w io.Writer, session string, ev agent.Event, inline bool
 // pendingOf is the waiting call an approval_requested event describes.
 func pendingOf(ev agent.Event) workflows.PendingApproval {
 	return workflows.PendingApproval{Call: ev.ID, Tool: ev.Name, Args: ev.Args, ArgsHash: ev.ArgsHash,
-		DefinitionHash: ev.DefinitionHash, Approvers: ev.Approvers, Deadline: ev.Deadline}
+		DefinitionHash: ev.DefinitionHash, Approvers: ev.Approvers, Deadline: ev.Deadline, Agent: ev.Agent}
 }
 
 func byWhom(by string) string {

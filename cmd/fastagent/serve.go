@@ -6,9 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,11 +44,11 @@ func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.host, "host", os.Getenv("FASTAGENT_HTTP_HOST"), "HTTP listen host (default http.host of fastagent.yaml, else 127.0.0.1; any other than loopback needs API tokens) [FASTAGENT_HTTP_HOST]")
 	fl.IntVarP(&f.port, "port", "p", envInt("FASTAGENT_HTTP_PORT", 0), "HTTP listen port (default http.port of fastagent.yaml, else 8787) [FASTAGENT_HTTP_PORT]")
-	fl.StringVar(&f.store, "store", os.Getenv("FASTAGENT_STORE"), "session store: a SQLite file or postgres://… DSN (default <state-dir>/sessions.db) [FASTAGENT_STORE]")
+	fl.StringVar(&f.store, "store", os.Getenv("FASTAGENT_STORE"), "session store: a SQLite file or postgres://… DSN (default <state-dir>/sessions.db; a DSN with a password only through FASTAGENT_STORE) [FASTAGENT_STORE]")
 	// --help shows the default, which may be a DSN with a password: redacted.
 	fl.Lookup("store").DefValue = serve.RedactDSN(f.store)
 	fl.StringVar(&f.tokensFile, "tokens-file", os.Getenv("FASTAGENT_TOKENS_FILE"), "API tokens file: lines principal:rights:sha256hex (see fastagent token) [FASTAGENT_TOKENS_FILE]")
-	fl.StringVar(&f.feed, "feed", envOr("FASTAGENT_FEED", "inprocess"), "live feed: inprocess, or nats://host:4222 when worker and ingress run apart [FASTAGENT_FEED]")
+	fl.StringVar(&f.feed, "feed", envOr("FASTAGENT_FEED", "inprocess"), "live feed: inprocess, or nats://host:4222 when worker and ingress run apart (a URL with a token only through FASTAGENT_FEED) [FASTAGENT_FEED]")
 	fl.StringVar(&f.taskQueue, "task-queue", envOr("FASTAGENT_TASK_QUEUE", "fastagent"), "Temporal task queue [FASTAGENT_TASK_QUEUE]")
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", worker.DefaultStopTimeout),
 		"on SIGTERM/Ctrl-C, how long the worker lets running tool and model calls finish before it cancels them [FASTAGENT_WORKER_STOP_TIMEOUT]")
@@ -83,6 +85,46 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		// Tools never reach the Temporal frontend, whatever their network.
 		ControlPlane: nonEmpty(f.temporal.Address),
 	}
+}
+
+// argvSecrets refuses a store DSN or feed URL given as a flag with a
+// password or token in it: the command line is /proc/<pid>/cmdline, which
+// every process of the machine reads (ps, and a tool in Landlock mode),
+// unlike the environment. The error names the variable to use instead.
+func (f *serveFlags) argvSecrets(cmd *cobra.Command) error {
+	const where = "on the command line, where every process on this machine can read it (/proc/<pid>/cmdline, ps; tools included)"
+	if cmd.Flags().Changed("store") && secretInURL(f.store) {
+		return usageError("--store holds a password %s: set FASTAGENT_STORE instead, or keep the password in a file (passfile=… in the DSN, or PGPASSFILE)", where)
+	}
+	if cmd.Flags().Changed("feed") && secretInURL(f.feed) {
+		return usageError("--feed holds a token or password %s: set FASTAGENT_FEED instead", where)
+	}
+	return nil
+}
+
+// secretInURL reports whether a store DSN or feed URL (a comma-separated
+// list of them) holds a secret: a password (user:password@, password=…)
+// or, in a NATS URL, a user alone, which is its token.
+func secretInURL(s string) bool {
+	if serve.RedactDSN(s) != s {
+		return true
+	}
+	for _, part := range strings.Split(s, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "nats", "tls", "ws", "wss":
+			if u.User.Username() != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func nonEmpty(ss ...string) []string {
@@ -130,6 +172,9 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.argvSecrets(cmd); err != nil {
+				return err
+			}
 			log, err := g.logger()
 			if err != nil {
 				return err

@@ -52,7 +52,7 @@ func newSession(g *globals) *cobra.Command {
 	}
 	list.Flags().IntVar(&sc.limit, "limit", 0, "sessions per page (default 50)")
 	list.Flags().StringVar(&sc.cursor, "cursor", "", "continue a listing (the cursor the last page printed)")
-	list.Flags().StringVar(&sc.filter.channel, "channel", "", "only sessions created by this channel: http, schedule, slack, feishu, telegram, github, webhook, …")
+	list.Flags().StringVar(&sc.filter.channel, "channel", "", "only sessions created by this channel: http, schedule, slack, feishu, telegram, github, hook:<name>, …")
 	list.Flags().StringVar(&sc.filter.status, "status", "", "only sessions in this status: idle, running, waiting_approval, waiting_answer")
 	list.Flags().StringVar(&sc.filter.principal, "principal", "", "only sessions this API principal created")
 	list.Flags().StringVar(&sc.filter.parent, "parent", "", "only sessions started by this session")
@@ -68,6 +68,7 @@ func newSession(g *globals) *cobra.Command {
 		sessionCommand("abort <session>", "Stop the session's running turn", sc.abort, 1),
 		sessionCommand("steer <session> <text>", "Send a message the running turn reads after its current step", sc.steer, 2),
 		sessionCommand("compact <session>", "Compact the session's context now: summarize its older part, keep the newest messages", sc.compact, 1),
+		sc.resendCommand(),
 		sessionCommand("deny <session> <call>", "Deny a tool call waiting for approval", sc.deny, 2),
 		sessionCommand("answer <session> <call> <text>", "Answer a question the agent asked (ask_user); the text becomes the call's result", sc.answer, 3),
 		transcript,
@@ -243,6 +244,20 @@ func (sc *sessionCmds) steer(id string, args []string) error {
 	b, _ := json.Marshal(map[string]string{"text": args[0]})
 	_, err := sc.call(http.MethodPost, sc.path(id, "/steer"), string(b))
 	return err
+}
+
+// resendCommand is session resend: a channel reply that failed after its
+// retries (the state's failedReplies) is sent once more.
+func (sc *sessionCmds) resendCommand() *cobra.Command {
+	cmd := sessionCommand("resend <session> <turn>", "Send a channel reply that failed after its retries (the state's failedReplies) once more", nil, 2)
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if _, err := sc.call(http.MethodPost, sc.path(args[0], "/turns/"+url.PathEscape(args[1])+"/resend"), `{}`); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(c.OutOrStdout(), "sent the reply of turn %s again\n", args[1])
+		return err
+	}
+	return cmd
 }
 
 func (sc *sessionCmds) compact(id string, _ []string) error {

@@ -48,8 +48,8 @@ func TestInitCreatesWorkingWorkspace(t *testing.T) {
 			t.Errorf("missing %s: %v", f, err)
 		}
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, ".gitignore")); !strings.Contains(string(b), ".fastagent/") {
-		t.Errorf(".gitignore does not ignore .fastagent/: %q", b)
+	if b, _ := os.ReadFile(filepath.Join(dir, ".gitignore")); !strings.Contains(string(b), ".fastagent/") || !strings.Contains(string(b), ".env\n") {
+		t.Errorf(".gitignore does not ignore .fastagent/ and .env: %q", b)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "fastagent.yaml")); !regexp.MustCompile(`(?m)^# model: `).Match(b) {
 		t.Errorf("fastagent.yaml has no commented model line:\n%s", b)

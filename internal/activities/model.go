@@ -305,6 +305,7 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 			TurnTime:            time.Duration(def.Config.Limits.TurnTime),
 			SessionTokensPerDay: def.Config.Limits.SessionTokensPerDay,
 		},
+		IdempotencyWindow: time.Duration(def.Config.IdempotencyWindow),
 	}
 }
 

@@ -68,8 +68,23 @@ func (r *Replies) Register(w Registrar) {
 	w.RegisterActivityWithOptions(r.Drop, activity.RegisterOptions{Name: workflows.ActivityChatDrop})
 }
 
-// render opens the renderer of in's turn on its platform, continuing the
-// reply an earlier attempt stored.
+// refKey is the key a reply's reference is kept under: the one the workflow
+// named for this run of the turn (workflows.ReplyRef), else the turn's key.
+func refKey(turn, ref string) string {
+	if ref != "" {
+		return ref
+	}
+	return turn
+}
+
+// busySuffix keys the reference of a busy notice sent without a reference
+// key of its own (workflows before per-run references): never the turn's,
+// so it cannot stand in for the turn's answer.
+const busySuffix = "#busy"
+
+// render opens the renderer of a turn's reply on its platform, continuing
+// the reply an earlier attempt stored under turn (the reply's reference
+// key, see refKey).
 func (r *Replies) render(ctx context.Context, session, turn string, rt workflows.ReplyTarget) (channels.Render, string, error) {
 	rp := r.Repliers[rt.Kind]
 	if rp == nil {
@@ -116,22 +131,45 @@ func (r *Replies) saveRef(ctx context.Context, session, turn string, rd channels
 // posts twice. A busy notice is posted only when nothing was posted for
 // the turn.
 func (r *Replies) Reply(ctx context.Context, in workflows.ReplyInput) error {
-	rd, ref, err := r.render(ctx, in.Session, in.Turn, in.Reply)
+	key := refKey(in.Turn, in.Ref)
+	if in.Busy && in.Ref == "" {
+		// Nothing when the turn was answered; else the notice under a key
+		// of its own, so that the answer still goes out if the turn runs.
+		switch ref, err := r.Store.Reply(ctx, in.Session, in.Turn); {
+		case err == nil && ref != "":
+			return nil
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return storeError(err)
+		}
+		key = in.Turn + busySuffix
+	}
+	rd, ref, err := r.render(ctx, in.Session, key, in.Reply)
 	if err != nil {
 		return err
 	}
 	text := BusyText
+	status, code := agent.TypeFailed, agent.CodeSessionBusy
 	if in.Busy {
 		if ref != "" {
 			return nil
 		}
 	} else if text, err = r.answer(ctx, in); err != nil {
 		return err
+	} else {
+		status, code = in.Outcome.Status, in.Outcome.Code
 	}
-	if err := rd.Finish(ctx, text); err != nil {
+	if c, ok := rd.(channels.Concluder); ok {
+		if in.Busy && in.Outcome.Details != "" {
+			text = in.Outcome.Details // a system's receiver: say what was refused and why
+		}
+		err = c.Conclude(ctx, text, status, code)
+	} else {
+		err = rd.Finish(ctx, text)
+	}
+	if err != nil {
 		return fmt.Errorf("reply: turn %q: %w", in.Turn, err)
 	}
-	if err := r.saveRef(ctx, in.Session, in.Turn, rd, &ref); err != nil {
+	if err := r.saveRef(ctx, in.Session, key, rd, &ref); err != nil {
 		return err
 	}
 	r.log().Info("channel reply settled", "kind", in.Reply.Kind, "session", in.Session, "turn", in.Turn, "busy", in.Busy)
@@ -159,7 +197,7 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 // stream follows the turn's feed into the live reply until its end, or
 // until stopped is closed (feed.ErrStopped).
 func (r *Replies) stream(ctx context.Context, in workflows.StreamInput, stopped <-chan struct{}) error {
-	rd, saved, err := r.render(ctx, in.Session, in.Turn, in.Reply)
+	rd, saved, err := r.render(ctx, in.Session, refKey(in.Turn, in.Ref), in.Reply)
 	if err != nil {
 		return err
 	}
@@ -200,7 +238,7 @@ func (r *Replies) stream(ctx context.Context, in workflows.StreamInput, stopped 
 			// A live update is best effort: the final reply settles it.
 			r.log().Warn("channel live update failed", "kind", in.Reply.Kind, "turn", in.Turn, "error", err)
 		}
-		return r.saveRef(ctx, in.Session, in.Turn, rd, &saved)
+		return r.saveRef(ctx, in.Session, refKey(in.Turn, in.Ref), rd, &saved)
 	}
 	if v.Queued {
 		if err := show(); err != nil {
@@ -409,12 +447,18 @@ func (r *Replies) Stop(ctx context.Context, in workflows.StopInput) error {
 		return temporal.NewNonRetryableApplicationError("stop: this worker has no Temporal client for chat control",
 			agent.CodeInvalidCommand, nil)
 	}
-	h, err := u.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	opts := client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(in.Session),
 		UpdateName:   workflows.UpdateAbort,
 		Args:         []any{workflows.AbortRequest{Reason: in.Reason}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	}
+	if in.Key != "" {
+		// One ID for every attempt: the session does the stop once, to
+		// the turn it found running, however often it is retried.
+		opts.UpdateID = "stop:" + in.Key
+	}
+	h, err := u.UpdateWorkflow(ctx, opts)
 	var res workflows.AbortResult
 	if err == nil {
 		err = h.Get(ctx, &res)
@@ -466,7 +510,7 @@ func (r *Replies) Drop(ctx context.Context, in workflows.DropInput) error {
 	if in.Reply == nil {
 		return nil
 	}
-	rd, ref, err := r.render(ctx, in.Session, in.Turn, *in.Reply)
+	rd, ref, err := r.render(ctx, in.Session, refKey(in.Turn, res.Reply), *in.Reply)
 	if err != nil || ref == "" {
 		return err
 	}

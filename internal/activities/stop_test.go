@@ -158,3 +158,20 @@ func TestChatDrop(t *testing.T) {
 		})
 	}
 }
+
+// A stop is bound to the message that asked for it: every attempt of its
+// Chat.Stop (a retry after a lost answer) sends the abort under one update
+// ID derived from the message, so the session does it once — a retry never
+// aborts the turn that runs next.
+func TestChatStopBoundToItsMessage(t *testing.T) {
+	t.Parallel()
+	in := workflows.StopInput{Session: "telegram:42", Reason: "stopped by @ada in the chat", Key: "telegram:42:77"}
+	cl := &stopClient{err: serviceerror.NewUnavailable("answer lost")}
+	r := &activities.Replies{Starter: cl}
+	for range 2 {
+		_ = r.Stop(context.Background(), in)
+	}
+	if len(cl.opts) != 2 || cl.opts[0].UpdateID == "" || cl.opts[0].UpdateID != cl.opts[1].UpdateID {
+		t.Fatalf("update IDs %+v, want one ID, the same on every attempt", cl.opts)
+	}
+}

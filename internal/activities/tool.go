@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/relay"
@@ -59,7 +61,10 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 	var res agent.ToolResult
 	switch {
 	case call.Answer != nil:
-		res = a.storedAnswer(ctx, call)
+		res, err = a.storedAnswer(ctx, call, attemptOf(ctx))
+		if err != nil {
+			return agentloop.ToolOutcome{}, err
+		}
 	case call.Synthetic != nil:
 		res = *call.Synthetic
 	default:
@@ -95,28 +100,48 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 	return finish(msg), nil
 }
 
+// AnswerReadAttempts is how many attempts of a delegate call's record try
+// to read the sub-agent's stored answer before the call is recorded as
+// failed (the record activity retries with backoff, about 15 s in all).
+const AnswerReadAttempts = 5
+
 // storedAnswer reads the sub-agent's answer a delegate call records (its
-// steps' texts); when it cannot be read the call's Synthetic result (or
-// an error the model reads) stands in.
-func (a *Activities) storedAnswer(ctx context.Context, call agentloop.ToolCall) agent.ToolResult {
+// steps' texts) at the record activity's attempt. An answer without text
+// is the call's Synthetic result; a read that fails is retried (a
+// retryable store error, nothing recorded) and, on the last attempt, the
+// call fails saying where the answer is — the placeholder never stands in
+// for an answer that exists.
+func (a *Activities) storedAnswer(ctx context.Context, call agentloop.ToolCall, attempt int) (agent.ToolResult, error) {
 	ref := call.Answer
 	texts, err := relay.StoredSteps(ctx, a.Store, ref.Session, agentloop.Outcome{Turn: agentloop.DelegateTurn, First: ref.First, Leaf: ref.Leaf})
+	if err != nil {
+		if attempt < AnswerReadAttempts {
+			return agent.ToolResult{}, storeError(fmt.Errorf("read the sub-agent's answer (attempt %d of %d): %w", attempt, AnswerReadAttempts, err))
+		}
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("The sub-agent finished, but its answer could not be read after %d attempts (%v). "+
+			"It is stored in session %s; do not run the sub-task again for it.", attempt, err, ref.Session)}, nil
+	}
 	var parts []string
 	for _, t := range texts {
 		if t = strings.TrimSpace(t); t != "" {
 			parts = append(parts, t)
 		}
 	}
-	if err == nil && len(parts) > 0 {
-		return agent.ToolResult{Content: strings.Join(parts, "\n\n")}
+	if len(parts) > 0 {
+		return agent.ToolResult{Content: strings.Join(parts, "\n\n")}, nil
 	}
 	if call.Synthetic != nil {
-		return *call.Synthetic
+		return *call.Synthetic, nil
 	}
-	if err != nil {
-		return agent.ToolResult{IsError: true, Content: "The sub-agent finished but its answer could not be read: " + err.Error()}
+	return agent.ToolResult{Content: "(the sub-agent finished without a text answer)"}, nil
+}
+
+// attemptOf is the running activity's attempt (1 outside an activity).
+func attemptOf(ctx context.Context) int {
+	if !activity.IsActivity(ctx) {
+		return 1
 	}
-	return agent.ToolResult{Content: "(the sub-agent finished without a text answer)"}
+	return int(activity.GetInfo(ctx).Attempt)
 }
 
 // callArgs reads the call's arguments from the stored assistant reply, so

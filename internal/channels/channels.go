@@ -27,12 +27,15 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -147,6 +150,14 @@ type Render interface {
 	Finish(ctx context.Context, text string) error
 }
 
+// Concluder is implemented by a Render whose receiver is told how the turn
+// ended besides its text (a webhook callback): Conclude is Finish with the
+// turn's status (completed, failed) and error code ("" for none; a busy
+// refusal is failed with agent.CodeSessionBusy).
+type Concluder interface {
+	Conclude(ctx context.Context, text, status, code string) error
+}
+
 // Asker is implemented by a Replier that can ask for an approval where the
 // conversation is: Ask posts the waiting call (an approval_requested
 // event) with buttons and returns the message's reference; Settle updates
@@ -248,6 +259,19 @@ type Located interface {
 	Locate(file string) error
 }
 
+// Confined is implemented by a Door that starts processes (GitHub's
+// executable policy): they run in the tool sandbox with the agent's
+// protected list, never unconfined. NeedsSandbox says whether this door's
+// file asks for any; Confine gives it the sandbox and the list before it
+// serves. A door that needs one and has none refuses to start them.
+// Executables are the files it runs (after Locate): they decide what the
+// door does, so the agent's tools must not be able to change them.
+type Confined interface {
+	NeedsSandbox() bool
+	Confine(sb *sandbox.Sandbox, protected []tools.Protected)
+	Executables() []string
+}
+
 // Factory builds a channel from its file's YAML (already read) and the
 // environment. It must reject unknown keys and missing secrets.
 type Factory func(file []byte, getenv func(string) string) (*Channel, error)
@@ -315,7 +339,14 @@ func Load(files []workspace.FileEntry, getenv func(string) string) ([]*Channel, 
 		factory, ok := registry[f.Name]
 		dirFactory, dirOK := dirRegistry[f.Name]
 		regMu.Unlock()
-		if st, err := os.Stat(f.Path); err == nil && st.IsDir() {
+		st, err := os.Stat(f.Path)
+		isDir := err == nil && st.IsDir()
+		if ext := filepath.Ext(f.Path); !isDir && ext != ".yaml" && ext != ".yml" {
+			// Not a channel file: a script one uses (GitHub's executable
+			// policy lives here, where no tool can change it).
+			continue
+		}
+		if isDir {
 			if !dirOK {
 				return nil, fmt.Errorf("channel %s: unknown folder %q (known: %v)", f.Path, f.Name, Kinds())
 			}

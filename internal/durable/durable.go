@@ -360,6 +360,12 @@ func (a *Agent) Answer(ctx context.Context, session string, req workflows.Answer
 	return a.update(ctx, session, workflows.UpdateAnswer, req, nil)
 }
 
+// Resend sends the channel reply of turn, which failed after its retries,
+// once more (UpdateResend).
+func (a *Agent) Resend(ctx context.Context, session, turn string) error {
+	return a.update(ctx, session, workflows.UpdateResend, workflows.ResendRequest{Turn: turn}, nil)
+}
+
 // Compact compacts a session's context between its turns (UpdateCompact).
 func (a *Agent) Compact(ctx context.Context, session string) (workflows.CompactResult, error) {
 	var res workflows.CompactResult

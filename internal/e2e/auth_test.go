@@ -222,8 +222,8 @@ func TestGeneratedTokenWorksWithInvoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := exec.Command(fastagentBinary(t), "ingress", "--dir", e.kit.Dir, "--host", "0.0.0.0", "--port", strconv.Itoa(port2),
-		"--temporal-address", server.FrontendAddress(), "--namespace", server.Namespace(), "--feed", natsURL())
-	ref.Env = append(e.kit.ProcessEnv(), "TEMPORAL_API_KEY="+server.APIKey(), "TEMPORAL_TLS=false")
+		"--temporal-address", server.FrontendAddress(), "--namespace", server.Namespace())
+	ref.Env = append(e.kit.ProcessEnv(), "TEMPORAL_API_KEY="+server.APIKey(), "TEMPORAL_TLS=false", "FASTAGENT_FEED="+natsURL())
 	done := make(chan struct{})
 	var refOut []byte
 	var refErr error

@@ -17,6 +17,7 @@ import (
 // terminal is `fastagent chat` on a pseudo-terminal.
 type terminal struct {
 	t   *testing.T
+	cmd *exec.Cmd
 	pty io.ReadWriter
 	mu  sync.Mutex
 	out bytes.Buffer
@@ -71,6 +72,30 @@ func (tm *terminal) expectAll(within time.Duration, ss ...string) {
 	tm.t.Fatalf("the terminal never showed all of %q; it shows:\n%s", ss, tm.out.String())
 }
 
+// runOnPTY starts cmd on a pseudo-terminal and collects what it shows.
+func runOnPTY(t *testing.T, cmd *exec.Cmd) *terminal {
+	t.Helper()
+	f, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatalf("start %s on a pty: %v", cmd.Path, err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = f.Close() })
+	tm := &terminal{t: t, pty: f, cmd: cmd}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			tm.mu.Lock()
+			tm.out.Write(buf[:n])
+			tm.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return tm
+}
+
 func (tm *terminal) typeLine(s string) {
 	tm.t.Helper()
 	if _, err := tm.pty.Write([]byte(s + "\r")); err != nil {
@@ -96,26 +121,7 @@ func TestChatInATerminal(t *testing.T) {
 		modelserver.Reply{Text: []string{"thinking very slowly"}, Hang: true},
 	)
 	const session = "chat-e2e"
-	cmd := exec.Command(fastagentBinary(t), "chat", "--url", hs.URL, "--session", session)
-	cmd.Env = e.kit.ProcessEnv()
-	f, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatalf("start fastagent chat on a pty: %v", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = f.Close() })
-	tm := &terminal{t: t, pty: f}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := f.Read(buf)
-			tm.mu.Lock()
-			tm.out.Write(buf[:n])
-			tm.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	tm := startChat(t, e, hs.URL, session)
 
 	tm.expect("session "+session, 30*time.Second)
 	tm.typeLine("hi")
@@ -151,7 +157,7 @@ func TestChatInATerminal(t *testing.T) {
 
 	tm.typeLine("/quit")
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- tm.cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {

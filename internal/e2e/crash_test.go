@@ -84,11 +84,11 @@ func (e *env) startProcess(t *testing.T, command string, args ...string) *proc {
 		"--namespace", server.Namespace(),
 		"--task-queue", e.queue,
 		"--store", filepath.Join(e.kit.Dir, ".fastagent", "sessions.db"),
-		"--feed", natsURL(),
 		"--log-level", "warn",
 	}, args...)
 	cmd := exec.Command(fastagentBinary(t), args...)
-	cmd.Env = append(e.kit.ProcessEnv(), "TEMPORAL_API_KEY="+server.APIKey(), "TEMPORAL_TLS=false")
+	// The feed URL may hold a token: never on the command line.
+	cmd.Env = append(e.kit.ProcessEnv(), "TEMPORAL_API_KEY="+server.APIKey(), "TEMPORAL_TLS=false", "FASTAGENT_FEED="+natsURL())
 	cmd.Env = append(cmd.Env, e.extraEnv...)
 	if !e.noProcessToken {
 		cmd.Env = append(cmd.Env, "FASTAGENT_API_TOKEN="+e2eToken)

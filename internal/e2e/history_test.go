@@ -124,6 +124,10 @@ func TestHistories(t *testing.T) {
 func historyScenarios() []historyScenario {
 	return []historyScenario{
 		{name: "channel_deliveries", ownWorker: true, run: runChannelDeliveries},
+		// Deliveries queued behind a slow turn, carried across
+		// continue-as-new (two turns per run); two refused (no key, an
+		// @-key).
+		{name: "delivery_queue", run: runDeliveryQueue},
 		{name: "chat_routing_chat", ownWorker: true, run: runChatRouting(true)},
 		{name: "chat_routing_session", ownWorker: true, run: runChatRouting(false)},
 		// A thread reply queued behind a running turn, then deleted: the
@@ -634,9 +638,19 @@ func historyScenarios() []historyScenario {
 		{name: "slack_ask_user", config: "askUser: true\n", ownWorker: true, run: runSlackAskUser},
 		{name: "delegation", config: delegationConfig, run: runDelegation},
 		{name: "delegation_abort", config: delegationConfig, run: runDelegationAbort},
+		// The same abort with its sub-agent's stop notice published by
+		// the delegating session (sub-agent-stops).
+		{name: "delegation_abort_stops", config: delegationConfig, run: runDelegationAbort},
 		{name: "delegation_child", config: delegationConfig, run: func(t *testing.T, e *env, s string) string {
 			runDelegation(t, e, s)
 			return workflows.WorkflowID(agentloop.DelegateSession(s, "cmp", "h1"))
+		}},
+		// A sub-agent's question and gated call, answered and approved on
+		// the delegating session: its history and the sub-agent's.
+		{name: "delegation_sub_waits", config: subWaitYAML, run: runSubAgentWaits},
+		{name: "delegation_sub_waits_child", config: subWaitYAML, run: func(t *testing.T, e *env, s string) string {
+			runSubAgentWaits(t, e, s)
+			return workflows.WorkflowID(agentloop.DelegateSession(s, "subwaits", "d1"))
 		}},
 	}
 }

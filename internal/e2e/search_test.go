@@ -28,6 +28,7 @@ import (
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
 // searchUntil polls the session search for f (restricted to the env's own
@@ -209,5 +210,57 @@ func TestSessionsWithoutSearchAttributes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A session's sub-agents are found by their parent: GET /sessions?parent=
+// lists the Delegate workflows a session's turn started (channel
+// delegate), for the session's owner, and nothing for another principal.
+func TestSessionSearchFindsSubAgents(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries + delegationConfig)
+	e.startWorker()
+	hs := e.authIngress(nil)
+	e.kit.Model.EnqueueFor("find both",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("p1", "self", "first (PARENTA)"), delegateCall("p2", "self", "second (PARENTB)")}},
+		modelserver.Reply{Text: []string{"found both"}})
+	e.kit.Model.EnqueueFor("PARENTA", modelserver.Reply{Text: []string{"a"}})
+	e.kit.Model.EnqueueFor("PARENTB", modelserver.Reply{Text: []string{"b"}})
+	const session = "sa-parent"
+	st, body, _ := send(t, http.MethodPost, hs.URL+"/invoke", "alice-token", `{"session":"`+session+`","text":"find both"}`, map[string]string{"Idempotency-Key": "both"})
+	if st != 200 || !strings.Contains(body, "found both") {
+		t.Fatalf("the delegating turn: %d %s", st, body)
+	}
+	want := []string{agentloop.DelegateSession(session, "both", "p1"), agentloop.DelegateSession(session, "both", "p2")}
+	slices.Sort(want)
+	var page sessionstart.Page
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, body, _ := send(t, http.MethodGet, hs.URL+"/sessions?parent="+url.QueryEscape(session), "alice-token", "", nil)
+		page = sessionstart.Page{}
+		if err := json.Unmarshal([]byte(body), &page); st != 200 || err != nil {
+			t.Fatalf("GET /sessions?parent=: %d %s", st, body)
+		}
+		var got []string
+		for _, h := range page.Sessions {
+			got = append(got, h.Session)
+		}
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /sessions?parent=%s = %v, want the sub-agents %v", session, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, h := range page.Sessions {
+		if h.Parent != session || h.Channel != "delegate" || h.Principal != "alice" {
+			t.Errorf("sub-agent %+v, want parent %s, channel delegate, principal alice", h, session)
+		}
+	}
+	st, body, _ = send(t, http.MethodGet, hs.URL+"/sessions?parent="+url.QueryEscape(session), "bob-token", "", nil)
+	if err := json.Unmarshal([]byte(body), &page); st != 200 || err != nil || len(page.Sessions) != 0 {
+		t.Errorf("bob listing alice's session's sub-agents: %d %s, want none", st, body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,11 +35,10 @@ func (e *env) startWorkerWithEnv(t *testing.T, extra ...string) *proc {
 		"--namespace", server.Namespace(),
 		"--task-queue", e.queue,
 		"--store", filepath.Join(e.kit.Dir, ".fastagent", "sessions.db"),
-		"--feed", natsURL(),
 		"--log-level", "warn",
 	)
 	cmd.Env = append(append(e.kit.ProcessEnv(), "FASTAGENT_API_TOKEN="+e2eToken,
-		"TEMPORAL_API_KEY="+server.APIKey(), "TEMPORAL_TLS=false"), extra...)
+		"TEMPORAL_API_KEY="+server.APIKey(), "TEMPORAL_TLS=false", "FASTAGENT_FEED="+natsURL()), extra...)
 	p := &proc{cmd: cmd, out: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	w := &lockedWriter{buf: p.out, mu: p.mu}
 	cmd.Stdout, cmd.Stderr = w, w
@@ -60,11 +60,17 @@ func (e *env) startWorkerWithEnv(t *testing.T, extra ...string) *proc {
 // A real `fastagent worker` holds a unique canary in its environment, the
 // workspace's .env and state dir hold it too, and the model has bash try
 // every way to it: the parent's and the worker's /proc environ, every
-// /proc/*/environ, .env, its own environment, the state dir. The command
+// /proc/*/environ and cmdline, .env, its own environment, the state dir. The command
 // runs, and the canary appears neither in the stored tool result nor in
 // what the model is sent, nor in any event of the turn.
 func TestBashInWorkerProcessCannotReachSecrets(t *testing.T) {
 	sandboxtest.Require(t)
+	for _, mode := range []string{"namespaces", "landlock"} {
+		t.Run(mode, func(t *testing.T) { bashCannotReachSecrets(t, mode) })
+	}
+}
+
+func bashCannotReachSecrets(t *testing.T, mode string) {
 	e := newProcessEnv(t)
 	canary := fmt.Sprintf("canary-%d-%d", os.Getpid(), time.Now().UnixNano())
 	for name, content := range map[string]string{
@@ -79,13 +85,22 @@ func TestBashInWorkerProcessCannotReachSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := e.startWorkerWithEnv(t, canaryVar+"="+canary)
+	// The feed URL carries the canary as its token (a NATS server without
+	// authorization ignores it), given as the CLI accepts it: in the
+	// environment, never on the command line, which every process can read.
+	feedURL, err := url.Parse(natsURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	feedURL.User = url.User(canary)
+	w := e.startWorkerWithEnv(t, canaryVar+"="+canary, "FASTAGENT_FEED="+feedURL.String(), "FASTAGENT_SANDBOX="+mode)
 
 	// The marker is computed by the shell, so that finding it proves the
 	// command ran to its end (the command's own text does not contain it).
 	// The bulkiest reads come first: unsandboxed, the output is truncated
 	// to its tail, which then still shows the worker's environ and .env.
 	command := fmt.Sprintf(`{ cat .fastagent/*; for f in /proc/*/environ; do cat $f; done; `+
+		`for f in /proc/*/cmdline; do tr '\0' ' ' <$f; echo; done; `+
 		`cat /proc/%d/environ; cat /proc/$PPID/environ; cat .env; env; } 2>&1; echo probe-ran-$((6*7)); true`,
 		w.cmd.Process.Pid)
 	args, err := json.Marshal(map[string]string{"command": command})
@@ -127,6 +142,10 @@ func TestBashInWorkerProcessCannotReachSecrets(t *testing.T) {
 		t.Errorf("tool results = %d, want 1", len(results))
 	case !strings.Contains(results[0].Text, "probe-ran-42"):
 		t.Errorf("the bash call did not run to its end: %s", around([]byte(results[0].Text), "probe"))
+	case mode == "landlock" && !strings.Contains(results[0].Text, "--task-queue "+e.queue):
+		// Landlock mode shares the worker's PID namespace: the tool does
+		// see the worker's command line, which therefore holds no secret.
+		t.Errorf("landlock mode: the worker's command line is not among what the tool read: %s", around([]byte(results[0].Text), "worker"))
 	default:
 		t.Logf("bash output:\n%s", results[0].Text)
 	}

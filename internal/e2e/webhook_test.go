@@ -91,7 +91,7 @@ type hookStack struct {
 func newHookStack(t *testing.T, e *env, extra string) *hookStack {
 	s := &hookStack{e: e, name: fmt.Sprintf("e2e%d", time.Now().UnixNano()), cb: newCallbacks(t)}
 	s.env = map[string]string{"HOOK_SECRET": hookSecret, "HOOK_REPLY_SECRET": replySecret}
-	s.yaml = "scheme: standard\nsecretEnv: HOOK_SECRET\nreply:\n  url: " + s.cb.srv.URL + "\n  secretEnv: HOOK_REPLY_SECRET\n" + extra
+	s.yaml = "scheme: standard\nsecretEnv: HOOK_SECRET\nreply:\n  url: " + s.cb.srv.URL + "\n  secretEnv: HOOK_REPLY_SECRET\n  allowPrivate: true\n" + extra
 	ch, err := webhook.New(s.name, []byte(s.yaml), func(k string) string { return s.env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +165,37 @@ func TestWebhookExactlyOnce(t *testing.T) {
 	if len(cbs) != 1 || cbs[0].ID != key || cbs[0].Body.Text != want || cbs[0].Body.Turn != key ||
 		cbs[0].Body.Session != s.session() || want == "" {
 		t.Fatalf("callbacks %+v, want one with webhook-id %s and the stored answer %q", cbs, key, want)
+	}
+}
+
+// Forty signed events to one session, each answered 202, are forty turns:
+// every one reaches the model and gets a callback with its answer, none a
+// busy notice (an acknowledged event is a kept event).
+func TestWebhookBurstAllKept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := newHookStack(t, e, "prompt: 'event {{.body.n}}'\n")
+	s.startWorker()
+	const n = 40
+	for i := range n {
+		body := []byte(fmt.Sprintf(`{"n":%d}`, i))
+		if code, resp := s.send(fmt.Sprintf("msg_burst_%d", i), time.Now(), body); code != http.StatusAccepted {
+			t.Fatalf("event %d: %d %s", i, code, resp)
+		}
+	}
+	waitFor(t, 4*time.Minute, "a callback for every event", func() bool { return len(s.cb.list()) >= n })
+	answered := 0
+	for _, cb := range s.cb.list() {
+		if cb.Body.Status == "completed" {
+			answered++
+		}
+	}
+	prompts := map[string]bool{}
+	for _, r := range e.kit.Model.Requests() {
+		prompts[r.LastUserText()] = true
+	}
+	if len(prompts) != n || answered != n {
+		t.Fatalf("%d of %d events reached the model, %d callbacks answered (of %d)", len(prompts), n, answered, len(s.cb.list()))
 	}
 }
 

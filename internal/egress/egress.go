@@ -86,7 +86,7 @@ var ErrDenied = errors.New("egress: destination refused")
 // Check reports whether ip:port may be dialed; pinned says the address
 // came from Hosts.
 func (p Policy) Check(ip netip.Addr, port uint16, pinned bool) error {
-	ip = ip.Unmap()
+	ip = bare(ip)
 	for _, d := range p.Deny {
 		if d.Prefix.Contains(ip) && (d.Port == 0 || d.Port == port) {
 			return fmt.Errorf("%w: %s is part of this deployment's control plane", ErrDenied, netip.AddrPortFrom(ip, port))
@@ -103,6 +103,11 @@ func (p Policy) Check(ip netip.Addr, port uint16, pinned bool) error {
 	}
 	return nil
 }
+
+// bare is ip as the prefixes see it: IPv4-mapped addresses as IPv4, and
+// no IPv6 zone ("::1%lo" is ::1 on interface lo; no prefix contains a
+// zoned address, so a zone would dodge every one of them).
+func bare(ip netip.Addr) netip.Addr { return ip.Unmap().WithZone("") }
 
 func inAny(ps []netip.Prefix, ip netip.Addr) bool {
 	for _, p := range ps {
@@ -274,7 +279,7 @@ func (x *Proxy) Dial(ctx context.Context, network, addr string) (net.Conn, error
 			refused = err
 			continue
 		}
-		return x.dialer.DialContext(ctx, "tcp", net.JoinHostPort(ip.Unmap().String(), port))
+		return x.dialer.DialContext(ctx, "tcp", net.JoinHostPort(bare(ip).String(), port))
 	}
 	if refused == nil {
 		refused = fmt.Errorf("egress: %s has no address", host)

@@ -42,6 +42,12 @@ func TestCheck(t *testing.T) {
 		{"198.51.100.9", 443, false, false},   // a denied range, any port
 		{"127.0.0.1", 8080, true, true},       // pinned by the operator
 		{"203.0.113.7", 7233, true, false},    // pinned, but the control plane
+		// An IPv6 zone picks the interface, not the address: no prefix
+		// contains a zoned address, so it must not dodge them.
+		{"::1%lo", 80, false, false},
+		{"fe80::1%eth0", 80, false, false},
+		{"fd00:ec2::254%eth0", 80, false, false}, // cloud metadata over IPv6 (ULA)
+		{"::ffff:127.0.0.1%lo", 80, false, false},
 	}
 	for _, c := range cases {
 		err := p.Check(netip.MustParseAddr(c.ip), c.port, c.pinned)
@@ -144,5 +150,51 @@ func TestProxy(t *testing.T) {
 	}
 	if hits != 2 {
 		t.Errorf("backend hits = %d, want 2", hits)
+	}
+}
+
+// A tool names loopback through the proxy with an IPv6 zone
+// (CONNECT [::1%25lo]:port): refused like [::1], never dialed.
+func TestProxyRefusesZonedLoopback(t *testing.T) {
+	l6, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	defer l6.Close()
+	reached := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := l6.Accept()
+			if err != nil {
+				return
+			}
+			reached <- struct{}{}
+			_ = c.Close()
+		}
+	}()
+	x := New(Policy{}, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = x.Serve(l) }()
+	defer x.Close()
+	port := l6.Addr().(*net.TCPAddr).Port
+	for _, target := range []string{fmt.Sprintf("[::1%%25lo]:%d", port), fmt.Sprintf("[::1%%25%d]:%d", 1, port)} {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		status, _ := bufio.NewReader(c).ReadString('\n')
+		_ = c.Close()
+		if !strings.Contains(status, "403") {
+			t.Errorf("CONNECT %s: %q, want 403", target, status)
+		}
+	}
+	select {
+	case <-reached:
+		t.Error("the proxy dialed IPv6 loopback through a zoned address")
+	default:
 	}
 }

@@ -560,3 +560,20 @@ func TestNATSRetentionIsPerTurn(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A feed URL's token or password never reaches an error (and so a log):
+// the URL is shown with its user info masked.
+func TestNATSErrorHidesTheToken(t *testing.T) {
+	for _, u := range []string{"nats://tok-8e1f@127.0.0.1:1", "nats://user:tok-8e1f@127.0.0.1:1,nats://127.0.0.1:2"} {
+		_, err := feed.NewNATS(u, feed.WithReconnectWait(time.Millisecond))
+		if err == nil {
+			t.Fatalf("%s: connected to nothing", u)
+		}
+		if strings.Contains(err.Error(), "tok-8e1f") {
+			t.Errorf("the error shows the token: %v", err)
+		}
+		if !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Errorf("the error no longer says where: %v", err)
+		}
+	}
+}

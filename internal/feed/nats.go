@@ -117,6 +117,7 @@ func NewNATS(url string, opts ...Option) (*NATS, error) {
 	}
 	nopts = append(nopts, cfg.extra...)
 	nc, err := nats.Connect(url, nopts...)
+	url = maskUserInfo(url) // only the server's address in errors from here on
 	if err != nil {
 		return nil, fmt.Errorf("feed: connect to NATS at %s: %w", url, err)
 	}
@@ -409,4 +410,20 @@ func (s *natsSub) close() {
 		}
 		s.q.close()
 	})
+}
+
+// maskUserInfo returns a NATS URL (or a comma-separated list of them) with
+// any user info — a token, or a user and password — replaced by xxxxx.
+func maskUserInfo(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		scheme, rest, ok := strings.Cut(strings.TrimSpace(p), "://")
+		if !ok {
+			continue
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			parts[i] = scheme + "://xxxxx@" + rest[at+1:]
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -61,6 +61,11 @@ func (r *recorder) Compact(_ context.Context, session string) (workflows.Compact
 	return workflows.CompactResult{EntryID: "k1"}, nil
 }
 
+func (r *recorder) Resend(_ context.Context, session, turn string) error {
+	r.record("resend " + session + " " + turn)
+	return nil
+}
+
 func (r *recorder) Approve(_ context.Context, session string, req workflows.ApproveRequest) error {
 	r.record("approve " + session + " " + req.Call)
 	r.mu.Lock()
@@ -134,6 +139,7 @@ var routes = map[string]call{
 	"approve": {http.MethodPost, "/sessions/s1/approvals/c1", `{"approve":true}`},
 	"answer":  {http.MethodPost, "/sessions/s1/answers/c1", `{"text":"blue"}`},
 	"attach":  {http.MethodGet, "/sessions/s1/turns/k1/events", ""},
+	"resend":  {http.MethodPost, "/sessions/s1/turns/k1/resend", ""},
 }
 
 func do(t *testing.T, hs *httptest.Server, c call, token string, hdr map[string]string) (*http.Response, string) {
@@ -224,7 +230,7 @@ func TestRightsPerRoute(t *testing.T) {
 	}{
 		{invokerTok, map[string]bool{"invoke": true, "answer": true}},
 		{approverTok, map[string]bool{"approve": true, "state": true}},
-		{operatorTok, map[string]bool{"state": true, "abort": true, "steer": true, "attach": true, "compact": true}},
+		{operatorTok, map[string]bool{"state": true, "abort": true, "steer": true, "attach": true, "compact": true, "resend": true}},
 	}
 	for _, tc := range cases {
 		hs, rec := authServer(t, nil)
@@ -301,6 +307,7 @@ func TestAnotherPrincipalsSessionIsNotFound(t *testing.T) {
 		"reuse":  routes["invoke"], // alice's key on alice's session
 		"state":  routes["state"], "abort": routes["abort"], "steer": routes["steer"],
 		"approve": routes["approve"], "attach": routes["attach"], "compact": routes["compact"], "answer": routes["answer"],
+		"resend": routes["resend"],
 	}
 	for name, c := range bob {
 		resp, body := do(t, hs, c, bobTok, map[string]string{"Idempotency-Key": "k1"})
@@ -477,6 +484,36 @@ func TestReservedSessionPrefixes(t *testing.T) {
 	}
 	if resp, got := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"slack:T1:C1:1","text":"hi"}`}, adminTok, nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("admin: %d %s", resp.StatusCode, got)
+	}
+}
+
+// A sub-agent's session (its ID ends as the delegating session gives it:
+// "/delegate-<hex>" or "/<agent>:<name>") belongs to the session that
+// delegated to it: nobody, an admin included, may open it with a turn or
+// a fork (a principal who did could read a named sub-session's work or
+// feed it text, and squat its workflow ID).
+func TestSubAgentSessionsTakeNoTurns(t *testing.T) {
+	t.Parallel()
+	hs, rec := authServer(t, nil)
+	for _, id := range []string{"s1/self:notes", "s1/delegate-0123456789abcdef", "s1/delegate-0123456789abcdef/reviewer:draft"} {
+		for _, tok := range []string{aliceTok, bobTok, adminTok} {
+			for _, c := range []call{
+				{http.MethodPost, "/invoke", `{"session":"` + id + `","text":"hi"}`},
+				{http.MethodPost, "/invoke", `{"session":"` + id + `","text":"hi","parentSession":"s0"}`},
+			} {
+				resp, got := do(t, hs, c, tok, nil)
+				if resp.StatusCode != http.StatusForbidden || codeOf(got) != ingress.CodeForbidden || !strings.Contains(got, "sub-agent") {
+					t.Errorf("%s %s %s: %d %s, want 403 forbidden naming the sub-agent's session", tok, c.path, id, resp.StatusCode, got)
+				}
+			}
+		}
+	}
+	if n := len(rec.took()); n != 0 {
+		t.Fatalf("a refused request reached the agent: %v", rec.took())
+	}
+	// An ID that only looks a little like one is a session like any other.
+	if resp, got := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"team/notes","text":"hi"}`}, aliceTok, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice creating team/notes: %d %s", resp.StatusCode, got)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
 // Codes of the ingress's own refusals (beside the contract's agent.Code*).
@@ -323,6 +324,19 @@ func (s *Server) access(c *gin.Context, session string, create bool) bool {
 // an admin cannot create such a session over HTTP, so it cannot pre-empt a
 // conversation a channel will route into it.
 var ReservedPrefixes = []string{"slack:", "feishu:", "lark:", "github:", "telegram:", "hook:", "schedule:"}
+
+// subAgentSession answers 403 (and true) when session is a sub-agent's:
+// it belongs to the session that delegated to it and takes no turn, fork
+// or import from a client, an admin's included.
+func subAgentSession(c *gin.Context, session string) bool {
+	if !agentloop.IsSubAgentSession(session) {
+		return false
+	}
+	abort(c, CodeForbidden, fmt.Sprintf("session %q has the ID of a sub-agent's session (it ends in /delegate-<hex> or /<agent>:<name>): "+
+		"it belongs to the session that delegated to it and takes no turns from clients; choose another session ID "+
+		"(a sub-agent's waiting calls are answered on the delegating session)", session))
+	return true
+}
 
 func reservedPrefix(session string) string {
 	for _, p := range ReservedPrefixes {

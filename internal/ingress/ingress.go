@@ -51,6 +51,12 @@ type Control interface {
 	Compact(ctx context.Context, session string) (workflows.CompactResult, error)
 }
 
+// Resender sends a channel reply that failed after its retries once more
+// (a session's failedReplies); a Control may implement it.
+type Resender interface {
+	Resend(ctx context.Context, session, turn string) error
+}
+
 // Attacher follows a turn that is running, queued or finished, without
 // sending it; it fails before streaming when the turn is unknown.
 type Attacher interface {
@@ -213,6 +219,7 @@ func (s *Server) agentRoutes(r gin.IRoutes) {
 	r.POST("/sessions/:id/approvals/:call", s.guard(RightApprove), s.approve)
 	r.POST("/sessions/:id/answers/:call", s.guard(RightInvoke), s.answer)
 	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
+	r.POST("/sessions/:id/turns/:key/resend", s.guard(RightControl), s.resend)
 	s.sessionRoutes(r)
 }
 
@@ -341,6 +348,9 @@ func (s *Server) invoke(c *gin.Context) {
 		return
 	case key == "":
 		key = NewKey()
+	}
+	if subAgentSession(c, scope.Session) {
+		return
 	}
 	if scope.ParentSession != "" && !s.access(c, scope.ParentSession, false) {
 		return
@@ -693,6 +703,29 @@ func (s *Server) compact(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"compacted": res.EntryID != "", "result": res})
+}
+
+// resend serves POST /sessions/{id}/turns/{key}/resend: the turn's channel
+// reply, which failed after its retries, is sent once more (404 when it
+// has no failed reply; 502 when it fails again, still listed).
+func (s *Server) resend(c *gin.Context) {
+	if !s.control(c) {
+		return
+	}
+	var req struct{}
+	if !bindOptional(c, &req) || !s.access(c, c.Param("id"), false) {
+		return
+	}
+	r, ok := s.Control.(Resender)
+	if !ok {
+		abort(c, agent.CodeUnsupportedCapability, "sending a reply again is not available")
+		return
+	}
+	if err := r.Resend(c.Request.Context(), c.Param("id"), c.Param("key")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"resent": c.Param("key")})
 }
 
 // approve serves POST /sessions/{id}/approvals/{call}. argsHash and

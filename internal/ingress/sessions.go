@@ -228,7 +228,7 @@ func (s *Server) importSession(c *gin.Context) {
 		abort(c, agent.CodeInvalidCommand, "the session file holds no entries")
 		return
 	}
-	if !s.access(c, id, true) {
+	if subAgentSession(c, id) || !s.access(c, id, true) {
 		return
 	}
 	if err := s.Sessions.Import(c.Request.Context(), id, entries); err != nil {

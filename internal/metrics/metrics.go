@@ -39,6 +39,8 @@ type Metrics struct {
 	tokens        *prometheus.CounterVec
 	queueDepth    prometheus.Gauge
 	sessions      *sessionsCollector
+	refused       *prometheus.CounterVec
+	repliesFailed *prometheus.CounterVec
 }
 
 // New returns a registry with every collector registered.
@@ -77,11 +79,22 @@ func New() *Metrics {
 		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: workflows.MetricTurnQueueDepth, Help: "Turns waiting behind a running turn, over the sessions this worker ran (sum over workers for the cluster's).",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: workflows.MetricTurnsRefused, Help: "Turns a session refused, by reason (queue_full, window_full, too_large, no_key, internal_key, bad_key, no_prompt) " +
+				"and way in (deliver: the deliver signal of channels and webhooks; update: a turn update).",
+		}, []string{"reason", "via"}),
+		repliesFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: workflows.MetricRepliesFailed, Help: "Channel replies (answers, busy notices, webhook callbacks) that still failed after their retries, by channel.",
+		}, []string{"channel"}),
 		sessions: &sessionsCollector{desc: prometheus.NewDesc("fastagent_active_sessions",
 			"Open session workflows in the namespace (Temporal visibility; the same figure on every process, so take max, not sum).", nil, nil)},
 	}
 	m.sdk.bySession = map[string]*sessionGauge{workflows.MetricTurnQueueDepth: {gauge: m.queueDepth, by: map[string]float64{}}}
-	m.reg.MustRegister(m.firstToken, m.tokens, m.queueDepth, m.sessions)
+	m.sdk.named = map[string]namedCounter{
+		workflows.MetricTurnsRefused:  {vec: m.refused, labels: []string{"reason", "via"}},
+		workflows.MetricRepliesFailed: {vec: m.repliesFailed, labels: []string{"channel"}},
+	}
+	m.reg.MustRegister(m.firstToken, m.tokens, m.queueDepth, m.sessions, m.refused, m.repliesFailed)
 	m.reg.MustRegister(channels.Collectors()...)
 	m.reg.MustRegister(m.sdk, m.turnsStarted, m.turnsFinished, m.turnLatency, m.modelLatency, m.toolCalls, m.webhookAck,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -118,3 +118,27 @@ func TestObserveModelAndQueueDepth(t *testing.T) {
 		t.Error("fastagent_active_sessions reported without a client")
 	}
 }
+
+// What a session counts from workflow code — refused turns by reason and
+// way in, channel replies that failed for good by channel — lands in named
+// counters with those labels only (not the SDK's own tags).
+func TestSessionCounters(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	sdk := m.SDKHandler().WithTags(map[string]string{"workflow_type": "Session", "namespace": "default", "task_queue": "fastagent"})
+	sdk.WithTags(map[string]string{"reason": "queue_full", "via": "deliver"}).Counter(workflows.MetricTurnsRefused).Inc(1)
+	sdk.WithTags(map[string]string{"reason": "queue_full", "via": "deliver"}).Counter(workflows.MetricTurnsRefused).Inc(1)
+	sdk.WithTags(map[string]string{"reason": "no_key", "via": "deliver"}).Counter(workflows.MetricTurnsRefused).Inc(1)
+	sdk.WithTags(map[string]string{"channel": "hook:orders"}).Counter(workflows.MetricRepliesFailed).Inc(1)
+	body := scrape(t, m)
+	for _, want := range []string{
+		`fastagent_turns_refused_total{reason="queue_full",via="deliver"} 2`,
+		`fastagent_turns_refused_total{reason="no_key",via="deliver"} 1`,
+		`fastagent_channel_replies_failed_total{channel="hook:orders"} 1`,
+		"# HELP fastagent_turns_refused_total Turns a session refused",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+}

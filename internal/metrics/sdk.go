@@ -28,6 +28,16 @@ type sdkMetrics struct {
 	// value per session (tag SessionTag): each lands in a gauge, without
 	// tags, as the sum over the sessions this process last heard from.
 	bySession map[string]*sessionGauge
+	// named are fastagent's counters reported from workflow code: each
+	// lands in its own counter, labelled by the tags it names only.
+	named map[string]namedCounter
+}
+
+// namedCounter is a counter of fastagent's reported through the SDK's
+// metrics handler, and the tags that become its labels.
+type namedCounter struct {
+	vec    *prometheus.CounterVec
+	labels []string
 }
 
 // SessionTag is the tag under which workflow code reports a per-session
@@ -177,6 +187,18 @@ func (h sdkHandler) WithTags(tags map[string]string) client.MetricsHandler {
 func (h sdkHandler) Counter(name string) client.MetricsCounter {
 	if _, ok := h.m.bySession[name]; ok {
 		return counterFunc(func(int64) {}) // reported as a gauge; a counter of that name is dropped
+	}
+	if nc, ok := h.m.named[name]; ok {
+		vals := make([]string, len(nc.labels))
+		for i, l := range nc.labels {
+			vals[i] = h.tags[l]
+		}
+		c := nc.vec.WithLabelValues(vals...)
+		return counterFunc(func(d int64) {
+			if d > 0 { // a counter only goes up
+				c.Add(float64(d))
+			}
+		})
 	}
 	return counterFunc(func(d int64) {
 		h.m.mu.Lock()

@@ -146,6 +146,9 @@ func (c nsCall) setup() error {
 	if err := c.privateTmp(); err != nil {
 		return err
 	}
+	if err := ownTerminals(); err != nil {
+		return err
+	}
 	sort.Slice(keeps, func(i, j int) bool { return len(keeps[i].path) < len(keeps[j].path) })
 	for _, k := range keeps {
 		if err := mountKeep(k.path, k.fd, k.rw, k.dir); err != nil {
@@ -159,6 +162,16 @@ func (c nsCall) setup() error {
 		}
 	}
 	hide = append(hide, c.req.Hidden...)
+	// The folders that hold a protected or hidden entry, up to the writable
+	// tree, become mount points of their own (still writable): a mount
+	// point cannot be renamed, replaced or removed (EBUSY), so a tool
+	// cannot move the agent's folder away and put a folder of its own, with
+	// its own fastagent.yaml, at its name.
+	for _, d := range holders(c.req.Writable, append(append([]string{}, c.req.Protected...), hide...)) {
+		if err := bindSelf(d); err != nil {
+			return err
+		}
+	}
 	for _, p := range c.req.Protected {
 		if coveredBy(p, hide) || !coveredBy(p, c.req.Writable) {
 			continue
@@ -174,6 +187,46 @@ func (c nsCall) setup() error {
 		if _, err := cover(h); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// holders returns the directories strictly between a writable tree and
+// each of paths that lies inside it (the writable tree is a mount point
+// already), parents before children, each once; only those that exist.
+func holders(writable, paths []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range paths {
+		for _, w := range writable {
+			if !under(p, w) || p == w {
+				continue
+			}
+			for d := filepath.Dir(p); d != w && under(d, w); d = filepath.Dir(d) {
+				if seen[d] {
+					continue
+				}
+				seen[d] = true
+				if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) < len(out[j]) })
+	return out
+}
+
+// bindSelf mounts the directory d on itself, as it is (with what is
+// mounted below it): the same files, writable as before, but a mount point.
+func bindSelf(d string) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, d, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", d, err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, d, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("pin %s: %w", d, err)
 	}
 	return nil
 }
@@ -195,6 +248,25 @@ func (c nsCall) privateTmp() error {
 		}
 		if err := unix.Mount("/tmp", d, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("private %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// ownTerminals gives the call a /dev/pts of its own (a new devpts
+// instance, where the host's /dev/ptmx then makes its pseudo-terminals), so
+// that the host's terminals are out of its reach (see hostTerminals); where
+// devpts cannot be mounted, an empty cover.
+func ownTerminals() error {
+	for _, d := range hostTerminals {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := unix.Mount("devpts", d, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err == nil {
+			continue
+		}
+		if _, err := cover(d); err != nil {
+			return fmt.Errorf("hide the host's terminals: %w", err)
 		}
 	}
 	return nil
@@ -261,20 +333,21 @@ func listenInNS() (net.Listener, error) {
 }
 
 // lockDown is the last step on the call thread: no new privileges, the
-// Landlock domain (rulesetFD ≥ 0), no capabilities, the seccomp filter.
-func lockDown(rulesetFD int, inet bool) error {
+// Landlock domain (rulesetFD ≥ 0), no capabilities, the seccomp filter. It
+// returns the filter's listener when signals are supervised, else -1.
+func lockDown(rulesetFD int, p filterPolicy) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
+		return -1, fmt.Errorf("no_new_privs: %w", err)
 	}
 	if rulesetFD >= 0 {
 		if err := ll.LandlockRestrictSelf(rulesetFD, 0); err != nil {
-			return fmt.Errorf("landlock: restrict: %w", err)
+			return -1, fmt.Errorf("landlock: restrict: %w", err)
 		}
 	}
 	if err := dropCapabilities(); err != nil {
-		return err
+		return -1, err
 	}
-	return loadFilter(inet)
+	return loadFilter(p)
 }
 
 // dropCapabilities empties the thread's bounding, ambient, inheritable,

@@ -46,6 +46,11 @@ type helper struct {
 	proxy   *egress.Proxy
 	// proxyPort is the loopback port of the proxy in Landlock mode.
 	proxyPort int
+	// filter is the seccomp policy every call starts from (the network
+	// is the call's own).
+	filter filterPolicy
+	// sid is the helper's session.
+	sid int
 
 	// forkMu is held (read) from a fork until its process is recorded, and
 	// (write) by sweep while it lists and kills: a process is never seen
@@ -69,6 +74,10 @@ func helperMain() int {
 		fmt.Fprintln(os.Stderr, "fastagent sandbox helper:", err)
 		return 2
 	}
+	if err := closeInheritedOnExec(); err != nil {
+		fmt.Fprintln(os.Stderr, "fastagent sandbox helper:", err)
+		return 2
+	}
 	h := &helper{c: c, log: log, calls: map[int]uint64{}, pgids: map[uint64]int{}, cleanups: map[uint64][]func(){},
 		unclaim: map[int]syscall.WaitStatus{}}
 	if _, err := c.recv(&h.cfg); err != nil {
@@ -88,6 +97,28 @@ func helperMain() int {
 	return 0
 }
 
+// closeInheritedOnExec marks every descriptor but the standard streams
+// close-on-exec. The helper inherits, beside its control socket, whatever
+// the worker inherited without close-on-exec (from a shell, a supervisor,
+// a terminal multiplexer: a pipe, a terminal, a socket); a tool must get
+// its own stdin, stdout and stderr and nothing else.
+func closeInheritedOnExec() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	// Before Linux 5.11: one by one.
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("list inherited descriptors: %w", err)
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd) // the directory's own descriptor is gone by now: EBADF, ignored
+		}
+	}
+	return nil
+}
+
 // prepare sets up what every call shares and reports what it enforces.
 func (h *helper) prepare() (Status, error) {
 	// Go's first process start probes clone(CLONE_PIDFD) with a child that
@@ -95,6 +126,10 @@ func (h *helper) prepare() (Status, error) {
 	// process of a call's PID namespace.
 	_, _ = os.FindProcess(os.Getpid())
 	h.abi = landlockABI()
+	if h.cfg.LandlockABI > 0 && h.cfg.LandlockABI < h.abi {
+		h.abi = h.cfg.LandlockABI // a test standing in for an older kernel
+	}
+	h.sid, _ = unix.Getsid(0)
 	st := Status{Mode: h.cfg.Mode, LandlockABI: h.abi}
 	h.proxy = egress.New(h.cfg.Egress, h.log)
 	switch h.cfg.Mode {
@@ -110,15 +145,10 @@ func (h *helper) prepare() (Status, error) {
 		for _, p := range covered {
 			h.covered[p] = true
 		}
-		st.Enforces = []string{
-			"own user, PID, mount, IPC and network namespaces per call (no view of the worker or of other calls)",
-			"file system read-only except the workspace and a private /tmp; rules read-only; state, secrets and credentials hidden",
-			"no network; with network on, only the egress proxy (no loopback, link-local, private or control-plane address)",
-			"no capabilities, no_new_privs, seccomp (no unix sockets, mounts, namespaces, io_uring, BPF, keyring)",
-		}
-		if h.abi > 0 {
-			st.Enforces = append(st.Enforces, fmt.Sprintf("Landlock ABI %d domain per call (no ptrace or /proc access across calls)", h.abi))
-		}
+		// A terminal's SIGIO reaches its foreground group in any PID
+		// namespace; only Landlock's scoping (ABI 6) stops it.
+		h.filter = filterPolicy{noAsync: h.abi < landlockScopedABI}
+		st.Enforces = namespacesEnforces(h.abi)
 	case Landlock:
 		if h.abi < minLandlockABI {
 			if h.abi == 0 {
@@ -130,14 +160,23 @@ func (h *helper) prepare() (Status, error) {
 			return st, err
 		}
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+		h.filter = filterPolicy{shared: true, superviseSignals: h.abi < landlockScopedABI, noAsync: h.abi < landlockScopedABI}
+		if h.filter.superviseSignals {
+			if err := probeListener(); err != nil {
+				return st, fmt.Errorf("landlock ABI %d cannot keep a tool's signals in its call, and the helper cannot check them: %w", h.abi, err)
+			}
+		}
 		st.Enforces = []string{
-			fmt.Sprintf("Landlock ABI %d per call: file system read-only except the workspace and a private temporary directory; rules read-only; state, secrets and credentials unreadable", h.abi),
-			"no network (seccomp: no sockets); with network on, TCP only to the egress proxy (Landlock ABI 4+)",
-			"no capabilities, no_new_privs, seccomp (no unix sockets, mounts, namespaces, io_uring, BPF, keyring)",
-			"no ptrace, /proc/<pid>/environ or mem of other processes (Landlock domain)",
+			fmt.Sprintf("Landlock ABI %d per call: file system read-only except the workspace and a private temporary directory; rules read-only; state, secrets, credentials and the host's terminals unreadable", h.abi),
+			"no network (seccomp: no sockets); with network on, TCP only to the egress proxy (Landlock ABI 4+; seccomp: no MPTCP, SCTP, TCP Fast Open or listen)",
+			seccompLine,
+			"no ptrace, /proc/<pid>/environ or mem of other processes (Landlock domain); no limits, priority or CPU placement of other processes (seccomp)",
 		}
 		if h.abi >= landlockScopedABI {
-			st.Enforces = append(st.Enforces, "no signals to processes outside the call (Landlock ABI 6 scoping)")
+			st.Enforces = append(st.Enforces, fmt.Sprintf("no signals to processes outside the call (Landlock ABI %d scoping)", h.abi))
+		} else {
+			st.Enforces = append(st.Enforces, fmt.Sprintf("no signals to processes outside the call: Landlock ABI %d cannot scope them (ABI 6, Linux 6.12, can), "+
+				"so the helper checks each signal a tool sends (seccomp user notification); pidfd_send_signal, F_SETOWN_EX, FIOSETOWN and O_ASYNC are refused", h.abi))
 		}
 	case Off:
 		if err := h.prepareTmp(); err != nil {
@@ -157,11 +196,33 @@ func (h *helper) prepare() (Status, error) {
 		go func() { _ = h.proxy.Serve(l) }()
 	}
 	// The filter must assemble on this kernel and architecture.
-	if _, err := filterProgram(true); err != nil {
+	if _, err := filterProgram(filterPolicy{inet: true, shared: h.filter.shared, superviseSignals: h.filter.superviseSignals, noAsync: h.filter.noAsync}); err != nil {
 		return st, err
 	}
 	return st, nil
 }
+
+// namespacesEnforces is what namespaces mode enforces with Landlock ABI
+// abi (0: none).
+func namespacesEnforces(abi int) []string {
+	out := []string{
+		"own user, PID, mount, IPC and network namespaces per call (no signals, ptrace or environment of the worker or of other calls)",
+		"file system read-only except the workspace and a private /tmp; rules read-only; state, secrets, credentials and the host's terminals hidden",
+		"no network; with network on, only the egress proxy (no loopback, link-local, private or control-plane address)",
+		seccompLine,
+	}
+	if abi > 0 {
+		out = append(out, fmt.Sprintf("Landlock ABI %d domain per call (no ptrace or /proc access across calls)", abi))
+	}
+	if abi < landlockScopedABI {
+		out = append(out, "no O_ASYNC (seccomp): a terminal's SIGIO would reach processes outside the call")
+	}
+	return out
+}
+
+// seccompLine says what the seccomp filter refuses in every mode.
+const seccompLine = "no capabilities, no_new_privs, seccomp (no unix sockets but stream socketpairs, no netlink but NETLINK_ROUTE, no UDP, raw or packet sockets; " +
+	"no mounts, namespaces, io_uring, BPF, keyring, perf or userfaultfd)"
 
 func (h *helper) prepareTmp() error {
 	dir, err := os.MkdirTemp("", "fastagent-sandbox-")
@@ -257,32 +318,42 @@ func (h *helper) fork(req *request, files []*os.File, cleanup *[]func()) (int, e
 	if getEnv(env, "XDG_CACHE_HOME") == "" {
 		env = setEnv(env, "XDG_CACHE_HOME", filepath.Join(getEnv(env, "TMPDIR"), ".cache"))
 	}
+	var sup *supervisor
 	if h.cfg.Mode != Off {
-		if err := lockDown(cc.ruleset, cc.inet); err != nil {
+		listener, err := lockDown(cc.ruleset, cc.filter)
+		if err != nil {
 			return 0, err
+		}
+		if listener >= 0 {
+			// Answering from now on: the tool may signal at once.
+			sup = &supervisor{fd: listener, helperSID: h.sid, helper: os.Getpid()}
+			go sup.supervise()
 		}
 	}
 	cmd := h.command(req, files, env)
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, err // the supervisor ends with this thread, the filter's last user
 	}
 	pid := cmd.Process.Pid
+	if sup != nil {
+		sup.root.Store(int64(pid))
+	}
 	_ = cmd.Process.Release() // reap() waits for it
 	return pid, nil
 }
 
 // callConfinement is how a call is confined once prepared: the tool's
 // environment, the Landlock ruleset the thread enforces (-1: none; fork
-// closes it) and whether TCP sockets are allowed.
+// closes it) and its seccomp filter.
 type callConfinement struct {
 	env     []string
 	ruleset int
-	inet    bool
+	filter  filterPolicy
 }
 
 // prepareCall sets up the call's confinement by mode, on the call thread.
 func (h *helper) prepareCall(req *request, cleanup *[]func()) (callConfinement, error) {
-	cc := callConfinement{env: append([]string{}, req.Env...), ruleset: -1}
+	cc := callConfinement{env: append([]string{}, req.Env...), ruleset: -1, filter: h.filter}
 	switch h.cfg.Mode {
 	case Namespaces:
 		return h.prepareNamespaces(req, cc, cleanup)
@@ -314,7 +385,7 @@ func (h *helper) prepareNamespaces(req *request, cc callConfinement, cleanup *[]
 		go func() { _ = h.proxy.Serve(l) }()
 		*cleanup = append(*cleanup, func() { _ = l.Close() })
 		cc.env = proxyEnv(cc.env, proxyPortInNS)
-		cc.inet = true
+		cc.filter.inet = true
 	}
 	if h.abi > 0 {
 		fd, err := scopingRuleset(h.abi)
@@ -339,7 +410,7 @@ func (h *helper) prepareLandlock(req *request, cc callConfinement, cleanup *[]fu
 	if req.Network {
 		port = h.proxyPort
 		cc.env = proxyEnv(cc.env, port)
-		cc.inet = true
+		cc.filter.inet = true
 	}
 	fd, err := fullRuleset(h.abi, fsPolicy{writable: req.Writable, protected: req.Protected,
 		hidden: append(append([]string{}, h.cfg.Hidden...), req.Hidden...), visible: req.Visible, tmp: tmp}, port)
@@ -459,13 +530,19 @@ func (h *helper) signal(id uint64, sig syscall.Signal) {
 	}
 }
 
-// sweep kills the helper's children that belong to no running call:
-// processes that left their call's process group (setsid, a double fork)
-// and were adopted by the helper when their parent exited.
+// sweep kills the helper's children that belong to no running call, and
+// every process below them: processes that left their call's process group
+// (setsid, a double fork) and were adopted by the helper when their parent
+// exited. A job may be a chain of any depth whose every process has a group
+// of its own, so each orphan's whole tree goes at once, not one level per
+// pass; passes go on until no orphan is left (a process that forked while
+// its parent was killed is adopted and found by the next), for at most
+// sweepFor.
 func (h *helper) sweep() {
 	h.sweepMu.Lock()
 	defer h.sweepMu.Unlock()
-	for range 10 {
+	deadline := time.Now().Add(sweepFor)
+	for {
 		h.forkMu.Lock()
 		h.mu.Lock()
 		live := map[int]bool{}
@@ -473,21 +550,64 @@ func (h *helper) sweep() {
 			live[pid] = true
 		}
 		h.mu.Unlock()
-		found := false
+		var orphans []int
 		for _, pid := range children(os.Getpid()) {
-			if live[pid] {
-				continue
+			if !live[pid] {
+				orphans = append(orphans, pid)
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
 			}
-			found = true
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		for _, pid := range descendants(orphans) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		h.forkMu.Unlock()
-		if !found {
+		if len(orphans) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.log.Warn("processes of a finished tool call kept forking while they were killed; some may be left", "pids", orphans)
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// sweepFor bounds one sweep.
+const sweepFor = 5 * time.Second
+
+// descendants returns roots and every process below them, from one read of
+// every /proc/<pid>/stat.
+func descendants(roots []int) []int {
+	if len(roots) == 0 {
+		return nil
+	}
+	kids := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _, _, err := procStat(pid); err == nil {
+			kids[ppid] = append(kids[ppid], pid)
+		}
+	}
+	// Seen once each: the reads are not one snapshot, and a PID reused
+	// meanwhile could close a loop.
+	seen := map[int]bool{}
+	var out []int
+	next := append([]int{}, roots...)
+	for len(next) > 0 {
+		pid := next[len(next)-1]
+		next = next[:len(next)-1]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		out = append(out, pid)
+		next = append(next, kids[pid]...)
+	}
+	return out
 }
 
 // children lists the PIDs whose parent is ppid: from

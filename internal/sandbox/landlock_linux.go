@@ -56,6 +56,14 @@ var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // another call or user left there is readable.
 var privateDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
 
+// hostTerminals hold the pseudo-terminals of the machine, those of the
+// worker's user among them (/dev/pts/N: the terminal fastagent dev or chat
+// runs in, any other the operator has open), which that user may open by
+// name: a tool could read what the operator types and write to the
+// operator's screen. Namespaces mode gives each call its own instead;
+// Landlock mode none (the tool cannot write /dev/ptmx anyway).
+var hostTerminals = []string{"/dev/pts"}
+
 // rule is one path_beneath rule.
 type rule struct {
 	path   string
@@ -69,7 +77,7 @@ type fsPolicy struct {
 }
 
 // landlockRules turns the policy into path_beneath rules: read access to
-// everything but the hidden and private trees, full access to the writable
+// everything but the hidden and private trees and the host's terminals, full access to the writable
 // trees minus their protected and hidden parts, the call's temporary
 // directory and the harmless devices.
 //
@@ -81,7 +89,7 @@ type fsPolicy struct {
 // only inside its existing subdirectories.
 func landlockRules(p fsPolicy) []rule {
 	var rules []rule
-	denyRead := append(append(append([]string{}, p.hidden...), privateDirs...), p.tmp)
+	denyRead := append(append(append(append([]string{}, p.hidden...), privateDirs...), hostTerminals...), p.tmp)
 	rules = split("/", denyRead, readRights, rules)
 	for _, v := range p.visible {
 		rules = split(v, p.hidden, readRights, rules)

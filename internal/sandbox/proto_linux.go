@@ -29,6 +29,9 @@ type helperConfig struct {
 	Shell string `json:"shell,omitempty"`
 	UID   int    `json:"uid"`
 	GID   int    `json:"gid"`
+	// LandlockABI, when below the kernel's, is the ABI the helper uses
+	// instead (tests of older kernels' paths).
+	LandlockABI int `json:"landlockABI,omitempty"`
 }
 
 // request is a worker → helper message.

@@ -80,6 +80,10 @@ type Config struct {
 	// Executable is the program re-executed as the helper; default
 	// /proc/self/exe (tests can point it elsewhere).
 	Executable string
+
+	// landlockABI, when below the kernel's, is the Landlock ABI the helper
+	// uses instead: tests take an older kernel's path on a newer one.
+	landlockABI int
 }
 
 // DefaultHidden are credential files and directories in the worker's home
@@ -137,6 +141,9 @@ type Rule struct {
 	Path string
 	// Dir: create a missing one as an empty directory (else an empty file).
 	Dir bool
+	// Private: create a missing one owner-only (0700, 0600) — a secrets
+	// file or state dir, also in Hidden, that no tool may create first.
+	Private bool
 }
 
 // ExitError is a tool process that exited non-zero or was killed.
@@ -252,13 +259,21 @@ func ensurePlaceholders(writable []string, rules []Rule) error {
 		if _, err := os.Lstat(p); err == nil || !errors.Is(err, os.ErrNotExist) {
 			continue
 		}
+		dirMode, fileMode := os.FileMode(0o755), os.FileMode(0o644)
+		if r.Private {
+			dirMode, fileMode = 0o700, 0o600
+		}
 		var err error
 		if r.Dir {
-			err = os.MkdirAll(p, 0o755)
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				if err = os.Mkdir(p, dirMode); errors.Is(err, os.ErrExist) {
+					err = nil
+				}
+			}
 		} else {
 			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
 				var f *os.File
-				f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644) //nolint:gosec // G302: a rules file the operator edits
+				f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode) //nolint:gosec // G302: a rules file the operator edits, or an owner-only one
 				if err == nil {
 					err = f.Close()
 				} else if errors.Is(err, os.ErrExist) {

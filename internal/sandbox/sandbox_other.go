@@ -20,6 +20,9 @@ func Open(cfg Config) *Sandbox {
 // Status says why tools cannot run here.
 func (s *Sandbox) Status() Status { return s.status }
 
+// Hidden is empty: nothing runs.
+func (s *Sandbox) Hidden() []string { return nil }
+
 // Close does nothing.
 func (s *Sandbox) Close() error { return nil }
 

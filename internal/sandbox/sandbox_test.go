@@ -92,20 +92,30 @@ func theWorld(t *testing.T) env {
 // machine cannot provide it.
 func box(t *testing.T, m sandbox.Mode) *sandbox.Sandbox {
 	t.Helper()
+	return boxWithABI(t, m, 0)
+}
+
+// boxWithABI is box with the helper using Landlock ABI abi (0: the
+// kernel's), standing in for an older kernel.
+func boxWithABI(t *testing.T, m sandbox.Mode, abi int) *sandbox.Sandbox {
+	t.Helper()
 	w := theWorld(t)
 	boxesMu.Lock()
 	defer boxesMu.Unlock()
 	key := string(m)
+	if abi > 0 {
+		key += "-abi" + strconv.Itoa(abi)
+	}
 	if b, ok := boxes[key]; ok {
 		return b
 	}
 	ctrl := netip.MustParseAddrPort(strings.TrimPrefix(w.control.URL, "http://"))
 	ext := strings.TrimPrefix(w.external.URL, "http://")
-	b := sandbox.Open(sandbox.Config{Mode: m, Hidden: []string{w.state, w.secretFile},
+	b := sandbox.Open(sandbox.WithLandlockABI(sandbox.Config{Mode: m, Hidden: []string{w.state, w.secretFile},
 		Egress: egress.Policy{
 			Deny:  []egress.Dest{{Prefix: netip.PrefixFrom(ctrl.Addr(), 32), Port: ctrl.Port()}},
 			Hosts: map[string]string{"api.example.test": ext},
-		}})
+		}}, abi))
 	st := b.Status()
 	if st.Mode != m {
 		if required() {
@@ -360,6 +370,56 @@ func TestDetachedJobsEndWithCall(t *testing.T) {
 	}
 }
 
+// A job that is a chain of processes, each in a process group of its own
+// and each waiting for the next, deeper than the helper's sweep used to go
+// (ten levels, one per pass), ends with the call too.
+func TestDeepJobsEndWithCall(t *testing.T) {
+	for _, m := range append(modes, sandbox.Off) {
+		t.Run(string(m), func(t *testing.T) {
+			b := box(t, m)
+			ws := workspace(t)
+			marker := fmt.Sprintf("1000.%d%d", os.Getpid(), time.Now().UnixNano()%1000)
+			t.Cleanup(func() { killWithArg(marker) })
+			must(t, os.WriteFile(filepath.Join(ws, "src", "chain.py"), []byte(`import os, sys
+for i in range(int(sys.argv[1])):
+    os.setpgid(0, 0)
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0); os._exit(0)
+os.setpgid(0, 0)
+os.execv("/bin/sleep", ["sleep", sys.argv[2]])
+`), 0o644))
+			r := run(t, b, ws, `python3 src/chain.py 30 `+marker+` >/dev/null 2>&1 &
+until pgrep -f "^sleep `+marker+`" >/dev/null; do sleep 0.05; done; echo started`)
+			if !strings.Contains(r.out, "started") {
+				t.Fatalf("%+v", r)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				if !processWithArg(marker) {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Errorf("a job of the call 30 processes deep is still running after the call ended")
+		})
+	}
+}
+
+// killWithArg kills this test's processes whose command line holds arg.
+func killWithArg(arg string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && bytes.Contains(b, []byte(arg)) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
 func processWithArg(arg string) bool {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -388,5 +448,37 @@ func TestFailsClosed(t *testing.T) {
 		if !strings.Contains(r.err.Error(), want) {
 			t.Errorf("error %q does not say %q", r.err, want)
 		}
+	}
+}
+
+// A descriptor the worker inherited without close-on-exec (from a shell, a
+// supervisor, a terminal multiplexer: a pipe, a terminal, a socket) reaches
+// no tool: a tool has its stdin, stdout and stderr, nothing more, in both
+// modes.
+func TestToolsInheritNoWorkerDescriptor(t *testing.T) {
+	var p [2]int
+	must(t, syscall.Pipe(p[:])) // no O_CLOEXEC, as an inherited descriptor
+	defer func() { _ = syscall.Close(p[0]); _ = syscall.Close(p[1]) }()
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) {
+			b := sandbox.Open(sandbox.Config{Mode: m, Hidden: []string{theWorld(t).state}})
+			t.Cleanup(func() { _ = b.Close() })
+			if st := b.Status(); st.Mode != m {
+				if required() {
+					t.Fatalf("%s unavailable: %s", m, st.Error)
+				}
+				t.Skipf("%s unavailable here: %s", m, st.Error)
+			}
+			ws := workspace(t)
+			r := run(t, b, ws, `for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && [ -e "$fd" ] && echo "open: $n $(readlink "$fd")"; done; echo listed`)
+			if !strings.Contains(r.out, "listed") {
+				t.Fatalf("%+v", r)
+			}
+			for _, l := range strings.Split(r.out, "\n") {
+				if strings.HasPrefix(l, "open: ") && !strings.Contains(l, "/proc/") {
+					t.Errorf("a tool holds a descriptor beyond its standard streams: %s", l)
+				}
+			}
+		})
 	}
 }

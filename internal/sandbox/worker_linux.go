@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,11 @@ func Open(cfg Config) *Sandbox {
 // Status reports the mechanism in use and what it enforces.
 func (s *Sandbox) Status() Status { return s.status }
 
+// Hidden returns the paths no tool of this sandbox may read, whatever the
+// call (Config.Hidden, secret files the environment names, credentials in
+// the worker's home): absolute, resolved.
+func (s *Sandbox) Hidden() []string { return append([]string(nil), s.hidden...) }
+
 // Close stops the helper; every running tool process is killed with it.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
@@ -127,7 +133,8 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 		return nil, Status{}, err
 	}
 	h := &helperConn{cmd: cmd, c: c, wait: map[uint64]*Process{}, dead: make(chan struct{})}
-	st, err := awaitHelper(c, helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid()})
+	st, err := awaitHelper(c, helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid(),
+		LandlockABI: s.cfg.landlockABI})
 	if err != nil {
 		h.close()
 		return nil, Status{}, err
@@ -477,6 +484,8 @@ func (s *Sandbox) request(c *Cmd) (*request, error) {
 	visible := absClean([]string{filepath.Dir(path), c.Dir})
 	// Secret files named by the environment now (a variable set after Open).
 	hidden := absClean(append(append([]string{}, c.Hidden...), secretenv.Files(os.Environ())...))
+	// What the helper hides from every call already needs no second cover.
+	hidden = slices.DeleteFunc(hidden, func(h string) bool { return slices.Contains(s.hidden, h) })
 	return &request{Op: "start", ID: s.nextID.Add(1), Path: path, Args: c.Args, Env: c.Env, Dir: c.Dir,
 		Writable: writable, Protected: protected, Hidden: hidden, Visible: visible, Network: c.Network}, nil
 }
@@ -630,8 +639,9 @@ func (p *Process) Kill() { _ = p.Signal(syscall.SIGKILL) }
 
 // Harden makes the worker process non-dumpable: a process of the same user
 // without CAP_SYS_PTRACE over it can then no longer read its
-// /proc/<pid>/environ, mem or cmdline, nor attach a debugger — a second
-// wall behind the sandbox's own.
+// /proc/<pid>/environ or mem, nor attach a debugger — a second wall behind
+// the sandbox's own. Its cmdline stays readable by every process, which is
+// why no secret is ever a flag (the serving commands refuse one).
 func Harden() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("sandbox: set non-dumpable: %w", err)

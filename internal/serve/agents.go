@@ -19,6 +19,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -92,10 +93,11 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	// The main agent's environment (and its model clients' keys).
 	loader.Getenv = p.Loader.Getenv
 	loader.Sandbox = p.Sandbox
+	loader.SetOthers(p.walls[name])
 	cfg := p.Config
 	cfg.Dir, cfg.AgentDir, cfg.TaskQueue, cfg.Agents = dir, "", name, nil
 	// Its channels: their repliers answer its turns, their tools are its.
-	chans, err := p.channelsOf(ctx, loader)
+	chans, err := p.channelsOf(ctx, loader, name)
 	if err != nil {
 		loader.Close()
 		return nil, nil, err
@@ -109,6 +111,7 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 		return nil, nil, err
 	}
 	pp.closers = append(pp.closers, loader.Close)
+	pp.walls = map[string][]tools.Protected{"": p.walls[name]}
 	if _, _, err := pp.Check(ctx); err != nil {
 		return pp, nil, err
 	}
@@ -179,7 +182,7 @@ func (p *Parts) loadAgentDoors(ctx context.Context) ([]agentDoors, error) {
 			return nil, fmt.Errorf("agent %s: %w", name, err)
 		}
 		loader.Getenv = getenv
-		chans, err := p.channelsOf(ctx, loader)
+		chans, err := p.channelsOf(ctx, loader, name)
 		loader.Close()
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", name, err)
@@ -193,12 +196,19 @@ func (p *Parts) loadAgentDoors(ctx context.Context) ([]agentDoors, error) {
 
 // channelsOf loads the enabled channels of the agent loader reads, with
 // the deployment's environment holding their secrets.
-func (p *Parts) channelsOf(ctx context.Context, loader *workspace.Loader) ([]*channels.Channel, error) {
+func (p *Parts) channelsOf(ctx context.Context, loader *workspace.Loader, name string) ([]*channels.Channel, error) {
 	def, err := loader.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return channels.Load(def.Workspace.Channels(), p.getenv())
+	chans, err := channels.Load(def.Workspace.Channels(), p.getenv())
+	if err != nil {
+		return nil, err
+	}
+	if err := p.confineDoors(ctx, chans, name, def.Workspace); err != nil {
+		return nil, err
+	}
+	return chans, nil
 }
 
 func (p *Parts) getenv() func(string) string {

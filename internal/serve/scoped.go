@@ -34,6 +34,7 @@ var (
 	_ agent.Agent      = (*scopedAgent)(nil)
 	_ ingress.Control  = (*scopedAgent)(nil)
 	_ ingress.Answerer = (*scopedAgent)(nil)
+	_ ingress.Resender = (*scopedAgent)(nil)
 	_ ingress.Attacher = (*scopedAgent)(nil)
 	_ ingress.Sessions = (*scopedAgent)(nil)
 	_ ingress.Owners   = scopedOwners{}
@@ -111,6 +112,15 @@ func (s *scopedAgent) Compact(ctx context.Context, session string) (workflows.Co
 		return workflows.CompactResult{}, err
 	}
 	return s.d.Compact(ctx, id)
+}
+
+// Resend implements ingress.Resender.
+func (s *scopedAgent) Resend(ctx context.Context, session, turn string) error {
+	id, err := s.in(session)
+	if err != nil {
+		return err
+	}
+	return s.d.Resend(ctx, id, turn)
 }
 
 // Attach implements ingress.Attacher.

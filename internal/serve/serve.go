@@ -26,19 +26,21 @@ import (
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/internal/channels/feishu"    // registers the feishu and lark kinds
-	_ "github.com/fastagent/fastagent/internal/channels/github"  // registers the github kind
-	_ "github.com/fastagent/fastagent/internal/channels/slack"   // registers the slack kind
-	"github.com/fastagent/fastagent/internal/channels/telegram"  // registers the telegram kind
-	_ "github.com/fastagent/fastagent/internal/channels/webhook" // registers channels/webhooks/
+	"github.com/fastagent/fastagent/internal/channels/feishu"   // registers the feishu and lark kinds
+	_ "github.com/fastagent/fastagent/internal/channels/github" // registers the github kind
+	_ "github.com/fastagent/fastagent/internal/channels/slack"  // registers the slack kind
+	"github.com/fastagent/fastagent/internal/channels/telegram" // registers the telegram kind
+	"github.com/fastagent/fastagent/internal/channels/webhook"  // registers channels/webhooks/
 	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/durable"
+	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/tracing"
 	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/internal/workspace"
@@ -198,6 +200,9 @@ type Parts struct {
 	closers []func()
 	// ownSandbox says Sandbox was opened here (not the given loader's).
 	ownSandbox bool
+	// walls are, by agent ("" the main one), what no tool of it may change
+	// or read beyond its own rules (protectAgents).
+	walls map[string][]tools.Protected
 }
 
 // prepareStateDir fills the directory defaults (workspace ".", state dir
@@ -332,6 +337,11 @@ func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err e
 	if cfg.Metrics != nil && p.Acts.Observer == nil {
 		p.Acts.Observer = cfg.Metrics
 	}
+	if with.Channels == nil {
+		if err := p.confineDoors(ctx, p.Channels, "", p.Loader.Workspace()); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -413,16 +423,26 @@ func (p *Parts) StartWorker(ctx context.Context, c client.Client) (sdkworker.Wor
 // caller that registers more on it first (the lab's floor workflow). Every
 // worker of the program is built here.
 func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, error) {
+	if err := p.protectAgents(); err != nil {
+		return nil, err
+	}
 	if err := p.openSandbox(ctx); err != nil {
 		return nil, err
 	}
 	var repliers []channels.Replier
+	var controlPlane []egress.Dest
+	resolved := false
 	for _, ch := range p.Channels {
 		switch rp := ch.Replier.(type) {
 		case *telegram.Replier:
 			rp.Refs = p.Store // split answers' later parts are stored too
 		case *feishu.Replier:
 			rp.Refs = p.Store
+		case *webhook.Replier:
+			if !resolved {
+				controlPlane, resolved = p.controlPlaneDests(ctx), true
+			}
+			rp.SetControlPlane(controlPlane) // never a callback target, even with reply.allowPrivate
 		}
 		repliers = append(repliers, ch.Replier)
 	}
@@ -513,6 +533,7 @@ func (p *Parts) mountDoors(mux *http.ServeMux, c channels.Starter, a agentDoors)
 	if a.name != "" {
 		tq, prefix = a.name, "/agents/"+a.name
 	}
+	hooks := p.doorAdmission(c, tq)
 	for _, ch := range a.chans {
 		if ch.Door.Path() == "" {
 			continue // a long connection only (startConnections)
@@ -527,6 +548,9 @@ func (p *Parts) mountDoors(mux *http.ServeMux, c channels.Starter, a agentDoors)
 				att = scopedAttacher{att: d, scope: a.name}
 			}
 			door = sd.Handler(c, tq, p.Config.Logger, att)
+			if hooks != nil {
+				door = channels.Admitted(ch.Door.Kind(), door, hooks, p.Config.Logger)
+			}
 		}
 		if p.Config.Metrics != nil {
 			door = p.Config.Metrics.WrapDoor(ch.Door.Kind(), door)
@@ -537,6 +561,26 @@ func (p *Parts) mountDoors(mux *http.ServeMux, c channels.Starter, a agentDoors)
 		mux.Handle("POST "+prefix+ch.Door.Path(), door)
 		p.Config.Logger.Info("channel enabled", "agent", a.name, "kind", ch.Door.Kind(), "route", prefix+ch.Door.Path(), "file", ch.File)
 	}
+}
+
+// doorAdmission is the admission of webhook endpoints on task queue tq:
+// the backlog limits of Config.Admission (a door holds no turn, so the
+// in-flight limit does not apply), probed on tq; nil when no backlog limit
+// is set or c cannot describe task queues. A webhook sender retries a 429,
+// so an endpoint refuses before accepting; chat platforms' doors are not
+// refused (a platform that redelivers at once would storm).
+func (p *Parts) doorAdmission(c channels.Starter, tq string) *admission.Limiter {
+	lim := p.Config.Admission
+	cl, ok := c.(client.Client)
+	if !ok || (lim.MaxBacklog <= 0 && lim.MaxBacklogAge <= 0) {
+		return nil
+	}
+	ns := p.Config.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	lim.MaxInFlight = 0
+	return admission.New(lim, admission.TaskQueueProbe(cl, ns, taskQueueOr(tq)), p.Config.Logger)
 }
 
 // Listen binds the ingress address, with a message that says what to do

@@ -102,9 +102,10 @@ func Register(ctx context.Context, c client.Client, namespace string) ([]string,
 }
 
 // Query builds a visibility query over the session search attributes from
-// the filters that are set (empty: every session workflow).
+// the filters that are set (empty: every session workflow, sub-agents'
+// Delegate workflows included).
 func Query(f Filter) string {
-	parts := []string{"WorkflowType = " + quote(workflows.SessionWorkflowType)}
+	parts := []string{"(WorkflowType = " + quote(workflows.SessionWorkflowType) + " OR WorkflowType = " + quote(workflows.DelegateWorkflowType) + ")"}
 	for _, kv := range []struct{ name, val string }{
 		{workflows.AttrAgent, f.Agent}, {workflows.AttrPrincipal, f.Principal},
 		{workflows.AttrChannel, f.Channel}, {workflows.AttrStatus, f.Status}, {workflows.AttrParent, f.Parent},

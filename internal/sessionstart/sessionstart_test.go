@@ -16,10 +16,10 @@ func TestQuery(t *testing.T) {
 		f    Filter
 		want string
 	}{
-		{Filter{}, "WorkflowType = 'Session'"},
-		{Filter{Channel: "slack", Status: "running"}, "WorkflowType = 'Session' AND FastAgentChannel = 'slack' AND FastAgentStatus = 'running'"},
-		{Filter{Principal: `o'brien\x`}, `WorkflowType = 'Session' AND FastAgentPrincipal = 'o\'brien\\x'`},
-		{Filter{Agent: "a", Parent: "p"}, "WorkflowType = 'Session' AND FastAgentAgent = 'a' AND FastAgentParent = 'p'"},
+		{Filter{}, "(WorkflowType = 'Session' OR WorkflowType = 'Delegate')"},
+		{Filter{Channel: "slack", Status: "running"}, "(WorkflowType = 'Session' OR WorkflowType = 'Delegate') AND FastAgentChannel = 'slack' AND FastAgentStatus = 'running'"},
+		{Filter{Principal: `o'brien\x`}, `(WorkflowType = 'Session' OR WorkflowType = 'Delegate') AND FastAgentPrincipal = 'o\'brien\\x'`},
+		{Filter{Agent: "a", Parent: "p"}, "(WorkflowType = 'Session' OR WorkflowType = 'Delegate') AND FastAgentAgent = 'a' AND FastAgentParent = 'p'"},
 	}
 	for _, tt := range tests {
 		if got := Query(tt.f); got != tt.want {

@@ -289,3 +289,33 @@ func TestSQLiteFileMode(t *testing.T) {
 		t.Errorf("created directory mode %v (%v), want 0700", fi.Mode(), err)
 	}
 }
+
+// TestOpenKeyValueDSN: a libpq key=value DSN ("host=db user=fa
+// password=…", or with passfile=…, which fastagent's flag refusal points
+// to) is Postgres, never a SQLite file of that name in the working
+// directory — where the password, in the file's name, would be listed by
+// every tool.
+func TestOpenKeyValueDSN(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, dsn := range []string{
+		"host=127.0.0.1 port=1 user=fastagent password=pw-2b7c connect_timeout=2",
+		"user=fastagent passfile=/nonexistent/pgpass host=127.0.0.1 port=1 connect_timeout=2",
+		" dbname = fastagent host=127.0.0.1 port=1 connect_timeout=2",
+	} {
+		s, err := store.Open(ctx, dsn)
+		if err == nil {
+			if _, ok := s.(*store.SQLite); ok {
+				t.Errorf("Open(%q) opened a SQLite file", dsn)
+			}
+			s.Close()
+		} else if !strings.Contains(err.Error(), "postgres") {
+			t.Errorf("Open(%q): %v, want a Postgres error", dsn, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("Open of key=value DSNs made files in the working directory: %v", entries)
+	}
+}

@@ -58,7 +58,8 @@ func (t *editTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResult
 	if err != nil {
 		return errorResult("cannot edit %s: %v", a.Path, err), nil
 	}
-	f, err := openForWrite(realDir, rel, os.O_RDWR, false, false)
+	hookBeforeOpen()
+	f, err := openForWrite(realDir, rel, os.O_RDWR, false, false, t.protected)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return errorResult("file not found: %s", a.Path), nil

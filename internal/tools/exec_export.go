@@ -22,14 +22,18 @@ func CommandEnv(extra []string) []string {
 
 // Confine fills in c's policy: dir (the workspace) writable, the protected
 // paths read-only (created first when missing, unless IfExists), the secret
-// ones hidden, and the network as asked. Every process a tool starts gets
-// this one policy.
+// ones hidden (created first, owner-only, when missing, unless IfExists),
+// and the network as asked. Every process a tool starts gets this one
+// policy.
 func Confine(c *sandbox.Cmd, dir string, protected []Protected, network bool) {
 	c.Writable = append(c.Writable, dir)
 	for _, p := range protected {
 		switch {
 		case p.Secret:
 			c.Hidden = append(c.Hidden, p.Path)
+			if !p.IfExists {
+				c.Protected = append(c.Protected, sandbox.Rule{Path: p.Path, Dir: p.Dir, Private: true})
+			}
 		case p.IfExists:
 			if exists(p.Path) {
 				c.Protected = append(c.Protected, sandbox.Rule{Path: p.Path, Dir: p.Dir})
@@ -39,6 +43,18 @@ func Confine(c *sandbox.Cmd, dir string, protected []Protected, network bool) {
 		}
 	}
 	c.Network = network
+}
+
+// ConfineRead fills in the policy of a process that only reads and
+// answers (GitHub's executable policy): no writable tree (only its private
+// temporary directory), the secret paths of protected hidden, no network.
+func ConfineRead(c *sandbox.Cmd, protected []Protected) {
+	for _, p := range protected {
+		if p.Secret {
+			c.Hidden = append(c.Hidden, p.Path)
+		}
+	}
+	c.Network = false
 }
 
 // ErrNoSandbox is returned by command tools built without a sandbox.

@@ -7,7 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fastagent/fastagent/agent"
 )
@@ -192,124 +193,63 @@ func refuseProtected(tool, shown, realDir string, p Protected) agent.ToolResult 
 		tool, shown, name, p.Reason)
 }
 
+// beforeOpen, when set (tests only), runs after a tool checked a path and
+// before it opens it: the moment a concurrent call could swap a link in.
+var beforeOpen func()
+
+func hookBeforeOpen() {
+	if beforeOpen != nil {
+		beforeOpen()
+	}
+}
+
 // errChanged reports a path component that changed between the check and
 // the open (for example a directory swapped for a symbolic link).
 var errChanged = errors.New("the path changed while it was being opened (a symbolic link was swapped in?); nothing was written")
 
 // openForWrite opens rel, a clean path relative to realDir that had no
-// symbolic links when it was resolved, through an os.Root without following
-// any symbolic link: every directory is checked with Lstat, opened, and the
-// opened directory compared with the checked one, so a link swapped in
-// between fails instead of being followed. Missing parents are created when
-// mkdirs is set. create allows a missing file to be created (O_EXCL, so a
-// dangling link placed there is not followed). The opened file must be a
-// regular file with a single link: a hard link may share its contents with
-// a file outside the workspace or with a protected one.
-func openForWrite(realDir, rel string, flag int, create, mkdirs bool) (*os.File, error) {
-	root, err := os.OpenRoot(realDir)
+// symbolic links when it was resolved, without following any symbolic link
+// (openBeneath): a link swapped in since fails instead of being followed.
+// Missing parents are created when mkdirs is set. create allows a missing
+// file to be created (O_EXCL, so a dangling link placed there is not
+// followed). The opened file must be a regular file with a single link (a
+// hard link may share its contents with a file outside the workspace or
+// with a protected one), still inside realDir and not protected.
+func openForWrite(realDir, rel string, flag int, create, mkdirs bool, protected []Protected) (*os.File, error) {
+	o, err := openBeneath(realDir, rel, flag, create, mkdirs, func(m fs.FileMode, _ *unix.Stat_t) error {
+		switch {
+		case m.IsDir():
+			return errIsDir
+		case !m.IsRegular():
+			return fmt.Errorf("it is not a regular file (%s)", fileKind(m))
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	dir := root
-	parts := strings.Split(filepath.ToSlash(rel), "/")
-	for _, c := range parts[:len(parts)-1] {
-		next, err := openDirNoFollow(dir, c, mkdirs)
-		if dir != root {
-			dir.Close()
-		}
-		if err != nil {
-			return nil, err
-		}
-		dir = next
-	}
-	if dir != root {
-		defer dir.Close()
-	}
-	base := parts[len(parts)-1]
-	fi, err := dir.Lstat(base)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if !create {
-			return nil, err
-		}
-		return dir.OpenFile(base, flag|os.O_CREATE|os.O_EXCL|syscall.O_NONBLOCK, 0o644)
-	case err != nil:
-		return nil, err
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, errChanged
-	case fi.IsDir():
+	switch m := fileMode(o.st.Mode); {
+	case m.IsDir():
+		o.f.Close()
 		return nil, errIsDir
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("it is not a regular file (%s)", fileKind(fi.Mode()))
-	}
-	f, err := dir.OpenFile(base, flag|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	switch {
-	case err != nil:
-		f.Close()
-		return nil, err
-	case !os.SameFile(fi, st) || !st.Mode().IsRegular():
-		f.Close()
-		return nil, errChanged
-	case linkCount(st) > 1:
-		f.Close()
+	case !m.IsRegular():
+		o.f.Close()
+		return nil, fmt.Errorf("it is not a regular file (%s)", fileKind(m))
+	case linkCountOf(&o.st) > 1:
+		o.f.Close()
 		return nil, errHardLink
 	}
-	return f, nil
+	if err := checkOpened(o, realDir, protected, func(Protected) bool { return true }); err != nil {
+		o.f.Close()
+		return nil, err
+	}
+	return o.f, nil
 }
 
 var (
 	errIsDir    = errors.New("it is a directory, not a file")
 	errHardLink = errors.New("it has more than one hard link, and writing through a hard link could change a file outside the working directory or a protected one; refused")
 )
-
-// openDirNoFollow opens the directory name in dir, refusing symbolic links
-// and verifying that what was opened is what was checked.
-func openDirNoFollow(dir *os.Root, name string, mkdir bool) (*os.Root, error) {
-	fi, err := dir.Lstat(name)
-	if errors.Is(err, fs.ErrNotExist) && mkdir {
-		if err := dir.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, err
-		}
-		fi, err = dir.Lstat(name)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, errChanged
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", name)
-	}
-	sub, err := dir.OpenRoot(name)
-	if err != nil {
-		return nil, err
-	}
-	st, err := sub.Stat(".")
-	if err != nil {
-		sub.Close()
-		return nil, err
-	}
-	if !os.SameFile(fi, st) {
-		sub.Close()
-		return nil, errChanged
-	}
-	return sub, nil
-}
-
-// linkCount returns the number of hard links of the file fi describes, or 1
-// when the platform does not say.
-func linkCount(fi fs.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Nlink) //nolint:unconvert // Nlink is uint32 on some platforms
-	}
-	return 1
-}
 
 // fileKind names a non-regular file mode for error messages.
 func fileKind(m fs.FileMode) string {

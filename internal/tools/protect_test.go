@@ -105,7 +105,7 @@ func TestOpenForWriteSymlinkSwap(t *testing.T) {
 		}
 		mustSymlink(t, target, filepath.Join(dir, "a"))
 		for _, create := range []bool{false, true} {
-			f, err := openForWrite(dir, "a/x", os.O_WRONLY, create, create)
+			f, err := openForWrite(dir, "a/x", os.O_WRONLY, create, create, nil)
 			if err == nil {
 				f.Close()
 				t.Fatalf("swap to %s: opened through the link", target)
@@ -119,7 +119,7 @@ func TestOpenForWriteSymlinkSwap(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustSymlink(t, filepath.Join(target, "x"), filepath.Join(dir, "b"))
-		if f, err := openForWrite(dir, "b", os.O_WRONLY, true, true); err == nil {
+		if f, err := openForWrite(dir, "b", os.O_WRONLY, true, true, nil); err == nil {
 			f.Close()
 			t.Fatalf("final link to %s followed", target)
 		}
@@ -142,7 +142,7 @@ func TestReadSymlinkSwap(t *testing.T) {
 	dir := t.TempDir()
 	mustSymlink(t, outside, filepath.Join(dir, "a"))
 	rt := &readTool{opts: Options{}.withDefaults()}
-	data, res := rt.load(context.Background(), dir, "a/secret", "a/secret")
+	data, res := rt.load(context.Background(), dir, "a/secret", "a/secret", nil)
 	if res == nil || strings.Contains(string(data), "secret") {
 		t.Fatalf("read through swapped link: data %q, result %+v", data, res)
 	}

@@ -10,7 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fastagent/fastagent/agent"
 )
@@ -51,7 +52,8 @@ func (t *readTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResu
 	if err != nil {
 		return errorResult("cannot read %s: %v", a.Path, err), nil
 	}
-	data, res := t.load(ctx, realDir, rel, a.Path)
+	hookBeforeOpen()
+	data, res := t.load(ctx, realDir, rel, a.Path, t.opts.Protected)
 	if err := ctx.Err(); err != nil {
 		return agent.ToolResult{}, fmt.Errorf("read: %w", err)
 	}
@@ -130,53 +132,56 @@ func (t *readTool) page(name, selected string, start, end, total int) agent.Tool
 // readChunk is how much read loads between checks of its context.
 const readChunk = 256 << 10
 
-// load reads rel (relative to realDir) through an os.Root, so a symbolic
-// link swapped in after the path was checked cannot lead outside realDir.
-// Only regular files are read: FIFOs, devices and sockets are refused
-// before and after opening (the open does not block), and the context is
-// checked between chunks. A non-nil result is the error to return.
-func (t *readTool) load(ctx context.Context, realDir, rel, shown string) ([]byte, *agent.ToolResult) {
+// load reads rel (relative to realDir) without following any symbolic
+// link (openBeneath), so a link swapped in after the path was checked
+// cannot lead to a secret or outside realDir; the opened file is checked
+// again against protected (its Secret entries) by where it is. Only
+// regular files are read: FIFOs, devices and sockets are refused before
+// and after opening (the open does not block), and the context is checked
+// between chunks. A non-nil result is the error to return.
+func (t *readTool) load(ctx context.Context, realDir, rel, shown string, protected []Protected) ([]byte, *agent.ToolResult) {
 	fail := func(format string, args ...any) ([]byte, *agent.ToolResult) {
 		r := errorResult(format, args...)
 		return nil, &r
 	}
-	root, err := os.OpenRoot(realDir)
-	if err != nil {
-		return fail("cannot read %s: %v", shown, err)
-	}
-	defer root.Close()
-	check := func(fi fs.FileInfo) ([]byte, *agent.ToolResult) {
+	check := func(m fs.FileMode, size int64) ([]byte, *agent.ToolResult) {
 		switch {
-		case fi.IsDir():
+		case m.IsDir():
 			return fail("%s is a directory, not a file; use bash (ls) to list it", shown)
-		case !fi.Mode().IsRegular():
-			return fail("%s is %s, not a regular file; read refuses it (it could block or never end)", shown, fileKind(fi.Mode()))
-		case fi.Size() > t.opts.Read.MaxFileBytes:
+		case !m.IsRegular():
+			return fail("%s is %s, not a regular file; read refuses it (it could block or never end)", shown, fileKind(m))
+		case size > t.opts.Read.MaxFileBytes:
 			return fail("%s is %s, larger than the %s read limit; inspect parts of it with bash (head, tail, sed -n, grep)",
-				shown, FormatSize(int(fi.Size())), FormatSize(int(t.opts.Read.MaxFileBytes)))
+				shown, FormatSize(int(size)), FormatSize(int(t.opts.Read.MaxFileBytes)))
 		}
 		return nil, nil
 	}
-	fi, err := root.Stat(rel)
+	if rel == "." {
+		return check(fs.ModeDir, 0)
+	}
+	var refused *agent.ToolResult
+	o, err := openBeneath(realDir, rel, os.O_RDONLY, false, false, func(m fs.FileMode, st *unix.Stat_t) error {
+		if _, r := check(m, st.Size); r != nil {
+			refused = r
+			return errRefused
+		}
+		return nil
+	})
 	switch {
+	case refused != nil:
+		return nil, refused
 	case errors.Is(err, fs.ErrNotExist):
 		return fail("file not found: %s", shown)
 	case err != nil:
 		return fail("cannot read %s: %v", shown, err)
 	}
-	if _, r := check(fi); r != nil {
-		return nil, r
-	}
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return fail("cannot read %s: %v", shown, err)
-	}
+	f := o.f
 	defer f.Close()
-	if fi, err = f.Stat(); err != nil {
-		return fail("cannot read %s: %v", shown, err)
-	}
-	if _, r := check(fi); r != nil {
+	if _, r := check(fileMode(o.st.Mode), o.st.Size); r != nil {
 		return nil, r
+	}
+	if err := checkOpened(o, realDir, protected, func(p Protected) bool { return p.Secret }); err != nil {
+		return fail("cannot read %s: %v", shown, err)
 	}
 	var buf bytes.Buffer
 	lim := io.LimitReader(f, t.opts.Read.MaxFileBytes+1)
@@ -198,6 +203,9 @@ func (t *readTool) load(ctx context.Context, realDir, rel, shown string) ([]byte
 	}
 	return buf.Bytes(), nil
 }
+
+// errRefused stops openBeneath when its check already has the answer.
+var errRefused = errors.New("refused")
 
 // lineStart returns the byte index at which 1-based line n of s begins, or
 // len(s) when s has fewer lines.

@@ -51,7 +51,8 @@ func (t *writeTool) Run(_ context.Context, call agent.ToolCall) (agent.ToolResul
 	if err != nil {
 		return errorResult("cannot write %s: %v", a.Path, err), nil
 	}
-	f, err := openForWrite(realDir, rel, os.O_WRONLY, true, true)
+	hookBeforeOpen()
+	f, err := openForWrite(realDir, rel, os.O_WRONLY, true, true, t.protected)
 	if errors.Is(err, errIsDir) {
 		return errorResult("%s is a directory, not a file", a.Path), nil
 	}

@@ -145,3 +145,18 @@ func (o Options) replies(c client.Client, tq string) *activities.Replies {
 	r.Starter, r.TaskQueue, r.Dir = c, tq, o.WorkspaceDir
 	return r
 }
+
+// Split returns two workers of task queue tq that together serve what one
+// worker built by New serves: wf takes the workflow tasks (and their local
+// activities), act the activities. Either can then be stopped alone — a
+// workflow worker lost while its activities still run, or the reverse.
+// Neither is started.
+func Split(c client.Client, tq string, acts *activities.Activities, firer *schedules.Firer, replies *activities.Replies) (wf, act sdkworker.Worker) {
+	wf = sdkworker.New(c, tq, sdkworker.Options{LocalActivityWorkerOnly: true})
+	Register(wf, acts, firer, replies)
+	act = sdkworker.New(c, tq, sdkworker.Options{DisableWorkflowWorker: true})
+	acts.Register(act)
+	firer.Register(act)
+	replies.Register(act)
+	return wf, act
+}

@@ -175,7 +175,7 @@ func (l *Loader) workspaceTools(d *Definition) ([]workspaceTool, []Diagnostic) {
 		byName[def.Name] = rel
 		out = append(out, workspaceTool{
 			Tool: &toolrun.Tool{Def: &def.Def, Timeout: def.Timeout, ExtraEnv: d.Config.Env, Box: l.Sandbox,
-				Protected: ProtectedPaths(d.Workspace, d.Config.SelfEdit), Network: d.Config.ToolNetwork(def.Name, def.network)},
+				Protected: l.protected(d), Network: d.Config.ToolNetwork(def.Name, def.network)},
 			file: path,
 			rel:  rel,
 		})

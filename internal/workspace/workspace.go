@@ -6,12 +6,15 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
@@ -111,9 +114,15 @@ type Loader struct {
 	// provider.
 	CustomModels map[string]bool
 
+	// othersMu guards others: what no tool of this agent may change or
+	// read beyond its own rules (SetOthers).
+	othersMu sync.Mutex
+	others   []tools.Protected
+
 	// contextStop, when set, ends the AGENTS.md walk at this directory
 	// instead of the filesystem root (tests use it to stay in a fixture).
 	contextStop string
+	folders     folderIDs
 	manifests   manifestCache
 	mcpDefault  *mcpManagers
 }
@@ -134,6 +143,45 @@ func NewLoader(dir, agentDir string) (*Loader, error) {
 	}
 	mcps := &mcpManagers{log: slog.Default()}
 	return &Loader{ws: ws, Getenv: os.Getenv, MCP: mcps, mcpDefault: mcps}, nil
+}
+
+// SetOthers gives the loader what no tool of this agent may change, or
+// read when Secret, beyond its own rules: the rules, secrets files and
+// state dirs of the other agents the worker serves (OthersPaths) and the
+// worker's own state dir and tokens file. They join the protected list of
+// every tool from the next load on.
+func (l *Loader) SetOthers(list []tools.Protected) {
+	l.othersMu.Lock()
+	defer l.othersMu.Unlock()
+	l.others = append([]tools.Protected(nil), list...)
+}
+
+// protected is the list every tool of d gets: the agent's own rules
+// (ProtectedPaths), the others' (SetOthers), and the paths the sandbox
+// hides from every tool (so that the in-process tools refuse them too).
+func (l *Loader) protected(d *Definition) []tools.Protected {
+	out := ProtectedPaths(d.Workspace, d.Config.SelfEdit)
+	seen := map[string]bool{}
+	for _, p := range out {
+		seen[p.Path] = true
+	}
+	add := func(p tools.Protected) {
+		if p.Path = filepath.Clean(p.Path); p.Path != "" && !seen[p.Path] {
+			seen[p.Path] = true
+			out = append(out, p)
+		}
+	}
+	l.othersMu.Lock()
+	for _, p := range l.others {
+		add(p)
+	}
+	l.othersMu.Unlock()
+	if l.Sandbox != nil {
+		for _, h := range l.Sandbox.Hidden() {
+			add(tools.Protected{Path: h, Reason: "it holds the worker's secrets or credentials", Secret: true, IfExists: true})
+		}
+	}
+	return out
 }
 
 // Close stops the MCP servers the loader started (stdio servers are
@@ -182,6 +230,11 @@ func (l *Loader) Workspace() Workspace { return l.ws }
 // skills and tools are diagnostics.
 func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 	ws := l.ws
+	if ws.AgentDir != "" {
+		if err := l.folders.check(ws); err != nil {
+			return nil, err
+		}
+	}
 	cfgDir := ws.Dir
 	if ws.AgentDir != "" && hasContent(filepath.Join(ws.AgentDir, ConfigFile)) {
 		cfgDir = ws.AgentDir
@@ -201,6 +254,9 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 		ws.AgentDir = ws.Dir
 		if cfg.AgentDir != "" {
 			ws.AgentDir = resolveUnder(ws.Dir, cfg.AgentDir)
+			if err := l.folders.check(ws); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if st, err := os.Stat(ws.AgentDir); err != nil || !st.IsDir() {
@@ -228,7 +284,8 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 		}
 		d.Config.IdempotencyWindow = Duration(v)
 	}
-	if b, err := os.ReadFile(filepath.Join(ws.AgentDir, "persona.md")); err == nil {
+	prot := l.protected(d)
+	if b, ok := readPrompt(filepath.Join(ws.AgentDir, "persona.md"), prot, &d.Diagnostics); ok {
 		d.Persona = strings.TrimSpace(string(b))
 	}
 	root := resolveContextRoot(ws.Dir, cfg.ContextRoot)
@@ -236,13 +293,30 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 		return nil, &ConfigError{File: d.ConfigPath, Key: "contextRoot",
 			Reason: fmt.Sprintf("%s is not the workspace %s or one of its parent directories", cfg.ContextRoot, ws.Dir)}
 	}
-	d.ContextFiles = contextFiles(ws, root, l.contextStop)
-	d.Skills, d.Diagnostics = loadSkills(ws.AgentDir, d.Diagnostics)
-	l.addTools(ctx, d)
+	d.ContextFiles = contextFiles(ws, root, l.contextStop, prot, &d.Diagnostics)
+	d.Skills, d.Diagnostics = loadSkills(ws.AgentDir, d.Diagnostics, prot)
+	l.addTools(ctx, d, prot)
 	return d, nil
 }
 
-func (l *Loader) addTools(ctx context.Context, d *Definition) {
+// maxPromptFile bounds a file the loader copies into the prompt.
+const maxPromptFile = 8 << 20
+
+// readPrompt reads a prompt file (tools.ReadPromptFile): a missing one is
+// not there (false); one that cannot be taken is a diagnostic.
+func readPrompt(p string, prot []tools.Protected, diags *[]Diagnostic) ([]byte, bool) {
+	b, err := tools.ReadPromptFile(p, prot, maxPromptFile)
+	switch {
+	case err == nil:
+		return b, true
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		*diags = append(*diags, Diagnostic{File: p, Message: "not loaded: " + err.Error()})
+	}
+	return nil, false
+}
+
+func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.Protected) {
 	seen := map[string]string{}
 	add := func(t agent.Tool, origin, file string) {
 		name := t.Spec().Name
@@ -254,7 +328,6 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		seen[name] = origin
 		d.Tools = append(d.Tools, ToolEntry{Tool: d.configure(t), Origin: origin})
 	}
-	protected := ProtectedPaths(d.Workspace, d.Config.SelfEdit)
 	for _, t := range tools.Builtin(tools.Options{
 		Bash:      tools.BashOptions{ExtraEnv: d.Config.Env, Network: d.Config.ToolNetwork(tools.NameBash, nil)},
 		Protected: protected, Sandbox: l.Sandbox,
@@ -264,6 +337,9 @@ func (l *Loader) addTools(ctx context.Context, d *Definition) {
 		}
 	}
 	for _, t := range l.Extra {
+		if ft, ok := t.(tools.FileTool); ok {
+			t = ft.WithProtected(protected)
+		}
 		add(t, OriginGo, OriginGo)
 	}
 	if l.MCP != nil && len(d.Config.MCPServers) > 0 {
@@ -429,7 +505,7 @@ func ForSession(t agent.Tool, session string) bool {
 // contextRoot names an ancestor, such as the repository root; never
 // further, so nothing above the project can inject instructions), or up to
 // stop when that is nearer (tests).
-func contextFiles(ws Workspace, root, stop string) []ContextFile {
+func contextFiles(ws Workspace, root, stop string, prot []tools.Protected, diags *[]Diagnostic) []ContextFile {
 	var out []ContextFile
 	seen := map[string]bool{}
 	read := func(dir string) {
@@ -439,7 +515,7 @@ func contextFiles(ws Workspace, root, stop string) []ContextFile {
 		}
 		seen[p] = true
 		// An empty one (the sandbox's placeholder, for one) adds nothing.
-		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) != "" {
+		if b, ok := readPrompt(p, prot, diags); ok && strings.TrimSpace(string(b)) != "" {
 			out = append(out, ContextFile{Path: p, Content: strings.TrimSpace(string(b))})
 		}
 	}
@@ -469,7 +545,7 @@ type Skill struct {
 	DisableModelInvocation bool
 }
 
-func loadSkills(agentDir string, diags []Diagnostic) ([]Skill, []Diagnostic) {
+func loadSkills(agentDir string, diags []Diagnostic, prot []tools.Protected) ([]Skill, []Diagnostic) {
 	root := filepath.Join(agentDir, "skills")
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -493,9 +569,8 @@ func loadSkills(agentDir string, diags []Diagnostic) ([]Skill, []Diagnostic) {
 			diags = append(diags, Diagnostic{File: p, Message: "skill resolves outside the agent dir (symlink); refused"})
 			continue
 		}
-		b, err := os.ReadFile(real)
-		if err != nil {
-			diags = append(diags, Diagnostic{File: p, Message: err.Error()})
+		b, ok := readPrompt(real, prot, &diags)
+		if !ok {
 			continue
 		}
 		fm, err := frontmatter(string(b))

@@ -58,6 +58,9 @@ type Settings struct {
 	Heartbeat time.Duration `json:"heartbeat,omitempty"`
 	// Limits are the definition's budgets (fastagent.yaml limits:).
 	Limits Limits `json:"limits,omitzero"`
+	// IdempotencyWindow is the definition's idempotencyWindow (0: the
+	// default): how long the session answers a finished turn's key.
+	IdempotencyWindow time.Duration `json:"idempotencyWindow,omitempty"`
 }
 
 // Limits are budgets the loop and the session enforce; zero means none.

@@ -3,6 +3,7 @@ package agentloop
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"regexp"
 	"time"
 )
 
@@ -62,3 +63,13 @@ func DelegateStore(session, turn, call, agent, named string) (store, key string)
 	sum := sha256.Sum256([]byte(turn + "\n" + call))
 	return session + "/" + agent + ":" + named, DelegateTurn + "-" + hex.EncodeToString(sum[:8])
 }
+
+// subAgentTail matches the last part of a sub-agent's session ID:
+// DelegateSession's "/delegate-<16 hex>" or DelegateStore's
+// "/<agent>:<name>" (both names as the definition allows them).
+var subAgentTail = regexp.MustCompile(`/(delegate-[0-9a-f]{16}|[a-z0-9][a-z0-9_-]{0,39}:[a-z0-9][a-z0-9_-]{0,39})$`)
+
+// IsSubAgentSession reports whether session has the shape of a sub-agent's
+// session (DelegateSession, DelegateStore): such a session belongs to the
+// session that delegated to it, and no client may open or use it itself.
+func IsSubAgentSession(session string) bool { return subAgentTail.MatchString(session) }

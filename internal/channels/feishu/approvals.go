@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -128,6 +129,21 @@ func (d *Door) Click(ev *callback.CardActionTriggerEvent) (*channels.Decision, *
 	return dec, toast, nil
 }
 
+// unverifiedClick is the toast of a click a webhook without an Encrypt
+// Key cannot verify.
+func (d *Door) unverifiedClick() string {
+	return "Approval buttons are off: this app's webhook has no Encrypt Key, so a click cannot be verified. Nothing was decided. " +
+		"The operator must set " + d.Profile.Env("ENCRYPT_KEY") + "; until then decide with fastagent session approve or deny."
+}
+
+// noButtons is what an approval card says instead of its buttons when the
+// app's webhook has no Encrypt Key (the door refuses every click): how to
+// decide, and what the operator must set.
+func noButtons(p Profile, session string, ev agent.Event) string {
+	return fmt.Sprintf("\nButtons are off until the operator sets the app's Encrypt Key (%s, Events & Callbacks → Encryption Strategy): "+
+		"without it a click cannot be verified. Decide with `fastagent session approve %s %s` (or `deny`).", p.Env("ENCRYPT_KEY"), session, ev.ID)
+}
+
 // name is the platform's name as people know it.
 func (p Profile) name() string {
 	if p.Kind == KindLark {
@@ -147,6 +163,16 @@ func (d *Door) parseCardAction(plain []byte) (channels.Parsed, error) {
 	dec, toast, err := d.Click(&ev)
 	if err != nil || toast == nil {
 		return ok, err
+	}
+	if d.EncryptKey == "" {
+		// Only the Verification Token vouches for a plaintext request,
+		// and every plaintext body carries it: a click could be anyone's.
+		// Approvals need the signature an Encrypt Key brings.
+		slog.Warn(d.Profile.Kind+": approval click refused: the webhook has no Encrypt Key, so clicks cannot be verified; set "+
+			d.Profile.Env("ENCRYPT_KEY")+" (Events & Callbacks → Encryption Strategy) or use the long connection",
+			"event", eventIDOf(ev.EventV2Base))
+		ok.Answer = newToast(toastError, d.unverifiedClick()).answer()
+		return ok, nil
 	}
 	if dec == nil {
 		ok.Answer = toast.answer()
@@ -168,7 +194,11 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 		return "", err
 	}
 	sum := sha256.Sum256([]byte(r.kind + "\x00approval\x00" + session + "\x00" + ev.ID))
-	id, err := rd.(*render).reply(ctx, askCard(r.kind, t, session, ev), hex.EncodeToString(sum[:])[:40])
+	card := askCard(r.kind, t, session, ev)
+	if r.NoButtons {
+		card = askCardWithout(r.profile, t, session, ev)
+	}
+	id, err := rd.(*render).reply(ctx, card, hex.EncodeToString(sum[:])[:40])
 	if err != nil {
 		return "", fmt.Errorf("%s: ask approval for %s: %w", r.kind, ev.ID, err)
 	}
@@ -240,6 +270,21 @@ func askCard(kind string, t workflows.Target, session string, ev agent.Event) st
 			map[string]any{"tag": "markdown", "element_id": "ask", "content": askText(kind, t, ev)},
 			map[string]any{"tag": "column_set", "flex_mode": "none", "columns": []any{
 				button(actionApprove, "Approve", "primary"), button(actionDeny, "Deny", "danger")}},
+		}},
+	}
+	b, _ := json.Marshal(card) // maps of strings: cannot fail
+	return string(b)
+}
+
+// askCardWithout is the approval card of an app whose clicks cannot be
+// verified: the call and how to decide it, without buttons.
+func askCardWithout(p Profile, t workflows.Target, session string, ev agent.Event) string {
+	card := map[string]any{
+		"schema": "2.0",
+		"config": map[string]any{"update_multi": true, "summary": map[string]any{"content": "Approval needed: " + ev.Name}},
+		"header": map[string]any{"title": map[string]any{"tag": "plain_text", "content": "Approval needed"}, "template": "orange"},
+		"body": map[string]any{"elements": []any{
+			map[string]any{"tag": "markdown", "element_id": "ask", "content": askText(p.Kind, t, ev) + "\n" + noButtons(p, session, ev)},
 		}},
 	}
 	b, _ := json.Marshal(card) // maps of strings: cannot fail

@@ -101,9 +101,10 @@ func serveClick(t *testing.T, d *feishu.Door, c channels.Starter, h http.Header,
 
 // A card callback is verified exactly as an event is: with an Encrypt Key
 // it must be signed (within the window) and encrypted with the app's key
-// and carry its token; without one its token must match. Anything else
-// is 401 and decides nothing; a verified click becomes one approve update
-// keyed by its event_id and is answered with a toast.
+// and carry its token; without one its token must match (and even then
+// it decides nothing: TestPlaintextClickRefused). Anything else is 401 and
+// decides nothing; a verified click becomes one approve update keyed by
+// its event_id and is answered with a toast.
 func TestCardActionVerification(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -126,7 +127,6 @@ func TestCardActionVerification(t *testing.T) {
 		{"plaintext when a key is set", encKey, feishu.Sign(encKey, now, "n5", plain), plain, false},
 		{"wrong token inside", encKey, feishu.Sign(encKey, now, "n6", wrongToken), wrongToken, false},
 		{"encrypted with another key", encKey, feishu.Sign(encKey, now, "n7", otherKey), otherKey, false},
-		{"plaintext, right token", "", http.Header{}, plain, true},
 		{"plaintext, wrong token", "", http.Header{}, clickEvent(t, func(ev map[string]any) { ev["header"].(map[string]any)["token"] = "x" }), false},
 		{"plaintext, no token", "", http.Header{}, clickEvent(t, func(ev map[string]any) { delete(ev["header"].(map[string]any), "token") }), false},
 	} {
@@ -153,17 +153,18 @@ func TestCardActionVerification(t *testing.T) {
 // the platform may deliver it again.
 func TestCardActionRefused(t *testing.T) {
 	t.Parallel()
-	body := clickEvent(t, nil)
+	body := encrypted(t, encKey, clickEvent(t, nil))
+	signed := func() http.Header { return feishu.Sign(encKey, time.Now(), "n", body) }
 	notApprover := temporal.NewApplicationError(`"feishu:ou_x" may not decide tool call "call_1"`, agent.CodeNotApprover)
-	code, toast := serveClick(t, door(""), &decider{err: notApprover}, http.Header{}, body)
+	code, toast := serveClick(t, door(encKey), &decider{err: notApprover}, signed(), body)
 	if code != http.StatusOK || toast.Type != "error" || !strings.Contains(toast.Content, "may not decide") {
 		t.Errorf("refused click: status %d, toast %+v; want 200 and an error toast saying they may not decide", code, toast)
 	}
 	gone := temporal.NewApplicationError(`no tool call "call_1" is waiting for approval`, agent.CodeNotFound)
-	if _, toast := serveClick(t, door(""), &decider{err: gone}, http.Header{}, body); toast.Type != "error" || !strings.Contains(toast.Content, "not applied") {
+	if _, toast := serveClick(t, door(encKey), &decider{err: gone}, signed(), body); toast.Type != "error" || !strings.Contains(toast.Content, "not applied") {
 		t.Errorf("late click: toast %+v, want that it was not applied", toast)
 	}
-	if code, _ := serveClick(t, door(""), &decider{err: errors.New("deadline exceeded")}, http.Header{}, body); code != http.StatusServiceUnavailable {
+	if code, _ := serveClick(t, door(encKey), &decider{err: errors.New("deadline exceeded")}, signed(), body); code != http.StatusServiceUnavailable {
 		t.Errorf("failed hand-off: status %d, want 503", code)
 	}
 }

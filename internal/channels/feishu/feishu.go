@@ -168,6 +168,14 @@ func New(p Profile, file []byte, getenv func(string) string, log *slog.Logger) (
 	}
 	rp := NewReplier(p, appID, appSecret, log)
 	rp.Files.MaxFileBytes = cfg.MaxFileBytes
+	if webhook && key == "" {
+		// Without an Encrypt Key a request is vouched for only by the
+		// Verification Token every plaintext body carries: approvals by
+		// card are off (the door refuses clicks; cards have no buttons).
+		rp.NoButtons = true
+		log.Warn(p.Kind+": the webhook has no Encrypt Key: approval cards have no buttons and card clicks are refused (decide with fastagent session approve); "+
+			"set "+p.Env("ENCRYPT_KEY")+" (Events & Callbacks → Encryption Strategy) to decide in the chat", "file", p.Kind+".yaml")
+	}
 	door := &Door{Profile: p, Token: token, EncryptKey: key, Policy: policy, Webhook: webhook, Bot: NewBot(cfg.BotOpenID, rp.BotOpenID)}
 	// Resolve the bot's open_id at startup, in the background, retried
 	// until known: group messages are refused (pushed again) until then.

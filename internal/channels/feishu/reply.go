@@ -49,6 +49,9 @@ type Replier struct {
 	// retried reply patches them instead of posting them again; with nil
 	// only the parts' idempotency uuids (1 h on the platform) guard them.
 	Refs channels.Refs
+	// NoButtons asks for approvals with cards without buttons: the app's
+	// webhook has no Encrypt Key, so its door refuses every click.
+	NoButtons bool
 }
 
 // NewReplier returns the replier of profile p (its BaseURL, possibly

@@ -2,7 +2,12 @@ package github
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -31,54 +36,178 @@ const questionMarker = "<!-- fastagent:question -->"
 // call's token, and for a denial an optional reason.
 var decisionRE = regexp.MustCompile(`^/(approve|deny)\s+([A-Za-z0-9_-]+)(?:\s+(.*))?$`)
 
-// approvalToken names a waiting call in a decision comment: the
-// repository, the session and the call, so a comment decides only a call
-// of the repository it is written in.
-func approvalToken(repo, session, call string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(repo + "\n" + session + "\n" + call))
+// Approval tokens. A token names the waiting call a decision comment
+// decides — its session, its call and the hashes of the arguments and tool
+// definition the approval comment showed — and carries a MAC over those
+// and the repository and issue it was posted in, under a key derived from
+// the webhook secret, which only the deployment has (the ingress verifies
+// webhooks with it, the worker posts the comments). A token written by
+// hand, altered, or copied to another issue or repository does not verify
+// and decides nothing; the session still checks the hashes, so a token of
+// an earlier call that reused the call's ID decides nothing either.
+const (
+	tokenVersion = 1
+	tokenMACSize = 16
+	// maxTokenField bounds a session or call named in a token.
+	maxTokenField = 512
+)
+
+// tokenKeyLabel separates the token key from every other use of the
+// webhook secret.
+const tokenKeyLabel = "fastagent github approval token v1"
+
+// errNoTokenKey is Ask's error without a webhook secret to bind tokens.
+var errNoTokenKey = errors.New("github: approval comments need the webhook secret (" + DefaultSecretEnv + " or the file's secretEnv) to bind their tokens")
+
+// approvalKey derives the token key from the webhook secret.
+func approvalKey(secret []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(tokenKeyLabel))
+	return m.Sum(nil)
 }
 
-func parseToken(tok string) (repo, session, call string, ok bool) {
+// grant is what a token lets a decision comment decide.
+type grant struct {
+	Session, Call, ArgsHash, DefinitionHash string
+}
+
+// issueToken is the token of g, asked in repo's issue or pull request
+// thread, under key.
+func issueToken(key []byte, repo, thread string, g grant) string {
+	payload := []byte{tokenVersion}
+	payload = appendField(payload, g.Session)
+	payload = appendField(payload, g.Call)
+	payload = appendHash(payload, g.ArgsHash)
+	payload = appendHash(payload, g.DefinitionHash)
+	return base64.RawURLEncoding.EncodeToString(append(payload, tokenMAC(key, repo, thread, payload)...))
+}
+
+// errTokenRefused is wrapped by every refusal of a token.
+var errTokenRefused = errors.New("approval token refused")
+
+// openToken verifies tok, written in repo's issue or pull request thread,
+// and returns what it grants.
+func openToken(key []byte, repo, thread, tok string) (grant, error) {
+	notIssued := fmt.Errorf("%w: it was not issued for a call waiting in %s#%s (altered, written by hand, or copied from another issue or repository); "+
+		"nothing was decided — use the token of the approval comment in this thread", errTokenRefused, repo, thread)
 	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil {
-		return "", "", "", false
+	if err != nil || len(key) == 0 || len(b) < 1+tokenMACSize || b[0] != tokenVersion {
+		return grant{}, notIssued
 	}
-	parts := strings.Split(string(b), "\n")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return "", "", "", false
+	payload, mac := b[:len(b)-tokenMACSize], b[len(b)-tokenMACSize:]
+	if !hmac.Equal(mac, tokenMAC(key, repo, thread, payload)) {
+		return grant{}, notIssued
 	}
-	return parts[0], parts[1], parts[2], true
+	var g grant
+	rest := payload[1:]
+	var ok1, ok2, ok3, ok4 bool
+	g.Session, rest, ok1 = readField(rest)
+	g.Call, rest, ok2 = readField(rest)
+	g.ArgsHash, rest, ok3 = readHash(rest)
+	g.DefinitionHash, rest, ok4 = readHash(rest)
+	if !ok1 || !ok2 || !ok3 || !ok4 || len(rest) != 0 || g.Session == "" || g.Call == "" {
+		return grant{}, notIssued
+	}
+	return g, nil
+}
+
+// tokenMAC is the MAC of a token's payload in repo's thread.
+func tokenMAC(key []byte, repo, thread string, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	var b []byte
+	b = appendField(b, repo)
+	b = appendField(b, thread)
+	m.Write(b)
+	m.Write(payload)
+	return m.Sum(nil)[:tokenMACSize]
+}
+
+func appendField(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func readField(b []byte) (string, []byte, bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxTokenField || uint64(len(b)-k) < n {
+		return "", nil, false
+	}
+	return string(b[k : k+int(n)]), b[k+int(n):], true
+}
+
+// Hashes are "sha256:<64 hex>"; a token carries such a hash as its 32
+// bytes (tag 1), anything else as a field (tag 0), to keep tokens short.
+const (
+	hashAsField  = 0
+	hashAsSHA256 = 1
+	sha256Prefix = "sha256:"
+)
+
+func appendHash(b []byte, h string) []byte {
+	if hexSum, ok := strings.CutPrefix(h, sha256Prefix); ok && hexSum == strings.ToLower(hexSum) {
+		if raw, err := hex.DecodeString(hexSum); err == nil && len(raw) == sha256.Size {
+			return append(append(b, hashAsSHA256), raw...)
+		}
+	}
+	return appendField(append(b, hashAsField), h)
+}
+
+func readHash(b []byte) (string, []byte, bool) {
+	if len(b) == 0 {
+		return "", nil, false
+	}
+	switch b[0] {
+	case hashAsSHA256:
+		if len(b) < 1+sha256.Size {
+			return "", nil, false
+		}
+		return sha256Prefix + hex.EncodeToString(b[1:1+sha256.Size]), b[1+sha256.Size:], true
+	case hashAsField:
+		return readField(b[1:])
+	}
+	return "", nil, false
 }
 
 // decision reads a new comment "/approve <token>" or "/deny <token>
 // [reason]" as a decision on the call the token names, when its author's
-// association may decide; ok is false for any other comment (it may be a
-// turn). A decision comment never becomes a turn, decided or not.
+// association may decide; isDecision is false for any other comment (it
+// may be a turn). A decision comment never becomes a turn, decided or not.
 func (d *Door) decision(ev *Event, id string) (dec *channels.Decision, isDecision bool) {
+	dec, isDecision, _ = d.decide(ev, id)
+	return dec, isDecision
+}
+
+// decide is decision with the reason a decision comment decides nothing.
+func (d *Door) decide(ev *Event, id string) (dec *channels.Decision, isDecision bool, refused error) {
 	if ev.Name != "issue_comment" || ev.Action != "created" {
-		return nil, false
+		return nil, false, nil
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(ev.Comment), "\n")
 	m := decisionRE.FindStringSubmatch(strings.TrimSpace(first))
 	if m == nil {
-		return nil, false
+		return nil, false, nil
 	}
-	repo, session, call, ok := parseToken(m[2])
 	allowed := d.ApproverAssociation
 	if len(allowed) == 0 {
 		allowed = DefaultApproverAssociation()
 	}
-	if !ok || repo != ev.Repo || !slices.Contains(allowed, strings.ToUpper(ev.Association)) {
-		return nil, true
+	if !slices.Contains(allowed, strings.ToUpper(ev.Association)) {
+		return nil, true, fmt.Errorf("@%s (%s) may not decide approvals here: approverAssociation is %s; nothing was decided",
+			ev.Sender, ev.Association, strings.Join(allowed, ", "))
 	}
-	req := workflows.ApproveRequest{Call: call, Approve: m[1] == "approve", By: Kind + ":" + ev.Sender, Door: Kind, Vetted: true}
+	g, err := openToken(approvalKey(d.Secret), ev.Repo, strconv.Itoa(ev.Number), m[2])
+	if err != nil {
+		return nil, true, err
+	}
+	req := workflows.ApproveRequest{Call: g.Call, Approve: m[1] == "approve", ArgsHash: g.ArgsHash, DefinitionHash: g.DefinitionHash,
+		By: Kind + ":" + ev.Sender, Door: Kind, Vetted: true}
 	if !req.Approve {
 		req.Reason = strings.TrimSpace(m[3])
 		if req.Reason == "" {
 			req.Reason = "denied on GitHub by @" + ev.Sender
 		}
 	}
-	return &channels.Decision{Session: session, ID: Kind + ":" + id, Request: req}, true
+	return &channels.Decision{Session: g.Session, ID: Kind + ":" + id, Request: req}, true, nil
 }
 
 // Ask implements channels.Asker: a comment showing the waiting call and
@@ -88,7 +217,10 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 	if err != nil {
 		return "", err
 	}
-	tok := approvalToken(t.Chat, session, ev.ID)
+	if len(r.approvalKey) == 0 {
+		return "", channels.Permanent(errNoTokenKey)
+	}
+	tok := issueToken(r.approvalKey, t.Chat, t.Thread, grant{Session: session, Call: ev.ID, ArgsHash: ev.ArgsHash, DefinitionHash: ev.DefinitionHash})
 	var b strings.Builder
 	fmt.Fprintf(&b, "⏸️ **%s** wants to run with:\n\n```json\n%s\n```\n\n", ev.Name, channels.PrettyJSON(ev.Args))
 	fmt.Fprintf(&b, "Reply `/approve %s` or `/deny %s <reason>`", tok, tok)

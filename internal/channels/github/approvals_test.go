@@ -18,9 +18,10 @@ import (
 // decisions.
 func TestDecisionComments(t *testing.T) {
 	t.Parallel()
-	tok := approvalToken("octo/app", "github:octo/app#7", "call_1")
-	other := approvalToken("octo/other", "github:octo/other#7", "call_1")
-	d := &Door{}
+	key := approvalKey([]byte(testSecret))
+	tok := issueToken(key, "octo/app", "7", grant{Session: "github:octo/app#7", Call: "call_1"})
+	other := issueToken(key, "octo/other", "7", grant{Session: "github:octo/other#7", Call: "call_1"})
+	d := &Door{Secret: []byte(testSecret)}
 	for _, tc := range []struct {
 		name, comment, association string
 		decision, isDecision       bool

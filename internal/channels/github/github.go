@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -30,6 +31,8 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -113,6 +116,7 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 		return nil, fmt.Errorf("github: %w", err)
 	}
 	rp.Answering = answering(cfg)
+	rp.approvalKey = approvalKey([]byte(secret))
 	for _, a := range cfg.ApproverAssociation {
 		if !slices.Contains(authorAssociations, strings.ToUpper(a)) {
 			return nil, fmt.Errorf("github: approverAssociation: %q is not one of %s", a, strings.Join(authorAssociations, ", "))
@@ -158,6 +162,28 @@ func (d *Door) RedeliverHint(r channels.Request) string {
 	return fmt.Sprintf("the event could not be handed off; GitHub does not redeliver it by itself: "+
 		"open the webhook's Recent Deliveries (repository or organization Settings → Webhooks, or the GitHub App's Advanced page), "+
 		"select delivery %s and press Redeliver", strconv.Quote(header(r.Header, HeaderDelivery)))
+}
+
+// NeedsSandbox implements channels.Confined: an executable policy runs in
+// the tool sandbox.
+func (d *Door) NeedsSandbox() bool { return d.Policy != nil && d.Policy.exec != nil }
+
+// Confine implements channels.Confined: the executable policy runs in sb,
+// with the secret paths of protected (the agent's .env and state dir, the
+// worker's) hidden.
+func (d *Door) Confine(sb *sandbox.Sandbox, protected []tools.Protected) {
+	if d.Policy != nil {
+		d.Policy.box, d.Policy.protected = sb, protected
+	}
+}
+
+// Executables implements channels.Confined: the executable policy, which
+// decides who starts a turn.
+func (d *Door) Executables() []string {
+	if d.Policy == nil || d.Policy.exec == nil {
+		return nil
+	}
+	return []string{d.Policy.exec.Exec}
 }
 
 // Locate implements channels.Located: a relative executable policy is
@@ -247,10 +273,16 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	if d.Policy != nil && ev.skip(d.Policy.bot) {
 		return ok, nil
 	}
-	if dec, isDecision := d.decision(ev, id); isDecision {
+	if dec, isDecision, refused := d.decide(ev, id); isDecision {
 		// A decision comment is never a turn, whether or not it decides.
 		if dec != nil {
 			ok.Decisions = []channels.Decision{*dec}
+		}
+		if refused != nil {
+			// Shown in the webhook's Recent Deliveries; GitHub must not
+			// retry it.
+			slog.Warn("github: decision comment refused", "repo", ev.Repo, "number", ev.Number, "sender", ev.Sender, "reason", refused)
+			ok.Answer.ContentType, ok.Answer.Body = "text/plain; charset=utf-8", []byte(refused.Error()+"\n")
 		}
 		return ok, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 
@@ -266,6 +267,7 @@ func TestDoorEventWithoutIssue(t *testing.T) {
 	t.Parallel()
 	script := writeScript(t, `cat >/dev/null; echo '[{"session":"gh:push","prompt":"a push"}]'`)
 	d := door(t, "policy: {exec: "+script+"}")
+	d.Confine(sandboxtest.Require(t), nil)
 	p, err := d.Parse(req(testSecret, "push", "p1", []byte(`{"ref":"refs/heads/main","repository":{"full_name":"o/r"},"sender":{"login":"a"}}`)))
 	if err != nil || p.Answer.Status != http.StatusAccepted || len(p.Deliveries) != 1 || p.Deliveries[0].Reply != nil ||
 		p.Deliveries[0].Session != "gh:push" || p.Deliveries[0].Prompt.Text != "a push" {

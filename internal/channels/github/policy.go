@@ -6,14 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"text/template"
+	"text/template/parse"
 	"time"
 	"unicode"
+
+	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/tools"
 )
 
 // Rule is one declarative policy rule of channels/github.yaml: when an
@@ -94,6 +97,10 @@ type Policy struct {
 	rules []compiledRule
 	exec  *ExecPolicy
 	bot   string
+	// box and protected confine the executable (Door.Confine); without a
+	// box it does not run.
+	box       *sandbox.Sandbox
+	protected []tools.Protected
 }
 
 // answerText is a comment as the answer to a question the agent asked:
@@ -189,6 +196,16 @@ func compileRule(r Rule, sample map[string]any) (compiledRule, error) {
 	if cr.session, err = parseTemplate("session", r.Session, DefaultSession, sample); err != nil {
 		return cr, err
 	}
+	if usesWrittenText(cr.session, sample) {
+		return cr, fmt.Errorf("session: %q depends on text people write (title, body, comment, labels): whoever opens an issue or comments "+
+			"would choose the session, another conversation's or agent's included; build it from repo, number, owner, name, sender, event, action, pr", r.Session)
+	}
+	var out bytes.Buffer
+	if err := cr.session.Execute(&out, sample); err == nil {
+		if err := checkSessionScope(strings.TrimSpace(out.String())); err != nil {
+			return cr, fmt.Errorf("session: %q, for o/r#1: %w", r.Session, err)
+		}
+	}
 	if cr.prompt, err = parseTemplate("prompt", r.Prompt, DefaultPrompt, sample); err != nil {
 		return cr, err
 	}
@@ -274,7 +291,7 @@ func (p *Policy) IntentsContext(ctx context.Context, ev *Event, delivery string)
 	var out []Intent
 	if p.exec != nil {
 		var err error
-		if out, err = p.exec.run(ctx, ev, delivery); err != nil {
+		if out, err = p.exec.run(ctx, ev, delivery, p.box, p.protected); err != nil {
 			return nil, err
 		}
 	} else {
@@ -301,6 +318,77 @@ func (p *Policy) IntentsContext(ctx context.Context, ev *Event, delivery string)
 	return out, nil
 }
 
+// writtenFields are the view's fields people write; a session ID made
+// from them would be chosen by whoever opens an issue or comments.
+var writtenFields = []string{"title", "body", "comment", "label"}
+
+// usesWrittenText reports whether session template t renders differently
+// when only the written fields differ (however it reaches them: a field,
+// index, with, range, printf…).
+func usesWrittenText(t *template.Template, sample map[string]any) bool {
+	render := func(v string) (string, bool) {
+		view := make(map[string]any, len(sample))
+		for k, x := range sample {
+			view[k] = x
+		}
+		for _, f := range writtenFields {
+			view[f] = v
+		}
+		view["labels"] = []string{v}
+		var b bytes.Buffer
+		if err := t.Execute(&b, view); err != nil {
+			return "", false
+		}
+		return b.String(), true
+	}
+	a, okA := render("a")
+	b, okB := render("bb/delegate-x")
+	return !okA || !okB || a != b || namesWrittenText(t.Root)
+}
+
+// namesWrittenText reports whether a template's tree names a written
+// field anywhere, run or not (a branch the sample does not take): as a
+// field (.title), or as a string (index . "title").
+func namesWrittenText(n parse.Node) bool {
+	written := func(name string) bool { return name == "labels" || slices.Contains(writtenFields, name) }
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return false
+		}
+		return slices.ContainsFunc(n.Nodes, namesWrittenText)
+	case *parse.ActionNode:
+		return namesWrittenText(n.Pipe)
+	case *parse.PipeNode:
+		if n == nil {
+			return false
+		}
+		for _, c := range n.Cmds {
+			if slices.ContainsFunc(c.Args, namesWrittenText) {
+				return true
+			}
+		}
+		return false
+	case *parse.IfNode:
+		return namesWrittenText(n.Pipe) || namesWrittenText(n.List) || namesWrittenText(n.ElseList)
+	case *parse.RangeNode:
+		return namesWrittenText(n.Pipe) || namesWrittenText(n.List) || namesWrittenText(n.ElseList)
+	case *parse.WithNode:
+		return namesWrittenText(n.Pipe) || namesWrittenText(n.List) || namesWrittenText(n.ElseList)
+	case *parse.TemplateNode:
+		return true // another template: not checked, refused
+	case *parse.FieldNode:
+		return slices.ContainsFunc(n.Ident, written)
+	case *parse.ChainNode:
+		return slices.ContainsFunc(n.Field, written) || namesWrittenText(n.Node)
+	case *parse.VariableNode:
+		return slices.ContainsFunc(n.Ident[1:], written)
+	case *parse.StringNode:
+		return written(n.Text)
+	}
+	return false
+}
+
 // checkIntent refuses an intent no turn can be made of.
 func checkIntent(in Intent) error {
 	switch {
@@ -313,6 +401,20 @@ func checkIntent(in Intent) error {
 	case strings.TrimSpace(in.Prompt) == "":
 		return fmt.Errorf("session %q: empty prompt", in.Session)
 	}
+	return checkSessionScope(in.Session)
+}
+
+// checkSessionScope refuses a session of another agent ("<agent>/…": a
+// repository owner may be named like an agent) or below a session (a
+// sub-agent's, "…/delegate-…").
+func checkSessionScope(session string) error {
+	before, _, nested := strings.Cut(session, "/")
+	switch {
+	case nested && !strings.Contains(before, ":"):
+		return fmt.Errorf("session %q would be agent %q's session: start session IDs with a prefix such as \"github:\"", session, before)
+	case strings.Contains(session, "/delegate-"):
+		return fmt.Errorf("session %q names a sub-agent's session (…/delegate-…)", session)
+	}
 	return nil
 }
 
@@ -323,10 +425,14 @@ const maxPolicyOutput = 256 << 10
 // the ingress reaches it.
 var execEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
 
-// run runs the executable with ev on stdin, bounded by its timeout, in its
-// own process group (killed whole on timeout), with no secrets in its
-// environment.
-func (e *ExecPolicy) run(ctx context.Context, ev *Event, delivery string) ([]Intent, error) {
+// run runs the executable with ev on stdin, bounded by its timeout, in the
+// tool sandbox box: read-only, without the network, the secret paths of
+// protected hidden, no secrets in its environment, every process it
+// starts killed on timeout. Without a sandbox it does not run.
+func (e *ExecPolicy) run(ctx context.Context, ev *Event, delivery string, box *sandbox.Sandbox, protected []tools.Protected) ([]Intent, error) {
+	if box == nil {
+		return nil, fmt.Errorf("github: policy %s: no tool sandbox to run it in, and executable policies never run unconfined", e.Exec)
+	}
 	in, err := json.Marshal(map[string]any{"event": ev.Name, "action": ev.Action, "delivery": delivery,
 		"view": ev.View(), "payload": ev.Raw})
 	if err != nil {
@@ -334,20 +440,25 @@ func (e *ExecPolicy) run(ctx context.Context, ev *Event, delivery string) ([]Int
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.Exec, e.Args...) //nolint:gosec // G204: the operator's own policy executable
-	cmd.Env = execEnv
-	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr capped
 	stdout.max, stderr.max = maxPolicyOutput, 4<<10
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 200 * time.Millisecond
-	err = cmd.Run()
-	if ctx.Err() != nil {
+	cmd := &sandbox.Cmd{Path: e.Exec, Args: append([]string{e.Exec}, e.Args...), Env: execEnv, Dir: filepath.Dir(e.Exec),
+		Stdin: bytes.NewReader(in), Stdout: &stdout, Stderr: &stderr, WaitDelay: 200 * time.Millisecond}
+	tools.ConfineRead(cmd, protected)
+	p, err := box.Start(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("github: policy %s: %w", e.Exec, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		p.Kill()
+		<-done //nolint:errcheck // killed: the timeout is the error
 		return nil, fmt.Errorf("github: policy %s: timed out after %s", e.Exec, e.timeout)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, sandbox.ErrWaitDelay) {
 		return nil, fmt.Errorf("github: policy %s: %w: %s", e.Exec, err, strings.TrimSpace(stderr.String()))
 	}
 	if stdout.over {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
 )
 
 func policy(t *testing.T, file string) *Policy {
@@ -71,7 +72,7 @@ func TestRules(t *testing.T) {
 		}
 	}
 	// A template that renders no session gives no intent at all.
-	if _, err := policy(t, `rules: [{event: issue_comment, session: "{{.label}}"}]`).Intents(comment("x", "OWNER")); err == nil {
+	if _, err := policy(t, `rules: [{event: issue_comment, session: "{{if .pr}}pr{{end}}"}]`).Intents(comment("x", "OWNER")); err == nil {
 		t.Error("an empty session was accepted")
 	}
 }
@@ -160,6 +161,7 @@ echo '[{"session":"gh:one","prompt":"first"},{"session":"gh:two","prompt":"secon
 				file += ", timeout: " + c.timeout
 			}
 			p := policy(t, file+"}")
+			p.box = sandboxtest.Require(t)
 			start := time.Now()
 			got, err := p.IntentsContext(context.Background(), ev, "d-1")
 			if took := time.Since(start); took > 3*time.Second {
@@ -183,5 +185,30 @@ echo '[{"session":"gh:one","prompt":"first"},{"session":"gh:two","prompt":"secon
 				}
 			}
 		})
+	}
+}
+
+// Without a tool sandbox (Door.Confine) an executable policy does not run:
+// the event gets no intents and an error that says why.
+func TestExecPolicyNeedsASandbox(t *testing.T) {
+	t.Parallel()
+	marker := filepath.Join(t.TempDir(), "ran")
+	d := door(t, "policy: {exec: "+writeScript(t, "touch "+marker+"; echo '[]'")+"}")
+	if !d.NeedsSandbox() {
+		t.Fatal("a door with an executable policy does not ask for the sandbox")
+	}
+	if door(t, mentionRules).NeedsSandbox() {
+		t.Error("a door with rules asks for the sandbox")
+	}
+	ev, err := NewEvent("issue_comment", fixture(t, "issue_comment.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Policy.IntentsContext(context.Background(), ev, "d-1")
+	if err == nil || !strings.Contains(err.Error(), "never run unconfined") {
+		t.Errorf("err %v, want a refusal", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the policy ran unconfined")
 	}
 }

@@ -103,6 +103,9 @@ type Replier struct {
 	// Answering is how a question comment says to answer it ("": reply
 	// with a comment).
 	Answering string
+	// approvalKey binds approval tokens (approvalKey of the webhook
+	// secret); without it the replier asks for no approval.
+	approvalKey []byte
 }
 
 // NewReplier returns the replier of auth against apiURL ("" for

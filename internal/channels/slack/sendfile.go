@@ -34,7 +34,17 @@ const SendFileName = "slack_send_file"
 // FastAgent.
 func (r *Replier) SendFileTool() agent.Tool { return &sendFileTool{r: r} }
 
-type sendFileTool struct{ r *Replier }
+type sendFileTool struct {
+	r *Replier
+	// protected is the agent's protected list (tools.FileTool); without
+	// one, the workspace's own rules and secrets.
+	protected []tools.Protected
+}
+
+// WithProtected implements tools.FileTool.
+func (t *sendFileTool) WithProtected(p []tools.Protected) agent.Tool {
+	return &sendFileTool{r: t.r, protected: p}
+}
 
 type sendFileArgs struct {
 	Path    string `json:"path"`
@@ -95,7 +105,10 @@ func (t *sendFileTool) Run(ctx context.Context, call agent.ToolCall) (agent.Tool
 		return sendFail("%s refused: %s is not readable by the agent (it holds the runtime's state or the operator's secrets)", SendFileName, a.Path), nil
 	}
 	lim := t.r.Files.WithDefaults()
-	protected := workspace.ProtectedPaths(workspace.Workspace{Dir: call.Dir}, true)
+	protected := t.protected
+	if protected == nil {
+		protected = workspace.ProtectedPaths(workspace.Workspace{Dir: call.Dir}, true)
+	}
 	data, rel, res, err := tools.ReadWorkspaceFile(ctx, call.Dir, a.Path, protected, lim.MaxFileBytes)
 	if err != nil {
 		return agent.ToolResult{}, fmt.Errorf("slack_send_file: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
+	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 
@@ -193,5 +194,33 @@ func TestSendFileOnlyInSlackSessions(t *testing.T) {
 		if got := has(def.SessionSpecs(c.session, nil)); got != c.want {
 			t.Errorf("session %q: offered = %v, want %v", c.session, got, c.want)
 		}
+	}
+}
+
+// TestSendFileHonoursTheAgentsList: given the agent's protected list (the
+// loader gives it through tools.FileTool), the tool refuses what it marks
+// secret — another agent's folder in this workspace, the worker's state
+// dir under another name — as read does.
+func TestSendFileHonoursTheAgentsList(t *testing.T) {
+	t.Parallel()
+	dir := workspaceDir(t)
+	fake, rp := newFake(t)
+	ft, ok := rp.SendFileTool().(tools.FileTool)
+	if !ok {
+		t.Fatal("slack_send_file does not take the agent's protected list")
+	}
+	tool := ft.WithProtected([]tools.Protected{{Path: filepath.Join(dir, "out"), Reason: "it belongs to another agent", Secret: true}})
+	res, err := tool.Run(context.Background(), sendCall("slack:T1:C0CHAN:1700000000.000100", dir, map[string]string{"path": "out/report.csv"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Content, "not readable") {
+		t.Errorf("result = %+v, want a refusal", res)
+	}
+	if calls := fake.Calls(); len(calls) != 0 {
+		t.Errorf("Slack was called: %+v", calls)
+	}
+	if !workspace.ForSession(tool, "slack:T1:C0CHAN") || workspace.ForSession(tool, "alice") {
+		t.Error("the tool with a list is not offered in the same sessions")
 	}
 }

@@ -10,13 +10,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows"
@@ -89,7 +92,7 @@ hmac:
   timestampKey: t
 maxBodyBytes: 4096
 when: body.type.startsWith("invoice.")
-session: "stripe:{{.body.data.object.customer}}"
+session: "hook:stripe:{{.body.data.object.customer}}"
 key: "{{.body.id}}"
 prompt: "Stripe {{.body.type}} for {{.body.data.object.customer}}: {{json .body.data.object}}"
 `
@@ -142,10 +145,10 @@ func TestStripeShapedEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantKey := "hook:stripe:evt_1NG8Du2eZvKYlo2CUI79vXWy"
-	if acc.Turn != wantKey || acc.Session != "stripe:cus_9" || acc.Events != "/sessions/stripe:cus_9/turns/"+wantKey+"/events" {
+	if acc.Turn != wantKey || acc.Session != "hook:stripe:cus_9" || acc.Events != "/sessions/hook:stripe:cus_9/turns/"+wantKey+"/events" {
 		t.Errorf("answer %+v", acc)
 	}
-	if st.n() != 1 || st.ids[0] != workflows.WorkflowID("stripe:cus_9") {
+	if st.n() != 1 || st.ids[0] != workflows.WorkflowID("hook:stripe:cus_9") {
 		t.Fatalf("calls %v", st.ids)
 	}
 	d := st.calls[0]
@@ -164,7 +167,7 @@ secretEnv: GITLAB_WEBHOOK_TOKEN
 token:
   header: X-Gitlab-Token
 when: headers["x-gitlab-event"] == "Merge Request Hook" && body.object_attributes.action == "open"
-session: "gitlab:{{.body.project.path_with_namespace}}!{{.body.object_attributes.iid}}"
+session: "hook:gitlab:{{.body.project.id}}!{{.body.object_attributes.iid}}"
 key: '{{header .headers "X-Gitlab-Event-UUID"}}'
 prompt: "Review merge request {{.body.object_attributes.url}}: {{.body.object_attributes.title}}"
 reply:
@@ -176,7 +179,7 @@ reply:
 // body, a key from the event UUID header, and a reply target.
 func TestGitLabShapedEndpoint(t *testing.T) {
 	srv, st, _ := serve(t, "gitlab", gitlabYAML, map[string]string{"GITLAB_WEBHOOK_TOKEN": "glt-secret", "GITLAB_REPLY_SECRET": specSecret})
-	body := []byte(`{"object_kind":"merge_request","project":{"path_with_namespace":"grp/app"},"object_attributes":{"iid":7,"action":"open","title":"Fix it","url":"https://gitlab.example.com/grp/app/-/merge_requests/7"}}`)
+	body := []byte(`{"object_kind":"merge_request","project":{"id":15,"path_with_namespace":"grp/app"},"object_attributes":{"iid":7,"action":"open","title":"Fix it","url":"https://gitlab.example.com/grp/app/-/merge_requests/7"}}`)
 	h := func(tok, event string) http.Header {
 		return http.Header{"X-Gitlab-Token": {tok}, "X-Gitlab-Event": {event}, "X-Gitlab-Event-Uuid": {"b6a4a1b3-0b0c-4d0e-9a6b-8c2a9d4c1e11"}}
 	}
@@ -200,13 +203,13 @@ func TestGitLabShapedEndpoint(t *testing.T) {
 		t.Fatalf("valid: %d %s", code, resp)
 	}
 	d := st.calls[0]
-	if st.ids[0] != workflows.WorkflowID("gitlab:grp/app!7") || d.Key != "hook:gitlab:b6a4a1b3-0b0c-4d0e-9a6b-8c2a9d4c1e11" ||
+	if st.ids[0] != workflows.WorkflowID("hook:gitlab:15!7") || d.Key != "hook:gitlab:b6a4a1b3-0b0c-4d0e-9a6b-8c2a9d4c1e11" ||
 		d.Prompt.Text != "Review merge request https://gitlab.example.com/grp/app/-/merge_requests/7: Fix it" {
 		t.Errorf("delivery %s %+v", st.ids[0], d)
 	}
 	var target workflows.Target
 	if d.Reply == nil || d.Reply.Kind != "hook:gitlab" || json.Unmarshal(d.Reply.Data, &target) != nil ||
-		target.Chat != "gitlab:grp/app!7" || target.Message != d.Key {
+		target.Chat != "hook:gitlab:15!7" || target.Message != d.Key {
 		t.Errorf("reply target %+v", d.Reply)
 	}
 }
@@ -293,5 +296,48 @@ func TestLoadErrors(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(wh, "Bad Name.yaml"), []byte("scheme: token\nsecretEnv: T\n"), 0o644)
 	if _, err := channels.Load(workspace.Workspace{Dir: dir}.Channels(), env(vars)); err == nil || !strings.Contains(err.Error(), "Bad Name") {
 		t.Errorf("bad name: %v", err)
+	}
+}
+
+// While the workers' backlog is over the admission limits, an endpoint
+// answers 429 with Retry-After before accepting the event (nothing is
+// handed to Temporal, so nothing is accepted and dropped); under them, 202.
+func TestDoorRefusesBeforeAccepting(t *testing.T) {
+	ch, err := New("orders", []byte("scheme: standard\nsecretEnv: S\n"), env(map[string]string{"S": specSecret}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backlog atomic.Int64
+	backlog.Store(500)
+	lim := admission.New(admission.Limits{MaxBacklog: 50, RetryAfter: 3 * time.Second},
+		func(context.Context) (admission.Backlog, error) { return admission.Backlog{Count: backlog.Load()}, nil }, nil)
+	if err := lim.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := &starter{}
+	d := ch.Door.(*Door)
+	srv := httptest.NewServer(channels.Admitted(d.Kind(), d.Handler(st, "q", nil, nil), lim, nil))
+	t.Cleanup(srv.Close)
+	body := []byte(`{"type":"order.created"}`)
+	h, _ := SignStandard([]string{specSecret}, "msg_1", time.Now(), body)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(body))
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != http.StatusTooManyRequests || ra < 3 {
+		t.Fatalf("over the backlog: %s, Retry-After %q; want 429 and at least 3", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	if st.n() != 0 {
+		t.Fatalf("a refused event was handed to Temporal")
+	}
+	backlog.Store(5)
+	if err := lim.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := post(t, srv.URL, h, body); code != http.StatusAccepted || st.n() != 1 {
+		t.Fatalf("under the backlog: %d, %d hand-offs; want 202 and 1", code, st.n())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"text/template"
+	"text/template/parse"
 	"unicode"
 
 	"github.com/google/cel-go/cel"
@@ -72,6 +73,9 @@ func newMapping(name string, cfg Config) (*mapping, error) {
 	if m.session, err = parse("session", cfg.Session, KindPrefix+name); err != nil {
 		return nil, err
 	}
+	if err := checkSessionTemplate(name, m.session); err != nil {
+		return nil, err
+	}
 	if m.prompt, err = parse("prompt", cfg.Prompt, "Webhook "+name+" event:\n\n{{.raw}}"); err != nil {
 		return nil, err
 	}
@@ -101,6 +105,53 @@ func newMapping(name string, cfg Config) (*mapping, error) {
 		}
 	}
 	return m, nil
+}
+
+// An endpoint's sessions are its own: "hook:<name>", or "hook:<name>:"
+// followed by what the template renders, without "/". A session template
+// starting with anything else could name any session — another channel's
+// conversation, another agent's ("<agent>/…"), another endpoint's
+// ("hook:<name>2") — and is refused when the file loads; a value with "/"
+// could name a session below one of the endpoint's own — a sub-agent's
+// ("…/delegate-…"), a named sub-session ("…/<agent>:<name>") — and is
+// refused when rendered.
+
+// checkSessionTemplate refuses a session template whose output does not
+// provably start with the endpoint's namespace: its leading literal text
+// must be "hook:<name>:" (or the whole template "hook:<name>").
+func checkSessionTemplate(name string, t *template.Template) error {
+	own := KindPrefix + name
+	var lead string
+	nodes := t.Root.Nodes
+	if len(nodes) > 0 {
+		if text, ok := nodes[0].(*parse.TextNode); ok {
+			lead = strings.TrimLeftFunc(string(text.Text), unicode.IsSpace)
+		}
+	}
+	if strings.HasPrefix(lead, own+":") || (len(nodes) == 1 && strings.TrimSpace(lead) == own) {
+		return nil
+	}
+	return fmt.Errorf("session: %q could name a session that is not this endpoint's: write it as %q followed by the part "+
+		"that varies (e.g. %q), or %q for one session", t.Root.String(), own+":", own+":{{.body.customer}}", own)
+}
+
+// ownSession refuses a rendered session outside the endpoint's namespace
+// or below one of its sessions.
+func (m *mapping) ownSession(session string) error {
+	own := KindPrefix + m.name
+	rest, ok := strings.CutPrefix(session, own+":")
+	switch {
+	case session == own:
+		return nil
+	case !ok:
+		return fmt.Errorf("session: %q is not one of this endpoint's sessions (%s or %s:…)", session, own, own)
+	case rest == "":
+		return fmt.Errorf("session: %q: the template gave nothing after %s: (a field missing from the event?)", session, own)
+	case strings.Contains(rest, "/"):
+		return fmt.Errorf("session: %q contains \"/\", which separates a session from those below it (sub-agents, named sub-sessions): "+
+			"map the event to a value without it", session)
+	}
+	return nil
 }
 
 // newEvent reads a verified request. id is the scheme's signed delivery ID
@@ -157,6 +208,9 @@ func (m *mapping) turn(e Event) (session, prompt, key string, err error) {
 	session = strings.TrimSpace(session)
 	if session == "" || len(session) > maxTemplated || strings.IndexFunc(session, unicode.IsControl) >= 0 {
 		return "", "", "", fmt.Errorf("session: %q is not a session ID (1..%d characters, no control characters)", session, maxTemplated)
+	}
+	if err := m.ownSession(session); err != nil {
+		return "", "", "", err
 	}
 	if prompt, err = render(m.prompt); err != nil {
 		return "", "", "", err

@@ -3,7 +3,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +24,12 @@ type Callback struct {
 	Session string `json:"session"`
 	Turn    string `json:"turn"`
 	Text    string `json:"text"`
+	// Status is how the turn ended: completed, or failed (Text then says
+	// why); Code is the failure's error code (session_busy: the session
+	// refused the event, its queue being full — send it again later as a
+	// new event).
+	Status string `json:"status,omitempty"`
+	Code   string `json:"code,omitempty"`
 }
 
 // CallbackType is Callback.Type.
@@ -40,6 +45,7 @@ type Replier struct {
 	kind    string
 	url     string
 	secrets []string
+	target  *callbackTarget
 	client  *http.Client
 }
 
@@ -60,10 +66,11 @@ func newReplier(kind string, cfg ReplyConfig, getenv func(string) string) (*Repl
 			return nil, fmt.Errorf("secretEnv: %s: %w", cfg.SecretEnv, err)
 		}
 	}
-	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
-		ResponseHeaderTimeout: 30 * time.Second, IdleConnTimeout: 90 * time.Second}
-	return &Replier{kind: kind, url: cfg.URL, secrets: secrets[:1],
-		client: &http.Client{Transport: tr, Timeout: 45 * time.Second}}, nil
+	target := &callbackTarget{kind: kind, allowPrivate: cfg.AllowPrivate}
+	if err := target.checkURL(u); err != nil {
+		return nil, fmt.Errorf("url: %q: %w", cfg.URL, err)
+	}
+	return &Replier{kind: kind, url: cfg.URL, secrets: secrets[:1], target: target, client: target.client()}, nil
 }
 
 // Kind implements channels.Replier.
@@ -91,6 +98,12 @@ func (c *callback) Ref() string { return c.ref }
 
 // Finish POSTs text, unless an earlier attempt was accepted.
 func (c *callback) Finish(ctx context.Context, text string) error {
+	return c.Conclude(ctx, text, "", "")
+}
+
+// Conclude POSTs text with the turn's status and code, unless an earlier
+// attempt was accepted.
+func (c *callback) Conclude(ctx context.Context, text, status, code string) error {
 	if c.ref != "" {
 		return nil
 	}
@@ -99,7 +112,7 @@ func (c *callback) Finish(ctx context.Context, text string) error {
 		return channels.Permanent(errors.New("webhook reply: the target has no turn key"))
 	}
 	body, err := json.Marshal(Callback{Type: CallbackType, Name: strings.TrimPrefix(c.r.kind, KindPrefix),
-		Session: c.target.Chat, Turn: key, Text: text})
+		Session: c.target.Chat, Turn: key, Text: text, Status: status, Code: code})
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ token:
 # Optional filter (CEL over body, headers, id, name); false answers 204:
 # when: body.type == "order.created"
 # Templates over .body, .headers, .raw, .id, .name (defaults shown):
-# session: "hook:` + name + `"
+# session: "hook:` + name + `"    # or "hook:` + name + `:{{.body.customer}}": always within hook:` + name + `, no "/"
 # key: "{{.id}}"
 prompt: |
   Webhook event ` + name + `:
@@ -82,6 +82,7 @@ prompt: |
 # reply:                  # POST each answer, signed (Standard Webhooks)
 #   url: https://example.com/agent-answers
 #   secretEnv: ` + strings.TrimSuffix(env, "_SECRET") + `_REPLY_SECRET
+#   allowPrivate: false   # true: the receiver may be on loopback or a private network
 `), nil
 }
 

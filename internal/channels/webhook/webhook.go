@@ -131,6 +131,11 @@ type ReplyConfig struct {
 	// SecretEnv names the variable holding the whsec_ secret the callback
 	// is signed with (Standard Webhooks).
 	SecretEnv string `yaml:"secretEnv"`
+	// AllowPrivate lets callbacks reach loopback and private addresses (a
+	// receiver on this machine or the operator's network). Link-local
+	// addresses (cloud metadata) and the deployment's own services stay
+	// refused.
+	AllowPrivate bool `yaml:"allowPrivate"`
 }
 
 func init() { channels.RegisterDir(Dir, LoadDir) }

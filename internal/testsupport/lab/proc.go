@@ -279,15 +279,17 @@ func StartWorkerProc(s WorkerSpec) (*Proc, error) {
 	if storeDSN == "" {
 		storeDSN = s.Kit.StorePath
 	}
+	// The store DSN and the feed URL can hold a password or a token: they
+	// go through the environment, as the Temporal key does, never the
+	// command line (/proc/<pid>/cmdline is readable by every process).
 	p, err := StartProc(s.Bin, []string{"worker",
 		"--dir", s.Kit.Dir,
 		"--temporal-address", s.TemporalAddress,
 		"--namespace", s.Namespace,
 		"--task-queue", s.TaskQueue,
-		"--store", storeDSN,
-		"--feed", feedURL,
 		"--log-level", "info",
-	}, append(s.Kit.ProcessEnv(), "TEMPORAL_API_KEY="+s.TemporalAPIKey, "TEMPORAL_TLS=false"))
+	}, append(s.Kit.ProcessEnv(), "TEMPORAL_API_KEY="+s.TemporalAPIKey, "TEMPORAL_TLS=false",
+		"FASTAGENT_STORE="+storeDSN, "FASTAGENT_FEED="+feedURL))
 	if err != nil {
 		return nil, err
 	}

@@ -18,8 +18,9 @@ var ErrInjected = errors.New("testkit: injected fault")
 type FaultStore struct {
 	store.Store
 
-	mu   sync.Mutex
-	lose map[string]string // session -> tool whose next result append fails
+	mu     sync.Mutex
+	lose   map[string]string // session -> tool whose next result append fails
+	branch map[string]int    // session -> branch reads left to fail
 }
 
 // LoseToolResult makes the next append of a tool result of tool in session
@@ -57,4 +58,29 @@ func (f *FaultStore) take(session string, entries []transcript.Entry) bool {
 		}
 	}
 	return false
+}
+
+// FailBranch makes the next n branch reads of session fail with
+// ErrInjected, as a store that is briefly unreachable.
+func (f *FaultStore) FailBranch(session string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.branch == nil {
+		f.branch = map[string]int{}
+	}
+	f.branch[session] = n
+}
+
+// Branch fails with ErrInjected while FailBranch has reads of session left.
+func (f *FaultStore) Branch(ctx context.Context, session, leaf string) ([]transcript.Entry, error) {
+	f.mu.Lock()
+	n := f.branch[session]
+	if n > 0 {
+		f.branch[session] = n - 1
+	}
+	f.mu.Unlock()
+	if n > 0 {
+		return nil, fmt.Errorf("read session %q: %w: the store is unreachable", session, ErrInjected)
+	}
+	return f.Store.Branch(ctx, session, leaf)
 }

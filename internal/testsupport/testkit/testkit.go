@@ -9,8 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -323,4 +325,11 @@ func (c *CounterTool) Runs(session string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.runs[session]
+}
+
+// Sessions returns the sessions the tool ran in, sorted.
+func (c *CounterTool) Sessions() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.runs))
 }

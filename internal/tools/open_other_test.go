@@ -1,0 +1,5 @@
+//go:build !linux
+
+package tools
+
+var noOpenat2 bool

@@ -1,0 +1,431 @@
+package workflows
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// An accepted message is a kept message (changeDeliveryQueue). A delivery
+// (SignalDeliver) cannot be refused before it is accepted — a signal has
+// no answer — so the session keeps every delivered turn in its queue,
+// bounded by bytes (MaxQueuedBytes) and count (MaxQueuedDeliveries), and
+// carries what still waits across continue-as-new. Only past that bound,
+// or without a usable key, is a delivery refused, and visibly: a busy reply
+// to the sender on its platform (a callback with the refusal for a
+// webhook), the key recorded as refused in the session and its store (a
+// redelivery gets the same answer; re-attaching to the turn shows it), a
+// warning in the worker's log and MetricTurnsRefused.
+
+// Reasons of MetricTurnsRefused.
+const (
+	refusedQueueFull   = "queue_full"
+	refusedWindowFull  = "window_full"
+	refusedNoKey       = "no_key"
+	refusedInternalKey = "internal_key"
+	refusedBadKey      = "bad_key"
+	refusedNoPrompt    = "no_prompt"
+	refusedTooLarge    = "too_large"
+)
+
+// maxRecentDetails bounds the details of an outcome kept in Recent.
+const maxRecentDetails = 1 << 10
+
+// recentOverhead is what one Recent entry costs besides its key's bytes.
+const recentOverhead = 48
+
+// abortKeyPrefix keys the aborts Recent remembers by update ID.
+const abortKeyPrefix = InternalKeyPrefix + "abort:"
+
+// ReplyRef is the key under which the reply reference of a turn queued at
+// at is kept: its own per run of the key, so that a key that runs again
+// after the idempotency window gets a reply of its own, and a busy notice
+// never stands in for an answer.
+func ReplyRef(key string, at time.Time) string {
+	return key + "@" + strconv.FormatInt(at.UnixMilli(), 36)
+}
+
+// carries reports whether this run follows changeDeliveryQueue.
+func (s *session) carries() bool { return s.keyed() && s.queued >= 1 }
+
+// carriesAll reports whether every waiting turn can be carried to the
+// next run (no handler waits for any of them).
+func (s *session) carriesAll() bool {
+	if !s.carries() {
+		return false
+	}
+	for _, t := range s.queue {
+		if t.delivery == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// waitingCallers counts the waiting turns a caller's update waits for
+// (before changeDeliveryQueue: every waiting turn).
+func (s *session) waitingCallers() int {
+	if !s.carries() {
+		return len(s.queue)
+	}
+	n := 0
+	for _, t := range s.queue {
+		if t.delivery == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// queuedDeliveries counts the carriable turns waiting and their bytes.
+func (s *session) queuedDeliveries() (n, bytes int) {
+	for _, t := range s.queue {
+		if t.delivery != nil {
+			n++
+			bytes += t.size
+		}
+	}
+	return n, bytes
+}
+
+// deliverySize is what a delivery weighs in the session's state.
+func deliverySize(d Delivery) int {
+	n := len(d.Key) + len(d.Source) + len(d.Prompt.Text) + len(d.Notify) + len(d.Answer) + 128
+	for _, im := range d.Prompt.Images {
+		n += len(im.MimeType) + len(im.Data) + 32
+	}
+	if d.Reply != nil {
+		n += len(d.Reply.Kind) + len(d.Reply.Data)
+	}
+	return n
+}
+
+// window is the idempotency window: the session's own, the definition's,
+// else the default.
+func (s *session) window() time.Duration {
+	if s.in.IdempotencyWindow > 0 {
+		return s.in.IdempotencyWindow
+	}
+	if w := s.snap.Loop.Settings.IdempotencyWindow; w > 0 {
+		return w
+	}
+	return defaultIdempotencyWindow
+}
+
+// pruneRecent forgets the keys answered before the window.
+func (s *session) pruneRecent(now time.Time) {
+	horizon := now.Add(-s.window())
+	n := 0
+	for n < len(s.snap.Recent) && s.snap.Recent[n].At.Before(horizon) {
+		n++
+	}
+	if n > 0 {
+		s.snap.Recent = append([]RecentTurn(nil), s.snap.Recent[n:]...)
+	}
+}
+
+// recentFull reports whether remembering one more key of keyBytes, besides
+// the turns waiting and running, would take Recent past its bound.
+func (s *session) recentFull(ctx workflow.Context, keyBytes int) bool {
+	limit := recentBytes
+	if s.in.RecentBytes > 0 {
+		limit = s.in.RecentBytes
+	}
+	horizon := workflow.Now(ctx).Add(-s.window())
+	used := keyBytes + recentOverhead
+	for _, r := range s.snap.Recent {
+		if !r.At.Before(horizon) {
+			used += len(r.Key) + recentOverhead
+		}
+	}
+	for _, t := range s.queue {
+		used += len(t.id) + recentOverhead
+	}
+	if s.running != nil {
+		used += len(s.running.id) + recentOverhead
+	}
+	return used > limit
+}
+
+// windowFullText is the refusal of a new key while Recent is full.
+func (s *session) windowFullText() string {
+	return fmt.Sprintf("session busy: it has taken %d turns within its idempotency window (%s) and keeps every key for that long, "+
+		"so that a redelivered one is never run twice; new keys are refused until older ones leave the window — retry later",
+		len(s.snap.Recent), s.window())
+}
+
+// countRefusal counts a refused turn in MetricTurnsRefused.
+func (s *session) countRefusal(ctx workflow.Context, reason, via string) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"reason": reason, "via": via}).Counter(MetricTurnsRefused).Inc(1)
+}
+
+// abortSeen reports what the abort update being handled did when an update
+// with its ID was handled before (a retried stop), so it does it again to
+// no other turn.
+func (s *session) abortSeen(ctx workflow.Context) (AbortResult, bool) {
+	info := workflow.GetCurrentUpdateInfo(ctx)
+	if !s.carries() || info == nil {
+		return AbortResult{}, false
+	}
+	out, _, known := s.recentKey(ctx, abortKeyPrefix+info.ID)
+	if !known {
+		return AbortResult{}, false
+	}
+	return AbortResult{Turn: out.Turn}, true
+}
+
+// rememberAbort keeps what the abort update being handled did, by its ID.
+func (s *session) rememberAbort(ctx workflow.Context, res AbortResult) {
+	info := workflow.GetCurrentUpdateInfo(ctx)
+	if !s.carries() || info == nil {
+		return
+	}
+	s.remember(ctx, abortKeyPrefix+info.ID, agentloop.Outcome{Turn: res.Turn, Status: agent.TypeFailed, Code: agent.CodeAborted})
+}
+
+// restoreQueue queues the turns the previous run carried, and dates the
+// remembered keys of a snapshot from before changeDeliveryQueue (their
+// window starts now).
+func (s *session) restoreQueue(ctx workflow.Context) {
+	for _, q := range s.snap.Queue {
+		d := q.Delivery
+		s.queue = append(s.queue, &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source},
+			reply: d.Reply, notify: d.Notify, delivery: &d, at: q.At, ref: q.Ref, size: deliverySize(d)})
+	}
+	s.snap.Queue = nil
+	if !s.carries() {
+		return
+	}
+	now := workflow.Now(ctx)
+	for i := range s.snap.Recent {
+		if s.snap.Recent[i].At.IsZero() {
+			s.snap.Recent[i].At = now
+		}
+	}
+}
+
+// stopCarriedLive stops the live replies of the turns about to be carried
+// and waits until they have stopped: a live reply of this run must not
+// write after the next run's final reply.
+func (s *session) stopCarriedLive(ctx workflow.Context) {
+	for _, t := range s.queue {
+		if t.live != nil && t.stopLive != nil {
+			t.stopLive()
+		}
+	}
+	for _, t := range s.queue {
+		if t.live != nil {
+			_ = t.live.Get(ctx, nil)
+			t.live, t.stopLive = nil, nil
+		}
+	}
+}
+
+// carryQueue puts the waiting turns into the snapshot for the next run.
+func (s *session) carryQueue() {
+	s.snap.Queue = nil
+	for _, t := range s.queue {
+		if t.delivery != nil {
+			s.snap.Queue = append(s.snap.Queue, QueuedTurn{Delivery: *t.delivery, At: t.at, Ref: t.ref})
+		}
+	}
+}
+
+// badDelivery is why a delivery cannot be a turn ("" when it can).
+func badDelivery(d Delivery) (reason, detail string) {
+	switch {
+	case d.Key == "":
+		return refusedNoKey, "a delivery needs a key (its idempotency key)"
+	case strings.HasPrefix(d.Key, InternalKeyPrefix):
+		return refusedInternalKey, fmt.Sprintf("key %q: keys starting with %q name the session's own turns (follow-ups, wake-ups); choose another key",
+			d.Key, InternalKeyPrefix)
+	case len(d.Key) > MaxKeyBytes:
+		return refusedBadKey, fmt.Sprintf("a key of %d bytes is longer than %d", len(d.Key), MaxKeyBytes)
+	case strings.TrimSpace(d.Prompt.Text) == "" && len(d.Prompt.Images) == 0:
+		return refusedNoPrompt, "a delivery needs prompt text or images"
+	}
+	return "", ""
+}
+
+// keepDelivery is onDelivery since changeDeliveryQueue: a delivery with a
+// usable key that is new (not running, waiting, remembered, nor the answer
+// to the question waiting) is queued, or refused visibly past the queue's
+// bound.
+func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
+	if reason, detail := badDelivery(d); reason != "" {
+		workflow.GetLogger(ctx).Warn("delivery refused: "+detail, "session", s.in.Session, "key", d.Key, "reason", reason)
+		s.countRefusal(ctx, reason, "deliver")
+		return
+	}
+	if s.running != nil && s.running.id == d.Key {
+		return
+	}
+	if _, _, known := s.recentKey(ctx, d.Key); known {
+		return // answered, refused or an answer already: the same again
+	}
+	for _, t := range s.queue {
+		if t.id == d.Key {
+			return
+		}
+	}
+	if s.answersQuestion(ctx, d) {
+		return
+	}
+	size := deliverySize(d)
+	n, bytes := s.queuedDeliveries()
+	switch {
+	case size > MaxQueuedBytes:
+		// It could not even be carried across continue-as-new.
+		s.refuseDelivery(ctx, d, refusedTooLarge, fmt.Sprintf(
+			"this message weighs %d KiB, more than the %d KiB a session keeps waiting; it was refused — send a smaller one",
+			size>>10, MaxQueuedBytes>>10))
+		return
+	case n >= MaxQueuedDeliveries || bytes+size > MaxQueuedBytes:
+		s.refuseDelivery(ctx, d, refusedQueueFull, fmt.Sprintf(
+			"session busy: %d turns (%d KiB) are already waiting, the most it keeps (%d KiB); this message was refused and will not be answered — send it again later",
+			n, bytes>>10, MaxQueuedBytes>>10))
+		return
+	case s.recentFull(ctx, len(d.Key)):
+		s.refuseDelivery(ctx, d, refusedWindowFull, s.windowFullText())
+		return
+	}
+	now := workflow.Now(ctx)
+	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.Reply, notify: d.Notify,
+		delivery: &d, at: now, ref: ReplyRef(d.Key, now), size: size}
+	s.queue = append(s.queue, t)
+	// Waiting behind another turn: its reply mounts now, showing that —
+	// for the first few only (each is a running activity), and not while
+	// the run rolls over (the turn waits for the next run).
+	if d.Reply != nil && (s.running != nil || len(s.queue) > 1) && !s.rollover && n < MaxQueuedTurns &&
+		workflow.GetVersion(ctx, changeChannelStreams, workflow.DefaultVersion, 1) >= 1 {
+		s.startLive(ctx, t, true)
+	}
+}
+
+// refuseDelivery refuses d visibly: a warning, MetricTurnsRefused, the key
+// remembered and recorded as refused (a redelivery gets the same answer)
+// and, for a channel message, a busy reply carrying the refusal.
+func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detail string) {
+	workflow.GetLogger(ctx).Warn("delivery refused: "+detail, "session", s.in.Session, "key", d.Key, "reason", reason)
+	s.countRefusal(ctx, reason, "deliver")
+	out := agentloop.Outcome{Turn: d.Key, Status: agent.TypeFailed, Code: agent.CodeSessionBusy, Details: detail}
+	if reason != refusedWindowFull {
+		s.remember(ctx, d.Key, out)
+	}
+	s.records++
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		defer func() { s.records-- }()
+		s.recordTurn(gctx, d.Key, out, time.Time{})
+	})
+	if d.Reply == nil {
+		return
+	}
+	in := ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: *d.Reply, Busy: true, Outcome: out,
+		Ref: ReplyRef(d.Key, workflow.Now(ctx))}
+	s.replies++
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		defer func() { s.replies-- }()
+		s.reply(gctx, in)
+	})
+}
+
+// replyFailed reports a channel reply that failed after its retries: an
+// error in the worker's log naming the session and turn,
+// MetricRepliesFailed, and (since changeDeliveryQueue) an entry of the
+// session's FailedReplies, shown by its state.
+func (s *session) replyFailed(ctx workflow.Context, in ReplyInput, err error) {
+	workflow.GetLogger(ctx).Error("channel reply failed after its retries; the turn's outcome stays in the session (re-attach to the turn to read it)",
+		"session", s.in.Session, "turn", in.Turn, "kind", in.Reply.Kind, "busy", in.Busy, "error", err)
+	if !s.carries() {
+		return
+	}
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"channel": in.Reply.Kind}).Counter(MetricRepliesFailed).Inc(1)
+	msg := err.Error()
+	if len(msg) > 500 {
+		msg = msg[:500] + "…"
+	}
+	kept := in
+	s.snap.FailedReplies = append(s.snap.FailedReplies, FailedReply{Turn: in.Turn, Kind: in.Reply.Kind, Busy: in.Busy,
+		Error: msg, At: workflow.Now(ctx), Input: &kept})
+	if n := len(s.snap.FailedReplies) - maxFailedReplies; n > 0 {
+		s.snap.FailedReplies = append([]FailedReply(nil), s.snap.FailedReplies[n:]...)
+	}
+}
+
+// asking reports whether a question of the running turn waits for its
+// answer, or for its answer to be shown (question_answered published).
+func (s *session) asking() bool {
+	for _, q := range s.questions {
+		if !q.answered || q.sub == nil && !q.closed {
+			return true
+		}
+	}
+	return false
+}
+
+// failedReply is the index of turn's failed reply in the snapshot (-1:
+// none).
+func (s *session) failedReply(turn string) int {
+	for i, f := range s.snap.FailedReplies {
+		if f.Turn == turn && f.Input != nil {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *session) validateResend(_ workflow.Context, req ResendRequest) error {
+	if s.failedReply(req.Turn) < 0 {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("turn %q has no failed channel reply to send again", req.Turn),
+			agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if s.resending[req.Turn] {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("the reply of turn %q is being sent again already", req.Turn),
+			agent.CodeTurnRunning, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	return nil
+}
+
+// onResend sends the failed reply of a turn once more (a few attempts): it
+// leaves FailedReplies when it is sent; else it stays with the new error.
+func (s *session) onResend(ctx workflow.Context, req ResendRequest) error {
+	i := s.failedReply(req.Turn)
+	if i < 0 {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("turn %q has no failed channel reply to send again", req.Turn),
+			agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	in := *s.snap.FailedReplies[i].Input
+	if s.resending == nil {
+		s.resending = map[string]bool{}
+	}
+	s.resending[req.Turn] = true
+	defer delete(s.resending, req.Turn)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: replyTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 3},
+		Summary:             "reply again · " + in.Reply.Kind + " · turn " + in.Turn,
+	})
+	err := workflow.ExecuteActivity(actx, ActivityChannelReply, in).Get(actx, nil)
+	if i = s.failedReply(req.Turn); i < 0 {
+		return err
+	}
+	if err != nil {
+		msg := err.Error()
+		if len(msg) > 500 {
+			msg = msg[:500] + "…"
+		}
+		s.snap.FailedReplies[i].Error, s.snap.FailedReplies[i].At = msg, workflow.Now(ctx)
+		return temporal.NewApplicationErrorWithOptions("the channel reply failed again: "+msg, "reply_failed",
+			temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	s.snap.FailedReplies = append(s.snap.FailedReplies[:i:i], s.snap.FailedReplies[i+1:]...)
+	workflow.GetLogger(ctx).Info("channel reply sent again", "session", s.in.Session, "turn", in.Turn, "kind", in.Reply.Kind)
+	return nil
+}
