@@ -237,6 +237,8 @@ func buildOnce(key string, log *slog.Logger, what string, build func(out string)
 	dir := filepath.Join(cache, key)
 	bin := filepath.Join(dir, Program)
 	if executable(bin) {
+		now := time.Now()
+		_ = os.Chtimes(dir, now, now) // used: pruneBuilds keeps it
 		return bin, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: a cache of programs, like GOBIN
@@ -279,7 +281,30 @@ func buildOnce(key string, log *slog.Logger, what string, build func(out string)
 		return "", fmt.Errorf("%w: %w", errNotFound, err)
 	}
 	log.Warn("built the Temporal dev server", "path", bin, "took", time.Since(started).Round(time.Second))
+	pruneBuilds(cache, key)
 	return bin, nil
+}
+
+// unusedFor is how long a cached build of the program stays unused before
+// a new build removes it (each edit of a checkout's cmd/fastagent-devserver
+// is a build of about 300 MB).
+const unusedFor = 7 * 24 * time.Hour
+
+// pruneBuilds removes the cached builds other than keep that nobody used
+// for unusedFor (Find marks a build it returns as used).
+func pruneBuilds(cache, keep string) {
+	entries, err := os.ReadDir(cache)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == keep {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > unusedFor {
+			_ = os.RemoveAll(filepath.Join(cache, e.Name()))
+		}
+	}
 }
 
 func envOr(env []string) []string {

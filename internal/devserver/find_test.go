@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fake writes a shell script named like the program that prints line and
@@ -131,5 +132,26 @@ func TestStartAgainAfterADeathAtStart(t *testing.T) {
 	s.Stop()
 	if _, err := os.Stat(filepath.Join(dir, "died")); err != nil {
 		t.Fatal("the first child did not die: the test tested nothing")
+	}
+}
+
+// A new build removes the cached builds nobody used for a week, and keeps
+// the others.
+func TestPruneBuilds(t *testing.T) {
+	cache := t.TempDir()
+	for _, k := range []string{"src-old", "src-recent", "src-new"} {
+		if err := os.MkdirAll(filepath.Join(cache, k), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-unusedFor - time.Hour)
+	if err := os.Chtimes(filepath.Join(cache, "src-old"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	pruneBuilds(cache, "src-new")
+	for k, want := range map[string]bool{"src-old": false, "src-recent": true, "src-new": true} {
+		if _, err := os.Stat(filepath.Join(cache, k)); (err == nil) != want {
+			t.Errorf("%s: kept = %v, want %v", k, err == nil, want)
+		}
 	}
 }
