@@ -3,29 +3,37 @@
 
 GO       ?= go
 BIN      ?= bin/fastagent
-# Packages whose tests link the embedded Temporal server. They run once,
-# without -race, beside the end-to-end tests (an external test package
-# pkg_test counts as pkg): a -race build of the server
-# alone costs many minutes on 2 cores, and one plain build serves them all.
-SERVER_PKGS = $(shell $(GO) list -test -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '/ go.temporal.io\/server\/temporal( |$$)/ {sub(/_test$$/, "", $$1); print $$1}' | grep -v -e '\.test$$' -e /internal/e2e -e /examples/ | sort -u)
-PKGS_FAST = $(filter-out $(SERVER_PKGS),$(shell $(GO) list ./... | grep -v -e /internal/e2e -e /examples/))
+# The Temporal dev server is a program of its own module (it links the
+# Temporal server; fastagent links none): `dev` and the tests run it as a
+# child process, found through FASTAGENT_DEVSERVER.
+DEVSERVER     = bin/fastagent-devserver
+DEVSERVER_DIR = cmd/fastagent-devserver
+export FASTAGENT_DEVSERVER := $(CURDIR)/$(DEVSERVER)
+PKGS_FAST = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /examples/)
 # phase prints a phase's name and, when it ends, how long it took.
 phase = @echo "== $(1)"; start=$$(date +%s); $(2) && echo "== $(1): $$(( $$(date +%s) - start ))s"
 
-.PHONY: dev test test-parallel build build-worker lint vet fmt-check tidy-check unit e2e record-histories docs clean
+.PHONY: dev test test-parallel build $(DEVSERVER) lint vet fmt-check tidy-check unit e2e record-histories docs clean
 
-## dev: run everything in one process (embedded Temporal + Web UI + worker + HTTP ingress)
-dev:
+## dev: run everything (a Temporal dev server + Web UI as a child process, worker, HTTP ingress)
+dev: $(DEVSERVER)
 	$(GO) run ./cmd/fastagent dev $(ARGS)
 
-## test: what CI runs — format, vet, lint, unit tests with -race, end-to-end tests on the embedded server
+# The dev server program: built once (the Temporal server's first build takes
+# minutes on 2 cores), then only relinked when its module changes.
+$(DEVSERVER):
+	@mkdir -p bin
+	@test -x $(DEVSERVER) || echo "building the Temporal dev server ($(DEVSERVER_DIR), once: it links the Temporal server)"
+	cd $(DEVSERVER_DIR) && $(GO) build -o $(CURDIR)/$(DEVSERVER) .
+
+## test: what CI runs — format, vet, lint, unit tests with -race, end-to-end tests on the dev server
 test: fmt-check tidy-check vet lint unit e2e
 	@echo "== make test: all phases passed"
 
 ## test-parallel: the same phases, the end-to-end phase (which mostly waits) beside lint and
 ## the -race unit phase (which mostly compile): faster from a cold cache, but the end-to-end
 ## tests then share the CPU with the compiler, so their timing is less predictable
-test-parallel: fmt-check tidy-check vet
+test-parallel: fmt-check tidy-check vet $(DEVSERVER)
 	@rm -f .e2e-status; \
 	 { $(MAKE) --no-print-directory e2e 2>&1; echo $$? > .e2e-status; } | sed -u 's/^/[e2e] /' & \
 	 $(MAKE) --no-print-directory lint unit; rc=$$?; \
@@ -38,7 +46,7 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(call phase,vet,$(GO) vet ./... && cd examples && $(GO) vet ./...)
+	$(call phase,vet,$(GO) vet ./... && (cd examples && $(GO) vet ./...) && cd $(DEVSERVER_DIR) && $(GO) vet ./...)
 
 # Linters are pinned, built once per machine into the Go path (shared by
 # every clone, so a fresh clone does not rebuild them) and linked into bin/.
@@ -58,46 +66,45 @@ bin/workflowcheck:
 
 ## lint: golangci-lint (.golangci.yml) and Temporal's workflowcheck over workflows/
 lint: bin/golangci-lint bin/workflowcheck
-	$(call phase,lint,bin/golangci-lint run ./... && bin/workflowcheck ./workflows/...)
+	$(call phase,lint,bin/golangci-lint run ./... && bin/workflowcheck ./workflows/... && cd $(DEVSERVER_DIR) && $(CURDIR)/bin/golangci-lint run --config $(CURDIR)/.golangci.yml ./...)
 
 # go.mod and go.sum say exactly what the code imports.
 tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
 	@cd examples && $(GO) mod tidy -diff || { echo "examples/go.mod is not tidy: run (cd examples && go mod tidy) and commit"; exit 1; }
+	@cd $(DEVSERVER_DIR) && $(GO) mod tidy -diff || { echo "$(DEVSERVER_DIR)/go.mod is not tidy: run (cd $(DEVSERVER_DIR) && go mod tidy) and commit"; exit 1; }
 
-unit:
+# Unit tests run with -race: no package of this module links the Temporal
+# server any more. Those that need a Temporal (the package examples of
+# fastagent.Start, internal/devserver) start the dev server program.
+unit: $(DEVSERVER)
 	$(call phase,unit (-race),$(GO) test -race -count=1 -timeout 15m $(PKGS_FAST))
 
-# The end-to-end package, the embedding examples (their own module: public
-# packages only) and the packages that link the Temporal server run without
-# -race (it would rebuild the server instrumented: many minutes on 2 cores).
 # The end-to-end tests mostly wait, so they run as E2E_SHARDS processes at
-# once (internal/e2e/shards.sh), each with its own embedded server, and the
-# server-linked packages and the examples module run beside them (their
-# output follows the shards').
+# once (internal/e2e/shards.sh), each with its own dev server child; the
+# embedding examples (their own module: public packages only) run beside
+# them (their output follows the shards'). They run without -race: it
+# doubles their CPU time on 2 cores (see README, Tests) for no finding the
+# -race unit phase does not make.
 E2E_SHARDS ?= 3
-e2e:
-	$(call phase,end-to-end tests ($(E2E_SHARDS) shards) and server-linked packages,\
-	  log=$$(mktemp); { $(GO) test -count=1 -timeout 30m $(SERVER_PKGS) && cd examples && $(GO) test -count=1 ./...; } >$$log 2>&1 & pid=$$!; \
+e2e: $(DEVSERVER)
+	$(call phase,end-to-end tests ($(E2E_SHARDS) shards) and the examples module,\
+	  log=$$(mktemp); { cd examples && $(GO) test -count=1 ./...; } >$$log 2>&1 & pid=$$!; \
 	  ./internal/e2e/shards.sh $(E2E_SHARDS); rc=$$?; wait $$pid; prc=$$?; \
-	  echo "-- server-linked packages and examples:"; cat $$log; rm -f $$log; \
+	  echo "-- examples:"; cat $$log; rm -f $$log; \
 	  [ $$rc -eq 0 ] && [ $$prc -eq 0 ])
 
 ## record-histories: re-record workflow histories replayed by workflows/replay_test.go
-record-histories:
+record-histories: $(DEVSERVER)
 	FASTAGENT_RECORD_HISTORIES=1 $(GO) test -count=1 -run TestHistories ./internal/e2e/
 
 ## docs: regenerate docs/cli.md from the commands' own help (TestCLIReference fails when it is stale)
 docs:
 	$(GO) test -count=1 -run '^TestCLIReference$$' ./cmd/fastagent -args -update-docs
 
-## build: the full binary (with the embedded dev server)
-build:
+## build: fastagent (the production binary: no Temporal server in it) and the dev server program beside it
+build: $(DEVSERVER)
 	$(GO) build -o $(BIN) ./cmd/fastagent
-
-## build-worker: a production binary without the embedded server
-build-worker:
-	$(GO) build -tags nodevserver -o bin/fastagent-worker ./cmd/fastagent
 
 clean:
 	rm -rf bin
@@ -113,17 +120,17 @@ FUZZTIME ?= 60s
 
 ## bench: one table of latency, throughput, history and memory figures, measured side by side;
 ## also written to bench-out/bench.json with a chart of the latency distributions, bench-out/bench.svg
-bench:
+bench: $(DEVSERVER)
 	$(GO) run ./cmd/fastagent-lab bench $(ARGS)
 
 ## load: the load curve — open-loop Poisson turns at each offered rate on a realistic scripted model;
 ## a table per offered load, bench-out/load.json and bench-out/load.svg. Shrink or change it with ARGS,
 ## e.g. make load ARGS="-rates 5,10 -duration 20s -pool 1000" or ARGS="-shape prod"
-load:
+load: $(DEVSERVER)
 	$(GO) run ./cmd/fastagent-lab load $(ARGS)
 
 ## chaos: worker and dev-server SIGKILLs (one while a sub-agent runs), model faults, a panicking tool, a worker killed under load (ARGS="-only delegation" runs one section)
-chaos:
+chaos: $(DEVSERVER)
 	$(GO) run ./cmd/fastagent-lab chaos $(ARGS)
 
 ## fuzz: every fuzz target in the repository, $(FUZZTIME) each

@@ -129,10 +129,14 @@ type Roles struct {
 // what is unset, including Temporal Cloud API keys and mTLS files).
 type Temporal struct {
 	Client client.Client
-	// Embedded starts a Temporal server (and Web UI) in this process, with
-	// its state in <StateDir>/temporal.db, as `fastagent dev` does. Every
-	// call to it needs the key it writes to <StateDir>/temporal-token; its
-	// Web UI opens through Runtime.WebUILogin.
+	// Embedded starts a Temporal development server (and Web UI), with its
+	// state in <StateDir>/temporal.db, as `fastagent dev` does: the
+	// fastagent-devserver program, run as a child process that ends with
+	// this one (found through FASTAGENT_DEVSERVER, next to the executable
+	// or on PATH, else built once into the user cache dir when the Go
+	// toolchain is there; see docs/operations.md). Every call to it needs
+	// the key it writes to <StateDir>/temporal-token; its Web UI opens
+	// through Runtime.WebUILogin.
 	Embedded bool
 	// UIPort is the embedded Web UI's port (0 = a free port, -1 = no UI).
 	UIPort    int
@@ -255,7 +259,7 @@ func (opts Options) serveConfig(ctx context.Context) (serve.Config, error) {
 func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts) (client.Client, error) {
 	spec := serve.Temporal{Client: t.Client, Dial: tclient.Config{Address: t.Address, Namespace: t.Namespace}.FromEnv()}
 	if t.Embedded {
-		spec.Embedded = &serve.Embedded{UIPort: t.UIPort, Start: startEmbedded}
+		spec.Embedded = &serve.Embedded{UIPort: t.UIPort}
 	}
 	conn, err := parts.Connect(ctx, spec, rt.ln)
 	if err != nil {

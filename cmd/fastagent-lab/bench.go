@@ -130,7 +130,7 @@ func runBench(args []string) error {
 	fs.StringVar(&f.out, "out", "bench-out", "directory to write bench.json and bench.svg into (empty: write nothing)")
 	fs.StringVar(&f.nats, "nats", envOr("FASTAGENT_LAB_NATS", "nats://127.0.0.1:4222"), "NATS URL for the multi-process figures")
 	fs.IntVar(&f.wfPollers, "wf-pollers", 0, "workflow task pollers of the bench worker: 0 autoscaled (the default), n ≥ 2 fixed (2 was the default before)")
-	fs.StringVar(&f.server, "server", "embedded", "the Temporal server: embedded in this process, or process (the same server in a process of its own; the actions figure needs embedded)")
+	fs.StringVar(&f.server, "server", "embedded", "the Temporal server: embedded (the dev server, a child of this process), or process (the same server started by a process of its own; the actions figure needs embedded)")
 	fs.BoolVar(&f.untuned, "untuned", false, "use the embedded server's stock configuration (the tuning comparison runs this in a child process)")
 	if err := fs.Parse(args); err != nil {
 		return err

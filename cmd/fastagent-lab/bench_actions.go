@@ -87,12 +87,12 @@ func (b *bench) settle(id string) error {
 	defer cancel()
 	var last int64 = -1
 	for {
-		d, err := b.c.DescribeWorkflowExecution(ctx, id, "")
+		d, err := b.c.DescribeWorkflow(ctx, id, "")
 		if err != nil {
 			return fmt.Errorf("describe %s: %w", id, err)
 		}
-		n := d.GetWorkflowExecutionInfo().GetHistoryLength()
-		if len(d.GetPendingActivities()) == 0 && n == last {
+		n := d.RawResponse.GetWorkflowExecutionInfo().GetHistoryLength()
+		if len(d.RawResponse.GetPendingActivities()) == 0 && n == last {
 			return nil
 		}
 		last = n

@@ -31,11 +31,11 @@ type histPoint struct {
 // (DescribeWorkflowExecution's figure, or the sum of the events' encoded
 // sizes when the server does not report one).
 func (b *bench) describeHistory(ctx context.Context, session string) (histPoint, error) {
-	d, err := b.c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(session), "")
+	d, err := b.c.DescribeWorkflow(ctx, workflows.WorkflowID(session), "")
 	if err != nil {
 		return histPoint{}, fmt.Errorf("describe %s: %w", session, err)
 	}
-	info := d.GetWorkflowExecutionInfo()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	p := histPoint{run: info.GetExecution().GetRunId(), bytes: info.GetHistorySizeBytes(), events: info.GetHistoryLength()}
 	if p.bytes > 0 {
 		return p, nil

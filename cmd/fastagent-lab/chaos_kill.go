@@ -38,7 +38,7 @@ func (ch *chaos) newProcEnv(config string, workers int) (*procEnv, error) {
 	if err := lab.NATSReachable(ch.f.nats); err != nil {
 		return nil, fmt.Errorf("worker-process scenarios need NATS at %s (-nats): %w", ch.f.nats, err)
 	}
-	ch.prog.Logf("building the worker binary (-tags nodevserver)")
+	ch.prog.Logf("building the fastagent binary")
 	bin, err := ch.bins.Worker()
 	if err != nil {
 		return nil, err

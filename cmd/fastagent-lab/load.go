@@ -134,7 +134,7 @@ func runLoad(args []string) error {
 	fs.IntVar(&f.tokens, "tokens", 50, "scripted model: tokens per text reply")
 	fs.StringVar(&f.shape, "shape", "embedded", "embedded (one process: server, worker, ingress) or prod (worker processes, Postgres store, NATS feed)")
 	fs.IntVar(&f.workers, "workers", 1, "worker processes with -shape prod")
-	fs.StringVar(&f.server, "server", "", "the Temporal server: embedded in this process, or process (the same server in a process of its own); default embedded with -shape embedded, process with -shape prod")
+	fs.StringVar(&f.server, "server", "", "the Temporal server: embedded (the dev server, a child of this process), or process (the same server started by a process of its own); default embedded with -shape embedded, process with -shape prod")
 	fs.StringVar(&f.store, "store", "sqlite", "with -shape embedded: the session store, sqlite or postgres (a throwaway database), to measure one part of the prod shape alone")
 	fs.StringVar(&f.feed, "feed", "inprocess", "with -shape embedded: the live feed, inprocess or nats, to measure one part of the prod shape alone")
 	fs.StringVar(&f.out, "out", "bench-out", "directory for load.json and load.svg (empty: write nothing)")
@@ -401,8 +401,8 @@ func (st *loadStack) serve(c client.Client, rt *serve.Parts) error {
 }
 
 // prodLoadStack is the production shape on one machine: worker processes
-// (nodevserver build) on a Postgres store, the ingress in this process
-// reading the NATS feed; the Temporal server stays embedded here.
+// (the fastagent build) on a Postgres store, the ingress in this process
+// reading the NATS feed; the Temporal dev server is this process's child.
 func prodLoadStack(f loadFlags, prog *lab.Progress) (*loadStack, error) {
 	if err := lab.NATSReachable(f.nats); err != nil {
 		return nil, fmt.Errorf("-shape prod needs NATS at %s: %w", f.nats, err)
@@ -415,7 +415,7 @@ func prodLoadStack(f loadFlags, prog *lab.Progress) (*loadStack, error) {
 	st.close = append(st.close, drop)
 	bins := &lab.Binaries{}
 	st.close = append(st.close, bins.Close)
-	prog.Logf("building the worker binary (-tags nodevserver)")
+	prog.Logf("building the fastagent binary")
 	bin, err := bins.Worker()
 	if err != nil {
 		st.shutdown()

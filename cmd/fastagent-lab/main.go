@@ -1,10 +1,11 @@
 // Command fastagent-lab measures and shakes fastagent, built from this
-// source tree, on the embedded Temporal server:
+// source tree, on the Temporal dev server (the fastagent-devserver program,
+// a child process):
 //
 //	fastagent-lab bench [flags]   latency, throughput, history and memory figures, side by side
 //	fastagent-lab chaos [flags]   worker and server kills, model faults, tool panics under load
 //	fastagent-lab load [flags]    the load curve: latency, throughput, CPU and memory per offered load
-//	fastagent-lab server -info f  a Temporal server in a process of its own (load -server process runs it)
+//	fastagent-lab server -info f  a Temporal server started by a process of its own (load -server process runs it)
 //
 // Results go to stdout as one table (or JSON with -json); progress goes to
 // stderr. bench also writes the report as bench.json and a chart of the

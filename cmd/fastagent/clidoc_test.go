@@ -1,8 +1,3 @@
-//go:build !nodevserver
-
-// docs/cli.md is the full CLI's reference (with `dev`), so it is generated
-// and checked in the full build only.
-
 package main
 
 import (

@@ -78,8 +78,8 @@ func TestComposeMatchesCLI(t *testing.T) {
 			t.Errorf("deploy/Dockerfile sets %s, which `fastagent start` does not document", m[1])
 		}
 	}
-	if !strings.Contains(string(df), "nodevserver") || !strings.Contains(string(df), "USER ") {
-		t.Error("deploy/Dockerfile must build without the embedded server and run as a non-root user")
+	if regexp.MustCompile(`go (build|install)[^\n]*fastagent-devserver`).Match(df) || !strings.Contains(string(df), "./cmd/fastagent\n") || !strings.Contains(string(df), "USER ") {
+		t.Error("deploy/Dockerfile must build fastagent alone (no dev server) and run as a non-root user")
 	}
 }
 

@@ -1,8 +1,8 @@
-//go:build !nodevserver
-
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastagent/fastagent/internal/serve"
-	"github.com/fastagent/fastagent/internal/serve/embedserver"
 	"github.com/fastagent/fastagent/internal/tclient"
 )
 
@@ -27,9 +26,10 @@ func devCommand(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run everything in one process: embedded Temporal + Web UI, worker, HTTP ingress",
-		Long: "Starts an embedded Temporal server (SQLite file under the state dir), the Temporal Web UI,\n" +
-			"a worker and the HTTP ingress in one process. State survives restarts. Ctrl-C stops it cleanly.",
+		Short: "Run everything at once: a Temporal dev server + Web UI, worker, HTTP ingress",
+		Long: "Starts a Temporal development server (SQLite file under the state dir) with the Temporal Web UI —\n" +
+			"the fastagent-devserver program, as a child process — and a worker and the HTTP ingress in this\n" +
+			"process. State survives restarts. Ctrl-C stops it cleanly.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.argvSecrets(cmd); err != nil {
@@ -69,7 +69,7 @@ func devCommand(g *globals) *cobra.Command {
 				return failure("%w", err)
 			}
 			defer stopTracing()
-			emb := &serve.Embedded{FrontendPort: temporalPort, UIPort: uiPort, Start: embedserver.Start}
+			emb := &serve.Embedded{FrontendPort: temporalPort, UIPort: uiPort}
 			if noUI {
 				emb.UIPort = -1
 			}
@@ -85,7 +85,7 @@ func devCommand(g *globals) *cobra.Command {
 			if err := printDevReady(cmd.OutOrStdout(), run, conn.Embedded, parts.Config.StateDir, started); err != nil {
 				return err
 			}
-			return run.Wait(ctx)
+			return waitDev(ctx, run, conn.Embedded, parts.Config.StateDir)
 		},
 	}
 	f.bind(cmd, false)
@@ -93,6 +93,27 @@ func devCommand(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&uiPort, "ui-port", envInt("FASTAGENT_UI_PORT", 8233), "embedded Temporal Web UI port [FASTAGENT_UI_PORT]")
 	cmd.Flags().BoolVar(&noUI, "no-ui", false, "do not start the Web UI")
 	return cmd
+}
+
+// waitDev serves until ctx ends, or until the Temporal dev server's process
+// exits under it (killed, crashed): everything then stops with an error
+// pointing at its log.
+func waitDev(ctx context.Context, run *serve.Running, srv *serve.EmbeddedServer, stateDir string) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	died := errors.New("the Temporal dev server exited")
+	go func() {
+		select {
+		case <-srv.Exited:
+			cancel(died)
+		case <-ctx.Done():
+		}
+	}()
+	err := run.Wait(ctx)
+	if errors.Is(context.Cause(ctx), died) {
+		return failure("the Temporal dev server exited (%v); its log is %s", srv.Err(), filepath.Join(stateDir, "temporal.log"))
+	}
+	return err
 }
 
 // printDevReady prints where everything `fastagent dev` started listens.

@@ -28,6 +28,7 @@ var processEnv = []struct{ name, what string }{
 	{"FASTAGENT_API_TOKEN", "API token: the admin token the ingress accepts; the token invoke/session send"},
 	{"FASTAGENT_API_TOKENS", "API tokens the ingress accepts: principal:rights:sha256hex lines (or ;-separated)"},
 	{"FASTAGENT_SANDBOX", "tool confinement: auto (default: namespaces, else Landlock), namespaces, landlock, or off (unconfined); overrides tools.sandbox"},
+	{"FASTAGENT_DEVSERVER", "the fastagent-devserver program dev runs (default: next to fastagent, on PATH, else built once with go)"},
 	{"FASTAGENT_SESSION", "default --session of invoke"},
 	{"FASTAGENT_URL", "default --url of invoke"},
 }

@@ -1,6 +1,8 @@
 // Package buildinfo tells which fastagent this binary is: its version, the
-// build ID (the commit it was built from), and the Temporal SDK, server and
-// Go versions linked in, from the module build info and link-time flags.
+// build ID (the commit it was built from), and the Temporal SDK and Go
+// versions linked in, from the module build info and link-time flags. (No
+// Temporal server is linked: `fastagent dev` runs the fastagent-devserver
+// program.)
 package buildinfo
 
 import (
@@ -18,11 +20,8 @@ var (
 	buildID string
 )
 
-// Module paths whose versions are reported.
-const (
-	sdkModule    = "go.temporal.io/sdk"
-	serverModule = "go.temporal.io/server"
-)
+// sdkModule is the module whose version is reported.
+const sdkModule = "go.temporal.io/sdk"
 
 // Info is what `fastagent version` prints.
 type Info struct {
@@ -32,10 +31,8 @@ type Info struct {
 	// BuildID is the -ldflags build ID, else the VCS revision (with
 	// "-dirty" for uncommitted changes), else "unknown".
 	BuildID string `json:"buildId"`
-	// SDK and Server are the Temporal modules' versions; Server is "" when
-	// the binary was built without the embedded server.
-	SDK    string `json:"temporalSdk"`
-	Server string `json:"temporalServer,omitempty"`
+	// SDK is the Temporal SDK's version.
+	SDK string `json:"temporalSdk"`
 	// Go is the toolchain that built the binary.
 	Go string `json:"go"`
 }
@@ -77,11 +74,8 @@ func From(bi *debug.BuildInfo, ldVersion, ldBuildID string) Info {
 		if d.Replace != nil {
 			v = d.Replace.Version + " (replaces " + d.Version + ")"
 		}
-		switch d.Path {
-		case sdkModule:
+		if d.Path == sdkModule {
 			info.SDK = v
-		case serverModule:
-			info.Server = v
 		}
 	}
 	info.Go = bi.GoVersion
@@ -94,17 +88,13 @@ func (i Info) String() string {
 	fmt.Fprintf(&b, "fastagent        %s\n", i.Version)
 	fmt.Fprintf(&b, "build            %s\n", i.BuildID)
 	fmt.Fprintf(&b, "temporal sdk     %s\n", orNone(i.SDK))
-	fmt.Fprintf(&b, "temporal server  %s\n", orNone(i.Server, "not linked (built without the embedded server)"))
 	fmt.Fprintf(&b, "go               %s\n", orNone(i.Go))
 	return b.String()
 }
 
-func orNone(v string, none ...string) string {
+func orNone(v string) string {
 	if v != "" {
 		return v
-	}
-	if len(none) > 0 {
-		return none[0]
 	}
 	return "unknown"
 }

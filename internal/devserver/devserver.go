@@ -1,52 +1,60 @@
-// Package devserver embeds a Temporal server (SQLite persistence) and the
-// Temporal Web UI in the current process, for `fastagent dev` and the
-// end-to-end tests. It is the only package that links go.temporal.io/server,
-// so that no other package pays for its build.
+// Package devserver starts the Temporal development server of fastagent —
+// the fastagent-devserver program, a module of its own
+// (cmd/fastagent-devserver) — as a child process, for `fastagent dev`,
+// fastagent.Start with an embedded server, the lab and the end-to-end
+// tests. Nothing here links the Temporal server: fastagent stays on the
+// current Temporal SDK, and only the child carries the server.
 //
-// The server is locked on its own, whoever can reach its loopback ports:
-// every frontend call needs the per-run credential (Server.APIKey, sent as
-// "authorization: Bearer <key>"), internode traffic is mutual TLS with a
-// CA kept in memory (see auth.go), and the Web UI answers only a browser
-// that opened a login link (package uigate).
+// The child is locked on its own, whoever reaches its loopback ports: every
+// frontend call needs the per-run key (Server.APIKey, sent as
+// "authorization: Bearer <key>"), internode traffic is mutual TLS with a CA
+// it keeps in memory, and its Web UI answers only a browser that opened a
+// login link (UILoginURL). The key reaches it on its stdin, never on its
+// command line or in its environment, and it makes itself non-dumpable.
+//
+// The child lives as long as its parent: it stops when its stdin closes
+// (Stop, or the parent's exit), and on Linux the kernel kills it when the
+// parent dies (PR_SET_PDEATHSIG).
 package devserver
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
+	"os/exec"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/server/common/authorization"
-	"go.temporal.io/server/common/cluster"
-	"go.temporal.io/server/common/config"
-	"go.temporal.io/server/common/dynamicconfig"
-	tlog "go.temporal.io/server/common/log"
-	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
-	sqliteschema "go.temporal.io/server/schema/sqlite"
-	"go.temporal.io/server/temporal"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/uigate"
 )
 
-// Options configures the embedded server. Zero values get sane defaults.
+// protocol is the version of the child's stdin/stdout protocol this
+// package speaks (cmd/fastagent-devserver's protocol constant).
+const protocol = 1
+
+// ReadyTimeout bounds how long Start waits for the child to serve.
+var ReadyTimeout = 2 * time.Minute
+
+// Options configures the server. Zero values get sane defaults.
 type Options struct {
+	// Binary is the fastagent-devserver program; empty finds it (Find).
+	Binary string
 	// DatabaseFile is the SQLite file; empty keeps everything in memory.
 	DatabaseFile string
 	// IP the frontend and UI bind to; default 127.0.0.1.
@@ -57,28 +65,31 @@ type Options struct {
 	UIPort int
 	// Namespace is created on every start (a no-op when it exists); default "default".
 	Namespace string
-	// Logger reports the UI's own failures; default slog.Default().
+	// Logger reports progress (a first build of the program); default
+	// slog.Default().
 	Logger *slog.Logger
 	// LogWriter receives the server's JSON log lines at LogLevel and above
-	// (default: os.Stderr at warn).
+	// (the child's stderr; default os.Stderr at warn). An *os.File is
+	// handed to the child as it is.
 	LogWriter io.Writer
 	LogLevel  slog.Level
 	// NoSearchAttributes leaves the session search attributes unregistered
 	// (tests of a namespace without them); by default Start registers them.
 	NoSearchAttributes bool
 	// Untuned keeps Temporal's stock dynamic configuration instead of the
-	// latency tuning described in Tuning.
+	// latency tuning (see docs/operations.md, "Latency tuning").
 	Untuned bool
-	// DynamicConfig overrides or adds dynamic config values.
+	// DynamicConfig overrides or adds dynamic config values (numbers,
+	// strings, booleans, durations as "10s").
 	DynamicConfig map[string]any
 	// TLS serves the frontend over TLS; nil serves plaintext.
 	TLS *TLS
 	// CodecEndpoint is the codec server the Web UI decodes payloads with
-	// (e.g. http://127.0.0.1:8787/codec); empty shows payloads as stored.
-	// Only a signed-in browser sees it.
+	// (e.g. http://127.0.0.1:8787/codec/dev/<key>); empty shows payloads as
+	// stored. Only a signed-in browser sees it.
 	CodecEndpoint string
-	// APIKey is the credential every frontend call must carry
-	// ("authorization: Bearer <APIKey>"); empty draws one for this run.
+	// APIKey is the credential every frontend call must carry; empty draws
+	// one for this run.
 	APIKey string
 	// KeyFile, when set, receives APIKey (mode 0600), for the CLI and the
 	// operator's own tools; it belongs in a directory tools cannot read.
@@ -87,64 +98,72 @@ type Options struct {
 
 // TLS is the frontend's TLS setup (PEM files). The server's own clients
 // use the internal frontend (internode mutual TLS), not this; the Web UI
-// server trusts CAFile, checks ServerName and, when client certificates
-// are required, presents the server certificate, so it must then also be
-// valid for client auth and be signed by a CA in ClientCAFile. A client
+// trusts CAFile, checks ServerName and, when client certificates are
+// required, presents the server certificate, so it must then also be valid
+// for client auth and be signed by a CA in ClientCAFile. A client
 // certificate alone is no credential: calls still need the API key.
 type TLS struct {
-	CertFile, KeyFile string
+	CertFile string `json:"certFile"`
+	KeyFile  string `json:"keyFile"`
 	// CAFile signed CertFile; ServerName is a name in CertFile.
-	CAFile     string
-	ServerName string
+	CAFile     string `json:"caFile"`
+	ServerName string `json:"serverName"`
 	// ClientCAFile, when set, makes the frontend require client
 	// certificates signed by it (mTLS).
-	ClientCAFile string
+	ClientCAFile string `json:"clientCAFile,omitempty"`
 }
 
-// Server is a running embedded Temporal server (and UI).
+// childConfig is the configuration line the child reads on stdin.
+type childConfig struct {
+	DatabaseFile  string         `json:"databaseFile,omitempty"`
+	IP            string         `json:"ip,omitempty"`
+	FrontendPort  int            `json:"frontendPort,omitempty"`
+	UIPort        int            `json:"uiPort,omitempty"`
+	Namespace     string         `json:"namespace,omitempty"`
+	LogLevel      string         `json:"logLevel,omitempty"`
+	Untuned       bool           `json:"untuned,omitempty"`
+	DynamicConfig map[string]any `json:"dynamicConfig,omitempty"`
+	TLS           *TLS           `json:"tls,omitempty"`
+	CodecEndpoint string         `json:"codecEndpoint,omitempty"`
+	APIKey        string         `json:"apiKey"`
+	KeyFile       string         `json:"keyFile,omitempty"`
+}
+
+// message is one line the child prints.
+type message struct {
+	Protocol int `json:"protocol"`
+	Ready    *struct {
+		Frontend  string `json:"frontend"`
+		Namespace string `json:"namespace"`
+		UI        string `json:"ui"`
+	} `json:"ready"`
+	Error   string           `json:"error"`
+	Actions map[string]int64 `json:"actions"`
+}
+
+// Server is a running fastagent-devserver child.
 type Server struct {
-	server       temporal.Server
-	ui           *webUI
+	bin          string
+	cmd          *exec.Cmd
+	stdin        *os.File
 	frontendAddr string
 	uiAddr       string
 	namespace    string
 	apiKey       string
-	actions      *actionHandler
 	tls          *TLS
+
+	answers chan message  // the child's answers to requests, in order
+	exited  chan struct{} // closed when the child exited
+	waitErr error         // its exit status, once exited is closed
+
+	mu       sync.Mutex // one request at a time
+	stopOnce sync.Once
 }
 
-// Tuning is the dynamic configuration applied unless Options.Untuned is set.
-// Each entry removes a measured source of per-step latency on a one-shard,
-// one-machine server (see docs/operations.md, "Latency tuning"):
-//   - the history queue processors poll at 20/s by default, so a workflow task
-//     after an activity completes waits up to 50 ms for its poll slot;
-//   - eager activity dispatch hands the first activity to the worker that
-//     completed the workflow task, skipping a matching round trip;
-//   - one task-queue partition lets sync match find the waiting poller.
-func Tuning() map[string]any {
-	return map[string]any{
-		"history.transferProcessorMaxPollRPS":   2000,
-		"history.timerProcessorMaxPollRPS":      2000,
-		"history.visibilityProcessorMaxPollRPS": 2000,
-		"history.outboundProcessorMaxPollRPS":   2000,
-		"system.enableActivityEagerExecution":   true,
-		"matching.numTaskqueueReadPartitions":   1,
-		"matching.numTaskqueueWritePartitions":  1,
-		// Schedules and visibility-driven listings should see new runs at once.
-		"system.forceSearchAttributesCacheRefreshOnRead": true,
-	}
-}
-
-// fill sets the defaults and picks free ports; a port asked for that is
-// taken is an error naming the flag that changes it. It draws the API key
-// when none is given.
-func (opts *Options) fill() error {
-	if opts.IP == "" {
-		opts.IP = "127.0.0.1"
-	}
-	if opts.Namespace == "" {
-		opts.Namespace = "default"
-	}
+// Start starts the child and returns once it serves (and, unless
+// NoSearchAttributes, the session search attributes are registered); ctx
+// bounds the start, not the server's life.
+func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -154,127 +173,191 @@ func (opts *Options) fill() error {
 	if opts.LogLevel == 0 {
 		opts.LogLevel = slog.LevelWarn
 	}
-	var err error
-	if opts.FrontendPort == 0 {
-		if opts.FrontendPort, err = FreePort(); err != nil {
-			return err
-		}
-	} else if err := portFree(opts.IP, opts.FrontendPort); err != nil {
-		return fmt.Errorf("temporal frontend port: %w (choose another with --temporal-port)", err)
-	}
-	if opts.UIPort == 0 {
-		if opts.UIPort, err = FreePort(); err != nil {
-			return err
-		}
-	} else if opts.UIPort > 0 {
-		if err := portFree(opts.IP, opts.UIPort); err != nil {
-			return fmt.Errorf("temporal ui port: %w (choose another with --ui-port)", err)
-		}
-	}
 	if opts.APIKey == "" {
-		if opts.APIKey, err = newKey(); err != nil {
-			return err
+		key, err := newKey()
+		if err != nil {
+			return nil, err
+		}
+		opts.APIKey = key
+	}
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, err = Find(opts.Logger); err != nil {
+			return nil, err
 		}
 	}
-	return nil
-}
-
-// dynamicConfig is the server's dynamic config: the latency tuning (unless
-// Untuned) overlaid with Options.DynamicConfig.
-func (opts *Options) dynamicConfig() dynamicconfig.StaticClient {
-	dyn := dynamicconfig.StaticClient{}
-	if !opts.Untuned {
-		for k, v := range Tuning() {
-			dyn[dynamicconfig.MakeKey(k)] = v
+	var s *Server
+	for attempt := 1; ; attempt++ {
+		s = &Server{bin: bin, apiKey: opts.APIKey, tls: opts.TLS, answers: make(chan message, 1), exited: make(chan struct{})}
+		err := s.start(ctx, opts)
+		if err == nil {
+			break
 		}
-	}
-	for k, v := range opts.DynamicConfig {
-		dyn[dynamicconfig.MakeKey(k)] = v
-	}
-	return dyn
-}
-
-// Start builds and starts the server, creating the SQLite schema when the
-// file is new and the namespace on every start. It returns once the frontend
-// accepts connections.
-func Start(opts Options) (*Server, error) {
-	if err := opts.fill(); err != nil {
-		return nil, err
-	}
-	sqlConf, err := sqlConfig(opts)
-	if err != nil {
-		return nil, err
-	}
-	internode, err := internodeTLS()
-	if err != nil {
-		return nil, err
-	}
-	conf, err := serverConfig(opts, sqlConf, internode)
-	if err != nil {
-		return nil, err
-	}
-	logger := tlog.NewZapLogger(zap.New(zapcore.NewCore(
-		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
-		zapcore.AddSync(opts.LogWriter),
-		zapLevel(opts.LogLevel),
-	)))
-	dyn := opts.dynamicConfig()
-	claims := tokenClaims{key: []byte(opts.APIKey)}
-	actions := newActionHandler()
-	srv, err := temporal.NewServer(
-		temporal.WithConfig(conf),
-		temporal.ForServices(services()),
-		temporal.WithLogger(logger),
-		temporal.WithAuthorizer(authorization.NewDefaultAuthorizer()),
-		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claims }),
-		temporal.WithDynamicConfigClient(dyn),
-		temporal.WithCustomMetricsHandler(actions),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("devserver: build: %w", err)
-	}
-	s := &Server{
-		server:       srv,
-		frontendAddr: net.JoinHostPort(opts.IP, strconv.Itoa(opts.FrontendPort)),
-		namespace:    opts.Namespace,
-		apiKey:       opts.APIKey,
-		actions:      actions,
-		tls:          opts.TLS,
-	}
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("devserver: start: %w", err)
-	}
-	if err := waitListening(s.frontendAddr, 30*time.Second); err != nil {
-		_ = srv.Stop()
-		return nil, err
+		// The server exits at once (a fatal log line, no answer) when a port
+		// one of its services drew was taken before it bound it — another
+		// server starting on this machine. A new start draws new ports.
+		if !errors.Is(err, errDied) || attempt == startAttempts {
+			return nil, err
+		}
+		opts.Logger.Warn("the Temporal dev server died while starting; starting it again", "attempt", attempt+1, "error", err)
 	}
 	if !opts.NoSearchAttributes {
-		if err := s.registerSearchAttributes(); err != nil {
-			_ = srv.Stop()
+		if err := s.registerSearchAttributes(ctx); err != nil {
+			s.Stop()
 			return nil, err
 		}
-	}
-	if opts.KeyFile != "" {
-		if err := writeKey(opts.KeyFile, opts.APIKey); err != nil {
-			_ = srv.Stop()
-			return nil, err
-		}
-	}
-	if opts.UIPort > 0 {
-		if s.ui, err = startUI(opts, s.frontendAddr); err != nil {
-			_ = srv.Stop()
-			return nil, err
-		}
-		s.uiAddr = net.JoinHostPort(opts.IP, strconv.Itoa(opts.UIPort))
 	}
 	return s, nil
 }
 
+// start runs the child, sends its configuration and waits for its ready
+// line.
+func (s *Server) start(ctx context.Context, opts Options) error {
+	cfg, err := json.Marshal(childConfig{ //nolint:gosec // G117: the key goes to the child on its stdin, on purpose
+		DatabaseFile: opts.DatabaseFile, IP: opts.IP, FrontendPort: opts.FrontendPort, UIPort: opts.UIPort,
+		Namespace: opts.Namespace, LogLevel: opts.LogLevel.String(), Untuned: opts.Untuned,
+		DynamicConfig: opts.DynamicConfig, TLS: opts.TLS, CodecEndpoint: opts.CodecEndpoint,
+		APIKey: opts.APIKey, KeyFile: opts.KeyFile,
+	})
+	if err != nil {
+		return fmt.Errorf("devserver: configuration: %w", err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("devserver: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		_, _ = inR.Close(), inW.Close()
+		return fmt.Errorf("devserver: %w", err)
+	}
+	s.cmd = exec.Command(s.bin, "--config", "-") //nolint:gosec // G204: the dev server program, found by Find
+	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = inR, outW, opts.LogWriter
+	s.cmd.Env = childEnv()
+	s.cmd.SysProcAttr = procAttr()
+	s.stdin = inW
+	started := make(chan error, 1)
+	go s.run(started)
+	err = <-started
+	_, _ = inR.Close(), outW.Close() // the child holds its own ends
+	if err != nil {
+		_, _ = inW.Close(), outR.Close()
+		return fmt.Errorf("devserver: start %s: %w", s.bin, err)
+	}
+	lines := bufio.NewReader(outR)
+	first := make(chan message, 1)
+	go s.read(lines, outR, first)
+	if _, err := inW.Write(append(cfg, '\n')); err != nil {
+		s.Stop()
+		return fmt.Errorf("devserver: %s %w, without reading its configuration (%w)", s.bin, errDied, s.exitStatus())
+	}
+	return s.awaitReady(ctx, first)
+}
+
+// run starts the child and waits for it on a goroutine locked to its OS
+// thread for the child's whole life: PR_SET_PDEATHSIG fires when the
+// thread that started the child ends, not the process, so that thread
+// must outlive the child.
+func (s *Server) run(started chan<- error) {
+	runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, after the child
+	if err := s.cmd.Start(); err != nil {
+		started <- err
+		close(s.exited)
+		return
+	}
+	started <- nil
+	s.waitErr = s.cmd.Wait()
+	close(s.exited)
+}
+
+// read hands the first line to first and every later one to s.answers.
+func (s *Server) read(lines *bufio.Reader, closer io.Closer, first chan<- message) {
+	defer closer.Close()
+	defer close(s.answers)
+	n := 0
+	for {
+		line, err := lines.ReadBytes('\n')
+		if len(line) > 0 {
+			var m message
+			if json.Unmarshal(line, &m) != nil {
+				m = message{Error: "not a protocol line: " + strings.TrimSpace(string(line))}
+			}
+			if n == 0 {
+				first <- m
+			} else {
+				s.answers <- m
+			}
+			n++
+		}
+		if err != nil {
+			if n == 0 {
+				close(first)
+			}
+			return
+		}
+	}
+}
+
+func (s *Server) awaitReady(ctx context.Context, first <-chan message) error {
+	timer := time.NewTimer(ReadyTimeout)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		s.Stop()
+		return fmt.Errorf("devserver: %w", context.Cause(ctx))
+	case m, ok := <-first:
+		switch {
+		case !ok:
+			<-s.exited
+			return fmt.Errorf("devserver: %s %w (%w); its log has the reason", s.bin, errDied, s.exitStatus())
+		case m.Protocol != protocol:
+			s.Stop()
+			return fmt.Errorf("devserver: %s speaks protocol %d, this fastagent %d: rebuild it from this version (%s)", s.bin, m.Protocol, protocol, buildHint)
+		case m.Error != "":
+			<-s.exited
+			return errors.New(m.Error)
+		case m.Ready == nil:
+			s.Stop()
+			return fmt.Errorf("devserver: %s printed no ready line", s.bin)
+		}
+		s.frontendAddr, s.namespace, s.uiAddr = m.Ready.Frontend, m.Ready.Namespace, m.Ready.UI
+		return nil
+	case <-timer.C:
+		s.Stop()
+		return fmt.Errorf("devserver: %s did not serve within %s", s.bin, ReadyTimeout)
+	}
+}
+
+// childEnv is the child's environment: this one without the variables
+// that carry secrets of the agent (model keys, tokens): the server needs
+// none of them.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if keepEnv(name) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// keepEnv: what a Go program and its time zone, locale and temporary
+// directory need.
+func keepEnv(name string) bool {
+	switch name {
+	case "PATH", "HOME", "USER", "LANG", "TZ", "TMPDIR", "GODEBUG", "GOMAXPROCS", "GOMEMLIMIT", "GOTRACEBACK":
+		return true
+	}
+	return strings.HasPrefix(name, "LC_")
+}
+
 // registerSearchAttributes registers the session search attributes the
 // namespace lacks (sessionstart.Register), so that sessions started on the
-// embedded server can be found by agent, channel, principal and status.
-func (s *Server) registerSearchAttributes() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// server can be found by agent, channel, principal and status.
+func (s *Server) registerSearchAttributes(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var c client.Client
 	var err error
@@ -323,12 +406,6 @@ func (s *Server) dialTLS(ctx context.Context) (client.Client, error) {
 	})
 }
 
-// services are the server's services: the default ones and the internal
-// frontend its own clients call (see auth.go).
-func services() []string {
-	return []string{"frontend", "internal-frontend", "history", "matching", "worker"}
-}
-
 // FrontendAddress is the host:port a Temporal client dials.
 func (s *Server) FrontendAddress() string { return s.frontendAddr }
 
@@ -342,213 +419,117 @@ func (s *Server) Namespace() string { return s.namespace }
 // ("authorization: Bearer <key>").
 func (s *Server) APIKey() string { return s.apiKey }
 
+// exitStatus is how the child exited, once it did ("exit status 0" for a
+// clean exit).
+func (s *Server) exitStatus() error {
+	<-s.exited
+	if s.waitErr == nil {
+		return errors.New("exit status 0")
+	}
+	return s.waitErr
+}
+
+// Pid is the child's process ID.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Exited is closed when the child exited (Stop, or it died); Err then
+// says how.
+func (s *Server) Exited() <-chan struct{} { return s.exited }
+
+// Err is how the child exited, once Exited is closed.
+func (s *Server) Err() error {
+	select {
+	case <-s.exited:
+		return s.waitErr
+	default:
+		return nil
+	}
+}
+
 // UILoginURL returns a new one-time login link to the Web UI ("" when the
 // UI is disabled).
 func (s *Server) UILoginURL() (string, error) {
-	if s.ui == nil {
+	if s.uiAddr == "" {
 		return "", nil
 	}
 	return uigate.LoginURL("http://"+s.uiAddr, s.apiKey)
 }
 
-// Stop stops the UI and the server.
+// Actions returns how many billable actions the server counted in
+// namespace (default: the server's namespace) since it started, by action
+// type as its "action" metric names them: grpc_ExecuteMultiOperation (an
+// update-with-start that started the workflow),
+// message_UpdateWorkflowExecution:Acceptance, command_ScheduleActivityTask,
+// command_BatchMarkers (all markers of one workflow task),
+// grpc_RecordActivityTaskHeartbeat, activity_retry, … The server counts
+// every command it is sent, including the TemporalChangeVersion upsert
+// Temporal Cloud does not bill and the individual markers behind
+// command_BatchMarkers (command_RecordMarker). It is nil when the child
+// does not answer.
+func (s *Server) Actions(namespace string) map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req, _ := json.Marshal(map[string]string{"actions": namespace})
+	if _, err := s.stdin.Write(append(req, '\n')); err != nil {
+		return nil
+	}
+	select {
+	case m, ok := <-s.answers:
+		if !ok || m.Error != "" {
+			return nil
+		}
+		if m.Actions == nil {
+			return map[string]int64{}
+		}
+		return m.Actions
+	case <-time.After(10 * time.Second):
+		return nil
+	}
+}
+
+// StopTimeout bounds how long Stop waits for the child to stop cleanly
+// before it kills it.
+var StopTimeout = 30 * time.Second
+
+// Stop stops the child: it closes its stdin (the child stops its server
+// and exits), and kills it if it is still there after StopTimeout. It is
+// idempotent.
 func (s *Server) Stop() {
-	if s.ui != nil {
-		s.ui.stop()
-	}
-	_ = s.server.Stop() // stopping: nothing left to do with an error
+	s.stopOnce.Do(func() {
+		_ = s.stdin.Close()
+		select {
+		case <-s.exited:
+		case <-time.After(StopTimeout):
+			_ = s.cmd.Process.Kill()
+			<-s.exited
+		}
+	})
 }
 
-func sqlConfig(opts Options) (*config.SQL, error) {
-	conf := &config.SQL{PluginName: sqliteplugin.PluginName}
-	if opts.DatabaseFile == "" {
-		conf.ConnectAttributes = map[string]string{"mode": "memory", "cache": "shared"}
-		conf.DatabaseName = "mem" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	} else {
-		// WAL + synchronous=NORMAL: each commit no longer waits for an fsync.
-		// It survives a process kill; an OS crash may lose the last commits.
-		conf.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "WAL", "synchronous": "NORMAL"}
-		conf.DatabaseName = opts.DatabaseFile
-	}
-	if opts.DatabaseFile != "" {
-		if _, err := os.Stat(opts.DatabaseFile); err == nil {
-			if err := forgetMembers(opts.DatabaseFile); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := os.Stat(opts.DatabaseFile); errors.Is(err, os.ErrNotExist) {
-			if err := os.MkdirAll(filepath.Dir(opts.DatabaseFile), 0o755); err != nil {
-				return nil, fmt.Errorf("devserver: state dir: %w", err)
-			}
-			if err := sqliteschema.SetupSchema(conf); err != nil {
-				return nil, fmt.Errorf("devserver: create schema in %s: %w", opts.DatabaseFile, err)
-			}
-		}
-	} else if err := sqliteschema.SetupSchema(conf); err != nil {
-		return nil, fmt.Errorf("devserver: create schema: %w", err)
-	}
-	ns, err := sqliteschema.NewNamespaceConfig("active", opts.Namespace, false, nil)
-	if err != nil {
-		return nil, fmt.Errorf("devserver: namespace: %w", err)
-	}
-	if err := sqliteschema.CreateNamespaces(conf, ns); err != nil {
-		return nil, fmt.Errorf("devserver: create namespace %q: %w", opts.Namespace, err)
-	}
-	return conf, nil
+// Kill kills the child at once (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.Stop()
 }
 
-func serverConfig(opts Options, sqlConf *config.SQL, internode config.GroupTLS) (*config.Config, error) {
-	var conf config.Config
-	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
-	conf.Global.Membership.BroadcastAddress = "127.0.0.1"
-	conf.Persistence.DefaultStore = "sqlite-default"
-	conf.Persistence.VisibilityStore = "sqlite-default"
-	conf.Persistence.NumHistoryShards = 1
-	conf.Persistence.DataStores = map[string]config.DataStore{"sqlite-default": {SQL: sqlConf}}
-	conf.ClusterMetadata = &cluster.Config{
-		EnableGlobalNamespace:    false,
-		FailoverVersionIncrement: 10,
-		MasterClusterName:        "active",
-		CurrentClusterName:       "active",
-		ClusterInformation: map[string]cluster.ClusterInformation{
-			"active": {
-				Enabled:                true,
-				InitialFailoverVersion: 1,
-				RPCAddress:             net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.FrontendPort)),
-				ClusterID:              "fastagent-dev",
-			},
-		},
+// newKey draws a per-run credential: 32 random bytes, hex.
+func newKey() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("devserver: draw the frontend credential: %w", err)
 	}
-	conf.DCRedirectionPolicy.Policy = "noop"
-	conf.Services = map[string]config.Service{}
-	for _, name := range services() {
-		var svc config.Service
-		if name == "frontend" {
-			svc.RPC.GRPCPort = opts.FrontendPort
-			svc.RPC.BindOnIP = opts.IP
-		} else {
-			p, err := FreePort()
-			if err != nil {
-				return nil, err
-			}
-			svc.RPC.GRPCPort = p
-			svc.RPC.BindOnLocalHost = true
-		}
-		p, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		svc.RPC.MembershipPort = p
-		conf.Services[name] = svc
-	}
-	conf.Archival.History.State = "disabled"
-	conf.Archival.Visibility.State = "disabled"
-	conf.NamespaceDefaults.Archival.History.State = "disabled"
-	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
-	// No PublicClient: with an internal frontend, the server's own clients
-	// find it through membership and dial it with the internode TLS.
-	conf.Global.TLS.Internode = internode
-	if t := opts.TLS; t != nil {
-		client := config.ClientTLS{ServerName: t.ServerName, RootCAFiles: []string{t.CAFile}}
-		conf.Global.TLS.Frontend = config.GroupTLS{
-			Server: config.ServerTLS{CertFile: t.CertFile, KeyFile: t.KeyFile},
-			Client: client,
-		}
-		if t.ClientCAFile != "" {
-			conf.Global.TLS.Frontend.Server.ClientCAFiles = []string{t.ClientCAFile}
-			conf.Global.TLS.Frontend.Server.RequireClientAuth = true
-		}
-	}
-	return &conf, nil
+	return hex.EncodeToString(b), nil
 }
 
-// FreePort returns a TCP port free on loopback now, for a listener that
-// binds it a moment later (the server's services bind their own ports).
-// It draws from below the kernel's ephemeral range, so that an outgoing
-// connection or a ":0" listener elsewhere cannot take the port in between
-// (seen: a service of one of several servers starting at once failed with
-// "address already in use"); it asks the kernel only when none is free
-// there.
-func FreePort() (int, error) {
-	lo, hi := belowEphemeral()
-	for range 64 {
-		port := lo + rand.IntN(hi-lo) //nolint:gosec // G404: a port to try, not a secret
-		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
-			_ = l.Close()
-			return port, nil
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("devserver: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// startAttempts is how many times Start starts a child that dies before
+// it serves.
+const startAttempts = 3
 
-// belowEphemeral is the range FreePort draws from: the 12,000 ports below
-// the kernel's ephemeral range (Linux: /proc/sys/net/ipv4/ip_local_port_range,
-// 32768 by default), never below 10000.
-func belowEphemeral() (lo, hi int) {
-	hi = 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 10000 {
-				hi = n
-			}
-		}
-	}
-	return max(10000, hi-12000), hi
-}
+// errDied: the child exited before its ready line, without saying why on
+// stdout.
+var errDied = errors.New("exited before it served")
 
-func portFree(ip string, port int) error {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-	if err != nil {
-		return fmt.Errorf("%s:%d is in use", ip, port)
-	}
-	return l.Close()
-}
-
-func waitListening(addr string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			return c.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("devserver: frontend %s not listening after %s: %w", addr, limit, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func zapLevel(l slog.Level) zapcore.Level {
-	switch {
-	case l <= slog.LevelDebug:
-		return zapcore.DebugLevel
-	case l <= slog.LevelInfo:
-		return zapcore.InfoLevel
-	case l <= slog.LevelWarn:
-		return zapcore.WarnLevel
-	default:
-		return zapcore.ErrorLevel
-	}
-}
-
-// forgetMembers drops the cluster membership rows a previous run of the
-// embedded server left behind. They name its (now dead) hosts and ports; a
-// new process would otherwise try to join them and answer "Not enough hosts
-// to serve the request" until they expire (30–45 s). The server is embedded
-// and alone on this file, so every row is stale at startup.
-func forgetMembers(file string) error {
-	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		return fmt.Errorf("devserver: open %s: %w", file, err)
-	}
-	defer db.Close()
-	if _, err := db.Exec("DELETE FROM cluster_membership"); err != nil {
-		return fmt.Errorf("devserver: reset cluster membership in %s: %w (is another fastagent dev using this state dir?)", file, err)
-	}
-	return nil
-}
+// errNotFound is Find's error when neither a program nor a way to build
+// one was found.
+var errNotFound = errors.New("the Temporal dev server program (fastagent-devserver) was not found")

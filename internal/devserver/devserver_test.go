@@ -1,54 +1,66 @@
 package devserver
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+
+	"github.com/fastagent/fastagent/internal/sessionstart"
+	"github.com/fastagent/fastagent/internal/tclient"
+	"github.com/fastagent/fastagent/internal/uigate"
 )
 
-// srv is one embedded server (in memory, with the Web UI) shared by the
-// tests here; starting one takes seconds.
+// srv is one dev server (a SQLite file, the Web UI on) shared by the tests
+// here; starting one takes a second or two.
 var (
 	srv     *Server
 	keyFile string
 )
 
-const testCodec = "http://127.0.0.1:1/codec/dev/0123456789abcdef"
+// helperEnv makes the test binary a parent that starts a dev server,
+// prints its PID and waits to be killed (TestChildDiesWithItsParent).
+const helperEnv = "FASTAGENT_DEVSERVER_TEST_PARENT"
+
+// canary is a secret in this process's environment that the child must
+// not inherit.
+const canary = "OPENAI_API_KEY=sk-devserver-canary"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		helperParent()
+		return
+	}
+	k, v, _ := strings.Cut(canary, "=")
+	_ = os.Setenv(k, v)
 	dir, err := os.MkdirTemp("", "devserver-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	keyFile = filepath.Join(dir, "temporal-token")
-	srv, err = Start(Options{
+	srv, err = Start(context.Background(), Options{
 		DatabaseFile:  filepath.Join(dir, "temporal.db"),
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		LogWriter:     io.Discard,
-		CodecEndpoint: testCodec,
+		CodecEndpoint: "http://127.0.0.1:1/codec/dev/0123456789abcdef",
 		KeyFile:       keyFile,
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "start embedded temporal:", err)
+		fmt.Fprintln(os.Stderr, "start the dev server:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -57,170 +69,178 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// dial is a raw SDK client of the server sending key ("" sends none).
-func dial(t *testing.T, key string) client.Client {
-	t.Helper()
-	opts := client.Options{
-		HostPort:  srv.FrontendAddress(),
-		Namespace: srv.Namespace(),
-		Logger:    nopLogger{},
-	}
-	if key != "" {
-		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
-		opts.ConnectionOptions.TLSDisabled = true
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	c, err := client.DialContext(ctx, opts)
+func helperParent() {
+	s, err := Start(context.Background(), Options{UIPort: -1, LogWriter: io.Discard, NoSearchAttributes: true})
 	if err != nil {
-		t.Fatalf("dial: %v", err)
+		fmt.Println("error:", err)
+		os.Exit(1)
 	}
-	t.Cleanup(c.Close)
-	return c
+	fmt.Println(s.Pid())
+	select {}
 }
 
-type nopLogger struct{}
-
-func (nopLogger) Debug(string, ...any) {}
-func (nopLogger) Info(string, ...any)  {}
-func (nopLogger) Warn(string, ...any)  {}
-func (nopLogger) Error(string, ...any) {}
-
-// The frontend refuses every call that does not carry the run's key: a
-// process on loopback can neither read nor act, not even approve a gated
-// tool call through the session's update.
-func TestFrontendRefusesCallsWithoutTheKey(t *testing.T) {
-	ctx := context.Background()
-	for name, key := range map[string]string{"no key": "", "wrong key": strings.Repeat("0", 64)} {
-		t.Run(name, func(t *testing.T) {
-			c := dial(t, key) //nolint:contextcheck // the test client dials with its own deadline
-			calls := map[string]func() error{
-				"list": func() error {
-					_, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: srv.Namespace()})
-					return err
-				},
-				"describe namespace": func() error {
-					_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: srv.Namespace()})
-					return err
-				},
-				"signal": func() error { return c.SignalWorkflow(ctx, "session:s1", "", "steer", "x") },
-				"update": func() error {
-					_, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-						WorkflowID: "session:s1", UpdateName: "approve", WaitForStage: client.WorkflowUpdateStageAccepted,
-					})
-					return err
-				},
-				"terminate": func() error { return c.TerminateWorkflow(ctx, "session:s1", "", "x") },
-				"start": func() error {
-					_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "intruder", TaskQueue: "q"}, "Anything")
-					return err
-				},
+// The child serves every call that carries the key, refuses the others,
+// wrote the key 0600 to the key file, and has the session search
+// attributes registered by this side.
+func TestServesTheKeyOnly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+	for name, key := range map[string]string{"no key": "", "wrong key": strings.Repeat("0", 64), "the key": srv.APIKey()} {
+		c, err := tclient.Dial(ctx, tclient.Config{Address: srv.FrontendAddress(), Namespace: srv.Namespace(), APIKey: key, Plaintext: key != "", Logger: quiet})
+		if err != nil {
+			t.Fatalf("%s: dial: %v", name, err)
+		}
+		_, err = c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: srv.Namespace()})
+		var denied *serviceerror.PermissionDenied
+		if (name == "the key") != (err == nil) || (err != nil && !errors.As(err, &denied)) {
+			t.Errorf("%s: list: %v", name, err)
+		}
+		if name == "the key" {
+			if missing, err := sessionstart.Missing(ctx, c, srv.Namespace()); err != nil || len(missing) > 0 {
+				t.Errorf("search attributes missing: %v %v", missing, err)
 			}
-			for what, call := range calls {
-				var denied *serviceerror.PermissionDenied
-				if err := call(); !errors.As(err, &denied) {
-					t.Errorf("%s: err = %v, want PermissionDenied", what, err)
-				}
-			}
-		})
-	}
-}
-
-// With the key, calls are served (a signal to a missing workflow is
-// NotFound: it got past the authorizer).
-func TestFrontendServesTheKey(t *testing.T) {
-	ctx := context.Background()
-	c := dial(t, srv.APIKey())
-	if _, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: srv.Namespace()}); err != nil {
-		t.Fatalf("list: %v", err)
-	}
-	if _, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: srv.Namespace()}); err != nil {
-		t.Fatalf("describe namespace: %v", err)
-	}
-	var notFound *serviceerror.NotFound
-	if err := c.SignalWorkflow(ctx, "no-such-workflow", "", "steer", "x"); !errors.As(err, &notFound) {
-		t.Fatalf("signal: %v, want NotFound", err)
+		}
+		c.Close()
 	}
 	b, err := os.ReadFile(keyFile)
-	if err != nil || strings.TrimSpace(string(b)) != srv.APIKey() {
-		t.Fatalf("key file: %q %v", b, err)
-	}
-	if fi, _ := os.Stat(keyFile); fi.Mode().Perm() != 0o600 {
-		t.Errorf("key file mode %v, want 0600", fi.Mode().Perm())
+	if fi, _ := os.Stat(keyFile); err != nil || strings.TrimSpace(string(b)) != srv.APIKey() || fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file: %q %v", b, err)
 	}
 }
 
-// The gRPC health check answers without a key (load balancers, probes).
-func TestHealthCheckNeedsNoKey(t *testing.T) {
-	conn, err := grpc.NewClient(srv.FrontendAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+// A login link made on this side (as `fastagent ui-link` makes one)
+// opens the child's Web UI once.
+func TestWebUILoginOpensOnce(t *testing.T) {
+	link, err := srv.UILoginURL()
+	if err != nil || link == "" {
+		t.Fatalf("login link: %q %v", link, err)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i, want := range []int{http.StatusSeeOther, http.StatusUnauthorized} {
+		resp, err := noFollow.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("use %d of the link: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	resp, err := http.Get("http://" + srv.UIAddress() + uigate.SettingsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "temporal.api.workflowservice.v1.WorkflowService"})
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("health: %v %v", resp, err)
-	}
-	// The same connection with a forged header is still refused.
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer guess")
-	_, err = workflowservice.NewWorkflowServiceClient(conn).ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: srv.Namespace()})
-	if status.Code(err) != codes.PermissionDenied {
-		t.Fatalf("list with a guessed key: %v", err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("settings without the login: %d", resp.StatusCode)
 	}
 }
 
-// The server's own clients still work: a schedule is run by the server's
-// system worker, which calls the internal frontend (no key, internode
-// mTLS). Triggering it starts a workflow.
-func TestServerInternalClientsWork(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := dial(t, srv.APIKey())
-	id := fmt.Sprintf("sched-%d", time.Now().UnixNano())
-	h, err := c.ScheduleClient().Create(ctx, client.ScheduleOptions{
-		ID:     id,
-		Spec:   client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: 24 * time.Hour}}},
-		Action: &client.ScheduleWorkflowAction{ID: id + "-run", Workflow: "Nothing", TaskQueue: "nobody-polls"},
-	})
-	if err != nil {
-		t.Fatalf("create schedule: %v", err)
-	}
-	defer func() { _ = h.Delete(context.Background()) }()
-	if err := h.Trigger(ctx, client.ScheduleTriggerOptions{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL}); err != nil {
-		t.Fatalf("trigger: %v", err)
-	}
-	for {
-		d, err := h.Describe(ctx)
-		if err == nil && len(d.Info.RecentActions) > 0 {
-			return
+// The key is on no command line (/proc/<pid>/cmdline is readable by every
+// process) and in no environment; the child does not inherit the agent's
+// secrets either.
+func TestKeyNotOnCommandLineNorEnvironment(t *testing.T) {
+	pid := strconv.Itoa(srv.Pid())
+	for _, f := range []string{"cmdline", "environ"} {
+		b, err := os.ReadFile("/proc/" + pid + "/" + f)
+		if err != nil {
+			t.Skipf("no /proc here: %v", err)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the schedule never started its workflow: %v %+v", err, d)
-		case <-time.After(100 * time.Millisecond):
+		if strings.Contains(string(b), srv.APIKey()) {
+			t.Errorf("the key is in /proc/<child>/%s", f)
+		}
+		if strings.Contains(string(b), canary) {
+			t.Errorf("the parent's OPENAI_API_KEY is in /proc/<child>/%s", f)
 		}
 	}
 }
 
-func TestServerConfigLocksInternode(t *testing.T) {
-	internode, err := internodeTLS()
+// The server counts billable actions; the child answers the count.
+func TestActionsAnswered(t *testing.T) {
+	if a := srv.Actions(""); a == nil {
+		t.Fatal("no answer to the actions request")
+	}
+}
+
+// A parent killed outright (SIGKILL: no Stop, no deferred cleanup) takes
+// its dev server with it.
+func TestChildDiesWithItsParent(t *testing.T) {
+	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, err := serverConfig(Options{FrontendPort: 7233, IP: "127.0.0.1"}, nil, internode)
+	parent := exec.Command(exe, "-test.run=^$")
+	parent.Env = append(os.Environ(), helperEnv+"=1")
+	parent.Stderr = os.Stderr
+	out, err := parent.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if conf.PublicClient.HostPort != "" {
-		t.Errorf("public client %q: the server's clients would call the locked frontend", conf.PublicClient.HostPort)
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := conf.Services["internal-frontend"]; !ok {
-		t.Error("no internal frontend")
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	child, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		_ = parent.Process.Kill()
+		t.Fatalf("the parent printed %q", line)
 	}
-	tls := conf.Global.TLS.Internode
-	if !tls.Server.RequireClientAuth || tls.Server.KeyData == "" || len(tls.Client.RootCAData) == 0 {
-		t.Errorf("internode TLS is not mutual: %+v", tls.Server.RequireClientAuth)
+	if !alive(child) {
+		t.Fatal("the child is not running")
+	}
+	_ = parent.Process.Kill()
+	_ = parent.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for alive(child) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(child, syscall.SIGKILL)
+			t.Fatal("the dev server outlived its parent by 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// alive: pid runs and is not a zombie (a reaped or dead child).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// Stop stops the child: it exits on its own (stdin closed) and Exited
+// closes.
+func TestStopEndsTheChild(t *testing.T) {
+	s, err := Start(context.Background(), Options{UIPort: -1, LogWriter: io.Discard, NoSearchAttributes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.Pid()
+	s.Stop()
+	select {
+	case <-s.Exited():
+	default:
+		t.Fatal("Exited is open after Stop")
+	}
+	if alive(pid) {
+		t.Fatal("the child still runs after Stop")
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("the child exited with %v, want a clean exit", err)
+	}
+	s.Stop() // idempotent
+}
+
+// A port in use is an error naming the flag that changes it, from the
+// child's error line.
+func TestStartErrorFromTheChild(t *testing.T) {
+	_, port, _ := strings.Cut(srv.FrontendAddress(), ":")
+	p, _ := strconv.Atoi(port)
+	_, err := Start(context.Background(), Options{FrontendPort: p, UIPort: -1, LogWriter: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "--temporal-port") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -62,7 +62,7 @@ func (a *Agent) SearchSessions(ctx context.Context, f sessionstart.Filter, limit
 // Status is a session's workflow status from Temporal visibility: StatusOpen,
 // StatusStored, or the closed run's status ("terminated", "failed", …).
 func (a *Agent) Status(ctx context.Context, session string) (string, error) {
-	d, err := a.Client.DescribeWorkflowExecution(ctx, workflows.WorkflowID(session), "")
+	d, err := a.Client.DescribeWorkflow(ctx, workflows.WorkflowID(session), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return StatusStored, nil
@@ -70,7 +70,7 @@ func (a *Agent) Status(ctx context.Context, session string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("durable: describe session %q: %w", session, err)
 	}
-	st := d.GetWorkflowExecutionInfo().GetStatus()
+	st := d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 	if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return StatusOpen, nil
 	}

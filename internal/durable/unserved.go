@@ -65,11 +65,11 @@ func unservedCause(ctx context.Context) *agent.Error {
 // error reading that state reads as "not stuck".
 func (a *Agent) unserved(ctx context.Context, session string, waited time.Duration) error {
 	id := workflows.WorkflowID(session)
-	d, err := a.Client.DescribeWorkflowExecution(ctx, id, "")
+	d, err := a.Client.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return nil //nolint:nilerr // unknown reads as "not stuck": the turn goes on waiting
 	}
-	vi := d.GetWorkflowExecutionInfo().GetVersioningInfo()
+	vi := d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo()
 	pinned := vi.GetDeploymentVersion()
 	if ov := vi.GetVersioningOverride(); ov.GetPinned().GetVersion() != nil {
 		pinned = ov.GetPinned().GetVersion()
@@ -77,7 +77,7 @@ func (a *Agent) unserved(ctx context.Context, session string, waited time.Durati
 	if vi.GetBehavior() != enumspb.VERSIONING_BEHAVIOR_PINNED || pinned.GetBuildId() == "" {
 		return nil
 	}
-	task := d.GetPendingWorkflowTask()
+	task := d.RawResponse.GetPendingWorkflowTask()
 	if task == nil || task.GetState() != enumspb.PENDING_WORKFLOW_TASK_STATE_SCHEDULED ||
 		time.Since(task.GetScheduledTime().AsTime()) < waited {
 		return nil

@@ -37,8 +37,7 @@ var (
 	binErr  error
 )
 
-// fastagentBinary builds cmd/fastagent once per test run, without the
-// embedded server (the worker does not need it, and linking is faster).
+// fastagentBinary builds cmd/fastagent once per test run.
 func fastagentBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -48,7 +47,7 @@ func fastagentBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "fastagent")
-		cmd := exec.Command("go", "build", "-tags", "nodevserver", "-o", binPath, "../../cmd/fastagent")
+		cmd := exec.Command("go", "build", "-o", binPath, "../../cmd/fastagent")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -1,7 +1,7 @@
-// Package e2e runs fastagent end to end on the embedded Temporal server:
-// the real worker, the real langchaingo client against a scripted model
-// server over loopback HTTP, real SQLite, real HTTP ingress. It is the only
-// test package that links the Temporal server.
+// Package e2e runs fastagent end to end on the Temporal dev server (the
+// fastagent-devserver program, a child process of the test binary): the
+// real worker, the real langchaingo client against a scripted model server
+// over loopback HTTP, real SQLite, real HTTP ingress.
 package e2e
 
 import (
@@ -31,7 +31,7 @@ import (
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 )
 
-// server is the embedded Temporal server shared by every test here.
+// server is the Temporal dev server shared by every test here.
 var server *devserver.Server
 
 func TestMain(m *testing.M) {
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	server, err = devserver.Start(devserver.Options{
+	server, err = devserver.Start(context.Background(), devserver.Options{
 		DatabaseFile: filepath.Join(dir, "temporal.db"),
 		UIPort:       -1,
 		LogWriter:    logSink(dir),

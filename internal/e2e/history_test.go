@@ -35,7 +35,10 @@ import (
 )
 
 // historyDir is where recorded histories are kept and replayed from in CI
-// (workflows/replay_test.go). Set FASTAGENT_RECORD_HISTORIES=1 to rewrite them.
+// (workflows/replay_test.go). Set FASTAGENT_RECORD_HISTORIES=1 to rewrite them;
+// with FASTAGENT_RECORD_HISTORIES_PREFIX=p_ as well, they are written as
+// p_<name>.json beside the others (a new SDK's histories kept next to the
+// old SDK's, as v0_* keeps an old workflow version's).
 const historyDir = "../../workflows/testdata/histories"
 
 // historyScenario is one recorded path through the workflows.
@@ -66,6 +69,7 @@ func TestHistories(t *testing.T) {
 	replayer.RegisterWorkflowWithOptions(workflows.DelegateWorkflow, workflow.RegisterOptions{Name: workflows.DelegateWorkflowType})
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	record := os.Getenv("FASTAGENT_RECORD_HISTORIES") == "1"
+	prefix := os.Getenv("FASTAGENT_RECORD_HISTORIES_PREFIX")
 	for _, sc := range historyScenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -88,7 +92,7 @@ func TestHistories(t *testing.T) {
 			settleLatest(t, e, id)
 			if record {
 				// A run count may differ from the last recording.
-				stale, _ := filepath.Glob(filepath.Join(historyDir, sc.name+"_run*.json"))
+				stale, _ := filepath.Glob(filepath.Join(historyDir, prefix+sc.name+"_run*.json"))
 				for _, f := range stale {
 					_ = os.Remove(f)
 				}
@@ -105,9 +109,9 @@ func TestHistories(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				name := sc.name + ".json"
+				name := prefix + sc.name + ".json"
 				if i > 0 {
-					name = fmt.Sprintf("%s_run%d.json", sc.name, i+1)
+					name = fmt.Sprintf("%s%s_run%d.json", prefix, sc.name, i+1)
 				}
 				if err := os.WriteFile(filepath.Join(historyDir, name), b, 0o644); err != nil {
 					t.Fatal(err)

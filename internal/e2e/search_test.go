@@ -138,7 +138,7 @@ func TestSessionSearchAttributes(t *testing.T) {
 // attributes when Temporal refuses them, and the session workflows never
 // upsert (an unknown attribute would fail their workflow tasks).
 func TestSessionsWithoutSearchAttributes(t *testing.T) {
-	srv, err := devserver.Start(devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db"), UIPort: -1, NoSearchAttributes: true, LogWriter: io.Discard})
+	srv, err := devserver.Start(context.Background(), devserver.Options{DatabaseFile: filepath.Join(t.TempDir(), "temporal.db"), UIPort: -1, NoSearchAttributes: true, LogWriter: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shards.sh N [go test flags…] — runs the end-to-end tests as N processes of
-# one test binary at once. Each process starts its own embedded Temporal
-# server; tests already use their own task queues and session names. The
+# one test binary at once. Each process starts its own Temporal dev server
+# (a child process: FASTAGENT_DEVSERVER, else found or built once); tests already use their own task queues and session names. The
 # tests mostly wait (timers, retries, killed workers), so N processes on a
 # 2-core machine take about 1/N of the time of one. Prints each shard's
 # verdict as it finishes and the output of any shard that failed; exits
@@ -53,7 +53,7 @@ while [ "${#shard_of[@]}" -gt 0 ]; do
 		out=$(grep -v -e '^20[0-9][0-9][-/][0-9][0-9][-/][0-9][0-9] ' "$work/log$s")
 		if [ -z "$out" ]; then
 			# Nothing but log lines: the process died outside a test (the
-			# embedded server's own fatal log is in the temporal.log of the
+			# dev server's own fatal log is in the temporal.log of the
 			# fastagent-e2e-* directory it left in the temp dir).
 			out=$(tail -n 20 "$work/log$s"; echo "(no test output; see temporal.log under ${TMPDIR:-/tmp}/fastagent-e2e-*)")
 		fi

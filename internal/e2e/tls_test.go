@@ -113,7 +113,7 @@ func TestTLSFrontendWithClientCertificates(t *testing.T) {
 	cliCert, cliKey := ca.issue(t, "worker")
 	other := newPKI(t, "someone-else")
 
-	srv, err := devserver.Start(devserver.Options{
+	srv, err := devserver.Start(context.Background(), devserver.Options{
 		DatabaseFile: filepath.Join(t.TempDir(), "temporal.db"),
 		UIPort:       -1,
 		LogWriter:    logSink(t.TempDir()),

@@ -284,11 +284,11 @@ func History(ctx context.Context, c client.Client, name string, limit int) ([]Fi
 			if r == nil || seen[r.FirstExecutionRunID] {
 				continue
 			}
-			d, err := c.DescribeWorkflowExecution(ctx, r.WorkflowID, r.FirstExecutionRunID)
+			d, err := c.DescribeWorkflow(ctx, r.WorkflowID, r.FirstExecutionRunID)
 			if err != nil {
 				continue
 			}
-			fires = append(fires, fireOf(d.GetWorkflowExecutionInfo()))
+			fires = append(fires, fireOf(d.RawResponse.GetWorkflowExecutionInfo()))
 		}
 	} else if !isNotFound(err) {
 		return nil, fmt.Errorf("schedules: describe %s: %w", id, err)

@@ -4,20 +4,23 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"sync"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/tclient"
 )
 
 // Temporal says how a runtime reaches Temporal: a client the caller made,
-// an embedded development server started in this process, or an address
+// the development server started as a child process, or an address
 // (tclient.Config, with the TEMPORAL_* environment already applied).
 type Temporal struct {
 	Client   client.Client
@@ -25,25 +28,56 @@ type Temporal struct {
 	Dial     tclient.Config
 }
 
-// Embedded configures the embedded development server: its state, log and
-// key live in the state dir.
+// Embedded configures the development server (the fastagent-devserver
+// program, run as a child process: internal/devserver): its state
+// (temporal.db), log (temporal.log) and key (temporal-token) live in the
+// state dir.
 type Embedded struct {
 	// FrontendPort and UIPort: 0 picks a free port; UIPort -1 runs no Web UI.
 	FrontendPort, UIPort int
-	// Start starts it: embedserver.Start, which only programs that embed
-	// the server link (nil in a build without it).
-	Start func(stateDir string, e Embedded, codecEndpoint string, log *slog.Logger) (*EmbeddedServer, error)
 }
 
-// EmbeddedServer is a started embedded server.
+// EmbeddedServer is a started development server.
 type EmbeddedServer struct {
 	Frontend, Namespace, UI string
 	// Login returns a new one-time Web UI login link.
 	Login func() (string, error)
 	// Key is the per-run key every call to the server needs.
 	Key string
+	// Exited is closed when the server's process exited (Stop, or it
+	// died); Err then says how.
+	Exited <-chan struct{}
+	Err    func() error
 	// Stop stops the server.
 	Stop func()
+}
+
+// startEmbedded starts the development server with its state, log and key
+// in stateDir; a codecEndpoint configures its Web UI's codec server.
+func startEmbedded(ctx context.Context, stateDir string, e Embedded, codecEndpoint string, log *slog.Logger) (*EmbeddedServer, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	logFile, err := os.OpenFile(filepath.Join(stateDir, "temporal.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("the server log: %w", err)
+	}
+	defer logFile.Close() // the child writes to its own copy
+	srv, err := devserver.Start(ctx, devserver.Options{
+		DatabaseFile: filepath.Join(stateDir, "temporal.db"),
+		FrontendPort: e.FrontendPort, UIPort: e.UIPort, Logger: log, LogWriter: logFile,
+		CodecEndpoint: codecEndpoint, KeyFile: filepath.Join(stateDir, tclient.DevTokenFile),
+	})
+	if err != nil {
+		if devserver.IsNotFound(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w (its log: %s)", err, logFile.Name())
+	}
+	return &EmbeddedServer{
+		Frontend: srv.FrontendAddress(), Namespace: srv.Namespace(), UI: srv.UIAddress(), Login: srv.UILoginURL,
+		Key: srv.APIKey(), Exited: srv.Exited(), Err: srv.Err, Stop: srv.Stop,
+	}, nil
 }
 
 // Connection is Temporal as Connect reached it. Close releases it (the
@@ -62,6 +96,8 @@ func (c *Connection) Close() {
 	c.closers = nil
 }
 
+var warmBuildChecksum sync.Once
+
 // Connect is the one way a runtime reaches Temporal: it starts the embedded
 // server when asked (with codec keys its Web UI decodes through the
 // ingress listening on ln, by a key drawn for this run), dials with the
@@ -79,6 +115,13 @@ func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 			conn.Close()
 		}
 	}()
+	go warmBuildChecksum.Do(func() {
+		// The SDK names a worker without a build ID by the MD5 of its
+		// executable (≈ 100 MB: a few hundred ms), computed once per
+		// process when the first worker is made: compute it now, beside
+		// the server's start and the dial, rather than after them.
+		_ = (&workflow.Info{}).GetBinaryChecksum()
+	})
 	if p.Config.Codec == nil {
 		cdc, err := codec.FromEnv(os.Getenv)
 		if err != nil {
@@ -92,10 +135,7 @@ func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 		if err != nil {
 			return nil, err
 		}
-		if t.Embedded.Start == nil {
-			return nil, errors.New("this build has no embedded Temporal server (tag nodevserver); connect to a Temporal server by address")
-		}
-		emb, err := t.Embedded.Start(p.Config.StateDir, *t.Embedded, codecEndpoint, p.Config.Logger)
+		emb, err := startEmbedded(ctx, p.Config.StateDir, *t.Embedded, codecEndpoint, p.Config.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("embedded Temporal: %w", err)
 		}

@@ -72,7 +72,7 @@ func MoveToCurrent(ctx context.Context, c client.Client, o MoveOptions) (MoveRes
 	for {
 		var behind []string
 		for _, id := range pending {
-			desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+			desc, err := c.DescribeWorkflow(ctx, id, "")
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
 				continue
@@ -80,7 +80,7 @@ func MoveToCurrent(ctx context.Context, c client.Client, o MoveOptions) (MoveRes
 			if err != nil {
 				return res, fmt.Errorf("move to current: describe %s: %w", id, err)
 			}
-			info := desc.GetWorkflowExecutionInfo()
+			info := desc.RawResponse.GetWorkflowExecutionInfo()
 			v := info.GetVersioningInfo().GetDeploymentVersion()
 			if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || v == nil ||
 				v.GetDeploymentName() == cur.DeploymentName && v.GetBuildId() == cur.BuildID {

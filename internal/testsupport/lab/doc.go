@@ -1,5 +1,5 @@
 // Package lab assembles fastagent for the benchmark and fault-suite program
-// (cmd/fastagent-lab): an embedded Temporal server on a temporary SQLite
+// (cmd/fastagent-lab): a Temporal dev server (child process) on a temporary SQLite
 // file, the scripted model server, a SQLite session store in a temporary
 // workspace, in-process workers and durable agents, worker and `fastagent
 // dev` subprocesses built once from this source tree, a client for the

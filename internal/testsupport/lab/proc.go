@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fastagent/fastagent/internal/devserver"
 )
 
 // ModuleRoot returns the directory of the main module's go.mod.
@@ -28,29 +31,48 @@ func ModuleRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// Binaries builds cmd/fastagent at most once per flavour into a temporary
-// directory: the worker build (-tags nodevserver, no embedded server) and
-// the full build (for `fastagent dev`).
+// Binaries builds cmd/fastagent at most once into a temporary directory,
+// for worker processes and `fastagent dev` (which finds the dev server
+// program beside it).
 type Binaries struct {
-	mu     sync.Mutex
-	dir    string
-	worker string
-	full   string
+	mu   sync.Mutex
+	dir  string
+	bin  string
+	full bool
 }
 
-// Worker returns the path of the nodevserver build, building it first.
+// Worker returns the path of the fastagent build, building it first.
 func (b *Binaries) Worker() (string, error) {
-	return b.build(&b.worker, "fastagent-worker", "-tags", "nodevserver")
+	return b.build()
 }
 
-// Full returns the path of the full build, building it first.
-func (b *Binaries) Full() (string, error) { return b.build(&b.full, "fastagent") }
-
-func (b *Binaries) build(path *string, name string, flags ...string) (string, error) {
+// Full returns the path of the fastagent build with the dev server program
+// beside it, for `fastagent dev`.
+func (b *Binaries) Full() (string, error) {
+	bin, err := b.build()
+	if err != nil {
+		return "", err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if *path != "" {
-		return *path, nil
+	if !b.full {
+		srv, err := devserver.Find(slog.Default())
+		if err != nil {
+			return "", err
+		}
+		if err := os.Symlink(srv, filepath.Join(b.dir, devserver.Program)); err != nil {
+			return "", err
+		}
+		b.full = true
+	}
+	return bin, nil
+}
+
+func (b *Binaries) build() (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bin != "" {
+		return b.bin, nil
 	}
 	root, err := ModuleRoot()
 	if err != nil {
@@ -61,15 +83,14 @@ func (b *Binaries) build(path *string, name string, flags ...string) (string, er
 			return "", err
 		}
 	}
-	out := filepath.Join(b.dir, name)
-	args := append([]string{"build"}, flags...)
-	args = append(args, "-o", out, "./cmd/fastagent")
+	out := filepath.Join(b.dir, "fastagent")
+	args := []string{"build", "-o", out, "./cmd/fastagent"}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, msg)
 	}
-	*path = out
+	b.bin = out
 	return out, nil
 }
 
@@ -235,7 +256,7 @@ func tail(s string, n int) string {
 
 // WorkerSpec says how to start a `fastagent worker` subprocess.
 type WorkerSpec struct {
-	Bin             string // the nodevserver build
+	Bin             string // the fastagent build
 	Kit             *Kit   // workspace, store file and model server
 	TemporalAddress string
 	// TemporalAPIKey is the embedded server's key (Server.APIKey), sent in

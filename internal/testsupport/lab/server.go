@@ -17,7 +17,8 @@ import (
 	"github.com/fastagent/fastagent/internal/tclient"
 )
 
-// Server is an embedded Temporal server on a temporary SQLite file, UI off.
+// Server is a Temporal dev server (a child process of this one) on a
+// temporary SQLite file, UI off.
 type Server struct {
 	*devserver.Server
 	// Dir holds temporal.db and temporal.log.
@@ -31,8 +32,8 @@ type ServerOptions struct {
 	Untuned bool
 }
 
-// StartServer starts an embedded server in a new temporary directory. Its
-// log goes to temporal.log there.
+// StartServer starts a dev server in a new temporary directory. Its log
+// goes to temporal.log there.
 func StartServer(opts ServerOptions) (*Server, error) {
 	dir, err := os.MkdirTemp("", "fastagent-lab-temporal-")
 	if err != nil {
@@ -43,7 +44,7 @@ func StartServer(opts ServerOptions) (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	srv, err := devserver.Start(devserver.Options{
+	srv, err := devserver.Start(context.Background(), devserver.Options{
 		DatabaseFile: filepath.Join(dir, "temporal.db"),
 		UIPort:       -1,
 		LogWriter:    logf,
@@ -84,8 +85,8 @@ func QuietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// Temporal is the Temporal server a lab scenario runs on: embedded in this
-// process (Server) or in a process of its own (ServerProc).
+// Temporal is the Temporal server a lab scenario runs on: a child of this
+// process (Server) or of a process of its own (ServerProc).
 type Temporal interface {
 	FrontendAddress() string
 	APIKey() string

@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/grpc"
 
-	"github.com/fastagent/fastagent/internal/uigate"
+	"github.com/fastagent/fastagent/cmd/fastagent-devserver/internal/uigate"
 )
 
 // webUI is the Web UI: the UI server on an internal loopback port and the

@@ -13,7 +13,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/fastagent/fastagent/internal/uigate"
+	"github.com/fastagent/fastagent/cmd/fastagent-devserver/internal/uigate"
 )
 
 func get(t *testing.T, c *http.Client, u string) (int, string) {
