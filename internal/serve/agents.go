@@ -122,12 +122,12 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	return pp, w, err
 }
 
-// agentIngresses returns the HTTP server of the main agent d with tokens
-// toks on host, and under it (ingress.Server.Agents) one for each of
-// Config.Agents at /agents/<name>/. Alone, the main agent serves sessions
-// by their names, as always; beside others, each agent's sessions are its
-// own (scopedAgent) and a token may be limited to some agents.
-func (p *Parts) agentIngresses(d *durable.Agent, toks *ingress.Tokens, host string) *ingress.Server {
+// agentIngresses returns the HTTP server of the main agent d with auth,
+// and under it (ingress.Server.Agents) one for each of Config.Agents at
+// /agents/<name>/. Alone, the main agent serves sessions by their names, as
+// always; beside others, each agent's sessions are its own (scopedAgent)
+// and a principal may be limited to some agents.
+func (p *Parts) agentIngresses(d *durable.Agent, auth HTTPAuth) *ingress.Server {
 	main := taskQueueOr(p.Config.TaskQueue)
 	var serving agent.Agent = d
 	var owners ingress.Owners = storeOwners{store: p.Store, agent: d}
@@ -140,7 +140,7 @@ func (p *Parts) agentIngresses(d *durable.Agent, toks *ingress.Tokens, host stri
 		sc := &scopedAgent{d: d, name: main, reserved: reserved}
 		serving, owners = sc, scopedOwners{owners: owners, scope: sc}
 	}
-	s := p.authIngress(serving, owners, toks, host)
+	s := p.authIngress(serving, owners, auth)
 	for name := range p.Config.Agents {
 		od := *d
 		od.TaskQueue = name
@@ -148,18 +148,18 @@ func (p *Parts) agentIngresses(d *durable.Agent, toks *ingress.Tokens, host stri
 		if s.Agents == nil {
 			s.Agents = map[string]*ingress.Server{}
 		}
-		s.Agents[name] = p.authIngress(sc, scopedOwners{owners: storeOwners{store: p.Store, agent: &od}, scope: sc}, toks, host)
+		s.Agents[name] = p.authIngress(sc, scopedOwners{owners: storeOwners{store: p.Store, agent: &od}, scope: sc}, auth)
 	}
 	return s
 }
 
-// authIngress is IngressFor(a) with the deployment's authentication: tokens,
-// session owners, origins and hosts.
-func (p *Parts) authIngress(a agent.Agent, owners ingress.Owners, toks *ingress.Tokens, host string) *ingress.Server {
+// authIngress is IngressFor(a) with the deployment's authentication: the
+// principals (or tokens), session owners, origins and hosts.
+func (p *Parts) authIngress(a agent.Agent, owners ingress.Owners, auth HTTPAuth) *ingress.Server {
 	s := p.IngressFor(a)
-	s.Tokens, s.Owners = toks, owners
+	s.Tokens, s.Principals, s.Owners = auth.Tokens, auth.Principals, owners
 	s.AllowedOrigins = p.Config.AllowedOrigins
-	s.AllowedHosts, s.AnyHost = p.Config.hostPolicy(host)
+	s.AllowedHosts, s.AnyHost = p.Config.hostPolicy(auth.Host)
 	return s
 }
 

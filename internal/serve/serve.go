@@ -558,9 +558,17 @@ func (p *Parts) mountDoors(mux *http.ServeMux, c channels.Starter, a agentDoors)
 		if a.name != "" {
 			door = forAgent(a.name, door)
 		}
-		mux.Handle("POST "+prefix+ch.Door.Path(), door)
+		mux.Handle("POST "+prefix+ch.Door.Path(), withAPIBase(prefix, door))
 		p.Config.Logger.Info("channel enabled", "agent", a.name, "kind", ch.Door.Kind(), "route", prefix+ch.Door.Path(), "file", ch.File)
 	}
+}
+
+// withAPIBase serves h with channels.APIBase set: the prefix the ingress
+// is mounted under, then prefix (another agent's /agents/<name>).
+func withAPIBase(prefix string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(channels.WithAPIBase(r.Context(), ingress.MountPrefix(r)+prefix)))
+	})
 }
 
 // doorAdmission is the admission of webhook endpoints on task queue tq:
