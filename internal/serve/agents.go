@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -40,19 +41,48 @@ func ParseAgents(values []string, mainDir string) (map[string]string, error) {
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("--agent %q: agent %s is named twice", v, name)
 		}
-		abs, err := filepath.Abs(dir)
+		abs, err := checkAgent(name, dir, mainDir)
 		if err != nil {
 			return nil, fmt.Errorf("--agent %q: %w", v, err)
-		}
-		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("--agent %q: %s is not a folder", v, dir)
-		}
-		if main, err := filepath.Abs(mainDir); err == nil && main == abs {
-			return nil, fmt.Errorf("--agent %q: that is the main agent's folder; name another agent's", v)
 		}
 		out[name] = abs
 	}
 	return out, nil
+}
+
+// CheckAgents checks agents (name → folder) as ParseAgents checks --agent
+// values, and returns them with absolute folders.
+func CheckAgents(agents map[string]string, mainDir string) (map[string]string, error) {
+	if agents == nil {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(agents)) {
+		abs, err := checkAgent(name, agents[name], mainDir)
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: %w", name, err)
+		}
+		out[name] = abs
+	}
+	return out, nil
+}
+
+// checkAgent checks one agent's name and folder (not the main agent's).
+func checkAgent(name, dir, mainDir string) (string, error) {
+	if dir == "" || !agentName.MatchString(name) {
+		return "", errors.New("an agent's name is 1-40 lowercase letters, digits, - or _ (it is the agent's task queue); its folder must be named")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("%s is not a folder", dir)
+	}
+	if main, err := filepath.Abs(mainDir); err == nil && main == abs {
+		return "", errors.New("that is the main agent's folder; name another agent's")
+	}
+	return abs, nil
 }
 
 // startAgents starts a worker for each of Config.Agents on client c, after

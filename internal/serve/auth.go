@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/fastagent/fastagent/agent"
@@ -84,9 +85,13 @@ func (p *Parts) auth(host string) (toks *ingress.Tokens, generated string, err e
 
 // hostPolicy is the Host check for an ingress on host: the loopback names,
 // AllowedHosts and the listen host itself; a wildcard listen address
-// (0.0.0.0, ::) without AllowedHosts answers any Host — its callers use
-// names this process cannot know, and the tokens guard it.
+// (0.0.0.0, ::) or none known (a mounted handler) without AllowedHosts
+// answers any Host — its callers use names this process cannot know, and
+// the tokens guard it — and so does an AllowedHosts listing "*".
 func (c Config) hostPolicy(host string) (allowed []string, any bool) {
+	if slices.Contains(c.AllowedHosts, "*") {
+		return nil, true
+	}
 	allowed = append(allowed, c.AllowedHosts...)
 	ip := net.ParseIP(host)
 	wildcard := host == "" || (ip != nil && ip.IsUnspecified())
