@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/workspace"
 )
 
 // HTTPAuth says how the ingress authenticates its callers.
@@ -83,4 +84,25 @@ func (p *Parts) OpenHTTP(ctx context.Context, c client.Client, auth HTTPAuth) (*
 	srv.SetReady(true)
 	h.handler = p.Config.Tracing.Middleware(p.WithChannels(srv.Handler(), c))
 	return h, nil
+}
+
+// ResolveHTTP fills what a serving command needs to know before it
+// listens: the state dir (created), and the listen address, allowed hosts
+// and origins from fastagent.yaml's http: block where flags and the
+// environment left them unset (else 127.0.0.1:8787). A definition that
+// does not load is left for the ingress to report.
+func (cfg *Config) ResolveHTTP(ctx context.Context) error {
+	if err := cfg.prepareStateDir(); err != nil {
+		return err
+	}
+	loader, err := workspace.NewLoader(cfg.Dir, cfg.AgentDir)
+	if err != nil {
+		return err
+	}
+	defer loader.Close()
+	if def, err := loader.Load(ctx); err == nil {
+		cfg.fromHTTP(def.Config.HTTP)
+	}
+	cfg.defaultAddress()
+	return nil
 }

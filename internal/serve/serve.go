@@ -252,6 +252,13 @@ func (cfg *Config) fromDefinition(ctx context.Context, loader *workspace.Loader)
 	}
 	h := def.Config.HTTP
 	invokeOff = len(chans) > 0 && (h.Invoke == nil || !*h.Invoke)
+	cfg.fromHTTP(h)
+	return chans, invokeOff, nil
+}
+
+// fromHTTP fills what flags and the environment left unset from
+// fastagent.yaml's http: block.
+func (cfg *Config) fromHTTP(h workspace.HTTPConfig) {
 	if cfg.HTTPHost == "" {
 		cfg.HTTPHost = h.Host
 	}
@@ -267,7 +274,16 @@ func (cfg *Config) fromDefinition(ctx context.Context, loader *workspace.Loader)
 	if cfg.Admission == (admission.Limits{}) {
 		cfg.Admission = admissionLimits(h.Admission)
 	}
-	return chans, invokeOff, nil
+}
+
+// defaultAddress fills the ingress's default listen address.
+func (cfg *Config) defaultAddress() {
+	if cfg.HTTPHost == "" {
+		cfg.HTTPHost = "127.0.0.1"
+	}
+	if cfg.HTTPPort == 0 {
+		cfg.HTTPPort = 8787
+	}
 }
 
 // Open opens the store and the feed and prepares the definition loader. The
@@ -297,12 +313,7 @@ func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err e
 	} else if p.Loader.Sandbox != nil {
 		p.Sandbox = p.Loader.Sandbox
 	}
-	if cfg.HTTPHost == "" {
-		cfg.HTTPHost = "127.0.0.1"
-	}
-	if cfg.HTTPPort == 0 {
-		cfg.HTTPPort = 8787
-	}
+	cfg.defaultAddress()
 	p.Config = cfg
 	if p.Store == nil {
 		st, err := store.Open(ctx, cfg.Store)
