@@ -105,13 +105,13 @@ func runIngress(ctx context.Context, out io.Writer, cfg serve.Config, f *serveFl
 	if tr != nil {
 		opts.TracerProvider = tr.Provider()
 	}
-	h, err := ingress.New(c, opts)
+	h, err := ingress.New(c, opts) //nolint:contextcheck // the handler and its channel connections live until Close, not until ctx
 	if err != nil {
 		return failure("%w", err)
 	}
-	defer h.Close()
+	defer func() { _ = h.Close() }()
 	cfg.Metrics.WatchSessions(c, 0)
-	stopMetrics, err := cfg.StartMetrics()
+	stopMetrics, err := cfg.StartMetrics() //nolint:contextcheck // the metrics listener lives until stopMetrics, not until ctx
 	if err != nil {
 		return failure("%w", err)
 	}

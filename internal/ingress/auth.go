@@ -197,7 +197,7 @@ func (e *Refusal) Error() string { return e.Message }
 func (e *Refusal) Challenge() string { return e.Scheme }
 
 // bearerRealm is the challenge of a request without a usable token.
-const bearerRealm = `Bearer realm="fastagent"`
+const bearerRealm = `Bearer realm="fastagent"` //nolint:gosec // G101: a challenge naming the scheme, no credential
 
 // Authenticate implements Authenticator: the bearer token of the
 // Authorization header, looked up in t (nil: none accepted).

@@ -77,13 +77,13 @@ func TestCustomPrincipalsRefuse(t *testing.T) {
 			}
 		}
 	}
-	resp, body := do(t, hs, routes["state"], "", nil)
+	_, body := do(t, hs, routes["state"], "", nil)
 	var v struct{ Error string }
 	_ = json.Unmarshal([]byte(body), &v)
 	if v.Error != "sign in through the gateway first" {
 		t.Errorf("the refusal says %q, want the resolver's message", v.Error)
 	}
-	resp, _ = do(t, hs, routes["state"], "", map[string]string{"X-User": "challenged"})
+	resp, _ := do(t, hs, routes["state"], "", map[string]string{"X-User": "challenged"})
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Cookie realm="portal"` {
 		t.Errorf("a refusal with its own challenge: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}

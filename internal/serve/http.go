@@ -82,7 +82,7 @@ func (p *Parts) OpenHTTP(ctx context.Context, c client.Client, auth HTTPAuth) (*
 		srv.Waiting = h.conns.Waiting
 	}
 	srv.SetReady(true)
-	h.handler = p.Config.Tracing.Middleware(p.WithChannels(srv.Handler(), c))
+	h.handler = p.Config.Tracing.Middleware(p.WithChannels(srv.Handler(), c)) //nolint:contextcheck // the doors live until Close; each request has its own context
 	return h, nil
 }
 
