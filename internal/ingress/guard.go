@@ -177,6 +177,9 @@ func (s *Server) guardOn(agentRoute bool, rights []Right) gin.HandlerFunc {
 			return
 		}
 		c.Set(principalKey, p)
+		if prefix := MountPrefix(c.Request); prefix != "" {
+			c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), mountKey{}, prefix))
+		}
 		c.Next()
 	}
 }

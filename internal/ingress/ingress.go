@@ -250,6 +250,15 @@ func MountPrefix(r *http.Request) string {
 	return (&url.URL{Path: prefix}).EscapedPath()
 }
 
+type mountKey struct{}
+
+// MountPrefixOf is the MountPrefix of the request whose context ctx is,
+// for what the routes call to say where a route is ("" outside one).
+func MountPrefixOf(ctx context.Context) string {
+	p, _ := ctx.Value(mountKey{}).(string)
+	return p
+}
+
 // basePath is where the routes of the request's agent start, as the
 // client reached them: the mount prefix, then /agents/<name> when the
 // request came through the agent's named routes.

@@ -118,6 +118,21 @@ func TestOpenHTTPMountedUnderAPrefix(t *testing.T) {
 	if n := len(st.calls); n != 2 || !strings.Contains(st.calls[1], "billing/") {
 		t.Errorf("hand-offs %q, want the two signed deliveries, the second to agent billing", st.calls)
 	}
+	// A session name of another agent is refused, naming that agent's
+	// routes under the prefix.
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/agent/invoke", strings.NewReader(`{"session":"billing/s1","text":"hi"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer alice-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refusal struct{ Error, Code string }
+	_ = json.NewDecoder(resp.Body).Decode(&refusal)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(refusal.Error, "send them to /agent/agents/billing/") {
+		t.Errorf("another agent's session at the main agent's routes: %d %+v", resp.StatusCode, refusal)
+	}
 	for path, want := range map[string]int{"/agent/health": 200, "/agent/sessions/s1": 401, "/agent/agents/billing/sessions/s1": 401} {
 		resp, err := http.Get(hs.URL + path)
 		if err != nil {
