@@ -1,6 +1,7 @@
 package ingress_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,12 +13,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/ingress"
+	"github.com/fastagent/fastagent/internal/channels/webhook"
 )
 
 // noClient is a Temporal client nothing may call: a refused request
@@ -206,4 +210,79 @@ func TestBadTokensFile(t *testing.T) {
 func sha256hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// starter is a Temporal client that records Signal-With-Start, the one
+// call a channel door makes; any other call panics.
+type starter struct {
+	client.Client
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *starter) SignalWithStartWorkflow(_ context.Context, id, _ string, _ any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = append(s.ids, id)
+	return nil, nil
+}
+
+// A channel's webhook endpoint authenticates by the sender's signature,
+// never by Principals: behind a resolver that refuses everyone, a signed
+// delivery under the mount prefix is accepted (202, its events route
+// under the prefix) and a badly signed one refused (401), and the
+// resolver is never asked.
+func TestWebhooksAuthenticateBySignatureNotPrincipals(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "channels", "webhooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	yaml := "scheme: standard\nsecretEnv: ORDERS_SECRET\nsession: \"hook:orders:{{.body.customer}}\"\nprompt: \"order {{.body.id}}\"\nkey: \"{{.body.id}}\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "channels", "webhooks", "orders.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int32
+	nobody := ingress.PrincipalsFunc(func(*http.Request) (ingress.Principal, error) {
+		asked.Add(1)
+		return ingress.Principal{}, errors.New("nobody gets in")
+	})
+	st := &starter{}
+	h, err := ingress.New(st, ingress.Options{Dir: dir, Principals: nobody,
+		Getenv: func(k string) string { return map[string]string{"ORDERS_SECRET": secret}[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	hs := mounted(t, h)
+	body := `{"id":"o1","customer":"c7"}`
+	for _, tc := range []struct {
+		secret string
+		status int
+	}{{secret, http.StatusAccepted}, {"whsec_d3Jvbmcgc2VjcmV0IGZvciB0aGUgdGVzdA==", http.StatusUnauthorized}} {
+		sig, err := webhook.SignStandard([]string{tc.secret}, "msg_1", time.Now(), []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig.Set("Content-Type", "application/json")
+		resp, got := send(t, hs, http.MethodPost, "/agent/hooks/orders", body, sig)
+		if resp.StatusCode != tc.status {
+			t.Errorf("webhook signed with %s: %d %s, want %d", tc.secret, resp.StatusCode, got, tc.status)
+		}
+		if tc.status == http.StatusAccepted && !strings.Contains(got, `"events":"/agent/sessions/hook:orders:c7/turns/hook:orders:o1/events"`) {
+			t.Errorf("the 202 names its events route outside the prefix: %s", got)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the resolver was asked %d times for webhook deliveries", n)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.ids) != 1 {
+		t.Errorf("hand-offs %v, want the signed delivery's only", st.ids)
+	}
+	if resp, _ := send(t, hs, http.MethodGet, "/agent/sessions/hook:orders:c7", "", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the API route beside it: %d, want 401", resp.StatusCode)
+	}
 }
