@@ -24,29 +24,31 @@ import (
 	"github.com/fastagent/fastagent/workflows"
 )
 
-// tctlVersion is the tctl the end-to-end test drives: the last 1.x release
-// line (tctl speaks the frontend API of its time; the test is what shows the
-// commands below still work against the dev server's Temporal).
-const tctlVersion = "v1.18.0"
-
 // The tctl commands the documentation shows, run as shown (the key in
 // TEMPORAL_CLI_AUTH, the address in TEMPORAL_CLI_ADDRESS), each with the
 // page that shows it: TestTctlDrivesDev fails when a page stops showing it.
 var (
 	tctlTrigger  = []string{"schedule", "trigger", "--schedule_id", "schedule:daily"}
+	tctlPause    = []string{"schedule", "toggle", "--schedule_id", "schedule:daily", "--pause"}
 	tctlStart    = []string{"workflow", "start", "--taskqueue", "fastagent", "--workflow_type", "Session", "--workflow_id", "session:billing", "--input", `{"session":"billing"}`, "--search_attr_key", "FastAgentAgent|FastAgentChannel|FastAgentStatus", "--search_attr_value", `"fastagent"|"api"|"idle"`}
 	tctlDeliver  = []string{"workflow", "signal", "--workflow_id", "session:billing", "--name", "deliver", "--input", `{"key":"billing:inv-42","source":"billing","prompt":{"text":"Invoice 42 failed; tell me why"}}`}
 	tctlList     = []string{"workflow", "list", "--query", `FastAgentChannel = "schedule" AND FastAgentStatus = "idle"`, "--print_search_attr"}
 	tctlDescribe = []string{"workflow", "describe", "--workflow_id", "session:billing"}
+	tctlOpen     = []string{"workflow", "list", "--open"}
+	tctlShow     = []string{"workflow", "show", "--workflow_id", "session:billing"}
 	tctlDocs     = []struct {
-		page string
-		args []string
+		page  string
+		shown []string
 	}{
 		{"docs/agent-definition.md", tctlTrigger},
+		{"docs/agent-definition.md", tctlPause},
 		{"docs/webhooks.md", tctlStart},
 		{"docs/webhooks.md", tctlDeliver},
 		{"docs/operations.md", tctlList},
 		{"docs/operations.md", tctlDescribe},
+		{"docs/security.md", tctlOpen},
+		// the session the README's first turn makes; run on session:billing
+		{"docs/security.md", []string{"workflow", "show", "--workflow_id", "session:s1"}},
 	}
 )
 
@@ -60,7 +62,7 @@ var (
 func TestTctlDrivesDev(t *testing.T) {
 	t.Parallel()
 	for _, d := range tctlDocs {
-		requireDocShows(t, d.page, "tctl "+shellLine(d.args))
+		requireDocShows(t, d.page, "tctl "+shellLine(d.shown))
 	}
 	tctl := tctlBinary(t)
 	kit := testkit.New(t)
@@ -68,7 +70,7 @@ func TestTctlDrivesDev(t *testing.T) {
 	kit.Model.EnqueueFor("Write the daily digest", modelserver.Reply{Text: []string{"digest:", " all quiet"}})
 	kit.Model.EnqueueFor("Invoice 42 failed", modelserver.Reply{Text: []string{"card", " expired"}})
 
-	dev := startDevProcess(t, kit)
+	temporal := startDevProcess(t, kit)
 	// As "$(cat .fastagent/temporal-token)" reads it.
 	raw, err := os.ReadFile(filepath.Join(kit.Dir, ".fastagent", "temporal-token"))
 	if err != nil {
@@ -76,7 +78,7 @@ func TestTctlDrivesDev(t *testing.T) {
 	}
 	key := strings.TrimRight(string(raw), "\n")
 	c, err := tclient.Dial(context.Background(), tclient.Config{
-		Address: dev.temporal, APIKey: key, Plaintext: true, Namespace: "default",
+		Address: temporal, APIKey: key, Plaintext: true, Namespace: "default",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4})),
 	})
 	if err != nil {
@@ -89,7 +91,7 @@ func TestTctlDrivesDev(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, tctl, args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TEMPORAL_CLI_ADDRESS=" + dev.temporal}
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TEMPORAL_CLI_ADDRESS=" + temporal}
 		if auth != "" {
 			cmd.Env = append(cmd.Env, "TEMPORAL_CLI_AUTH="+auth)
 		}
@@ -134,6 +136,19 @@ func TestTctlDrivesDev(t *testing.T) {
 	})
 	if r := fire.Record; r.Outcome != workflows.FireCompleted || r.Reply != "digest: all quiet" || r.Session != "schedule:daily" {
 		t.Errorf("the triggered fire: %+v, want completed in schedule:daily with the model's answer", r)
+	}
+
+	// Pause and unpause it: fastagent keeps that state.
+	for _, pause := range []bool{true, false} {
+		args := tctlPause
+		if !pause {
+			args = append(args[:len(args)-1:len(args)-1], "--unpause")
+		}
+		must(args...)
+		d, err := c.ScheduleClient().GetHandle(ctx, workflows.ScheduleID("daily")).Describe(ctx)
+		if err != nil || d.Schedule.State.Paused != pause {
+			t.Errorf("after tctl %s the schedule is paused: %v (%v)", shellLine(args), d != nil && d.Schedule.State.Paused, err)
+		}
 	}
 
 	// 2. Start a session and deliver a message to it: it becomes a turn
@@ -190,13 +205,18 @@ func TestTctlDrivesDev(t *testing.T) {
 		}
 	}
 
+	// The session's history and the open sessions.
+	if out := must(tctlShow...); !strings.Contains(out, "WorkflowExecutionSignaled") || !strings.Contains(out, "billing:inv-42") {
+		t.Errorf("tctl workflow show: no deliver signal in the history:\n%s", out)
+	}
+	if out := must(tctlOpen...); !strings.Contains(out, "session:billing") || !strings.Contains(out, "session:schedule:daily") {
+		t.Errorf("tctl workflow list --open misses a session:\n%s", out)
+	}
+
 	// --auth takes the key too (on the command line: not on a shared
 	// machine, where every local process reads the command lines).
 	if out, err := run("", append([]string{"--auth", bearer}, tctlDescribe...)...); err != nil || !strings.Contains(out, `"Running"`) {
 		t.Errorf("tctl --auth workflow describe: %v\n%s", err, out)
-	}
-	if t.Failed() {
-		t.Logf("fastagent dev output:\n%s", dev.proc.Output())
 	}
 }
 
@@ -217,16 +237,10 @@ type tctlDescription struct {
 	} `json:"workflowExecutionInfo"`
 }
 
-// devProcess is a `fastagent dev` started by a test.
-type devProcess struct {
-	proc     *lab.Proc
-	http     string // base URL of the ingress
-	temporal string // host:port of the Temporal frontend
-}
-
 // startDevProcess runs `fastagent dev` in the kit's folder, as a user
-// does, on free ports and without the Web UI, and waits for its /health.
-func startDevProcess(t *testing.T, kit *testkit.Kit) devProcess {
+// does, on free ports and without the Web UI, waits until it is ready and
+// returns the host:port of its Temporal frontend.
+func startDevProcess(t *testing.T, kit *testkit.Kit) string {
 	t.Helper()
 	srv, err := devserver.Find(nil)
 	if err != nil {
@@ -246,12 +260,16 @@ func startDevProcess(t *testing.T, kit *testkit.Kit) devProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Stop(15 * time.Second) })
-	d := devProcess{proc: p, http: fmt.Sprintf("http://127.0.0.1:%d", port), temporal: fmt.Sprintf("127.0.0.1:%d", tport)}
+	t.Cleanup(func() {
+		p.Stop(15 * time.Second)
+		if t.Failed() {
+			t.Logf("fastagent dev output:\n%s", p.Output())
+		}
+	})
 	if err := p.WaitOutput("fastagent dev ready", 3*time.Minute); err != nil {
 		t.Fatalf("fastagent dev: %v\n%s", err, p.Output())
 	}
-	return d
+	return fmt.Sprintf("127.0.0.1:%d", tport)
 }
 
 var (
@@ -260,11 +278,8 @@ var (
 	tctlErr  error
 )
 
-// tctlBinary returns tctl: $FASTAGENT_TCTL, else tctlVersion built once per
-// machine into the Go path (beside the linters the Makefile caches there).
-// It is built in a module of its own: tctl's module requires an old
-// Temporal server and SDK, and `go install …@version` would also ask the
-// module proxy for tctl's version list, which some proxies refuse.
+// tctlBinary returns tctl: $FASTAGENT_TCTL (the Makefile's build), else
+// the one tctl.sh builds once per machine into the Go path.
 func tctlBinary(t *testing.T) string {
 	t.Helper()
 	tctlOnce.Do(func() {
@@ -272,53 +287,26 @@ func tctlBinary(t *testing.T) string {
 			tctlPath = p
 			return
 		}
-		gopath, err := exec.Command("go", "env", "GOPATH").Output()
+		cmd := exec.Command("bash", "tctl.sh")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
 		if err != nil {
-			tctlErr = fmt.Errorf("go env GOPATH: %w", err)
+			tctlErr = fmt.Errorf("tctl.sh: %w\n%s", err, stderr.String())
 			return
 		}
-		dir := filepath.Join(strings.TrimSpace(string(gopath)), "pkg", "fastagent-tools", "tctl-"+tctlVersion)
-		tctlPath = filepath.Join(dir, "tctl")
-		if fi, err := os.Stat(tctlPath); err == nil && fi.Mode().IsRegular() {
-			return
+		tctlPath = strings.TrimSpace(string(out))
+		if stderr.Len() > 0 {
+			t.Logf("tctl.sh:\n%s", stderr.String())
 		}
-		start := time.Now()
-		tctlErr = buildTctl(dir)
-		t.Logf("built tctl %s into %s in %s", tctlVersion, dir, time.Since(start).Round(time.Second))
 	})
 	if tctlErr != nil {
 		t.Fatal(tctlErr)
 	}
+	if fi, err := os.Stat(tctlPath); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		t.Fatalf("tctl %s: not an executable (%v); unset FASTAGENT_TCTL or run make bin/tctl", tctlPath, err)
+	}
 	return tctlPath
-}
-
-// buildTctl builds tctl into dir/tctl; the binary appears there whole (a
-// rename), so a concurrent build elsewhere sees it built or absent.
-func buildTctl(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	mod, err := os.MkdirTemp("", "fastagent-tctl-build-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(mod)
-	gomod := "module fastagent.local/tctl-build\n\ngo 1.19\n\nrequire github.com/temporalio/tctl " + tctlVersion + "\n"
-	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(gomod), 0o644); err != nil {
-		return err
-	}
-	gobin, err := os.MkdirTemp(dir, ".build-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(gobin)
-	cmd := exec.Command("go", "install", "github.com/temporalio/tctl/cmd/tctl")
-	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), "GOBIN="+gobin, "GOFLAGS=-mod=mod", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building tctl %s (go install github.com/temporalio/tctl/cmd/tctl in a module requiring it): %w\n%s", tctlVersion, err, out)
-	}
-	return os.Rename(filepath.Join(gobin, "tctl"), filepath.Join(dir, "tctl"))
 }
 
 // shellLine is args as one would type them in a POSIX shell, each quoted
