@@ -17,10 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastagent/fastagent/internal/metrics"
+	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/tracing"
-	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // serveFlags are shared by dev, start, worker and ingress.
@@ -50,7 +50,7 @@ func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
 	fl.StringVar(&f.tokensFile, "tokens-file", os.Getenv("FASTAGENT_TOKENS_FILE"), "API tokens file: lines principal:rights:sha256hex (see fastagent token) [FASTAGENT_TOKENS_FILE]")
 	fl.StringVar(&f.feed, "feed", envOr("FASTAGENT_FEED", "inprocess"), "live feed: inprocess, or nats://host:4222 when worker and ingress run apart (a URL with a token only through FASTAGENT_FEED) [FASTAGENT_FEED]")
 	fl.StringVar(&f.taskQueue, "task-queue", envOr("FASTAGENT_TASK_QUEUE", "fastagent"), "Temporal task queue [FASTAGENT_TASK_QUEUE]")
-	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", worker.DefaultStopTimeout),
+	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", plugin.DefaultStopTimeout),
 		"on SIGTERM/Ctrl-C, how long the worker lets running tool and model calls finish before it cancels them [FASTAGENT_WORKER_STOP_TIMEOUT]")
 	fl.StringArrayVar(&f.agents, "agent", nil, "serve another agent's folder beside this one, as name=folder: its workers poll task queue <name>, "+
 		"its own sessions are under /agents/<name>/ (invoke, sessions…), and this agent may delegate to it "+
@@ -79,7 +79,7 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		TokensFile: f.tokensFile,
 
 		WorkerStopTimeout: f.stopTimeout,
-		Versioning:        worker.VersioningFromEnv(os.Getenv),
+		Versioning:        plugin.VersioningFromEnv(os.Getenv),
 		Metrics:           metrics.New(),
 		MetricsAddr:       os.Getenv(metrics.EnvAddr),
 		// Tools never reach the Temporal frontend, whatever their network.
