@@ -15,15 +15,17 @@ var builderCalls = []string{"worker" + ".New(", "ingress" + ".Server{"} // split
 
 // builderOnly reports whether rel may construct a worker or an ingress by
 // hand: the builder itself (internal/serve), the plugin's split workers
-// (internal/plugin), the public worker package's Run, the public
-// packages' examples (a user's own worker, with the fastagent plugin on
-// it) and the ingress's own unit tests, which test the handler as a unit.
+// (internal/plugin), the public worker and activities packages (the
+// plugin's constructor, and users' own workers with the plugin or a group
+// of the activity set, as their examples and tests show them), the other
+// public packages' examples, and the ingress's own unit tests, which test
+// the handler as a unit.
 func builderOnly(rel string) bool {
 	rel = filepath.ToSlash(rel)
 	switch {
 	case strings.HasPrefix(rel, "internal/serve/"), strings.HasPrefix(rel, "internal/plugin/"):
 		return true
-	case strings.HasPrefix(rel, "worker/") && !strings.HasSuffix(rel, "_test.go"):
+	case strings.HasPrefix(rel, "worker/"), strings.HasPrefix(rel, "activities/"):
 		return true
 	case !strings.HasPrefix(rel, "internal/") && strings.HasSuffix(rel, "example_test.go"):
 		return true

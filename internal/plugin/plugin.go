@@ -234,8 +234,8 @@ func (p *Plugin) start(ctx context.Context, o temporal.SimplePluginRunContextBef
 	}
 	if p.opts.Codec != nil && !p.opts.ClientEncoded && !p.clientConfigured.Load() {
 		return errors.New("fastagent: payload codec keys are configured, but this worker's Temporal client was not made with the fastagent plugin, " +
-			"so payloads would be written unencrypted: pass the plugin in client.Options.Plugins (it sets the codec's data and failure converters) " +
-			"and make the worker from that client, or remove the keys")
+			"so payloads would be written unencrypted: make the plugin first (worker.New), pass it in client.Options.Plugins (it sets the codec's " +
+			"data and failure converters) and run the worker on that client (Plugin.Run, or sdkworker.New); or let fastagent dial Temporal; or remove the keys")
 	}
 	wf, groups := p.Serves(ctx, w.queue)
 	p.mu.Lock()

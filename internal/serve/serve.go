@@ -214,6 +214,8 @@ type Parts struct {
 	clientCodec *codec.Codec
 	// polled is the task queue of the last worker built (Worker).
 	polled string
+	// plugin, when set (UsePlugin), is the plugin every worker gets.
+	plugin *plugin.Plugin
 }
 
 // prepareStateDir fills the directory defaults (workspace ".", state dir
@@ -435,9 +437,12 @@ func (p *Parts) StartWorker(ctx context.Context, c client.Client) (sdkworker.Wor
 // SDK worker tuned by plugin.Tuning with the fastagent plugin (Plugin) on
 // it. Every worker of the program is built here.
 func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, error) {
-	pl, err := p.Plugin(ctx, c)
-	if err != nil {
-		return nil, err
+	pl := p.plugin
+	if pl == nil {
+		var err error
+		if pl, err = p.Plugin(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	tq, err := p.WorkerQueue(ctx)
 	if err != nil {
@@ -463,45 +468,19 @@ func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, 
 // codec, the tracing interceptor and the SDK metrics on the clients made
 // with it, and whose activities use their worker's client.
 func (p *Parts) Plugin(ctx context.Context, c client.Client) (*plugin.Plugin, error) {
-	if err := p.protectAgents(); err != nil {
+	set, err := p.ActivitySet(ctx, c)
+	if err != nil {
 		return nil, err
-	}
-	if err := p.openSandbox(ctx); err != nil {
-		return nil, err
-	}
-	var repliers []channels.Replier
-	var controlPlane []egress.Dest
-	resolved := false
-	for _, ch := range p.Channels {
-		switch rp := ch.Replier.(type) {
-		case *telegram.Replier:
-			rp.Refs = p.Store // split answers' later parts are stored too
-		case *feishu.Replier:
-			rp.Refs = p.Store
-		case *webhook.Replier:
-			if !resolved {
-				controlPlane, resolved = p.controlPlaneDests(ctx), true
-			}
-			rp.SetControlPlane(controlPlane) // never a callback target, even with reply.allowPrivate
-		}
-		repliers = append(repliers, ch.Replier)
 	}
 	cfg := p.Config
-	repliers = append(repliers, cfg.Repliers...)
 	var icpt []interceptor.WorkerInterceptor
 	if cfg.Metrics != nil {
 		icpt = append(icpt, cfg.Metrics.Interceptor())
 	}
 	icpt = append(icpt, cfg.Interceptors...)
-	tq := taskQueueOr(cfg.TaskQueue)
-	replies := activities.NewReplies(p.Store, p.Feed, repliers, cfg.Logger)
-	replies.TaskQueue, replies.Dir = tq, cfg.Dir
-	if c != nil {
-		replies.Starter = c
-	}
 	opts := plugin.Options{
-		TaskQueue:    tq,
-		Activities:   activities.Set{Acts: p.Acts, Replies: replies, Firer: schedules.NewFirer(c, p.Feed, p.Store, tq, cfg.Logger)},
+		TaskQueue:    taskQueueOr(cfg.TaskQueue),
+		Activities:   set,
 		Groups:       cfg.ActivityGroups,
 		Placement:    p.placement,
 		Interceptors: icpt,
@@ -525,6 +504,49 @@ func (p *Parts) Plugin(ctx context.Context, c client.Client) (*plugin.Plugin, er
 	}
 	return plugin.New(opts)
 }
+
+// ActivitySet returns the implementation of every activity, with the tool
+// sandbox opened and the channels' repliers; c (nil: the client of the
+// worker running them) starts the sessions of chat messages and schedule
+// fires.
+func (p *Parts) ActivitySet(ctx context.Context, c client.Client) (activities.Set, error) {
+	if err := p.protectAgents(); err != nil {
+		return activities.Set{}, err
+	}
+	if err := p.openSandbox(ctx); err != nil {
+		return activities.Set{}, err
+	}
+	var repliers []channels.Replier
+	var controlPlane []egress.Dest
+	resolved := false
+	for _, ch := range p.Channels {
+		switch rp := ch.Replier.(type) {
+		case *telegram.Replier:
+			rp.Refs = p.Store // split answers' later parts are stored too
+		case *feishu.Replier:
+			rp.Refs = p.Store
+		case *webhook.Replier:
+			if !resolved {
+				controlPlane, resolved = p.controlPlaneDests(ctx), true
+			}
+			rp.SetControlPlane(controlPlane) // never a callback target, even with reply.allowPrivate
+		}
+		repliers = append(repliers, ch.Replier)
+	}
+	cfg := p.Config
+	repliers = append(repliers, cfg.Repliers...)
+	tq := taskQueueOr(cfg.TaskQueue)
+	replies := activities.NewReplies(p.Store, p.Feed, repliers, cfg.Logger)
+	replies.TaskQueue, replies.Dir = tq, cfg.Dir
+	if c != nil {
+		replies.Starter = c
+	}
+	return activities.Set{Acts: p.Acts, Replies: replies, Firer: schedules.NewFirer(c, p.Feed, p.Store, tq, cfg.Logger)}, nil
+}
+
+// UsePlugin makes pl, a plugin of these parts (Plugin), the one every
+// worker built here gets: the worker package's, made before its client.
+func (p *Parts) UsePlugin(pl *plugin.Plugin) { p.plugin = pl }
 
 // placement is where fastagent.yaml's activities: block places the model
 // and tools groups (none when the definition does not load).
