@@ -259,7 +259,9 @@ type Channel struct{ r *iacts.Replies }
 
 // Reply is Channel.Reply: the turn's answer posted (or the posted message
 // settled to it).
-func (c *Channel) Reply(ctx context.Context, in workflows.ReplyInput) error { return c.r.Reply(ctx, in) }
+func (c *Channel) Reply(ctx context.Context, in workflows.ReplyInput) error {
+	return c.r.Reply(ctx, in)
+}
 
 // Stream is Channel.Stream: the answer rendered live while the turn runs.
 func (c *Channel) Stream(ctx context.Context, in workflows.StreamInput) error {

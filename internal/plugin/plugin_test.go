@@ -57,7 +57,7 @@ func (w *fakeWorker) RegisterActivityWithOptions(fn any, o activity.RegisterOpti
 }
 
 func (w *fakeWorker) RegisterDynamicActivity(any, activity.DynamicRegisterOptions) {}
-func (w *fakeWorker) RegisterNexusService(*nexus.Service)                         {}
+func (w *fakeWorker) RegisterNexusService(*nexus.Service)                          {}
 
 // newWorker configures a worker of queue with plugins (a plugin may be
 // named twice: on the client and in the options), as sdkworker.New does.
@@ -80,7 +80,9 @@ func (w *fakeWorker) start() error {
 	next := func(context.Context, sdkworker.PluginStartWorkerOptions) error { started = true; return nil }
 	for i := len(w.plugins) - 1; i >= 0; i-- {
 		p, inner := w.plugins[i], next
-		next = func(ctx context.Context, o sdkworker.PluginStartWorkerOptions) error { return p.StartWorker(ctx, o, inner) }
+		next = func(ctx context.Context, o sdkworker.PluginStartWorkerOptions) error {
+			return p.StartWorker(ctx, o, inner)
+		}
 	}
 	err := next(context.Background(), sdkworker.PluginStartWorkerOptions{WorkerInstanceKey: w.key, WorkerRegistry: w})
 	if err == nil && !started {
@@ -266,7 +268,11 @@ func TestPluginOnAReplayer(t *testing.T) {
 	var _ temporal.SimplePluginRunContextBeforeOptions // the replayer goes through RunContextBefore
 }
 
-type replayRegistry struct{ onWorkflow func(workflow.RegisterOptions) }
+type replayRegistry struct {
+	onWorkflow func(workflow.RegisterOptions)
+}
 
-func (r replayRegistry) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOptions) { r.onWorkflow(o) }
-func (r replayRegistry) RegisterDynamicWorkflow(any, workflow.DynamicRegisterOptions)  {}
+func (r replayRegistry) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOptions) {
+	r.onWorkflow(o)
+}
+func (r replayRegistry) RegisterDynamicWorkflow(any, workflow.DynamicRegisterOptions) {}
