@@ -62,6 +62,7 @@ func Example() {
 // session's workflow, the update ID being the turn's idempotency key.
 func ExampleRun() {
 	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	dir, env, done := exampleAgent("", modelserver.Reply{Text: []string{"Served by worker.Run."}})
 	defer done()
 	c, err := client.Dial(temporalOptions())

@@ -146,7 +146,7 @@ func New(ctx context.Context, opts Options) (*Plugin, error) {
 	}
 	pl := &Plugin{parts: parts, tracing: tr, own: own}
 	ok := false
-	defer func() {
+	defer func() { //nolint:contextcheck // cleanup after a failed New must run whatever ctx says
 		if !ok {
 			pl.Close()
 		}
