@@ -549,24 +549,8 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	if in.Snapshot != nil {
 		s.snap = *in.Snapshot
 	}
-	// Registering the update handlers runs the updates that came with the
-	// run's first workflow task: since changeVersionsFirst they see the
-	// run's versions and the turns the previous run carried.
-	s.early = workflow.GetVersion(ctx, changeVersionsFirst, workflow.DefaultVersion, 1) >= 1
-	if s.early {
-		s.readVersions(ctx)
-		s.restoreQueue(ctx)
-	}
-	if err := s.register(ctx); err != nil {
+	if err := s.start(ctx); err != nil {
 		return err
-	}
-	s.listenDeliveries(ctx)
-	s.listenSubAgents(ctx)
-	s.reportQueueDepth(ctx)
-	s.initStatus(ctx)
-	if !s.early {
-		s.readVersions(ctx)
-		s.restoreQueue(ctx)
 	}
 	if s.snap.IDPrefix == "" {
 		if s.durableTurns() {
@@ -652,6 +636,31 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 // checked against the window's bound nor armed the run's end within the
 // idempotency window, and it queued ahead of the carried turns.
 const changeVersionsFirst = "versions-first"
+
+// start reads the run's versions, restores what the previous run carried
+// and registers the handlers and listeners. Registering the update
+// handlers runs the updates that came with the run's first workflow task:
+// since changeVersionsFirst they see the run's versions and the turns the
+// previous run carried.
+func (s *session) start(ctx workflow.Context) error {
+	s.early = workflow.GetVersion(ctx, changeVersionsFirst, workflow.DefaultVersion, 1) >= 1
+	if s.early {
+		s.readVersions(ctx)
+		s.restoreQueue(ctx)
+	}
+	if err := s.register(ctx); err != nil {
+		return err
+	}
+	s.listenDeliveries(ctx)
+	s.listenSubAgents(ctx)
+	s.reportQueueDepth(ctx)
+	s.initStatus(ctx)
+	if !s.early {
+		s.readVersions(ctx)
+		s.restoreQueue(ctx)
+	}
+	return nil
+}
 
 // readVersions reads the run's versions of the changes that shape how it
 // keeps turns and keys.
