@@ -77,6 +77,8 @@ type harness struct {
 	recordHeartbeats []time.Duration
 
 	openLeaf string
+	// openSettings are the settings the fake Session.Open answers with.
+	openSettings agentloop.Settings
 	// begin, when set, replaces the fake Turn.Begin's answer.
 	begin func(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error)
 	model func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error)
@@ -137,7 +139,7 @@ func (h *harness) open(_ context.Context, in workflows.OpenInput) (workflows.Ope
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.opens = append(h.opens, in)
-	return workflows.OpenResult{Leaf: h.openLeaf}, nil
+	return workflows.OpenResult{Leaf: h.openLeaf, Settings: h.openSettings}, nil
 }
 
 // beginTurn is the fake Turn.Begin: it answers keys in h.stored.
