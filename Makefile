@@ -64,6 +64,16 @@ bin/workflowcheck:
 		GOBIN=$(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 	ln -sf $(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION)/workflowcheck bin/workflowcheck
 
+# tctl, the Temporal CLI's 1.x predecessor, for the end-to-end test that
+# drives `fastagent dev` with it (TestTctlDrivesDev): built once per machine
+# into the Go path by internal/e2e/tctl.sh (TCTL_VERSION, default v1.18.0;
+# cold it downloads about 1.4 GB of modules and compiles for about 160
+# CPU-seconds) and linked into bin/.
+export FASTAGENT_TCTL := $(CURDIR)/bin/tctl
+bin/tctl:
+	@mkdir -p bin
+	ln -sf $$(./internal/e2e/tctl.sh) bin/tctl
+
 ## lint: golangci-lint (.golangci.yml) and Temporal's workflowcheck over workflows/
 lint: bin/golangci-lint bin/workflowcheck
 	$(call phase,lint,bin/golangci-lint run ./... && bin/workflowcheck ./workflows/... && cd $(DEVSERVER_DIR) && $(CURDIR)/bin/golangci-lint run --config $(CURDIR)/.golangci.yml ./...)
@@ -87,7 +97,7 @@ unit: $(DEVSERVER)
 # doubles their CPU time on 2 cores (see README, Tests) for no finding the
 # -race unit phase does not make.
 E2E_SHARDS ?= 3
-e2e: $(DEVSERVER)
+e2e: $(DEVSERVER) bin/tctl
 	$(call phase,end-to-end tests ($(E2E_SHARDS) shards) and the examples module,\
 	  log=$$(mktemp); { cd examples && $(GO) test -count=1 ./...; } >$$log 2>&1 & pid=$$!; \
 	  ./internal/e2e/shards.sh $(E2E_SHARDS); rc=$$?; wait $$pid; prc=$$?; \

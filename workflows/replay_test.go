@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -394,6 +395,29 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				n := localActivities(t, h)[workflows.ActivityFeedStop]
 				return fmt.Sprintf("%d Feed.Stop local activities", n), n == 2
+			},
+		},
+		{
+			// The first turn came with the first workflow task and was
+			// accepted after the run read its versions; it armed the run's
+			// end within the definition's 2 h window (less 12 min).
+			file: "versions_first.json", change: "versions-first",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				var first, markers int64
+				var timer time.Duration
+				for _, ev := range h.GetEvents() {
+					if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == versionMarkerName && first == 0 {
+						markers = ev.GetEventId()
+					}
+					if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && first == 0 && a.GetAcceptedRequestSequencingEventId() == 2 {
+						first = ev.GetEventId()
+					}
+					if a := ev.GetTimerStartedEventAttributes(); a != nil && timer == 0 {
+						timer = a.GetStartToFireTimeout().AsDuration()
+					}
+				}
+				return fmt.Sprintf("first-task update accepted at event %d (version markers up to %d), window timer %s", first, markers, timer),
+					first > markers && markers > 0 && timer == 2*time.Hour-12*time.Minute
 			},
 		},
 		{

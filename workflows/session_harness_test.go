@@ -77,7 +77,7 @@ type harness struct {
 	recordHeartbeats []time.Duration
 
 	openLeaf string
-	// openSettings are the settings the fake Session.Open returns.
+	// openSettings are the settings the fake Session.Open answers with.
 	openSettings agentloop.Settings
 	// queues are "<activity> <task queue>" of the model, tool, compaction
 	// and record activities, in start order (a tool call's activity as

@@ -144,6 +144,26 @@ func historyScenarios() []historyScenario {
 			name: "compaction", config: compactionConfig, turnsPerRun: 20, run: runCompaction,
 		},
 		{
+			// Versions read before the handlers (versions-first): the
+			// session's first turn comes with its first workflow task
+			// (Update-with-Start) and arms the run's end within the
+			// definition's idempotency window once the session opened;
+			// two turns per run, and the next run's first task gets a
+			// redelivered key (answered from memory) and a new one.
+			name: "versions_first", config: "idempotencyWindow: 2h\n", turnsPerRun: 2, run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Handle(echo)
+				for i, key := range []string{"k1", "k2", "k1", "k3"} {
+					if out := e.sendTurn(s, key, fmt.Sprintf("turn %d", i), 2); out.Status != agent.TypeCompleted || out.Turn != key {
+						t.Fatalf("%s: %+v", key, out)
+					}
+				}
+				if n := len(e.kit.Model.Requests()); n != 3 {
+					t.Fatalf("%d model calls, want 3 (k1 answered again without running)", n)
+				}
+				return ""
+			},
+		},
+		{
 			// A key the session store recorded, sent again after a
 			// terminate and restart: answered from its record (Turn.Begin),
 			// not run; the next key runs below it.
