@@ -99,7 +99,7 @@ type Options struct {
 // DefaultStopTimeout is how long a stopping worker waits for running
 // activities, so that a tool running at that moment finishes and its
 // result is used rather than becoming "outcome unknown".
-const DefaultStopTimeout = plugin.DefaultStopTimeout
+const DefaultStopTimeout = 30 * time.Second
 
 // Plugin is fastagent installed on Temporal for one agent: a client.Plugin
 // and a worker.Plugin (go.temporal.io/sdk). Put it in client.Options.Plugins

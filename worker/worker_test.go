@@ -14,6 +14,7 @@ import (
 
 	"github.com/fastagent/fastagent/activities"
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/worker"
 	"github.com/fastagent/fastagent/workflows"
@@ -107,5 +108,12 @@ func TestRunActivitiesNeedATaskQueue(t *testing.T) {
 	err = worker.Run(context.Background(), c, worker.Options{Dir: dir, Getenv: env, Activities: []activities.Group{activities.GroupSession}, TaskQueue: "x", Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "only the model and tools groups") {
 		t.Fatalf("Run of the session group alone = %v, want it refused", err)
+	}
+}
+
+// The documented default is the one the worker runs with.
+func TestDefaultStopTimeout(t *testing.T) {
+	if worker.DefaultStopTimeout != plugin.DefaultStopTimeout {
+		t.Errorf("worker.DefaultStopTimeout %v, the worker stops with %v", worker.DefaultStopTimeout, plugin.DefaultStopTimeout)
 	}
 }
