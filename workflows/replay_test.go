@@ -585,3 +585,38 @@ func loadHistory(t *testing.T, f string) *historypb.History {
 	}
 	return h
 }
+
+// TestReplayCoversActivityQueues: the "activity-queues" change replays in
+// both versions — histories without the setting carry no marker and
+// schedule every activity on the session's queue (plain_turn); with
+// fastagent.yaml's activities: block the tool call and the model calls
+// are scheduled on their groups' task queues behind the marker, the turn's
+// record on the session's own (activity_queues).
+func TestReplayCoversActivityQueues(t *testing.T) {
+	const change = "activity-queues"
+	for file, placed := range map[string]bool{"plain_turn.json": false, "activity_queues.json": true} {
+		f, h, marked := markedHistory(t, file, change)
+		own := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetTaskQueue().GetName()
+		queues := map[string]string{}
+		for _, ev := range h.GetEvents() {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				queues[a.GetActivityType().GetName()] = a.GetTaskQueue().GetName()
+			}
+		}
+		want := map[string]string{workflows.ActivityModelGenerate: own, workflows.ActivityTurnRecord: own}
+		if placed {
+			want[workflows.ActivityModelGenerate], want[workflows.ActivityToolExecute] = own+"-model", own+"-tools"
+		}
+		for name, q := range want {
+			if queues[name] != q {
+				t.Errorf("%s: %s scheduled on %q, want %q", file, name, queues[name], q)
+			}
+		}
+		if marked != placed {
+			t.Errorf("%s: %q marker %v, want %v", file, change, marked, placed)
+		}
+		if err := replay(f); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -79,6 +79,10 @@ type harness struct {
 	openLeaf string
 	// openSettings are the settings the fake Session.Open answers with.
 	openSettings agentloop.Settings
+	// queues are "<activity> <task queue>" of the model, tool, compaction
+	// and record activities, in start order (a tool call's activity as
+	// "Tool.Execute run|record <call>").
+	queues []string
 	// begin, when set, replaces the fake Turn.Begin's answer.
 	begin func(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error)
 	model func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error)
@@ -163,6 +167,7 @@ func (h *harness) recordTurn(ctx context.Context, in workflows.RecordTurnInput) 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.records = append(h.records, in)
+	h.queues = append(h.queues, workflows.ActivityTurnRecord+" "+activity.GetInfo(ctx).TaskQueue)
 	h.recordHeartbeats = append(h.recordHeartbeats, activity.GetInfo(ctx).HeartbeatTimeout)
 	if _, ok := h.stored[in.Key]; !ok {
 		h.stored[in.Key] = in.Outcome
@@ -173,6 +178,7 @@ func (h *harness) recordTurn(ctx context.Context, in workflows.RecordTurnInput) 
 func (h *harness) generate(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
 	h.mu.Lock()
 	h.models = append(h.models, call)
+	h.queues = append(h.queues, workflows.ActivityModelGenerate+" "+activity.GetInfo(ctx).TaskQueue)
 	h.events = append(h.events, fmt.Sprintf("model %s/%d", call.Turn, call.Step))
 	fn := h.model
 	h.mu.Unlock()
@@ -198,6 +204,7 @@ func (h *harness) publishedEvents() []workflows.PublishInput {
 func (h *harness) compact(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error) {
 	h.mu.Lock()
 	h.compacts = append(h.compacts, in)
+	h.queues = append(h.queues, workflows.ActivityCompact+" "+activity.GetInfo(ctx).TaskQueue)
 	h.events = append(h.events, fmt.Sprintf("compact %s force=%v", in.Reason, in.Force))
 	fn := h.compactFn
 	h.mu.Unlock()
@@ -220,6 +227,7 @@ func (h *harness) execute(ctx context.Context, call agentloop.ToolCall) (agentlo
 	}
 	h.mu.Lock()
 	h.tools = append(h.tools, call)
+	h.queues = append(h.queues, fmt.Sprintf("%s %s %s %s", workflows.ActivityToolExecute, kind, call.Call.ID, activity.GetInfo(ctx).TaskQueue))
 	h.events = append(h.events, fmt.Sprintf("start %s %s", kind, call.Call.ID))
 	h.active++
 	if h.active > h.maxActive {
@@ -308,6 +316,12 @@ func (h *harness) toolCallsFor(id string) []agentloop.ToolCall {
 		}
 	}
 	return out
+}
+
+func (h *harness) queueLog() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.queues...)
 }
 
 func (h *harness) eventLog() []string {
