@@ -8,27 +8,40 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/fastagent/fastagent"
 	"github.com/fastagent/fastagent/ingress"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/worker"
 )
 
 // The ingress mounted under /agent/ in a plain net/http server, behind the
-// program's own authentication: here a header its gateway sets. A request
-// without it is refused; alice's turn streams as server-sent events; the
-// events route of her follow-up carries the /agent prefix, and following
-// it streams that turn.
+// program's own authentication (here a header its gateway sets), beside
+// the agent's worker in the same program, both on the program's own
+// Temporal client. A request without the header is refused; alice's turn
+// streams as server-sent events; the events route of her follow-up carries
+// the /agent prefix, and following it streams that turn.
 func Example() {
-	// A Temporal server with a worker serving the agent in dir, and a
-	// client of your own to it (see temporalWithWorker below).
-	dir, c, done := temporalWithWorker("Hello from the mounted ingress.", "And the follow-up.")
+	dir, env, done := exampleAgent("",
+		modelserver.Reply{Text: []string{"Hello from ", "the mounted ingress."}},
+		modelserver.Reply{Text: []string{"And the ", "follow-up."}})
 	defer done()
+	c, err := client.Dial(temporalOptions()) // HostPort, Namespace, Credentials
+	if err != nil {
+		fmt.Println("dial:", err)
+		return
+	}
+	defer c.Close()
+	// The agent's worker: fastagent's plugin (package worker); in
+	// production it often runs elsewhere (`fastagent worker`).
+	ctx, stopWorker := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() {
+		ran <- worker.Run(ctx, c, worker.Options{Dir: dir, Getenv: env, TaskQueue: "mounted-agent", Logger: quiet})
+	}()
+	defer func() { stopWorker(); <-ran }()
 
 	fromGateway := ingress.PrincipalsFunc(func(r *http.Request) (ingress.Principal, error) {
 		user := r.Header.Get("X-Gateway-User")
@@ -37,7 +50,7 @@ func Example() {
 		}
 		return ingress.Principal{Name: user, Rights: []ingress.Right{ingress.RightInvoke, ingress.RightControl}}, nil
 	})
-	h, err := ingress.New(c, ingress.Options{Dir: dir, Principals: fromGateway})
+	h, err := ingress.New(c, ingress.Options{Dir: dir, TaskQueue: "mounted-agent", Principals: fromGateway, Logger: quiet})
 	if err != nil {
 		fmt.Println("ingress:", err)
 		return
@@ -124,58 +137,4 @@ func readTurn(resp *http.Response) string {
 		}
 	}
 	return fmt.Sprintf("%d, no terminal event", resp.StatusCode)
-}
-
-// temporalWithWorker makes an agent folder answered by a scripted model
-// (answers, in turn), starts a Temporal dev server with a worker serving
-// the agent (fastagent.Start with the worker role alone), and returns a
-// client of the program's own to that server. In production the worker
-// runs elsewhere (`fastagent worker`) and the client is the one your
-// program already has.
-func temporalWithWorker(answers ...string) (dir string, c client.Client, done func()) {
-	dir, err := os.MkdirTemp("", "fastagent-ingress-example-")
-	if err != nil {
-		panic(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "persona.md"), []byte("You greet people.\n"), 0o600); err != nil {
-		panic(err)
-	}
-	ms := modelserver.New()
-	for _, a := range answers {
-		ms.Enqueue(modelserver.Reply{Text: strings.SplitAfter(a, " ")})
-	}
-	vars := map[string]string{"FASTAGENT_MODEL": "openai/scripted", "OPENAI_BASE_URL": ms.URL(), "OPENAI_API_KEY": "example-key"}
-	getenv := func(k string) string {
-		if v, ok := vars[k]; ok {
-			return v
-		}
-		return os.Getenv(k)
-	}
-	rt, err := fastagent.Start(context.Background(), fastagent.Options{
-		Dir:      dir,
-		Temporal: fastagent.Temporal{Embedded: true, UIPort: -1},
-		Roles:    fastagent.Roles{Worker: true},
-		Getenv:   getenv,
-	})
-	if err != nil {
-		panic(err)
-	}
-	key, err := os.ReadFile(filepath.Join(dir, ".fastagent", "temporal-token"))
-	if err != nil {
-		panic(err)
-	}
-	c, err = client.Dial(client.Options{
-		HostPort:          rt.TemporalAddress(),
-		Credentials:       client.NewAPIKeyStaticCredentials(strings.TrimSpace(string(key))),
-		ConnectionOptions: client.ConnectionOptions{TLSDisabled: true},
-	})
-	if err != nil {
-		panic(err)
-	}
-	return dir, c, func() {
-		c.Close()
-		rt.Close()
-		ms.Close()
-		_ = os.RemoveAll(dir)
-	}
 }

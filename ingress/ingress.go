@@ -108,7 +108,8 @@ type Options struct {
 	// codec server (POST /codec/encode|decode) for principals with
 	// RightCodec, to the Web UI origins CodecOrigins (else
 	// FASTAGENT_CODEC_ORIGINS). The client given to New must encode
-	// payloads with the same keys as the workers.
+	// payloads with the same keys as the workers: a client made with the
+	// worker plugin (package worker) does.
 	CodecKeys    string
 	CodecOrigins []string
 	// TracerProvider, when set, receives a span per HTTP request; nil:

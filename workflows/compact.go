@@ -145,6 +145,7 @@ func (s *session) compact(ctx workflow.Context, in CompactInput) (CompactResult,
 	set := s.snap.Loop.Settings
 	attempts := orInt(set.ModelAttempts, defaultModelAttempts)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           placed(ctx, set.ModelTaskQueue),
 		StartToCloseTimeout: orDur(set.ModelTimeout, defaultModelTimeout),
 		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{

@@ -331,8 +331,16 @@ func (s *session) endRunWithinWindow(ctx workflow.Context) {
 	}
 	s.answeredAt = workflow.Now(ctx)
 	window := s.window()
-	due := window - min(time.Hour, window/10)
 	workflow.Go(s.root, func(gctx workflow.Context) {
+		if s.early && !s.snap.Opened {
+			// The first turn of a new session (changeVersionsFirst): its
+			// window is the definition's, known once the session opened.
+			if err := workflow.Await(gctx, func() bool { return s.snap.Opened }); err != nil {
+				return
+			}
+			window = s.window()
+		}
+		due := window - min(time.Hour, window/10)
 		timer := workflow.NewTimerWithOptions(gctx, due, workflow.TimerOptions{
 			Summary: fmt.Sprintf("new run before the first turn key leaves the idempotency window (%s)", window)})
 		if err := timer.Get(gctx, nil); err == nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -397,6 +398,29 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			},
 		},
 		{
+			// The first turn came with the first workflow task and was
+			// accepted after the run read its versions; it armed the run's
+			// end within the definition's 2 h window (less 12 min).
+			file: "versions_first.json", change: "versions-first",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				var first, markers int64
+				var timer time.Duration
+				for _, ev := range h.GetEvents() {
+					if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == versionMarkerName && first == 0 {
+						markers = ev.GetEventId()
+					}
+					if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && first == 0 && a.GetAcceptedRequestSequencingEventId() == 2 {
+						first = ev.GetEventId()
+					}
+					if a := ev.GetTimerStartedEventAttributes(); a != nil && timer == 0 {
+						timer = a.GetStartToFireTimeout().AsDuration()
+					}
+				}
+				return fmt.Sprintf("first-task update accepted at event %d (version markers up to %d), window timer %s", first, markers, timer),
+					first > markers && markers > 0 && timer == 2*time.Hour-12*time.Minute
+			},
+		},
+		{
 			// The chat stopped its session's turn with Chat.Stop.
 			file: "chat_stop.json", change: "chat-stop",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
@@ -560,4 +584,39 @@ func loadHistory(t *testing.T, f string) *historypb.History {
 		t.Fatalf("%s: %v (or empty)", f, err)
 	}
 	return h
+}
+
+// TestReplayCoversActivityQueues: the "activity-queues" change replays in
+// both versions — histories without the setting carry no marker and
+// schedule every activity on the session's queue (plain_turn); with
+// fastagent.yaml's activities: block the tool call and the model calls
+// are scheduled on their groups' task queues behind the marker, the turn's
+// record on the session's own (activity_queues).
+func TestReplayCoversActivityQueues(t *testing.T) {
+	const change = "activity-queues"
+	for file, placed := range map[string]bool{"plain_turn.json": false, "activity_queues.json": true} {
+		f, h, marked := markedHistory(t, file, change)
+		own := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetTaskQueue().GetName()
+		queues := map[string]string{}
+		for _, ev := range h.GetEvents() {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				queues[a.GetActivityType().GetName()] = a.GetTaskQueue().GetName()
+			}
+		}
+		want := map[string]string{workflows.ActivityModelGenerate: own, workflows.ActivityTurnRecord: own}
+		if placed {
+			want[workflows.ActivityModelGenerate], want[workflows.ActivityToolExecute] = own+"-model", own+"-tools"
+		}
+		for name, q := range want {
+			if queues[name] != q {
+				t.Errorf("%s: %s scheduled on %q, want %q", file, name, queues[name], q)
+			}
+		}
+		if marked != placed {
+			t.Errorf("%s: %q marker %v, want %v", file, change, marked, placed)
+		}
+		if err := replay(f); err != nil {
+			t.Error(err)
+		}
+	}
 }

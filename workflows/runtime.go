@@ -123,6 +123,7 @@ func (r *loopRuntime) generateOnce(call agentloop.ModelCall) (agentloop.ModelRes
 		summary += fmt.Sprintf(" · fallback %d", call.Fallback)
 	}
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		TaskQueue:           placed(r.ctx, set.ModelTaskQueue),
 		StartToCloseTimeout: orDur(set.ModelTimeout, defaultModelTimeout),
 		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{
@@ -136,6 +137,22 @@ func (r *loopRuntime) generateOnce(call agentloop.ModelCall) (agentloop.ModelRes
 	var res agentloop.ModelResult
 	err := workflow.ExecuteActivity(ctx, ActivityModelGenerate, call).Get(ctx, &res)
 	return res, err
+}
+
+// changeActivityQueues schedules tool calls, and model calls with
+// compactions and rewinds, on the task queues fastagent.yaml's activities:
+// block names (Settings.ToolTaskQueue, ModelTaskQueue). Asked only when a
+// queue is set, so sessions without one record nothing new.
+const changeActivityQueues = "activity-queues"
+
+// placed is the task queue of an activity placed on queue by the settings
+// ("" when none is set, or in a history written before the setting
+// existed): the session's own queue.
+func placed(ctx workflow.Context, queue string) string {
+	if queue == "" || workflow.GetVersion(ctx, changeActivityQueues, workflow.DefaultVersion, 1) < 1 {
+		return ""
+	}
+	return queue
 }
 
 // modelFailure turns a failed model activity into the turn's failure.
@@ -253,6 +270,7 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		attempts = orInt(c.Call.MaxAttempts, defaultToolAttempts)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           placed(ctx, set.ToolTaskQueue),
 		StartToCloseTimeout: orDur(c.Call.Timeout, defaultToolTimeout) + toolTimeoutMargin,
 		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{

@@ -524,6 +524,9 @@ type session struct {
 	windowDue  bool
 	// queued is this run's changeDeliveryQueue version.
 	queued workflow.Version
+	// early says the run read its versions before registering its
+	// handlers (changeVersionsFirst).
+	early bool
 	// resending are the turns whose failed reply UpdateResend is sending.
 	resending map[string]bool
 	// status is the session's AttrStatus as last set; searchable says the
@@ -546,17 +549,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	if in.Snapshot != nil {
 		s.snap = *in.Snapshot
 	}
-	if err := s.register(ctx); err != nil {
+	if err := s.start(ctx); err != nil {
 		return err
 	}
-	s.listenDeliveries(ctx)
-	s.listenSubAgents(ctx)
-	s.reportQueueDepth(ctx)
-	s.initStatus(ctx)
-	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
-	s.keys = workflow.GetVersion(ctx, changeTurnKeys, workflow.DefaultVersion, 1)
-	s.queued = workflow.GetVersion(ctx, changeDeliveryQueue, workflow.DefaultVersion, 2)
-	s.restoreQueue(ctx)
 	if s.snap.IDPrefix == "" {
 		if s.durableTurns() {
 			// Random, recorded once: a reset replays it and a session
@@ -628,6 +623,51 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 		}
 	}
+}
+
+// changeVersionsFirst versions when a run reads its versions and restores
+// the turns the previous run carried: before it registers its handlers,
+// not after. Registering an update handler runs, at once, the updates that
+// reached the run with its first workflow task (the SDK's priority update
+// handling) — a run just continued as new, or started by Update-with-Start,
+// gets its next turn there — and before this change those saw every
+// version as DefaultVersion: a redelivered key whose outcome the snapshot
+// had shed was answered with an empty outcome, a new key was neither
+// checked against the window's bound nor armed the run's end within the
+// idempotency window, and it queued ahead of the carried turns.
+const changeVersionsFirst = "versions-first"
+
+// start reads the run's versions, restores what the previous run carried
+// and registers the handlers and listeners. Registering the update
+// handlers runs the updates that came with the run's first workflow task:
+// since changeVersionsFirst they see the run's versions and the turns the
+// previous run carried.
+func (s *session) start(ctx workflow.Context) error {
+	s.early = workflow.GetVersion(ctx, changeVersionsFirst, workflow.DefaultVersion, 1) >= 1
+	if s.early {
+		s.readVersions(ctx)
+		s.restoreQueue(ctx)
+	}
+	if err := s.register(ctx); err != nil {
+		return err
+	}
+	s.listenDeliveries(ctx)
+	s.listenSubAgents(ctx)
+	s.reportQueueDepth(ctx)
+	s.initStatus(ctx)
+	if !s.early {
+		s.readVersions(ctx)
+		s.restoreQueue(ctx)
+	}
+	return nil
+}
+
+// readVersions reads the run's versions of the changes that shape how it
+// keeps turns and keys.
+func (s *session) readVersions(ctx workflow.Context) {
+	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
+	s.keys = workflow.GetVersion(ctx, changeTurnKeys, workflow.DefaultVersion, 1)
+	s.queued = workflow.GetVersion(ctx, changeDeliveryQueue, workflow.DefaultVersion, 2)
 }
 
 // runDone reports whether the run should continue as new once its queue

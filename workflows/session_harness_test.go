@@ -77,6 +77,12 @@ type harness struct {
 	recordHeartbeats []time.Duration
 
 	openLeaf string
+	// openSettings are the settings the fake Session.Open answers with.
+	openSettings agentloop.Settings
+	// queues are "<activity> <task queue>" of the model, tool, compaction
+	// and record activities, in start order (a tool call's activity as
+	// "Tool.Execute run|record <call>").
+	queues []string
 	// begin, when set, replaces the fake Turn.Begin's answer.
 	begin func(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error)
 	model func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error)
@@ -137,7 +143,7 @@ func (h *harness) open(_ context.Context, in workflows.OpenInput) (workflows.Ope
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.opens = append(h.opens, in)
-	return workflows.OpenResult{Leaf: h.openLeaf}, nil
+	return workflows.OpenResult{Leaf: h.openLeaf, Settings: h.openSettings}, nil
 }
 
 // beginTurn is the fake Turn.Begin: it answers keys in h.stored.
@@ -161,6 +167,7 @@ func (h *harness) recordTurn(ctx context.Context, in workflows.RecordTurnInput) 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.records = append(h.records, in)
+	h.queues = append(h.queues, workflows.ActivityTurnRecord+" "+activity.GetInfo(ctx).TaskQueue)
 	h.recordHeartbeats = append(h.recordHeartbeats, activity.GetInfo(ctx).HeartbeatTimeout)
 	if _, ok := h.stored[in.Key]; !ok {
 		h.stored[in.Key] = in.Outcome
@@ -171,6 +178,7 @@ func (h *harness) recordTurn(ctx context.Context, in workflows.RecordTurnInput) 
 func (h *harness) generate(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
 	h.mu.Lock()
 	h.models = append(h.models, call)
+	h.queues = append(h.queues, workflows.ActivityModelGenerate+" "+activity.GetInfo(ctx).TaskQueue)
 	h.events = append(h.events, fmt.Sprintf("model %s/%d", call.Turn, call.Step))
 	fn := h.model
 	h.mu.Unlock()
@@ -196,6 +204,7 @@ func (h *harness) publishedEvents() []workflows.PublishInput {
 func (h *harness) compact(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error) {
 	h.mu.Lock()
 	h.compacts = append(h.compacts, in)
+	h.queues = append(h.queues, workflows.ActivityCompact+" "+activity.GetInfo(ctx).TaskQueue)
 	h.events = append(h.events, fmt.Sprintf("compact %s force=%v", in.Reason, in.Force))
 	fn := h.compactFn
 	h.mu.Unlock()
@@ -218,6 +227,7 @@ func (h *harness) execute(ctx context.Context, call agentloop.ToolCall) (agentlo
 	}
 	h.mu.Lock()
 	h.tools = append(h.tools, call)
+	h.queues = append(h.queues, fmt.Sprintf("%s %s %s %s", workflows.ActivityToolExecute, kind, call.Call.ID, activity.GetInfo(ctx).TaskQueue))
 	h.events = append(h.events, fmt.Sprintf("start %s %s", kind, call.Call.ID))
 	h.active++
 	if h.active > h.maxActive {
@@ -306,6 +316,12 @@ func (h *harness) toolCallsFor(id string) []agentloop.ToolCall {
 		}
 	}
 	return out
+}
+
+func (h *harness) queueLog() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.queues...)
 }
 
 func (h *harness) eventLog() []string {

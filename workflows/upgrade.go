@@ -4,7 +4,7 @@ import "go.temporal.io/sdk/workflow"
 
 // upgradeOnContinue starts every next run of a long-lived workflow on its
 // Worker Deployment's current version. Runs are pinned to the version whose
-// worker started them (worker.Versioning), so a history is only ever replayed
+// worker started them (worker.Options.Deployment), so a history is only ever replayed
 // by the code that wrote it; continue-as-new is where a session or chat
 // moves to new code, with nothing but its snapshot. Unversioned workers
 // ignore it.

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/fastagent/fastagent/internal/worker"
+	"github.com/fastagent/fastagent/worker"
 )
 
 // rolloutCommand is `fastagent rollout`: make a Worker Deployment version

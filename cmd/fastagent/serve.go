@@ -16,11 +16,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/metrics"
+	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/tracing"
-	"github.com/fastagent/fastagent/internal/worker"
 )
 
 // serveFlags are shared by dev, start, worker and ingress.
@@ -50,7 +51,7 @@ func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
 	fl.StringVar(&f.tokensFile, "tokens-file", os.Getenv("FASTAGENT_TOKENS_FILE"), "API tokens file: lines principal:rights:sha256hex (see fastagent token) [FASTAGENT_TOKENS_FILE]")
 	fl.StringVar(&f.feed, "feed", envOr("FASTAGENT_FEED", "inprocess"), "live feed: inprocess, or nats://host:4222 when worker and ingress run apart (a URL with a token only through FASTAGENT_FEED) [FASTAGENT_FEED]")
 	fl.StringVar(&f.taskQueue, "task-queue", envOr("FASTAGENT_TASK_QUEUE", "fastagent"), "Temporal task queue [FASTAGENT_TASK_QUEUE]")
-	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", worker.DefaultStopTimeout),
+	fl.DurationVar(&f.stopTimeout, "stop-timeout", envDuration("FASTAGENT_WORKER_STOP_TIMEOUT", plugin.DefaultStopTimeout),
 		"on SIGTERM/Ctrl-C, how long the worker lets running tool and model calls finish before it cancels them [FASTAGENT_WORKER_STOP_TIMEOUT]")
 	fl.StringArrayVar(&f.agents, "agent", nil, "serve another agent's folder beside this one, as name=folder: its workers poll task queue <name>, "+
 		"its own sessions are under /agents/<name>/ (invoke, sessions…), and this agent may delegate to it "+
@@ -79,7 +80,7 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		TokensFile: f.tokensFile,
 
 		WorkerStopTimeout: f.stopTimeout,
-		Versioning:        worker.VersioningFromEnv(os.Getenv),
+		Versioning:        plugin.VersioningFromEnv(os.Getenv),
 		Metrics:           metrics.New(),
 		MetricsAddr:       os.Getenv(metrics.EnvAddr),
 		// Tools never reach the Temporal frontend, whatever their network.
@@ -167,6 +168,7 @@ func serveCommands(g *globals) []*cobra.Command {
 // parts switched off (`ingress` is ingressCommand).
 func processCommand(g *globals, name, short string, runWorker, runIngress bool) *cobra.Command {
 	f := &serveFlags{}
+	var groups []string
 	cmd := &cobra.Command{
 		Use:   name,
 		Short: short,
@@ -190,6 +192,9 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 			cfg := f.config(g, log)
 			if cfg.Agents, err = serve.ParseAgents(f.agents, g.dir); err != nil {
 				return usageError("%v", err)
+			}
+			if err := activityGroups(cmd, groups, &cfg); err != nil {
+				return err
 			}
 			parts, err := serve.Open(ctx, cfg)
 			if err != nil {
@@ -224,7 +229,49 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 		},
 	}
 	f.bind(cmd, true)
+	if runWorker && !runIngress {
+		cmd.Flags().StringSliceVar(&groups, "activities", envSlice("FASTAGENT_ACTIVITIES"),
+			"serve only these activity groups (model, tools) and no workflows: a worker of their own, on GPU machines or in a network zone, "+
+				"polling the task queue fastagent.yaml's activities: block places them on (or --task-queue) [FASTAGENT_ACTIVITIES]")
+	}
 	return cmd
+}
+
+// activityGroups applies --activities: the worker serves those groups
+// alone, on --task-queue when given, else on the task queue
+// fastagent.yaml places them on.
+func activityGroups(cmd *cobra.Command, names []string, cfg *serve.Config) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if len(cfg.Agents) > 0 {
+		return usageError("--activities serves one agent's activities: drop --agent")
+	}
+	for _, n := range names {
+		grp, err := activities.ParseGroup(strings.TrimSpace(n))
+		if err != nil {
+			return usageError("--activities: %v", err)
+		}
+		if !grp.Placeable() {
+			return usageError("--activities %s: only the model and tools groups run on a worker of their own; the %s activities run beside the session workflows", grp, grp)
+		}
+		cfg.ActivityGroups = append(cfg.ActivityGroups, grp)
+	}
+	if !cmd.Flags().Changed("task-queue") && os.Getenv("FASTAGENT_TASK_QUEUE") == "" {
+		cfg.TaskQueue = "" // where fastagent.yaml places them
+	}
+	return nil
+}
+
+// envSlice reads a comma-separated list from the environment.
+func envSlice(name string) []string {
+	var out []string
+	for _, v := range strings.Split(os.Getenv(name), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // printAgentRoutes lists the routes of the agents served beside the main

@@ -65,6 +65,30 @@ func TestFirstTurnOfASession(t *testing.T) {
 	}
 }
 
+// A run's first turn update sets one timer, which ends the run before that
+// turn's key leaves the idempotency window (Temporal would answer the key
+// from the run's history for as long as the run lasts): one action per run,
+// on its first turn — a new session's, and the first after each
+// continue-as-new — and none on the turns after it (versions_first, two
+// runs of two turns).
+func TestWindowTimerOncePerRun(t *testing.T) {
+	for _, run := range []string{"versions_first", "versions_first_run2"} {
+		turns := PerTurn(load(t, run))
+		if len(turns) != 2 {
+			t.Fatalf("%s: %d turns, want 2", run, len(turns))
+		}
+		for i, as := range turns {
+			want := 0
+			if i == 0 {
+				want = 1
+			}
+			if n := ByKind(as)["start_timer"]; n != want {
+				t.Errorf("%s turn %d: %d timers, want %d: %s", run, i+1, n, want, kinds(as))
+			}
+		}
+	}
+}
+
 // Every later one-step turn of a run costs at most the documented number:
 // the turns of continue_as_new (one-step turns in one run).
 func TestOneStepTurnInARunningSession(t *testing.T) {

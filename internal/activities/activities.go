@@ -79,19 +79,9 @@ type Registrar interface {
 	RegisterActivityWithOptions(a interface{}, options activity.RegisterOptions)
 }
 
-// Register registers every activity under its name in workflows/names.go.
-func (a *Activities) Register(w Registrar) {
-	w.RegisterActivityWithOptions(a.Generate, activity.RegisterOptions{Name: workflows.ActivityModelGenerate})
-	w.RegisterActivityWithOptions(a.Execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
-	w.RegisterActivityWithOptions(a.Open, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
-	w.RegisterActivityWithOptions(a.NextWake, activity.RegisterOptions{Name: workflows.ActivityWakeNext})
-	w.RegisterActivityWithOptions(a.BeginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
-	w.RegisterActivityWithOptions(a.Record, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
-	w.RegisterActivityWithOptions(a.Compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
-	w.RegisterActivityWithOptions(a.Rewind, activity.RegisterOptions{Name: workflows.ActivityRewind})
-	w.RegisterActivityWithOptions(a.Publish, activity.RegisterOptions{Name: workflows.ActivityFeedPublish})
-	w.RegisterActivityWithOptions(a.StopTurn, activity.RegisterOptions{Name: workflows.ActivityFeedStop})
-}
+// Register registers every activity of a under its name in
+// workflows/names.go (Set.Entries).
+func (a *Activities) Register(w Registrar) { Register(w, Set{Acts: a}) }
 
 // Generate is the Model.Generate activity.
 func (a *Activities) Generate(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {

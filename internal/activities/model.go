@@ -306,6 +306,8 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 			SessionTokensPerDay: def.Config.Limits.SessionTokensPerDay,
 		},
 		IdempotencyWindow: time.Duration(def.Config.IdempotencyWindow),
+		ToolTaskQueue:     def.Config.Activities.Tools.TaskQueue,
+		ModelTaskQueue:    def.Config.Activities.Model.TaskQueue,
 	}
 }
 

@@ -38,7 +38,8 @@ type Replies struct {
 	Store    store.Store
 	Feed     feed.Bus
 	Repliers map[string]channels.Replier
-	// Starter and TaskQueue serve Chat.Route.
+	// Starter and TaskQueue serve Chat.Route (and Chat.Stop, Chat.Drop);
+	// without a Starter they use the client of the worker running them.
 	Starter   channels.Starter
 	TaskQueue string
 	// Dir is the agent's workspace, where Channel.Fetch saves files.
@@ -59,14 +60,7 @@ func NewReplies(st store.Store, bus feed.Bus, repliers []channels.Replier, log *
 }
 
 // Register registers the channel activities under their names.
-func (r *Replies) Register(w Registrar) {
-	w.RegisterActivityWithOptions(r.Reply, activity.RegisterOptions{Name: workflows.ActivityChannelReply})
-	w.RegisterActivityWithOptions(r.Stream, activity.RegisterOptions{Name: workflows.ActivityChannelStream})
-	w.RegisterActivityWithOptions(r.Fetch, activity.RegisterOptions{Name: workflows.ActivityChannelFetch})
-	w.RegisterActivityWithOptions(r.Route, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
-	w.RegisterActivityWithOptions(r.Stop, activity.RegisterOptions{Name: workflows.ActivityChatStop})
-	w.RegisterActivityWithOptions(r.Drop, activity.RegisterOptions{Name: workflows.ActivityChatDrop})
-}
+func (r *Replies) Register(w Registrar) { Register(w, Set{Replies: r}) }
 
 // refKey is the key a reply's reference is kept under: the one the workflow
 // named for this run of the turn (workflows.ReplyRef), else the turn's key.
@@ -427,11 +421,26 @@ func (r *Replies) background(ctx context.Context, f channels.Fetcher, target wor
 // Route is the Chat.Route local activity: Signal-With-Start of in's
 // delivery on its session workflow (which deduplicates it by key).
 func (r *Replies) Route(ctx context.Context, in workflows.RouteInput) error {
-	if r.Starter == nil {
+	st := r.starter(ctx)
+	if st == nil {
 		return temporal.NewNonRetryableApplicationError("route: this worker has no Temporal client for chat routing",
 			agent.CodeInvalidCommand, nil)
 	}
-	return channels.SignalSession(ctx, r.Starter, r.TaskQueue, in.Session, in.Delivery)
+	return channels.SignalSession(ctx, st, r.TaskQueue, in.Session, in.Delivery)
+}
+
+// starter is the Starter, else the client of the worker running the
+// activity (nil outside one).
+func (r *Replies) starter(ctx context.Context) channels.Starter {
+	if r.Starter != nil {
+		return r.Starter
+	}
+	if activity.IsActivity(ctx) {
+		if c := activity.GetClient(ctx); c != nil {
+			return c
+		}
+	}
+	return nil
 }
 
 // updater is the part of a Temporal client Chat.Stop needs.
@@ -442,7 +451,7 @@ type updater interface {
 // Stop is the Chat.Stop local activity: the abort update on in's session.
 // A session that does not exist or runs no turn is not an error.
 func (r *Replies) Stop(ctx context.Context, in workflows.StopInput) error {
-	u, ok := r.Starter.(updater)
+	u, ok := r.starter(ctx).(updater)
 	if !ok {
 		return temporal.NewNonRetryableApplicationError("stop: this worker has no Temporal client for chat control",
 			agent.CodeInvalidCommand, nil)
@@ -482,7 +491,7 @@ func (r *Replies) Stop(ctx context.Context, in workflows.StopInput) error {
 // (its reference is stored), that reply is settled to DroppedText; nothing
 // is posted otherwise.
 func (r *Replies) Drop(ctx context.Context, in workflows.DropInput) error {
-	u, ok := r.Starter.(updater)
+	u, ok := r.starter(ctx).(updater)
 	if !ok {
 		return temporal.NewNonRetryableApplicationError("drop: this worker has no Temporal client for chat control",
 			agent.CodeInvalidCommand, nil)

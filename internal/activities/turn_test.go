@@ -275,3 +275,25 @@ func TestOpenSessionAtTheHead(t *testing.T) {
 		t.Errorf("after a rewind to a2 (new leaf %q) the session opens at %q", res.Leaf, got)
 	}
 }
+
+// TestOpenSessionCarriesActivityQueues: fastagent.yaml's activities: block
+// reaches the session workflow in the settings Session.Open returns, so it
+// schedules tool and model calls on their task queues.
+func TestOpenSessionCarriesActivityQueues(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if err := e.kit.WriteConfig("activities:\n  tools: {taskQueue: gpu}\n  model: {taskQueue: llm}\n"); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.act.ExecuteActivity(workflows.ActivitySessionOpen, workflows.OpenInput{Session: "s1", IDPrefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.OpenResult
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Settings.ToolTaskQueue != "gpu" || res.Settings.ModelTaskQueue != "llm" {
+		t.Errorf("settings %+v, want tools on gpu and models on llm", res.Settings)
+	}
+}

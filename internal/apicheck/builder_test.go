@@ -14,13 +14,20 @@ import (
 var builderCalls = []string{"worker" + ".New(", "ingress" + ".Server{"} // split: this file is no construction
 
 // builderOnly reports whether rel may construct a worker or an ingress by
-// hand: the builder itself (internal/serve), the worker's constructor
-// (internal/worker) and the ingress's own unit tests, which test the
-// handler as a unit.
+// hand: the builder itself (internal/serve), the plugin's split workers
+// (internal/plugin), the public worker and activities packages (the
+// plugin's constructor, and users' own workers with the plugin or a group
+// of the activity set, as their examples and tests show them), the other
+// public packages' examples, and the ingress's own unit tests, which test
+// the handler as a unit.
 func builderOnly(rel string) bool {
 	rel = filepath.ToSlash(rel)
 	switch {
-	case strings.HasPrefix(rel, "internal/serve/"), strings.HasPrefix(rel, "internal/worker/"):
+	case strings.HasPrefix(rel, "internal/serve/"), strings.HasPrefix(rel, "internal/plugin/"):
+		return true
+	case strings.HasPrefix(rel, "worker/"), strings.HasPrefix(rel, "activities/"):
+		return true
+	case !strings.HasPrefix(rel, "internal/") && strings.HasSuffix(rel, "example_test.go"):
 		return true
 	case strings.HasPrefix(rel, "internal/ingress/") && strings.HasSuffix(rel, "_test.go"):
 		return true
@@ -30,10 +37,12 @@ func builderOnly(rel string) bool {
 
 // Every worker and every ingress — the CLI's, fastagent.Start's, the
 // lab's, the end-to-end tests' — is built by the one builder (serve.Parts:
-// StartWorker, Worker, IngressFor), so what a test or a benchmark runs is
-// what the serving commands run, and a part the builder wires in (the
-// session store of the durable agent, channel repliers, metrics) is never
-// missing from a hand-built copy.
+// StartWorker, Worker, Plugin, IngressFor), so what a test or a benchmark
+// runs is what the serving commands run, and a part the builder wires in
+// (the session store of the durable agent, channel repliers, metrics) is
+// never missing from a hand-built copy. A user's own worker gets the same
+// parts through the fastagent plugin (the worker package), which the
+// builder makes too.
 func TestWorkerAndIngressOnlyFromTheBuilder(t *testing.T) {
 	var stray []string
 	allowed := map[string]int{}

@@ -17,10 +17,10 @@ import (
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/httpagent"
+	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -407,8 +407,11 @@ func TestDelegationAbortReachesTheSubAgent(t *testing.T) {
 // can take a sub-agent's workflow worker away while its tool runs.
 func splitWorkers(t *testing.T, e *env, tq string) (wf, act sdkworker.Worker) {
 	t.Helper()
-	wf, act = worker.Split(e.client, tq, e.kit.Activities(e.bus), schedules.NewFirer(e.client, e.bus, e.kit.Store, tq, nil),
-		activities.NewReplies(e.kit.Store, e.bus, nil, nil))
+	wf, act, err := plugin.Split(e.client, tq, activities.Set{Acts: e.kit.Activities(e.bus),
+		Replies: activities.NewReplies(e.kit.Store, e.bus, nil, nil), Firer: schedules.NewFirer(e.client, e.bus, e.kit.Store, tq, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, w := range []sdkworker.Worker{wf, act} {
 		if err := w.Start(); err != nil {
 			t.Fatalf("start worker: %v", err)

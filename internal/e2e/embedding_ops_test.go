@@ -51,3 +51,23 @@ func TestEmbeddingMountsMetricsAndCodec(t *testing.T) {
 		t.Errorf("Runtime.Metrics: %d", w.Code)
 	}
 }
+
+// With codec keys, fastagent.Start on a Temporal client made without them
+// refuses to start its worker — the client's workers would write every
+// payload unencrypted — and says how to get the codec on the client.
+func TestEmbeddingRefusesAClientWithoutTheCodec(t *testing.T) {
+	e := newEnv(t)
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))
+	rt, err := fastagent.Start(context.Background(), fastagent.Options{
+		Dir: e.kit.Dir, StateDir: t.TempDir(), Store: filepath.Join(t.TempDir(), "sessions.db"), TaskQueue: e.queue,
+		Temporal: fastagent.Temporal{Client: e.client}, Roles: fastagent.Roles{Worker: true},
+		Getenv: e.kit.Getenv, CodecKeys: "emb:" + key,
+	})
+	if err == nil {
+		rt.Close()
+		t.Fatal("the worker started on a client without the codec")
+	}
+	if !strings.Contains(err.Error(), "unencrypted") || !strings.Contains(err.Error(), "client.Options.Plugins") {
+		t.Errorf("error %q does not say why and what to do", err)
+	}
+}

@@ -196,7 +196,7 @@ func TestGitHubExactlyOnce(t *testing.T) {
 	if cs[0].Author != "Bearer ghp_e2e" {
 		t.Errorf("posted with %q", cs[0].Author)
 	}
-	if ref, err := s.e.kit.Store.Reply(context.Background(), session, key); err != nil || ref != fmt.Sprintf("comment:%d", cs[0].ID) {
+	if ref, err := storedReply(t, s.e, session, key); err != nil || ref != fmt.Sprintf("comment:%d", cs[0].ID) {
 		t.Errorf("stored reply ref %q, %v", ref, err)
 	}
 
@@ -320,13 +320,13 @@ func TestGitHubWorkerKilled(t *testing.T) {
 	p.kill(t)
 	close(release)
 	key2 := "github:" + github.BodyID(body2) + ":0"
-	if ref, err := e.kit.Store.Reply(context.Background(), session, key2); err == nil {
+	if ref, err := storedReply(t, e, session, key2); err == nil {
 		t.Fatalf("the reference %q was stored before the kill; the window was not hit", ref)
 	}
 	want2 := s.stored(session, key2)
 	// The reply activity times out (1 min) and is retried on the survivor.
 	waitFor(t, 3*time.Minute, "the retried reply's reference", func() bool {
-		ref, err := e.kit.Store.Reply(context.Background(), session, key2)
+		ref, err := storedReply(t, e, session, key2)
 		return err == nil && ref != ""
 	})
 	var mine []fakegithub.Comment
@@ -338,7 +338,7 @@ func TestGitHubWorkerKilled(t *testing.T) {
 	if len(mine) != 1 || mine[0].Body != want2+"\n\n"+github.Marker(key2, 0) || want2 != "second answer" {
 		t.Fatalf("comments of the second turn %+v, want exactly one with %q", mine, want2)
 	}
-	if ref, _ := e.kit.Store.Reply(context.Background(), session, key2); ref != fmt.Sprintf("comment:%d", mine[0].ID) {
+	if ref, _ := storedReply(t, e, session, key2); ref != fmt.Sprintf("comment:%d", mine[0].ID) {
 		t.Errorf("stored ref %q, want comment:%d", ref, mine[0].ID)
 	}
 	if n := len(s.fake.Calls("comment.create")); n != 2 {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/channels/telegram"
 	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/serve"
@@ -143,6 +144,26 @@ func historyScenarios() []historyScenario {
 			name: "compaction", config: compactionConfig, turnsPerRun: 20, run: runCompaction,
 		},
 		{
+			// Versions read before the handlers (versions-first): the
+			// session's first turn comes with its first workflow task
+			// (Update-with-Start) and arms the run's end within the
+			// definition's idempotency window once the session opened;
+			// two turns per run, and the next run's first task gets a
+			// redelivered key (answered from memory) and a new one.
+			name: "versions_first", config: "idempotencyWindow: 2h\n", turnsPerRun: 2, run: func(t *testing.T, e *env, s string) string {
+				e.kit.Model.Handle(echo)
+				for i, key := range []string{"k1", "k2", "k1", "k3"} {
+					if out := e.sendTurn(s, key, fmt.Sprintf("turn %d", i), 2); out.Status != agent.TypeCompleted || out.Turn != key {
+						t.Fatalf("%s: %+v", key, out)
+					}
+				}
+				if n := len(e.kit.Model.Requests()); n != 3 {
+					t.Fatalf("%d model calls, want 3 (k1 answered again without running)", n)
+				}
+				return ""
+			},
+		},
+		{
 			// A key the session store recorded, sent again after a
 			// terminate and restart: answered from its record (Turn.Begin),
 			// not run; the next key runs below it.
@@ -220,6 +241,9 @@ func historyScenarios() []historyScenario {
 				return ""
 			},
 		},
+		// fastagent.yaml places the tools and model groups on task
+		// queues of their own, each served by a worker of that group alone.
+		{name: "activity_queues", ownWorker: true, run: runActivityQueues},
 		{name: "plain_turn", run: func(t *testing.T, e *env, s string) string {
 			testkit.Script(e.kit.Model, agenttest.Reply)
 			must(t, collect(t, e.agent, context.Background(), s, "hello"), agent.TypeCompleted)
@@ -978,4 +1002,27 @@ func runChatStop(t *testing.T, e *env, _ string) string {
 		t.Errorf("model calls = %d: /stop must not be a turn", n)
 	}
 	return workflows.ChatWorkflowID(telegram.Kind, strconv.FormatInt(s.group, 10))
+}
+
+// runActivityQueues runs a tool turn with the tools and model groups on
+// task queues of their own (<queue>-tools, <queue>-model), each served by a
+// worker of that group alone beside the session's worker.
+func runActivityQueues(t *testing.T, e *env, s string) string {
+	queues := map[activities.Group]string{activities.GroupTools: e.queue + "-tools", activities.GroupModel: e.queue + "-model"}
+	e.writeConfig(fastRetries + fmt.Sprintf("activities:\n  tools: {taskQueue: %s}\n  model: {taskQueue: %s}\n",
+		queues[activities.GroupTools], queues[activities.GroupModel]))
+	e.startWorker()
+	for g, q := range queues {
+		w, err := e.runtime(func(c *serve.Config) { c.TaskQueue, c.ActivityGroups = q, []activities.Group{g} }).StartWorker(context.Background(), e.client)
+		if err != nil {
+			t.Fatalf("%s worker: %v", g, err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "q1", Name: testkit.CounterName, Args: `{"note":"placed"}`}}},
+		modelserver.Reply{Text: []string{"counted ", "elsewhere"}},
+	)
+	must(t, collect(t, e.agent, context.Background(), s, "count on the tools queue"), agent.TypeCompleted)
+	return ""
 }

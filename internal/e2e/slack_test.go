@@ -277,11 +277,14 @@ func TestSlackExactlyOnce(t *testing.T) {
 		t.Errorf("reply = %+v, want text %q in thread %s of %s", p, want, ts, channel)
 	}
 
-	// A retried reply (same session and turn) edits that message.
+	// A retried reply (the same activity input: session, turn and the
+	// reference key of the turn's run) edits that message.
 	updates := p.Updates
-	target, _ := json.Marshal(workflows.Target{Chat: s.team + ":" + channel, Thread: ts, Message: ts, User: "U061F7AUR"})
+	in, ok := scheduledReply(t, s.e, session, key)
+	if !ok || in.Ref == "" || in.Outcome.Turn != key {
+		t.Fatalf("the session's reply of %s = %+v (found %v), want one with its run's reference key", key, in, ok)
+	}
 	acts := activities.NewReplies(s.e.kit.Store, s.e.bus, []channels.Replier{s.reply}, nil)
-	in := workflows.ReplyInput{Session: session, Turn: key, Reply: workflows.ReplyTarget{Kind: "slack", Data: target}, Outcome: rec}
 	if err := acts.Reply(context.Background(), in); err != nil {
 		t.Fatalf("retried reply: %v", err)
 	}
@@ -504,7 +507,7 @@ func TestSlackWorkerKilledMidStream(t *testing.T) {
 	// "Known limitations"); the model still has seconds of text to send.
 	key := "slack:" + s.team + ":" + channel + ":" + ts
 	waitFor(t, 30*time.Second, "the live reply's reference", func() bool {
-		ref, err := e.kit.Store.Reply(context.Background(), session, key)
+		ref, err := storedReply(t, e, session, key)
 		return err == nil && ref != ""
 	})
 	pid := e.runningWorkerPID(t, session)

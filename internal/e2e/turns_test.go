@@ -235,16 +235,21 @@ func TestAbortRunningTurn(t *testing.T) {
 		done := make(chan []agent.Event, 1)
 		go func() { done <- collect(t, e.agent, context.Background(), e.session("abort-me"), "take forever") }()
 
+		// The turn runs and its model call streams (its first text is
+		// out): only a call that reached the provider can be cancelled
+		// upstream. The session reports the turn running before its
+		// model activity has sent the request; an abort in between stops
+		// the call before it is made.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			v, err := e.agent.State(context.Background(), e.session("abort-me"))
-			if err == nil && v.Running != "" {
+			if err == nil && v.Running != "" && modelStreaming(e) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("turn never started: %v", err)
+				t.Fatalf("turn never started streaming (running %q): %v", v.Running, err)
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		}
 		resp, err := http.Post(hs.URL+"/sessions/"+e.session("abort-me")+"/abort", "application/json", strings.NewReader(`{"reason":"user pressed stop"}`))
 		if err != nil {
@@ -288,6 +293,17 @@ func TestAbortRunningTurn(t *testing.T) {
 			t.Errorf("abort of an unknown session: %s %v, want 404 no_such_session", resp.Status, body)
 		}
 	})
+}
+
+// modelStreaming reports whether a model call has streamed its first
+// content to the worker.
+func modelStreaming(e *env) bool {
+	for _, r := range e.kit.Model.Requests() {
+		if !r.FirstDelta.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 func waitAborted(e *env, before int) error {

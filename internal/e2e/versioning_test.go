@@ -16,8 +16,9 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
+	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/serve"
-	"github.com/fastagent/fastagent/internal/worker"
+	"github.com/fastagent/fastagent/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -71,7 +72,7 @@ func (e *env) startVersioned(deployment, build string) (sdkworker.Worker, *runLo
 	e.t.Helper()
 	log := newRunLog()
 	w := e.startWorker(withInterceptors(log), func(c *serve.Config) {
-		c.Versioning = worker.Versioning{Deployment: deployment, BuildID: build}
+		c.Versioning = plugin.Versioning{Deployment: deployment, BuildID: build}
 	})
 	return w, log
 }

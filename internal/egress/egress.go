@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,9 +190,43 @@ type Proxy struct {
 	dialer   net.Dialer
 	srv      *http.Server
 	fwd      *httputil.ReverseProxy
+	// ownAddrs lists the addresses of this machine's interfaces (a test
+	// seam; localAddrs, cached).
+	ownAddrs func() []netip.Addr
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+}
+
+// localAddrs are the addresses of this machine's network interfaces.
+func localAddrs() []netip.Addr {
+	ifs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range ifs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, bare(p.Addr()))
+		}
+	}
+	return out
+}
+
+// cachedLocalAddrs is localAddrs read at most every ttl: interfaces change
+// rarely (a DHCP lease, a container's network attached).
+func cachedLocalAddrs(ttl time.Duration) func() []netip.Addr {
+	var mu sync.Mutex
+	var at time.Time
+	var addrs []netip.Addr
+	return func() []netip.Addr {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > ttl {
+			addrs, at = localAddrs(), time.Now()
+		}
+		return addrs
+	}
 }
 
 // New returns a proxy enforcing p.
@@ -201,7 +236,7 @@ func New(p Policy, log *slog.Logger) *Proxy {
 	}
 	x := &Proxy{policy: p, log: log, resolver: net.DefaultResolver,
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
-		conns:  map[net.Conn]struct{}{}}
+		conns:  map[net.Conn]struct{}{}, ownAddrs: cachedLocalAddrs(30 * time.Second)}
 	tr := &http.Transport{
 		Proxy:                 nil, // never chain to another proxy from the worker's environment
 		DialContext:           x.Dial,
@@ -277,6 +312,12 @@ func (x *Proxy) Dial(ctx context.Context, network, addr string) (net.Conn, error
 	for _, ip := range ips {
 		if err := x.policy.Check(ip, uint16(pn), pinned); err != nil {
 			refused = err
+			continue
+		}
+		if !pinned && slices.Contains(x.ownAddrs(), bare(ip)) {
+			// A service of this machine listening on every address
+			// (0.0.0.0) answers on its public address too.
+			refused = fmt.Errorf("%w: %s is an address of this machine", ErrDenied, bare(ip))
 			continue
 		}
 		return x.dialer.DialContext(ctx, "tcp", net.JoinHostPort(bare(ip).String(), port))

@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheck(t *testing.T) {
@@ -196,5 +198,30 @@ func TestProxyRefusesZonedLoopback(t *testing.T) {
 	case <-reached:
 		t.Error("the proxy dialed IPv6 loopback through a zoned address")
 	default:
+	}
+}
+
+// A service of this machine bound to every address (0.0.0.0) is reachable
+// through the machine's own public address: that address is refused like
+// loopback, whatever port.
+func TestProxyRefusesTheMachinesOwnAddresses(t *testing.T) {
+	t.Parallel()
+	x := New(Policy{}, nil)
+	own := netip.MustParseAddr("203.0.113.7")
+	x.ownAddrs = func() []netip.Addr { return []netip.Addr{own} }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, dest := range []string{"203.0.113.7:7233", "[::ffff:203.0.113.7]:443"} {
+		c, err := x.Dial(ctx, "tcp", dest)
+		if c != nil {
+			_ = c.Close()
+		}
+		if !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "this machine") {
+			t.Errorf("dial %s: %v, want refused as an address of this machine", dest, err)
+		}
+	}
+	// The real list of this machine's addresses holds at least loopback.
+	if addrs := localAddrs(); len(addrs) == 0 {
+		t.Error("localAddrs found no address of this machine")
 	}
 }

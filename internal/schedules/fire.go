@@ -36,17 +36,43 @@ type Firer struct {
 	Logger  *slog.Logger
 	// Now reads the clock (default time.Now); tests set it.
 	Now func() time.Time
+
+	// feed, store and taskQueue make the Agent on the client of the worker
+	// running the activity, for a Firer made without a client.
+	feed      feed.Bus
+	store     store.Store
+	taskQueue string
 }
 
 // NewFirer returns a Firer whose turns run on session workflows on
 // taskQueue, with live events from bus; st (may be nil) fills in what the
-// feed lost of a turn, e.g. when the worker streaming it was killed.
+// feed lost of a turn, e.g. when the worker streaming it was killed. With
+// c nil, each fire uses the client of the worker that runs it.
 func NewFirer(c client.Client, bus feed.Bus, st store.Store, taskQueue string, log *slog.Logger) *Firer {
-	return &Firer{
-		Agent:  &durable.Agent{Client: c, Feed: bus, Store: st, TaskQueue: taskQueue, Logger: log},
-		Client: c,
-		Logger: log,
+	f := &Firer{Client: c, Logger: log, feed: bus, store: st, taskQueue: taskQueue}
+	if c != nil {
+		f.Agent = f.agentOn(c)
 	}
+	return f
+}
+
+func (f *Firer) agentOn(c client.Client) agent.Agent {
+	return &durable.Agent{Client: c, Feed: f.feed, Store: f.store, TaskQueue: f.taskQueue, Logger: f.Logger}
+}
+
+// on is f, or for a Firer made without a client a copy of it on the client
+// of the worker running the activity.
+func (f *Firer) on(ctx context.Context) *Firer {
+	if f.Agent != nil || !activity.IsActivity(ctx) {
+		return f
+	}
+	c := activity.GetClient(ctx)
+	if c == nil {
+		return f
+	}
+	g := *f
+	g.Client, g.Agent = c, f.agentOn(c)
+	return &g
 }
 
 // Registrar is the part of a Temporal worker the activity is registered on.
@@ -63,7 +89,7 @@ func (f *Firer) Register(w Registrar) {
 func (f *Firer) Fire(ctx context.Context, req workflows.FireRequest) (workflows.FireRecord, error) {
 	stop := f.heartbeat(ctx)
 	defer stop()
-	return f.Run(ctx, req)
+	return f.on(ctx).Run(ctx, req)
 }
 
 // Run fires one occurrence: unless a newer occurrence already covers it, it
@@ -91,6 +117,9 @@ func (f *Firer) Run(ctx context.Context, req workflows.FireRequest) (workflows.F
 	if req.Name == "" || req.Key == "" || req.Prompt == "" {
 		rec.Error = "invalid fire request: name, key and prompt are required (recreate the schedule by restarting fastagent)"
 		return finish(workflows.FireFailed), nil
+	}
+	if f.Agent == nil {
+		return rec, errors.New("schedule fire: this worker has no Temporal client to run the turn on")
 	}
 	why, err := f.Superseded(ctx, req, start)
 	if err != nil {

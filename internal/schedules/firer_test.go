@@ -16,9 +16,11 @@ func TestFirerAgentReadsTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	// Made without a client, the firer makes its agent on the client of the
+	// worker running the fire: that agent reads the store too.
 	f := NewFirer(nil, nil, st, "q", nil)
-	a, ok := f.Agent.(*durable.Agent)
-	if !ok || a.Store != st {
+	a, ok := f.agentOn(nil).(*durable.Agent)
+	if !ok || a.Store != st || a.TaskQueue != "q" {
 		t.Fatalf("the firer's agent has no session store (%T)", f.Agent)
 	}
 }

@@ -149,6 +149,7 @@ func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 	if err != nil {
 		return nil, err
 	}
+	p.clientCodec = cfg.Codec
 	conn.Client = c
 	conn.closers = append(conn.closers, c.Close)
 	ok = true

@@ -69,17 +69,7 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		p.Config.Metrics.WatchSessions(c, 0)
 	}
 	if roles.Worker {
-		if err := p.reconcileSchedules(ctx, c, p.warn, ""); err != nil {
-			return nil, err
-		}
-		w, err := p.StartWorker(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		r.worker = w
-		p.Config.Logger.Info("worker started", "task_queue", p.Config.TaskQueue)
-		if r.stopAgents, err = p.startAgents(ctx, c); err != nil {
-			r.stopWorker()
+		if err := p.startWorkers(ctx, c, r); err != nil {
 			return nil, err
 		}
 	}
@@ -122,6 +112,31 @@ func (r *Running) startIngress(ctx context.Context, p *Parts, c client.Client, l
 	go func() {
 		r.httpErr <- ServeHTTP(hctx, ln, h, h.Drain) //nolint:contextcheck // the HTTP server lives until Stop (hctx), not the start call
 	}()
+	return nil
+}
+
+// startWorkers starts the worker role: schedules reconciled, the worker,
+// and the workers of Config.Agents; a worker of Config.ActivityGroups alone
+// serves only them.
+func (p *Parts) startWorkers(ctx context.Context, c client.Client, r *Running) error {
+	groups := p.Config.ActivityGroups
+	if len(groups) == 0 {
+		if err := p.reconcileSchedules(ctx, c, p.warn, ""); err != nil {
+			return err
+		}
+	} else if len(p.Config.Agents) > 0 {
+		return errors.New("serve: a worker of some activities alone serves one agent's: drop the other agents (--agent)")
+	}
+	w, err := p.StartWorker(ctx, c)
+	if err != nil {
+		return err
+	}
+	r.worker = w
+	p.Config.Logger.Info("worker started", "task_queue", p.polled, "activities", groups)
+	if r.stopAgents, err = p.startAgents(ctx, c); err != nil {
+		r.stopWorker()
+		return err
+	}
 	return nil
 }
 

@@ -96,8 +96,82 @@ func (p *Parts) controlPlane() []string {
 		out = append(out, c.MetricsAddr)
 	}
 	for _, dsn := range []string{c.Store, c.Feed} {
-		if u, err := url.Parse(dsn); err == nil && u.Host != "" {
+		out = append(out, dsnHosts(dsn)...)
+	}
+	return out
+}
+
+// dsnHosts are the host:port addresses a store or feed DSN names: every URL
+// of a comma-separated list (NATS takes several servers), or every host and
+// hostaddr of a PostgreSQL key=value DSN with its port (default 5432).
+// Unix sockets and files name none.
+func dsnHosts(dsn string) []string {
+	dsn = strings.TrimSpace(dsn)
+	if dsn == "" {
+		return nil
+	}
+	if !strings.Contains(dsn, "://") && strings.Contains(dsn, "=") {
+		return keyValueHosts(dsn)
+	}
+	var out []string
+	for _, part := range strings.Split(dsn, ",") {
+		part = strings.TrimSpace(part)
+		if part != "" && !strings.Contains(part, "://") {
+			part = "nats://" + part // a bare host:port in a server list
+		}
+		if u, err := url.Parse(part); err == nil && u.Host != "" {
 			out = append(out, u.Host)
+		}
+	}
+	return out
+}
+
+// keyValueHosts reads host, hostaddr and port of a PostgreSQL key=value
+// DSN (values may be single-quoted; hosts and ports may be lists).
+func keyValueHosts(dsn string) []string {
+	kv := map[string]string{}
+	for rest := dsn; ; {
+		rest = strings.TrimLeft(rest, " \t\n")
+		k, after, ok := strings.Cut(rest, "=")
+		if !ok {
+			break
+		}
+		after = strings.TrimLeft(after, " ")
+		var v string
+		if strings.HasPrefix(after, "'") {
+			end := strings.Index(after[1:], "'")
+			if end < 0 {
+				v, rest = after[1:], ""
+			} else {
+				v, rest = after[1:1+end], after[2+end:]
+			}
+		} else {
+			v, rest, _ = strings.Cut(after, " ")
+		}
+		kv[strings.TrimSpace(k)] = v
+		if rest == "" {
+			break
+		}
+	}
+	ports := strings.Split(kv["port"], ",")
+	port := func(i int) string {
+		if i < len(ports) && strings.TrimSpace(ports[i]) != "" {
+			return strings.TrimSpace(ports[i])
+		}
+		if len(ports) == 1 && strings.TrimSpace(ports[0]) != "" {
+			return strings.TrimSpace(ports[0])
+		}
+		return "5432"
+	}
+	var out []string
+	for _, key := range []string{"host", "hostaddr"} {
+		if kv[key] == "" {
+			continue
+		}
+		for i, h := range strings.Split(kv[key], ",") {
+			if h = strings.TrimSpace(h); h != "" && !strings.HasPrefix(h, "/") {
+				out = append(out, net.JoinHostPort(h, port(i)))
+			}
 		}
 	}
 	return out

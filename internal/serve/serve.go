@@ -25,6 +25,7 @@ import (
 	"github.com/fastagent/fastagent/hooks"
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/admission"
+	"github.com/fastagent/fastagent/internal/buildinfo"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"   // registers the feishu and lark kinds
 	_ "github.com/fastagent/fastagent/internal/channels/github" // registers the github kind
@@ -38,11 +39,12 @@ import (
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/metrics"
+	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/tracing"
-	"github.com/fastagent/fastagent/internal/worker"
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 
@@ -93,11 +95,16 @@ type Config struct {
 	// of fastagent.yaml; the zero value: off).
 	Admission admission.Limits
 	// WorkerStopTimeout bounds how long a stopping worker lets running
-	// activities finish (0: worker.DefaultStopTimeout).
+	// activities finish (0: plugin.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
 	// Versioning places the worker in a Temporal Worker Deployment
 	// (FASTAGENT_DEPLOYMENT, FASTAGENT_BUILD_ID); zero: unversioned.
-	Versioning worker.Versioning
+	Versioning plugin.Versioning
+	// ActivityGroups, when set, makes the worker serve only these groups'
+	// activities (model, tools), no workflows, on TaskQueue — by default
+	// the one fastagent.yaml's activities: block places them on
+	// (ActivityQueue).
+	ActivityGroups []activities.Group
 	// Tools are Go tools registered by a library user.
 	Tools []agent.Tool
 	// Hooks are Go hooks run on the worker around model and tool calls.
@@ -137,7 +144,7 @@ type Config struct {
 	// SandboxSpec.
 	ControlPlane []string
 
-	// Worker tuning (worker.Options); zero values keep the worker's defaults.
+	// Worker tuning (plugin.Tuning); zero values keep the worker's defaults.
 	// The serving commands leave them zero; the lab and the tests tune them.
 	WorkflowTaskPollers     int
 	MaxConcurrentActivities int
@@ -203,6 +210,12 @@ type Parts struct {
 	// walls are, by agent ("" the main one), what no tool of it may change
 	// or read beyond its own rules (protectAgents).
 	walls map[string][]tools.Protected
+	// clientCodec is the codec Connect dialled the client with.
+	clientCodec *codec.Codec
+	// polled is the task queue of the last worker built (Worker).
+	polled string
+	// plugin, when set (UsePlugin), is the plugin every worker gets.
+	plugin *plugin.Plugin
 }
 
 // prepareStateDir fills the directory defaults (workspace ".", state dir
@@ -431,14 +444,88 @@ func (p *Parts) StartWorker(ctx context.Context, c client.Client) (sdkworker.Wor
 }
 
 // Worker returns the worker StartWorker starts, not started yet, for a
-// caller that registers more on it first (the lab's floor workflow). Every
-// worker of the program is built here.
+// caller that registers more on it first (the lab's floor workflow): an
+// SDK worker tuned by plugin.Tuning with the fastagent plugin (Plugin) on
+// it. Every worker of the program is built here.
 func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, error) {
-	if err := p.protectAgents(); err != nil {
+	pl := p.plugin
+	if pl == nil {
+		var err error
+		if pl, err = p.Plugin(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	tq, err := p.WorkerQueue(ctx)
+	if err != nil {
 		return nil, err
 	}
-	if err := p.openSandbox(ctx); err != nil {
+	p.polled = tq
+	cfg := p.Config
+	wo, err := plugin.Tuning{StopTimeout: cfg.WorkerStopTimeout, Versioning: cfg.Versioning,
+		WorkflowTaskPollers: cfg.WorkflowTaskPollers, MaxConcurrentActivities: cfg.MaxConcurrentActivities,
+		StickyCacheSize: cfg.StickyCacheSize}.WorkerOptions(pl)
+	if err != nil {
 		return nil, err
+	}
+	return sdkworker.New(c, tq, wo), nil
+}
+
+// Plugin returns the fastagent plugin of these parts, with the tool
+// sandbox opened and the channels' repliers: every activity the workflows
+// call (or Config.ActivityGroups' alone), the metrics interceptor and
+// Config.Interceptors. c is the client its workers run on when the caller
+// dialled it already (Connect; its codec is then Config.Codec); nil for a
+// plugin made before its client (the worker package), which sets the
+// codec, the tracing interceptor and the SDK metrics on the clients made
+// with it, and whose activities use their worker's client.
+func (p *Parts) Plugin(ctx context.Context, c client.Client) (*plugin.Plugin, error) {
+	set, err := p.ActivitySet(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	cfg := p.Config
+	var icpt []interceptor.WorkerInterceptor
+	if cfg.Metrics != nil {
+		icpt = append(icpt, cfg.Metrics.Interceptor())
+	}
+	icpt = append(icpt, cfg.Interceptors...)
+	opts := plugin.Options{
+		TaskQueue:    taskQueueOr(cfg.TaskQueue),
+		Activities:   set,
+		Groups:       cfg.ActivityGroups,
+		Placement:    p.placement,
+		Interceptors: icpt,
+		Codec:        cfg.Codec,
+		Version:      buildinfo.Read().Version,
+		Logger:       cfg.Logger,
+	}
+	if c != nil {
+		opts.ClientEncoded = cfg.Codec != nil && p.clientCodec == cfg.Codec
+	} else {
+		ci, err := cfg.Tracing.Interceptor()
+		if err != nil {
+			return nil, err
+		}
+		if ci != nil {
+			opts.ClientInterceptors = append(opts.ClientInterceptors, ci)
+		}
+		if cfg.Metrics != nil {
+			opts.MetricsHandler = cfg.Metrics.SDKHandler()
+		}
+	}
+	return plugin.New(opts)
+}
+
+// ActivitySet returns the implementation of every activity, with the tool
+// sandbox opened and the channels' repliers; c (nil: the client of the
+// worker running them) starts the sessions of chat messages and schedule
+// fires.
+func (p *Parts) ActivitySet(ctx context.Context, c client.Client) (activities.Set, error) {
+	if err := p.protectAgents(); err != nil {
+		return activities.Set{}, err
+	}
+	if err := p.openSandbox(ctx); err != nil {
+		return activities.Set{}, err
 	}
 	var repliers []channels.Replier
 	var controlPlane []egress.Dest
@@ -457,17 +544,69 @@ func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, 
 		}
 		repliers = append(repliers, ch.Replier)
 	}
-	repliers = append(repliers, p.Config.Repliers...)
-	var icpt []interceptor.WorkerInterceptor
-	if p.Config.Metrics != nil {
-		icpt = append(icpt, p.Config.Metrics.Interceptor())
-	}
-	icpt = append(icpt, p.Config.Interceptors...)
 	cfg := p.Config
-	return worker.New(c, worker.Options{TaskQueue: cfg.TaskQueue, Activities: p.Acts,
-		StopTimeout: cfg.WorkerStopTimeout, Repliers: repliers, WorkspaceDir: cfg.Dir, Interceptors: icpt,
-		Versioning: cfg.Versioning, WorkflowTaskPollers: cfg.WorkflowTaskPollers,
-		MaxConcurrentActivities: cfg.MaxConcurrentActivities, StickyCacheSize: cfg.StickyCacheSize})
+	repliers = append(repliers, cfg.Repliers...)
+	tq := taskQueueOr(cfg.TaskQueue)
+	replies := activities.NewReplies(p.Store, p.Feed, repliers, cfg.Logger)
+	replies.TaskQueue, replies.Dir = tq, cfg.Dir
+	if c != nil {
+		replies.Starter = c
+	}
+	return activities.Set{Acts: p.Acts, Replies: replies, Firer: schedules.NewFirer(c, p.Feed, p.Store, tq, cfg.Logger)}, nil
+}
+
+// UsePlugin makes pl, a plugin of these parts (Plugin), the one every
+// worker built here gets: the worker package's, made before its client.
+func (p *Parts) UsePlugin(pl *plugin.Plugin) { p.plugin = pl }
+
+// placement is where fastagent.yaml's activities: block places the model
+// and tools groups (none when the definition does not load).
+func (p *Parts) placement(ctx context.Context) map[activities.Group]string {
+	def, err := p.Loader.Load(ctx)
+	if err != nil {
+		return nil
+	}
+	a := def.Config.Activities
+	return map[activities.Group]string{activities.GroupTools: a.Tools.TaskQueue, activities.GroupModel: a.Model.TaskQueue}
+}
+
+// WorkerQueue is the task queue the worker polls: the agent's, or for a
+// worker of Config.ActivityGroups alone, ActivityQueue.
+func (p *Parts) WorkerQueue(ctx context.Context) (string, error) {
+	if len(p.Config.ActivityGroups) == 0 {
+		return taskQueueOr(p.Config.TaskQueue), nil
+	}
+	return p.ActivityQueue(ctx)
+}
+
+// ActivityQueue is the task queue a worker of Config.ActivityGroups alone
+// polls: Config.TaskQueue when set, else the one fastagent.yaml places the
+// groups on. Only the model and tools groups run apart from the workflows;
+// a queue the session does not schedule them on is served with a warning.
+func (p *Parts) ActivityQueue(ctx context.Context) (string, error) {
+	groups := p.Config.ActivityGroups
+	placed := p.placement(ctx)
+	queue := p.Config.TaskQueue
+	for _, g := range groups {
+		if !g.Placeable() {
+			return "", fmt.Errorf("the %s activities run beside the session workflows, on their task queue: only the model and tools groups run on a worker of their own", g)
+		}
+		q := placed[g]
+		switch {
+		case queue == "" && q == "":
+			return "", fmt.Errorf("fastagent.yaml does not place the %[1]s activities on a task queue of their own (activities: {%[1]s: {taskQueue: …}}): "+
+				"the sessions schedule them on their own task queue, where the session workers run them; set it, or name the queue to poll (--task-queue)", g)
+		case queue == "":
+			queue = q
+		case q == "":
+			p.warn(fmt.Sprintf("fastagent.yaml does not place the %[1]s activities on a task queue of their own (activities.%[1]s.taskQueue): "+
+				"the sessions schedule them on their own task queue, so this worker on %[2]q gets none of them until fastagent.yaml says %[2]s", g, queue))
+		case q != queue:
+			p.warn(fmt.Sprintf("the sessions schedule the %s activities on %q (fastagent.yaml activities.%s.taskQueue), not on %q: this worker gets none of them until fastagent.yaml says so",
+				g, q, g, queue))
+		}
+	}
+	return queue, nil
 }
 
 // checkCurrentVersion warns when a versioned worker's deployment has no

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -95,6 +96,54 @@ type Config struct {
 	// Delegation lets the agent hand sub-tasks to agents (itself
 	// included) with the delegate tool; unset, it has no such tool.
 	Delegation DelegationConfig `yaml:"delegation"`
+	// Activities places groups of activities on task queues of their own:
+	// the session schedules them there, and workers started for that group
+	// (fastagent worker --activities tools) serve them, on machines of
+	// their own (GPU boxes, a network zone).
+	Activities ActivitiesConfig `yaml:"activities"`
+}
+
+// ActivitiesConfig is fastagent.yaml's activities: block, by group.
+type ActivitiesConfig struct {
+	// Tools are tool calls (Tool.Execute).
+	Tools ActivityGroupConfig `yaml:"tools"`
+	// Model are model calls, compactions and rewinds (Model.Generate,
+	// Session.Compact, Session.Rewind): everything that calls a model.
+	Model ActivityGroupConfig `yaml:"model"`
+}
+
+// ActivityGroupConfig says where one group of activities runs.
+type ActivityGroupConfig struct {
+	// TaskQueue is the task queue the group's activities are scheduled on
+	// ("": the session's own).
+	TaskQueue string `yaml:"taskQueue"`
+}
+
+// validTaskQueue reports whether a task queue name is one Temporal takes:
+// no whitespace or control characters, not reserved, at most 255 bytes.
+func validTaskQueue(name string) bool {
+	if name == "" || len(name) > 255 || strings.HasPrefix(name, "__temporal") || strings.HasPrefix(name, "/__temporal_sys/") {
+		return false
+	}
+	for _, r := range name {
+		if r <= ' ' || r == 0x7f || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a ActivitiesConfig) validate() error {
+	for _, g := range []struct {
+		name  string
+		queue string
+	}{{"tools", a.Tools.TaskQueue}, {"model", a.Model.TaskQueue}} {
+		if g.queue != "" && !validTaskQueue(g.queue) {
+			return badKey(fmt.Sprintf("%q is not a task queue name (no spaces, not starting with __temporal, at most 255 bytes)", g.queue),
+				"activities", g.name, "taskQueue")
+		}
+	}
+	return nil
 }
 
 // ApprovalsConfig says how long a gated call waits and who may decide it.
@@ -450,6 +499,9 @@ func (c Config) validateWith(custom map[string]bool) error {
 	if err := c.Delegation.validate(); err != nil {
 		return err
 	}
+	if err := c.Activities.validate(); err != nil {
+		return err
+	}
 	return c.validateEnv()
 }
 
@@ -641,15 +693,17 @@ var configTypes = map[string]struct {
 	t     reflect.Type
 	where string
 }{
-	"workspace.Config":           {reflect.TypeOf(Config{}), "the file"},
-	"workspace.RetryConfig":      {reflect.TypeOf(RetryConfig{}), "retry"},
-	"workspace.ToolConfig":       {reflect.TypeOf(ToolConfig{}), "a tools entry"},
-	"workspace.MCPServer":        {reflect.TypeOf(MCPServer{}), "an mcpServers entry"},
-	"workspace.HTTPConfig":       {reflect.TypeOf(HTTPConfig{}), "http"},
-	"workspace.AdmissionConfig":  {reflect.TypeOf(AdmissionConfig{}), "http.admission"},
-	"workspace.CompactionConfig": {reflect.TypeOf(CompactionConfig{}), "compaction"},
-	"workspace.LimitsConfig":     {reflect.TypeOf(LimitsConfig{}), "limits"},
-	"workspace.ApprovalsConfig":  {reflect.TypeOf(ApprovalsConfig{}), "approvals"},
+	"workspace.Config":              {reflect.TypeOf(Config{}), "the file"},
+	"workspace.RetryConfig":         {reflect.TypeOf(RetryConfig{}), "retry"},
+	"workspace.ToolConfig":          {reflect.TypeOf(ToolConfig{}), "a tools entry"},
+	"workspace.MCPServer":           {reflect.TypeOf(MCPServer{}), "an mcpServers entry"},
+	"workspace.HTTPConfig":          {reflect.TypeOf(HTTPConfig{}), "http"},
+	"workspace.AdmissionConfig":     {reflect.TypeOf(AdmissionConfig{}), "http.admission"},
+	"workspace.CompactionConfig":    {reflect.TypeOf(CompactionConfig{}), "compaction"},
+	"workspace.LimitsConfig":        {reflect.TypeOf(LimitsConfig{}), "limits"},
+	"workspace.ApprovalsConfig":     {reflect.TypeOf(ApprovalsConfig{}), "approvals"},
+	"workspace.ActivitiesConfig":    {reflect.TypeOf(ActivitiesConfig{}), "activities"},
+	"workspace.ActivityGroupConfig": {reflect.TypeOf(ActivityGroupConfig{}), "an activities entry"},
 }
 
 func unknownKeyReason(name, typ string) string {

@@ -23,6 +23,21 @@ func TestConfigErrors(t *testing.T) {
 			want: []ConfigError{{Line: 2, Key: "thinking_level", Reason: "unknown key (did you mean thinkingLevel?)"}},
 		},
 		{
+			name: "unknown activity group",
+			yaml: "activities:\n  gpu:\n    taskQueue: gpu\n",
+			want: []ConfigError{{Line: 2, Key: "activities.gpu", Reason: "unknown key (activities takes: tools, model)"}},
+		},
+		{
+			name: "activity task queue with a space",
+			yaml: "activities:\n  tools:\n    taskQueue: my gpus\n",
+			want: []ConfigError{{Line: 3, Key: "activities.tools.taskQueue", Reason: `"my gpus" is not a task queue name`}},
+		},
+		{
+			name: "activity task queue reserved by Temporal",
+			yaml: "activities:\n  model: {taskQueue: __temporal_x}\n",
+			want: []ConfigError{{Key: "activities.model.taskQueue", Reason: `"__temporal_x" is not a task queue name`}},
+		},
+		{
 			name: "bad chatModel",
 			yaml: "chatModel: gpt-4o\n",
 			want: []ConfigError{{Line: 1, Key: "chatModel", Reason: `"gpt-4o" is not provider/model`}},
@@ -264,6 +279,10 @@ selfEdit: true
 contextWindow: 32000
 compaction: {enabled: false, reserveTokens: 4000, keepRecentTokens: 8000}
 approvals: {timeout: 30m, approvers: [ops-lead]}
+activities:
+  tools: {taskQueue: gpu}
+  model:
+    taskQueue: llm-zone
 `
 	if err := os.WriteFile(filepath.Join(dir, ConfigFile), []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -306,6 +325,9 @@ approvals: {timeout: 30m, approvers: [ops-lead]}
 	}
 	if timeout, approvers := (Config{}).Approval("bash"); timeout != DefaultApprovalTimeout || approvers != nil {
 		t.Errorf("default Approval = %v %v, want %v and no list", timeout, approvers, DefaultApprovalTimeout)
+	}
+	if c.Activities.Tools.TaskQueue != "gpu" || c.Activities.Model.TaskQueue != "llm-zone" {
+		t.Errorf("activities %+v", c.Activities)
 	}
 	if !(CompactionConfig{}).On() {
 		t.Error("compaction is on by default")

@@ -61,6 +61,12 @@ type Settings struct {
 	// IdempotencyWindow is the definition's idempotencyWindow (0: the
 	// default): how long the session answers a finished turn's key.
 	IdempotencyWindow time.Duration `json:"idempotencyWindow,omitempty"`
+	// ToolTaskQueue and ModelTaskQueue are where the session schedules tool
+	// calls, and model calls with compactions and rewinds (fastagent.yaml
+	// activities.tools.taskQueue, activities.model.taskQueue); "" is the
+	// session's own task queue.
+	ToolTaskQueue  string `json:"toolTaskQueue,omitempty"`
+	ModelTaskQueue string `json:"modelTaskQueue,omitempty"`
 }
 
 // Limits are budgets the loop and the session enforce; zero means none.

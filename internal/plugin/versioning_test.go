@@ -1,4 +1,4 @@
-package worker
+package plugin
 
 import (
 	"strings"
@@ -69,7 +69,7 @@ func TestVersioningOptions(t *testing.T) {
 
 // A bad deployment name is refused before any worker is built.
 func TestNewRefusesBadVersioning(t *testing.T) {
-	_, err := New(nil, Options{Versioning: Versioning{Deployment: "a.b"}})
+	_, err := Tuning{Versioning: Versioning{Deployment: "a.b"}}.WorkerOptions()
 	if err == nil || !strings.Contains(err.Error(), "FASTAGENT_DEPLOYMENT") {
 		t.Fatalf("err = %v", err)
 	}

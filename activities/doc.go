@@ -1,0 +1,70 @@
+// Package activities is fastagent's activity set as a value: everything
+// with side effects that the session, chat and schedule workflows ask for —
+// model calls, tool calls, session-store bookkeeping, channel replies,
+// schedule fires — one struct per concern with a method per activity
+// (Set.Model.Generate is the activity Model.Generate), registered under
+// the names in the workflows package.
+//
+// Most programs never register activities themselves: the fastagent plugin
+// (package worker) registers the workflows with every activity they call.
+// Register is for a worker of its own for some of them — the tool calls on
+// GPU machines, the model calls in the network zone that may reach the
+// provider:
+//
+//	set, err := activities.New(ctx, activities.Options{Dir: "./my-agent", Store: dsn, Feed: natsURL})
+//	defer set.Close()
+//	w := sdkworker.New(c, "gpu", sdkworker.Options{})
+//	if err := activities.Register(w, set, activities.GroupTools); err != nil { … }
+//	err = w.Run(sdkworker.InterruptCh())
+//
+// with fastagent.yaml placing the group on that task queue, so that the
+// sessions schedule it there:
+//
+//	activities:
+//	  tools: {taskQueue: gpu}
+//	  model: {taskQueue: llm-zone}
+//
+// (`fastagent worker --activities tools` runs such a worker). A worker
+// serving a group needs what the group's activities use: the agent's folder
+// (its definition, tools and secrets), the session store and the live feed
+// the session's workers use (a Postgres store and a NATS feed, once
+// workers run on several machines). Only the model and tools groups run
+// apart; the others run beside the workflows, on the session's own task
+// queue (most of them are local activities).
+//
+// # Activities, retries and timeouts
+//
+// The workflows set each activity's options; settings of fastagent.yaml
+// change some (retry.modelAttempts, retry.modelTimeout, retry.heartbeat;
+// a tool's timeout, maxAttempts and idempotent). Backoff is exponential
+// (coefficient 2) from the first interval up to the longest.
+//
+//	activity          group      kind   start-to-close            heartbeat              attempts (interval)
+//	Model.Generate    model      —      retry.modelTimeout (10m)  retry.heartbeat (20s)  retry.modelAttempts (6; 1s…1m)
+//	Session.Compact   model      —      retry.modelTimeout (10m)  retry.heartbeat (20s)  retry.modelAttempts (6; 1s…1m)
+//	Session.Rewind    model      —      retry.modelTimeout (10m)  retry.heartbeat (20s)  retry.modelAttempts (6; 1s…1m)
+//	Tool.Execute      tools      —      the tool's timeout (10m)  retry.heartbeat (20s)  1; an idempotent tool maxAttempts (3; 1s…30s)
+//	                                    + 30s
+//	  (a recorded result: an aborted, denied or lost call's)
+//	                  session    —      1m                        5s                     unlimited (1s…30s)
+//	Session.Open      session    local  1m                        —                      unlimited (1s…30s)
+//	Turn.Begin        session    local  1m                        —                      unlimited (1s…30s)
+//	Turn.Record       session    —      1m                        5s                     unlimited (1s…30s)
+//	Wake.Next         session    local  10s                       —                      3
+//	Feed.Publish      session    local  10s                       —                      3
+//	Feed.Stop         session    local  10s                       —                      3
+//	Channel.Fetch     channels   —      2m                        —                      5 (1s…10s)
+//	Channel.Stream    channels   —      24h                       15s                    10 (1s…10s)
+//	Channel.Reply     channels   —      1m                        —                      20 (1s…30s); a resend 3 (1s…10s)
+//	Chat.Route        channels   —      30s                       —                      unlimited (200ms…30s)
+//	Chat.Drop         channels   local  30s                       —                      5 (200ms…10s)
+//	Chat.Stop         channels   local  30s                       —                      5 (200ms…10s)
+//	Schedule.Fire     schedules  —      2h                        30s                    10 (1s…1m)
+//
+// A tool that is not idempotent runs at most once: a call whose worker was
+// lost is reported to the model as "outcome unknown", never run again. An
+// activity stopped by its turn's abort fails with the non-retryable error
+// type "stopped". The recorded results of tool calls (Tool.Execute of a
+// call the workflow decided: aborted, denied, unknown) stay on the
+// session's task queue wherever the tools group runs.
+package activities

@@ -1,0 +1,93 @@
+package activities
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/activity"
+
+	iacts "github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+type firer struct{}
+
+func (firer) Fire(context.Context, workflows.FireRequest) (workflows.FireRecord, error) {
+	return workflows.FireRecord{}, nil
+}
+
+func testSet() *Set {
+	return newSet(iacts.Set{Acts: &iacts.Activities{}, Replies: &iacts.Replies{}, Firer: firer{}}, nil)
+}
+
+type registry struct{ names []string }
+
+func (r *registry) RegisterActivityWithOptions(_ any, o activity.RegisterOptions) {
+	r.names = append(r.names, o.Name)
+}
+
+// Every registered activity "Concern.Method" is Set.Concern.Method, with
+// the signature of the function registered under its name: the value a
+// caller holds is the activity a worker runs.
+func TestSetMethodsAreTheActivities(t *testing.T) {
+	s := testSet()
+	sv := reflect.ValueOf(s).Elem()
+	for _, e := range s.impl.Entries() {
+		concern, method, ok := strings.Cut(e.Name, ".")
+		if !ok {
+			t.Fatalf("activity name %q is not Concern.Method", e.Name)
+		}
+		field := sv.FieldByName(concern)
+		if !field.IsValid() {
+			t.Errorf("Set has no %s for %s", concern, e.Name)
+			continue
+		}
+		m := field.MethodByName(method)
+		if !m.IsValid() {
+			t.Errorf("Set.%s has no method %s", concern, method)
+			continue
+		}
+		if got, want := m.Type(), reflect.TypeOf(e.Fn); got != want {
+			t.Errorf("Set.%s.%s is %v, the registered %s is %v", concern, method, got, e.Name, want)
+		}
+	}
+}
+
+// Register registers a group alone, or every group; an unknown group or
+// a set not made by New is an error.
+func TestRegisterGroups(t *testing.T) {
+	s := testSet()
+	var tools registry
+	if err := Register(&tools, s, GroupTools); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(tools.names, []string{workflows.ActivityToolExecute}) {
+		t.Errorf("the tools group registered %v", tools.names)
+	}
+	var model registry
+	if err := Register(&model, s, GroupModel); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(model.names, []string{workflows.ActivityModelGenerate, workflows.ActivityCompact, workflows.ActivityRewind}) {
+		t.Errorf("the model group registered %v", model.names)
+	}
+	var all registry
+	if err := Register(&all, s); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.names) != 17 || !slices.Contains(all.names, workflows.ActivityScheduleFire) || !slices.Contains(all.names, workflows.ActivityChatRoute) {
+		t.Errorf("every group registered %d: %v", len(all.names), all.names)
+	}
+	if err := Register(&registry{}, s, Group("gpus")); err == nil || !strings.Contains(err.Error(), "tools") {
+		t.Errorf("an unknown group: %v, want an error naming the groups", err)
+	}
+	if err := Register(&registry{}, &Set{}); err == nil {
+		t.Error("a zero Set was registered")
+	}
+	if len(Groups()) != 5 {
+		t.Errorf("Groups() = %v", Groups())
+	}
+}

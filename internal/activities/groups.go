@@ -1,0 +1,127 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// Group is a set of activities served together: by every worker of the
+// session's task queue, or alone on a task queue of its own (model, tools;
+// fastagent.yaml's activities: block).
+type Group string
+
+// The groups. Model and Tools can run on task queues of their own; the
+// others run beside the workflows (most of them are local activities).
+const (
+	// GroupModel calls models: Model.Generate, Session.Compact, Session.Rewind.
+	GroupModel Group = "model"
+	// GroupTools runs tool calls: Tool.Execute.
+	GroupTools Group = "tools"
+	// GroupSession keeps the session's books: Session.Open, Turn.Begin,
+	// Turn.Record, Wake.Next, Feed.Publish, Feed.Stop.
+	GroupSession Group = "session"
+	// GroupChannels answers on chat platforms and routes chat messages:
+	// Channel.Reply, Channel.Stream, Channel.Fetch, Chat.Route, Chat.Drop,
+	// Chat.Stop.
+	GroupChannels Group = "channels"
+	// GroupSchedules fires schedules: Schedule.Fire.
+	GroupSchedules Group = "schedules"
+)
+
+// Groups lists every group.
+var Groups = []Group{GroupModel, GroupTools, GroupSession, GroupChannels, GroupSchedules}
+
+// Placeable reports whether g may run on a task queue of its own.
+func (g Group) Placeable() bool { return g == GroupModel || g == GroupTools }
+
+// ParseGroup reads a group's name.
+func ParseGroup(name string) (Group, error) {
+	for _, g := range Groups {
+		if string(g) == name {
+			return g, nil
+		}
+	}
+	return "", fmt.Errorf("%q is not an activity group (model, tools, session, channels, schedules)", name)
+}
+
+// Firer runs the Schedule.Fire activity (schedules.Firer).
+type Firer interface {
+	Fire(ctx context.Context, req workflows.FireRequest) (workflows.FireRecord, error)
+}
+
+// Set is the implementation of every activity the workflows call; a nil
+// part registers nothing.
+type Set struct {
+	Acts    *Activities
+	Replies *Replies
+	Firer   Firer
+}
+
+// Entry is one activity: its registered name, its group, whether workflows
+// run it as a local activity, and its function.
+type Entry struct {
+	Name  string
+	Group Group
+	Local bool
+	Fn    any
+}
+
+// Entries lists the activities of s, in a fixed order.
+func (s Set) Entries() []Entry {
+	var out []Entry
+	if a := s.Acts; a != nil {
+		out = append(out,
+			Entry{workflows.ActivityModelGenerate, GroupModel, false, a.Generate},
+			Entry{workflows.ActivityCompact, GroupModel, false, a.Compact},
+			Entry{workflows.ActivityRewind, GroupModel, false, a.Rewind},
+			Entry{workflows.ActivityToolExecute, GroupTools, false, a.Execute},
+			Entry{workflows.ActivitySessionOpen, GroupSession, true, a.Open},
+			Entry{workflows.ActivityTurnBegin, GroupSession, true, a.BeginTurn},
+			Entry{workflows.ActivityTurnRecord, GroupSession, false, a.Record},
+			Entry{workflows.ActivityWakeNext, GroupSession, true, a.NextWake},
+			Entry{workflows.ActivityFeedPublish, GroupSession, true, a.Publish},
+			Entry{workflows.ActivityFeedStop, GroupSession, true, a.StopTurn},
+		)
+	}
+	if r := s.Replies; r != nil {
+		out = append(out,
+			Entry{workflows.ActivityChannelReply, GroupChannels, false, r.Reply},
+			Entry{workflows.ActivityChannelStream, GroupChannels, false, r.Stream},
+			Entry{workflows.ActivityChannelFetch, GroupChannels, false, r.Fetch},
+			Entry{workflows.ActivityChatRoute, GroupChannels, true, r.Route},
+			Entry{workflows.ActivityChatDrop, GroupChannels, true, r.Drop},
+			Entry{workflows.ActivityChatStop, GroupChannels, true, r.Stop},
+		)
+	}
+	if s.Firer != nil {
+		out = append(out, Entry{workflows.ActivityScheduleFire, GroupSchedules, false, s.Firer.Fire})
+	}
+	return out
+}
+
+// Register registers on w the activities of s in groups (none: all), each
+// under its name in workflows/names.go.
+func Register(w Registrar, s Set, groups ...Group) {
+	for _, e := range s.Entries() {
+		if in(groups, e.Group) {
+			w.RegisterActivityWithOptions(e.Fn, activity.RegisterOptions{Name: e.Name})
+		}
+	}
+}
+
+// in reports whether g is among groups (an empty list holds every group).
+func in(groups []Group, g Group) bool {
+	if len(groups) == 0 {
+		return true
+	}
+	for _, x := range groups {
+		if x == g {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,296 @@
+// Package plugin installs fastagent on a Temporal worker as an SDK plugin
+// (temporal.SimplePlugin: both a client.Plugin and a worker.Plugin): on
+// worker start it registers the session, delegate, chat and schedule-fire
+// workflows with every activity they call (or, on a task queue a group of
+// activities is placed on, that group alone), adds fastagent's worker
+// interceptors and, on a client, sets its payload codec. Tuning holds the
+// SDK worker options fastagent's own workers run with (tuning, Worker
+// Deployment versioning). The public worker package and every serving
+// command (internal/serve) build their workers with it.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/workflows"
+)
+
+// Name is the plugin's name, reported in worker heartbeats.
+const Name = "fastagent"
+
+// Options configure a plugin.
+type Options struct {
+	// TaskQueue is the agent's task queue, where its sessions run (default
+	// workflows.TaskQueue).
+	TaskQueue string
+	// Activities implement the activities.
+	Activities activities.Set
+	// Groups, when set, limits the plugin to these groups' activities, on
+	// every worker it is on, and no workflows: a worker of its own for the
+	// tools, say.
+	Groups []activities.Group
+	// Placement returns the task queues fastagent.yaml places groups on
+	// (activities: block), read at each worker start; nil places none.
+	Placement func(context.Context) map[activities.Group]string
+	// Interceptors are added to every worker the plugin is on (metrics, a
+	// test's fault injection).
+	Interceptors []interceptor.WorkerInterceptor
+	// ClientInterceptors are added to the clients made with the plugin
+	// (tracing).
+	ClientInterceptors []interceptor.ClientInterceptor
+	// Codec encrypts payloads and failure messages: set on every client
+	// made with the plugin. A worker refuses to start unless its client
+	// has it: made with the plugin, or ClientEncoded.
+	Codec *codec.Codec
+	// ClientEncoded says the workers' client was dialled with Codec already
+	// (the serving commands dial with it).
+	ClientEncoded bool
+	// MetricsHandler is set on the clients made with the plugin that have
+	// none (the SDK's metrics).
+	MetricsHandler client.MetricsHandler
+	// Version is reported in worker heartbeats beside Name.
+	Version string
+	Logger  *slog.Logger
+}
+
+// Plugin is fastagent as a Temporal plugin. Put it on a client
+// (client.Options.Plugins: every worker made from the client gets it, and
+// the client the codec) or on a worker (worker.Options.Plugins).
+type Plugin struct {
+	*temporal.SimplePlugin
+	opts Options
+	// clientConfigured is set once a client was made with the plugin.
+	clientConfigured atomic.Bool
+
+	mu      sync.Mutex
+	workers map[string]*workerState // by worker instance key
+}
+
+// workerState is what the plugin learned of one worker when it was
+// configured.
+type workerState struct {
+	queue string
+	// registered are the workflow and activity names registered on it, by
+	// anyone: the plugin registers only the others.
+	registered map[string]bool
+	// noWorkflows: DisableWorkflowWorker (registering one would panic).
+	noWorkflows bool
+	// pin: a versioned worker without a default behaviour needs one per
+	// workflow.
+	pin bool
+}
+
+// New returns the plugin of opts.
+func New(opts Options) (*Plugin, error) {
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = workflows.TaskQueue
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	for _, g := range opts.Groups {
+		if _, err := activities.ParseGroup(string(g)); err != nil {
+			return nil, err
+		}
+	}
+	p := &Plugin{opts: opts, workers: map[string]*workerState{}}
+	so := temporal.SimplePluginOptions{
+		Name:               Name,
+		Version:            opts.Version,
+		ClientInterceptors: opts.ClientInterceptors,
+		ConfigureClient:    p.configureClient,
+		ConfigureWorker:    p.configureWorker,
+		RunContextBefore:   p.start,
+		RunContextAfter:    p.stop,
+	}
+	if opts.Codec != nil {
+		so.DataConverter = opts.Codec.DataConverter()
+		so.FailureConverter = opts.Codec.FailureConverter()
+	}
+	sp, err := temporal.NewSimplePlugin(so)
+	if err != nil {
+		return nil, err
+	}
+	p.SimplePlugin = sp
+	return p, nil
+}
+
+// TaskQueue is the agent's task queue.
+func (p *Plugin) TaskQueue() string { return p.opts.TaskQueue }
+
+// Groups are the groups the plugin is limited to (none: all, with the
+// workflows).
+func (p *Plugin) Groups() []activities.Group { return p.opts.Groups }
+
+func (p *Plugin) configureClient(_ context.Context, o client.PluginConfigureClientOptions) error {
+	if o.ClientOptions.MetricsHandler == nil && p.opts.MetricsHandler != nil {
+		o.ClientOptions.MetricsHandler = p.opts.MetricsHandler
+	}
+	p.clientConfigured.Store(true)
+	return nil
+}
+
+// configureWorker notes the worker's task queue and what is registered on
+// it, and adds the interceptors — once per worker, though the plugin may
+// be on both its client and its options.
+func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := o.WorkerInstanceKey
+	if _, seen := p.workers[key]; seen {
+		return nil
+	}
+	d := o.WorkerOptions.DeploymentOptions
+	w := &workerState{
+		queue:       o.TaskQueue,
+		registered:  map[string]bool{},
+		noWorkflows: o.WorkerOptions.DisableWorkflowWorker,
+		pin:         d.UseVersioning && d.DefaultVersioningBehavior == workflow.VersioningBehaviorUnspecified,
+	}
+	p.workers[key] = w
+	o.WorkerOptions.Interceptors = append(o.WorkerOptions.Interceptors, p.opts.Interceptors...)
+	reg := o.WorkerRegistryOptions
+	onWorkflow, onActivity := reg.OnRegisterWorkflow, reg.OnRegisterActivity
+	reg.OnRegisterWorkflow = func(fn any, ro workflow.RegisterOptions) {
+		p.noteRegistered(w, ro.Name)
+		if onWorkflow != nil {
+			onWorkflow(fn, ro)
+		}
+	}
+	reg.OnRegisterActivity = func(fn any, ro activity.RegisterOptions) {
+		p.noteRegistered(w, ro.Name)
+		if onActivity != nil {
+			onActivity(fn, ro)
+		}
+	}
+	return nil
+}
+
+func (p *Plugin) noteRegistered(w *workerState, name string) {
+	if name == "" {
+		return
+	}
+	p.mu.Lock()
+	w.registered[name] = true
+	p.mu.Unlock()
+}
+
+// Serves says what the plugin registers on a worker of task queue queue:
+// the workflows, and the activities of groups. Limited to Groups, it
+// serves them wherever it is; otherwise everything on its TaskQueue, and
+// on a task queue fastagent.yaml places groups on, those groups.
+func (p *Plugin) Serves(ctx context.Context, queue string) (workflows bool, groups []activities.Group) {
+	if len(p.opts.Groups) > 0 {
+		return false, p.opts.Groups
+	}
+	if queue == p.opts.TaskQueue {
+		return true, activities.Groups
+	}
+	if p.opts.Placement == nil {
+		return false, nil
+	}
+	placed := p.opts.Placement(ctx)
+	for _, g := range activities.Groups {
+		if q := placed[g]; q != "" && q == queue {
+			groups = append(groups, g)
+		}
+	}
+	return false, groups
+}
+
+// start registers on the starting worker what Serves says and nothing
+// registered already; on a replayer, the workflows.
+func (p *Plugin) start(ctx context.Context, o temporal.SimplePluginRunContextBeforeOptions) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("fastagent plugin: registering on the worker: %v", r)
+		}
+	}()
+	if o.WorkflowReplayer {
+		registerWorkflows(o.Registry, nil, false)
+		return nil
+	}
+	p.mu.Lock()
+	w := p.workers[o.InstanceKey]
+	p.mu.Unlock()
+	if w == nil {
+		return errors.New("fastagent plugin: the worker starting was not configured by it")
+	}
+	if p.opts.Codec != nil && !p.opts.ClientEncoded && !p.clientConfigured.Load() {
+		return errors.New("fastagent: payload codec keys are configured, but this worker's Temporal client was not made with the fastagent plugin, " +
+			"so payloads would be written unencrypted: make the plugin first (worker.New), pass it in client.Options.Plugins (it sets the codec's " +
+			"data and failure converters) and run the worker on that client (Plugin.Run, or sdkworker.New); or let fastagent dial Temporal; or remove the keys")
+	}
+	wf, groups := p.Serves(ctx, w.queue)
+	p.mu.Lock()
+	done := maps.Clone(w.registered)
+	p.mu.Unlock()
+	if !wf && len(groups) == 0 {
+		if len(done) == 0 {
+			return fmt.Errorf("fastagent plugin: a worker on task queue %q serves nothing of this agent: its sessions run on %q, "+
+				"and fastagent.yaml's activities: block places no group on %q", w.queue, p.opts.TaskQueue, w.queue)
+		}
+		p.opts.Logger.Debug("fastagent plugin: nothing to register on this task queue", "task_queue", w.queue, "agent_task_queue", p.opts.TaskQueue)
+		return nil
+	}
+	if wf && !w.noWorkflows {
+		registerWorkflows(o.Registry, done, w.pin)
+	}
+	for _, e := range p.opts.Activities.Entries() {
+		if slices.Contains(groups, e.Group) && !done[e.Name] {
+			o.Registry.RegisterActivityWithOptions(e.Fn, activity.RegisterOptions{Name: e.Name})
+		}
+	}
+	p.opts.Logger.Debug("fastagent plugin: registered", "task_queue", w.queue, "workflows", wf && !w.noWorkflows, "groups", groups)
+	return nil
+}
+
+func (p *Plugin) stop(_ context.Context, o temporal.SimplePluginRunContextAfterOptions) {
+	p.mu.Lock()
+	delete(p.workers, o.InstanceKey)
+	p.mu.Unlock()
+}
+
+// registry is where workflows are registered.
+type registry interface {
+	RegisterWorkflowWithOptions(any, workflow.RegisterOptions)
+}
+
+// registerWorkflows registers the four workflows but those in done; pin
+// gives each the pinned versioning behaviour.
+func registerWorkflows(r registry, done map[string]bool, pin bool) {
+	for _, wf := range []struct {
+		fn   any
+		name string
+	}{
+		{workflows.SessionWorkflow, workflows.SessionWorkflowType},
+		{workflows.ScheduleFireWorkflow, workflows.ScheduleFireWorkflowType},
+		{workflows.ChatWorkflow, workflows.ChatWorkflowType},
+		{workflows.DelegateWorkflow, workflows.DelegateWorkflowType},
+	} {
+		if done[wf.name] {
+			continue
+		}
+		ro := workflow.RegisterOptions{Name: wf.name}
+		if pin {
+			ro.VersioningBehavior = workflow.VersioningBehaviorPinned
+		}
+		r.RegisterWorkflowWithOptions(wf.fn, ro)
+	}
+}
