@@ -157,15 +157,15 @@ func serveCommands(g *globals) []*cobra.Command {
 		devCommand(g),
 		processCommand(g, "start", "Run a worker and the HTTP ingress against a Temporal cluster", true, true),
 		processCommand(g, "worker", "Run only a worker (session workflows, model and tool activities)", true, false),
-		processCommand(g, "ingress", "Run only the HTTP ingress (needs a shared feed: --feed nats://…)", false, true),
+		ingressCommand(g),
 		scheduleCommand(g),
 		fireCommand(g),
 		rolloutCommand(g),
 	}
 }
 
-// processCommand builds start, worker and ingress: the same assembly with
-// some parts switched off.
+// processCommand builds start and worker: the same assembly with some
+// parts switched off (`ingress` is ingressCommand).
 func processCommand(g *globals, name, short string, runWorker, runIngress bool) *cobra.Command {
 	f := &serveFlags{}
 	var groups []string
@@ -324,5 +324,11 @@ func printToken(out io.Writer, run *serve.Running) {
 	if run.Token == "" {
 		return
 	}
-	fmt.Fprintf(out, "  Token     %s\n            (generated for this run, in %s; fastagent invoke/session read it; set FASTAGENT_API_TOKEN to choose one)\n", run.Token, run.TokenFile)
+	printGeneratedToken(out, run.Token, run.TokenFile)
+}
+
+// printGeneratedToken tells the user token, generated for this run and
+// written to file.
+func printGeneratedToken(out io.Writer, token, file string) {
+	fmt.Fprintf(out, "  Token     %s\n            (generated for this run, in %s; fastagent invoke/session read it; set FASTAGENT_API_TOKEN to choose one)\n", token, file)
 }

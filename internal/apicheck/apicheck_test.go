@@ -49,7 +49,7 @@ func publicPackages(t *testing.T) []string {
 // would silently change the public API.
 func TestPublicAPINamesNoInternalType(t *testing.T) {
 	dirs := publicPackages(t)
-	for _, want := range []string{".", "agent", "transcript", "hooks", "workflows", "activities", "worker"} {
+	for _, want := range []string{".", "agent", "transcript", "hooks", "workflows", "activities", "worker", "ingress"} {
 		if !contains(dirs, want) {
 			t.Fatalf("public package %q not found among %v: the walk is broken", want, dirs)
 		}

@@ -281,6 +281,23 @@ func AgentOf(ctx context.Context) string {
 	return name
 }
 
+type apiBaseKey struct{}
+
+// WithAPIBase records where the HTTP API's routes of the agent a door
+// serves start, as the client reached the door: the prefix the ingress is
+// mounted under, then /agents/<name> for another agent ("" at the root).
+// A door that writes a link into its answer (a webhook's events route)
+// starts it there.
+func WithAPIBase(ctx context.Context, base string) context.Context {
+	return context.WithValue(ctx, apiBaseKey{}, base)
+}
+
+// APIBase is the base WithAPIBase recorded ("" when none).
+func APIBase(ctx context.Context) string {
+	base, _ := ctx.Value(apiBaseKey{}).(string)
+	return base
+}
+
 // HandMessage sends one chat message to its chat workflow with
 // Signal-With-Start.
 func HandMessage(ctx context.Context, c Starter, taskQueue string, m workflows.ChatMessage) error {

@@ -99,12 +99,13 @@ type Subscription interface {
 // ErrClosed is returned by operations on a closed Bus.
 var ErrClosed = errors.New("feed: bus closed")
 
-// Open returns the bus named by url: "" or "inprocess" for an in-process
-// bus, "nats://…" (or "tls://…") for a NATS connection.
+// Open returns the bus named by url: "" or "inprocess" for the process's
+// in-process bus (one per process, shared by every opener until the last
+// closes it), "nats://…" (or "tls://…") for a NATS connection.
 func Open(url string) (Bus, error) {
 	switch {
 	case url == "" || url == "inprocess":
-		return NewInProcess(), nil
+		return openShared(), nil
 	case strings.HasPrefix(url, "nats://") || strings.HasPrefix(url, "tls://"):
 		return NewNATS(url)
 	default:

@@ -194,8 +194,8 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open(%q): %v", u, err)
 		}
-		if _, ok := b.(*feed.InProcess); !ok {
-			t.Fatalf("Open(%q) = %T, want *feed.InProcess", u, b)
+		if !feed.IsInProcess(b) {
+			t.Fatalf("Open(%q) = %T, want the in-process bus", u, b)
 		}
 		_ = b.Close()
 	}
@@ -217,6 +217,61 @@ func TestOpen(t *testing.T) {
 
 // TestInProcessNoGoroutineLeak checks that closing subscriptions (with
 // undelivered messages queued) and buses stops their goroutines.
+// The in-process feed is one per process: a worker and an ingress that
+// each open it (worker.Run beside ingress.New) see the same turns. Closing
+// one opener's bus ends its own subscriptions and refuses its publishing,
+// not the other's; once every opener closed, the next Open starts empty.
+func TestOpenInProcessIsShared(t *testing.T) {
+	ctx := context.Background()
+	worker, err := feed.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingress, err := feed.Open("inprocess")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := inSubscribe(t, ingress, "shared", "t1")
+	mine := inSubscribe(t, worker, "shared", "t1")
+	e := agent.Text("hello")
+	inPublish(t, worker, feed.Message{Session: "shared", Turn: "t1", Kind: feed.KindEvent, Event: &e})
+	select {
+	case m := <-sub.C():
+		if m.Event == nil || m.Event.Delta != "hello" {
+			t.Fatalf("the ingress's bus got %+v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a message published on the worker's bus did not reach the ingress's")
+	}
+	_ = worker.Close()
+	if err := worker.Publish(ctx, feed.Message{Session: "shared", Turn: "t1", Kind: feed.KindEnd}); !errors.Is(err, feed.ErrClosed) {
+		t.Errorf("Publish after Close: %v, want ErrClosed", err)
+	}
+	if _, ok := <-mine.C(); ok {
+		t.Error("a subscription of the closed opener is still open")
+	}
+	inPublish(t, ingress, feed.Message{Session: "shared", Turn: "t1", Kind: feed.KindEnd})
+	select {
+	case m := <-sub.C():
+		if m.Kind != feed.KindEnd || m.Seq != 2 {
+			t.Fatalf("after the worker closed, the ingress got %+v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the ingress's bus stopped when the worker's closed")
+	}
+	_ = ingress.Close()
+	again, err := feed.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	s2 := inSubscribe(t, again, "shared", "t1")
+	inPublish(t, again, feed.Message{Session: "shared", Turn: "t1", Kind: feed.KindEnd})
+	if m := <-s2.C(); m.Seq != 1 {
+		t.Fatalf("a new bus after every opener closed continues the old log: first message %+v", m)
+	}
+}
+
 func TestInProcessNoGoroutineLeak(t *testing.T) {
 	before := runtime.NumGoroutine()
 	b := feed.NewInProcess()

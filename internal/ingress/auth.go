@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 )
@@ -174,6 +175,43 @@ func (t *Tokens) Lookup(token string) (Principal, bool) {
 		return Principal{}, false
 	}
 	return t.entries[found].principal, true
+}
+
+// Authenticator says who a request acts for: the API tokens (Tokens) by
+// default, or an embedder's own resolver in front (Server.Principals). A
+// non-nil error refuses the request with 401 unauthorized, the error's
+// message as the body's "error"; an error with a Challenge() string method
+// names the WWW-Authenticate challenge (else Bearer realm="fastagent").
+type Authenticator interface {
+	Authenticate(r *http.Request) (Principal, error)
+}
+
+// Refusal is a refused authentication with the challenge to send back.
+type Refusal struct {
+	Message, Scheme string
+}
+
+func (e *Refusal) Error() string { return e.Message }
+
+// Challenge is the WWW-Authenticate value.
+func (e *Refusal) Challenge() string { return e.Scheme }
+
+// bearerRealm is the challenge of a request without a usable token.
+const bearerRealm = `Bearer realm="fastagent"` //nolint:gosec // G101: a challenge naming the scheme, no credential
+
+// Authenticate implements Authenticator: the bearer token of the
+// Authorization header, looked up in t (nil: none accepted).
+func (t *Tokens) Authenticate(r *http.Request) (Principal, error) {
+	h := r.Header.Get("Authorization")
+	scheme, token, _ := strings.Cut(h, " ")
+	if h == "" || !strings.EqualFold(scheme, "Bearer") {
+		return Principal{}, &Refusal{Message: "send an API token: Authorization: Bearer <token>", Scheme: bearerRealm}
+	}
+	p, ok := t.Lookup(strings.TrimSpace(token))
+	if !ok {
+		return Principal{}, &Refusal{Message: "the API token is not valid", Scheme: bearerRealm + `, error="invalid_token"`}
+	}
+	return p, nil
 }
 
 // HashToken returns the hex SHA-256 of token, as a tokens line holds it.

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"mime"
 	"net"
@@ -176,6 +177,9 @@ func (s *Server) guardOn(agentRoute bool, rights []Right) gin.HandlerFunc {
 			return
 		}
 		c.Set(principalKey, p)
+		if prefix := MountPrefix(c.Request); prefix != "" {
+			c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), mountKey{}, prefix))
+		}
 		c.Next()
 	}
 }
@@ -192,17 +196,23 @@ func (s *Server) authenticate(c *gin.Context) (Principal, bool) {
 	if s.NoAuth {
 		return Principal{Name: "", Rights: []Right{RightAdmin}}, true
 	}
-	h := c.GetHeader("Authorization")
-	scheme, token, _ := strings.Cut(h, " ")
-	if h == "" || !strings.EqualFold(scheme, "Bearer") {
-		c.Header("WWW-Authenticate", `Bearer realm="fastagent"`)
-		abort(c, CodeUnauthorized, "send an API token: Authorization: Bearer <token>")
-		return Principal{}, false
+	var auth Authenticator = s.Tokens
+	if s.Principals != nil {
+		auth = s.Principals
 	}
-	p, ok := s.Tokens.Lookup(strings.TrimSpace(token))
-	if !ok {
-		c.Header("WWW-Authenticate", `Bearer realm="fastagent", error="invalid_token"`)
-		abort(c, CodeUnauthorized, "the API token is not valid")
+	p, err := auth.Authenticate(c.Request)
+	if err == nil && p.Name == "" {
+		// Sessions belong to principals by name: a nameless one owns nothing.
+		err = errors.New("no principal: the request was not signed in")
+	}
+	if err != nil {
+		challenge := bearerRealm
+		var ch interface{ Challenge() string }
+		if errors.As(err, &ch) && ch.Challenge() != "" {
+			challenge = ch.Challenge()
+		}
+		c.Header("WWW-Authenticate", challenge)
+		abort(c, CodeUnauthorized, err.Error())
 		return Principal{}, false
 	}
 	return p, true

@@ -20,6 +20,7 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,6 +80,9 @@ type Server struct {
 	// Tokens are the API tokens accepted (Authorization: Bearer). Without
 	// any, every route but /health answers 401 — unless NoAuth is set.
 	Tokens *Tokens
+	// Principals, when set, says who each request acts for instead of
+	// Tokens: an embedder's own authentication in front of the routes.
+	Principals Authenticator
 	// NoAuth serves every route without a token, as an anonymous admin, and
 	// does not record session owners. It exists for in-process tests and
 	// tools; the serving commands never set it.
@@ -180,6 +184,9 @@ func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	// A redirect would name a path without the prefix the handler may be
+	// mounted under (MountPrefix): a path that is not a route is a 404.
+	r.RedirectTrailingSlash = false
 	r.Use(gin.Recovery())
 	r.GET("/health", s.health)
 	s.agentRoutes(r)
@@ -221,6 +228,52 @@ func (s *Server) agentRoutes(r gin.IRoutes) {
 	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
 	r.POST("/sessions/:id/turns/:key/resend", s.guard(RightControl), s.resend)
 	s.sessionRoutes(r)
+}
+
+// MountPrefix is the path the handler is mounted under: the request's
+// original path (RequestURI) less the path the handler routes on, as
+// http.StripPrefix (or a router doing the same) leaves them; "" at the
+// root. Paths the ingress writes into its answers start with it.
+func MountPrefix(r *http.Request) string {
+	if r.RequestURI == "" || r.URL == nil {
+		return ""
+	}
+	u, err := url.ParseRequestURI(r.RequestURI)
+	if err != nil {
+		return ""
+	}
+	full, inner := u.Path, r.URL.Path
+	if len(full) <= len(inner) || !strings.HasSuffix(full, inner) {
+		return ""
+	}
+	prefix := strings.TrimRight(full[:len(full)-len(inner)], "/")
+	return (&url.URL{Path: prefix}).EscapedPath()
+}
+
+type mountKey struct{}
+
+// MountPrefixOf is the MountPrefix of the request whose context ctx is,
+// for what the routes call to say where a route is ("" outside one).
+func MountPrefixOf(ctx context.Context) string {
+	p, _ := ctx.Value(mountKey{}).(string)
+	return p
+}
+
+// basePath is where the routes of the request's agent start, as the
+// client reached them: the mount prefix, then /agents/<name> when the
+// request came through the agent's named routes.
+func (s *Server) basePath(c *gin.Context) string {
+	base := MountPrefix(c.Request)
+	if s.Name != "" && strings.HasPrefix(c.FullPath(), "/agents/"+s.Name+"/") {
+		base += "/agents/" + url.PathEscape(s.Name)
+	}
+	return base
+}
+
+// EventsPath is the route following turn key of session: GET
+// <base>/sessions/{id}/turns/{key}/events.
+func EventsPath(base, session, key string) string {
+	return base + "/sessions/" + url.PathEscape(session) + "/turns/" + url.PathEscape(key) + "/events"
 }
 
 // noSuchAgent is the message of a route of an agent that is not served, or

@@ -303,7 +303,7 @@ func (s *Server) followUp(c *gin.Context) {
 	}
 	s.holdUntilEnd(context.WithoutCancel(c.Request.Context()), c.Param("id"), key, release)
 	c.Header("Idempotency-Key", key)
-	c.JSON(http.StatusAccepted, gin.H{"turn": key, "events": "/sessions/" + c.Param("id") + "/turns/" + key + "/events"})
+	c.JSON(http.StatusAccepted, gin.H{"turn": key, "events": EventsPath(s.basePath(c), c.Param("id"), key)})
 }
 
 // holdUntilEnd calls release once the queued turn key of session has

@@ -6,6 +6,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,19 @@ type Metrics struct {
 	sessions      *sessionsCollector
 	refused       *prometheus.CounterVec
 	repliesFailed *prometheus.CounterVec
+}
+
+var (
+	defaultOnce sync.Once
+	defaultM    *Metrics
+)
+
+// Default is the process's registry, made on first use: what a process of
+// one role (`fastagent ingress`, a mounted ingress.Handler) records and
+// serves, its Temporal client's SDK metrics included.
+func Default() *Metrics {
+	defaultOnce.Do(func() { defaultM = New() })
+	return defaultM
 }
 
 // New returns a registry with every collector registered.

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -40,19 +41,48 @@ func ParseAgents(values []string, mainDir string) (map[string]string, error) {
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("--agent %q: agent %s is named twice", v, name)
 		}
-		abs, err := filepath.Abs(dir)
+		abs, err := checkAgent(name, dir, mainDir)
 		if err != nil {
 			return nil, fmt.Errorf("--agent %q: %w", v, err)
-		}
-		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("--agent %q: %s is not a folder", v, dir)
-		}
-		if main, err := filepath.Abs(mainDir); err == nil && main == abs {
-			return nil, fmt.Errorf("--agent %q: that is the main agent's folder; name another agent's", v)
 		}
 		out[name] = abs
 	}
 	return out, nil
+}
+
+// CheckAgents checks agents (name → folder) as ParseAgents checks --agent
+// values, and returns them with absolute folders.
+func CheckAgents(agents map[string]string, mainDir string) (map[string]string, error) {
+	if agents == nil {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(agents)) {
+		abs, err := checkAgent(name, agents[name], mainDir)
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: %w", name, err)
+		}
+		out[name] = abs
+	}
+	return out, nil
+}
+
+// checkAgent checks one agent's name and folder (not the main agent's).
+func checkAgent(name, dir, mainDir string) (string, error) {
+	if dir == "" || !agentName.MatchString(name) {
+		return "", errors.New("an agent's name is 1-40 lowercase letters, digits, - or _ (it is the agent's task queue); its folder must be named")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("%s is not a folder", dir)
+	}
+	if main, err := filepath.Abs(mainDir); err == nil && main == abs {
+		return "", errors.New("that is the main agent's folder; name another agent's")
+	}
+	return abs, nil
 }
 
 // startAgents starts a worker for each of Config.Agents on client c, after
@@ -122,12 +152,12 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	return pp, w, err
 }
 
-// agentIngresses returns the HTTP server of the main agent d with tokens
-// toks on host, and under it (ingress.Server.Agents) one for each of
-// Config.Agents at /agents/<name>/. Alone, the main agent serves sessions
-// by their names, as always; beside others, each agent's sessions are its
-// own (scopedAgent) and a token may be limited to some agents.
-func (p *Parts) agentIngresses(d *durable.Agent, toks *ingress.Tokens, host string) *ingress.Server {
+// agentIngresses returns the HTTP server of the main agent d with auth,
+// and under it (ingress.Server.Agents) one for each of Config.Agents at
+// /agents/<name>/. Alone, the main agent serves sessions by their names, as
+// always; beside others, each agent's sessions are its own (scopedAgent)
+// and a principal may be limited to some agents.
+func (p *Parts) agentIngresses(d *durable.Agent, auth HTTPAuth) *ingress.Server {
 	main := taskQueueOr(p.Config.TaskQueue)
 	var serving agent.Agent = d
 	var owners ingress.Owners = storeOwners{store: p.Store, agent: d}
@@ -140,7 +170,7 @@ func (p *Parts) agentIngresses(d *durable.Agent, toks *ingress.Tokens, host stri
 		sc := &scopedAgent{d: d, name: main, reserved: reserved}
 		serving, owners = sc, scopedOwners{owners: owners, scope: sc}
 	}
-	s := p.authIngress(serving, owners, toks, host)
+	s := p.authIngress(serving, owners, auth)
 	for name := range p.Config.Agents {
 		od := *d
 		od.TaskQueue = name
@@ -148,18 +178,18 @@ func (p *Parts) agentIngresses(d *durable.Agent, toks *ingress.Tokens, host stri
 		if s.Agents == nil {
 			s.Agents = map[string]*ingress.Server{}
 		}
-		s.Agents[name] = p.authIngress(sc, scopedOwners{owners: storeOwners{store: p.Store, agent: &od}, scope: sc}, toks, host)
+		s.Agents[name] = p.authIngress(sc, scopedOwners{owners: storeOwners{store: p.Store, agent: &od}, scope: sc}, auth)
 	}
 	return s
 }
 
-// authIngress is IngressFor(a) with the deployment's authentication: tokens,
-// session owners, origins and hosts.
-func (p *Parts) authIngress(a agent.Agent, owners ingress.Owners, toks *ingress.Tokens, host string) *ingress.Server {
+// authIngress is IngressFor(a) with the deployment's authentication: the
+// principals (or tokens), session owners, origins and hosts.
+func (p *Parts) authIngress(a agent.Agent, owners ingress.Owners, auth HTTPAuth) *ingress.Server {
 	s := p.IngressFor(a)
-	s.Tokens, s.Owners = toks, owners
+	s.Tokens, s.Principals, s.Owners = auth.Tokens, auth.Principals, owners
 	s.AllowedOrigins = p.Config.AllowedOrigins
-	s.AllowedHosts, s.AnyHost = p.Config.hostPolicy(host)
+	s.AllowedHosts, s.AnyHost = p.Config.hostPolicy(auth.Host)
 	return s
 }
 

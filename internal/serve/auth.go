@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/fastagent/fastagent/agent"
@@ -66,27 +67,59 @@ func (p *Parts) auth(host string) (toks *ingress.Tokens, generated string, err e
 	if err != nil {
 		return nil, "", err
 	}
+	if generated, err = p.Config.GenerateToken(host); err != nil {
+		return nil, "", err
+	}
+	if generated != "" {
+		toks.AddToken(ingress.AdminPrincipal, generated, ingress.RightAdmin)
+	}
+	return toks, generated, nil
+}
+
+// GenerateToken returns "" when API tokens are configured; without any,
+// on a loopback host only, a new admin token for this run, written to
+// <StateDir>/api-token (0600) for `fastagent invoke` and `session`.
+// Elsewhere it is ErrNoTokens.
+func (c Config) GenerateToken(host string) (string, error) {
+	toks, err := c.Tokens()
+	if err != nil {
+		return "", err
+	}
 	if toks.Len() > 0 {
-		return toks, "", nil
+		return "", nil
 	}
 	if !ingress.IsLoopback(host) {
-		return nil, "", fmt.Errorf("%w (listen host %q)", ErrNoTokens, host)
+		return "", fmt.Errorf("%w (listen host %q)", ErrNoTokens, host)
 	}
-	generated = ingress.NewToken()
-	path := filepath.Join(p.Config.StateDir, TokenFileName)
+	generated := ingress.NewToken()
+	path := filepath.Join(c.StateDir, TokenFileName)
 	_ = os.Remove(path) // a file another user created keeps its mode on rewrite
 	if err := os.WriteFile(path, []byte(generated+"\n"), 0o600); err != nil {
-		return nil, "", fmt.Errorf("write the generated API token: %w", err)
+		return "", fmt.Errorf("write the generated API token: %w", err)
 	}
-	toks.AddToken(ingress.AdminPrincipal, generated, ingress.RightAdmin)
-	return toks, generated, nil
+	return generated, nil
+}
+
+// AnsweredHosts is the Host check of an ingress listening on host as a
+// list (ingress.Options.AllowedHosts): hostPolicy's names, or ["*"] for
+// any Host.
+func (c Config) AnsweredHosts(host string) []string {
+	allowed, any := c.hostPolicy(host)
+	if any {
+		return []string{"*"}
+	}
+	return allowed
 }
 
 // hostPolicy is the Host check for an ingress on host: the loopback names,
 // AllowedHosts and the listen host itself; a wildcard listen address
-// (0.0.0.0, ::) without AllowedHosts answers any Host — its callers use
-// names this process cannot know, and the tokens guard it.
+// (0.0.0.0, ::) or none known (a mounted handler) without AllowedHosts
+// answers any Host — its callers use names this process cannot know, and
+// the tokens guard it — and so does an AllowedHosts listing "*".
 func (c Config) hostPolicy(host string) (allowed []string, any bool) {
+	if slices.Contains(c.AllowedHosts, "*") {
+		return nil, true
+	}
 	allowed = append(allowed, c.AllowedHosts...)
 	ip := net.ParseIP(host)
 	wildcard := host == "" || (ip != nil && ip.IsUnspecified())

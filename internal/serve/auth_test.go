@@ -132,6 +132,10 @@ func TestHostPolicy(t *testing.T) {
 		{"0.0.0.0", nil, nil, true},
 		{"0.0.0.0", []string{"agent.example.com"}, []string{"agent.example.com"}, false},
 		{"agent.internal", nil, []string{"agent.internal"}, false},
+		// Mounted in a server whose address it does not know.
+		{"", nil, nil, true},
+		{"", []string{"agent.example.com"}, []string{"agent.example.com"}, false},
+		{"127.0.0.1", []string{"*"}, nil, true},
 	}
 	for _, c := range cases {
 		got, any := Config{AllowedHosts: c.allowed}.hostPolicy(c.host)

@@ -122,12 +122,8 @@ func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 		// the server's start and the dial, rather than after them.
 		_ = (&workflow.Info{}).GetBinaryChecksum()
 	})
-	if p.Config.Codec == nil {
-		cdc, err := codec.FromEnv(os.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		p.Config.Codec = cdc
+	if err := p.Config.codecFromEnv(); err != nil {
+		return nil, err
 	}
 	cfg := t.Dial
 	if t.Embedded != nil {
@@ -149,19 +145,7 @@ func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 	} else {
 		p.Config.ControlPlane = append(p.Config.ControlPlane, cfg.Address)
 	}
-	cfg.Logger = p.Config.Logger
-	if p.Config.Codec != nil {
-		cfg.Codec = p.Config.Codec
-	}
-	if p.Config.Metrics != nil {
-		cfg.MetricsHandler = p.Config.Metrics.SDKHandler()
-	}
-	if icpt, err := p.Config.Tracing.Interceptor(); err != nil {
-		return nil, err
-	} else if icpt != nil {
-		cfg.Interceptors = append(cfg.Interceptors, icpt)
-	}
-	c, err := tclient.Dial(ctx, cfg)
+	c, err := p.Config.dial(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +154,49 @@ func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 	conn.closers = append(conn.closers, c.Close)
 	ok = true
 	return conn, nil
+}
+
+// Dial dials the Temporal of d (an address; the TEMPORAL_* environment
+// already applied) as Connect does: with the codec (Config.Codec, else
+// FASTAGENT_CODEC_KEYS), the SDK metrics and the tracing interceptor. The
+// client is the caller's to close.
+func (c *Config) Dial(ctx context.Context, d tclient.Config) (client.Client, error) {
+	if err := c.codecFromEnv(); err != nil {
+		return nil, err
+	}
+	c.ControlPlane = append(c.ControlPlane, d.Address)
+	return c.dial(ctx, d)
+}
+
+// codecFromEnv reads FASTAGENT_CODEC_KEYS into Codec when unset.
+func (c *Config) codecFromEnv() error {
+	if c.Codec != nil {
+		return nil
+	}
+	cdc, err := codec.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	c.Codec = cdc
+	return nil
+}
+
+// dial dials d with the codec, the SDK metrics and the tracing
+// interceptor of c.
+func (c *Config) dial(ctx context.Context, d tclient.Config) (client.Client, error) {
+	d.Logger = c.Logger
+	if c.Codec != nil {
+		d.Codec = c.Codec
+	}
+	if c.Metrics != nil {
+		d.MetricsHandler = c.Metrics.SDKHandler()
+	}
+	if icpt, err := c.Tracing.Interceptor(); err != nil {
+		return nil, err
+	} else if icpt != nil {
+		d.Interceptors = append(d.Interceptors, icpt)
+	}
+	return tclient.Dial(ctx, d)
 }
 
 // devCodecEndpoint is the embedded Web UI's codec endpoint on the ingress

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -48,23 +49,31 @@ func (p *Parts) opsRoutes(in *ingress.Server, host string) error {
 // startMetrics serves GET /metrics without a token on Config.MetricsAddr
 // (nothing when unset or without Config.Metrics); the returned stop shuts
 // it down.
-func (p *Parts) startMetrics() (stop func(), err error) {
-	if p.Config.MetricsAddr == "" || p.Config.Metrics == nil {
+func (p *Parts) startMetrics() (stop func(), err error) { return p.Config.StartMetrics() }
+
+// StartMetrics serves GET /metrics without a token on MetricsAddr (nothing
+// when unset or without Metrics); the returned stop shuts it down.
+func (c Config) StartMetrics() (stop func(), err error) {
+	if c.MetricsAddr == "" || c.Metrics == nil {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", p.Config.MetricsAddr)
+	ln, err := net.Listen("tcp", c.MetricsAddr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener (FASTAGENT_METRICS_ADDR): %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", p.Config.Metrics.Handler())
+	mux.Handle("GET /metrics", c.Metrics.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			p.Config.Logger.Error("metrics listener stopped", "error", err)
+			log.Error("metrics listener stopped", "error", err)
 		}
 	}()
-	p.Config.Logger.Info("metrics served", "url", "http://"+ln.Addr().String()+"/metrics")
+	log.Info("metrics served", "url", "http://"+ln.Addr().String()+"/metrics")
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

@@ -41,7 +41,7 @@ type Running struct {
 	TokenFile string
 
 	worker  sdkworker.Worker
-	conns   *connections
+	http    *HTTP
 	httpErr chan error
 	// stopMetrics stops the FASTAGENT_METRICS_ADDR listener.
 	stopMetrics func()
@@ -74,48 +74,45 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		}
 	}
 	if roles.Ingress {
-		host := listenHost(p.Config.HTTPHost, ln)
-		toks, generated, err := p.auth(host)
-		if err != nil {
+		if err := r.startIngress(ctx, p, c, ln); err != nil {
 			r.stopWorker()
 			return nil, err
 		}
-		if ln == nil {
-			if ln, err = Listen(p.Config.HTTPHost, p.Config.HTTPPort); err != nil {
-				r.stopWorker()
-				return nil, err
-			}
-		}
-		if p.agentDoors, err = p.loadAgentDoors(ctx); err != nil {
-			r.stopWorker()
-			return nil, err
-		}
-		r.Ingress = p.agentIngresses(r.Agent, toks, host)
-		if p.Sandbox != nil {
-			r.Ingress.Details = func() map[string]any { return map[string]any{"toolSandbox": p.Sandbox.Status()} }
-		}
-		if err := p.opsRoutes(r.Ingress, host); err != nil {
-			r.stopWorker()
-			return nil, err
-		}
-		if generated != "" {
-			r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
-		}
-		r.URL = "http://" + ln.Addr().String()
-		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		r.cancel = cancel
-		// Long connections (Slack Socket Mode…) run beside the HTTP
-		// server; /health is 503 until each one connected.
-		if r.conns = p.startConnections(hctx, c); r.conns != nil {
-			r.Ingress.Waiting = r.conns.Waiting
-		}
-		r.Ingress.SetReady(true)
-		r.httpErr = make(chan error, 1)
-		go func() {
-			r.httpErr <- ServeHTTP(hctx, ln, p.Config.Tracing.Middleware(p.WithChannels(r.Ingress.Handler(), c)), r.Ingress.Drain) //nolint:contextcheck // the HTTP server and its channels live until Stop (hctx), not the start call
-		}()
 	}
 	return r, nil
+}
+
+// startIngress serves the ingress (OpenHTTP) on Config.HTTPHost:HTTPPort,
+// or on ln when not nil, with the configured tokens or one generated for
+// this run on a loopback address.
+func (r *Running) startIngress(ctx context.Context, p *Parts, c client.Client, ln net.Listener) error {
+	host := listenHost(p.Config.HTTPHost, ln)
+	toks, generated, err := p.auth(host)
+	if err != nil {
+		return err
+	}
+	if ln == nil {
+		if ln, err = Listen(p.Config.HTTPHost, p.Config.HTTPPort); err != nil {
+			return err
+		}
+	}
+	h, err := p.OpenHTTP(ctx, c, HTTPAuth{Tokens: toks, Host: host})
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	r.http, r.Ingress = h, h.Server
+	if generated != "" {
+		r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
+	}
+	r.URL = "http://" + ln.Addr().String()
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel = cancel
+	r.httpErr = make(chan error, 1)
+	go func() {
+		r.httpErr <- ServeHTTP(hctx, ln, h, h.Drain) //nolint:contextcheck // the HTTP server lives until Stop (hctx), not the start call
+	}()
+	return nil
 }
 
 // startWorkers starts the worker role: schedules reconciled, the worker,
@@ -173,8 +170,8 @@ func (r *Running) Stop() {
 		case <-time.After(ShutdownTimeout + time.Second):
 		}
 	}
-	if r.conns != nil {
-		r.conns.stop()
+	if r.http != nil {
+		r.http.Close()
 	}
 	r.stopWorker()
 }

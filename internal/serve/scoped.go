@@ -41,13 +41,14 @@ var (
 )
 
 // in is the stored name of the caller's session; a name another agent's
-// prefix claims is refused.
-func (s *scopedAgent) in(session string) (string, error) {
+// prefix claims is refused, naming that agent's routes under the prefix
+// the request came through (ingress.MountPrefixOf).
+func (s *scopedAgent) in(ctx context.Context, session string) (string, error) {
 	for _, r := range s.reserved {
 		if strings.HasPrefix(session, r) {
 			other := strings.TrimSuffix(r, "/")
 			return "", agent.NewError(agent.CodeInvalidCommand, fmt.Sprintf(
-				"session names starting with %q belong to agent %s: send them to /agents/%s/…", r, other, other))
+				"session names starting with %q belong to agent %s: send them to %s/agents/%s/…", r, other, ingress.MountPrefixOf(ctx), other))
 		}
 	}
 	return s.prefix + session, nil
@@ -59,8 +60,8 @@ func (s *scopedAgent) out(session string) string { return strings.TrimPrefix(ses
 // Invoke implements agent.Agent.
 func (s *scopedAgent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prompt) iter.Seq[agent.Event] {
 	var err error
-	if scope.Session, err = s.in(scope.Session); err == nil && scope.ParentSession != "" {
-		scope.ParentSession, err = s.in(scope.ParentSession)
+	if scope.Session, err = s.in(ctx, scope.Session); err == nil && scope.ParentSession != "" {
+		scope.ParentSession, err = s.in(ctx, scope.ParentSession)
 	}
 	if err != nil {
 		return func(yield func(agent.Event) bool) {
@@ -72,7 +73,7 @@ func (s *scopedAgent) Invoke(ctx context.Context, scope agent.Scope, prompt agen
 
 // Abort implements ingress.Control.
 func (s *scopedAgent) Abort(ctx context.Context, session, turn, reason string) (string, error) {
-	id, err := s.in(session)
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return "", err
 	}
@@ -81,22 +82,22 @@ func (s *scopedAgent) Abort(ctx context.Context, session, turn, reason string) (
 
 // Steer implements ingress.Control.
 func (s *scopedAgent) Steer(ctx context.Context, session, text string) error {
-	return with(s, session, func(id string) error { return s.d.Steer(ctx, id, text) })
+	return with(ctx, s, session, func(id string) error { return s.d.Steer(ctx, id, text) })
 }
 
 // Approve implements ingress.Control.
 func (s *scopedAgent) Approve(ctx context.Context, session string, req workflows.ApproveRequest) error {
-	return with(s, session, func(id string) error { return s.d.Approve(ctx, id, req) })
+	return with(ctx, s, session, func(id string) error { return s.d.Approve(ctx, id, req) })
 }
 
 // Answer implements ingress.Answerer.
 func (s *scopedAgent) Answer(ctx context.Context, session string, req workflows.AnswerRequest) error {
-	return with(s, session, func(id string) error { return s.d.Answer(ctx, id, req) })
+	return with(ctx, s, session, func(id string) error { return s.d.Answer(ctx, id, req) })
 }
 
 // State implements ingress.Control.
 func (s *scopedAgent) State(ctx context.Context, session string) (workflows.SessionView, error) {
-	id, err := s.in(session)
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return workflows.SessionView{}, err
 	}
@@ -107,7 +108,7 @@ func (s *scopedAgent) State(ctx context.Context, session string) (workflows.Sess
 
 // Compact implements ingress.Control.
 func (s *scopedAgent) Compact(ctx context.Context, session string) (workflows.CompactResult, error) {
-	id, err := s.in(session)
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return workflows.CompactResult{}, err
 	}
@@ -116,7 +117,7 @@ func (s *scopedAgent) Compact(ctx context.Context, session string) (workflows.Co
 
 // Resend implements ingress.Resender.
 func (s *scopedAgent) Resend(ctx context.Context, session, turn string) error {
-	id, err := s.in(session)
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func (s *scopedAgent) Resend(ctx context.Context, session, turn string) error {
 
 // Attach implements ingress.Attacher.
 func (s *scopedAgent) Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error) {
-	id, err := s.in(session)
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +160,7 @@ func (s *scopedAgent) SearchSessions(ctx context.Context, f sessionstart.Filter,
 
 // Status implements ingress.Sessions.
 func (s *scopedAgent) Status(ctx context.Context, session string) (string, error) {
-	id, err := s.in(session)
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return "", err
 	}
@@ -168,7 +169,7 @@ func (s *scopedAgent) Status(ctx context.Context, session string) (string, error
 
 // Transcript implements ingress.Sessions.
 func (s *scopedAgent) Transcript(ctx context.Context, session string, tree bool) (string, []transcript.Entry, error) {
-	id, err := s.in(session)
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return "", nil, err
 	}
@@ -177,7 +178,7 @@ func (s *scopedAgent) Transcript(ctx context.Context, session string, tree bool)
 
 // HasEntry implements ingress.Sessions.
 func (s *scopedAgent) HasEntry(ctx context.Context, session, entry string) (bool, error) {
-	id, err := s.in(session)
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return false, err
 	}
@@ -186,12 +187,12 @@ func (s *scopedAgent) HasEntry(ctx context.Context, session, entry string) (bool
 
 // Import implements ingress.Sessions.
 func (s *scopedAgent) Import(ctx context.Context, session string, entries []transcript.Entry) error {
-	return with(s, session, func(id string) error { return s.d.Import(ctx, id, entries) })
+	return with(ctx, s, session, func(id string) error { return s.d.Import(ctx, id, entries) })
 }
 
 // Rewind implements ingress.Sessions.
 func (s *scopedAgent) Rewind(ctx context.Context, session, entry string) (workflows.RewindResult, error) {
-	id, err := s.in(session)
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return workflows.RewindResult{}, err
 	}
@@ -200,12 +201,12 @@ func (s *scopedAgent) Rewind(ctx context.Context, session, entry string) (workfl
 
 // FollowUp implements ingress.Sessions.
 func (s *scopedAgent) FollowUp(ctx context.Context, session, key, text string) error {
-	return with(s, session, func(id string) error { return s.d.FollowUp(ctx, id, key, text) })
+	return with(ctx, s, session, func(id string) error { return s.d.FollowUp(ctx, id, key, text) })
 }
 
 // with runs f on the stored name of session.
-func with(s *scopedAgent, session string, f func(id string) error) error {
-	id, err := s.in(session)
+func with(ctx context.Context, s *scopedAgent, session string, f func(id string) error) error {
+	id, err := s.in(ctx, session)
 	if err != nil {
 		return err
 	}
@@ -220,7 +221,7 @@ type scopedOwners struct {
 
 // Owner implements ingress.Owners.
 func (o scopedOwners) Owner(ctx context.Context, session string) (string, bool, error) {
-	id, err := o.scope.in(session)
+	id, err := o.scope.in(ctx, session)
 	if err != nil {
 		return "", false, err
 	}
@@ -229,7 +230,7 @@ func (o scopedOwners) Owner(ctx context.Context, session string) (string, bool, 
 
 // Claim implements ingress.Owners.
 func (o scopedOwners) Claim(ctx context.Context, session, principal string) (string, error) {
-	id, err := o.scope.in(session)
+	id, err := o.scope.in(ctx, session)
 	if err != nil {
 		return "", err
 	}

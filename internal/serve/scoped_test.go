@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"testing"
 
 	"github.com/fastagent/fastagent/agent"
@@ -25,7 +26,7 @@ func TestScopedSessionNames(t *testing.T) {
 		{main, "support/", "", true},
 	}
 	for _, c := range cases {
-		got, err := c.scope.in(c.in)
+		got, err := c.scope.in(context.Background(), c.in)
 		if c.refused {
 			if agent.CodeOf(err) != agent.CodeInvalidCommand {
 				t.Errorf("%s: in(%q) = %q, %v; want invalid_command", c.scope.name, c.in, got, err)

@@ -265,6 +265,13 @@ func (cfg *Config) fromDefinition(ctx context.Context, loader *workspace.Loader)
 	}
 	h := def.Config.HTTP
 	invokeOff = len(chans) > 0 && (h.Invoke == nil || !*h.Invoke)
+	cfg.fromHTTP(h)
+	return chans, invokeOff, nil
+}
+
+// fromHTTP fills what flags and the environment left unset from
+// fastagent.yaml's http: block.
+func (cfg *Config) fromHTTP(h workspace.HTTPConfig) {
 	if cfg.HTTPHost == "" {
 		cfg.HTTPHost = h.Host
 	}
@@ -280,7 +287,16 @@ func (cfg *Config) fromDefinition(ctx context.Context, loader *workspace.Loader)
 	if cfg.Admission == (admission.Limits{}) {
 		cfg.Admission = admissionLimits(h.Admission)
 	}
-	return chans, invokeOff, nil
+}
+
+// defaultAddress fills the ingress's default listen address.
+func (cfg *Config) defaultAddress() {
+	if cfg.HTTPHost == "" {
+		cfg.HTTPHost = "127.0.0.1"
+	}
+	if cfg.HTTPPort == 0 {
+		cfg.HTTPPort = 8787
+	}
 }
 
 // Open opens the store and the feed and prepares the definition loader. The
@@ -310,12 +326,7 @@ func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err e
 	} else if p.Loader.Sandbox != nil {
 		p.Sandbox = p.Loader.Sandbox
 	}
-	if cfg.HTTPHost == "" {
-		cfg.HTTPHost = "127.0.0.1"
-	}
-	if cfg.HTTPPort == 0 {
-		cfg.HTTPPort = 8787
-	}
+	cfg.defaultAddress()
 	p.Config = cfg
 	if p.Store == nil {
 		st, err := store.Open(ctx, cfg.Store)
@@ -697,9 +708,17 @@ func (p *Parts) mountDoors(mux *http.ServeMux, c channels.Starter, a agentDoors)
 		if a.name != "" {
 			door = forAgent(a.name, door)
 		}
-		mux.Handle("POST "+prefix+ch.Door.Path(), door)
+		mux.Handle("POST "+prefix+ch.Door.Path(), withAPIBase(prefix, door))
 		p.Config.Logger.Info("channel enabled", "agent", a.name, "kind", ch.Door.Kind(), "route", prefix+ch.Door.Path(), "file", ch.File)
 	}
+}
+
+// withAPIBase serves h with channels.APIBase set: the prefix the ingress
+// is mounted under, then prefix (another agent's /agents/<name>).
+func withAPIBase(prefix string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(channels.WithAPIBase(r.Context(), ingress.MountPrefix(r)+prefix)))
+	})
 }
 
 // doorAdmission is the admission of webhook endpoints on task queue tq:

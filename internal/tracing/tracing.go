@@ -104,6 +104,9 @@ func FromEnv(ctx context.Context, getenv func(string) string) (*Tracing, error) 
 	return t, nil
 }
 
+// Provider is the tracer provider spans go to.
+func (t *Tracing) Provider() trace.TracerProvider { return t.provider }
+
 // Shutdown flushes and stops the exporter FromEnv started.
 func (t *Tracing) Shutdown(ctx context.Context) error {
 	if t == nil || t.shutdown == nil {

@@ -99,14 +99,16 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	if d.reply != nil {
 		dl.Reply = &workflows.Target{Chat: session, Message: dl.Key()}
 	}
-	body, _ := json.Marshal(accepted(session, dl.Key()))
+	body, _ := json.Marshal(accepted("", session, dl.Key()))
 	return channels.Parsed{Deliveries: []channels.Delivery{dl},
 		Answer: channels.Answer{Status: http.StatusAccepted, ContentType: "application/json", Body: append(body, '\n')}}, nil
 }
 
-func accepted(session, key string) Accepted {
+// accepted is the answer for turn key of session; its events route starts
+// at base (channels.APIBase).
+func accepted(base, session, key string) Accepted {
 	return Accepted{Session: session, Turn: key,
-		Events: "/sessions/" + url.PathEscape(session) + "/turns/" + url.PathEscape(key) + "/events"}
+		Events: base + "/sessions/" + url.PathEscape(session) + "/turns/" + url.PathEscape(key) + "/events"}
 }
 
 // Handler serves the endpoint: cap the body (413), verify it (401), filter
@@ -153,9 +155,14 @@ func (d *Door) Handler(c channels.Starter, taskQueue string, log *slog.Logger, a
 				http.Error(w, "try again", http.StatusServiceUnavailable)
 				return
 			}
+			dl := parsed.Deliveries[0]
+			base := channels.APIBase(r.Context())
+			if base != "" && ans.Status == http.StatusAccepted {
+				body, _ := json.Marshal(accepted(base, dl.Session, dl.Key()))
+				ans.Body = append(body, '\n')
+			}
 			if d.respond == RespondWait && att != nil {
-				dl := parsed.Deliveries[0]
-				if res, ok := d.await(r.Context(), att, dl.Session, dl.Key()); ok {
+				if res, ok := d.await(r.Context(), att, base, dl.Session, dl.Key()); ok {
 					ans.Status, ans.Body = http.StatusOK, res
 				}
 			}
@@ -170,7 +177,7 @@ func (d *Door) Handler(c channels.Starter, taskQueue string, log *slog.Logger, a
 
 // await follows the turn until it ends or the bound passes; ok is false
 // past the bound (the caller answers 202).
-func (d *Door) await(ctx context.Context, att channels.Attacher, session, key string) ([]byte, bool) {
+func (d *Door) await(ctx context.Context, att channels.Attacher, base, session, key string) ([]byte, bool) {
 	ctx, cancel := context.WithTimeout(ctx, d.wait)
 	defer cancel()
 	for {
@@ -179,7 +186,7 @@ func (d *Door) await(ctx context.Context, att channels.Attacher, session, key st
 		events, err := att.Attach(ctx, session, key)
 		if err == nil {
 			res, err := agent.Collect(events)
-			out := accepted(session, key)
+			out := accepted(base, session, key)
 			var f *agent.Failure
 			switch {
 			case err == nil:

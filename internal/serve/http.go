@@ -1,0 +1,108 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/workspace"
+)
+
+// HTTPAuth says how the ingress authenticates its callers.
+type HTTPAuth struct {
+	// Principals says who each request acts for (an embedder's own
+	// authentication); nil: Tokens.
+	Principals ingress.Authenticator
+	// Tokens are the API tokens accepted when Principals is nil.
+	Tokens *ingress.Tokens
+	// Host is the host the ingress listens on: its name is answered beside
+	// the loopback names and Config.AllowedHosts; "" (mounted in a server
+	// whose address it does not know) or a wildcard answers any Host unless
+	// AllowedHosts lists some.
+	Host string
+}
+
+// HTTP is the ingress as one http.Handler, to serve on a listener or to
+// mount in a server of the caller's: every agent's routes (ingress.Server
+// and its Agents), the channels' doors and webhook endpoints, the codec
+// and metrics routes, with the channels' long connections running. Close
+// stops what it started.
+type HTTP struct {
+	// Server is the main agent's routes (tests and the serving commands
+	// read its Agents and Waiting).
+	Server  *ingress.Server
+	handler http.Handler
+	conns   *connections
+	cancel  context.CancelFunc
+	once    sync.Once
+}
+
+// ServeHTTP implements http.Handler.
+func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handler.ServeHTTP(w, r) }
+
+// Drain tells open streams to reconnect elsewhere and refuses new turns
+// (ingress.Server.Drain); call it before shutting the server down.
+func (h *HTTP) Drain() { h.Server.Drain() }
+
+// Close stops the long connections; it is idempotent.
+func (h *HTTP) Close() {
+	h.once.Do(func() {
+		h.cancel()
+		if h.conns != nil {
+			h.conns.stop()
+		}
+	})
+}
+
+// OpenHTTP builds the ingress of the durable agent on client c (and of
+// Config.Agents under /agents/<name>/) with auth: the one way every
+// ingress is put together — `fastagent start`, `dev` and `ingress`, the
+// public ingress.New and fastagent.Start. The long connections run until
+// Close; /health answers 503 until each one connected.
+func (p *Parts) OpenHTTP(ctx context.Context, c client.Client, auth HTTPAuth) (*HTTP, error) {
+	var err error
+	if p.agentDoors, err = p.loadAgentDoors(ctx); err != nil {
+		return nil, err
+	}
+	srv := p.agentIngresses(p.Agent(c), auth) //nolint:contextcheck // the Agent is long-lived; each Invoke takes its own context
+	if p.Sandbox != nil {
+		srv.Details = func() map[string]any { return map[string]any{"toolSandbox": p.Sandbox.Status()} }
+	}
+	if err := p.opsRoutes(srv, auth.Host); err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h := &HTTP{Server: srv, cancel: cancel}
+	// Long connections (Slack Socket Mode…) run beside the routes; /health
+	// is 503 until each one connected.
+	if h.conns = p.startConnections(hctx, c); h.conns != nil {
+		srv.Waiting = h.conns.Waiting
+	}
+	srv.SetReady(true)
+	h.handler = p.Config.Tracing.Middleware(p.WithChannels(srv.Handler(), c)) //nolint:contextcheck // the doors live until Close; each request has its own context
+	return h, nil
+}
+
+// ResolveHTTP fills what a serving command needs to know before it
+// listens: the state dir (created), and the listen address, allowed hosts
+// and origins from fastagent.yaml's http: block where flags and the
+// environment left them unset (else 127.0.0.1:8787). A definition that
+// does not load is left for the ingress to report.
+func (cfg *Config) ResolveHTTP(ctx context.Context) error {
+	if err := cfg.prepareStateDir(); err != nil {
+		return err
+	}
+	loader, err := workspace.NewLoader(cfg.Dir, cfg.AgentDir)
+	if err != nil {
+		return err
+	}
+	defer loader.Close()
+	if def, err := loader.Load(ctx); err == nil {
+		cfg.fromHTTP(def.Config.HTTP)
+	}
+	cfg.defaultAddress()
+	return nil
+}
