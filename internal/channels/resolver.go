@@ -50,7 +50,7 @@ func (r *Resolver) Add(ids ...Identity) {
 		case r.ctx == nil:
 			r.pending = append(r.pending, id)
 		default:
-			r.launch(id)
+			r.launch(r.ctx, id) //nolint:contextcheck // the lookups live with the resolver's context (Start), not with the caller's
 		}
 	}
 }
@@ -62,16 +62,17 @@ func (r *Resolver) Start(ctx context.Context) {
 	if r.ctx != nil || r.closed {
 		return
 	}
-	r.ctx, r.cancel = context.WithCancel(ctx)
+	rctx, cancel := context.WithCancel(ctx)
+	r.ctx, r.cancel = rctx, cancel
 	for _, id := range r.pending {
-		r.launch(id)
+		r.launch(rctx, id)
 	}
 	r.pending = nil
 }
 
-// launch looks id up until it is known or the resolver stops; r.mu held.
-func (r *Resolver) launch(id Identity) {
-	ctx := r.ctx
+// launch looks id up until it is known or ctx (the resolver's) ends;
+// r.mu held.
+func (r *Resolver) launch(ctx context.Context, id Identity) {
 	first, every := r.First, r.Every
 	if first <= 0 {
 		first = ResolveFirst

@@ -80,8 +80,8 @@ func startEmbedded(ctx context.Context, stateDir string, e Embedded, codecEndpoi
 	}, nil
 }
 
-// Connection is Temporal as Connect reached it. Close releases it (the
-// client, then the embedded server).
+// Connection is Temporal as Start reached it (connect). Close releases it
+// (the client, then the embedded server).
 type Connection struct {
 	Client   client.Client
 	Embedded *EmbeddedServer

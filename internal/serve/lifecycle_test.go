@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -117,5 +118,27 @@ func TestRuntimeLeavesNoGoroutine(t *testing.T) {
 
 	if left := leakedSince(before, 5*time.Second); len(left) > 0 {
 		t.Fatalf("%d goroutines left after the runtime stopped and closed:\n\n%s", len(left), strings.Join(left, "\n\n"))
+	}
+}
+
+// A runtime waits until its context ends, or until the embedded Temporal
+// server exits under it — then with an error naming the server's log, as
+// `fastagent dev` reports it; a server exiting while the runtime stops
+// anyway (Ctrl-C reaches both) is no error.
+func TestWaitEndsWhenTheEmbeddedServerExits(t *testing.T) {
+	t.Parallel()
+	exited := make(chan struct{})
+	close(exited)
+	emb := &EmbeddedServer{Exited: exited, Err: func() error { return errors.New("signal: killed") }}
+	r := &Running{Embedded: emb, stateDir: "/state", stopped: make(chan struct{})}
+	err := r.Wait(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "signal: killed") || !strings.Contains(err.Error(), "/state/temporal.log") {
+		t.Errorf("Wait after the server exited: %v, want an error with its cause and log", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r = &Running{Embedded: emb, stateDir: "/state", stopped: make(chan struct{})}
+	if err := r.Wait(ctx); err != nil {
+		t.Errorf("Wait after ctx ended (the server exiting too): %v, want nil", err)
 	}
 }

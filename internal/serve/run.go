@@ -86,7 +86,18 @@ func (p *Parts) Start(ctx context.Context, c client.Client) (_ *Running, err err
 			r.Close() //nolint:contextcheck // cleanup after a failed start runs whatever ctx says
 		}
 	}()
+	var auth HTTPAuth
 	if roles.Ingress {
+		// Who may call it, before anything listens or dials: without
+		// tokens, only a loopback ingress serves (a token generated).
+		auth.Host = listenHost(p.Config.HTTPHost, p.Config.Listener)
+		var generated string
+		if auth.Tokens, generated, err = p.auth(auth.Host); err != nil {
+			return nil, err
+		}
+		if generated != "" {
+			r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
+		}
 		if r.ln = p.Config.Listener; r.ln == nil {
 			if r.ln, err = Listen(p.Config.HTTPHost, p.Config.HTTPPort); err != nil {
 				return nil, err
@@ -113,30 +124,21 @@ func (p *Parts) Start(ctx context.Context, c client.Client) (_ *Running, err err
 		}
 	}
 	if roles.Ingress {
-		if err := r.startIngress(ctx, p, c); err != nil {
+		if err := r.startIngress(ctx, p, c, auth); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
 }
 
-// startIngress serves the ingress (OpenHTTP) on r.ln with the configured
-// tokens or one generated for this run on a loopback address.
-func (r *Running) startIngress(ctx context.Context, p *Parts, c client.Client) error {
+// startIngress serves the ingress (OpenHTTP) with auth on r.ln.
+func (r *Running) startIngress(ctx context.Context, p *Parts, c client.Client, auth HTTPAuth) error {
 	ln := r.ln
-	host := listenHost(p.Config.HTTPHost, ln)
-	toks, generated, err := p.auth(host)
-	if err != nil {
-		return err
-	}
-	h, err := p.OpenHTTP(ctx, c, HTTPAuth{Tokens: toks, Host: host})
+	h, err := p.OpenHTTP(ctx, c, auth)
 	if err != nil {
 		return err
 	}
 	r.http, r.Ingress = h, h.Server
-	if generated != "" {
-		r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
-	}
 	r.URL = "http://" + ln.Addr().String()
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
@@ -192,7 +194,13 @@ func (r *Running) Wait(ctx context.Context) error {
 			err = fmt.Errorf("http: %w", err)
 		}
 	case <-exited:
-		err = fmt.Errorf("the Temporal dev server exited (%v); its log is %s", r.Embedded.Err(), filepath.Join(r.stateDir, "temporal.log"))
+		if ctx.Err() == nil { // not the end of a runtime stopping anyway (Ctrl-C reaches both)
+			cause := r.Embedded.Err()
+			if cause == nil {
+				cause = errors.New("no error reported")
+			}
+			err = fmt.Errorf("the Temporal dev server exited (%w); its log is %s", cause, filepath.Join(r.stateDir, "temporal.log"))
+		}
 	}
 	r.Stop()
 	return err

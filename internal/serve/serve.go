@@ -230,7 +230,7 @@ type Parts struct {
 	// walls are, by agent ("" the main one), what no tool of it may change
 	// or read beyond its own rules (protectAgents).
 	walls map[string][]tools.Protected
-	// clientCodec is the codec Connect dialled the client with.
+	// clientCodec is the codec Start dialled the client with (connect).
 	clientCodec *codec.Codec
 	// polled is the task queue of the last worker built (Worker).
 	polled string
@@ -242,7 +242,7 @@ type Parts struct {
 	// asks for (shut down by Close); nil: none.
 	tracing *tracing.Tracing
 	// devUIOrigin and devCodecKey are the embedded Web UI's origin and the
-	// key of its codec endpoint (Connect; ingress.Server.DevCodecKey).
+	// key of its codec endpoint (connect; ingress.Server.DevCodecKey).
 	devUIOrigin, devCodecKey string
 }
 
@@ -456,6 +456,15 @@ func (p *Parts) openTracing(ctx context.Context, cfg *Config) error {
 		if tr != nil {
 			p.tracing = tr
 			cfg.Logger.Info("tracing: spans exported by OTLP")
+			log := cfg.Logger
+			p.closers = append(p.closers, func() { //nolint:contextcheck // flushing spans at Close runs after any ctx ended, on its own deadline
+				// Flush what is left, after everything else closed.
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := tr.Shutdown(sctx); err != nil {
+					log.Warn("tracing: flush on exit", "error", err)
+				}
+			})
 		}
 	}
 	return nil
@@ -525,17 +534,9 @@ func (p *Parts) Check(ctx context.Context) (*workspace.Definition, []string, err
 }
 
 // Close releases what Assemble (or StartWorker, the sandbox) opened —
-// flushing the spans of an OTLP export it started — the caller's
+// and flushes the spans of an OTLP export it started; the caller's
 // Components stay open. Later calls are no-ops.
 func (p *Parts) Close() {
-	if p.tracing != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := p.tracing.Shutdown(sctx); err != nil && p.Config.Logger != nil {
-			p.Config.Logger.Warn("tracing: flush on exit", "error", err)
-		}
-		cancel()
-		p.tracing = nil
-	}
 	if p.ownSandbox {
 		_ = p.Sandbox.Close()
 		p.ownSandbox = false
@@ -590,7 +591,7 @@ func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, 
 // sandbox opened and the channels' repliers: every activity the workflows
 // call (or Config.ActivityGroups' alone), the metrics interceptor and
 // Components.Interceptors. c is the client its workers run on when the caller
-// dialled it already (Connect; its codec is then Config.Codec); nil for a
+// dialled it already (Start; its codec is then Config.Codec); nil for a
 // plugin made before its client (the worker package), which sets the
 // codec, the tracing interceptor and the SDK metrics on the clients made
 // with it, and whose activities use their worker's client.
