@@ -150,7 +150,6 @@ func (p *Parts) connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 	if err != nil {
 		return nil, err
 	}
-	p.clientCodec = cfg.Codec
 	conn.Client = c
 	conn.closers = append(conn.closers, c.Close)
 	ok = true
@@ -186,7 +185,14 @@ func (p *Parts) dial(ctx context.Context, d tclient.Config) (client.Client, erro
 	} else if icpt != nil {
 		d.Interceptors = append(d.Interceptors, icpt)
 	}
-	return tclient.Dial(ctx, d)
+	cl, err := tclient.Dial(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	// The plugin's workers run on this client: they check it encodes with
+	// the codec (Plugin, ClientEncoded).
+	p.clientCodec = d.Codec
+	return cl, nil
 }
 
 // devCodecEndpoint is the embedded Web UI's codec endpoint on the ingress
