@@ -10,9 +10,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // goroutines returns the stacks of the running goroutines by ID.
@@ -140,5 +144,69 @@ func TestWaitEndsWhenTheEmbeddedServerExits(t *testing.T) {
 	r = &Running{Embedded: emb, stateDir: "/state", stopped: make(chan struct{})}
 	if err := r.Wait(ctx); err != nil {
 		t.Errorf("Wait after ctx ended (the server exiting too): %v, want nil", err)
+	}
+}
+
+// What differs between the serving commands, the library and the public
+// packages is configuration: the worker role checks the definition (a
+// broken one stops the start, naming its file; a missing model is a
+// warning to Config.Warn) and the ingress role alone does not; a
+// TracerProvider traces the ingress's requests, and TracingEnv without the
+// OTEL_* variables traces nothing.
+func TestRolesAndTracingAreConfiguration(t *testing.T) {
+	t.Parallel()
+	broken := t.TempDir()
+	if err := os.WriteFile(filepath.Join(broken, "fastagent.yaml"), []byte("modle: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(context.Background(), Config{Dir: broken, Roles: Roles{Worker: true}}); err == nil || !strings.Contains(err.Error(), "fastagent.yaml") {
+		t.Errorf("worker role on a broken definition: %v, want an error naming fastagent.yaml", err)
+	}
+	p, err := Open(context.Background(), Config{Dir: broken, Roles: Roles{Ingress: true}})
+	if err != nil {
+		t.Fatalf("ingress role on a broken definition: %v (the ingress reports it when serving)", err)
+	}
+	p.Close()
+
+	var warned []string
+	noModel := func(string) string { return "" }
+	p, err = Open(context.Background(), Config{Dir: t.TempDir(), Roles: Roles{Worker: true}, Getenv: noModel,
+		Warn: func(w string) { warned = append(warned, w) }, TracingEnv: noModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.tracing != nil {
+		t.Error("TracingEnv without OTEL_EXPORTER_OTLP_* traces")
+	}
+	p.Close()
+	if len(warned) == 0 || !strings.Contains(strings.Join(warned, "\n"), "no model configured") {
+		t.Errorf("warnings %q, want the missing model", warned)
+	}
+
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := Start(context.Background(), Config{Dir: t.TempDir(), Roles: Roles{Ingress: true}, TracerProvider: tp,
+		Temporal: Temporal{Client: starterClient{st: &fakeStarter{}}}, Listener: ln}, Components{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	resp, err := http.Get(run.URL + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	run.Close() // the span ends with the request
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+	}
+	if !slices.Contains(names, "GET /health") {
+		t.Errorf("spans %q, want GET /health", names)
 	}
 }
