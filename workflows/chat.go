@@ -206,9 +206,11 @@ type chat struct {
 }
 
 // ChatWorkflow is the long-lived workflow of one platform conversation. It
-// receives SignalChatMessage and SignalTurnDone, decides for each message
-// whether it is a turn, buffered context or nothing, and routes turns to
-// their session workflows.
+// receives the messages of its channel's door (the signal "message") and
+// the word of the sessions it routed turns to ("turn-done"),
+// decides for each message whether it is a turn, buffered context or
+// nothing, and routes turns to their session workflows. Only fastagent's
+// chat doors start and signal it.
 func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 	c := &chat{in: in, seen: map[string]bool{}, owned: map[string]bool{}}
 	if in.State != nil {

@@ -27,7 +27,7 @@ type Delivery struct {
 	Prompt agent.Prompt `json:"prompt"`
 	// Reply says where the answer goes; nil means nowhere.
 	Reply *ReplyTarget `json:"reply,omitempty"`
-	// Notify is the workflow ID told (SignalTurnDone) how the turn ended:
+	// Notify is the workflow ID told (a turn-done signal) how the turn ended:
 	// the chat workflow that folded buffered context into it.
 	Notify string `json:"notify,omitempty"`
 	// Answer is the message's own text when Prompt is rendered around it

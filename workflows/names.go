@@ -1,7 +1,3 @@
-// Package workflows holds the deterministic orchestration of fastagent: the
-// session workflow that serializes a session's turns and runs the agent loop
-// through activities. Nothing here does I/O, reads the clock or draws random
-// numbers; see DESIGN.md, "Rules that keep it durable".
 package workflows
 
 // Names shared by workflows, activities, the worker and the ingress. They are
@@ -46,7 +42,8 @@ const (
 	// carries no payload; without a new version it changes nothing.
 	SignalUpgrade = "upgrade"
 
-	// QueryState returns a SessionView (a ChatState for a chat workflow).
+	// QueryState returns a SessionView (a chat workflow answers with its own
+	// state, which is no contract).
 	QueryState = "state"
 
 	// ActivityModelGenerate runs one model call (streaming to the live feed).
