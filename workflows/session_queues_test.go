@@ -35,8 +35,15 @@ func TestSessionActivityTaskQueues(t *testing.T) {
 		return reply(call), nil
 	}
 	first := h.turn(ms, "t1", "use the tools")
-	comp := h.send(2*ms, workflows.UpdateCompact, "compact-1", workflows.CompactRequest{})
-	rew := h.send(3*ms, workflows.UpdateRewind, "rewind-1", workflows.RewindRequest{Entry: "leaf-0"})
+	// Compaction and rewind run between turns: sent once the turn answered
+	// (not at fixed mock times, which a slow machine overtakes).
+	comp, rew := &update{}, &update{}
+	h.when(func() bool { _, _, done, _, _ := first.snapshot(); return done }, func() {
+		h.sendNow(comp, workflows.UpdateCompact, "compact-1", workflows.CompactRequest{})
+		h.when(func() bool { _, _, done, _, _ := comp.snapshot(); return done }, func() {
+			h.sendNow(rew, workflows.UpdateRewind, "rewind-1", workflows.RewindRequest{Entry: "leaf-0"})
+		})
+	})
 	h.run(workflows.SessionInput{Session: "s1"})
 	h.requireCancelled()
 
