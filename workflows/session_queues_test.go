@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -21,7 +22,7 @@ func TestSessionActivityTaskQueues(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.openSettings = agentloop.Settings{ToolTaskQueue: "gpu", ModelTaskQueue: "llm"}
-	h.env.RegisterActivityWithOptions(func(ctx context.Context, in workflows.RewindInput) (workflows.RewindResult, error) {
+	h.env.RegisterActivityWithOptions(func(ctx context.Context, in wire.RewindInput) (workflows.RewindResult, error) {
 		h.mu.Lock()
 		h.queues = append(h.queues, workflows.ActivityRewind+" "+activity.GetInfo(ctx).TaskQueue)
 		h.mu.Unlock()
