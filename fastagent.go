@@ -13,8 +13,32 @@
 //
 // Start runs what Options.Roles asks for — by default a worker and the HTTP
 // ingress, as `fastagent start` does (and `fastagent dev` with an embedded
-// Temporal server). Every signature here mentions only public packages:
-// agent (the contract and tools), hooks, and the Temporal SDK.
+// Temporal server). Every signature here mentions only public packages —
+// agent (the contract and tools), hooks — and the third-party types below.
+//
+// # Third-party types in the public API
+//
+// The signatures of fastagent's public packages name types of three other
+// modules, each the common interface of its domain, so that a program
+// passes what it already has rather than an adapter:
+//
+//   - go.temporal.io/sdk (client.Client, workflow.Context, the registries
+//     and plugin types of worker and activity, temporal.SearchAttributes):
+//     fastagent is a Temporal program; go.mod names the SDK version it is
+//     built and tested with.
+//   - github.com/tmc/langchaingo (llms.Model, in Options.Models and in the
+//     Options of packages worker and activities): a model client you build
+//     yourself — Bedrock, Google AI, Mistral, a client behind your own
+//     gateway, a test double — needs an interface, and langchaingo's is the
+//     one Go model clients implement and the one the clients fastagent
+//     builds from fastagent.yaml are made with, so a fastagent interface
+//     would only add an adapter between the two. A langchaingo release that
+//     changes llms.Model changes fastagent's API with it.
+//   - go.opentelemetry.io/otel (trace.TracerProvider, in the Options of
+//     fastagent, worker and ingress): the standard tracing interface.
+//
+// No other third-party type appears in a public signature:
+// internal/apicheck fails when one does that this section does not name.
 package fastagent
 
 import (

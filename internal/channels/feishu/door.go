@@ -15,7 +15,7 @@ import (
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // EventMessageReceive is the event type of a message sent to the bot.
@@ -36,7 +36,7 @@ type Door struct {
 	Token string
 	// EncryptKey is the app's Encrypt Key ("" = plaintext events).
 	EncryptKey string
-	Policy     workflows.ChatPolicy
+	Policy     wire.ChatPolicy
 	// Webhook is false under the long connection: the door then refuses
 	// every request and has no route.
 	Webhook bool
@@ -172,7 +172,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 		if err != nil || m == nil {
 			return ok, err
 		}
-		ok.Messages = []workflows.ChatMessage{*m}
+		ok.Messages = []wire.ChatMessage{*m}
 		return ok, nil
 	}
 	if env.Schema != "2.0" || env.Header == nil || env.Header.EventType != EventMessageReceive {
@@ -188,7 +188,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	if err != nil || m == nil {
 		return ok, err
 	}
-	ok.Messages = []workflows.ChatMessage{*m}
+	ok.Messages = []wire.ChatMessage{*m}
 	return ok, nil
 }
 
@@ -196,7 +196,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 // connection) into a chat message; nil when it is neither a turn nor
 // context: a non-user sender, the bot itself, an un-summoned group message
 // in mentions mode, or a message without text or files.
-func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*workflows.ChatMessage, error) {
+func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wire.ChatMessage, error) {
 	if ev == nil || ev.Event == nil || ev.Event.Message == nil || ev.Event.Sender == nil {
 		return nil, fmt.Errorf("%s: %s without a message or sender", d.Profile.Kind, EventMessageReceive)
 	}
@@ -221,14 +221,14 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 		return nil, nil
 	}
 	summoned, mentioned := mentionsOf(msg.Mentions, bot)
-	if !direct && !summoned && d.Policy.GroupMode != workflows.GroupContext {
+	if !direct && !summoned && d.Policy.GroupMode != wire.GroupContext {
 		return nil, nil
 	}
 	text, files := input(msg, bot, direct || summoned)
 	if text == "" && len(files) == 0 {
 		return nil, nil
 	}
-	return &workflows.ChatMessage{
+	return &wire.ChatMessage{
 		Kind:      d.Profile.Kind,
 		UniqueIDs: true,
 		Chat:      chat,
@@ -282,10 +282,10 @@ func mentionsOf(mentions []*larkim.MentionEvent, bot string) (summoned bool, men
 // quoted reply: parent_id without thread_id) that addresses the bot loads
 // its parent as primary input when the turn runs; thread continuations do
 // not: their session history is authoritative.
-func input(msg *larkim.EventMessage, bot string, addressed bool) (string, []workflows.Attachment) {
+func input(msg *larkim.EventMessage, bot string, addressed bool) (string, []wire.Attachment) {
 	text, files := content(str(msg.MessageType), str(msg.Content), msg.Mentions, bot)
 	if parent := str(msg.ParentId); parent != "" && str(msg.ThreadId) == "" && addressed {
-		files = append([]workflows.Attachment{{ID: parent, Name: "replied-to message", Mime: MimeParent}}, files...)
+		files = append([]wire.Attachment{{ID: parent, Name: "replied-to message", Mime: MimeParent}}, files...)
 	}
 	return text, files
 }
@@ -312,7 +312,7 @@ func eventIDOf(base *larkevent.EventV2Base) string {
 // connection) into the chat message telling of it: the recalled message's
 // ID, marked Deleted. The chat workflow drops the turn it started while
 // that turn waits, and its buffered line.
-func (d *Door) Recall(ev *larkim.P2MessageRecalledV1) (*workflows.ChatMessage, error) {
+func (d *Door) Recall(ev *larkim.P2MessageRecalledV1) (*wire.ChatMessage, error) {
 	if ev == nil || ev.Event == nil {
 		return nil, fmt.Errorf("%s: %s without an event", d.Profile.Kind, EventMessageRecalled)
 	}
@@ -320,7 +320,7 @@ func (d *Door) Recall(ev *larkim.P2MessageRecalledV1) (*workflows.ChatMessage, e
 	if id == "" || chat == "" {
 		return nil, fmt.Errorf("%s: %s without message_id or chat_id", d.Profile.Kind, EventMessageRecalled)
 	}
-	return &workflows.ChatMessage{Kind: d.Profile.Kind, UniqueIDs: true, Chat: chat, ID: id, Event: eventIDOf(ev.EventV2Base),
+	return &wire.ChatMessage{Kind: d.Profile.Kind, UniqueIDs: true, Chat: chat, ID: id, Event: eventIDOf(ev.EventV2Base),
 		Deleted: true, Policy: d.Policy}, nil
 }
 
@@ -334,7 +334,7 @@ func str(p *string) string {
 // content decodes a message's content JSON into text and attachments:
 // text (the bot's @_user_N keys removed, others shown as @Name), post
 // (flattened; its images become attachments), image and file (by key).
-func content(msgType, raw string, mentions []*larkim.MentionEvent, bot string) (string, []workflows.Attachment) {
+func content(msgType, raw string, mentions []*larkim.MentionEvent, bot string) (string, []wire.Attachment) {
 	names := map[string]string{} // mention key → replacement
 	for _, m := range mentions {
 		if m == nil || m.Key == nil {
@@ -364,7 +364,7 @@ func content(msgType, raw string, mentions []*larkim.MentionEvent, bot string) (
 		if json.Unmarshal([]byte(raw), &c) != nil || c.ImageKey == "" {
 			return "", nil
 		}
-		return "", []workflows.Attachment{{ID: c.ImageKey, Name: c.ImageKey, Mime: MimeImage}}
+		return "", []wire.Attachment{{ID: c.ImageKey, Name: c.ImageKey, Mime: MimeImage}}
 	case "file", "media":
 		var c struct {
 			FileKey  string `json:"file_key"`
@@ -377,7 +377,7 @@ func content(msgType, raw string, mentions []*larkim.MentionEvent, bot string) (
 		if name == "" {
 			name = c.FileKey
 		}
-		return "", []workflows.Attachment{{ID: c.FileKey, Name: name}}
+		return "", []wire.Attachment{{ID: c.FileKey, Name: name}}
 	}
 	return "", nil
 }
@@ -419,7 +419,7 @@ type postBody struct {
 
 // flattenPost turns a post (rich text) into plain lines. Events carry the
 // body directly; a locale-keyed body ({"zh_cn": {...}}) is read too.
-func flattenPost(raw string, names map[string]string) (string, []workflows.Attachment) {
+func flattenPost(raw string, names map[string]string) (string, []wire.Attachment) {
 	var p postBody
 	if json.Unmarshal([]byte(raw), &p) != nil {
 		return "", nil
@@ -439,7 +439,7 @@ func flattenPost(raw string, names map[string]string) (string, []workflows.Attac
 		}
 	}
 	var lines []string
-	var files []workflows.Attachment
+	var files []wire.Attachment
 	if t := strings.TrimSpace(p.Title); t != "" {
 		lines = append(lines, t)
 	}
@@ -465,11 +465,11 @@ func flattenPost(raw string, names map[string]string) (string, []workflows.Attac
 				fmt.Fprintf(&b, "```%s\n%s\n```", e.Language, e.Text)
 			case "img":
 				if e.ImageKey != "" {
-					files = append(files, workflows.Attachment{ID: e.ImageKey, Name: e.ImageKey, Mime: MimeImage})
+					files = append(files, wire.Attachment{ID: e.ImageKey, Name: e.ImageKey, Mime: MimeImage})
 				}
 			case "media":
 				if e.FileKey != "" {
-					files = append(files, workflows.Attachment{ID: e.FileKey, Name: e.FileKey})
+					files = append(files, wire.Attachment{ID: e.FileKey, Name: e.FileKey})
 				}
 			}
 		}

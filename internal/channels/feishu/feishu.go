@@ -18,7 +18,7 @@ import (
 	"strings"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Profile is what distinguishes Feishu from Lark: the kind, its webhook
@@ -85,7 +85,7 @@ type Config struct {
 }
 
 // policy checks the file's session and group options.
-func (c Config) policy() (workflows.ChatPolicy, error) {
+func (c Config) policy() (wire.ChatPolicy, error) {
 	p, err := channels.Policy(c.DirectMessageSession, "groupMessageSession", c.GroupMessageSession, c.GroupMode)
 	if err != nil {
 		return p, err

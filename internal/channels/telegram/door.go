@@ -14,7 +14,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Door is the webhook door: the secret token header must equal Secret
@@ -23,7 +23,7 @@ import (
 type Door struct {
 	Secret  string
 	Webhook bool
-	Policy  workflows.ChatPolicy
+	Policy  wire.ChatPolicy
 	// Bot resolves the bot's username and ID (group summons by mention or
 	// reply fail closed until known).
 	Bot *Bot
@@ -75,7 +75,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	if err != nil || m == nil {
 		return ok, err
 	}
-	ok.Messages = []workflows.ChatMessage{*m}
+	ok.Messages = []wire.ChatMessage{*m}
 	return ok, nil
 }
 
@@ -85,7 +85,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 // edited group message in context mode becomes the chat message telling of
 // the edit (Edited: it replaces its buffered line, never re-runs a turn);
 // other edits are nothing.
-func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, error) {
+func (d *Door) Message(ctx context.Context, u Update) (*wire.ChatMessage, error) {
 	msg, edited := u.Message, false
 	if msg == nil && u.EditedMessage != nil {
 		msg, edited = u.EditedMessage, true
@@ -109,16 +109,16 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 		}
 	}
 	s := Summon(msg, bot)
-	if edited && (s.Direct || d.Policy.GroupMode != workflows.GroupContext) {
+	if edited && (s.Direct || d.Policy.GroupMode != wire.GroupContext) {
 		return nil, nil
 	}
 	if s.Stop && !edited {
-		return &workflows.ChatMessage{
+		return &wire.ChatMessage{
 			Kind: Kind, Chat: chatID(msg), ID: strconv.FormatInt(msg.MessageID, 10), Event: strconv.FormatInt(u.UpdateID, 10),
 			Direct: s.Direct, Summoned: true, Stop: true, UserName: displayName(msg.From), User: strconv.FormatInt(msg.From.ID, 10), Policy: d.Policy,
 		}, nil
 	}
-	if !s.Direct && !s.Summoned && d.Policy.GroupMode != workflows.GroupContext {
+	if !s.Direct && !s.Summoned && d.Policy.GroupMode != wire.GroupContext {
 		return nil, nil
 	}
 	files := attachments(msg, channels.DefaultMaxImagesBytes)
@@ -129,7 +129,7 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 	if msg.IsTopicMessage && msg.MessageThreadID != 0 {
 		root = strconv.FormatInt(msg.MessageThreadID, 10)
 	}
-	return &workflows.ChatMessage{
+	return &wire.ChatMessage{
 		Kind:     Kind,
 		Chat:     chatID(msg),
 		ID:       strconv.FormatInt(msg.MessageID, 10),
@@ -284,8 +284,8 @@ const (
 // photo's sizes it takes the largest whose file_size fits photoCap (the
 // per-prompt image budget, so the photo reaches the model as vision
 // input), else the smallest.
-func attachments(m *Message, photoCap int64) []workflows.Attachment {
-	var out []workflows.Attachment
+func attachments(m *Message, photoCap int64) []wire.Attachment {
+	var out []wire.Attachment
 	if len(m.Photo) > 0 {
 		var best *PhotoSize
 		smallest := &m.Photo[0]
@@ -301,14 +301,14 @@ func attachments(m *Message, photoCap int64) []workflows.Attachment {
 		if best == nil {
 			best = smallest
 		}
-		out = append(out, workflows.Attachment{ID: best.FileID, Name: "photo-" + best.FileUniqueID + ".jpg", Mime: MimePhoto, Size: best.FileSize})
+		out = append(out, wire.Attachment{ID: best.FileID, Name: "photo-" + best.FileUniqueID + ".jpg", Mime: MimePhoto, Size: best.FileSize})
 	}
 	if d := m.Document; d != nil && d.FileID != "" {
 		name := d.FileName
 		if name == "" {
 			name = d.FileUniqueID
 		}
-		out = append(out, workflows.Attachment{ID: d.FileID, Name: name, Mime: d.MimeType, Size: d.FileSize})
+		out = append(out, wire.Attachment{ID: d.FileID, Name: name, Mime: d.MimeType, Size: d.FileSize})
 	}
 	return out
 }

@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Kind is the channel kind and its file name (channels/telegram.yaml).
@@ -91,10 +91,10 @@ func New(file []byte, getenv func(string) string, log *slog.Logger) (*channels.C
 		return nil, fmt.Errorf("telegram: transport: %q is not one of webhook, polling", cfg.Transport)
 	}
 	if cfg.GroupMode == "" {
-		cfg.GroupMode = workflows.GroupContext
+		cfg.GroupMode = wire.GroupContext
 	}
 	// A Telegram chat has no threads: one session per chat.
-	policy, err := channels.Policy(workflows.SessionContinuous, "groupSession", workflows.SessionContinuous, cfg.GroupMode)
+	policy, err := channels.Policy(wire.SessionContinuous, "groupSession", wire.SessionContinuous, cfg.GroupMode)
 	if err != nil {
 		return nil, fmt.Errorf("telegram: %w", err)
 	}
