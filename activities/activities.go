@@ -100,18 +100,19 @@ type Set struct {
 // the agent's definition (a broken one is an error naming its file), the
 // model clients, the channels' repliers and the tool sandbox — and returns
 // the set. Chat routing and schedule fires use the Temporal client of the
-// worker running them.
+// worker running them. The process is made non-dumpable, as every
+// fastagent worker is: tool processes cannot read its memory or
+// environment.
 func New(ctx context.Context, opts Options) (*Set, error) {
-	parts, err := serve.Open(ctx, serve.Config{
-		Dir: opts.Dir, AgentDir: opts.AgentDir, StateDir: opts.StateDir, Store: opts.Store, Feed: opts.Feed,
+	// The runtime's worker role (non-dumpable, the definition checked),
+	// built as every fastagent worker is.
+	parts, err := serve.Assemble(ctx, serve.Config{
+		Roles: serve.Roles{Worker: true},
+		Dir:   opts.Dir, AgentDir: opts.AgentDir, StateDir: opts.StateDir, Store: opts.Store, Feed: opts.Feed,
 		TaskQueue: opts.TaskQueue, Tools: opts.Tools, Hooks: opts.Hooks, ModelClients: opts.Models,
 		Getenv: opts.Getenv, ControlPlane: opts.ControlPlane, Logger: opts.Logger,
-	})
+	}, serve.Components{})
 	if err != nil {
-		return nil, fmt.Errorf("activities: %w", err)
-	}
-	if _, _, err := parts.Check(ctx); err != nil {
-		parts.Close()
 		return nil, fmt.Errorf("activities: %w", err)
 	}
 	impl, err := parts.ActivitySet(ctx, nil)

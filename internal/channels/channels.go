@@ -209,6 +209,10 @@ type Channel struct {
 	// implements workspace.SessionTool is offered only in the sessions it
 	// accepts.
 	Tools []agent.Tool
+	// Identity is the bot identity the door looks up on the platform (nil:
+	// none to look up). The ingress serving the door resolves it with the
+	// runtime's Resolver.
+	Identity Identity
 }
 
 // ErrRetryLater is wrapped by a door's Parse (or a connector's message

@@ -480,29 +480,23 @@ func flattenPost(raw string, names map[string]string) (string, []wire.Attachment
 	return strings.Join(lines, "\n"), files
 }
 
-// Bot lookup bounds: one lookup may take botLookupTimeout; failed lookups
-// are retried in the background, botRetryFirst doubling to botRetryEvery.
-const (
-	botLookupTimeout = 5 * time.Second
-	botRetryFirst    = time.Second
-	botRetryEvery    = 30 * time.Second
-)
+// botLookupTimeout bounds one bot info lookup.
+const botLookupTimeout = 5 * time.Second
 
 // Bot is the bot's open_id, configured or fetched (bot info API) and kept.
-// It is fetched in the background from Start (or the first message) and
-// retried until known; until then group messages are refused with
+// It is a channels.Identity: the runtime's channels.Resolver fetches it
+// from startup, retried until known, and a connector waits for it
+// (Resolve); until then group messages are refused with
 // channels.ErrRetryLater, so the platform pushes them again instead of
 // them being dropped.
 type Bot struct {
 	mu       sync.Mutex
 	openID   string
 	fetch    func(context.Context) (string, error)
-	err      error
 	resolved chan struct{}
-	running  bool
-	// retry is the first pause after a failed lookup (default
-	// botRetryFirst).
-	retry time.Duration
+	// lookup lets one lookup run at a time: a second caller finds the
+	// first one's answer.
+	lookup sync.Mutex
 }
 
 // NewBot returns a Bot with a known openID, or one that fetches it.
@@ -514,68 +508,65 @@ func NewBot(openID string, fetch func(context.Context) (string, error)) *Bot {
 	return b
 }
 
-// Start begins resolving the open_id in the background (once; retried
-// until known). Serving calls it at startup.
-func (b *Bot) Start() {
+// Lookup implements channels.Identity: it fetches the open_id once
+// (bounded by botLookupTimeout) unless it is known.
+func (b *Bot) Lookup(ctx context.Context) error {
+	b.lookup.Lock()
+	defer b.lookup.Unlock()
+	b.mu.Lock()
+	known, fetch := b.openID != "", b.fetch
+	b.mu.Unlock()
+	if known {
+		return nil
+	}
+	if fetch == nil {
+		return errors.New("feishu: bot open_id unknown and not fetched (botOpenId)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, botLookupTimeout)
+	id, err := fetch(ctx)
+	cancel()
+	if err == nil && id == "" {
+		err = errors.New("feishu: bot info without an open_id")
+	}
+	if err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.openID != "" || b.fetch == nil || b.running {
-		return
-	}
-	b.running = true
-	go b.resolve()
-}
-
-func (b *Bot) resolve() {
-	pause := b.retry
-	if pause <= 0 {
-		pause = botRetryFirst
-	}
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), botLookupTimeout)
-		id, err := b.fetch(ctx)
-		cancel()
-		if err == nil && id == "" {
-			err = errors.New("feishu: bot info without an open_id")
-		}
-		b.mu.Lock()
-		if err == nil {
-			b.openID, b.err, b.running = id, nil, false
-			close(b.resolved)
-			b.mu.Unlock()
-			return
-		}
-		b.err = err
-		b.mu.Unlock()
-		time.Sleep(pause)
-		pause = min(2*pause, botRetryEvery)
-	}
+	b.openID = id
+	close(b.resolved)
+	return nil
 }
 
 // Resolved is closed once the open_id is known.
 func (b *Bot) Resolved() <-chan struct{} { return b.resolved }
 
-// Resolve starts resolving and waits for the open_id until ctx ends;
-// connectors call it at startup so the first group message does not wait.
+// Resolve looks the open_id up until it is known or ctx ends (pausing
+// channels.ResolveFirst between failed lookups, or returning when another
+// caller's lookup — the runtime's resolver — found it); connectors call it
+// at startup so the first group message does not wait.
 func (b *Bot) Resolve(ctx context.Context) error {
-	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
-	select {
-	case <-b.resolved:
-		return nil
-	case <-ctx.Done():
+	for {
+		err := b.Lookup(ctx)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(channels.ResolveFirst)
+		select {
+		case <-b.resolved:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err == nil {
-		return errors.New("feishu: bot open_id unknown")
-	}
-	return b.err
 }
 
-// OpenID returns the bot's open_id, "" while it is unknown (resolving it
-// is then started in the background).
+// OpenID returns the bot's open_id, "" while it is unknown (the runtime's
+// resolver is looking it up).
 func (b *Bot) OpenID(_ context.Context) string {
-	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.openID

@@ -341,7 +341,7 @@ func TestBotResolvedOnce(t *testing.T) {
 // TestGroupMentionWhileBotUnknown: while the bot's open_id cannot be
 // resolved (the bot info API fails at startup), a group @mention is not
 // acknowledged and dropped: it is refused (503) so Feishu pushes it again,
-// the lookup is retried in the background, and the re-push is a summons.
+// the runtime's resolver retries the lookup, and the re-push is a summons.
 func TestGroupMentionWhileBotUnknown(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -356,6 +356,11 @@ func TestGroupMentionWhileBotUnknown(t *testing.T) {
 		}
 		return bot, nil
 	})
+	// The runtime's resolver looks the bot up from startup.
+	var ids channels.Resolver
+	ids.Add(d.Bot)
+	ids.Start(context.Background())
+	t.Cleanup(ids.Close)
 	st := &handStarter{}
 	h := channels.Handler(d, st, "q", nil)
 	body := fixture(t, "group_mention.json")

@@ -34,8 +34,8 @@ func (s *handStarter) SignalWithStartWorkflow(_ context.Context, _, _ string, ar
 
 // TestGroupMentionWhileBotUnknown: while getMe fails (at startup), a group
 // @mention delivered by webhook is not acknowledged and dropped: it is
-// refused (503) so Telegram delivers it again, getMe is retried in the
-// background, and the redelivery is a summons.
+// refused (503) so Telegram delivers it again, the runtime's resolver
+// retries getMe, and the redelivery is a summons.
 func TestGroupMentionWhileBotUnknown(t *testing.T) {
 	t.Parallel()
 	fake := faketelegram.New(testToken)
@@ -43,6 +43,11 @@ func TestGroupMentionWhileBotUnknown(t *testing.T) {
 	fake.Fail("getMe", 1)
 	d := testDoor(wire.GroupMentions)
 	d.Bot = NewBot("", NewAPI(fake.URL, testToken))
+	// The runtime's resolver looks the bot up from startup.
+	var ids channels.Resolver
+	ids.Add(d.Bot)
+	ids.Start(context.Background())
+	t.Cleanup(ids.Close)
 	st := &handStarter{}
 	h := channels.Handler(d, st, "q", nil)
 	body := fixture(t, "group_mention.json")

@@ -313,26 +313,23 @@ func attachments(m *Message, photoCap int64) []wire.Attachment {
 	return out
 }
 
-// Bot lookup bounds: one getMe may take botLookupTimeout; failed lookups
-// are retried in the background, botRetryFirst doubling to botRetryEvery.
-const (
-	botLookupTimeout = 5 * time.Second
-	botRetryFirst    = time.Second
-	botRetryEvery    = 30 * time.Second
-)
+// botLookupTimeout bounds one getMe.
+const botLookupTimeout = 5 * time.Second
 
-// Bot is the bot's identity, fetched with getMe and kept. It is fetched in
-// the background from Start (or the first message) and retried until
-// known; until then group messages are refused with
+// Bot is the bot's identity, fetched with getMe and kept. It is a
+// channels.Identity: the runtime's channels.Resolver fetches it from
+// startup, retried until known, and the polling connector waits for it
+// (Resolve); until then group messages are refused with
 // channels.ErrRetryLater (the webhook answers 503, polling reads them
 // again), so none is dropped.
 type Bot struct {
-	mu      sync.Mutex
-	info    BotInfo
-	api     *API
-	err     error
-	running bool
-	done    chan struct{}
+	mu   sync.Mutex
+	info BotInfo
+	api  *API
+	done chan struct{}
+	// lookup lets one getMe run at a time: a second caller finds the
+	// first one's answer.
+	lookup sync.Mutex
 }
 
 // NewBot returns a Bot that knows username (may be "") and fetches the
@@ -341,42 +338,37 @@ func NewBot(username string, api *API) *Bot {
 	return &Bot{info: BotInfo{Username: username}, api: api}
 }
 
-// Start begins resolving the bot in the background (once; retried until
-// known). Serving calls it at startup.
-func (b *Bot) Start() {
+// Lookup implements channels.Identity: one getMe (bounded by
+// botLookupTimeout) unless the bot's ID is known.
+func (b *Bot) Lookup(ctx context.Context) error {
+	b.lookup.Lock()
+	defer b.lookup.Unlock()
+	b.mu.Lock()
+	known := b.info.ID != 0
+	b.mu.Unlock()
+	if known {
+		return nil
+	}
+	if b.api == nil {
+		return errors.New("telegram: bot identity unknown and no API to ask")
+	}
+	ctx, cancel := context.WithTimeout(ctx, botLookupTimeout)
+	var me User
+	err := b.api.Call(ctx, "getMe", struct{}{}, &me)
+	cancel()
+	if err == nil && (me.ID == 0 || me.Username == "") {
+		err = errors.New("telegram: getMe without id or username")
+	}
+	if err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.info.ID != 0 || b.api == nil || b.running {
-		return
+	b.info = BotInfo{ID: me.ID, Username: me.Username}
+	if b.done != nil {
+		close(b.done)
 	}
-	b.running = true
-	go b.resolve()
-}
-
-func (b *Bot) resolve() {
-	pause := botRetryFirst
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), botLookupTimeout)
-		var me User
-		err := b.api.Call(ctx, "getMe", struct{}{}, &me)
-		cancel()
-		if err == nil && (me.ID == 0 || me.Username == "") {
-			err = errors.New("telegram: getMe without id or username")
-		}
-		b.mu.Lock()
-		if err == nil {
-			b.info, b.err, b.running = BotInfo{ID: me.ID, Username: me.Username}, nil, false
-			if b.done != nil {
-				close(b.done)
-			}
-			b.mu.Unlock()
-			return
-		}
-		b.err = err
-		b.mu.Unlock()
-		time.Sleep(pause)
-		pause = min(2*pause, botRetryEvery)
-	}
+	return nil
 }
 
 // Resolved is closed once the bot's ID is known.
@@ -392,28 +384,34 @@ func (b *Bot) Resolved() <-chan struct{} {
 	return b.done
 }
 
-// Info returns what is known of the bot (resolving it is started in the
-// background while its ID is unknown).
+// Info returns what is known of the bot (while its ID is unknown, the
+// runtime's resolver is looking it up).
 func (b *Bot) Info(_ context.Context) BotInfo {
-	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.info
 }
 
-// Resolve starts resolving and waits for the bot until ctx ends;
-// connectors call it at startup so the first group message does not wait.
+// Resolve looks the bot up until it is known or ctx ends (pausing
+// channels.ResolveFirst between failed getMe calls, or returning when
+// another caller's lookup — the runtime's resolver — found it); the
+// polling connector calls it at startup so the first group message does
+// not wait.
 func (b *Bot) Resolve(ctx context.Context) error {
-	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
-	select {
-	case <-b.Resolved():
-		return nil
-	case <-ctx.Done():
+	for {
+		err := b.Lookup(ctx)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(channels.ResolveFirst)
+		select {
+		case <-b.Resolved():
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err == nil {
-		return errors.New("telegram: bot identity unknown")
-	}
-	return b.err
 }

@@ -137,10 +137,9 @@ func New(file []byte, getenv func(string) string, log *slog.Logger) (*channels.C
 	rp := NewReplier(api, log)
 	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	door := &Door{Secret: secret, Webhook: webhook, Policy: policy, Bot: NewBot(cfg.BotUsername, api)}
-	// Resolve the bot at startup, in the background, retried until known:
-	// group messages are refused (delivered again) until then.
-	door.Bot.Start()
-	ch := &channels.Channel{Door: door, Replier: rp}
+	// The runtime serving the door resolves the bot from startup, retried
+	// until known: group messages are refused (delivered again) until then.
+	ch := &channels.Channel{Door: door, Replier: rp, Identity: door.Bot}
 	if !webhook {
 		ch.Conn = &Conn{Door: door, API: api, Log: log}
 	}
