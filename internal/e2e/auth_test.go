@@ -20,6 +20,7 @@ import (
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // authIngress serves the env's durable agent with tokens for alice, bob and
@@ -178,16 +179,14 @@ func TestGeneratedTokenWorksWithInvoke(t *testing.T) {
 	}
 	p := e.startProcess(t, "start", "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+	wait.Until(90*time.Second, func() bool { // reading the token below says what is wrong
+		resp, err := http.Get(base + "/health")
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 	tokFile := filepath.Join(e.kit.Dir, ".fastagent", serve.TokenFileName)
 	b, err := os.ReadFile(tokFile)
 	if err != nil {
