@@ -35,7 +35,11 @@ func TestSessionActivityTaskQueues(t *testing.T) {
 	}
 	first := h.turn(ms, "t1", "use the tools")
 	comp := h.send(2*ms, workflows.UpdateCompact, "compact-1", workflows.CompactRequest{})
-	rew := h.send(3*ms, workflows.UpdateRewind, "rewind-1", workflows.RewindRequest{Entry: "leaf-0"})
+	// A rewind is refused while a turn runs: it goes once the turn is over.
+	rew := &update{}
+	h.when(func() bool { return first.finished() && comp.finished() }, func() {
+		h.sendNow(rew, workflows.UpdateRewind, "rewind-1", workflows.RewindRequest{Entry: "leaf-0"})
+	})
 	h.run(workflows.SessionInput{Session: "s1"})
 	h.requireCancelled()
 
