@@ -13,8 +13,32 @@
 //
 // Start runs what Options.Roles asks for — by default a worker and the HTTP
 // ingress, as `fastagent start` does (and `fastagent dev` with an embedded
-// Temporal server). Every signature here mentions only public packages:
-// agent (the contract and tools), hooks, and the Temporal SDK.
+// Temporal server). Every signature here mentions only public packages —
+// agent (the contract and tools), hooks — and the third-party types below.
+//
+// # Third-party types in the public API
+//
+// The signatures of fastagent's public packages name types of three other
+// modules, each the common interface of its domain, so that a program
+// passes what it already has rather than an adapter:
+//
+//   - go.temporal.io/sdk (client.Client, workflow.Context, the registries
+//     and plugin types of worker and activity, temporal.SearchAttributes):
+//     fastagent is a Temporal program; go.mod names the SDK version it is
+//     built and tested with.
+//   - github.com/tmc/langchaingo (llms.Model, in Options.Models and in the
+//     Options of packages worker and activities): a model client you build
+//     yourself — Bedrock, Google AI, Mistral, a client behind your own
+//     gateway, a test double — needs an interface, and langchaingo's is the
+//     one Go model clients implement and the one the clients fastagent
+//     builds from fastagent.yaml are made with, so a fastagent interface
+//     would only add an adapter between the two. A langchaingo release that
+//     changes llms.Model changes fastagent's API with it.
+//   - go.opentelemetry.io/otel (trace.TracerProvider, in the Options of
+//     fastagent, worker and ingress): the standard tracing interface.
+//
+// No other third-party type appears in a public signature:
+// internal/apicheck fails when one does that this section does not name.
 package fastagent
 
 import (
@@ -33,12 +57,9 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/hooks"
-	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/metrics"
-	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
-	"github.com/fastagent/fastagent/internal/tracing"
 )
 
 // Options configure an embedded runtime. The zero value serves the agent in
@@ -147,86 +168,45 @@ type Temporal struct {
 // Runtime is a started fastagent.
 type Runtime struct {
 	run     *serve.Running
-	parts   *serve.Parts
-	closer  []func()
-	uiAddr  string
-	uiLogin func() (string, error)
-	tAddr   string
 	metrics *metrics.Metrics
-	tracing *tracing.Tracing
-	codec   *codec.Codec
-	ln      net.Listener
 }
 
 // ErrNothingToRun is returned when Options.Roles was set to run no part.
 var ErrNothingToRun = errors.New("fastagent: Roles asks for neither the worker nor the ingress")
 
 // Start opens the store and feed, loads the definition (a broken one is an
-// error naming the file), connects to Temporal and starts the roles.
+// error naming the file), connects to Temporal and starts the roles: the
+// runtime `fastagent start` runs (and `fastagent dev`, with
+// Temporal.Embedded), built by the same builder from these options.
 func Start(ctx context.Context, opts Options) (*Runtime, error) {
-	// Non-dumpable: tool processes cannot read this process's
-	// /proc/<pid>/environ, mem or cmdline (see internal/sandbox).
-	if err := sandbox.Harden(); err != nil {
-		slog.Warn("fastagent: worker stays dumpable", "err", err)
+	cfg, err := opts.serveConfig()
+	if err != nil {
+		return nil, err
 	}
+	run, err := serve.Start(ctx, cfg, serve.Components{})
+	if err != nil {
+		if cfg.Listener != nil {
+			_ = cfg.Listener.Close()
+		}
+		return nil, fmt.Errorf("fastagent: %w", err)
+	}
+	return &Runtime{run: run, metrics: cfg.Metrics}, nil
+}
+
+// serveConfig is the runtime's configuration for these options: both roles
+// unless Roles says otherwise, the ingress on a listener of HTTPAddr, codec
+// keys from CodecKeys or the environment, tracing from TracerProvider or
+// the OTEL_EXPORTER_OTLP_* variables.
+func (opts Options) serveConfig() (serve.Config, error) {
 	roles := opts.Roles
 	if roles == (Roles{}) {
 		roles = Roles{Worker: true, Ingress: true}
 	}
-	cfg, err := opts.serveConfig(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cdc, tr := cfg.Codec, cfg.Tracing
-	var ln net.Listener
-	if roles.Ingress {
-		addr := opts.HTTPAddr
-		if addr == "" {
-			addr = "127.0.0.1:8787"
-		}
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			return nil, fmt.Errorf("fastagent: listen on %s: %w (choose another Options.HTTPAddr)", addr, err)
-		}
-	}
-	rt := &Runtime{metrics: cfg.Metrics, tracing: tr, codec: cdc, ln: ln}
-	ok := false
-	defer func() { //nolint:contextcheck // cleanup after a failed start must run whatever ctx says
-		if !ok {
-			if ln != nil {
-				_ = ln.Close()
-			}
-			rt.Close()
-		}
-	}()
-	parts, err := serve.Open(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("fastagent: %w", err)
-	}
-	rt.parts = parts
-	rt.closer = append(rt.closer, parts.Close)
-	if roles.Worker {
-		if _, _, err := parts.Check(ctx); err != nil {
-			return nil, fmt.Errorf("fastagent: %w", err)
-		}
-	}
-	c, err := rt.connect(ctx, opts.Temporal, parts)
-	if err != nil {
-		return nil, err
-	}
-	run, err := parts.Start(ctx, c, serve.Roles{Worker: roles.Worker, Ingress: roles.Ingress}, ln)
-	if err != nil {
-		return nil, fmt.Errorf("fastagent: %w", err)
-	}
-	rt.run = run
-	ok = true
-	return rt, nil
-}
-
-// serveConfig is the assembly's configuration for these options: codec
-// keys from CodecKeys or the environment, tracing from TracerProvider or
-// the OTEL_EXPORTER_OTLP_* variables.
-func (opts Options) serveConfig(ctx context.Context) (serve.Config, error) {
+	t := opts.Temporal
 	cfg := serve.Config{
+		Roles: serve.Roles{Worker: roles.Worker, Ingress: roles.Ingress},
+		Temporal: serve.Temporal{Client: t.Client,
+			Dial: tclient.Config{Address: t.Address, Namespace: t.Namespace}.FromEnv()},
 		Dir: opts.Dir, AgentDir: opts.AgentDir, StateDir: opts.StateDir,
 		Store: opts.Store, Feed: opts.Feed, TaskQueue: opts.TaskQueue,
 		Tools: opts.Tools, Hooks: opts.Hooks, Logger: opts.Logger, Getenv: opts.Getenv, ModelClients: opts.Models,
@@ -234,42 +214,28 @@ func (opts Options) serveConfig(ctx context.Context) (serve.Config, error) {
 		APIToken: opts.APIToken, APITokens: opts.APITokens,
 		AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts,
 		Metrics: metrics.New(), MetricsAddr: opts.MetricsAddr, CodecOrigins: opts.CodecOrigins,
+		TracerProvider: opts.TracerProvider, TracingEnv: os.Getenv,
 	}
-	cdc, err := codec.FromEnv(func(k string) string {
-		if k == codec.EnvKeys && opts.CodecKeys != "" {
-			return opts.CodecKeys
-		}
-		return os.Getenv(k)
-	})
-	if err != nil {
-		return cfg, fmt.Errorf("fastagent: %w", err)
-	}
-	cfg.Codec = cdc
-	if opts.TracerProvider != nil {
-		cfg.Tracing = tracing.New(opts.TracerProvider)
-	} else if cfg.Tracing, err = tracing.FromEnv(ctx, os.Getenv); err != nil {
-		return cfg, fmt.Errorf("fastagent: %w", err)
+	if t.Embedded {
+		cfg.Temporal.Embedded = &serve.Embedded{UIPort: t.UIPort}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	var err error
+	if cfg.Codec, err = serve.CodecKeys(opts.CodecKeys, os.Getenv); err != nil {
+		return cfg, fmt.Errorf("fastagent: %w", err)
+	}
+	if roles.Ingress {
+		addr := opts.HTTPAddr
+		if addr == "" {
+			addr = "127.0.0.1:8787"
+		}
+		if cfg.Listener, err = net.Listen("tcp", addr); err != nil {
+			return cfg, fmt.Errorf("fastagent: listen on %s: %w (choose another Options.HTTPAddr)", addr, err)
+		}
+	}
 	return cfg, nil
-}
-
-func (rt *Runtime) connect(ctx context.Context, t Temporal, parts *serve.Parts) (client.Client, error) {
-	spec := serve.Temporal{Client: t.Client, Dial: tclient.Config{Address: t.Address, Namespace: t.Namespace}.FromEnv()}
-	if t.Embedded {
-		spec.Embedded = &serve.Embedded{UIPort: t.UIPort}
-	}
-	conn, err := parts.Connect(ctx, spec, rt.ln)
-	if err != nil {
-		return nil, fmt.Errorf("fastagent: %w", err)
-	}
-	rt.closer = append(rt.closer, conn.Close)
-	if e := conn.Embedded; e != nil {
-		rt.uiAddr, rt.uiLogin, rt.tAddr = e.UI, e.Login, e.Frontend
-	}
-	return conn.Client, nil
 }
 
 // Run starts the runtime and serves until ctx ends, then stops it cleanly
@@ -301,34 +267,31 @@ func (rt *Runtime) Metrics() http.Handler { return rt.metrics.Handler() }
 
 // TemporalAddress is the embedded Temporal frontend's host:port ("" when
 // not embedded); calls need the key in <StateDir>/temporal-token.
-func (rt *Runtime) TemporalAddress() string { return rt.tAddr }
+func (rt *Runtime) TemporalAddress() string {
+	if e := rt.run.Embedded; e != nil {
+		return e.Frontend
+	}
+	return ""
+}
 
 // WebUI is the embedded Temporal Web UI's address ("" when not embedded).
 // It answers only a browser that opened a login link (WebUILogin).
-func (rt *Runtime) WebUI() string { return rt.uiAddr }
+func (rt *Runtime) WebUI() string {
+	if e := rt.run.Embedded; e != nil {
+		return e.UI
+	}
+	return ""
+}
 
 // WebUILogin returns a new one-time login link to the embedded Web UI (""
 // without one). The embedded Temporal server itself demands its key, which
 // is in <StateDir>/temporal-token, on every call.
 func (rt *Runtime) WebUILogin() (string, error) {
-	if rt.uiLogin == nil {
-		return "", nil
+	if e := rt.run.Embedded; e != nil && e.UI != "" {
+		return e.Login()
 	}
-	return rt.uiLogin()
+	return "", nil
 }
 
 // Close stops the parts and releases the backends; it is idempotent.
-func (rt *Runtime) Close() {
-	if rt.run != nil {
-		rt.run.Stop()
-	}
-	for i := len(rt.closer) - 1; i >= 0; i-- {
-		rt.closer[i]()
-	}
-	rt.closer = nil
-	if rt.tracing != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = rt.tracing.Shutdown(sctx) // flushes OTLP spans; New's provider is the caller's
-	}
-}
+func (rt *Runtime) Close() { rt.run.Close() }

@@ -1,9 +1,8 @@
 // Package activities is fastagent's activity set as a value: everything
 // with side effects that the session, chat and schedule workflows ask for —
 // model calls, tool calls, session-store bookkeeping, channel replies,
-// schedule fires — one struct per concern with a method per activity
-// (Set.Model.Generate is the activity Model.Generate), registered under
-// the names in the workflows package.
+// schedule fires — registered by group under the names in the workflows
+// package (Model.Generate, Tool.Execute, …; the table below).
 //
 // Most programs never register activities themselves: the fastagent plugin
 // (package worker) registers the workflows with every activity they call.
@@ -60,6 +59,12 @@
 //	Chat.Drop         channels   local  30s                       —                      5 (200ms…10s)
 //	Chat.Stop         channels   local  30s                       —                      5 (200ms…10s)
 //	Schedule.Fire     schedules  —      2h                        30s                    10 (1s…1m)
+//
+// The activities' arguments and results are fastagent's own protocol with
+// its workflows, not an API: they change with the workflows that send them
+// (behind the workflows' versioning, so running sessions are never
+// disturbed), which is why the set exposes no activity as a method to call
+// — register it and let the workflows call it.
 //
 // A tool that is not idempotent runs at most once: a call whose worker was
 // lost is reported to the model as "outcome unknown", never run again. An

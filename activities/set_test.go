@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -10,12 +9,13 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	iacts "github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
 type firer struct{}
 
-func (firer) Fire(context.Context, workflows.FireRequest) (workflows.FireRecord, error) {
+func (firer) Fire(context.Context, wire.FireRequest) (workflows.FireRecord, error) {
 	return workflows.FireRecord{}, nil
 }
 
@@ -27,33 +27,6 @@ type registry struct{ names []string }
 
 func (r *registry) RegisterActivityWithOptions(_ any, o activity.RegisterOptions) {
 	r.names = append(r.names, o.Name)
-}
-
-// Every registered activity "Concern.Method" is Set.Concern.Method, with
-// the signature of the function registered under its name: the value a
-// caller holds is the activity a worker runs.
-func TestSetMethodsAreTheActivities(t *testing.T) {
-	s := testSet()
-	sv := reflect.ValueOf(s).Elem()
-	for _, e := range s.impl.Entries() {
-		concern, method, ok := strings.Cut(e.Name, ".")
-		if !ok {
-			t.Fatalf("activity name %q is not Concern.Method", e.Name)
-		}
-		field := sv.FieldByName(concern)
-		if !field.IsValid() {
-			t.Errorf("Set has no %s for %s", concern, e.Name)
-			continue
-		}
-		m := field.MethodByName(method)
-		if !m.IsValid() {
-			t.Errorf("Set.%s has no method %s", concern, method)
-			continue
-		}
-		if got, want := m.Type(), reflect.TypeOf(e.Fn); got != want {
-			t.Errorf("Set.%s.%s is %v, the registered %s is %v", concern, method, got, e.Name, want)
-		}
-	}
 }
 
 // Register registers a group alone, or every group; an unknown group or

@@ -47,11 +47,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
-	"github.com/fastagent/fastagent/internal/codec"
 	iingress "github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/serve"
-	"github.com/fastagent/fastagent/internal/tracing"
 )
 
 // Options configure the handler. Dir is the only one most programs set;
@@ -205,28 +203,20 @@ func tokens(admin, lines, file string) (*iingress.Tokens, error) {
 // config is the assembly's configuration for these options.
 func (o Options) config() (serve.Config, error) {
 	cfg := serve.Config{
-		Dir: o.Dir, AgentDir: o.AgentDir, StateDir: o.StateDir, Store: o.Store, Feed: o.Feed,
+		Roles: serve.Roles{Ingress: true},
+		Dir:   o.Dir, AgentDir: o.AgentDir, StateDir: o.StateDir, Store: o.Store, Feed: o.Feed,
 		TaskQueue: o.TaskQueue, Namespace: o.Namespace, Agents: o.Agents,
 		AllowedOrigins: o.AllowedOrigins, AllowedHosts: o.AllowedHosts,
 		DetachGrace: o.DetachGrace, Getenv: o.Getenv, Logger: o.Logger,
-		CodecOrigins: o.CodecOrigins, Metrics: metrics.Default(),
+		CodecOrigins: o.CodecOrigins, Metrics: metrics.Default(), TracerProvider: o.TracerProvider,
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if o.TracerProvider != nil {
-		cfg.Tracing = tracing.New(o.TracerProvider)
-	}
-	cdc, err := codec.FromEnv(func(k string) string {
-		if k == codec.EnvKeys && o.CodecKeys != "" {
-			return o.CodecKeys
-		}
-		return os.Getenv(k)
-	})
-	if err != nil {
+	var err error
+	if cfg.Codec, err = serve.CodecKeys(o.CodecKeys, os.Getenv); err != nil {
 		return cfg, fmt.Errorf("ingress: %w", err)
 	}
-	cfg.Codec = cdc
 	dir := o.Dir
 	if dir == "" {
 		dir = "."

@@ -18,12 +18,9 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/hooks"
 	iacts "github.com/fastagent/fastagent/internal/activities"
-	"github.com/fastagent/fastagent/internal/codec"
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/plugin"
-	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/serve"
-	"github.com/fastagent/fastagent/internal/tracing"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -118,10 +115,8 @@ const DefaultStopTimeout = 30 * time.Second
 type Plugin struct {
 	*temporal.SimplePlugin
 
-	p       *plugin.Plugin
-	parts   *serve.Parts
-	tracing *tracing.Tracing
-	own     bool // tracing was made here (exported by OTLP), shut down by Close
+	p     *plugin.Plugin
+	parts *serve.Parts
 }
 
 // New opens what the agent's workers use — the session store, the live
@@ -131,52 +126,42 @@ type Plugin struct {
 // made non-dumpable, as every fastagent worker is: tool processes cannot
 // read its memory or environment.
 func New(ctx context.Context, opts Options) (*Plugin, error) {
-	// Non-dumpable: tool processes cannot read this process's memory or
-	// environment through /proc (see docs/security.md).
-	if err := sandbox.Harden(); err != nil {
-		slog.Warn("worker: the process stays dumpable", "err", err)
-	}
-	cfg, tr, own, err := opts.config(ctx)
+	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	parts, err := serve.Open(ctx, cfg)
+	// The runtime's worker role (non-dumpable, the definition checked),
+	// built as every fastagent worker is.
+	parts, err := serve.Assemble(ctx, cfg, serve.Components{})
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	pl := &Plugin{parts: parts, tracing: tr, own: own}
-	ok := false
-	defer func() { //nolint:contextcheck // cleanup after a failed New must run whatever ctx says
-		if !ok {
-			pl.Close()
-		}
-	}()
-	if _, _, err := parts.Check(ctx); err != nil {
-		return nil, fmt.Errorf("worker: %w", err)
-	}
+	pl := &Plugin{parts: parts}
 	if pl.p, err = parts.Plugin(ctx, nil); err != nil {
+		pl.Close() //nolint:contextcheck // cleanup after a failed New must run whatever ctx says
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	parts.UsePlugin(pl.p)
 	pl.SimplePlugin = pl.p.SimplePlugin
-	ok = true
 	return pl, nil
 }
 
-// config is the assembly's configuration for opts: codec keys from
-// CodecKeys or the environment, tracing from TracerProvider or the
-// OTEL_EXPORTER_OTLP_* variables, versioning from the environment.
-func (o Options) config(ctx context.Context) (serve.Config, *tracing.Tracing, bool, error) {
+// config is the runtime's configuration for opts: the worker role, codec
+// keys from CodecKeys or the environment, tracing from TracerProvider or
+// the OTEL_EXPORTER_OTLP_* variables, versioning from the environment.
+func (o Options) config() (serve.Config, error) {
 	getenv := o.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	cfg := serve.Config{
-		Dir: o.Dir, AgentDir: o.AgentDir, StateDir: o.StateDir, Store: o.Store, Feed: o.Feed,
+		Roles: serve.Roles{Worker: true},
+		Dir:   o.Dir, AgentDir: o.AgentDir, StateDir: o.StateDir, Store: o.Store, Feed: o.Feed,
 		TaskQueue: o.TaskQueue, Tools: o.Tools, Hooks: o.Hooks, Logger: o.Logger, Getenv: o.Getenv,
 		ModelClients: o.Models, ControlPlane: o.ControlPlane, Metrics: metrics.New(),
 		WorkerStopTimeout: o.StopTimeout, MaxConcurrentActivities: o.MaxConcurrentActivities,
-		Versioning: plugin.Versioning{Deployment: o.Deployment, BuildID: o.BuildID},
+		Versioning:     plugin.Versioning{Deployment: o.Deployment, BuildID: o.BuildID},
+		TracerProvider: o.TracerProvider, TracingEnv: getenv,
 	}
 	if o.Deployment == "" && o.BuildID == "" {
 		cfg.Versioning = plugin.VersioningFromEnv(getenv)
@@ -187,28 +172,15 @@ func (o Options) config(ctx context.Context) (serve.Config, *tracing.Tracing, bo
 	for _, g := range o.Activities {
 		ig, err := iacts.ParseGroup(string(g))
 		if err != nil {
-			return cfg, nil, false, fmt.Errorf("worker: Options.Activities: %w", err)
+			return cfg, fmt.Errorf("worker: Options.Activities: %w", err)
 		}
 		cfg.ActivityGroups = append(cfg.ActivityGroups, ig)
 	}
-	cdc, err := codec.FromEnv(func(k string) string {
-		if k == codec.EnvKeys && o.CodecKeys != "" {
-			return o.CodecKeys
-		}
-		return getenv(k)
-	})
-	if err != nil {
-		return cfg, nil, false, fmt.Errorf("worker: %w", err)
+	var err error
+	if cfg.Codec, err = serve.CodecKeys(o.CodecKeys, getenv); err != nil {
+		return cfg, fmt.Errorf("worker: %w", err)
 	}
-	cfg.Codec = cdc
-	if o.TracerProvider != nil {
-		cfg.Tracing = tracing.New(o.TracerProvider)
-		return cfg, cfg.Tracing, false, nil
-	}
-	if cfg.Tracing, err = tracing.FromEnv(ctx, getenv); err != nil {
-		return cfg, nil, false, fmt.Errorf("worker: %w", err)
-	}
-	return cfg, cfg.Tracing, cfg.Tracing != nil, nil
+	return cfg, nil
 }
 
 // TaskQueue is the task queue the plugin's worker polls in Run: the
@@ -232,10 +204,11 @@ func (p *Plugin) Metrics() http.Handler { return p.parts.Config.Metrics.Handler(
 // schedules of the definition's schedules/ files. With codec keys, c must
 // have been made with the plugin (client.Options.Plugins).
 func (p *Plugin) Run(ctx context.Context, c client.Client) error {
-	run, err := p.parts.Start(ctx, c, serve.Roles{Worker: true}, nil)
+	run, err := p.parts.Start(ctx, c)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	defer run.Close() //nolint:contextcheck // Close stops the worker after ctx ended; it bounds itself
 	return run.Wait(ctx)
 }
 
@@ -243,19 +216,11 @@ func (p *Plugin) Run(ctx context.Context, c client.Client) error {
 // exporter the plugin opened; later calls are no-ops. Close it after its
 // workers stopped.
 func (p *Plugin) Close() {
-	if p == nil {
+	if p == nil || p.parts == nil {
 		return
 	}
-	if p.parts != nil {
-		p.parts.Close()
-		p.parts = nil
-	}
-	if p.own && p.tracing != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = p.tracing.Shutdown(sctx) // flushes OTLP spans
-		p.own = false
-	}
+	p.parts.Close()
+	p.parts = nil
 }
 
 // Run serves the agent of opts on c until ctx ends: New, then Plugin.Run,

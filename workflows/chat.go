@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // A chat workflow (ID "chat:<kind>:<chat>") owns what a chat channel must
@@ -29,111 +30,8 @@ import (
 // It routes each turn to its session workflow (Chat.Route, a local activity
 // doing Signal-With-Start) and never runs a model itself.
 
-// ChatPolicy is a channel file's session and group policy, carried with
-// every message so that the workflow stays a function of its history.
-type ChatPolicy struct {
-	// DirectSession is "thread" (default: each top-level direct message
-	// starts a thread session) or "continuous" (one session per DM).
-	DirectSession string `json:"directSession,omitempty"`
-	// GroupSession is "thread" (default) or "continuous" (one session per
-	// group chat).
-	GroupSession string `json:"groupSession,omitempty"`
-	// GroupMode is "mentions" (default: only explicit summons are turns) or
-	// "context" (bare replies in owned roots are turns too; other discussion
-	// is buffered and folded into the next answered turn).
-	GroupMode string `json:"groupMode,omitempty"`
-}
-
 // Session and group policy values.
-const (
-	SessionThread     = "thread"
-	SessionContinuous = "continuous"
-	GroupMentions     = "mentions"
-	GroupContext      = "context"
-)
-
-// Attachment is a file of a chat message, by reference: it is resolved
-// (downloaded) by the worker when the turn runs, never carried in history.
-type Attachment struct {
-	ID   string `json:"id"`
-	Name string `json:"name,omitempty"`
-	Mime string `json:"mime,omitempty"`
-	Size int64  `json:"size,omitempty"`
-}
-
-// ChatMessage is one human message a chat channel's door accepted,
-// argument of SignalChatMessage.
-type ChatMessage struct {
-	// Kind is the channel kind ("slack").
-	Kind string `json:"kind"`
-	// Chat is the platform conversation, unique per kind (Slack:
-	// "<team>:<channel>").
-	Chat string `json:"chat"`
-	// ID is the message's platform ID, unique within Chat (Slack: ts).
-	ID string `json:"id"`
-	// Event is the platform's delivery ID (Slack event_id), deduplicated
-	// besides ID.
-	Event string `json:"event,omitempty"`
-	// Root is the thread root's ID; "" for a top-level message.
-	Root string `json:"root,omitempty"`
-	// Direct is set for a one-to-one conversation with the bot.
-	Direct bool `json:"direct,omitempty"`
-	// Summoned is set when the message explicitly addresses the bot
-	// (mention, command, reply to the bot).
-	Summoned bool   `json:"summoned,omitempty"`
-	User     string `json:"user,omitempty"`
-	// UserName is how the sender is shown in folded context.
-	UserName    string       `json:"userName,omitempty"`
-	Text        string       `json:"text"`
-	Attachments []Attachment `json:"attachments,omitempty"`
-	// Data is the platform's extra reply data (Slack: the team), passed to
-	// the replier in Target.Data.
-	Data   json.RawMessage `json:"data,omitempty"`
-	Policy ChatPolicy      `json:"policy"`
-	// UniqueIDs says message IDs are unique across the platform's chats
-	// (Feishu/Lark): a thread session is then named "<kind>:<root>", which
-	// keeps it short.
-	UniqueIDs bool `json:"uniqueIds,omitempty"`
-	// Stop asks to stop the running turn of the message's session (a
-	// Telegram /stop) instead of being a turn.
-	Stop bool `json:"stop,omitempty"`
-	// MentionsOthers is set when the message @mentions people but not the
-	// bot: in context mode it is discussion between them (buffered), not a
-	// turn, even as a bare reply in a thread the bot owns.
-	MentionsOthers bool `json:"mentionsOthers,omitempty"`
-	// Deleted says the message ID was deleted (Slack message_deleted) or
-	// recalled (Feishu/Lark) on the platform: it is not a turn; a turn it
-	// started that still waits in its session's queue is dropped, and its
-	// buffered line (not yet folded) is removed.
-	Deleted bool `json:"deleted,omitempty"`
-	// Edited says the message ID was edited (Telegram edited_message,
-	// Slack message_changed); Text and Attachments are its new content. An
-	// edit never starts or re-runs a turn: it only replaces the message's
-	// buffered line while that line is not yet folded into a turn.
-	Edited bool `json:"edited,omitempty"`
-}
-
-// DropInput is the argument of ActivityChatDrop: abort Turn of Session
-// only while it waits in the session's queue.
-type DropInput struct {
-	Session string `json:"session"`
-	Turn    string `json:"turn"`
-	Reason  string `json:"reason,omitempty"`
-	// Reply is the turn's reply target: a reply already mounted for the
-	// waiting turn is settled to a note saying why it is not answered.
-	Reply *ReplyTarget `json:"reply,omitempty"`
-}
-
-// StopInput is the argument of ActivityChatStop: abort the running turn
-// of Session.
-type StopInput struct {
-	Session string `json:"session"`
-	Reason  string `json:"reason,omitempty"`
-	// Key is the stop message's turn key: the abort's update ID derives
-	// from it, so a retried stop is the same stop, bound to the turn it
-	// found running ("": a new ID per attempt).
-	Key string `json:"key,omitempty"`
-}
+const ()
 
 // changeChatStop versions the chat workflow's handling of stop messages
 // (ChatMessage.Stop).
@@ -146,7 +44,7 @@ const changeChatStop = "chat-stop"
 const changeChatEdits = "chat-edits"
 
 // changeChatDurable versions, from a run's start: seen IDs kept by time
-// (ChatState.SeenAt, chatSeenWindow) instead of by count; Chat.Route as a
+// (chatState.SeenAt, chatSeenWindow) instead of by count; Chat.Route as a
 // regular activity retried without a total limit, so a message the door
 // acknowledged is routed however long Temporal or the session is
 // unreachable; a bare reply that @mentions only other people buffered in
@@ -164,42 +62,11 @@ const changeChatDurable = "chat-durable"
 // line as a buffered line is kept: clipped, within the buffers' budget.
 const changeChatBytes = "chat-bytes"
 
-// Target is where a chat turn's reply goes; it is the Data of the turn's
-// ReplyTarget, read by the channel's replier.
-type Target struct {
-	// Chat is the platform conversation ("<team>:<channel>" for Slack).
-	Chat string `json:"chat"`
-	// Thread is the root message to reply under; "" replies at the top
-	// level of Chat.
-	Thread string `json:"thread,omitempty"`
-	// Message is the user message being answered.
-	Message string `json:"message,omitempty"`
-	// User is its sender.
-	User string `json:"user,omitempty"`
-	// Attachments are the message's files, resolved when the turn runs.
-	Attachments []Attachment `json:"attachments,omitempty"`
-	// Background are the files of buffered discussion folded into the
-	// turn: resolved when it runs as background input, each degrading on
-	// its own (a file that cannot be read is named, the turn goes on).
-	Background []Attachment    `json:"background,omitempty"`
-	Data       json.RawMessage `json:"data,omitempty"`
-	// Turn is the turn's key, set by the worker (never in history) for
-	// repliers that mark their messages with it.
-	Turn string `json:"turn,omitempty"`
-}
-
-// TurnDone is the argument of SignalTurnDone: a session tells the chat
+// turnDone is the argument of SignalTurnDone: a session tells the chat
 // workflow that routed a turn how it ended.
-type TurnDone struct {
+type turnDone struct {
 	Key       string `json:"key"`
 	Completed bool   `json:"completed"`
-}
-
-// RouteInput is the argument of ActivityChatRoute: hand Delivery to the
-// session workflow of Session with Signal-With-Start.
-type RouteInput struct {
-	Session  string   `json:"session"`
-	Delivery Delivery `json:"delivery"`
 }
 
 // ChatInput starts (or continues) a chat workflow.
@@ -209,16 +76,18 @@ type ChatInput struct {
 	// Scope is the agent the conversation belongs to when several agents
 	// are served ("" for the main agent): its sessions are "<scope>/…" and
 	// its workflow is ScopedChatWorkflowID's.
-	Scope string     `json:"scope,omitempty"`
-	State *ChatState `json:"state,omitempty"`
+	Scope string `json:"scope,omitempty"`
+	// State is the conversation's state a run hands to the next when it
+	// continues as new: the workflow's own; leave it out.
+	State *chatState `json:"state,omitempty"`
 	// SignalsPerRun overrides how many signals a run handles before it
 	// continues as new (tests).
 	SignalsPerRun int `json:"signalsPerRun,omitempty"`
 }
 
-// ChatState is the chat workflow's durable state, carried across
+// chatState is the chat workflow's durable state, carried across
 // continue-as-new. Every list is bounded.
-type ChatState struct {
+type chatState struct {
 	// Seen holds recent message and delivery IDs, oldest first.
 	Seen []string `json:"seen,omitempty"`
 	// SeenAt holds when each ID of Seen was seen (Unix seconds), in step
@@ -229,36 +98,36 @@ type ChatState struct {
 	Owned []string `json:"owned,omitempty"`
 	// Buffers holds un-summoned discussion per place ("" = top level,
 	// else a thread root).
-	Buffers []ChatBuffer `json:"buffers,omitempty"`
+	Buffers []chatBuffer `json:"buffers,omitempty"`
 	// Routed counts the turns routed so far.
 	Routed int `json:"routed,omitempty"`
 	// Routes holds the last turns routed, oldest first, so a deletion of
 	// their message can drop them while they wait.
-	Routes []ChatRoute `json:"routes,omitempty"`
+	Routes []chatRoute `json:"routes,omitempty"`
 }
 
-// ChatRoute is one routed turn: its message, session, key and reply target.
-type ChatRoute struct {
-	ID      string       `json:"id"`
-	Session string       `json:"session"`
-	Key     string       `json:"key"`
-	Reply   *ReplyTarget `json:"reply,omitempty"`
+// chatRoute is one routed turn: its message, session, key and reply target.
+type chatRoute struct {
+	ID      string            `json:"id"`
+	Session string            `json:"session"`
+	Key     string            `json:"key"`
+	Reply   *wire.ReplyTarget `json:"reply,omitempty"`
 }
 
-// ChatBuffer is one place's buffered discussion.
-type ChatBuffer struct {
+// chatBuffer is one place's buffered discussion.
+type chatBuffer struct {
 	Place    string         `json:"place"`
-	Messages []BufferedLine `json:"messages"`
+	Messages []bufferedLine `json:"messages"`
 }
 
-// BufferedLine is one buffered message; Turn is set while a routed turn
+// bufferedLine is one buffered message; Turn is set while a routed turn
 // has folded it (it is dropped when that turn completes).
-type BufferedLine struct {
-	ID          string       `json:"id"`
-	User        string       `json:"user,omitempty"`
-	Text        string       `json:"text,omitempty"`
-	Attachments []Attachment `json:"attachments,omitempty"`
-	Turn        string       `json:"turn,omitempty"`
+type bufferedLine struct {
+	ID          string            `json:"id"`
+	User        string            `json:"user,omitempty"`
+	Text        string            `json:"text,omitempty"`
+	Attachments []wire.Attachment `json:"attachments,omitempty"`
+	Turn        string            `json:"turn,omitempty"`
 }
 
 // Bounds of a chat workflow's state and run.
@@ -325,7 +194,7 @@ func ChatTurnKey(kind, chat, id string) string { return kind + ":" + chat + ":" 
 
 type chat struct {
 	in    ChatInput
-	st    ChatState
+	st    chatState
 	seen  map[string]bool
 	owned map[string]bool
 	// durable is the changeChatDurable version of the run, bytes its
@@ -337,9 +206,11 @@ type chat struct {
 }
 
 // ChatWorkflow is the long-lived workflow of one platform conversation. It
-// receives SignalChatMessage and SignalTurnDone, decides for each message
-// whether it is a turn, buffered context or nothing, and routes turns to
-// their session workflows.
+// receives the messages of its channel's door (the signal "message") and
+// the word of the sessions it routed turns to ("turn-done"),
+// decides for each message whether it is a turn, buffered context or
+// nothing, and routes turns to their session workflows. Only fastagent's
+// chat doors start and signal it.
 func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 	c := &chat{in: in, seen: map[string]bool{}, owned: map[string]bool{}}
 	if in.State != nil {
@@ -362,22 +233,22 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 	for _, id := range c.st.Owned {
 		c.owned[id] = true
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryState, func() (ChatState, error) { return c.st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (chatState, error) { return c.st, nil }); err != nil {
 		return fmt.Errorf("register %s: %w", QueryState, err)
 	}
-	msgs := workflow.GetSignalChannel(ctx, SignalChatMessage)
-	done := workflow.GetSignalChannel(ctx, SignalTurnDone)
+	msgs := workflow.GetSignalChannel(ctx, wire.SignalChatMessage)
+	done := workflow.GetSignalChannel(ctx, wire.SignalTurnDone)
 	upgrade := workflow.GetSignalChannel(ctx, SignalUpgrade)
 	handled := 0
 	for {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(msgs, func(ch workflow.ReceiveChannel, _ bool) {
-			var m ChatMessage
+			var m wire.ChatMessage
 			ch.Receive(ctx, &m)
 			c.onMessage(ctx, m)
 		})
 		sel.AddReceive(done, func(ch workflow.ReceiveChannel, _ bool) {
-			var d TurnDone
+			var d turnDone
 			ch.Receive(ctx, &d)
 			c.onTurnDone(d)
 		})
@@ -396,12 +267,12 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 			// Drain what has arrived, then start a fresh history with the
 			// state only.
 			for {
-				var m ChatMessage
+				var m wire.ChatMessage
 				if msgs.ReceiveAsync(&m) {
 					c.onMessage(ctx, m)
 					continue
 				}
-				var d TurnDone
+				var d turnDone
 				if done.ReceiveAsync(&d) {
 					c.onTurnDone(d)
 					continue
@@ -417,7 +288,7 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 // onMessage applies the channel policy to one message: a fresh message
 // with content is a turn routed to its session, buffered context, or
 // nothing.
-func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
+func (c *chat) onMessage(ctx workflow.Context, m wire.ChatMessage) {
 	if !c.admit(ctx, m) {
 		return
 	}
@@ -431,7 +302,7 @@ func (c *chat) onMessage(ctx workflow.Context, m ChatMessage) {
 // admit deduplicates m and handles what is never a turn (a message of
 // another conversation, a deletion, an edit, a stop, an empty message);
 // it reports whether m goes on to the group and session policy.
-func (c *chat) admit(ctx workflow.Context, m ChatMessage) bool {
+func (c *chat) admit(ctx workflow.Context, m wire.ChatMessage) bool {
 	if m.ID == "" || m.Kind != c.in.Kind || m.Chat != c.in.Chat {
 		workflow.GetLogger(ctx).Warn("chat message for another conversation or without an ID ignored", "kind", m.Kind, "chat", m.Chat, "id", m.ID)
 		return false
@@ -469,7 +340,7 @@ type turnPlace struct {
 // the place of its turn, or false when it is not a turn (in context mode
 // it is then buffered). A top-level summons makes its message an owned
 // root.
-func (c *chat) placeTurn(m ChatMessage) (turnPlace, bool) {
+func (c *chat) placeTurn(m wire.ChatMessage) (turnPlace, bool) {
 	p := m.Policy
 	sessionOf := func(root string) string {
 		if m.UniqueIDs && root != "" {
@@ -479,7 +350,7 @@ func (c *chat) placeTurn(m ChatMessage) (turnPlace, bool) {
 	}
 	switch {
 	case m.Direct:
-		if p.DirectSession == SessionContinuous {
+		if p.DirectSession == wire.SessionContinuous {
 			return turnPlace{session: sessionOf(""), thread: m.Root}, true
 		}
 		root := m.Root
@@ -487,9 +358,9 @@ func (c *chat) placeTurn(m ChatMessage) (turnPlace, bool) {
 			root = m.ID
 		}
 		return turnPlace{session: sessionOf(root), thread: root}, true
-	case m.Summoned || (p.GroupMode == GroupContext && m.Root != "" && c.owned[m.Root] && (c.durable < 1 || !m.MentionsOthers)):
+	case m.Summoned || (p.GroupMode == wire.GroupContext && m.Root != "" && c.owned[m.Root] && (c.durable < 1 || !m.MentionsOthers)):
 		switch {
-		case p.GroupSession == SessionContinuous:
+		case p.GroupSession == wire.SessionContinuous:
 			return turnPlace{session: sessionOf(""), thread: m.Root, place: m.Root}, true
 		case m.Root == "":
 			// Only a top-level summons creates an owned root.
@@ -500,7 +371,7 @@ func (c *chat) placeTurn(m ChatMessage) (turnPlace, bool) {
 			// else's thread answers there without adopting it.
 			return turnPlace{session: sessionOf(m.Root), thread: m.Root, place: m.Root}, true
 		}
-	case p.GroupMode == GroupContext:
+	case p.GroupMode == wire.GroupContext:
 		c.buffer(m)
 	}
 	return turnPlace{}, false
@@ -509,7 +380,7 @@ func (c *chat) placeTurn(m ChatMessage) (turnPlace, bool) {
 // routeMessage makes m a turn at to: it folds the place's buffered
 // discussion into the prompt, routes the delivery to the session and
 // records the route. A turn that cannot be routed releases what it folded.
-func (c *chat) routeMessage(ctx workflow.Context, m ChatMessage, to turnPlace) {
+func (c *chat) routeMessage(ctx workflow.Context, m wire.ChatMessage, to turnPlace) {
 	log := workflow.GetLogger(ctx)
 	d, folded, err := c.delivery(m, to)
 	if err != nil {
@@ -519,21 +390,21 @@ func (c *chat) routeMessage(ctx workflow.Context, m ChatMessage, to turnPlace) {
 	if folded > 0 {
 		d.Notify = ScopedChatWorkflowID(c.in.Scope, c.in.Kind, c.in.Chat)
 	}
-	if err := c.route(ctx, RouteInput{Session: to.session, Delivery: d}); err != nil {
+	if err := c.route(ctx, wire.RouteInput{Session: to.session, Delivery: d}); err != nil {
 		// The session could not be reached even after retries: release
 		// the folded lines for the next turn.
 		log.Error("chat: route failed", "session", to.session, "key", d.Key, "error", err)
-		c.onTurnDone(TurnDone{Key: d.Key})
+		c.onTurnDone(turnDone{Key: d.Key})
 		return
 	}
 	c.st.Routed++
-	c.st.Routes = append(c.st.Routes, ChatRoute{ID: m.ID, Session: to.session, Key: d.Key, Reply: d.Reply})
+	c.st.Routes = append(c.st.Routes, chatRoute{ID: m.ID, Session: to.session, Key: d.Key, Reply: d.Reply})
 	if n := len(c.st.Routes) - chatRoutesLimit; n > 0 {
-		c.st.Routes = append([]ChatRoute(nil), c.st.Routes[n:]...)
+		c.st.Routes = append([]chatRoute(nil), c.st.Routes[n:]...)
 	}
 	if c.bytes >= 1 {
 		// The newest route always stays (its deletion can still drop it).
-		size := func(r ChatRoute) int {
+		size := func(r chatRoute) int {
 			n := len(r.ID) + len(r.Session) + len(r.Key) + 64
 			if c.bytes >= 2 {
 				n = jsonLen(r.ID) + jsonLen(r.Session) + jsonLen(r.Key) + 64
@@ -550,7 +421,7 @@ func (c *chat) routeMessage(ctx workflow.Context, m ChatMessage, to turnPlace) {
 			keep--
 		}
 		if keep > 0 {
-			c.st.Routes = append([]ChatRoute(nil), c.st.Routes[keep:]...)
+			c.st.Routes = append([]chatRoute(nil), c.st.Routes[keep:]...)
 		}
 	}
 }
@@ -558,7 +429,7 @@ func (c *chat) routeMessage(ctx workflow.Context, m ChatMessage, to turnPlace) {
 // delivery is m's turn as its session receives it: its key, the prompt
 // with the place's buffered discussion folded in (folded counts the lines)
 // and the reply target.
-func (c *chat) delivery(m ChatMessage, to turnPlace) (d Delivery, folded int, err error) {
+func (c *chat) delivery(m wire.ChatMessage, to turnPlace) (d wire.Delivery, folded int, err error) {
 	key := ChatTurnKey(m.Kind, m.Chat, m.ID)
 	if m.UniqueIDs {
 		key = m.Kind + ":" + m.ID
@@ -572,19 +443,19 @@ func (c *chat) delivery(m ChatMessage, to turnPlace) (d Delivery, folded int, er
 	}
 	// A struct without maps encodes the same bytes every time.
 	//workflowcheck:ignore
-	target, err := json.Marshal(Target{Chat: m.Chat, Thread: to.thread, Message: m.ID, User: m.User,
+	target, err := json.Marshal(wire.Target{Chat: m.Chat, Thread: to.thread, Message: m.ID, User: m.User,
 		Attachments: m.Attachments, Background: background, Data: m.Data})
 	if err != nil {
-		return Delivery{}, 0, err
+		return wire.Delivery{}, 0, err
 	}
-	return Delivery{Key: key, Source: m.Kind, Prompt: prompt, Reply: &ReplyTarget{Kind: m.Kind, Data: target}}, folded, nil
+	return wire.Delivery{Key: key, Source: m.Kind, Prompt: prompt, Reply: &wire.ReplyTarget{Kind: m.Kind, Data: target}}, folded, nil
 }
 
 // edited handles an edit of message m.ID: it never starts or re-runs a
 // turn; the message's buffered line, while not yet folded into a turn,
 // takes the new text and files. A redelivered edit is deduplicated by its
 // delivery ID.
-func (c *chat) edited(ctx workflow.Context, m ChatMessage) {
+func (c *chat) edited(ctx workflow.Context, m wire.ChatMessage) {
 	if m.Event != "" && c.seen["event:"+m.Event] {
 		return
 	}
@@ -614,7 +485,7 @@ func (c *chat) edited(ctx workflow.Context, m ChatMessage) {
 // dropped by Chat.Drop if it still waits in its session's queue (a running
 // or answered turn is left as it is); a later delivery of the message is
 // not a turn. A redelivered deletion does nothing.
-func (c *chat) deleted(ctx workflow.Context, m ChatMessage) {
+func (c *chat) deleted(ctx workflow.Context, m wire.ChatMessage) {
 	mark := "deleted:" + m.ID
 	if c.seen[mark] || (m.Event != "" && c.seen["event:"+m.Event]) {
 		return
@@ -649,7 +520,7 @@ func (c *chat) deleted(ctx workflow.Context, m ChatMessage) {
 			StartToCloseTimeout: chatRouteTimeout,
 			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
 		})
-		in := DropInput{Session: r.Session, Turn: r.Key, Reply: r.Reply, Reason: "its message was deleted before the turn started"}
+		in := wire.DropInput{Session: r.Session, Turn: r.Key, Reply: r.Reply, Reason: "its message was deleted before the turn started"}
 		if err := workflow.ExecuteLocalActivity(lctx, ActivityChatDrop, in).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("chat: drop of a deleted message's turn failed", "session", r.Session, "turn", r.Key, "error", err)
 		}
@@ -661,7 +532,7 @@ func (c *chat) deleted(ctx workflow.Context, m ChatMessage) {
 // regular activity retried without a total limit (only a non-retryable
 // error ends it): a message the door acknowledged is routed however long
 // Temporal is throttled or restarting, and survives a worker restart.
-func (c *chat) route(ctx workflow.Context, in RouteInput) error {
+func (c *chat) route(ctx workflow.Context, in wire.RouteInput) error {
 	if c.durable >= 1 {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: chatRouteTimeout,
@@ -679,12 +550,12 @@ func (c *chat) route(ctx workflow.Context, in RouteInput) error {
 
 // stop aborts the running turn of the session m would be routed to (the
 // conversation's continuous session, or its thread's session).
-func (c *chat) stop(ctx workflow.Context, m ChatMessage) {
+func (c *chat) stop(ctx workflow.Context, m wire.ChatMessage) {
 	if workflow.GetVersion(ctx, changeChatStop, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
 	p := m.Policy
-	continuous := (m.Direct && p.DirectSession == SessionContinuous) || (!m.Direct && p.GroupSession == SessionContinuous)
+	continuous := (m.Direct && p.DirectSession == wire.SessionContinuous) || (!m.Direct && p.GroupSession == wire.SessionContinuous)
 	var session string
 	switch {
 	case continuous:
@@ -705,7 +576,7 @@ func (c *chat) stop(ctx workflow.Context, m ChatMessage) {
 	if m.UniqueIDs {
 		key = m.Kind + ":" + m.ID
 	}
-	in := StopInput{Session: session, Reason: "stopped by " + displayUser(m.UserName) + " in the chat", Key: key}
+	in := wire.StopInput{Session: session, Reason: "stopped by " + displayUser(m.UserName) + " in the chat", Key: key}
 	if err := workflow.ExecuteLocalActivity(lctx, ActivityChatStop, in).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("chat: stop failed", "session", session, "error", err)
 	}
@@ -714,13 +585,13 @@ func (c *chat) stop(ctx workflow.Context, m ChatMessage) {
 // fold prefixes the message with its place's buffered discussion not yet
 // folded into another turn, and marks those lines as folded by key. It
 // returns the folded lines' files too.
-func (c *chat) fold(place, key string, m ChatMessage) (agent.Prompt, int, []Attachment) {
+func (c *chat) fold(place, key string, m wire.ChatMessage) (agent.Prompt, int, []wire.Attachment) {
 	prompt := agent.Prompt{Text: m.Text}
 	b := c.bufferOf(place, false)
 	if b == nil {
 		return prompt, 0, nil
 	}
-	var files []Attachment
+	var files []wire.Attachment
 	var lines []string
 	total, n := 0, 0
 	for i := range b.Messages {
@@ -762,7 +633,7 @@ func displayUser(u string) string {
 
 // onTurnDone commits (completed) or releases (failed) the lines a routed
 // turn had folded.
-func (c *chat) onTurnDone(d TurnDone) {
+func (c *chat) onTurnDone(d turnDone) {
 	for bi := range c.st.Buffers {
 		b := &c.st.Buffers[bi]
 		kept := b.Messages[:0]
@@ -780,19 +651,19 @@ func (c *chat) onTurnDone(d TurnDone) {
 	c.dropEmptyBuffers()
 }
 
-func (c *chat) buffer(m ChatMessage) {
+func (c *chat) buffer(m wire.ChatMessage) {
 	b := c.bufferOf(m.Root, true)
 	name := m.UserName
 	if name == "" {
 		name = m.User
 	}
-	line := BufferedLine{ID: m.ID, User: name, Text: m.Text, Attachments: m.Attachments}
+	line := bufferedLine{ID: m.ID, User: name, Text: m.Text, Attachments: m.Attachments}
 	if c.bytes >= 1 {
 		clipLine(&line)
 	}
 	b.Messages = append(b.Messages, line)
 	if n := len(b.Messages) - chatBufferLimit; n > 0 {
-		b.Messages = append([]BufferedLine(nil), b.Messages[n:]...)
+		b.Messages = append([]bufferedLine(nil), b.Messages[n:]...)
 	}
 	if c.bytes >= 1 {
 		c.trimBuffers()
@@ -802,7 +673,7 @@ func (c *chat) buffer(m ChatMessage) {
 // clipLine keeps of a buffered line what a fold shows: chatFoldTextLimit
 // bytes of its text and a rune more (so it still knows the line was
 // longer), a short name, the first chatLineFiles files.
-func clipLine(l *BufferedLine) {
+func clipLine(l *bufferedLine) {
 	l.Text = clipUTF8(l.Text, chatFoldTextLimit+utf8.UTFMax)
 	l.User = clipUTF8(l.User, 256)
 	if len(l.Attachments) > chatLineFiles {
@@ -812,7 +683,7 @@ func clipLine(l *BufferedLine) {
 
 // lineBytes is what a buffered line weighs in the state: since version 2
 // of changeChatBytes encoded, before it its raw bytes.
-func (c *chat) lineBytes(l BufferedLine) int {
+func (c *chat) lineBytes(l bufferedLine) int {
 	if c.bytes < 2 {
 		n := len(l.ID) + len(l.User) + len(l.Text) + len(l.Turn) + 48
 		for _, a := range l.Attachments {
@@ -870,7 +741,7 @@ func clipUTF8(s string, n int) string {
 	return s[:n]
 }
 
-func (c *chat) bufferOf(place string, create bool) *ChatBuffer {
+func (c *chat) bufferOf(place string, create bool) *chatBuffer {
 	for i := range c.st.Buffers {
 		if c.st.Buffers[i].Place == place {
 			return &c.st.Buffers[i]
@@ -880,9 +751,9 @@ func (c *chat) bufferOf(place string, create bool) *ChatBuffer {
 		return nil
 	}
 	if len(c.st.Buffers) >= chatPlacesLimit {
-		c.st.Buffers = append([]ChatBuffer(nil), c.st.Buffers[1:]...)
+		c.st.Buffers = append([]chatBuffer(nil), c.st.Buffers[1:]...)
 	}
-	c.st.Buffers = append(c.st.Buffers, ChatBuffer{Place: place})
+	c.st.Buffers = append(c.st.Buffers, chatBuffer{Place: place})
 	return &c.st.Buffers[len(c.st.Buffers)-1]
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -25,15 +26,15 @@ const chatStateBudget = 1 << 20
 func TestChatStateBoundedInBytes(t *testing.T) {
 	t.Parallel()
 	h := newChatHarness(t)
-	ctxMode := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	ctxMode := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	big := strings.Repeat("é", 30<<10) // 60 KB of two-byte runes
 	const lines = 60
 	for i := range lines {
 		// Un-summoned discussion in many places (context mode buffers it).
-		h.send(workflows.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Text: big, Policy: ctxMode,
+		h.send(wire.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Text: big, Policy: ctxMode,
 			Event: "Ev" + strings.Repeat("x", 2000) + fmt.Sprint(i)})
 	}
-	h.send(workflows.ChatMessage{ID: "last", Root: "r0", Summoned: true, Text: "sum it up", Policy: ctxMode})
+	h.send(wire.ChatMessage{ID: "last", Root: "r0", Summoned: true, Text: "sum it up", Policy: ctxMode})
 	h.env.RegisterDelayedCallback(func() { h.env.CancelWorkflow() }, h.step+time.Hour)
 	h.env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: h.chat, SignalsPerRun: lines + 1})
 	err := h.env.GetWorkflowError()
@@ -61,15 +62,15 @@ func TestChatStateBoundedInBytes(t *testing.T) {
 func TestChatStateBoundedInEncodedBytes(t *testing.T) {
 	t.Parallel()
 	h := newChatHarness(t)
-	ctxMode := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	ctxMode := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	text := strings.Repeat("<", 2000)
-	var files []workflows.Attachment
+	var files []wire.Attachment
 	for i := range 20 {
-		files = append(files, workflows.Attachment{ID: fmt.Sprintf("f%d", i), Name: strings.Repeat("&", 200) + ".txt"})
+		files = append(files, wire.Attachment{ID: fmt.Sprintf("f%d", i), Name: strings.Repeat("&", 200) + ".txt"})
 	}
 	const lines = 200
 	for i := range lines {
-		h.send(workflows.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Text: text, Attachments: files, Policy: ctxMode})
+		h.send(wire.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Text: text, Attachments: files, Policy: ctxMode})
 	}
 	h.env.RegisterDelayedCallback(func() { h.env.CancelWorkflow() }, h.step+time.Hour)
 	h.env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: h.chat, SignalsPerRun: lines})
@@ -93,14 +94,14 @@ func TestChatStateBoundedInEncodedBytes(t *testing.T) {
 func TestChatEditedLinesStayWithinBudget(t *testing.T) {
 	t.Parallel()
 	h := newChatHarness(t)
-	ctxMode := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	ctxMode := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	const lines = 150
 	for i := range lines {
-		h.send(workflows.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Text: "ok", Policy: ctxMode})
+		h.send(wire.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Text: "ok", Policy: ctxMode})
 	}
 	long := strings.Repeat("x", 40000) // Slack's longest message
 	for i := range lines {
-		h.send(workflows.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Edited: true, Event: fmt.Sprintf("Ev%d", i),
+		h.send(wire.ChatMessage{ID: fmt.Sprintf("%d.0", i), Root: fmt.Sprintf("r%d", i%3), Edited: true, Event: fmt.Sprintf("Ev%d", i),
 			Text: long, Policy: ctxMode})
 	}
 	h.env.RegisterDelayedCallback(func() { h.env.CancelWorkflow() }, h.step+time.Hour)

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -27,7 +28,7 @@ type chatHarness struct {
 	t      *testing.T
 	env    *testsuite.TestWorkflowEnvironment
 	mu     sync.Mutex
-	routed []workflows.RouteInput
+	routed []wire.RouteInput
 	step   time.Duration
 	chat   string
 	scope  string // ChatInput.Scope: another agent's conversation
@@ -38,7 +39,7 @@ func newChatHarness(t *testing.T) *chatHarness {
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))))
 	h := &chatHarness{t: t, env: suite.NewTestWorkflowEnvironment(), chat: "T1:C1"}
 	h.env.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
-	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.RouteInput) error {
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in wire.RouteInput) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.routed = append(h.routed, in)
@@ -48,7 +49,7 @@ func newChatHarness(t *testing.T) *chatHarness {
 }
 
 // send signals m (kind slack, chat T1:C1 unless set) at the next step.
-func (h *chatHarness) send(m workflows.ChatMessage) {
+func (h *chatHarness) send(m wire.ChatMessage) {
 	if m.Kind == "" {
 		m.Kind = "slack"
 	}
@@ -56,12 +57,12 @@ func (h *chatHarness) send(m workflows.ChatMessage) {
 		m.Chat = h.chat
 	}
 	h.step += time.Second
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(workflows.SignalChatMessage, m) }, h.step)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(wire.SignalChatMessage, m) }, h.step)
 }
 
 func (h *chatHarness) done(d workflows.TurnDone) {
 	h.step += time.Second
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(workflows.SignalTurnDone, d) }, h.step)
+	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(wire.SignalTurnDone, d) }, h.step)
 }
 
 func (h *chatHarness) run() workflows.ChatState {
@@ -86,7 +87,7 @@ func (h *chatHarness) turns() []string {
 	defer h.mu.Unlock()
 	var out []string
 	for _, r := range h.routed {
-		var tg workflows.Target
+		var tg wire.Target
 		_ = json.Unmarshal(r.Delivery.Reply.Data, &tg)
 		out = append(out, r.Session+"|"+tg.Thread+"|"+r.Delivery.Prompt.Text)
 	}
@@ -95,43 +96,43 @@ func (h *chatHarness) turns() []string {
 
 func TestChatRouting(t *testing.T) {
 	t.Parallel()
-	ctxMode := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	ctxMode := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	cases := []struct {
 		name string
-		msgs []workflows.ChatMessage
+		msgs []wire.ChatMessage
 		want []string
 	}{
-		{"direct messages start thread sessions; a reply continues its thread", []workflows.ChatMessage{
+		{"direct messages start thread sessions; a reply continues its thread", []wire.ChatMessage{
 			{Chat: "T1:D1", ID: "1.0", Direct: true, Text: "hi"},
 			{Chat: "T1:D1", ID: "2.0", Root: "1.0", Direct: true, Text: "more"},
 		}, []string{"slack:T1:D1:1.0|1.0|hi", "slack:T1:D1:1.0|1.0|more"}},
-		{"continuous direct messages share one session", []workflows.ChatMessage{
-			{Chat: "T1:D1", ID: "1.0", Direct: true, Text: "hi", Policy: workflows.ChatPolicy{DirectSession: workflows.SessionContinuous}},
-			{Chat: "T1:D1", ID: "2.0", Direct: true, Text: "again", Policy: workflows.ChatPolicy{DirectSession: workflows.SessionContinuous}},
+		{"continuous direct messages share one session", []wire.ChatMessage{
+			{Chat: "T1:D1", ID: "1.0", Direct: true, Text: "hi", Policy: wire.ChatPolicy{DirectSession: wire.SessionContinuous}},
+			{Chat: "T1:D1", ID: "2.0", Direct: true, Text: "again", Policy: wire.ChatPolicy{DirectSession: wire.SessionContinuous}},
 		}, []string{"slack:T1:D1||hi", "slack:T1:D1||again"}},
-		{"redelivered and overlapping events run once", []workflows.ChatMessage{
+		{"redelivered and overlapping events run once", []wire.ChatMessage{
 			{ID: "1.0", Event: "Ev1", Summoned: true, Text: "hi"},
 			{ID: "1.0", Event: "Ev1", Summoned: true, Text: "hi"},
 			{ID: "1.0", Event: "Ev2", Summoned: true, Text: "hi"},
 		}, []string{"slack:T1:C1:1.0|1.0|hi"}},
-		{"mentions mode: a bare reply in an owned root is not a turn", []workflows.ChatMessage{
+		{"mentions mode: a bare reply in an owned root is not a turn", []wire.ChatMessage{
 			{ID: "1.0", Summoned: true, Text: "hi"},
 			{ID: "2.0", Root: "1.0", Text: "thanks"},
 		}, []string{"slack:T1:C1:1.0|1.0|hi"}},
-		{"context mode: a bare reply in an owned root is a turn", []workflows.ChatMessage{
+		{"context mode: a bare reply in an owned root is a turn", []wire.ChatMessage{
 			{ID: "1.0", Summoned: true, Text: "hi", Policy: ctxMode},
 			{ID: "2.0", Root: "1.0", Text: "and then?", Policy: ctxMode},
 		}, []string{"slack:T1:C1:1.0|1.0|hi", "slack:T1:C1:1.0|1.0|and then?"}},
-		{"a summons in someone else's thread answers there without adopting it", []workflows.ChatMessage{
+		{"a summons in someone else's thread answers there without adopting it", []wire.ChatMessage{
 			{ID: "2.0", Root: "1.0", Summoned: true, Text: "what do you think?", Policy: ctxMode},
 			{ID: "3.0", Root: "1.0", Text: "bare reply", Policy: ctxMode},
 			{ID: "4.0", Root: "1.0", Summoned: true, Text: "and now?", Policy: ctxMode},
 		}, []string{"slack:T1:C1:1.0|1.0|what do you think?",
 			"slack:T1:C1:1.0|1.0|Messages in this conversation since you last answered (context, not addressed to you):\n- someone: bare reply\n\nThe message addressed to you:\nand now?"}},
-		{"continuous group session", []workflows.ChatMessage{
-			{ID: "1.0", Summoned: true, Text: "hi", Policy: workflows.ChatPolicy{GroupSession: workflows.SessionContinuous}},
+		{"continuous group session", []wire.ChatMessage{
+			{ID: "1.0", Summoned: true, Text: "hi", Policy: wire.ChatPolicy{GroupSession: wire.SessionContinuous}},
 		}, []string{"slack:T1:C1||hi"}},
-		{"empty and foreign messages are ignored", []workflows.ChatMessage{
+		{"empty and foreign messages are ignored", []wire.ChatMessage{
 			{ID: "1.0", Summoned: true, Text: "  "},
 			{Chat: "T9:C9", ID: "2.0", Summoned: true, Text: "wrong chat"},
 			{Summoned: true, Text: "no id"},
@@ -160,16 +161,16 @@ func TestChatRouting(t *testing.T) {
 // and dropped when it completes.
 func TestChatContextCommit(t *testing.T) {
 	t.Parallel()
-	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	p := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	h := newChatHarness(t)
-	h.send(workflows.ChatMessage{ID: "1.0", User: "U1", UserName: "<@U1>", Text: "lunch?", Policy: p})
-	h.send(workflows.ChatMessage{ID: "2.0", Summoned: true, Text: "book a table", Policy: p})
+	h.send(wire.ChatMessage{ID: "1.0", User: "U1", UserName: "<@U1>", Text: "lunch?", Policy: p})
+	h.send(wire.ChatMessage{ID: "2.0", Summoned: true, Text: "book a table", Policy: p})
 	// A second summons while the first turn is open folds nothing twice.
-	h.send(workflows.ChatMessage{ID: "3.0", Summoned: true, Text: "for four", Policy: p})
+	h.send(wire.ChatMessage{ID: "3.0", Summoned: true, Text: "for four", Policy: p})
 	h.done(workflows.TurnDone{Key: "slack:T1:C1:2.0", Completed: false})
-	h.send(workflows.ChatMessage{ID: "4.0", Summoned: true, Text: "retry", Policy: p})
+	h.send(wire.ChatMessage{ID: "4.0", Summoned: true, Text: "retry", Policy: p})
 	h.done(workflows.TurnDone{Key: "slack:T1:C1:4.0", Completed: true})
-	h.send(workflows.ChatMessage{ID: "5.0", Summoned: true, Text: "thanks", Policy: p})
+	h.send(wire.ChatMessage{ID: "5.0", Summoned: true, Text: "thanks", Policy: p})
 	st := h.run()
 
 	folded := "Messages in this conversation since you last answered (context, not addressed to you):\n- <@U1>: lunch?\n\nThe message addressed to you:\n"
@@ -200,10 +201,10 @@ func TestChatContinueAsNew(t *testing.T) {
 	t.Parallel()
 	h := newChatHarness(t)
 	h.env.SetTestTimeout(time.Minute)
-	h.send(workflows.ChatMessage{ID: "root", Summoned: true, Text: "hi"})
+	h.send(wire.ChatMessage{ID: "root", Summoned: true, Text: "hi"})
 	h.env.RegisterDelayedCallback(func() {
 		for i := 0; i < 30; i++ {
-			h.env.SignalWorkflow(workflows.SignalChatMessage, workflows.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: fmt.Sprintf("m%d", i), Text: "chatter"})
+			h.env.SignalWorkflow(wire.SignalChatMessage, wire.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: fmt.Sprintf("m%d", i), Text: "chatter"})
 		}
 	}, 2*time.Second)
 	h.env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: "T1:C1", SignalsPerRun: 20})
@@ -235,17 +236,17 @@ func TestChatStop(t *testing.T) {
 	h := newChatHarness(t)
 	var mu sync.Mutex
 	var stops []string
-	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.StopInput) error {
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in wire.StopInput) error {
 		mu.Lock()
 		defer mu.Unlock()
 		stops = append(stops, in.Session+"|"+in.Reason+"|"+in.Key)
 		return nil
 	}, activity.RegisterOptions{Name: workflows.ActivityChatStop})
-	cont := workflows.ChatPolicy{DirectSession: workflows.SessionContinuous, GroupSession: workflows.SessionContinuous}
-	h.send(workflows.ChatMessage{ID: "1", Summoned: true, Text: "write an essay", Policy: cont})
-	h.send(workflows.ChatMessage{ID: "2", Event: "u2", Summoned: true, Stop: true, UserName: "@ada", Policy: cont})
-	h.send(workflows.ChatMessage{ID: "2", Event: "u2", Summoned: true, Stop: true, UserName: "@ada", Policy: cont}) // redelivered
-	h.send(workflows.ChatMessage{ID: "3", Summoned: true, Stop: true, Policy: workflows.ChatPolicy{}})
+	cont := wire.ChatPolicy{DirectSession: wire.SessionContinuous, GroupSession: wire.SessionContinuous}
+	h.send(wire.ChatMessage{ID: "1", Summoned: true, Text: "write an essay", Policy: cont})
+	h.send(wire.ChatMessage{ID: "2", Event: "u2", Summoned: true, Stop: true, UserName: "@ada", Policy: cont})
+	h.send(wire.ChatMessage{ID: "2", Event: "u2", Summoned: true, Stop: true, UserName: "@ada", Policy: cont}) // redelivered
+	h.send(wire.ChatMessage{ID: "3", Summoned: true, Stop: true, Policy: wire.ChatPolicy{}})
 	h.run()
 	mu.Lock()
 	defer mu.Unlock()
@@ -267,16 +268,16 @@ func TestChatOfAnotherAgent(t *testing.T) {
 	h.scope = "reviewer"
 	var mu sync.Mutex
 	var stops []string
-	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.StopInput) error {
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in wire.StopInput) error {
 		mu.Lock()
 		defer mu.Unlock()
 		stops = append(stops, in.Session)
 		return nil
 	}, activity.RegisterOptions{Name: workflows.ActivityChatStop})
-	ctxMode := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
-	h.send(workflows.ChatMessage{ID: "0.5", Text: "earlier talk", Policy: ctxMode})
-	h.send(workflows.ChatMessage{ID: "1.0", Summoned: true, Text: "hi", Policy: ctxMode})
-	h.send(workflows.ChatMessage{ID: "2.0", Root: "1.0", Summoned: true, Stop: true, Policy: ctxMode})
+	ctxMode := wire.ChatPolicy{GroupMode: wire.GroupContext}
+	h.send(wire.ChatMessage{ID: "0.5", Text: "earlier talk", Policy: ctxMode})
+	h.send(wire.ChatMessage{ID: "1.0", Summoned: true, Text: "hi", Policy: ctxMode})
+	h.send(wire.ChatMessage{ID: "2.0", Root: "1.0", Summoned: true, Stop: true, Policy: ctxMode})
 	h.run()
 	if got := h.turns(); len(got) != 1 || !strings.HasPrefix(got[0], "reviewer/slack:T1:C1:1.0|1.0|") {
 		t.Errorf("routed %q, want the turn in session reviewer/slack:T1:C1:1.0", got)
@@ -302,7 +303,7 @@ func TestChatRouteOutlastsTemporal(t *testing.T) {
 	env.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
 	var mu sync.Mutex
 	attempts, routed := 0, 0
-	env.RegisterActivityWithOptions(func(_ context.Context, in workflows.RouteInput) error {
+	env.RegisterActivityWithOptions(func(_ context.Context, in wire.RouteInput) error {
 		mu.Lock()
 		defer mu.Unlock()
 		attempts++
@@ -315,7 +316,7 @@ func TestChatRouteOutlastsTemporal(t *testing.T) {
 		return nil
 	}, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalChatMessage, workflows.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "1.0", Summoned: true, Text: "hi"})
+		env.SignalWorkflow(wire.SignalChatMessage, wire.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "1.0", Summoned: true, Text: "hi"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() { env.CancelWorkflow() }, time.Hour)
 	env.ExecuteWorkflow(workflows.ChatWorkflowType, workflows.ChatInput{Kind: "slack", Chat: "T1:C1"})
@@ -340,19 +341,19 @@ func TestChatDedupByTime(t *testing.T) {
 	env.RegisterWorkflowWithOptions(workflows.ChatWorkflow, workflow.RegisterOptions{Name: workflows.ChatWorkflowType})
 	var mu sync.Mutex
 	var routed []string
-	env.RegisterActivityWithOptions(func(_ context.Context, in workflows.RouteInput) error {
+	env.RegisterActivityWithOptions(func(_ context.Context, in wire.RouteInput) error {
 		mu.Lock()
 		defer mu.Unlock()
 		routed = append(routed, in.Delivery.Key)
 		return nil
 	}, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
-	first := workflows.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "1.0", Event: "Ev1", Summoned: true, Text: "hi"}
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalChatMessage, first) }, time.Second)
+	first := wire.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "1.0", Event: "Ev1", Summoned: true, Text: "hi"}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(wire.SignalChatMessage, first) }, time.Second)
 	// A busy channel: 2,500 messages (5,000 IDs) within the hour.
 	for b := 0; b < 50; b++ {
 		env.RegisterDelayedCallback(func() {
 			for i := b * 50; i < (b+1)*50; i++ {
-				env.SignalWorkflow(workflows.SignalChatMessage, workflows.ChatMessage{Kind: "slack", Chat: "T1:C1",
+				env.SignalWorkflow(wire.SignalChatMessage, wire.ChatMessage{Kind: "slack", Chat: "T1:C1",
 					ID: fmt.Sprintf("2.%d", i), Event: fmt.Sprintf("Ev2.%d", i), Text: "chatter"})
 			}
 		}, time.Duration(2+b)*time.Second)
@@ -361,10 +362,10 @@ func TestChatDedupByTime(t *testing.T) {
 	// same message through the other subscription).
 	redelivered := first
 	redelivered.Event = "Ev1-retry"
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalChatMessage, redelivered) }, 6*time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(wire.SignalChatMessage, redelivered) }, 6*time.Minute)
 	// After the window the old IDs are forgotten.
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalChatMessage, workflows.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "3.0", Text: "tick"})
+		env.SignalWorkflow(wire.SignalChatMessage, wire.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "3.0", Text: "tick"})
 	}, 30*time.Hour)
 	var st workflows.ChatState
 	env.RegisterDelayedCallback(func() {
@@ -394,11 +395,11 @@ func TestChatDedupByTime(t *testing.T) {
 // buffered, not a turn, and folded into the next answered turn.
 func TestChatContextMentionsOthers(t *testing.T) {
 	t.Parallel()
-	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	p := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	h := newChatHarness(t)
-	h.send(workflows.ChatMessage{ID: "1.0", Summoned: true, Text: "plan the offsite", Policy: p})
-	h.send(workflows.ChatMessage{ID: "2.0", Root: "1.0", UserName: "<@U1>", Text: "<@U2> can you book the bus?", MentionsOthers: true, Policy: p})
-	h.send(workflows.ChatMessage{ID: "3.0", Root: "1.0", Text: "and the hotel?", Policy: p})
+	h.send(wire.ChatMessage{ID: "1.0", Summoned: true, Text: "plan the offsite", Policy: p})
+	h.send(wire.ChatMessage{ID: "2.0", Root: "1.0", UserName: "<@U1>", Text: "<@U2> can you book the bus?", MentionsOthers: true, Policy: p})
+	h.send(wire.ChatMessage{ID: "3.0", Root: "1.0", Text: "and the hotel?", Policy: p})
 	h.run()
 	want := []string{
 		"slack:T1:C1:1.0|1.0|plan the offsite",
@@ -414,22 +415,22 @@ func TestChatContextMentionsOthers(t *testing.T) {
 // when the turn runs), not only as their names in the text.
 func TestChatBufferedFilesAsBackground(t *testing.T) {
 	t.Parallel()
-	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	p := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	h := newChatHarness(t)
-	chart := workflows.Attachment{ID: "F1", Name: "chart.png", Mime: "image/png"}
-	h.send(workflows.ChatMessage{ID: "1.0", UserName: "<@U1>", Text: "latest numbers", Attachments: []workflows.Attachment{chart}, Policy: p})
-	h.send(workflows.ChatMessage{ID: "2.0", Summoned: true, Text: "what do you make of it?", Policy: p})
+	chart := wire.Attachment{ID: "F1", Name: "chart.png", Mime: "image/png"}
+	h.send(wire.ChatMessage{ID: "1.0", UserName: "<@U1>", Text: "latest numbers", Attachments: []wire.Attachment{chart}, Policy: p})
+	h.send(wire.ChatMessage{ID: "2.0", Summoned: true, Text: "what do you make of it?", Policy: p})
 	h.run()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.routed) != 1 {
 		t.Fatalf("routed %d turns, want 1", len(h.routed))
 	}
-	var tg workflows.Target
+	var tg wire.Target
 	if err := json.Unmarshal(h.routed[0].Delivery.Reply.Data, &tg); err != nil {
 		t.Fatal(err)
 	}
-	equal(t, "background files", fmt.Sprint(tg.Background), fmt.Sprint([]workflows.Attachment{chart}))
+	equal(t, "background files", fmt.Sprint(tg.Background), fmt.Sprint([]wire.Attachment{chart}))
 	equal(t, "primary files", len(tg.Attachments), 0)
 }
 
@@ -440,23 +441,23 @@ func TestChatBufferedFilesAsBackground(t *testing.T) {
 // nothing more.
 func TestChatDeletion(t *testing.T) {
 	t.Parallel()
-	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	p := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	h := newChatHarness(t)
-	var drops []workflows.DropInput
-	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.DropInput) error {
+	var drops []wire.DropInput
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in wire.DropInput) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		drops = append(drops, in)
 		return nil
 	}, activity.RegisterOptions{Name: workflows.ActivityChatDrop})
-	h.send(workflows.ChatMessage{ID: "1.0", Event: "E1", Summoned: true, Text: "book a table", Policy: p})
-	h.send(workflows.ChatMessage{ID: "2.0", Event: "E2", Root: "1.0", Text: "for four", Policy: p})
-	h.send(workflows.ChatMessage{ID: "3.0", Event: "E3", UserName: "<@U2>", Text: "lunch?", Policy: p})
-	h.send(workflows.ChatMessage{ID: "2.0", Event: "E4", Deleted: true, Policy: p})
-	h.send(workflows.ChatMessage{ID: "3.0", Event: "E5", Deleted: true, Policy: p})
-	h.send(workflows.ChatMessage{ID: "2.0", Event: "E6", Deleted: true, Policy: p})
-	h.send(workflows.ChatMessage{ID: "2.0", Event: "E7", Root: "1.0", Text: "for four", Policy: p})
-	h.send(workflows.ChatMessage{ID: "4.0", Event: "E8", Summoned: true, Text: "and a taxi", Policy: p})
+	h.send(wire.ChatMessage{ID: "1.0", Event: "E1", Summoned: true, Text: "book a table", Policy: p})
+	h.send(wire.ChatMessage{ID: "2.0", Event: "E2", Root: "1.0", Text: "for four", Policy: p})
+	h.send(wire.ChatMessage{ID: "3.0", Event: "E3", UserName: "<@U2>", Text: "lunch?", Policy: p})
+	h.send(wire.ChatMessage{ID: "2.0", Event: "E4", Deleted: true, Policy: p})
+	h.send(wire.ChatMessage{ID: "3.0", Event: "E5", Deleted: true, Policy: p})
+	h.send(wire.ChatMessage{ID: "2.0", Event: "E6", Deleted: true, Policy: p})
+	h.send(wire.ChatMessage{ID: "2.0", Event: "E7", Root: "1.0", Text: "for four", Policy: p})
+	h.send(wire.ChatMessage{ID: "4.0", Event: "E8", Summoned: true, Text: "and a taxi", Policy: p})
 	st := h.run()
 	want := []string{
 		"slack:T1:C1:1.0|1.0|book a table",
@@ -481,13 +482,13 @@ func TestChatDeletion(t *testing.T) {
 // next answered turn folds the edited text.
 func TestChatEdits(t *testing.T) {
 	t.Parallel()
-	p := workflows.ChatPolicy{GroupMode: workflows.GroupContext}
+	p := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	h := newChatHarness(t)
-	h.send(workflows.ChatMessage{ID: "1.0", Event: "E1", UserName: "<@U2>", Text: "lunch at noon?", Policy: p})
-	h.send(workflows.ChatMessage{ID: "1.0", Event: "E2", UserName: "<@U2>", Text: "lunch at one?", Edited: true, Policy: p})
-	h.send(workflows.ChatMessage{ID: "2.0", Event: "E3", Summoned: true, Text: "book it", Policy: p})
-	h.send(workflows.ChatMessage{ID: "2.0", Event: "E4", Summoned: true, Text: "book it for six", Edited: true, Policy: p})
-	h.send(workflows.ChatMessage{ID: "9.0", Event: "E5", Summoned: true, Text: "an edit of a message never seen", Edited: true, Policy: p})
+	h.send(wire.ChatMessage{ID: "1.0", Event: "E1", UserName: "<@U2>", Text: "lunch at noon?", Policy: p})
+	h.send(wire.ChatMessage{ID: "1.0", Event: "E2", UserName: "<@U2>", Text: "lunch at one?", Edited: true, Policy: p})
+	h.send(wire.ChatMessage{ID: "2.0", Event: "E3", Summoned: true, Text: "book it", Policy: p})
+	h.send(wire.ChatMessage{ID: "2.0", Event: "E4", Summoned: true, Text: "book it for six", Edited: true, Policy: p})
+	h.send(wire.ChatMessage{ID: "9.0", Event: "E5", Summoned: true, Text: "an edit of a message never seen", Edited: true, Policy: p})
 	h.run()
 	want := []string{
 		"slack:T1:C1:2.0|2.0|Messages in this conversation since you last answered (context, not addressed to you):\n- <@U2>: lunch at one?\n\nThe message addressed to you:\nbook it",

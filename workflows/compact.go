@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -18,34 +19,11 @@ import (
 const changeCompaction = "compaction"
 
 // Reasons for a compaction (CompactInput.Reason).
-const (
-	// CompactThreshold: the context grew over contextWindow − reserveTokens.
-	CompactThreshold = "threshold"
-	// CompactOverflow: the provider refused the context as too long.
-	CompactOverflow = "overflow"
-	// CompactManual: asked for through UpdateCompact; it runs even when
-	// automatic compaction is off.
-	CompactManual = "manual"
-)
+const ()
 
 // maxCompactLevel bounds the compactions of one model step: L1 normal, L2
 // forced (a quarter of keepRecentTokens); an overflow after L2 fails.
 const maxCompactLevel = 2
-
-// CompactInput is the argument of ActivityCompact.
-type CompactInput struct {
-	Session string `json:"session"`
-	// Leaf is the end of the branch to compact; the compaction entry gets
-	// ID EntryID and hangs below it.
-	Leaf    string `json:"leaf"`
-	EntryID string `json:"entryId"`
-	Reason  string `json:"reason"`
-	// Force keeps a quarter of the usual recent tokens (the second level).
-	Force bool `json:"force,omitempty"`
-	// Turn is the turn a compaction inside a turn belongs to: the turn's
-	// stop notice stops it ("" for a manual compaction).
-	Turn string `json:"turn,omitempty"`
-}
 
 // CompactResult is the result of ActivityCompact and UpdateCompact.
 type CompactResult struct {
@@ -90,7 +68,7 @@ func (r *loopRuntime) generateWithin(call agentloop.ModelCall) (agentloop.ModelR
 	level := 0
 	for {
 		res, err := r.generate(call)
-		reason := CompactThreshold
+		reason := wire.CompactThreshold
 		var overflow *agent.Failure
 		switch {
 		case err == nil && res.Compact == nil:
@@ -105,7 +83,7 @@ func (r *loopRuntime) generateWithin(call agentloop.ModelCall) (agentloop.ModelR
 			if level >= maxCompactLevel {
 				return res, overflowFailure(overflow, fmt.Sprintf("even after compacting it %d times", level))
 			}
-			reason = CompactOverflow
+			reason = wire.CompactOverflow
 		default:
 			return res, err
 		}
@@ -117,7 +95,7 @@ func (r *loopRuntime) generateWithin(call agentloop.ModelCall) (agentloop.ModelR
 		if res.Compact != nil && res.Compact.Leaf != "" {
 			leaf = res.Compact.Leaf
 		}
-		cres, err := r.s.compact(r.ctx, CompactInput{
+		cres, err := r.s.compact(r.ctx, wire.CompactInput{
 			Session: call.Session, Leaf: leaf, EntryID: r.NewID(), Reason: reason, Force: level == maxCompactLevel, Turn: call.Turn,
 		})
 		if err != nil {
@@ -141,7 +119,7 @@ func (r *loopRuntime) generateWithin(call agentloop.ModelCall) (agentloop.ModelR
 }
 
 // compact runs ActivityCompact.
-func (s *session) compact(ctx workflow.Context, in CompactInput) (CompactResult, error) {
+func (s *session) compact(ctx workflow.Context, in wire.CompactInput) (CompactResult, error) {
 	set := s.snap.Loop.Settings
 	attempts := orInt(set.ModelAttempts, defaultModelAttempts)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -214,7 +192,7 @@ func (s *session) runCompaction(ctx workflow.Context, t *pendingTurn) {
 		return
 	}
 	s.nonce = randomHex(ctx, 4)
-	res, err := s.compact(ctx, CompactInput{Session: s.in.Session, Leaf: s.snap.Loop.Leaf, EntryID: s.nextID(), Reason: CompactManual})
+	res, err := s.compact(ctx, wire.CompactInput{Session: s.in.Session, Leaf: s.snap.Loop.Leaf, EntryID: s.nextID(), Reason: wire.CompactManual})
 	if err != nil {
 		f := compactFailure(err)
 		code := f.Code

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -337,11 +338,11 @@ func (s *session) refuseSubAgentDelivery(ctx workflow.Context, d Delivery) {
 	s.replies++
 	defer func() { s.replies-- }()
 	if d.Reply != nil && d.Key != "" {
-		s.reply(ctx, ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: *d.Reply, Outcome: agentloop.Outcome{
+		s.reply(ctx, wire.ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: wire.ReplyTarget(*d.Reply), Outcome: agentloop.Outcome{
 			Turn: d.Key, Status: agent.TypeFailed, Code: agent.CodeInvalidCommand, Details: subAgentRefusal}})
 	}
 	if d.Notify != "" {
-		if err := workflow.SignalExternalWorkflow(ctx, d.Notify, "", SignalTurnDone, TurnDone{Key: d.Key}).Get(ctx, nil); err != nil {
+		if err := workflow.SignalExternalWorkflow(ctx, d.Notify, "", wire.SignalTurnDone, turnDone{Key: d.Key}).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("chat workflow not told of a refused delivery", "chat", d.Notify, "key", d.Key, "error", err)
 		}
 	}
@@ -353,7 +354,7 @@ func (s *session) refuseSubAgentDelivery(ctx workflow.Context, d Delivery) {
 // and it waits for the handlers still running.
 func (s *session) drainSignals(ctx workflow.Context, decisions, deliveries workflow.ReceiveChannel) {
 	for {
-		var d SubAgentDecision
+		var d subAgentDecision
 		if !decisions.ReceiveAsync(&d) {
 			break
 		}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -26,7 +27,7 @@ type Delivery struct {
 	Prompt agent.Prompt `json:"prompt"`
 	// Reply says where the answer goes; nil means nowhere.
 	Reply *ReplyTarget `json:"reply,omitempty"`
-	// Notify is the workflow ID told (SignalTurnDone) how the turn ended:
+	// Notify is the workflow ID told (a turn-done signal) how the turn ended:
 	// the chat workflow that folded buffered context into it.
 	Notify string `json:"notify,omitempty"`
 	// Answer is the message's own text when Prompt is rendered around it
@@ -42,40 +43,13 @@ type ReplyTarget struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
-// ReplyInput is the argument of ActivityChannelReply.
-type ReplyInput struct {
-	Session string      `json:"session"`
-	Turn    string      `json:"turn"`
-	Reply   ReplyTarget `json:"reply"`
-	// Outcome is the finished turn; the reply posts its stored answer.
-	Outcome agentloop.Outcome `json:"outcome"`
-	// Busy asks for a "busy" notice instead: the turn was not queued (since
-	// changeDeliveryQueue Outcome says why).
-	Busy bool `json:"busy,omitempty"`
-	// Ref is the key the reply's reference is kept under ("": Turn): one of
-	// this run of the turn (ReplyRef).
-	Ref string `json:"ref,omitempty"`
-}
-
-// StreamInput is the argument of ActivityChannelStream.
-type StreamInput struct {
-	Session string      `json:"session"`
-	Turn    string      `json:"turn"`
-	Reply   ReplyTarget `json:"reply"`
-	// Queued is set when the turn waits behind another: the reply may show
-	// that until the turn starts.
-	Queued bool `json:"queued,omitempty"`
-	// Ref is the key the reply's reference is kept under ("": Turn).
-	Ref string `json:"ref,omitempty"`
-}
-
-// FetchInput is the argument of ActivityChannelFetch: resolve a chat
-// turn's attachments into its prompt.
-type FetchInput struct {
-	Session string       `json:"session"`
-	Turn    string       `json:"turn"`
-	Reply   ReplyTarget  `json:"reply"`
-	Prompt  agent.Prompt `json:"prompt"`
+// wireReply is d's reply target as the activities take it (nil: none).
+func (d Delivery) wireReply() *wire.ReplyTarget {
+	if d.Reply == nil {
+		return nil
+	}
+	r := wire.ReplyTarget(*d.Reply)
+	return &r
 }
 
 // replyTimeout bounds one Channel.Reply attempt.
@@ -133,12 +107,12 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 			s.replies++
 			workflow.Go(ctx, func(gctx workflow.Context) {
 				defer func() { s.replies-- }()
-				s.reply(gctx, ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: *d.Reply, Busy: true})
+				s.reply(gctx, wire.ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: wire.ReplyTarget(*d.Reply), Busy: true})
 			})
 		}
 		return
 	}
-	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.Reply, notify: d.Notify}
+	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.wireReply(), notify: d.Notify}
 	s.queue = append(s.queue, t)
 	if d.Reply != nil && (s.running != nil || len(s.queue) > 1) &&
 		workflow.GetVersion(ctx, changeChannelStreams, workflow.DefaultVersion, 1) >= 1 {
@@ -156,11 +130,11 @@ func (s *session) replyTurn(ctx workflow.Context, t *pendingTurn, out agentloop.
 	if t.reply == nil || t.recorded {
 		return
 	}
-	s.reply(ctx, ReplyInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Outcome: out, Ref: t.ref})
+	s.reply(ctx, wire.ReplyInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Outcome: out, Ref: t.ref})
 	if t.notify != "" {
 		// The chat workflow commits (or releases) the context it folded.
-		f := workflow.SignalExternalWorkflow(ctx, t.notify, "", SignalTurnDone,
-			TurnDone{Key: t.id, Completed: out.Status == agent.TypeCompleted})
+		f := workflow.SignalExternalWorkflow(ctx, t.notify, "", wire.SignalTurnDone,
+			turnDone{Key: t.id, Completed: out.Status == agent.TypeCompleted})
 		if err := f.Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("chat workflow not told the turn ended", "chat", t.notify, "turn", t.id, "error", err)
 		}
@@ -186,7 +160,7 @@ func (s *session) prepareChannelTurn(ctx workflow.Context, t *pendingTurn) {
 	if t.reply == nil || workflow.GetVersion(ctx, changeChannelStreams, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
-	var target Target
+	var target wire.Target
 	// Decoding bytes recorded in history is a pure function of them.
 	//workflowcheck:ignore
 	// Background files come only from chat workflows that fold them
@@ -198,7 +172,7 @@ func (s *session) prepareChannelTurn(ctx workflow.Context, t *pendingTurn) {
 			Summary:             "files · " + t.reply.Kind + " · turn " + t.id,
 		})
 		var p agent.Prompt
-		err := workflow.ExecuteActivity(actx, ActivityChannelFetch, FetchInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Prompt: t.req.Prompt}).Get(ctx, &p)
+		err := workflow.ExecuteActivity(actx, ActivityChannelFetch, wire.FetchInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Prompt: t.req.Prompt}).Get(ctx, &p)
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("channel files not resolved", "turn", t.id, "error", err)
 			t.req.Prompt.Text += "\n\n(The message had files that could not be fetched: " + err.Error() + ")"
@@ -221,7 +195,7 @@ func (s *session) startLive(ctx workflow.Context, t *pendingTurn, queued bool) {
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 10},
 		Summary:             "live · " + t.reply.Kind + " · turn " + t.id,
 	})
-	t.live = workflow.ExecuteActivity(lctx, ActivityChannelStream, StreamInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Queued: queued, Ref: t.ref})
+	t.live = workflow.ExecuteActivity(lctx, ActivityChannelStream, wire.StreamInput{Session: s.in.Session, Turn: t.id, Reply: *t.reply, Queued: queued, Ref: t.ref})
 	t.stopLive = cancel
 }
 
@@ -261,7 +235,7 @@ func (s *session) settleLive(ctx workflow.Context, t *pendingTurn) {
 
 // reply runs ActivityChannelReply with retries; a reply that still fails is
 // logged, never fails the session.
-func (s *session) reply(ctx workflow.Context, in ReplyInput) {
+func (s *session) reply(ctx workflow.Context, in wire.ReplyInput) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: replyTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
@@ -294,7 +268,7 @@ func (s *session) answersQuestion(ctx workflow.Context, d Delivery) bool {
 		// A question not asked yet is nobody's answer.
 		return false
 	}
-	var from Target
+	var from wire.Target
 	// Deterministic: decoding recorded bytes.
 	err := json.Unmarshal(d.Reply.Data, &from) //workflowcheck:ignore
 	asker := s.requester(d.Reply.Kind)
@@ -308,7 +282,7 @@ func (s *session) answersQuestion(ctx workflow.Context, d Delivery) bool {
 	s.remember(ctx, d.Key, agentloop.Outcome{Turn: d.Key, Status: agent.TypeCompleted,
 		Details: "this message answered the question of call " + q.view.Call})
 	if d.Notify != "" {
-		f := workflow.SignalExternalWorkflow(ctx, d.Notify, "", SignalTurnDone, TurnDone{Key: d.Key, Completed: true})
+		f := workflow.SignalExternalWorkflow(ctx, d.Notify, "", wire.SignalTurnDone, turnDone{Key: d.Key, Completed: true})
 		if err := f.Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("chat workflow not told the message was an answer", "chat", d.Notify, "key", d.Key, "error", err)
 		}

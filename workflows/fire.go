@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -70,19 +71,6 @@ type FireInput struct {
 	TZ   string `json:"tz,omitempty"`
 }
 
-// FireRequest is the argument of ActivityScheduleFire.
-type FireRequest struct {
-	FireInput
-	// Key is the turn's idempotency key: the fire workflow's ID, so a retried
-	// activity is the same turn.
-	Key string `json:"key"`
-	// Nominal is the occurrence's scheduled time (zero when the workflow was
-	// not started by a schedule).
-	Nominal time.Time `json:"nominal,omitzero"`
-	// FiredAt is when the fire workflow started.
-	FiredAt time.Time `json:"firedAt"`
-}
-
 // FireRecord is the result of one fire: ScheduleFireWorkflow's result, listed
 // by `fastagent schedule history`.
 type FireRecord struct {
@@ -112,11 +100,14 @@ const (
 // workflow, so every fire has a record.
 func ScheduleFireWorkflow(ctx workflow.Context, in FireInput) (FireRecord, error) {
 	info := workflow.GetInfo(ctx)
-	req := FireRequest{
-		FireInput: in,
-		Key:       info.WorkflowExecution.ID,
-		Nominal:   NominalTime(info.WorkflowExecution.ID, info.SearchAttributes), //nolint:staticcheck // SA1019: NominalTime decodes the raw TemporalScheduledStartTime payload; moving to the typed API is a separate change
-		FiredAt:   info.WorkflowStartTime,
+	req := wire.FireRequest{
+		Name:    in.Name,
+		Prompt:  in.Prompt,
+		Cron:    in.Cron,
+		TZ:      in.TZ,
+		Key:     info.WorkflowExecution.ID,
+		Nominal: nominalTime(info.WorkflowExecution.ID, info.SearchAttributes), //nolint:staticcheck // SA1019: NominalTime decodes the raw TemporalScheduledStartTime payload; moving to the typed API is a separate change
+		FiredAt: info.WorkflowStartTime,
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: fireTimeout,
@@ -145,10 +136,10 @@ func ScheduleFireWorkflow(ctx workflow.Context, in FireInput) (FireRecord, error
 	return rec, nil
 }
 
-// NominalTime returns the scheduled time of a fire: the
+// nominalTime returns the scheduled time of a fire: the
 // TemporalScheduledStartTime search attribute, else the RFC 3339 suffix
 // Temporal appends to the workflow ID, else zero.
-func NominalTime(workflowID string, attrs *commonpb.SearchAttributes) time.Time {
+func nominalTime(workflowID string, attrs *commonpb.SearchAttributes) time.Time {
 	if p := attrs.GetIndexedFields()[ScheduledStartTimeAttribute]; p != nil {
 		var t time.Time
 		if err := converter.GetDefaultDataConverter().FromPayload(p, &t); err == nil && !t.IsZero() {

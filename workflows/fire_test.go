@@ -13,10 +13,11 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
-func fireEnv(t *testing.T, id string, fire func(context.Context, workflows.FireRequest) (workflows.FireRecord, error)) *testsuite.TestWorkflowEnvironment {
+func fireEnv(t *testing.T, id string, fire func(context.Context, wire.FireRequest) (workflows.FireRecord, error)) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
@@ -34,7 +35,7 @@ func TestScheduleFireWorkflow(t *testing.T) {
 		name        string
 		id          string
 		attrs       map[string]any
-		fire        func(context.Context, workflows.FireRequest) (workflows.FireRecord, error)
+		fire        func(context.Context, wire.FireRequest) (workflows.FireRecord, error)
 		wantNominal time.Time
 		wantOutcome string
 		wantError   string
@@ -60,7 +61,7 @@ func TestScheduleFireWorkflow(t *testing.T) {
 		{
 			name: "an activity that gives up is a failed record",
 			id:   "schedule-fire:daily-2026-03-02T09:00:00Z",
-			fire: func(context.Context, workflows.FireRequest) (workflows.FireRecord, error) {
+			fire: func(context.Context, wire.FireRequest) (workflows.FireRecord, error) {
 				return workflows.FireRecord{}, temporal.NewNonRetryableApplicationError("session store unreachable", "boom", nil)
 			},
 			wantNominal: nominal,
@@ -70,15 +71,15 @@ func TestScheduleFireWorkflow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got []workflows.FireRequest
+			var got []wire.FireRequest
 			fire := tt.fire
 			if fire == nil {
-				fire = func(_ context.Context, req workflows.FireRequest) (workflows.FireRecord, error) {
+				fire = func(_ context.Context, req wire.FireRequest) (workflows.FireRecord, error) {
 					return workflows.FireRecord{Name: req.Name, Session: workflows.ScheduleSession(req.Name), FiredAt: req.FiredAt,
 						Outcome: workflows.FireCompleted, Reply: "ok", ScheduledFor: req.Nominal}, nil
 				}
 			}
-			record := func(ctx context.Context, req workflows.FireRequest) (workflows.FireRecord, error) {
+			record := func(ctx context.Context, req wire.FireRequest) (workflows.FireRecord, error) {
 				got = append(got, req)
 				return fire(ctx, req)
 			}
@@ -109,8 +110,8 @@ func TestScheduleFireWorkflow(t *testing.T) {
 			if !req.Nominal.Equal(tt.wantNominal) {
 				t.Errorf("nominal = %v, want %v", req.Nominal, tt.wantNominal)
 			}
-			if req.FireInput != in {
-				t.Errorf("input = %+v, want %+v", req.FireInput, in)
+			if got := (workflows.FireInput{Name: req.Name, Prompt: req.Prompt, Cron: req.Cron, TZ: req.TZ}); got != in {
+				t.Errorf("input = %+v, want %+v", got, in)
 			}
 			if rec.Outcome != tt.wantOutcome || rec.Name != "daily" || rec.Session != "schedule:daily" {
 				t.Errorf("record = %+v, want outcome %s in session schedule:daily", rec, tt.wantOutcome)
@@ -126,7 +127,7 @@ func TestScheduleFireWorkflow(t *testing.T) {
 // same turn.
 func TestScheduleFireRetriesWithSameKey(t *testing.T) {
 	var keys []string
-	env := fireEnv(t, "schedule-fire:daily-2026-03-02T09:00:00Z", func(_ context.Context, req workflows.FireRequest) (workflows.FireRecord, error) {
+	env := fireEnv(t, "schedule-fire:daily-2026-03-02T09:00:00Z", func(_ context.Context, req wire.FireRequest) (workflows.FireRecord, error) {
 		keys = append(keys, req.Key)
 		if len(keys) < 3 {
 			return workflows.FireRecord{}, errors.New("worker lost")

@@ -1,7 +1,3 @@
-// Package workflows holds the deterministic orchestration of fastagent: the
-// session workflow that serializes a session's turns and runs the agent loop
-// through activities. Nothing here does I/O, reads the clock or draws random
-// numbers; see DESIGN.md, "Rules that keep it durable".
 package workflows
 
 // Names shared by workflows, activities, the worker and the ingress. They are
@@ -39,24 +35,15 @@ const (
 	// SignalDeliver hands a channel delivery (a Delivery) to a session; the
 	// channel door sends it with Signal-With-Start and never waits.
 	SignalDeliver = "deliver"
-	// SignalChatMessage hands a chat channel's message (a ChatMessage) to
-	// its conversation's chat workflow.
-	SignalChatMessage = "message"
-	// SignalTurnDone tells a chat workflow how a turn it routed ended.
-	SignalTurnDone = "turn-done"
+
 	// SignalUpgrade wakes a session or chat workflow so that it notices a
 	// new current version of its Worker Deployment and, once idle, continues
 	// as new onto it (worker.MoveToCurrent sends it after a rollout). It
 	// carries no payload; without a new version it changes nothing.
 	SignalUpgrade = "upgrade"
-	// SignalSubAgentWait tells a delegating workflow that a call of one of
-	// its sub-agents waits for a person, or no longer does (a SubAgentWait).
-	SignalSubAgentWait = "sub-agent-wait"
-	// SignalSubAgentDecision hands a sub-agent (a Delegate workflow) a
-	// decision or an answer on one of its waiting calls, made on the
-	// session that delegated to it (a SubAgentDecision).
-	SignalSubAgentDecision = "sub-agent-decision"
-	// QueryState returns a SessionView (a ChatState for a chat workflow).
+
+	// QueryState returns a SessionView (a chat workflow answers with its own
+	// state, which is no contract).
 	QueryState = "state"
 
 	// ActivityModelGenerate runs one model call (streaming to the live feed).
@@ -145,12 +132,6 @@ const MetricRepliesFailed = "fastagent_channel_replies_failed_total"
 // the turn never started, and sent again (same key) it reaches the next
 // run. A refusal without it means turns are waiting.
 const RefusedContinuing = "continuing-as-new"
-
-// ErrModelFallback is the error type of a model activity that hands its
-// step to the next model of the fallback chain (models: in fastagent.yaml);
-// the workflow runs the step again with ModelCall.Fallback raised. It never
-// reaches a client: a turn that cannot fall back fails with agent.CodeModel.
-const ErrModelFallback = "model_fallback"
 
 // ErrStopped is the error type of an activity stopped by its turn's stop
 // notice (ActivityFeedStop); never retried.

@@ -1,13 +1,9 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
-
-// TraceSpanKey is the workflow context key under which the tracing
-// interceptor keeps the current span (the OpenTelemetry interceptor's
-// SpanContextKey). A turn's activities run under the span of the update
-// that sent the turn, so one trace shows one turn, although the turn runs
-// in the workflow's main loop rather than in the update handler.
-type TraceSpanKey struct{}
+import (
+	"github.com/fastagent/fastagent/internal/wire"
+	"go.temporal.io/sdk/workflow"
+)
 
 // traced returns ctx with span as the current tracing span (ctx when nil).
 // Spans are no commands: this changes nothing in history.
@@ -15,7 +11,7 @@ func traced(ctx workflow.Context, span any) workflow.Context {
 	if span == nil {
 		return ctx
 	}
-	return workflow.WithValue(ctx, TraceSpanKey{}, span)
+	return workflow.WithValue(ctx, wire.TraceSpanKey{}, span)
 }
 
 // reportQueueDepth reports the session's queue length to

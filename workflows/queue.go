@@ -3,7 +3,6 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -12,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -46,14 +46,6 @@ const recentOverhead = 48
 // abortKeyPrefix keys the aborts Recent remembers by update ID.
 const abortKeyPrefix = InternalKeyPrefix + "abort:"
 
-// ReplyRef is the key under which the reply reference of a turn queued at
-// at is kept: its own per run of the key, so that a key that runs again
-// after the idempotency window gets a reply of its own, and a busy notice
-// never stands in for an answer.
-func ReplyRef(key string, at time.Time) string {
-	return key + "@" + strconv.FormatInt(at.UnixMilli(), 36)
-}
-
 // carries reports whether this run follows changeDeliveryQueue.
 func (s *session) carries() bool { return s.keyed() && s.queued >= 1 }
 
@@ -73,7 +65,7 @@ const recentEntryOverhead = len(`{"key":,"at":""},`) + len(time.RFC3339Nano) + 6
 // weigh is what a waiting delivered turn weighs in the snapshot: since
 // version 2 of changeDeliveryQueue its encoded size, before it its raw
 // bytes.
-func (s *session) weigh(q QueuedTurn) int {
+func (s *session) weigh(q queuedTurn) int {
 	if !s.sized() {
 		return deliverySize(q.Delivery)
 	}
@@ -203,7 +195,7 @@ func (s *session) pruneRecent(now time.Time) {
 		n++
 	}
 	if n > 0 {
-		s.snap.Recent = append([]RecentTurn(nil), s.snap.Recent[n:]...)
+		s.snap.Recent = append([]recentTurn(nil), s.snap.Recent[n:]...)
 	}
 }
 
@@ -274,7 +266,7 @@ func (s *session) restoreQueue(ctx workflow.Context) {
 	for _, q := range s.snap.Queue {
 		d := q.Delivery
 		s.queue = append(s.queue, &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source},
-			reply: d.Reply, notify: d.Notify, delivery: &d, at: q.At, ref: q.Ref, size: s.weigh(q)})
+			reply: d.wireReply(), notify: d.Notify, delivery: &d, at: q.At, ref: q.Ref, size: s.weigh(q)})
 	}
 	s.snap.Queue = nil
 	for _, r := range s.snap.Refusals {
@@ -314,7 +306,7 @@ func (s *session) carryQueue() {
 	s.snap.Queue = nil
 	for _, t := range s.queue {
 		if t.delivery != nil {
-			s.snap.Queue = append(s.snap.Queue, QueuedTurn{Delivery: *t.delivery, At: t.at, Ref: t.ref})
+			s.snap.Queue = append(s.snap.Queue, queuedTurn{Delivery: *t.delivery, At: t.at, Ref: t.ref})
 		}
 	}
 }
@@ -427,8 +419,8 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 		return
 	}
 	now := workflow.Now(ctx)
-	ref := ReplyRef(d.Key, now)
-	size := s.weigh(QueuedTurn{Delivery: d, At: now, Ref: ref})
+	ref := wire.ReplyRef(d.Key, now)
+	size := s.weigh(queuedTurn{Delivery: d, At: now, Ref: ref})
 	n, bytes := s.queuedDeliveries()
 	switch {
 	case size > MaxQueuedBytes:
@@ -446,7 +438,7 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 		s.refuseDelivery(ctx, d, refusedWindowFull, s.windowFullText())
 		return
 	}
-	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.Reply, notify: d.Notify,
+	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.wireReply(), notify: d.Notify,
 		delivery: &d, at: now, ref: ref, size: size}
 	s.queue = append(s.queue, t)
 	// Waiting behind another turn: its reply mounts now, showing that —
@@ -471,10 +463,10 @@ func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detai
 	if reason != refusedWindowFull {
 		s.remember(ctx, d.Key, out)
 	}
-	r := CarriedRefusal{Key: d.Key, Outcome: out}
+	r := carriedRefusal{Key: d.Key, Outcome: out}
 	if d.Reply != nil {
-		r.Reply = &ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: *d.Reply, Busy: true, Outcome: out,
-			Ref: ReplyRef(d.Key, workflow.Now(ctx))}
+		r.Reply = &wire.ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: wire.ReplyTarget(*d.Reply), Busy: true, Outcome: out,
+			Ref: wire.ReplyRef(d.Key, workflow.Now(ctx))}
 	}
 	if s.sized() && s.rollover {
 		s.carryRefusal(ctx, r)
@@ -489,7 +481,7 @@ const refusalsBudget = 64 << 10
 
 // carryRefusal leaves r's record and reply to the next run; past
 // refusalsBudget the refusal is only logged and counted.
-func (s *session) carryRefusal(ctx workflow.Context, r CarriedRefusal) {
+func (s *session) carryRefusal(ctx workflow.Context, r carriedRefusal) {
 	w := encodedLen(r, refusalsBudget+1) + 1
 	if s.refusalBytes+w > refusalsBudget {
 		workflow.GetLogger(ctx).Warn("refused delivery neither recorded nor answered on its platform: too many refusals while the session moves to a fresh run",
@@ -502,7 +494,7 @@ func (s *session) carryRefusal(ctx workflow.Context, r CarriedRefusal) {
 
 // settleRefusal records a refusal and sends its busy reply, if any;
 // continue-as-new waits for both.
-func (s *session) settleRefusal(ctx workflow.Context, r CarriedRefusal) {
+func (s *session) settleRefusal(ctx workflow.Context, r carriedRefusal) {
 	s.records++
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { s.records-- }()
@@ -525,7 +517,7 @@ func (s *session) settleRefusal(ctx workflow.Context, r CarriedRefusal) {
 // session's FailedReplies, shown by its state; past maxFailedReplies the
 // oldest goes (since version 2 the oldest busy notice, if any: failed
 // answers are the ones to keep for a resend).
-func (s *session) replyFailed(ctx workflow.Context, in ReplyInput, err error) {
+func (s *session) replyFailed(ctx workflow.Context, in wire.ReplyInput, err error) {
 	workflow.GetLogger(ctx).Error("channel reply failed after its retries; the turn's outcome stays in the session (re-attach to the turn to read it)",
 		"session", s.in.Session, "turn", in.Turn, "kind", in.Reply.Kind, "busy", in.Busy, "error", err)
 	if !s.carries() {
@@ -537,8 +529,8 @@ func (s *session) replyFailed(ctx workflow.Context, in ReplyInput, err error) {
 		msg = msg[:500] + "…"
 	}
 	kept := in
-	s.snap.FailedReplies = append(s.snap.FailedReplies, FailedReply{Turn: in.Turn, Kind: in.Reply.Kind, Busy: in.Busy,
-		Error: msg, At: workflow.Now(ctx), Input: &kept})
+	s.snap.FailedReplies = append(s.snap.FailedReplies, failedReplyEntry{FailedReply: FailedReply{Turn: in.Turn, Kind: in.Reply.Kind, Busy: in.Busy,
+		Error: msg, At: workflow.Now(ctx)}, Input: &kept})
 	if len(s.snap.FailedReplies) <= maxFailedReplies {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -362,8 +363,8 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				got, sent := signals(h)
 				n := localActivities(t, h)[workflows.ActivityFeedPublish]
-				return fmt.Sprintf("%d sub-agent-wait signals, %d decisions sent, %d Feed.Publish", got[workflows.SignalSubAgentWait], sent[workflows.SignalSubAgentDecision], n),
-					got[workflows.SignalSubAgentWait] == 4 && sent[workflows.SignalSubAgentDecision] == 2 && n == 5
+				return fmt.Sprintf("%d sub-agent-wait signals, %d decisions sent, %d Feed.Publish", got[wire.SignalSubAgentWait], sent[wire.SignalSubAgentDecision], n),
+					got[wire.SignalSubAgentWait] == 4 && sent[wire.SignalSubAgentDecision] == 2 && n == 5
 			},
 		},
 		{
@@ -371,8 +372,8 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			file: "delegation_sub_waits_child.json", change: "sub-agent-waits",
 			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
 				got, sent := signals(h)
-				return fmt.Sprintf("%d waits sent, %d decisions received", sent[workflows.SignalSubAgentWait], got[workflows.SignalSubAgentDecision]),
-					sent[workflows.SignalSubAgentWait] == 4 && got[workflows.SignalSubAgentDecision] == 2
+				return fmt.Sprintf("%d waits sent, %d decisions received", sent[wire.SignalSubAgentWait], got[wire.SignalSubAgentDecision]),
+					sent[wire.SignalSubAgentWait] == 4 && got[wire.SignalSubAgentDecision] == 2
 			},
 		},
 		{
@@ -384,8 +385,8 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				got, sent := signals(h)
 				n := localActivities(t, h)[workflows.ActivityFeedPublish]
-				return fmt.Sprintf("%d sub-agent-wait signals, %d answers sent, %d Feed.Publish", got[workflows.SignalSubAgentWait], sent[workflows.SignalSubAgentDecision], n),
-					got[workflows.SignalSubAgentWait] == 4 && sent[workflows.SignalSubAgentDecision] == 2 && n == 6
+				return fmt.Sprintf("%d sub-agent-wait signals, %d answers sent, %d Feed.Publish", got[wire.SignalSubAgentWait], sent[wire.SignalSubAgentDecision], n),
+					got[wire.SignalSubAgentWait] == 4 && sent[wire.SignalSubAgentDecision] == 2 && n == 6
 			},
 		},
 		{

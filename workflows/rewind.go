@@ -9,22 +9,13 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // RewindRequest is the argument of UpdateRewind: the entry that becomes the
 // session's leaf.
 type RewindRequest struct {
 	Entry string `json:"entry"`
-}
-
-// RewindInput is the argument of ActivityRewind.
-type RewindInput struct {
-	Session string `json:"session"`
-	// Leaf is the current leaf; Entry the target; EntryID the ID of the
-	// branch-summary entry, appended below Entry.
-	Leaf    string `json:"leaf"`
-	Entry   string `json:"entry"`
-	EntryID string `json:"entryId"`
 }
 
 // RewindResult is the result of ActivityRewind and UpdateRewind.
@@ -90,7 +81,7 @@ func (s *session) runRewind(ctx workflow.Context, t *pendingTurn) {
 	job := t.rewind
 	defer func() { job.done = true }()
 	s.nonce = randomHex(ctx, 4)
-	in := RewindInput{Session: s.in.Session, Leaf: s.snap.Loop.Leaf, Entry: job.req.Entry, EntryID: s.nextID()}
+	in := wire.RewindInput{Session: s.in.Session, Leaf: s.snap.Loop.Leaf, Entry: job.req.Entry, EntryID: s.nextID()}
 	set := s.snap.Loop.Settings
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           placed(ctx, set.ModelTaskQueue),

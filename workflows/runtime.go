@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -92,7 +93,7 @@ func (r *loopRuntime) generate(call agentloop.ModelCall) (agentloop.ModelResult,
 	for {
 		res, err := r.generateOnce(call)
 		var app *temporal.ApplicationError
-		if err == nil || r.aborted() || !errors.As(err, &app) || app.Type() != ErrModelFallback || call.Fallback >= maxFallbacks {
+		if err == nil || r.aborted() || !errors.As(err, &app) || app.Type() != wire.ErrModelFallback || call.Fallback >= maxFallbacks {
 			return res, r.modelFailure(err)
 		}
 		if workflow.GetVersion(r.ctx, changeFallback, workflow.DefaultVersion, 1) < 1 {
@@ -161,7 +162,7 @@ func modelFailure(err error, attempts int) *agent.Failure {
 	if errors.As(err, &app) {
 		// The activity's error type is already a contract code (model_error,
 		// model_config, definition_error, …): the failed event carries it.
-		if app.Type() == ErrModelFallback {
+		if app.Type() == wire.ErrModelFallback {
 			// The chain was cut short (maxFallbacks): the model failed.
 			return &agent.Failure{Details: app.Message(), Retryable: true, Code: agent.CodeModel}
 		}
@@ -421,13 +422,13 @@ func (r *loopRuntime) publish(ctx workflow.Context, c agentloop.ToolCall, ev age
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 		Summary:             ev.Type + " · " + c.Call.Name,
 	})
-	in := PublishInput{Session: c.Session, Turn: c.Turn, Step: c.Step, Event: ev}
+	in := wire.PublishInput{Session: c.Session, Turn: c.Turn, Step: c.Step, Event: ev}
 	if err := workflow.ExecuteLocalActivity(lctx, ActivityFeedPublish, in).Get(lctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("publishing an approval event failed", "call", c.Call.ID, "event", ev.Type, "error", err)
 	}
 	if isWaitEvent(ev) {
 		// A sub-agent's wait is decided on the session that delegated.
-		r.s.tellParent(ctx, SubAgentWait{Event: &ev})
+		r.s.tellParent(ctx, subAgentWait{Event: &ev})
 	}
 }
 

@@ -15,12 +15,16 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
-// SessionInput starts (or continues) a session workflow.
+// SessionInput starts (or continues) a session workflow. A caller starting
+// a session sets Session (its ID without the "session:" of the workflow
+// ID), and ParentSession, BranchHints or FromEntry to fork another one; the
+// rest is for fastagent itself and its tests.
 type SessionInput struct {
 	Session string `json:"session"`
 	// ParentSession seeds a new session from another one's transcript.
@@ -37,10 +41,12 @@ type SessionInput struct {
 	IdempotencyWindow time.Duration `json:"idempotencyWindow,omitempty"`
 	// RecentBytes overrides how many bytes of keys the session keeps within
 	// the idempotency window before it refuses new ones (tests use small
-	// values; default recentBytes).
+	// values; default 512 KiB).
 	RecentBytes int `json:"recentBytes,omitempty"`
-	// Snapshot carries the state across continue-as-new.
-	Snapshot *Snapshot `json:"snapshot,omitempty"`
+	// Snapshot is the state a run hands to the next when it continues as
+	// new. The workflow fills it; callers leave it out (its shape is the
+	// workflow's own and changes with it).
+	Snapshot *snapshot `json:"snapshot,omitempty"`
 }
 
 // changeTurnRecords versions the durable turn records (Turn.Begin and
@@ -81,7 +87,7 @@ const changeTurnKeys = "turn-keys"
 // changeDeliveryQueue versions, from a run's start, how a session keeps
 // what it accepted: delivered turns wait without the small count bound
 // (MaxQueuedBytes, MaxQueuedDeliveries) and are carried across
-// continue-as-new in Snapshot.Queue instead of holding it back; past the
+// continue-as-new in snapshot.Queue instead of holding it back; past the
 // bound, and for deliveries without a usable key, a delivery is refused
 // visibly (a busy reply carrying the refusal, the key recorded as refused,
 // MetricTurnsRefused). Keys are remembered by time — for the idempotency
@@ -100,7 +106,7 @@ const changeTurnKeys = "turn-keys"
 // snapshotBudget, so that no queue within its bound can make the input pass
 // the payload limit (the server would terminate the session). And a
 // delivery refused while the run rolls over leaves its record and busy
-// reply to the next run (Snapshot.Refusals), so that refusals that keep
+// reply to the next run (snapshot.Refusals), so that refusals that keep
 // coming cannot hold continue-as-new, and the turns waiting, forever. And a
 // run that took a turn update continues as new before that update leaves
 // the idempotency window (a timer): Temporal answers a repeated update ID
@@ -114,44 +120,9 @@ const InternalKeyPrefix = "@"
 // defaultIdempotencyWindow is SessionInput.IdempotencyWindow's default.
 const defaultIdempotencyWindow = 24 * time.Hour
 
-// BeginTurnInput is the argument of ActivityTurnBegin.
-type BeginTurnInput struct {
-	Session string `json:"session"`
-	// Key is the turn's idempotency key; "" (a wake-up) skips the lookup.
-	Key string `json:"key,omitempty"`
-	// Entry is the turn's user entry, appended (idempotently, by ID) when
-	// the key is new.
-	Entry transcript.Entry `json:"entry"`
-	// Window is the idempotency window; 0 leaves it to the worker's
-	// configuration (idempotencyWindow, default 24 h).
-	Window time.Duration `json:"window"`
-}
-
-// BeginTurnResult is the result of ActivityTurnBegin: the recorded outcome
-// of the key, or nil when the turn is new and its user entry is stored.
-type BeginTurnResult struct {
-	Outcome *agentloop.Outcome `json:"outcome,omitempty"`
-	// Extends is set with Outcome when the recorded turn was begun from
-	// the leaf this turn would extend (its prompt's parent is
-	// Entry.ParentID): the session's leaf then moves to the turn's end.
-	Extends bool `json:"extends,omitempty"`
-}
-
-// RecordTurnInput is the argument of ActivityTurnRecord.
-type RecordTurnInput struct {
-	Session  string            `json:"session"`
-	Key      string            `json:"key"`
-	Outcome  agentloop.Outcome `json:"outcome"`
-	Finished time.Time         `json:"finished"`
-	// Started, when set, is when the turn began: a record of the key that
-	// finished before it (outside the idempotency window, or the turn
-	// would not have run) is replaced, not kept.
-	Started time.Time `json:"started,omitempty"`
-}
-
-// Snapshot is the whole durable state of a session workflow. It stays small:
+// snapshot is the whole durable state of a session workflow. It stays small:
 // the transcript lives in the session store.
-type Snapshot struct {
+type snapshot struct {
 	Opened bool            `json:"opened"`
 	Loop   agentloop.State `json:"loop"`
 	// NextID numbers entries; IDPrefix makes IDs unique per workflow chain.
@@ -160,16 +131,16 @@ type Snapshot struct {
 	// Recent keeps the keys of the turns within the idempotency window,
 	// oldest first (with the outcomes of the last ones), so a redelivered
 	// key is answered, not run, even after continue-as-new.
-	Recent []RecentTurn `json:"recent,omitempty"`
+	Recent []recentTurn `json:"recent,omitempty"`
 	// Queue holds the delivered turns still waiting, in order, carried
 	// across continue-as-new.
-	Queue []QueuedTurn `json:"queue,omitempty"`
+	Queue []queuedTurn `json:"queue,omitempty"`
 	// FailedReplies are the last channel replies that failed after their
 	// retries (the answer is in the session; see SessionView).
-	FailedReplies []FailedReply `json:"failedReplies,omitempty"`
+	FailedReplies []failedReplyEntry `json:"failedReplies,omitempty"`
 	// Refusals are deliveries refused while the previous run rolled over,
 	// whose record and busy reply the next run does.
-	Refusals []CarriedRefusal `json:"refusals,omitempty"`
+	Refusals []carriedRefusal `json:"refusals,omitempty"`
 	Turns    int64            `json:"turns"`
 	// Wakes are pending self-scheduled wake-ups; WakeSeq numbers them and
 	// WakeLog records the last ones that fired.
@@ -183,19 +154,19 @@ type Snapshot struct {
 	Today DayUsage `json:"today,omitzero"`
 }
 
-// RecentTurn is one remembered key: when it was answered and, for the
+// recentTurn is one remembered key: when it was answered and, for the
 // last recentOutcomes keys, its outcome (older keys are answered from the
 // session store's record).
-type RecentTurn struct {
+type recentTurn struct {
 	Key     string            `json:"key"`
 	Outcome agentloop.Outcome `json:"outcome,omitzero"`
 	At      time.Time         `json:"at,omitzero"`
 }
 
-// QueuedTurn is a delivered turn waiting in the session's queue: the
+// queuedTurn is a delivered turn waiting in the session's queue: the
 // delivery, when it was queued and the key its reply's reference is kept
 // under.
-type QueuedTurn struct {
+type queuedTurn struct {
 	Delivery Delivery  `json:"delivery"`
 	At       time.Time `json:"at"`
 	Ref      string    `json:"ref,omitempty"`
@@ -209,16 +180,21 @@ type FailedReply struct {
 	Busy  bool      `json:"busy,omitempty"`
 	Error string    `json:"error"`
 	At    time.Time `json:"at"`
-	// Input is the reply, kept for UpdateResend (not shown in the view).
-	Input *ReplyInput `json:"input,omitempty"`
 }
 
-// CarriedRefusal is a refused delivery (its key and the refusal) whose
+// failedReplyEntry is a FailedReply as the session keeps it, with the
+// reply, kept for UpdateResend (not shown in the view).
+type failedReplyEntry struct {
+	FailedReply
+	Input *wire.ReplyInput `json:"input,omitempty"`
+}
+
+// carriedRefusal is a refused delivery (its key and the refusal) whose
 // record and busy reply (nil: none) are left to the next run.
-type CarriedRefusal struct {
+type carriedRefusal struct {
 	Key     string            `json:"key"`
 	Outcome agentloop.Outcome `json:"outcome"`
-	Reply   *ReplyInput       `json:"reply,omitempty"`
+	Reply   *wire.ReplyInput  `json:"reply,omitempty"`
 }
 
 // ResendRequest is the argument of UpdateResend: the turn whose failed
@@ -227,7 +203,7 @@ type ResendRequest struct {
 	Turn string `json:"turn"`
 }
 
-// recentLimit bounds Snapshot.Recent in runs before changeDeliveryQueue.
+// recentLimit bounds snapshot.Recent in runs before changeDeliveryQueue.
 const recentLimit = 64
 
 // recentOutcomes is how many of the newest Recent keys keep their outcome
@@ -240,7 +216,7 @@ const recentOutcomes = 64
 // under about 1.3 MB.
 const recentBytes = 512 << 10
 
-// maxFailedReplies bounds Snapshot.FailedReplies (the oldest go first).
+// maxFailedReplies bounds snapshot.FailedReplies (the oldest go first).
 const maxFailedReplies = 20
 
 // turnsPerRun bounds the turns of one run before continue-as-new, far below
@@ -275,25 +251,6 @@ type AbortResult struct {
 // SteerRequest is the argument of UpdateSteer.
 type SteerRequest struct {
 	Text string `json:"text"`
-}
-
-// OpenInput is the argument of ActivitySessionOpen.
-type OpenInput struct {
-	Session       string   `json:"session"`
-	ParentSession string   `json:"parentSession,omitempty"`
-	BranchHints   []string `json:"branchHints,omitempty"`
-	// FromEntry is the parent's entry to fork at (SessionInput.FromEntry).
-	FromEntry string `json:"fromEntry,omitempty"`
-	// IDPrefix prefixes the IDs of entries copied from a parent.
-	IDPrefix string `json:"idPrefix"`
-}
-
-// OpenResult is the result of ActivitySessionOpen.
-type OpenResult struct {
-	Leaf string `json:"leaf"`
-	// Settings are the definition's runtime settings, so that the session's
-	// very first model call already honours fastagent.yaml.
-	Settings agentloop.Settings `json:"settings"`
 }
 
 // SessionView is the result of QueryState.
@@ -408,22 +365,6 @@ type AnswerRequest struct {
 // maxAnswerBytes bounds an answer: it is recorded in workflow history.
 const maxAnswerBytes = 16 << 10
 
-// PublishInput is the argument of ActivityFeedPublish: an event of a
-// turn's step that the workflow decided.
-type PublishInput struct {
-	Session string      `json:"session"`
-	Turn    string      `json:"turn"`
-	Step    int         `json:"step"`
-	Event   agent.Event `json:"event"`
-}
-
-// TurnStopInput is the argument of ActivityFeedStop: the turn whose running
-// activities must stop.
-type TurnStopInput struct {
-	Session string `json:"session"`
-	Turn    string `json:"turn"`
-}
-
 type pendingTurn struct {
 	id      string
 	req     TurnRequest
@@ -433,7 +374,7 @@ type pendingTurn struct {
 	// recorded is set when the outcome came from the session store's record.
 	recorded bool
 	// reply is where a channel turn's answer goes (nil: nowhere).
-	reply *ReplyTarget
+	reply *wire.ReplyTarget
 	// notify is the chat workflow to tell how the turn ended.
 	notify string
 	// live is the running Channel.Stream of a channel turn; stopLive
@@ -484,7 +425,7 @@ type approval struct {
 // session is the runtime state of one workflow run; snap is its durable part.
 type session struct {
 	in           SessionInput
-	snap         Snapshot
+	snap         snapshot
 	queue        []*pendingTurn
 	running      *pendingTurn
 	cancelTurn   workflow.CancelFunc
@@ -514,7 +455,7 @@ type session struct {
 	deliveries workflow.ReceiveChannel
 	replies    int
 	records    int
-	// refusalBytes weighs Snapshot.Refusals (version 2 of
+	// refusalBytes weighs snapshot.Refusals (version 2 of
 	// changeDeliveryQueue).
 	refusalBytes int
 	// answeredAt is when this run first took a turn update (version 2 of
@@ -772,8 +713,8 @@ func (s *session) open(ctx workflow.Context) error {
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 	})
-	var res OpenResult
-	err := workflow.ExecuteLocalActivity(lctx, ActivitySessionOpen, OpenInput{
+	var res wire.OpenResult
+	err := workflow.ExecuteLocalActivity(lctx, ActivitySessionOpen, wire.OpenInput{
 		Session:       s.in.Session,
 		ParentSession: s.in.ParentSession,
 		BranchHints:   s.in.BranchHints,
@@ -842,7 +783,7 @@ func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outco
 	if out, has, _ := s.recentKey(ctx, id); has {
 		return out, nil
 	}
-	t := &pendingTurn{id: id, req: req, span: ctx.Value(TraceSpanKey{})}
+	t := &pendingTurn{id: id, req: req, span: ctx.Value(wire.TraceSpanKey{})}
 	s.queue = append(s.queue, t)
 	if err := workflow.Await(ctx, func() bool { return t.outcome != nil }); err != nil {
 		return agentloop.Outcome{}, err
@@ -969,7 +910,7 @@ func (s *session) stopActivities(ctx workflow.Context, turn string) {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 		Summary:             "stop · turn " + turn,
 	})
-	in := TurnStopInput{Session: s.in.Session, Turn: turn}
+	in := wire.TurnStopInput{Session: s.in.Session, Turn: turn}
 	if err := workflow.ExecuteLocalActivity(lctx, ActivityFeedStop, in).Get(lctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("stop notice not published; running activities stop at their next heartbeat", "turn", turn, "error", err)
 	}
@@ -1059,7 +1000,7 @@ func (s *session) requester(kind string) string {
 	if s.running == nil || s.running.reply == nil || s.running.reply.Kind != kind {
 		return ""
 	}
-	var t Target
+	var t wire.Target
 	// Deterministic: decoding recorded bytes (workflowcheck flags the
 	// decoder's type cache, not the result).
 	err := json.Unmarshal(s.running.reply.Data, &t) //workflowcheck:ignore
@@ -1101,8 +1042,7 @@ func (s *session) view() (SessionView, error) {
 		Today:     s.snap.Today,
 	}
 	for _, f := range s.snap.FailedReplies {
-		f.Input = nil
-		v.FailedReplies = append(v.FailedReplies, f)
+		v.FailedReplies = append(v.FailedReplies, f.FailedReply)
 	}
 	if s.running != nil {
 		v.Running = s.running.id
@@ -1151,9 +1091,9 @@ func (s *session) recentKey(ctx workflow.Context, key string) (out agentloop.Out
 // for the newest recentOutcomes.
 func (s *session) remember(ctx workflow.Context, key string, out agentloop.Outcome) {
 	if !s.carries() {
-		s.snap.Recent = append(s.snap.Recent, RecentTurn{Key: key, Outcome: out})
+		s.snap.Recent = append(s.snap.Recent, recentTurn{Key: key, Outcome: out})
 		if n := len(s.snap.Recent) - recentLimit; n > 0 {
-			s.snap.Recent = append([]RecentTurn(nil), s.snap.Recent[n:]...)
+			s.snap.Recent = append([]recentTurn(nil), s.snap.Recent[n:]...)
 		}
 		return
 	}
@@ -1163,7 +1103,7 @@ func (s *session) remember(ctx workflow.Context, key string, out agentloop.Outco
 	if len(out.Details) > maxRecentDetails {
 		out.Details = out.Details[:maxRecentDetails] + "…"
 	}
-	s.snap.Recent = append(s.snap.Recent, RecentTurn{Key: key, Outcome: out, At: now})
+	s.snap.Recent = append(s.snap.Recent, recentTurn{Key: key, Outcome: out, At: now})
 	if n := len(s.snap.Recent) - recentOutcomes; n > 0 {
 		s.snap.Recent[n-1].Outcome = agentloop.Outcome{}
 	}
@@ -1243,7 +1183,7 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 	if s.carries() {
 		// Nobody waits on it: it can wait for the next run.
 		next.delivery = &Delivery{Key: id, Source: next.req.Source, Prompt: next.req.Prompt}
-		next.size = s.weigh(QueuedTurn{Delivery: *next.delivery})
+		next.size = s.weigh(queuedTurn{Delivery: *next.delivery})
 	}
 	s.queue = append([]*pendingTurn{next}, s.queue...)
 }
@@ -1283,16 +1223,12 @@ func promptID(key string, e transcript.Entry) string {
 			part(im.Data)
 		}
 	}
-	return PromptIDPrefix + hex.EncodeToString(h.Sum(nil)[:12])
+	return wire.PromptIDPrefix + hex.EncodeToString(h.Sum(nil)[:12])
 }
-
-// PromptIDPrefix starts the entry ID of every prompt Turn.Begin stores
-// (changeTurnKeys), so that a prompt left without an answer can be told.
-const PromptIDPrefix = "prompt-"
 
 // beginTurn runs ActivityTurnBegin until the store answers: the recorded
 // outcome of the turn's key, or nil once the user entry is stored.
-func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcript.Entry) (BeginTurnResult, error) {
+func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcript.Entry) (wire.BeginTurnResult, error) {
 	window := s.in.IdempotencyWindow
 	if window <= 0 && !s.keyed() {
 		window = defaultIdempotencyWindow
@@ -1305,12 +1241,12 @@ func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcri
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 	})
-	var res BeginTurnResult
-	err := workflow.ExecuteLocalActivity(lctx, ActivityTurnBegin, BeginTurnInput{
+	var res wire.BeginTurnResult
+	err := workflow.ExecuteLocalActivity(lctx, ActivityTurnBegin, wire.BeginTurnInput{
 		Session: s.in.Session, Key: key, Entry: entry, Window: window,
 	}).Get(ctx, &res)
 	if err != nil {
-		return BeginTurnResult{}, fmt.Errorf("turn %q: %w", t.id, err)
+		return wire.BeginTurnResult{}, fmt.Errorf("turn %q: %w", t.id, err)
 	}
 	return res, nil
 }
@@ -1324,7 +1260,7 @@ func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Out
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · turn " + key,
 	})
-	in := RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Finished: workflow.Now(ctx)}
+	in := wire.RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Finished: workflow.Now(ctx)}
 	if s.keyed() {
 		in.Started = started
 	}

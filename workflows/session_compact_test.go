@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -60,7 +61,7 @@ func TestSessionCompactionDecision(t *testing.T) {
 	c := compacts[0]
 	equal(t, "compact.Session", c.Session, "s1")
 	equal(t, "compact.Leaf", c.Leaf, "branch-end")
-	equal(t, "compact.Reason", c.Reason, workflows.CompactThreshold)
+	equal(t, "compact.Reason", c.Reason, wire.CompactThreshold)
 	equal(t, "compact.Force", c.Force, false)
 	again := calls[2]
 	equal(t, "retried call.Leaf", again.Leaf, c.EntryID)
@@ -75,8 +76,8 @@ func TestSessionCompactionDecision(t *testing.T) {
 // compaction that cannot help ends the turn at once with its reason.
 func TestSessionOverflowRecovery(t *testing.T) {
 	t.Parallel()
-	skipped := func(reason string) func(context.Context, workflows.CompactInput) (workflows.CompactResult, error) {
-		return func(context.Context, workflows.CompactInput) (workflows.CompactResult, error) {
+	skipped := func(reason string) func(context.Context, wire.CompactInput) (workflows.CompactResult, error) {
+		return func(context.Context, wire.CompactInput) (workflows.CompactResult, error) {
 			return workflows.CompactResult{Skipped: reason}, nil
 		}
 	}
@@ -86,7 +87,7 @@ func TestSessionOverflowRecovery(t *testing.T) {
 		overflows int
 		// overBudget is how many calls answer Compact before the overflows.
 		overBudget int
-		compactFn  func(context.Context, workflows.CompactInput) (workflows.CompactResult, error)
+		compactFn  func(context.Context, wire.CompactInput) (workflows.CompactResult, error)
 		status     string
 		code       string
 		events     []string
@@ -194,7 +195,7 @@ func TestSessionManualCompaction(t *testing.T) {
 	if len(compacts) != 1 {
 		t.Fatalf("Session.Compact ran %d times, want 1", len(compacts))
 	}
-	equal(t, "compact.Reason", compacts[0].Reason, workflows.CompactManual)
+	equal(t, "compact.Reason", compacts[0].Reason, wire.CompactManual)
 	equal(t, "result.EntryID", res.EntryID, compacts[0].EntryID)
 	calls := h.modelCalls()
 	equal(t, "compacted leaf (turn-1's reply)", compacts[0].Leaf, calls[0].EntryID)

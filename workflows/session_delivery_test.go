@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -19,12 +20,12 @@ import (
 // Channel.Stream) that records what they receive, in order.
 type replyLog struct {
 	mu      sync.Mutex
-	got     []workflows.ReplyInput
-	streams []workflows.StreamInput
+	got     []wire.ReplyInput
+	streams []wire.StreamInput
 	order   []string
 }
 
-func (r *replyLog) reply(_ context.Context, in workflows.ReplyInput) error {
+func (r *replyLog) reply(_ context.Context, in wire.ReplyInput) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, in)
@@ -32,7 +33,7 @@ func (r *replyLog) reply(_ context.Context, in workflows.ReplyInput) error {
 	return nil
 }
 
-func (r *replyLog) stream(_ context.Context, in workflows.StreamInput) error {
+func (r *replyLog) stream(_ context.Context, in wire.StreamInput) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.streams = append(r.streams, in)
@@ -46,10 +47,10 @@ func (r *replyLog) log() []string {
 	return append([]string(nil), r.order...)
 }
 
-func (r *replyLog) calls() []workflows.ReplyInput {
+func (r *replyLog) calls() []wire.ReplyInput {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]workflows.ReplyInput(nil), r.got...)
+	return append([]wire.ReplyInput(nil), r.got...)
 }
 
 func withReplies(h *harness) *replyLog {
@@ -139,7 +140,7 @@ func TestSessionDeliveries(t *testing.T) {
 		h := newHarness(t)
 		replies := withReplies(h)
 		var signalled []workflows.TurnDone
-		h.env.OnSignalExternalWorkflow(mock.Anything, "chat:slack:T1:C1", "", workflows.SignalTurnDone, mock.Anything).Return(
+		h.env.OnSignalExternalWorkflow(mock.Anything, "chat:slack:T1:C1", "", wire.SignalTurnDone, mock.Anything).Return(
 			func(_, _, _, _ string, arg interface{}) error {
 				signalled = append(signalled, arg.(workflows.TurnDone))
 				return nil

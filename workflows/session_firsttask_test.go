@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -65,7 +66,7 @@ func TestSessionFirstTaskUpdateQueuesBehindCarriedTurns(t *testing.T) {
 	start := time.Date(2030, 1, 2, 12, 0, 0, 0, time.UTC)
 	h.env.SetStartTime(start)
 	snap := &workflows.Snapshot{Opened: true, IDPrefix: "p", Loop: agentloop.State{Leaf: "L"}, Queue: []workflows.QueuedTurn{
-		{Delivery: delivery("d1", "carried"), At: start.Add(-time.Minute), Ref: workflows.ReplyRef("d1", start.Add(-time.Minute))},
+		{Delivery: delivery("d1", "carried"), At: start.Add(-time.Minute), Ref: wire.ReplyRef("d1", start.Add(-time.Minute))},
 	}}
 	u := h.turn(0, "u1", "new")
 	h.run(workflows.SessionInput{Session: "s1", Snapshot: snap})

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -60,7 +61,7 @@ type harness struct {
 	env *testsuite.TestWorkflowEnvironment
 
 	mu        sync.Mutex
-	opens     []workflows.OpenInput
+	opens     []wire.OpenInput
 	models    []agentloop.ModelCall
 	tools     []agentloop.ToolCall
 	events    []string
@@ -72,8 +73,8 @@ type harness struct {
 
 	// begins and records are what Turn.Begin and Turn.Record received;
 	// stored is the fake session store's turn records by key.
-	begins  []workflows.BeginTurnInput
-	records []workflows.RecordTurnInput
+	begins  []wire.BeginTurnInput
+	records []wire.RecordTurnInput
 	stored  map[string]agentloop.Outcome
 	// recordHeartbeats are the heartbeat timeouts Turn.Record ran with.
 	recordHeartbeats []time.Duration
@@ -86,15 +87,15 @@ type harness struct {
 	// "Tool.Execute run|record <call>").
 	queues []string
 	// begin, when set, replaces the fake Turn.Begin's answer.
-	begin func(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error)
+	begin func(ctx context.Context, in wire.BeginTurnInput) (wire.BeginTurnResult, error)
 	model func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error)
 	tool  func(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error)
 	// compacts are what Session.Compact received; compactFn answers it
 	// (default: a compaction entry under the ID asked for).
-	compacts []workflows.CompactInput
+	compacts []wire.CompactInput
 	// published are the events Feed.Publish put on turns' feeds.
-	published []workflows.PublishInput
-	compactFn func(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error)
+	published []wire.PublishInput
+	compactFn func(ctx context.Context, in wire.CompactInput) (workflows.CompactResult, error)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -141,15 +142,15 @@ func newHarnessWith(t *testing.T, tune func(*testsuite.WorkflowTestSuite)) *harn
 
 // ---- fake activities ----
 
-func (h *harness) open(_ context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+func (h *harness) open(_ context.Context, in wire.OpenInput) (wire.OpenResult, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.opens = append(h.opens, in)
-	return workflows.OpenResult{Leaf: h.openLeaf, Settings: h.openSettings}, nil
+	return wire.OpenResult{Leaf: h.openLeaf, Settings: h.openSettings}, nil
 }
 
 // beginTurn is the fake Turn.Begin: it answers keys in h.stored.
-func (h *harness) beginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+func (h *harness) beginTurn(ctx context.Context, in wire.BeginTurnInput) (wire.BeginTurnResult, error) {
 	h.mu.Lock()
 	h.begins = append(h.begins, in)
 	fn := h.begin
@@ -159,13 +160,13 @@ func (h *harness) beginTurn(ctx context.Context, in workflows.BeginTurnInput) (w
 		return fn(ctx, in)
 	}
 	if found && in.Key != "" {
-		return workflows.BeginTurnResult{Outcome: &out}, nil
+		return wire.BeginTurnResult{Outcome: &out}, nil
 	}
-	return workflows.BeginTurnResult{}, nil
+	return wire.BeginTurnResult{}, nil
 }
 
 // recordTurn is the fake Turn.Record: the first record of a key wins.
-func (h *harness) recordTurn(ctx context.Context, in workflows.RecordTurnInput) error {
+func (h *harness) recordTurn(ctx context.Context, in wire.RecordTurnInput) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.records = append(h.records, in)
@@ -188,7 +189,7 @@ func (h *harness) generate(ctx context.Context, call agentloop.ModelCall) (agent
 }
 
 // publish is the fake Feed.Publish.
-func (h *harness) publish(_ context.Context, in workflows.PublishInput) error {
+func (h *harness) publish(_ context.Context, in wire.PublishInput) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.published = append(h.published, in)
@@ -196,14 +197,14 @@ func (h *harness) publish(_ context.Context, in workflows.PublishInput) error {
 	return nil
 }
 
-func (h *harness) publishedEvents() []workflows.PublishInput {
+func (h *harness) publishedEvents() []wire.PublishInput {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]workflows.PublishInput(nil), h.published...)
+	return append([]wire.PublishInput(nil), h.published...)
 }
 
 // compact is the fake Session.Compact.
-func (h *harness) compact(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error) {
+func (h *harness) compact(ctx context.Context, in wire.CompactInput) (workflows.CompactResult, error) {
 	h.mu.Lock()
 	h.compacts = append(h.compacts, in)
 	h.queues = append(h.queues, workflows.ActivityCompact+" "+activity.GetInfo(ctx).TaskQueue)
@@ -216,10 +217,10 @@ func (h *harness) compact(ctx context.Context, in workflows.CompactInput) (workf
 	return workflows.CompactResult{EntryID: in.EntryID, FirstKept: "kept", TokensBefore: 1000, TokensAfter: 100}, nil
 }
 
-func (h *harness) compactCalls() []workflows.CompactInput {
+func (h *harness) compactCalls() []wire.CompactInput {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]workflows.CompactInput(nil), h.compacts...)
+	return append([]wire.CompactInput(nil), h.compacts...)
 }
 
 func (h *harness) execute(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
@@ -351,16 +352,16 @@ func (h *harness) eventLog() []string {
 	return append([]string(nil), h.events...)
 }
 
-func (h *harness) beginCalls() []workflows.BeginTurnInput {
+func (h *harness) beginCalls() []wire.BeginTurnInput {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]workflows.BeginTurnInput(nil), h.begins...)
+	return append([]wire.BeginTurnInput(nil), h.begins...)
 }
 
-func (h *harness) recordCalls() []workflows.RecordTurnInput {
+func (h *harness) recordCalls() []wire.RecordTurnInput {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]workflows.RecordTurnInput(nil), h.records...)
+	return append([]wire.RecordTurnInput(nil), h.records...)
 }
 
 // userEntry is the user entry Turn.Begin stored for a step-1 model call:
@@ -374,10 +375,10 @@ func (h *harness) userEntry(c agentloop.ModelCall) (transcript.Entry, bool) {
 	return transcript.Entry{}, false
 }
 
-func (h *harness) openCalls() []workflows.OpenInput {
+func (h *harness) openCalls() []wire.OpenInput {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]workflows.OpenInput(nil), h.opens...)
+	return append([]wire.OpenInput(nil), h.opens...)
 }
 
 func (h *harness) maxConcurrentTools() int {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -70,7 +71,7 @@ func TestSessionIdempotency(t *testing.T) {
 		}
 		// The chain's prefix and counter carry over: the prompt is
 		// p<digest> (taking number 11), the reply prefix-nonce-12.
-		if !strings.HasPrefix(user.ID, workflows.PromptIDPrefix) {
+		if !strings.HasPrefix(user.ID, wire.PromptIDPrefix) {
 			t.Errorf("user.ID = %q, want p<digest>", user.ID)
 		}
 		equal(t, "user.ParentID", user.ParentID, "L9")

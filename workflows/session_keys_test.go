@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -28,12 +29,12 @@ func TestSessionRecordedTurnExtendingTheLeafMovesIt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
-			h.begin = func(_ context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+			h.begin = func(_ context.Context, in wire.BeginTurnInput) (wire.BeginTurnResult, error) {
 				if in.Key == "k" {
-					return workflows.BeginTurnResult{Extends: extends, Outcome: &agentloop.Outcome{
+					return wire.BeginTurnResult{Extends: extends, Outcome: &agentloop.Outcome{
 						Turn: "k", Status: agent.TypeCompleted, Steps: 1, First: "k-first", Leaf: "k-leaf"}}, nil
 				}
-				return workflows.BeginTurnResult{}, nil
+				return wire.BeginTurnResult{}, nil
 			}
 			h.turn(ms, "k", "queued before the reset")
 			u := h.turn(time.Minute, "n", "next")
@@ -115,7 +116,7 @@ func TestSessionAbortedQueuedTurnIsRecorded(t *testing.T) {
 
 	equal(t, "abort.Turn", h.abortResult(ab).Turn, "t2")
 	requireOutcome(t, h.outcome(u2), "t2", agent.TypeFailed, agent.CodeAborted, false)
-	var got *workflows.RecordTurnInput
+	var got *wire.RecordTurnInput
 	for _, r := range h.recordCalls() {
 		if r.Key == "t2" {
 			got = &r

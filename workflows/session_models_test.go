@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -22,7 +23,7 @@ func TestSessionModelRoutingFallbackUsage(t *testing.T) {
 	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
 		if call.Step == 2 && call.Fallback == 0 {
 			return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("falling back to openai/backup: 500",
-				workflows.ErrModelFallback, temporal.ApplicationErrorOptions{NonRetryable: true})
+				wire.ErrModelFallback, temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
 		var res agentloop.ModelResult
 		if call.Step == 1 {
@@ -70,7 +71,7 @@ func TestSessionFallbackChainBounded(t *testing.T) {
 	h := newHarness(t)
 	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
 		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions("falling back",
-			workflows.ErrModelFallback, temporal.ApplicationErrorOptions{NonRetryable: true})
+			wire.ErrModelFallback, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	u := h.turn(ms, "t1", "hi")
 	h.run(workflows.SessionInput{Session: "s1"})

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -21,7 +22,7 @@ func TestSessionActivityTaskQueues(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.openSettings = agentloop.Settings{ToolTaskQueue: "gpu", ModelTaskQueue: "llm"}
-	h.env.RegisterActivityWithOptions(func(ctx context.Context, in workflows.RewindInput) (workflows.RewindResult, error) {
+	h.env.RegisterActivityWithOptions(func(ctx context.Context, in wire.RewindInput) (workflows.RewindResult, error) {
 		h.mu.Lock()
 		h.queues = append(h.queues, workflows.ActivityRewind+" "+activity.GetInfo(ctx).TaskQueue)
 		h.mu.Unlock()
@@ -34,11 +35,14 @@ func TestSessionActivityTaskQueues(t *testing.T) {
 		return reply(call), nil
 	}
 	first := h.turn(ms, "t1", "use the tools")
-	comp := h.send(2*ms, workflows.UpdateCompact, "compact-1", workflows.CompactRequest{})
-	// A rewind is refused while a turn runs: it goes once the turn is over.
-	rew := &update{}
-	h.when(func() bool { return first.finished() && comp.finished() }, func() {
-		h.sendNow(rew, workflows.UpdateRewind, "rewind-1", workflows.RewindRequest{Entry: "leaf-0"})
+	// Compaction and rewind run between turns: sent once the turn answered
+	// (not at fixed mock times, which a slow machine overtakes).
+	comp, rew := &update{}, &update{}
+	h.when(func() bool { _, _, done, _, _ := first.snapshot(); return done }, func() {
+		h.sendNow(comp, workflows.UpdateCompact, "compact-1", workflows.CompactRequest{})
+		h.when(func() bool { _, _, done, _, _ := comp.snapshot(); return done }, func() {
+			h.sendNow(rew, workflows.UpdateRewind, "rewind-1", workflows.RewindRequest{Entry: "leaf-0"})
+		})
 	})
 	h.run(workflows.SessionInput{Session: "s1"})
 	h.requireCancelled()

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -41,8 +42,8 @@ func TestSessionRecentKeysExpireWithTheWindow(t *testing.T) {
 	t.Parallel()
 	// The fake store forgets: whatever the harness recorded, Turn.Begin
 	// says "new", as the real one does past the window.
-	forgetful := func(context.Context, workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
-		return workflows.BeginTurnResult{}, nil
+	forgetful := func(context.Context, wire.BeginTurnInput) (wire.BeginTurnResult, error) {
+		return wire.BeginTurnResult{}, nil
 	}
 	t.Run("a delivery", func(t *testing.T) {
 		t.Parallel()
@@ -234,8 +235,8 @@ func TestSessionRetriedStopAbortsNothingElse(t *testing.T) {
 // it as a new turn.
 func TestSessionRunEndsBeforeAnAnsweredKeyLeavesTheWindow(t *testing.T) {
 	t.Parallel()
-	forgetful := func(context.Context, workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
-		return workflows.BeginTurnResult{}, nil
+	forgetful := func(context.Context, wire.BeginTurnInput) (wire.BeginTurnResult, error) {
+		return wire.BeginTurnResult{}, nil
 	}
 	h := newHarness(t)
 	h.begin = forgetful

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -26,7 +27,7 @@ type busyDown struct {
 
 func withBusyDown(h *harness) *busyDown {
 	b := &busyDown{down: true}
-	h.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.ReplyInput) error {
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in wire.ReplyInput) error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if !in.Busy {
@@ -39,7 +40,7 @@ func withBusyDown(h *harness) *busyDown {
 		b.busy = append(b.busy, in.Turn)
 		return nil
 	}, activity.RegisterOptions{Name: workflows.ActivityChannelReply})
-	h.env.RegisterActivityWithOptions(func(context.Context, workflows.StreamInput) error { return nil },
+	h.env.RegisterActivityWithOptions(func(context.Context, wire.StreamInput) error { return nil },
 		activity.RegisterOptions{Name: workflows.ActivityChannelStream})
 	return b
 }

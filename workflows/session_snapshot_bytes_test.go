@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -89,10 +90,10 @@ func TestSessionFailedRepliesFitThePayloadLimit(t *testing.T) {
 	h.model = func(context.Context, agentloop.ModelCall) (agentloop.ModelResult, error) {
 		return agentloop.ModelResult{}, temporal.NewNonRetryableApplicationError("provider answered 502: "+page, "model", nil)
 	}
-	h.env.RegisterActivityWithOptions(func(context.Context, workflows.ReplyInput) error {
+	h.env.RegisterActivityWithOptions(func(context.Context, wire.ReplyInput) error {
 		return temporal.NewNonRetryableApplicationError("receiver answered 503", "test", nil)
 	}, activity.RegisterOptions{Name: workflows.ActivityChannelReply})
-	h.env.RegisterActivityWithOptions(func(context.Context, workflows.StreamInput) error { return nil },
+	h.env.RegisterActivityWithOptions(func(context.Context, wire.StreamInput) error { return nil },
 		activity.RegisterOptions{Name: workflows.ActivityChannelStream})
 	const n = 12
 	h.at(ms, func() {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -86,7 +87,7 @@ func TestSessionPlainTurn(t *testing.T) {
 	}
 	// The prompt's ID is a digest of key, parent and prompt; the reply's
 	// carries the chain's prefix.
-	if e.ID == c.EntryID || !strings.HasPrefix(e.ID, workflows.PromptIDPrefix) || !strings.HasPrefix(c.EntryID, prefix) {
+	if e.ID == c.EntryID || !strings.HasPrefix(e.ID, wire.PromptIDPrefix) || !strings.HasPrefix(c.EntryID, prefix) {
 		t.Errorf("entry IDs user=%q reply=%q: want distinct, the reply prefixed %q", e.ID, c.EntryID, prefix)
 	}
 	equal(t, "outcome.Marker", out.Marker, "m-"+c.EntryID)
@@ -174,7 +175,7 @@ func TestSessionToolTurnChainsEntries(t *testing.T) {
 	// chain's prefix; the others from the workflow's counter, in allocation
 	// order, behind the chain's prefix and the turn's nonce.
 	prefix := ids[1][:strings.LastIndex(ids[1], "-")]
-	if !strings.HasPrefix(ids[0], workflows.PromptIDPrefix) {
+	if !strings.HasPrefix(ids[0], wire.PromptIDPrefix) {
 		t.Errorf("prompt ID %q, want p<digest of key, parent and prompt>", ids[0])
 	}
 	for i, id := range ids[1:] {

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -107,7 +108,7 @@ func raceChild(ask bool) func(ctx workflow.Context, in workflows.DelegateInput) 
 		parent, me := info.ParentWorkflowExecution.ID, info.WorkflowExecution.ID
 		tell := func(w workflows.SubAgentWait) {
 			w.Child = me
-			_ = workflow.SignalExternalWorkflow(ctx, parent, "", workflows.SignalSubAgentWait, w).Get(ctx, nil)
+			_ = workflow.SignalExternalWorkflow(ctx, parent, "", wire.SignalSubAgentWait, w).Get(ctx, nil)
 		}
 		deadline := workflow.Now(ctx).Add(10 * time.Minute)
 		asked, ended := agent.ApprovalRequested("c1", "deploy", json.RawMessage(`{"env":"prod"}`), "sha256:a", "sha256:d", nil, deadline),
@@ -117,7 +118,7 @@ func raceChild(ask bool) func(ctx workflow.Context, in workflows.DelegateInput) 
 		}
 		tell(workflows.SubAgentWait{Event: &asked})
 		var d workflows.SubAgentDecision
-		workflow.GetSignalChannel(ctx, workflows.SignalSubAgentDecision).Receive(ctx, &d)
+		workflow.GetSignalChannel(ctx, wire.SignalSubAgentDecision).Receive(ctx, &d)
 		tell(workflows.SubAgentWait{Event: &ended})
 		tell(workflows.SubAgentWait{Refused: &workflows.SubAgentRefusal{Decision: d.ID, Code: agent.CodeNotFound, Message: "nothing waits under that ID"}})
 		_ = workflow.Sleep(ctx, time.Hour)
@@ -368,7 +369,7 @@ type slowDecisionsOut struct {
 }
 
 func (o *slowDecisionsOut) SignalExternalWorkflow(ctx workflow.Context, id, run, name string, arg any) workflow.Future {
-	if name != workflows.SignalSubAgentDecision {
+	if name != wire.SignalSubAgentDecision {
 		return o.Next.SignalExternalWorkflow(ctx, id, run, name, arg)
 	}
 	f, set := workflow.NewFuture(ctx)
@@ -385,7 +386,7 @@ func (o *slowDecisionsOut) SignalExternalWorkflow(ctx workflow.Context, id, run,
 func stoppedChild(ctx workflow.Context, _ workflows.DelegateInput) (agentloop.Outcome, error) {
 	info := workflow.GetInfo(ctx)
 	ev := agent.QuestionAsked("q1", "Which size?", workflow.Now(ctx).Add(10*time.Minute))
-	_ = workflow.SignalExternalWorkflow(ctx, info.ParentWorkflowExecution.ID, "", workflows.SignalSubAgentWait,
+	_ = workflow.SignalExternalWorkflow(ctx, info.ParentWorkflowExecution.ID, "", wire.SignalSubAgentWait,
 		workflows.SubAgentWait{Child: info.WorkflowExecution.ID, Event: &ev}).Get(ctx, nil)
 	_ = workflow.Sleep(ctx, 30*time.Second)
 	return agentloop.Outcome{Turn: agentloop.DelegateTurn, Status: agent.TypeFailed, Code: agent.CodeAborted}, nil

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // A sub-agent's calls that wait for a person (an approval, an ask_user
@@ -34,31 +35,31 @@ import (
 // latter publishes for its sub-agents' waits. Older runs sent none.
 const changeSubAgentWaits = "sub-agent-waits"
 
-// SubAgentWait is the argument of SignalSubAgentWait: a sub-agent's word
+// subAgentWait is the argument of SignalSubAgentWait: a sub-agent's word
 // to its delegating workflow about a wait for a person.
-type SubAgentWait struct {
+type subAgentWait struct {
 	// Child is the sub-agent's workflow ID.
 	Child string `json:"child"`
 	// Event is an approval_requested, approval_resolved, question_asked
 	// or question_answered event of the sub-agent, its ID the call as the
 	// sub-agent names it.
 	Event *agent.Event `json:"event,omitempty"`
-	// Refused says a SubAgentDecision could not be applied.
-	Refused *SubAgentRefusal `json:"refused,omitempty"`
+	// Refused says a subAgentDecision could not be applied.
+	Refused *decisionRefusal `json:"refused,omitempty"`
 }
 
-// SubAgentRefusal is why a sub-agent did not apply a decision: the
+// decisionRefusal is why a sub-agent did not apply a decision: the
 // decision's ID and the error's code and message.
-type SubAgentRefusal struct {
+type decisionRefusal struct {
 	Decision string `json:"decision"`
 	Code     string `json:"code"`
 	Message  string `json:"message"`
 }
 
-// SubAgentDecision is the argument of SignalSubAgentDecision: a decision
+// subAgentDecision is the argument of SignalSubAgentDecision: a decision
 // (Approve) or an answer (Answer) on one of the sub-agent's waiting calls,
 // made and checked on its delegating session. ID names it in a refusal.
-type SubAgentDecision struct {
+type subAgentDecision struct {
 	ID      string          `json:"id"`
 	Approve *ApproveRequest `json:"approve,omitempty"`
 	Answer  *AnswerRequest  `json:"answer,omitempty"`
@@ -172,7 +173,7 @@ func (s *session) stopSubAgents(ctx workflow.Context) {
 			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 			Summary:             "stop · sub-agent " + sa.agent + " · call " + sa.call,
 		})
-		in := TurnStopInput{Session: sa.session, Turn: sa.childTurn}
+		in := wire.TurnStopInput{Session: sa.session, Turn: sa.childTurn}
 		if err := workflow.ExecuteLocalActivity(lctx, ActivityFeedStop, in).Get(lctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("stop notice of a sub-agent not published; it stops when it takes its cancellation", "child", child, "error", err)
 		}
@@ -182,10 +183,10 @@ func (s *session) stopSubAgents(ctx workflow.Context) {
 // listenSubAgents receives the waits of the running turn's sub-agents for
 // the whole run.
 func (s *session) listenSubAgents(ctx workflow.Context) {
-	ch := workflow.GetSignalChannel(ctx, SignalSubAgentWait)
+	ch := workflow.GetSignalChannel(ctx, wire.SignalSubAgentWait)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
-			var w SubAgentWait
+			var w subAgentWait
 			if !ch.Receive(gctx, &w) {
 				return
 			}
@@ -195,7 +196,7 @@ func (s *session) listenSubAgents(ctx workflow.Context) {
 }
 
 // onSubAgentWait keeps, settles or reopens a sub-agent's wait.
-func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
+func (s *session) onSubAgentWait(ctx workflow.Context, w subAgentWait) {
 	sa := s.subAgents[w.Child]
 	if sa == nil {
 		workflow.GetLogger(ctx).Warn("a wait of a sub-agent this turn is not running ignored", "child", w.Child)
@@ -279,7 +280,7 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w SubAgentWait) {
 // onSubAgentRefusal hands the sub-agent child's refusal r of a decision to
 // the update or answer waiting for it; the wait it was for waits again,
 // unless it ended meanwhile.
-func (s *session) onSubAgentRefusal(ctx workflow.Context, child string, r *SubAgentRefusal) {
+func (s *session) onSubAgentRefusal(ctx workflow.Context, child string, r *decisionRefusal) {
 	err := temporal.NewApplicationErrorWithOptions(r.Message, r.Code, temporal.ApplicationErrorOptions{NonRetryable: true})
 	for _, a := range s.approvals {
 		if a.sub != nil && a.sub.child == child && a.sub.decision == r.Decision {
@@ -402,17 +403,17 @@ func (s *session) announceWait(ctx workflow.Context, sa *subAgent, ev agent.Even
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 		Summary:             ev.Type + " · " + sa.agent + " · " + ev.ID,
 	})
-	in := PublishInput{Session: s.in.Session, Turn: sa.turn, Step: sa.step, Event: ev}
+	in := wire.PublishInput{Session: s.in.Session, Turn: sa.turn, Step: sa.step, Event: ev}
 	if err := workflow.ExecuteLocalActivity(lctx, ActivityFeedPublish, in).Get(lctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("publishing a sub-agent's wait failed", "call", ev.ID, "event", ev.Type, "error", err)
 	}
-	s.tellParent(ctx, SubAgentWait{Event: &ev})
+	s.tellParent(ctx, subAgentWait{Event: &ev})
 }
 
 // tellParent sends w to the workflow that delegated to this one, when this
 // is a sub-agent (nothing otherwise, and nothing in runs before
 // changeSubAgentWaits). Sent in order: each waits for the server.
-func (s *session) tellParent(ctx workflow.Context, w SubAgentWait) {
+func (s *session) tellParent(ctx workflow.Context, w subAgentWait) {
 	if s.depth == 0 {
 		return
 	}
@@ -424,7 +425,7 @@ func (s *session) tellParent(ctx workflow.Context, w SubAgentWait) {
 	w.Child = info.WorkflowExecution.ID
 	// Disconnected: the end of a wait is told after the turn was aborted too.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if err := workflow.SignalExternalWorkflow(dctx, parent.ID, "", SignalSubAgentWait, w).Get(dctx, nil); err != nil {
+	if err := workflow.SignalExternalWorkflow(dctx, parent.ID, "", wire.SignalSubAgentWait, w).Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("the delegating session was not told of a wait", "parent", parent.ID, "error", err)
 	}
 }
@@ -437,7 +438,7 @@ func (s *session) forwardApproval(ctx workflow.Context, a *approval, req Approve
 	fwd := req
 	fwd.Call = a.sub.call
 	a.decided = true
-	if err := s.forward(ctx, a.sub, SubAgentDecision{ID: id, Approve: &fwd}); err != nil {
+	if err := s.forward(ctx, a.sub, subAgentDecision{ID: id, Approve: &fwd}); err != nil {
 		if !s.endedForGood(ctx, a.sub) {
 			a.decided = false
 		}
@@ -469,7 +470,7 @@ func (s *session) forwardAnswer(ctx workflow.Context, q *question, req AnswerReq
 	fwd := req
 	fwd.Call = q.sub.call
 	q.answered = true
-	if err := s.forward(ctx, q.sub, SubAgentDecision{ID: id, Answer: &fwd}); err != nil {
+	if err := s.forward(ctx, q.sub, subAgentDecision{ID: id, Answer: &fwd}); err != nil {
 		if !s.endedForGood(ctx, q.sub) {
 			q.answered = false
 		}
@@ -486,9 +487,9 @@ func (s *session) forwardAnswer(ctx workflow.Context, q *question, req AnswerReq
 }
 
 // forward signals a decision to the sub-agent of w.
-func (s *session) forward(ctx workflow.Context, w *subWait, d SubAgentDecision) error {
+func (s *session) forward(ctx workflow.Context, w *subWait, d subAgentDecision) error {
 	w.decision, w.refusal = d.ID, nil
-	if err := workflow.SignalExternalWorkflow(ctx, w.child, "", SignalSubAgentDecision, d).Get(ctx, nil); err != nil {
+	if err := workflow.SignalExternalWorkflow(ctx, w.child, "", wire.SignalSubAgentDecision, d).Get(ctx, nil); err != nil {
 		w.decision = ""
 		return temporal.NewApplicationErrorWithOptions("the sub-agent whose call this is could not be reached: "+err.Error(),
 			agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
@@ -532,10 +533,10 @@ func (s *session) takeAnswer(ctx workflow.Context, q *question, text, by, id str
 // listenDecisions receives, in a sub-agent, the decisions and answers its
 // delegating session made on its waiting calls.
 func (s *session) listenDecisions(ctx workflow.Context) workflow.ReceiveChannel {
-	ch := workflow.GetSignalChannel(ctx, SignalSubAgentDecision)
+	ch := workflow.GetSignalChannel(ctx, wire.SignalSubAgentDecision)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
-			var d SubAgentDecision
+			var d subAgentDecision
 			if !ch.Receive(gctx, &d) {
 				return
 			}
@@ -552,7 +553,7 @@ func (s *session) listenDecisions(ctx workflow.Context) workflow.ReceiveChannel 
 // onSubAgentDecision applies a decision made on the delegating session to
 // the call it names (handing it further down for a call of this
 // sub-agent's own sub-agent), or tells the delegating session why not.
-func (s *session) onSubAgentDecision(ctx workflow.Context, d SubAgentDecision) {
+func (s *session) onSubAgentDecision(ctx workflow.Context, d subAgentDecision) {
 	var err error
 	switch {
 	case d.Approve != nil:
@@ -570,12 +571,12 @@ func (s *session) onSubAgentDecision(ctx workflow.Context, d SubAgentDecision) {
 // refuseDecision tells the delegating session why decision id was not
 // applied.
 func (s *session) refuseDecision(ctx workflow.Context, id string, err error) {
-	r := &SubAgentRefusal{Decision: id, Code: agent.CodeNotFound, Message: err.Error()}
+	r := &decisionRefusal{Decision: id, Code: agent.CodeNotFound, Message: err.Error()}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) {
 		r.Code, r.Message = orStr(app.Type(), agent.CodeNotFound), app.Message()
 	}
-	s.tellParent(ctx, SubAgentWait{Refused: r})
+	s.tellParent(ctx, subAgentWait{Refused: r})
 }
 
 // applyDecision decides the waiting call req names. Who may decide was

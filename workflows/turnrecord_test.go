@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -86,11 +87,11 @@ func TestSessionTurnBeginRetriedUntilStoreAnswers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	var attempts atomic.Int32
-	h.begin = func(_ context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+	h.begin = func(_ context.Context, in wire.BeginTurnInput) (wire.BeginTurnResult, error) {
 		if attempts.Add(1) <= 3 {
-			return workflows.BeginTurnResult{}, temporal.NewApplicationError("session store: connection refused", "store")
+			return wire.BeginTurnResult{}, temporal.NewApplicationError("session store: connection refused", "store")
 		}
-		return workflows.BeginTurnResult{}, nil
+		return wire.BeginTurnResult{}, nil
 	}
 	u := h.turn(ms, "t1", "hello")
 	// Before the one-hour window's run ends (a run that took a turn update

@@ -9,16 +9,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 	"github.com/fastagent/fastagent/workflows/wakes"
 )
-
-// NextWakeInput is the argument of ActivityWakeNext.
-type NextWakeInput struct {
-	Cron  string    `json:"cron"`
-	TZ    string    `json:"tz"`
-	After time.Time `json:"after"`
-}
 
 // WakeRecord is one fired wake-up and how its turn ended.
 type WakeRecord struct {
@@ -29,7 +23,7 @@ type WakeRecord struct {
 	Details string    `json:"details,omitempty"`
 }
 
-// wakeLogLimit bounds Snapshot.WakeLog.
+// wakeLogLimit bounds snapshot.WakeLog.
 const wakeLogLimit = 20
 
 // armWakes starts a durable timer for every pending wake-up (at start and
@@ -92,7 +86,7 @@ func (s *session) fire(ctx workflow.Context, id string) {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var next time.Time
-	if err := workflow.ExecuteLocalActivity(lctx, ActivityWakeNext, NextWakeInput{Cron: w.Cron, TZ: w.TZ, After: w.FireAt}).Get(ctx, &next); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityWakeNext, wire.NextWakeInput{Cron: w.Cron, TZ: w.TZ, After: w.FireAt}).Get(ctx, &next); err != nil {
 		workflow.GetLogger(ctx).Error("recurring wake-up dropped: next instant unknown", "wake", id, "error", err)
 		s.removeWake(id)
 		return

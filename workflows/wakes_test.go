@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 	"github.com/fastagent/fastagent/workflows/wakes"
@@ -36,18 +37,18 @@ func newWakeRig(t *testing.T, wake func(now time.Time, id string) *wakes.Wake) *
 	r := &wakeRig{env: suite.NewTestWorkflowEnvironment(), wake: wake}
 	r.env.SetTestTimeout(30 * time.Second)
 	r.env.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
-	r.env.RegisterActivityWithOptions(func(context.Context, workflows.OpenInput) (workflows.OpenResult, error) {
-		return workflows.OpenResult{}, nil
+	r.env.RegisterActivityWithOptions(func(context.Context, wire.OpenInput) (wire.OpenResult, error) {
+		return wire.OpenResult{}, nil
 	}, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
 	users := map[string]string{} // user entry ID → text, as Turn.Begin stored them
-	r.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+	r.env.RegisterActivityWithOptions(func(_ context.Context, in wire.BeginTurnInput) (wire.BeginTurnResult, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		users[in.Entry.ID] = in.Entry.Message.Text
 		r.prompts = append(r.prompts, in.Entry.Message.Text)
-		return workflows.BeginTurnResult{}, nil
+		return wire.BeginTurnResult{}, nil
 	}, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
-	r.env.RegisterActivityWithOptions(func(context.Context, workflows.RecordTurnInput) error { return nil },
+	r.env.RegisterActivityWithOptions(func(context.Context, wire.RecordTurnInput) error { return nil },
 		activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	r.env.RegisterActivityWithOptions(func(ctx context.Context, c agentloop.ModelCall) (agentloop.ModelResult, error) {
 		r.mu.Lock()
@@ -67,7 +68,7 @@ func newWakeRig(t *testing.T, wake func(now time.Time, id string) *wakes.Wake) *
 		}
 		return agentloop.ToolOutcome{Wake: r.wake(activity.GetInfo(ctx).StartedTime, c.NextWakeID)}, nil
 	}, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
-	r.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.NextWakeInput) (time.Time, error) {
+	r.env.RegisterActivityWithOptions(func(_ context.Context, in wire.NextWakeInput) (time.Time, error) {
 		r.mu.Lock()
 		r.nexts++
 		r.mu.Unlock()

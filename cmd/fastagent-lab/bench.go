@@ -308,7 +308,7 @@ func (b *bench) setup() error {
 	b.queue = lab.NewQueue("bench")
 	// One worker runs the session workflow and the floor workflow, so both
 	// see the same worker tuning and the same embedded server.
-	if b.rt, err = b.kit.Runtime(b.busD, b.queue, func(c *serve.Config) { c.WorkflowTaskPollers = b.f.wfPollers }); err != nil {
+	if b.rt, err = b.kit.Runtime(b.busD, b.queue, func(_ *serve.Config, w *serve.Components) { w.WorkflowTaskPollers = b.f.wfPollers }); err != nil {
 		return err
 	}
 	w, err := b.rt.Worker(ctx, b.c)

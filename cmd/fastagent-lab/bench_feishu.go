@@ -46,7 +46,7 @@ func (b *bench) feishuFigures() error {
 		return err
 	}
 	rp := ws.Replier
-	w, err := lab.StartWorker(b.c, b.kit, b.busD, q, func(c *serve.Config) { c.Repliers = []channels.Replier{rp} })
+	w, err := lab.StartWorker(b.c, b.kit, b.busD, q, func(_ *serve.Config, w *serve.Components) { w.Repliers = []channels.Replier{rp} })
 	if err != nil {
 		return err
 	}

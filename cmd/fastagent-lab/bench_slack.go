@@ -31,7 +31,7 @@ func (b *bench) slackFigures() error {
 	q := lab.NewQueue("slack")
 	rp := slack.NewReplier("xoxb-bench", fake.APIURL())
 	rp.Logger = lab.QuietLogger()
-	w, err := lab.StartWorker(b.c, b.kit, b.busD, q, func(c *serve.Config) { c.Repliers = []channels.Replier{rp} })
+	w, err := lab.StartWorker(b.c, b.kit, b.busD, q, func(_ *serve.Config, w *serve.Components) { w.Repliers = []channels.Replier{rp} })
 	if err != nil {
 		return err
 	}

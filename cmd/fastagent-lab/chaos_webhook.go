@@ -101,7 +101,7 @@ func (ch *chaos) webhookRedelivery() error {
 	if err != nil {
 		return err
 	}
-	w, err := lab.StartWorker(ch.c, kit, bus, queue, func(c *serve.Config) { c.Repliers = append(c.Repliers, hook.Replier) })
+	w, err := lab.StartWorker(ch.c, kit, bus, queue, func(_ *serve.Config, w *serve.Components) { w.Repliers = append(w.Repliers, hook.Replier) })
 	if err != nil {
 		return err
 	}

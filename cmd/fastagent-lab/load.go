@@ -369,8 +369,9 @@ func (st *loadStack) embeddedRuntime(f loadFlags, q, namespace string) (*serve.P
 	}
 	st.close = append(st.close, drop)
 	cfg := serve.Config{Dir: st.kit.Dir, TaskQueue: q, Store: dsn, Logger: lab.QuietLogger()}
-	f.tune(namespace)(&cfg)
-	rt, err := serve.Assemble(context.Background(), cfg, serve.Components{Feed: bus, Loader: st.kit.Loader, Models: st.kit.Models})
+	with := serve.Components{Feed: bus, Loader: st.kit.Loader, Models: st.kit.Models}
+	f.tune(namespace)(&cfg, &with)
+	rt, err := serve.Assemble(context.Background(), cfg, with)
 	if err != nil {
 		return nil, err
 	}
@@ -378,11 +379,12 @@ func (st *loadStack) embeddedRuntime(f loadFlags, q, namespace string) (*serve.P
 	return rt, nil
 }
 
-// tune is the runtime Config of the load flags: the worker's pollers and
-// the ingress's admission control (when a limit is set).
-func (f loadFlags) tune(namespace string) func(*serve.Config) {
-	return func(c *serve.Config) {
-		c.WorkflowTaskPollers = f.wfPollers
+// tune is the runtime Config and Components of the load flags: the
+// worker's pollers and the ingress's admission control (when a limit is
+// set).
+func (f loadFlags) tune(namespace string) func(*serve.Config, *serve.Components) {
+	return func(c *serve.Config, w *serve.Components) {
+		w.WorkflowTaskPollers = f.wfPollers
 		c.Admission = admission.Limits{MaxInFlight: f.admit, MaxBacklogAge: f.admitAge}
 		c.Namespace = namespace
 	}
@@ -456,8 +458,9 @@ func prodLoadStack(f loadFlags, prog *lab.Progress) (*loadStack, error) {
 	st.close = append(st.close, func() { _ = bus.Close() })
 	// The ingress reads the workers' Postgres store (not the kit's SQLite).
 	cfg := serve.Config{Dir: st.kit.Dir, TaskQueue: q, Store: dsn, Logger: lab.QuietLogger()}
-	f.tune(srv.Namespace())(&cfg)
-	rt, err := serve.Assemble(context.Background(), cfg, serve.Components{Feed: bus, Loader: st.kit.Loader, Models: st.kit.Models})
+	with := serve.Components{Feed: bus, Loader: st.kit.Loader, Models: st.kit.Models}
+	f.tune(srv.Namespace())(&cfg, &with)
+	rt, err := serve.Assemble(context.Background(), cfg, with)
 	if err != nil {
 		st.shutdown()
 		return nil, err

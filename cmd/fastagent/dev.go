@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,45 +45,26 @@ func devCommand(g *globals) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			started := time.Now()
-			cfg := f.config(g, log)
+			cfg := f.config(g, log, serve.Roles{Worker: true, Ingress: true}, cmd.ErrOrStderr())
+			cfg.Temporal = serve.Temporal{Embedded: &serve.Embedded{FrontendPort: temporalPort, UIPort: uiPort}}
+			if noUI {
+				cfg.Temporal.Embedded.UIPort = -1
+			}
 			if cfg.Agents, err = serve.ParseAgents(f.agents, g.dir); err != nil {
 				return usageError("%v", err)
 			}
-			parts, err := serve.Open(ctx, cfg)
+			run, err := serve.Start(ctx, cfg, serve.Components{})
 			if err != nil {
 				return failure("%w", err)
 			}
-			defer parts.Close()
-			if err := checkDefinition(ctx, parts, log, cmd.ErrOrStderr()); err != nil {
+			defer run.Close()
+			if err := printDevReady(cmd.OutOrStdout(), run, started); err != nil {
 				return err
 			}
-			ln, err := serve.Listen(parts.Config.HTTPHost, parts.Config.HTTPPort)
-			if err != nil {
+			if err := run.Wait(ctx); err != nil {
 				return failure("%w", err)
 			}
-			defer ln.Close()
-			stopTracing, err := startTracing(ctx, parts)
-			if err != nil {
-				return failure("%w", err)
-			}
-			defer stopTracing()
-			emb := &serve.Embedded{FrontendPort: temporalPort, UIPort: uiPort}
-			if noUI {
-				emb.UIPort = -1
-			}
-			conn, err := parts.Connect(ctx, serve.Temporal{Embedded: emb}, ln)
-			if err != nil {
-				return failure("%w", err)
-			}
-			defer conn.Close()
-			run, err := parts.Start(ctx, conn.Client, serve.Roles{Worker: true, Ingress: true}, ln)
-			if err != nil {
-				return failure("%w", err)
-			}
-			if err := printDevReady(cmd.OutOrStdout(), run, conn.Embedded, parts.Config.StateDir, started); err != nil {
-				return err
-			}
-			return waitDev(ctx, run, conn.Embedded, parts.Config.StateDir)
+			return nil
 		},
 	}
 	f.bind(cmd, false)
@@ -95,30 +74,9 @@ func devCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// waitDev serves until ctx ends, or until the Temporal dev server's process
-// exits under it (killed, crashed): everything then stops with an error
-// pointing at its log.
-func waitDev(ctx context.Context, run *serve.Running, srv *serve.EmbeddedServer, stateDir string) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	died := errors.New("the Temporal dev server exited")
-	go func() {
-		select {
-		case <-srv.Exited:
-			cancel(died)
-		case <-ctx.Done():
-		}
-	}()
-	err := run.Wait(ctx)
-	if errors.Is(context.Cause(ctx), died) {
-		return failure("the Temporal dev server exited (%v); its log is %s", srv.Err(), filepath.Join(stateDir, "temporal.log"))
-	}
-	return err
-}
-
 // printDevReady prints where everything `fastagent dev` started listens.
-func printDevReady(out io.Writer, run *serve.Running, srv *serve.EmbeddedServer, stateDir string, started time.Time) error {
-	api := run.URL
+func printDevReady(out io.Writer, run *serve.Running, started time.Time) error {
+	srv, api := run.Embedded, run.URL
 	fmt.Fprintf(out, "fastagent dev ready in %s\n", time.Since(started).Round(time.Millisecond))
 	fmt.Fprintf(out, "  API       %s   (POST /invoke, GET /health)\n", api)
 	printAgentRoutes(out, run)
@@ -129,6 +87,7 @@ func printDevReady(out io.Writer, run *serve.Running, srv *serve.EmbeddedServer,
 		}
 		fmt.Fprintf(out, "  Web UI    %s\n            (opens once; `fastagent ui-link` makes another)\n", link)
 	}
+	stateDir := run.StateDir()
 	fmt.Fprintf(out, "  Temporal  %s   (namespace %s; every call needs the key in %s)\n",
 		srv.Frontend, srv.Namespace, filepath.Join(stateDir, tclient.DevTokenFile))
 	fmt.Fprintf(out, "  State     %s\n", stateDir)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,7 +20,6 @@ import (
 	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
-	"github.com/fastagent/fastagent/internal/tracing"
 )
 
 // serveFlags are shared by dev, start, worker and ingress.
@@ -62,8 +60,12 @@ func (f *serveFlags) bind(cmd *cobra.Command, withTemporal bool) {
 	}
 }
 
-func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
-	return serve.Config{
+// config is the runtime's configuration of the flags and the environment
+// for roles, its warnings printed to stderr.
+func (f *serveFlags) config(g *globals, log *slog.Logger, roles serve.Roles, stderr io.Writer) serve.Config {
+	cfg := serve.Config{
+		Roles:     roles,
+		Temporal:  serve.Temporal{Dial: f.temporal.FromEnv()},
 		Dir:       g.dir,
 		AgentDir:  g.agentDir,
 		StateDir:  g.stateDir,
@@ -74,6 +76,7 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		HTTPHost:  f.host,
 		HTTPPort:  f.port,
 		Logger:    log,
+		Warn:      func(w string) { fmt.Fprintln(stderr, "warning:", w) },
 		// Secrets come from the environment only, never from a flag default.
 		APIToken:   os.Getenv("FASTAGENT_API_TOKEN"),
 		APITokens:  os.Getenv("FASTAGENT_API_TOKENS"),
@@ -83,9 +86,15 @@ func (f *serveFlags) config(g *globals, log *slog.Logger) serve.Config {
 		Versioning:        plugin.VersioningFromEnv(os.Getenv),
 		Metrics:           metrics.New(),
 		MetricsAddr:       os.Getenv(metrics.EnvAddr),
-		// Tools never reach the Temporal frontend, whatever their network.
-		ControlPlane: nonEmpty(f.temporal.Address),
+		// Spans are exported by OTLP when OTEL_EXPORTER_OTLP_* ask for it.
+		TracingEnv: os.Getenv,
 	}
+	if roles.Ingress && !roles.Worker {
+		// One role in this process: its registry holds the client's SDK
+		// metrics and the handler's (ingress.New's).
+		cfg.Metrics = metrics.Default()
+	}
+	return cfg
 }
 
 // argvSecrets refuses a store DSN or feed URL given as a flag with a
@@ -128,16 +137,6 @@ func secretInURL(s string) bool {
 	return false
 }
 
-func nonEmpty(ss ...string) []string {
-	var out []string
-	for _, s := range ss {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // envDuration reads a duration ("30s", "2m") from the environment.
 func envDuration(name string, def time.Duration) time.Duration {
 	v := os.Getenv(name)
@@ -155,18 +154,18 @@ func envDuration(name string, def time.Duration) time.Duration {
 func serveCommands(g *globals) []*cobra.Command {
 	return []*cobra.Command{
 		devCommand(g),
-		processCommand(g, "start", "Run a worker and the HTTP ingress against a Temporal cluster", true, true),
-		processCommand(g, "worker", "Run only a worker (session workflows, model and tool activities)", true, false),
-		ingressCommand(g),
+		processCommand(g, "start", "Run a worker and the HTTP ingress against a Temporal cluster", serve.Roles{Worker: true, Ingress: true}),
+		processCommand(g, "worker", "Run only a worker (session workflows, model and tool activities)", serve.Roles{Worker: true}),
+		processCommand(g, "ingress", "Run only the HTTP ingress (needs a shared feed: --feed nats://…)", serve.Roles{Ingress: true}),
 		scheduleCommand(g),
 		fireCommand(g),
 		rolloutCommand(g),
 	}
 }
 
-// processCommand builds start and worker: the same assembly with some
-// parts switched off (`ingress` is ingressCommand).
-func processCommand(g *globals, name, short string, runWorker, runIngress bool) *cobra.Command {
+// processCommand builds start, worker and ingress: the one runtime
+// (serve.Start) with some roles switched off, against a Temporal cluster.
+func processCommand(g *globals, name, short string, roles serve.Roles) *cobra.Command {
 	f := &serveFlags{}
 	var groups []string
 	cmd := &cobra.Command{
@@ -184,42 +183,23 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 			if f.port < 0 || f.port > 65535 {
 				return usageError("--port %d is not a TCP port", f.port)
 			}
-			if runWorker != runIngress && (f.feed == "" || f.feed == "inprocess") {
+			if roles.Worker != roles.Ingress && (f.feed == "" || f.feed == "inprocess") {
 				log.Warn("the live feed is in-process, so no other process sees this one's deltas; use --feed nats://… (FASTAGENT_FEED) when worker and ingress run apart")
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			cfg := f.config(g, log)
+			cfg := f.config(g, log, roles, cmd.ErrOrStderr())
 			if cfg.Agents, err = serve.ParseAgents(f.agents, g.dir); err != nil {
 				return usageError("%v", err)
 			}
 			if err := activityGroups(cmd, groups, &cfg); err != nil {
 				return err
 			}
-			parts, err := serve.Open(ctx, cfg)
+			run, err := serve.Start(ctx, cfg, serve.Components{})
 			if err != nil {
 				return failure("%w", err)
 			}
-			defer parts.Close()
-			if runWorker {
-				if err := checkDefinition(ctx, parts, log, cmd.ErrOrStderr()); err != nil {
-					return err
-				}
-			}
-			stopTracing, err := startTracing(ctx, parts)
-			if err != nil {
-				return failure("%w", err)
-			}
-			defer stopTracing()
-			conn, err := parts.Connect(ctx, serve.Temporal{Dial: f.temporal.FromEnv()}, nil)
-			if err != nil {
-				return failure("%w", err)
-			}
-			defer conn.Close()
-			run, err := parts.Start(ctx, conn.Client, serve.Roles{Worker: runWorker, Ingress: runIngress}, nil)
-			if err != nil {
-				return failure("%w", err)
-			}
+			defer run.Close()
 			if run.URL != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "fastagent API  %s  (POST /invoke, GET /health)\n", run.URL)
 				printAgentRoutes(cmd.OutOrStdout(), run)
@@ -229,7 +209,7 @@ func processCommand(g *globals, name, short string, runWorker, runIngress bool) 
 		},
 	}
 	f.bind(cmd, true)
-	if runWorker && !runIngress {
+	if roles.Worker && !roles.Ingress {
 		cmd.Flags().StringSliceVar(&groups, "activities", envSlice("FASTAGENT_ACTIVITIES"),
 			"serve only these activity groups (model, tools) and no workflows: a worker of their own, on GPU machines or in a network zone, "+
 				"polling the task queue fastagent.yaml's activities: block places them on (or --task-queue) [FASTAGENT_ACTIVITIES]")
@@ -285,50 +265,10 @@ func printAgentRoutes(out io.Writer, run *serve.Running) {
 	}
 }
 
-// startTracing exports spans by OTLP when the OTEL_EXPORTER_OTLP_*
-// variables ask for it: the ingress gets the HTTP middleware and the
-// Temporal client (parts.Connect) the interceptor. stop flushes what is
-// left.
-func startTracing(ctx context.Context, parts *serve.Parts) (stop func(), err error) {
-	tr, err := tracing.FromEnv(ctx, os.Getenv)
-	if err != nil || tr == nil {
-		return func() {}, err
-	}
-	parts.Config.Tracing = tr
-	parts.Config.Logger.Info("tracing: spans exported by OTLP")
-	return func() { //nolint:contextcheck // flushing spans at shutdown runs after ctx ended, on its own deadline
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tr.Shutdown(sctx); err != nil {
-			parts.Config.Logger.Warn("tracing: flush on exit", "error", err)
-		}
-	}, nil
-}
-
-// checkDefinition loads the agent once at startup: a broken definition stops
-// the start; a missing model is reported with what to set, and serving goes on.
-func checkDefinition(ctx context.Context, parts *serve.Parts, log *slog.Logger, stderr io.Writer) error {
-	def, warnings, err := parts.Check(ctx)
-	if err != nil {
-		return failure("%w", err)
-	}
-	for _, w := range warnings {
-		fmt.Fprintln(stderr, "warning:", w)
-	}
-	log.Debug("agent loaded", "model", def.Config.Model, "tools", len(def.Tools), "dir", def.Workspace.Dir)
-	return nil
-}
-
 // printToken tells the user the API token generated for this run.
 func printToken(out io.Writer, run *serve.Running) {
 	if run.Token == "" {
 		return
 	}
-	printGeneratedToken(out, run.Token, run.TokenFile)
-}
-
-// printGeneratedToken tells the user token, generated for this run and
-// written to file.
-func printGeneratedToken(out io.Writer, token, file string) {
-	fmt.Fprintf(out, "  Token     %s\n            (generated for this run, in %s; fastagent invoke/session read it; set FASTAGENT_API_TOKEN to choose one)\n", token, file)
+	fmt.Fprintf(out, "  Token     %s\n            (generated for this run, in %s; fastagent invoke/session read it; set FASTAGENT_API_TOKEN to choose one)\n", run.Token, run.TokenFile)
 }

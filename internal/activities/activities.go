@@ -22,8 +22,8 @@ import (
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/internal/workspace"
-	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -113,14 +113,14 @@ func (a *Activities) Execute(ctx context.Context, call agentloop.ToolCall) (agen
 // turn does, and the session's next turn waits for it, so a worker that
 // dies right after a turn answered must be noticed within the record's
 // short heartbeat timeout, not its start-to-close timeout.
-func (a *Activities) Record(ctx context.Context, in workflows.RecordTurnInput) error {
+func (a *Activities) Record(ctx context.Context, in wire.RecordTurnInput) error {
 	stop := a.heartbeat(ctx)
 	defer stop()
 	return a.RecordTurn(ctx, in)
 }
 
 // Open is the Session.Open (local) activity.
-func (a *Activities) Open(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+func (a *Activities) Open(ctx context.Context, in wire.OpenInput) (wire.OpenResult, error) {
 	return a.OpenSession(ctx, in)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
@@ -79,14 +80,14 @@ Update the existing structured summary with new information. RULES:
 const serializedMessageChars = 2000
 
 // Compact is the Session.Compact activity.
-func (a *Activities) Compact(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error) {
+func (a *Activities) Compact(ctx context.Context, in wire.CompactInput) (workflows.CompactResult, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
 	ctx, done := stoppable(ctx, a.Feed, in.Session, in.Turn)
 	defer done()
 	res, err := a.RunCompact(ctx, in)
 	err = stoppedError(ctx, err)
-	if err == nil && in.Reason == workflows.CompactManual && res.EntryID != "" {
+	if err == nil && in.Reason == wire.CompactManual && res.EntryID != "" {
 		// A manual compaction moves the head between turns; one inside a
 		// turn is followed by the turn's record.
 		if err := a.Store.SetHead(ctx, in.Session, res.EntryID); err != nil {
@@ -102,7 +103,7 @@ func (a *Activities) Compact(ctx context.Context, in workflows.CompactInput) (wo
 // rewritten. An entry already stored under in.EntryID (an earlier attempt
 // whose worker died) is the result. With nothing to summarize, or automatic
 // compaction off, it appends nothing and says why in Skipped.
-func (a *Activities) RunCompact(ctx context.Context, in workflows.CompactInput) (workflows.CompactResult, error) {
+func (a *Activities) RunCompact(ctx context.Context, in wire.CompactInput) (workflows.CompactResult, error) {
 	if prev, err := a.Store.Get(ctx, in.Session, in.EntryID); err == nil && prev.Compaction != nil {
 		return workflows.CompactResult{EntryID: prev.ID, FirstKept: prev.Compaction.FirstKeptEntryID, TokensBefore: prev.Compaction.TokensBefore}, nil
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -113,7 +114,7 @@ func (a *Activities) RunCompact(ctx context.Context, in workflows.CompactInput) 
 		return workflows.CompactResult{}, temporal.NewApplicationErrorWithOptions(
 			"the agent definition could not be loaded: "+err.Error(), agent.CodeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	if in.Reason != workflows.CompactManual && !def.Config.Compaction.On() {
+	if in.Reason != wire.CompactManual && !def.Config.Compaction.On() {
 		return workflows.CompactResult{Skipped: "compaction is disabled (compaction.enabled: false in fastagent.yaml)"}, nil
 	}
 	budget := BudgetOf(def, def.Config.ModelFor(false)[0])

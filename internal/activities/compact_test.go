@@ -7,6 +7,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -15,7 +16,7 @@ import (
 // smallWindow is a fastagent.yaml with a 4,000-token window.
 const smallWindow = "contextWindow: 4000\ncompaction: {reserveTokens: 1000, keepRecentTokens: 1000}\n"
 
-func (e *env) compact(in workflows.CompactInput) (workflows.CompactResult, error) {
+func (e *env) compact(in wire.CompactInput) (workflows.CompactResult, error) {
 	e.t.Helper()
 	var res workflows.CompactResult
 	v, err := e.act.ExecuteActivity(workflows.ActivityCompact, in)
@@ -124,7 +125,7 @@ func TestCompact(t *testing.T) {
 	branch := longBranch(e, "s1", "e", 10, 1500)
 	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"## Goal\nread files"}})
 	leaf := branch[len(branch)-1].ID
-	res, err := e.compact(workflows.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k1", Reason: workflows.CompactThreshold})
+	res, err := e.compact(wire.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k1", Reason: wire.CompactThreshold})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestCompact(t *testing.T) {
 	}
 
 	// A retried attempt finds the entry.
-	again, err := e.compact(workflows.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k1", Reason: workflows.CompactThreshold})
+	again, err := e.compact(wire.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k1", Reason: wire.CompactThreshold})
 	if err != nil || again.EntryID != "k1" || e.kit.Model.Count() != 1 {
 		t.Errorf("retry: %+v %v after %d requests, want the stored entry and no new request", again, err, e.kit.Model.Count())
 	}
@@ -167,7 +168,7 @@ func TestCompact(t *testing.T) {
 	more[0].ParentID = "k1"
 	e.store("s1", more...)
 	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"## Goal\nupdated"}})
-	res2, err := e.compact(workflows.CompactInput{Session: "s1", Leaf: more[len(more)-1].ID, EntryID: "k2", Reason: workflows.CompactOverflow, Force: true})
+	res2, err := e.compact(wire.CompactInput{Session: "s1", Leaf: more[len(more)-1].ID, EntryID: "k2", Reason: wire.CompactOverflow, Force: true})
 	if err != nil || res2.EntryID != "k2" {
 		t.Fatalf("second compaction: %+v %v", res2, err)
 	}
@@ -187,19 +188,19 @@ func TestCompactSkips(t *testing.T) {
 	}
 	branch := longBranch(e, "s1", "e", 6, 1500)
 	leaf := branch[len(branch)-1].ID
-	res, err := e.compact(workflows.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k1", Reason: workflows.CompactOverflow})
+	res, err := e.compact(wire.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k1", Reason: wire.CompactOverflow})
 	if err != nil || res.EntryID != "" || !strings.Contains(res.Skipped, "disabled") {
 		t.Errorf("automatic with compaction off: %+v %v, want skipped", res, err)
 	}
 	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"summary"}})
-	res, err = e.compact(workflows.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k2", Reason: workflows.CompactManual})
+	res, err = e.compact(wire.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k2", Reason: wire.CompactManual})
 	if err != nil || res.EntryID != "k2" {
 		t.Errorf("manual with compaction off: %+v %v, want compacted", res, err)
 	}
 
 	small := newEnv(t)
 	short := longBranch(small, "s2", "e", 1, 10)
-	res, err = small.compact(workflows.CompactInput{Session: "s2", Leaf: short[len(short)-1].ID, EntryID: "k1", Reason: workflows.CompactManual})
+	res, err = small.compact(wire.CompactInput{Session: "s2", Leaf: short[len(short)-1].ID, EntryID: "k1", Reason: wire.CompactManual})
 	if err != nil || res.EntryID != "" || !strings.Contains(res.Skipped, "nothing to compact") || small.kit.Model.Count() != 0 {
 		t.Errorf("short branch: %+v %v, want nothing to compact and no model call", res, err)
 	}
@@ -234,7 +235,7 @@ func TestSummariesFollowTheFallbackChain(t *testing.T) {
 		}
 		branch := longBranch(e, "s1", "e", 10, 8000) // about 20,000 tokens: over gpt-4's 8,192
 		e.kit.Model.Enqueue(limited, modelserver.Reply{Text: []string{"## Goal\nsummarized by the fallback"}})
-		res, err := e.compact(workflows.CompactInput{Session: "s1", Leaf: branch[len(branch)-1].ID, EntryID: "k1", Reason: workflows.CompactThreshold})
+		res, err := e.compact(wire.CompactInput{Session: "s1", Leaf: branch[len(branch)-1].ID, EntryID: "k1", Reason: wire.CompactThreshold})
 		if err != nil {
 			t.Fatalf("compaction with a rate-limited chat model: %v", err)
 		}
@@ -263,7 +264,7 @@ func TestSummariesFollowTheFallbackChain(t *testing.T) {
 			message("a2", "u2", transcript.Message{Role: transcript.RoleAssistant, Text: "tried it"}),
 		)
 		e.kit.Model.Enqueue(limited, modelserver.Reply{Text: []string{"the second idea, by the fallback"}})
-		v, err := e.act.ExecuteActivity(workflows.ActivityRewind, workflows.RewindInput{Session: "s1", Leaf: "a2", Entry: "a1", EntryID: "b1"})
+		v, err := e.act.ExecuteActivity(workflows.ActivityRewind, wire.RewindInput{Session: "s1", Leaf: "a2", Entry: "a1", EntryID: "b1"})
 		if err != nil {
 			t.Fatalf("rewind with a rate-limited chat model: %v", err)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // fetchReplier is a replier whose Fetch fails with err.
@@ -20,7 +20,7 @@ type fetchReplier struct {
 	err error
 }
 
-func (f *fetchReplier) Fetch(_ context.Context, _ workflows.Target, p agent.Prompt, _ string) (agent.Prompt, error) {
+func (f *fetchReplier) Fetch(_ context.Context, _ wire.Target, p agent.Prompt, _ string) (agent.Prompt, error) {
 	return p, f.err
 }
 
@@ -28,7 +28,7 @@ func (f *fetchReplier) Fetch(_ context.Context, _ workflows.Target, p agent.Prom
 // the activity without retries; any other error is retried.
 func TestChannelFetchErrors(t *testing.T) {
 	t.Parallel()
-	data, _ := json.Marshal(workflows.Target{Chat: "T:C", Attachments: []workflows.Attachment{{ID: "F1"}}})
+	data, _ := json.Marshal(wire.Target{Chat: "T:C", Attachments: []wire.Attachment{{ID: "F1"}}})
 	cases := []struct {
 		name         string
 		err          error
@@ -39,8 +39,8 @@ func TestChannelFetchErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := activities.NewReplies(nil, nil, []channels.Replier{&fetchReplier{err: c.err}}, nil)
-		_, err := r.Fetch(context.Background(), workflows.FetchInput{Session: "s", Turn: "k",
-			Reply: workflows.ReplyTarget{Kind: "fake", Data: data}, Prompt: agent.Prompt{Text: "hi"}})
+		_, err := r.Fetch(context.Background(), wire.FetchInput{Session: "s", Turn: "k",
+			Reply: wire.ReplyTarget{Kind: "fake", Data: data}, Prompt: agent.Prompt{Text: "hi"}})
 		var app *temporal.ApplicationError
 		got := errors.As(err, &app) && app.NonRetryable()
 		if err == nil || got != c.nonRetryable {

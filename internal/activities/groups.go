@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -50,7 +51,7 @@ func ParseGroup(name string) (Group, error) {
 
 // Firer runs the Schedule.Fire activity (schedules.Firer).
 type Firer interface {
-	Fire(ctx context.Context, req workflows.FireRequest) (workflows.FireRecord, error)
+	Fire(ctx context.Context, req wire.FireRequest) (workflows.FireRecord, error)
 }
 
 // Set is the implementation of every activity the workflows call; a nil

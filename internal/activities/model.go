@@ -18,9 +18,9 @@ import (
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/transcript"
-	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -221,7 +221,7 @@ func fallbackOf(def *workspace.Definition, chain []string, at int) fallback {
 // tells the client to drop partial text when a retry follows streamed deltas.
 // A retryable failure on the model's last attempt, or a rate limit longer
 // than fb.after, hands the step to the next model of the chain: the error
-// is then workflows.ErrModelFallback (the workflow runs the step again with
+// is then wire.ErrModelFallback (the workflow runs the step again with
 // the next Fallback) and a retrying event names the fallback model.
 func (a *Activities) modelError(ctx context.Context, pub publisher, call agentloop.ModelCall, attempt int, streamed bool, err error, fb fallback) error {
 	if ctx.Err() != nil {
@@ -253,7 +253,7 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
 		pub.flush(ctx)
 		a.log().WarnContext(ctx, "model call failed; falling back", "session", call.Session, "turn", call.Turn, "step", call.Step, "model", le.Model, "fallback", fb.next, "error", le.Error())
-		return temporal.NewApplicationErrorWithOptions(ev.Reason, workflows.ErrModelFallback,
+		return temporal.NewApplicationErrorWithOptions(ev.Reason, wire.ErrModelFallback,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	if streamed && (call.MaxAttempts == 0 || own < call.MaxAttempts) {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 
 	"github.com/fastagent/fastagent/internal/feed"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Publish is the Feed.Publish local activity: it puts an event the
 // workflow decided (a tool call waiting for approval, the decision) on the
 // turn's live feed, where relays show it like any other event of its step.
-func (a *Activities) Publish(ctx context.Context, in workflows.PublishInput) error {
+func (a *Activities) Publish(ctx context.Context, in wire.PublishInput) error {
 	if a.Feed == nil {
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -63,7 +64,7 @@ func NewReplies(st store.Store, bus feed.Bus, repliers []channels.Replier, log *
 func (r *Replies) Register(w Registrar) { Register(w, Set{Replies: r}) }
 
 // refKey is the key a reply's reference is kept under: the one the workflow
-// named for this run of the turn (workflows.ReplyRef), else the turn's key.
+// named for this run of the turn (wire.ReplyRef), else the turn's key.
 func refKey(turn, ref string) string {
 	if ref != "" {
 		return ref
@@ -79,13 +80,13 @@ const busySuffix = "#busy"
 // render opens the renderer of a turn's reply on its platform, continuing
 // the reply an earlier attempt stored under turn (the reply's reference
 // key, see refKey).
-func (r *Replies) render(ctx context.Context, session, turn string, rt workflows.ReplyTarget) (channels.Render, string, error) {
+func (r *Replies) render(ctx context.Context, session, turn string, rt wire.ReplyTarget) (channels.Render, string, error) {
 	rp := r.Repliers[rt.Kind]
 	if rp == nil {
 		return nil, "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("reply: no %q channel is configured on this worker", rt.Kind), agent.CodeInvalidCommand, nil)
 	}
-	var target workflows.Target
+	var target wire.Target
 	if err := json.Unmarshal(rt.Data, &target); err != nil {
 		return nil, "", temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("reply: bad %s reply target: %v", rt.Kind, err), agent.CodeInvalidCommand, nil)
@@ -124,7 +125,7 @@ func (r *Replies) saveRef(ctx context.Context, session, turn string, rd channels
 // turn) — and posts one only when none exists, so a retried reply never
 // posts twice. A busy notice is posted only when nothing was posted for
 // the turn.
-func (r *Replies) Reply(ctx context.Context, in workflows.ReplyInput) error {
+func (r *Replies) Reply(ctx context.Context, in wire.ReplyInput) error {
 	key := refKey(in.Turn, in.Ref)
 	if in.Busy && in.Ref == "" {
 		// Nothing when the turn was answered; else the notice under a key
@@ -176,7 +177,7 @@ func (r *Replies) Reply(ctx context.Context, in workflows.ReplyInput) error {
 // storing the reply's reference as soon as it exists. It returns when the
 // turn's outcome has arrived on the feed, or when cancelled; a retried
 // attempt continues the same reply.
-func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
+func (r *Replies) Stream(ctx context.Context, in wire.StreamInput) error {
 	if r.Feed == nil {
 		return nil
 	}
@@ -190,7 +191,7 @@ func (r *Replies) Stream(ctx context.Context, in workflows.StreamInput) error {
 
 // stream follows the turn's feed into the live reply until its end, or
 // until stopped is closed (feed.ErrStopped).
-func (r *Replies) stream(ctx context.Context, in workflows.StreamInput, stopped <-chan struct{}) error {
+func (r *Replies) stream(ctx context.Context, in wire.StreamInput, stopped <-chan struct{}) error {
 	rd, saved, err := r.render(ctx, in.Session, refKey(in.Turn, in.Ref), in.Reply)
 	if err != nil {
 		return err
@@ -280,7 +281,7 @@ func (r *Replies) stream(ctx context.Context, in workflows.StreamInput, stopped 
 // same message settled to the decision. The message's reference is kept
 // under (session, turn#approval:call), so a retried stream asks once.
 // Best effort: the wait has its deadline and the HTTP route either way.
-func (r *Replies) approval(ctx context.Context, in workflows.StreamInput, ev agent.Event) {
+func (r *Replies) approval(ctx context.Context, in wire.StreamInput, ev agent.Event) {
 	asker, ok := r.Repliers[in.Reply.Kind].(channels.Asker)
 	if !ok {
 		return
@@ -308,7 +309,7 @@ func (r *Replies) approval(ctx context.Context, in workflows.StreamInput, ev age
 // channel can (channels.Questioner), once: its reference is kept under
 // (session, turn#question:call). Best effort: the question also waits on
 // the HTTP route until its deadline.
-func (r *Replies) question(ctx context.Context, in workflows.StreamInput, ev agent.Event) {
+func (r *Replies) question(ctx context.Context, in wire.StreamInput, ev agent.Event) {
 	q, ok := r.Repliers[in.Reply.Kind].(channels.Questioner)
 	if !ok {
 		return
@@ -330,7 +331,7 @@ func (r *Replies) question(ctx context.Context, in workflows.StreamInput, ev age
 // approval, a question) needs: the reply target, the key its reference is
 // kept under (turn + kind + call) and the reference when it was posted
 // ("" when not yet); ok is false when either cannot be read.
-func (r *Replies) waitMessage(ctx context.Context, in workflows.StreamInput, ev agent.Event, kind string) (target workflows.Target, key, ref string, ok bool) {
+func (r *Replies) waitMessage(ctx context.Context, in wire.StreamInput, ev agent.Event, kind string) (target wire.Target, key, ref string, ok bool) {
 	if err := json.Unmarshal(in.Reply.Data, &target); err != nil {
 		return target, "", "", false
 	}
@@ -346,9 +347,9 @@ func (r *Replies) waitMessage(ctx context.Context, in workflows.StreamInput, ev 
 
 // Fetch resolves in's attachments into its prompt through the channel's
 // Fetcher; a channel without one leaves the prompt as it is, saying so.
-func (r *Replies) Fetch(ctx context.Context, in workflows.FetchInput) (agent.Prompt, error) {
+func (r *Replies) Fetch(ctx context.Context, in wire.FetchInput) (agent.Prompt, error) {
 	rp := r.Repliers[in.Reply.Kind]
-	var target workflows.Target
+	var target wire.Target
 	if err := json.Unmarshal(in.Reply.Data, &target); err != nil {
 		return in.Prompt, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("fetch: bad %s reply target: %v", in.Reply.Kind, err), agent.CodeInvalidCommand, nil)
@@ -380,7 +381,7 @@ func (r *Replies) Fetch(ctx context.Context, in workflows.FetchInput) (agent.Pro
 // turn as background input: each one is fetched on its own, and one that
 // cannot be (or is past the prompt's image budget) is named instead — it
 // never fails the turn.
-func (r *Replies) background(ctx context.Context, f channels.Fetcher, target workflows.Target, p agent.Prompt) agent.Prompt {
+func (r *Replies) background(ctx context.Context, f channels.Fetcher, target wire.Target, p agent.Prompt) agent.Prompt {
 	if len(target.Background) == 0 {
 		return p
 	}
@@ -391,7 +392,7 @@ func (r *Replies) background(ctx context.Context, f channels.Fetcher, target wor
 	var lines []string
 	for _, a := range target.Background {
 		one := target
-		one.Attachments, one.Background = []workflows.Attachment{a}, nil
+		one.Attachments, one.Background = []wire.Attachment{a}, nil
 		got, err := f.Fetch(ctx, one, agent.Prompt{}, r.Dir)
 		if err != nil {
 			r.log().Warn("channel: background file not read", "turn", target.Turn, "file", a.Name, "error", err)
@@ -420,7 +421,7 @@ func (r *Replies) background(ctx context.Context, f channels.Fetcher, target wor
 
 // Route is the Chat.Route local activity: Signal-With-Start of in's
 // delivery on its session workflow (which deduplicates it by key).
-func (r *Replies) Route(ctx context.Context, in workflows.RouteInput) error {
+func (r *Replies) Route(ctx context.Context, in wire.RouteInput) error {
 	st := r.starter(ctx)
 	if st == nil {
 		return temporal.NewNonRetryableApplicationError("route: this worker has no Temporal client for chat routing",
@@ -450,7 +451,7 @@ type updater interface {
 
 // Stop is the Chat.Stop local activity: the abort update on in's session.
 // A session that does not exist or runs no turn is not an error.
-func (r *Replies) Stop(ctx context.Context, in workflows.StopInput) error {
+func (r *Replies) Stop(ctx context.Context, in wire.StopInput) error {
 	u, ok := r.starter(ctx).(updater)
 	if !ok {
 		return temporal.NewNonRetryableApplicationError("stop: this worker has no Temporal client for chat control",
@@ -490,7 +491,7 @@ func (r *Replies) Stop(ctx context.Context, in workflows.StopInput) error {
 // as it is. When the turn was dropped and a reply had been mounted for it
 // (its reference is stored), that reply is settled to DroppedText; nothing
 // is posted otherwise.
-func (r *Replies) Drop(ctx context.Context, in workflows.DropInput) error {
+func (r *Replies) Drop(ctx context.Context, in wire.DropInput) error {
 	u, ok := r.starter(ctx).(updater)
 	if !ok {
 		return temporal.NewNonRetryableApplicationError("drop: this worker has no Temporal client for chat control",
@@ -531,7 +532,7 @@ func (r *Replies) Drop(ctx context.Context, in workflows.DropInput) error {
 
 // answer is the turn's stored answer (the step texts joined), or a short
 // note when the turn stored none.
-func (r *Replies) answer(ctx context.Context, in workflows.ReplyInput) (string, error) {
+func (r *Replies) answer(ctx context.Context, in wire.ReplyInput) (string, error) {
 	var steps []string
 	if in.Outcome.First != "" && in.Outcome.Leaf != "" {
 		var err error

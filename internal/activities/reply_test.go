@@ -16,8 +16,8 @@ import (
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
-	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -30,7 +30,7 @@ type fakeReplier struct {
 
 func (f *fakeReplier) Kind() string { return "fake" }
 
-func (f *fakeReplier) Render(_ context.Context, _ workflows.Target, ref string) (channels.Render, error) {
+func (f *fakeReplier) Render(_ context.Context, _ wire.Target, ref string) (channels.Render, error) {
 	return &fakeRender{f: f, ref: ref}, nil
 }
 
@@ -84,19 +84,19 @@ func TestChannelReply(t *testing.T) {
 	fake := &fakeReplier{}
 	r := activities.NewReplies(st, nil, []channels.Replier{fake}, nil)
 	out := agentloop.Outcome{Turn: "k1", Status: agent.TypeCompleted, First: "u1", Leaf: "a2"}
-	target := workflows.ReplyTarget{Kind: "fake", Data: json.RawMessage(`{}`)}
+	target := wire.ReplyTarget{Kind: "fake", Data: json.RawMessage(`{}`)}
 	steps := []struct {
 		name string
-		in   workflows.ReplyInput
+		in   wire.ReplyInput
 		want []string
 	}{
-		{"first reply posts the stored answer", workflows.ReplyInput{Session: "s1", Turn: "k1", Reply: target, Outcome: out},
+		{"first reply posts the stored answer", wire.ReplyInput{Session: "s1", Turn: "k1", Reply: target, Outcome: out},
 			[]string{"post m1 Hello\n\nthere."}},
-		{"retried reply updates it", workflows.ReplyInput{Session: "s1", Turn: "k1", Reply: target, Outcome: out},
+		{"retried reply updates it", wire.ReplyInput{Session: "s1", Turn: "k1", Reply: target, Outcome: out},
 			[]string{"post m1 Hello\n\nthere.", "update m1 Hello\n\nthere."}},
-		{"busy after an answer changes nothing", workflows.ReplyInput{Session: "s1", Turn: "k1", Reply: target, Busy: true},
+		{"busy after an answer changes nothing", wire.ReplyInput{Session: "s1", Turn: "k1", Reply: target, Busy: true},
 			[]string{"post m1 Hello\n\nthere.", "update m1 Hello\n\nthere."}},
-		{"busy for a new key posts the notice", workflows.ReplyInput{Session: "s1", Turn: "k2", Reply: target, Busy: true},
+		{"busy for a new key posts the notice", wire.ReplyInput{Session: "s1", Turn: "k2", Reply: target, Busy: true},
 			[]string{"post m1 Hello\n\nthere.", "update m1 Hello\n\nthere.", "post m2 " + activities.BusyText}},
 	}
 	for _, s := range steps {
@@ -107,7 +107,7 @@ func TestChannelReply(t *testing.T) {
 			t.Errorf("%s: calls %q, want %q", s.name, fake.log, s.want)
 		}
 	}
-	err = r.Reply(ctx, workflows.ReplyInput{Session: "s1", Turn: "k3", Reply: workflows.ReplyTarget{Kind: "nope"}, Outcome: out})
+	err = r.Reply(ctx, wire.ReplyInput{Session: "s1", Turn: "k3", Reply: wire.ReplyTarget{Kind: "nope"}, Outcome: out})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || !app.NonRetryable() {
 		t.Errorf("unknown kind: %v, want a non-retryable application error", err)
@@ -118,7 +118,7 @@ func TestChannelReply(t *testing.T) {
 // read, any other becomes one vision image.
 type bgFetchReplier struct{ fakeReplier }
 
-func (f *bgFetchReplier) Fetch(_ context.Context, t workflows.Target, p agent.Prompt, _ string) (agent.Prompt, error) {
+func (f *bgFetchReplier) Fetch(_ context.Context, t wire.Target, p agent.Prompt, _ string) (agent.Prompt, error) {
 	for _, a := range t.Attachments {
 		if a.ID == "bad" {
 			return p, fmt.Errorf("files.info %s: file_not_found", a.ID)
@@ -135,13 +135,13 @@ func (f *bgFetchReplier) Fetch(_ context.Context, t workflows.Target, p agent.Pr
 func TestChannelFetchBackground(t *testing.T) {
 	t.Parallel()
 	r := activities.NewReplies(nil, nil, []channels.Replier{&bgFetchReplier{}}, nil)
-	data, err := json.Marshal(workflows.Target{Chat: "c", Background: []workflows.Attachment{
+	data, err := json.Marshal(wire.Target{Chat: "c", Background: []wire.Attachment{
 		{ID: "F1", Name: "chart.png"}, {ID: "bad", Name: "gone.pdf"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := r.Fetch(context.Background(), workflows.FetchInput{Session: "s1", Turn: "k1",
-		Reply: workflows.ReplyTarget{Kind: "fake", Data: data}, Prompt: agent.Prompt{Text: "what do you make of it?"}})
+	p, err := r.Fetch(context.Background(), wire.FetchInput{Session: "s1", Turn: "k1",
+		Reply: wire.ReplyTarget{Kind: "fake", Data: data}, Prompt: agent.Prompt{Text: "what do you make of it?"}})
 	if err != nil {
 		t.Fatalf("fetch: %v", err)
 	}

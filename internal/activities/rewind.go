@@ -13,6 +13,7 @@ import (
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/models"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -35,7 +36,7 @@ Summarize what was tried on this branch so the conversation does not repeat it. 
 Keep it concise.`
 
 // Rewind is the Session.Rewind activity.
-func (a *Activities) Rewind(ctx context.Context, in workflows.RewindInput) (workflows.RewindResult, error) {
+func (a *Activities) Rewind(ctx context.Context, in wire.RewindInput) (workflows.RewindResult, error) {
 	stop := a.heartbeat(ctx)
 	defer stop()
 	res, err := a.RunRewind(ctx, in)
@@ -55,7 +56,7 @@ func (a *Activities) Rewind(ctx context.Context, in workflows.RewindInput) (work
 // in.Entry), which becomes the leaf. With nothing abandoned the target
 // itself is the leaf. An entry already stored under in.EntryID (an earlier
 // attempt) is the result. An unknown entry is CodeNotFound.
-func (a *Activities) RunRewind(ctx context.Context, in workflows.RewindInput) (workflows.RewindResult, error) {
+func (a *Activities) RunRewind(ctx context.Context, in wire.RewindInput) (workflows.RewindResult, error) {
 	res := workflows.RewindResult{Entry: in.Entry, From: in.Leaf}
 	if prev, err := a.Store.Get(ctx, in.Session, in.EntryID); err == nil && prev.BranchSummary != nil {
 		res.Leaf, res.SummaryEntry, res.Summary = prev.ID, prev.ID, prev.BranchSummary.Summary

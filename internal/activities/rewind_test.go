@@ -9,6 +9,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -29,7 +30,7 @@ func TestRewind(t *testing.T) {
 		message("u3", "a1", transcript.Message{Role: transcript.RoleUser, Text: "sibling"}),
 	)
 	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"## What was tried\n- the second idea"}})
-	rewind := func(in workflows.RewindInput) (workflows.RewindResult, error) {
+	rewind := func(in wire.RewindInput) (workflows.RewindResult, error) {
 		var res workflows.RewindResult
 		v, err := e.act.ExecuteActivity(workflows.ActivityRewind, in)
 		if err != nil {
@@ -37,7 +38,7 @@ func TestRewind(t *testing.T) {
 		}
 		return res, v.Get(&res)
 	}
-	res, err := rewind(workflows.RewindInput{Session: "s1", Leaf: "a2", Entry: "a1", EntryID: "b1"})
+	res, err := rewind(wire.RewindInput{Session: "s1", Leaf: "a2", Entry: "a1", EntryID: "b1"})
 	if err != nil || res.Leaf != "b1" || res.Abandoned != 2 || !strings.Contains(res.Summary, "second idea") {
 		t.Fatalf("rewind: %+v, %v", res, err)
 	}
@@ -51,14 +52,14 @@ func TestRewind(t *testing.T) {
 	}
 	cases := []struct {
 		name      string
-		in        workflows.RewindInput
+		in        wire.RewindInput
 		leaf      string
 		abandoned int
 		code      string
 	}{
-		{"retried attempt", workflows.RewindInput{Session: "s1", Leaf: "a2", Entry: "a1", EntryID: "b1"}, "b1", 0, ""},
-		{"nothing abandoned", workflows.RewindInput{Session: "s1", Leaf: "a1", Entry: "a1", EntryID: "b2"}, "a1", 0, ""},
-		{"unknown entry", workflows.RewindInput{Session: "s1", Leaf: "a2", Entry: "nope", EntryID: "b3"}, "", 0, agent.CodeNotFound},
+		{"retried attempt", wire.RewindInput{Session: "s1", Leaf: "a2", Entry: "a1", EntryID: "b1"}, "b1", 0, ""},
+		{"nothing abandoned", wire.RewindInput{Session: "s1", Leaf: "a1", Entry: "a1", EntryID: "b2"}, "a1", 0, ""},
+		{"unknown entry", wire.RewindInput{Session: "s1", Leaf: "a2", Entry: "nope", EntryID: "b3"}, "", 0, agent.CodeNotFound},
 	}
 	for _, c := range cases {
 		res, err := rewind(c.in)

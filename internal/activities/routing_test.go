@@ -8,8 +8,8 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
-	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -41,9 +41,9 @@ func TestGenerateRoutesAndFallsBack(t *testing.T) {
 		{name: "500 before the last attempt: retried", script: modelserver.Reply{Status: 500, Message: "overloaded"}, attempt: 1,
 			wantModel: "chat-m", wantErr: agent.CodeModel, wantRetry: true},
 		{name: "500 on the last attempt: falls back", script: modelserver.Reply{Status: 500, Message: "overloaded"}, attempt: 3,
-			wantModel: "chat-m", wantErr: workflows.ErrModelFallback, wantReason: "falling back to openai/backup"},
+			wantModel: "chat-m", wantErr: wire.ErrModelFallback, wantReason: "falling back to openai/backup"},
 		{name: "long rate limit: falls back at once", script: modelserver.Reply{Status: 429, Message: "slow down", RetryAfter: "60"}, attempt: 1,
-			wantModel: "chat-m", wantErr: workflows.ErrModelFallback, wantReason: "falling back to openai/backup"},
+			wantModel: "chat-m", wantErr: wire.ErrModelFallback, wantReason: "falling back to openai/backup"},
 		{name: "short rate limit: retried", script: modelserver.Reply{Status: 429, Message: "slow down", RetryAfter: "1"}, attempt: 1,
 			wantModel: "chat-m", wantErr: agent.CodeModel, wantRetry: true},
 		{name: "last model of the chain: no fallback", fallback: 1, script: modelserver.Reply{Status: 500, Message: "overloaded"}, attempt: 3,

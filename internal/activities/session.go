@@ -12,8 +12,8 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
-	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 	"github.com/fastagent/fastagent/workflows/wakes"
 )
@@ -25,7 +25,7 @@ import (
 // a half-run turn's), else the most recently appended entry. A session that has no
 // entries yet and names a parent starts from a copy of the parent's
 // transcript (up to the last branch hint found in it, else its leaf).
-func (a *Activities) OpenSession(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+func (a *Activities) OpenSession(ctx context.Context, in wire.OpenInput) (wire.OpenResult, error) {
 	res, err := a.openLeaf(ctx, in)
 	if err != nil {
 		return res, err
@@ -37,34 +37,34 @@ func (a *Activities) OpenSession(ctx context.Context, in workflows.OpenInput) (w
 	return res, nil
 }
 
-func (a *Activities) openLeaf(ctx context.Context, in workflows.OpenInput) (workflows.OpenResult, error) {
+func (a *Activities) openLeaf(ctx context.Context, in wire.OpenInput) (wire.OpenResult, error) {
 	// The head is where the session stood last: its last recorded turn,
 	// rewind or manual compaction.
 	head, err := a.Store.Head(ctx, in.Session)
 	switch {
 	case err == nil:
-		return workflows.OpenResult{Leaf: head}, nil
+		return wire.OpenResult{Leaf: head}, nil
 	case !errors.Is(err, store.ErrNotFound):
-		return workflows.OpenResult{}, storeError(err)
+		return wire.OpenResult{}, storeError(err)
 	}
 	last, err := a.Store.LastTurn(ctx, in.Session)
 	switch {
 	case err == nil:
 		var out agentloop.Outcome
 		if err := json.Unmarshal(last.Outcome, &out); err != nil {
-			return workflows.OpenResult{}, storeError(fmt.Errorf("decode turn %q: %w", last.Key, err))
+			return wire.OpenResult{}, storeError(fmt.Errorf("decode turn %q: %w", last.Key, err))
 		}
 		if out.Leaf != "" {
-			return workflows.OpenResult{Leaf: out.Leaf}, nil
+			return wire.OpenResult{Leaf: out.Leaf}, nil
 		}
 	case !errors.Is(err, store.ErrNotFound):
-		return workflows.OpenResult{}, storeError(err)
+		return wire.OpenResult{}, storeError(err)
 	}
 	leaf, err := a.Store.Leaf(ctx, in.Session)
 	if err != nil {
-		return workflows.OpenResult{}, storeError(err)
+		return wire.OpenResult{}, storeError(err)
 	}
-	if strings.HasPrefix(leaf, workflows.PromptIDPrefix) {
+	if strings.HasPrefix(leaf, wire.PromptIDPrefix) {
 		// The last thing stored is a prompt nothing answered: a first turn
 		// whose workflow task was lost after Turn.Begin. The retried task
 		// stores the same prompt again below the leaf before it.
@@ -73,11 +73,11 @@ func (a *Activities) openLeaf(ctx context.Context, in workflows.OpenInput) (work
 		}
 	}
 	if leaf != "" || in.ParentSession == "" {
-		return workflows.OpenResult{Leaf: leaf}, nil
+		return wire.OpenResult{Leaf: leaf}, nil
 	}
 	cut, err := a.Store.Leaf(ctx, in.ParentSession)
 	if err != nil {
-		return workflows.OpenResult{}, storeError(err)
+		return wire.OpenResult{}, storeError(err)
 	}
 	for i := len(in.BranchHints) - 1; i >= 0; i-- {
 		if _, err := a.Store.Get(ctx, in.ParentSession, in.BranchHints[i]); err == nil {
@@ -89,31 +89,31 @@ func (a *Activities) openLeaf(ctx context.Context, in workflows.OpenInput) (work
 		// The ingress checked it exists; a parent that lost it is an error,
 		// not a silently different fork.
 		if _, err := a.Store.Get(ctx, in.ParentSession, in.FromEntry); errors.Is(err, store.ErrNotFound) {
-			return workflows.OpenResult{}, temporal.NewApplicationErrorWithOptions(
+			return wire.OpenResult{}, temporal.NewApplicationErrorWithOptions(
 				fmt.Sprintf("parent session %q has no entry %q to fork from", in.ParentSession, in.FromEntry),
 				agent.CodeNotFound, temporal.ApplicationErrorOptions{NonRetryable: true})
 		} else if err != nil {
-			return workflows.OpenResult{}, storeError(err)
+			return wire.OpenResult{}, storeError(err)
 		}
 		cut = in.FromEntry
 	}
 	if cut == "" {
-		return workflows.OpenResult{}, nil
+		return wire.OpenResult{}, nil
 	}
 	branch, err := a.Store.Branch(ctx, in.ParentSession, cut)
 	if err != nil {
-		return workflows.OpenResult{}, storeError(fmt.Errorf("read parent session %q: %w", in.ParentSession, err))
+		return wire.OpenResult{}, storeError(fmt.Errorf("read parent session %q: %w", in.ParentSession, err))
 	}
 	copied := make([]transcript.Entry, len(branch))
 	copy(copied, branch)
 	if err := a.Store.Append(ctx, in.Session, copied...); err != nil {
-		return workflows.OpenResult{}, storeError(err)
+		return wire.OpenResult{}, storeError(err)
 	}
-	return workflows.OpenResult{Leaf: copied[len(copied)-1].ID}, nil
+	return wire.OpenResult{Leaf: copied[len(copied)-1].ID}, nil
 }
 
 // NextWake is the Wake.Next local activity: the next instant of a recurring
 // wake-up after the given time, in the wake-up's own time zone.
-func (a *Activities) NextWake(ctx context.Context, in workflows.NextWakeInput) (time.Time, error) {
+func (a *Activities) NextWake(ctx context.Context, in wire.NextWakeInput) (time.Time, error) {
 	return wakes.Next(in.Cron, in.TZ, in.After)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -49,7 +50,7 @@ func (onlySignals) SignalWithStartWorkflow(context.Context, string, string, inte
 // good.
 func TestChatStop(t *testing.T) {
 	t.Parallel()
-	in := workflows.StopInput{Session: "telegram:42", Reason: "stopped by @ada in the chat"}
+	in := wire.StopInput{Session: "telegram:42", Reason: "stopped by @ada in the chat"}
 	noRun := temporal.NewApplicationErrorWithOptions("nothing to abort", agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
 	cases := []struct {
 		name string
@@ -132,8 +133,8 @@ func TestChatDrop(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = st.Close() })
-			in := workflows.DropInput{Session: "feishu:om_1", Turn: "feishu:om_2", Reason: "deleted",
-				Reply: &workflows.ReplyTarget{Kind: "fake", Data: json.RawMessage(`{"chat":"oc_1","message":"om_2"}`)}}
+			in := wire.DropInput{Session: "feishu:om_1", Turn: "feishu:om_2", Reason: "deleted",
+				Reply: &wire.ReplyTarget{Kind: "fake", Data: json.RawMessage(`{"chat":"oc_1","message":"om_2"}`)}}
 			if c.mounted {
 				if err := st.SaveReply(ctx, in.Session, in.Turn, "m7"); err != nil {
 					t.Fatal(err)
@@ -165,7 +166,7 @@ func TestChatDrop(t *testing.T) {
 // aborts the turn that runs next.
 func TestChatStopBoundToItsMessage(t *testing.T) {
 	t.Parallel()
-	in := workflows.StopInput{Session: "telegram:42", Reason: "stopped by @ada in the chat", Key: "telegram:42:77"}
+	in := wire.StopInput{Session: "telegram:42", Reason: "stopped by @ada in the chat", Key: "telegram:42:77"}
 	cl := &stopClient{err: serviceerror.NewUnavailable("answer lost")}
 	r := &activities.Replies{Starter: cl}
 	for range 2 {

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -53,7 +54,7 @@ func stoppedError(ctx context.Context, err error) error {
 
 // StopTurn is the Feed.Stop local activity: the workflow tells every worker
 // that the turn's running activities must stop now.
-func (a *Activities) StopTurn(ctx context.Context, in workflows.TurnStopInput) error {
+func (a *Activities) StopTurn(ctx context.Context, in wire.TurnStopInput) error {
 	if a.Feed == nil {
 		return nil
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/store"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -23,7 +23,7 @@ const DefaultIdempotencyWindow = 24 * time.Hour
 // otherwise (no record, or one older than the window) the turn's user entry
 // is appended (a no-op when a retry already stored it) and the result says
 // "new" (no outcome): the turn runs, and its record replaces the old one.
-func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput) (workflows.BeginTurnResult, error) {
+func (a *Activities) BeginTurn(ctx context.Context, in wire.BeginTurnInput) (wire.BeginTurnResult, error) {
 	if in.Key != "" {
 		rec, err := a.Store.Turn(ctx, in.Session, in.Key)
 		switch {
@@ -31,29 +31,29 @@ func (a *Activities) BeginTurn(ctx context.Context, in workflows.BeginTurnInput)
 			if time.Since(rec.Finished) <= a.window(ctx, in.Window) {
 				var out agentloop.Outcome
 				if err := json.Unmarshal(rec.Outcome, &out); err != nil {
-					return workflows.BeginTurnResult{}, storeError(fmt.Errorf("decode turn %q: %w", in.Key, err))
+					return wire.BeginTurnResult{}, storeError(fmt.Errorf("decode turn %q: %w", in.Key, err))
 				}
 				a.log().Info("turn answered from its record", "session", in.Session, "turn", in.Key)
-				res := workflows.BeginTurnResult{Outcome: &out}
+				res := wire.BeginTurnResult{Outcome: &out}
 				if out.First != "" && in.Entry.ParentID != "" {
 					first, err := a.Store.Get(ctx, in.Session, out.First)
 					switch {
 					case err == nil:
 						res.Extends = first.ParentID == in.Entry.ParentID
 					case !errors.Is(err, store.ErrNotFound):
-						return workflows.BeginTurnResult{}, storeError(err)
+						return wire.BeginTurnResult{}, storeError(err)
 					}
 				}
 				return res, nil
 			}
 		case !errors.Is(err, store.ErrNotFound):
-			return workflows.BeginTurnResult{}, storeError(err)
+			return wire.BeginTurnResult{}, storeError(err)
 		}
 	}
 	if err := a.Store.Append(ctx, in.Session, in.Entry); err != nil {
-		return workflows.BeginTurnResult{}, storeError(err)
+		return wire.BeginTurnResult{}, storeError(err)
 	}
-	return workflows.BeginTurnResult{}, nil
+	return wire.BeginTurnResult{}, nil
 }
 
 // window is the idempotency window: the session's own (SessionInput), else
@@ -78,7 +78,7 @@ func (a *Activities) window(ctx context.Context, w time.Duration) time.Duration 
 // after its key's window (in.Started set) replaces the older record. The
 // turn's leaf becomes the session's head (where a new workflow chain
 // continues).
-func (a *Activities) RecordTurn(ctx context.Context, in workflows.RecordTurnInput) error {
+func (a *Activities) RecordTurn(ctx context.Context, in wire.RecordTurnInput) error {
 	data, err := json.Marshal(in.Outcome)
 	if err != nil {
 		return fmt.Errorf("record turn %q: %w", in.Key, err)

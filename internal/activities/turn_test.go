@@ -9,6 +9,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -49,7 +50,7 @@ func TestBeginTurn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			in := workflows.BeginTurnInput{
+			in := wire.BeginTurnInput{
 				Session: session, Key: tt.key, Window: tt.window,
 				Entry: message("u1", "", transcript.Message{Role: transcript.RoleUser, Text: "hi"}),
 			}
@@ -57,7 +58,7 @@ func TestBeginTurn(t *testing.T) {
 			if err != nil {
 				t.Fatalf("BeginTurn: %v", err)
 			}
-			var res workflows.BeginTurnResult
+			var res wire.BeginTurnResult
 			if err := v.Get(&res); err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +91,7 @@ func TestRecordTurn(t *testing.T) {
 	first := agentloop.Outcome{Turn: "k1", Status: agent.TypeCompleted, Steps: 1, Leaf: "a1"}
 	second := agentloop.Outcome{Turn: "k1", Status: agent.TypeFailed, Details: "a late retry", Steps: 2, Leaf: "a2"}
 	for _, out := range []agentloop.Outcome{first, second} {
-		in := workflows.RecordTurnInput{Session: session, Key: "k1", Outcome: out, Finished: time.Now()}
+		in := wire.RecordTurnInput{Session: session, Key: "k1", Outcome: out, Finished: time.Now()}
 		if _, err := e.act.ExecuteActivity(workflows.ActivityTurnRecord, in); err != nil {
 			t.Fatalf("RecordTurn(%s): %v", out.Status, err)
 		}
@@ -139,15 +140,15 @@ func TestTurnKeyRule(t *testing.T) {
 	if err := e.kit.Store.RecordTurn(ctx, session, store.TurnRecord{Key: "k1", Outcome: data, Finished: time.Now().Add(-3 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	begin := func(window time.Duration) workflows.BeginTurnResult {
+	begin := func(window time.Duration) wire.BeginTurnResult {
 		t.Helper()
-		in := workflows.BeginTurnInput{Session: session, Key: "k1", Window: window,
+		in := wire.BeginTurnInput{Session: session, Key: "k1", Window: window,
 			Entry: message("n1", "", transcript.Message{Role: transcript.RoleUser, Text: "hi again"})}
 		v, err := e.act.ExecuteActivity(workflows.ActivityTurnBegin, in)
 		if err != nil {
 			t.Fatalf("BeginTurn: %v", err)
 		}
-		var res workflows.BeginTurnResult
+		var res wire.BeginTurnResult
 		if err := v.Get(&res); err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestTurnKeyRule(t *testing.T) {
 	started := time.Now()
 	fresh := agentloop.Outcome{Turn: "k1", Status: agent.TypeFailed, Details: "the second run", Steps: 1, First: "n1", Leaf: "n2"}
 	for i := 0; i < 2; i++ { // the second is a retry
-		in := workflows.RecordTurnInput{Session: session, Key: "k1", Outcome: fresh, Finished: time.Now(), Started: started}
+		in := wire.RecordTurnInput{Session: session, Key: "k1", Outcome: fresh, Finished: time.Now(), Started: started}
 		if _, err := e.act.ExecuteActivity(workflows.ActivityTurnRecord, in); err != nil {
 			t.Fatalf("RecordTurn: %v", err)
 		}
@@ -212,13 +213,13 @@ func TestBeginTurnSaysWhetherTheRecordExtendsTheLeaf(t *testing.T) {
 		t.Fatal(err)
 	}
 	for parent, want := range map[string]bool{"j2": true, "k2": false} {
-		in := workflows.BeginTurnInput{Session: session, Key: "k", Window: time.Hour,
+		in := wire.BeginTurnInput{Session: session, Key: "k", Window: time.Hour,
 			Entry: message("x", parent, transcript.Message{Role: transcript.RoleUser, Text: "k"})}
 		v, err := e.act.ExecuteActivity(workflows.ActivityTurnBegin, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res workflows.BeginTurnResult
+		var res wire.BeginTurnResult
 		if err := v.Get(&res); err != nil {
 			t.Fatal(err)
 		}
@@ -241,17 +242,17 @@ func TestOpenSessionAtTheHead(t *testing.T) {
 		message("b1", "a2", transcript.Message{Role: transcript.RoleUser, Text: "b"}),
 		message("b2", "b1", transcript.Message{Role: transcript.RoleAssistant, Text: "B"}))
 	out := agentloop.Outcome{Turn: "kb", Status: agent.TypeCompleted, Steps: 1, First: "b1", Leaf: "b2"}
-	in := workflows.RecordTurnInput{Session: session, Key: "kb", Outcome: out, Finished: time.Now()}
+	in := wire.RecordTurnInput{Session: session, Key: "kb", Outcome: out, Finished: time.Now()}
 	if _, err := e.act.ExecuteActivity(workflows.ActivityTurnRecord, in); err != nil {
 		t.Fatal(err)
 	}
 	open := func() string {
 		t.Helper()
-		v, err := e.act.ExecuteActivity(workflows.ActivitySessionOpen, workflows.OpenInput{Session: session, IDPrefix: "p"})
+		v, err := e.act.ExecuteActivity(workflows.ActivitySessionOpen, wire.OpenInput{Session: session, IDPrefix: "p"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res workflows.OpenResult
+		var res wire.OpenResult
 		if err := v.Get(&res); err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +263,7 @@ func TestOpenSessionAtTheHead(t *testing.T) {
 	}
 	// A rewind to a2 with nothing to summarize (the target is on the
 	// branch... of a2 only: b1, b2 are abandoned, so a summary is made).
-	rw := workflows.RewindInput{Session: session, Leaf: "b2", Entry: "a2", EntryID: "r1"}
+	rw := wire.RewindInput{Session: session, Leaf: "b2", Entry: "a2", EntryID: "r1"}
 	v, err := e.act.ExecuteActivity(workflows.ActivityRewind, rw)
 	if err != nil {
 		t.Fatalf("rewind: %v", err)
@@ -285,11 +286,11 @@ func TestOpenSessionCarriesActivityQueues(t *testing.T) {
 	if err := e.kit.WriteConfig("activities:\n  tools: {taskQueue: gpu}\n  model: {taskQueue: llm}\n"); err != nil {
 		t.Fatal(err)
 	}
-	v, err := e.act.ExecuteActivity(workflows.ActivitySessionOpen, workflows.OpenInput{Session: "s1", IDPrefix: "p"})
+	v, err := e.act.ExecuteActivity(workflows.ActivitySessionOpen, wire.OpenInput{Session: "s1", IDPrefix: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res workflows.OpenResult
+	var res wire.OpenResult
 	if err := v.Get(&res); err != nil {
 		t.Fatal(err)
 	}

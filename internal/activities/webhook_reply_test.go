@@ -16,8 +16,8 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/webhook"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
-	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -59,13 +59,13 @@ func TestWebhookBusyCallbackDoesNotStandInForTheAnswer(t *testing.T) {
 	}
 	r := activities.NewReplies(st, nil, []channels.Replier{ch.Replier}, nil)
 	const key = "hook:orders:msg_1"
-	data, _ := json.Marshal(workflows.Target{Chat: "hook:orders", Message: key})
-	target := workflows.ReplyTarget{Kind: "hook:orders", Data: data}
-	if err := r.Reply(ctx, workflows.ReplyInput{Session: "hook:orders", Turn: key, Reply: target, Busy: true}); err != nil {
+	data, _ := json.Marshal(wire.Target{Chat: "hook:orders", Message: key})
+	target := wire.ReplyTarget{Kind: "hook:orders", Data: data}
+	if err := r.Reply(ctx, wire.ReplyInput{Session: "hook:orders", Turn: key, Reply: target, Busy: true}); err != nil {
 		t.Fatal(err)
 	}
 	out := agentloop.Outcome{Turn: key, Status: agent.TypeCompleted, First: "u1", Leaf: "a1"}
-	if err := r.Reply(ctx, workflows.ReplyInput{Session: "hook:orders", Turn: key, Reply: target, Outcome: out}); err != nil {
+	if err := r.Reply(ctx, wire.ReplyInput{Session: "hook:orders", Turn: key, Reply: target, Outcome: out}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -105,9 +105,9 @@ func TestWebhookRefusalCallbackSaysWhy(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	r := activities.NewReplies(st, nil, []channels.Replier{ch.Replier}, nil)
 	const key = "hook:orders:msg_2"
-	data, _ := json.Marshal(workflows.Target{Chat: "hook:orders", Message: key})
+	data, _ := json.Marshal(wire.Target{Chat: "hook:orders", Message: key})
 	refusal := agentloop.Outcome{Turn: key, Status: agent.TypeFailed, Code: agent.CodeSessionBusy, Details: "session busy: 1000 turns are already waiting"}
-	in := workflows.ReplyInput{Session: "hook:orders", Turn: key, Reply: workflows.ReplyTarget{Kind: "hook:orders", Data: data},
+	in := wire.ReplyInput{Session: "hook:orders", Turn: key, Reply: wire.ReplyTarget{Kind: "hook:orders", Data: data},
 		Busy: true, Outcome: refusal, Ref: key + "@x"}
 	for range 2 { // a retried activity posts once
 		if err := r.Reply(context.Background(), in); err != nil {

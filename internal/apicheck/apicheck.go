@@ -11,6 +11,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,7 +33,12 @@ func (l Leak) String() string {
 type Package struct {
 	Dir      string
 	Exported []string // exported names, Type.Method and Type.Field included
+	Types    []string // exported type names
 	Leaks    []Leak
+	// External are the import paths of third-party packages (neither the
+	// standard library nor this module) whose names exported declarations
+	// mention, each with the declarations that do.
+	External map[string][]string
 }
 
 // Scan parses the non-test Go files of dir (relative to root) and returns its
@@ -45,7 +51,7 @@ func Scan(root, dir string) (Package, error) {
 	if err != nil {
 		return Package{}, err
 	}
-	p := Package{Dir: dir}
+	p := Package{Dir: dir, External: map[string][]string{}}
 	exported := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
@@ -56,13 +62,18 @@ func Scan(root, dir string) (Package, error) {
 		if err != nil {
 			return Package{}, err
 		}
-		s := fileScan{fset: fset, imports: internalImports(f), pkg: &p, exported: exported, root: root}
+		s := fileScan{fset: fset, imports: internalImports(f), paths: importPaths(f), pkg: &p, exported: exported, root: root}
 		s.decls(f)
 	}
 	for n := range exported {
 		p.Exported = append(p.Exported, n)
 	}
 	sort.Strings(p.Exported)
+	sort.Strings(p.Types)
+	for path, decls := range p.External {
+		sort.Strings(decls)
+		p.External[path] = slices.Compact(decls)
+	}
 	return p, nil
 }
 
@@ -81,10 +92,35 @@ func internalImports(f *ast.File) map[string]bool {
 	return m
 }
 
+// importPaths maps each file-local package name to its import path.
+func importPaths(f *ast.File) map[string]string {
+	m := map[string]string{}
+	for _, im := range f.Imports {
+		path, _ := strconv.Unquote(im.Path.Value)
+		name := path[strings.LastIndex(path, "/")+1:]
+		if im.Name != nil {
+			name = im.Name.Name
+		}
+		m[name] = path
+	}
+	return m
+}
+
+// thirdParty reports whether path is neither the standard library (its
+// first element has no dot) nor this module.
+func thirdParty(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return strings.Contains(first, ".") && !strings.HasPrefix(path, Module+"/") && path != Module
+}
+
+// Module is this repository's module path.
+const Module = "github.com/fastagent/fastagent"
+
 type fileScan struct {
 	fset     *token.FileSet
 	root     string
 	imports  map[string]bool
+	paths    map[string]string
 	pkg      *Package
 	exported map[string]bool
 }
@@ -125,6 +161,7 @@ func (s fileScan) spec(spec ast.Spec) {
 			return
 		}
 		s.exported[sp.Name.Name] = true
+		s.pkg.Types = append(s.pkg.Types, sp.Name.Name)
 		s.typeSpec(sp)
 	case *ast.ValueSpec:
 		for _, n := range sp.Names {
@@ -206,6 +243,10 @@ func (s fileScan) mentions(decl string, e ast.Expr) {
 			return true
 		}
 		id, ok := sel.X.(*ast.Ident)
+		if ok && thirdParty(s.paths[id.Name]) {
+			path := s.paths[id.Name]
+			s.pkg.External[path] = append(s.pkg.External[path], decl)
+		}
 		if ok && s.imports[id.Name] {
 			pos := s.fset.Position(sel.Pos())
 			rel, _ := filepath.Rel(s.root, pos.Filename)

@@ -91,3 +91,65 @@ func TestWorkerAndIngressOnlyFromTheBuilder(t *testing.T) {
 			len(stray), strings.Join(stray, "\n"))
 	}
 }
+
+// seamsAllowed reports whether rel may fill serve.Components, the test
+// seams of the builder: the builder itself, the test kits, the lab (a
+// bench and fault suite), and tests.
+func seamsAllowed(rel string) bool {
+	rel = filepath.ToSlash(rel)
+	return strings.HasSuffix(rel, "_test.go") || strings.HasPrefix(rel, "internal/serve/") ||
+		strings.HasPrefix(rel, "internal/testsupport/") || strings.HasPrefix(rel, "cmd/fastagent-lab/")
+}
+
+// Production code — the CLI, fastagent.Start, the public worker, ingress
+// and activities packages — builds its runtime from serve.Config alone:
+// what tests inject (serve.Components: given stores and feeds, fake
+// repliers, interceptors, worker tuning) it leaves empty, so a serving
+// command and the library differ only in what users set.
+func TestProductionSetsNoSeams(t *testing.T) {
+	var stray []string
+	empty := 0
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != root && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		if !strings.HasSuffix(p, ".go") || seamsAllowed(rel) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, line := range bytes.Split(b, []byte("\n")) {
+			for rest := line; ; {
+				j := bytes.Index(rest, []byte("serve.Components{"))
+				if j < 0 {
+					break
+				}
+				rest = rest[j+len("serve.Components{"):]
+				if bytes.HasPrefix(rest, []byte("}")) {
+					empty++
+					continue
+				}
+				stray = append(stray, fmt.Sprintf("%s:%d: %s", filepath.ToSlash(rel), i+1, strings.TrimSpace(string(line))))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if empty == 0 {
+		t.Fatal("no serve.Components{} found in production code: the walk is broken")
+	}
+	if len(stray) > 0 {
+		t.Errorf("production code fills the builder's test seams (serve.Components); set serve.Config instead:\n%s", strings.Join(stray, "\n"))
+	}
+}

@@ -36,6 +36,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/tools"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -55,7 +56,7 @@ type Delivery struct {
 	// template): what answers a question the agent is waiting on.
 	Answer string
 	// Reply is where the answer goes (nil: nowhere).
-	Reply *workflows.Target
+	Reply *wire.Target
 }
 
 // Key is the turn's idempotency key: "<kind>:<ID>".
@@ -65,7 +66,7 @@ func (d Delivery) Key() string { return d.Kind + ":" + d.ID }
 // their conversations' chat workflows, direct deliveries for sessions, and
 // the immediate answer.
 type Parsed struct {
-	Messages   []workflows.ChatMessage
+	Messages   []wire.ChatMessage
 	Deliveries []Delivery
 	// Decisions are people's answers to tool calls waiting for approval,
 	// clicked on the platform (a Slack button…).
@@ -132,7 +133,7 @@ type Replier interface {
 	// Render returns the renderer of one turn's reply at target; ref is the
 	// platform reference an earlier attempt stored ("" for none), which the
 	// renderer continues instead of posting a second message.
-	Render(ctx context.Context, target workflows.Target, ref string) (Render, error)
+	Render(ctx context.Context, target wire.Target, ref string) (Render, error)
 }
 
 // Render is one turn's reply on a platform: one message (or native stream)
@@ -165,8 +166,8 @@ type Concluder interface {
 // called again after a retry: Ask only when no reference was stored,
 // Settle must be idempotent.
 type Asker interface {
-	Ask(ctx context.Context, target workflows.Target, session string, ev agent.Event) (ref string, err error)
-	Settle(ctx context.Context, target workflows.Target, ref string, ev agent.Event) error
+	Ask(ctx context.Context, target wire.Target, session string, ev agent.Event) (ref string, err error)
+	Settle(ctx context.Context, target wire.Target, ref string, ev agent.Event) error
 }
 
 // Questioner is implemented by a Replier that can show the question a
@@ -174,7 +175,7 @@ type Asker interface {
 // conversation is; the person's next message there is the answer. It
 // returns a reference to the message it posted.
 type Questioner interface {
-	Question(ctx context.Context, target workflows.Target, ev agent.Event) (ref string, err error)
+	Question(ctx context.Context, target wire.Target, ev agent.Event) (ref string, err error)
 }
 
 // Fetcher is implemented by a Replier whose messages carry files: it
@@ -183,7 +184,7 @@ type Questioner interface {
 // with their paths added to the text. Downloads are host-restricted,
 // size-capped and timed out.
 type Fetcher interface {
-	Fetch(ctx context.Context, target workflows.Target, p agent.Prompt, dir string) (agent.Prompt, error)
+	Fetch(ctx context.Context, target wire.Target, p agent.Prompt, dir string) (agent.Prompt, error)
 }
 
 // Connector is a channel's long connection (Slack Socket Mode, the
@@ -208,6 +209,10 @@ type Channel struct {
 	// implements workspace.SessionTool is offered only in the sessions it
 	// accepts.
 	Tools []agent.Tool
+	// Identity is the bot identity the door looks up on the platform (nil:
+	// none to look up). The ingress serving the door resolves it with the
+	// runtime's Resolver.
+	Identity Identity
 }
 
 // ErrRetryLater is wrapped by a door's Parse (or a connector's message
@@ -411,14 +416,14 @@ func Decode(file []byte, v any) error {
 // returns them as the chat workflow's policy. groupKey names the file's
 // group-session key ("groupSession" for Slack, "groupMessageSession" for
 // Feishu/Lark) in errors.
-func Policy(directSession, groupKey, groupSession, groupMode string) (workflows.ChatPolicy, error) {
-	p := workflows.ChatPolicy{DirectSession: directSession, GroupSession: groupSession, GroupMode: groupMode}
+func Policy(directSession, groupKey, groupSession, groupMode string) (wire.ChatPolicy, error) {
+	p := wire.ChatPolicy{DirectSession: directSession, GroupSession: groupSession, GroupMode: groupMode}
 	for _, o := range []struct{ key, val string }{{"directMessageSession", p.DirectSession}, {groupKey, p.GroupSession}} {
-		if o.val != "" && o.val != workflows.SessionThread && o.val != workflows.SessionContinuous {
+		if o.val != "" && o.val != wire.SessionThread && o.val != wire.SessionContinuous {
 			return p, fmt.Errorf("%s: %q is not one of thread, continuous", o.key, o.val)
 		}
 	}
-	if p.GroupMode != "" && p.GroupMode != workflows.GroupMentions && p.GroupMode != workflows.GroupContext {
+	if p.GroupMode != "" && p.GroupMode != wire.GroupMentions && p.GroupMode != wire.GroupContext {
 		return p, fmt.Errorf("groupMode: %q is not one of mentions, context", p.GroupMode)
 	}
 	return p, nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sessionstart"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -300,10 +301,10 @@ func APIBase(ctx context.Context) string {
 
 // HandMessage sends one chat message to its chat workflow with
 // Signal-With-Start.
-func HandMessage(ctx context.Context, c Starter, taskQueue string, m workflows.ChatMessage) error {
+func HandMessage(ctx context.Context, c Starter, taskQueue string, m wire.ChatMessage) error {
 	scope := AgentOf(ctx)
 	id := workflows.ScopedChatWorkflowID(scope, m.Kind, m.Chat)
-	_, err := c.SignalWithStartWorkflow(ctx, id, workflows.SignalChatMessage, m,
+	_, err := c.SignalWithStartWorkflow(ctx, id, wire.SignalChatMessage, m,
 		client.StartWorkflowOptions{
 			TaskQueue:                taskQueue,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -318,13 +319,13 @@ func HandMessage(ctx context.Context, c Starter, taskQueue string, m workflows.C
 
 // HandOff sends one direct delivery to its session workflow.
 func HandOff(ctx context.Context, c Starter, taskQueue string, d Delivery) error {
-	sig := workflows.Delivery{Key: d.Key(), Source: d.Kind, Prompt: d.Prompt, Answer: d.Answer}
+	sig := wire.Delivery{Key: d.Key(), Source: d.Kind, Prompt: d.Prompt, Answer: d.Answer}
 	if d.Reply != nil {
 		data, err := json.Marshal(d.Reply)
 		if err != nil {
 			return fmt.Errorf("channels: reply target: %w", err)
 		}
-		sig.Reply = &workflows.ReplyTarget{Kind: d.Kind, Data: data}
+		sig.Reply = &wire.ReplyTarget{Kind: d.Kind, Data: data}
 	}
 	return SignalSession(ctx, c, taskQueue, workflows.ScopedSession(AgentOf(ctx), d.Session), sig)
 }
@@ -333,7 +334,7 @@ func HandOff(ctx context.Context, c Starter, taskQueue string, d Delivery) error
 // session deduplicates it by its key. A new session's channel is the
 // delivery's source. A namespace without the session search attributes
 // gets the signal again without them.
-func SignalSession(ctx context.Context, c Starter, taskQueue, session string, d workflows.Delivery) error {
+func SignalSession(ctx context.Context, c Starter, taskQueue, session string, d wire.Delivery) error {
 	start := func(search bool) error {
 		_, err := c.SignalWithStartWorkflow(ctx, workflows.WorkflowID(session), workflows.SignalDeliver, d,
 			sessionstart.Options(session, taskQueue, workflows.SessionAttrs{Channel: d.Source}, search),

@@ -3,7 +3,7 @@ package channels
 // MentionsOthers reports whether a group message that @mentions the users
 // mentioned (platform IDs; "" entries are ignored) is addressed to them
 // rather than to the bot: someone is mentioned and bot is not among them.
-// Doors set workflows.ChatMessage.MentionsOthers from it: in context mode
+// Doors set wire.ChatMessage.MentionsOthers from it: in context mode
 // such a message is discussion between people, buffered as context, even
 // as a bare reply in a thread the bot owns. With bot unknown ("") every
 // mention counts as someone else's.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -27,7 +28,7 @@ func (s *started) SignalWithStartWorkflow(_ context.Context, id, _ string, _ any
 // workflows and its deliveries to that agent's sessions; the main
 // agent's doors keep the plain names.
 func TestDoorsOfAnotherAgent(t *testing.T) {
-	msg := workflows.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "1.0001"}
+	msg := wire.ChatMessage{Kind: "slack", Chat: "T1:C1", ID: "1.0001"}
 	dl := channels.Delivery{Kind: "github", ID: "d1", Session: "github:o/r#7", Prompt: agent.Prompt{Text: "hi"}}
 	for _, tc := range []struct {
 		agent            string
@@ -42,7 +43,7 @@ func TestDoorsOfAnotherAgent(t *testing.T) {
 		if tc.agent != "" {
 			ctx = channels.ForAgent(ctx, tc.agent)
 		}
-		if err := channels.Dispatch(ctx, &s, "q", channels.Parsed{Messages: []workflows.ChatMessage{msg}, Deliveries: []channels.Delivery{dl}}); err != nil {
+		if err := channels.Dispatch(ctx, &s, "q", channels.Parsed{Messages: []wire.ChatMessage{msg}, Deliveries: []channels.Delivery{dl}}); err != nil {
 			t.Fatal(err)
 		}
 		if len(s.ids) != 2 || s.ids[0] != tc.chat || s.ids[1] != tc.session {

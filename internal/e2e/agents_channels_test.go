@@ -57,9 +57,10 @@ func TestAnotherAgentsSlack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := e.runtime(func(c *serve.Config) {
+	run, err := e.runtime(func(c *serve.Config, _ *serve.Components) {
 		c.Agents, c.StateDir, c.Getenv = map[string]string{name: dir}, t.TempDir(), getenv
-	}).Start(context.Background(), e.client, serve.Roles{Worker: true, Ingress: true}, ln)
+		c.Roles, c.Listener = serve.Roles{Worker: true, Ingress: true}, ln
+	}).Start(context.Background(), e.client)
 	if err != nil {
 		t.Fatal(err)
 	}

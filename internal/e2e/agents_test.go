@@ -42,9 +42,10 @@ func TestSeveralAgentsOverHTTP(t *testing.T) {
 	tokens := "admin:admin:" + ingress.HashToken("admin-tok") + "\n" +
 		"carol:invoke,control:" + ingress.HashToken("carol-tok") + ":" + name
 	ctx := context.Background()
-	run, err := e.runtime(func(c *serve.Config) {
+	run, err := e.runtime(func(c *serve.Config, _ *serve.Components) {
 		c.Agents, c.APITokens, c.StateDir = map[string]string{name: dir}, tokens, t.TempDir()
-	}).Start(ctx, e.client, serve.Roles{Worker: true, Ingress: true}, ln)
+		c.Roles, c.Listener = serve.Roles{Worker: true, Ingress: true}, ln
+	}).Start(ctx, e.client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,9 +201,10 @@ func TestAnotherAgentsSchedule(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	run, err := e.runtime(func(c *serve.Config) {
+	run, err := e.runtime(func(c *serve.Config, _ *serve.Components) {
 		c.Agents, c.APIToken, c.StateDir = map[string]string{name: dir}, "admin-tok", t.TempDir()
-	}).Start(ctx, e.client, serve.Roles{Worker: true, Ingress: true}, ln)
+		c.Roles, c.Listener = serve.Roles{Worker: true, Ingress: true}, ln
+	}).Start(ctx, e.client)
 	if err != nil {
 		t.Fatal(err)
 	}

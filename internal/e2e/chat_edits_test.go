@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -53,7 +54,7 @@ func chatDeletion(team string, chat bool) func(t *testing.T, e *env, session str
 		fake := newFakeSlack(t)
 		replier := slack.NewReplier("xoxb-history", fake.srv.URL)
 		e.startWorker(withRepliers(replier))
-		door := &slack.Door{SigningSecret: slackSecret, Policy: workflows.ChatPolicy{GroupMode: workflows.GroupContext}}
+		door := &slack.Door{SigningSecret: slackSecret, Policy: wire.ChatPolicy{GroupMode: wire.GroupContext}}
 		srv := httptest.NewServer(channels.Handler(door, e.client, e.queue, nil))
 		t.Cleanup(srv.Close)
 		s := &slackStack{e: e, fake: fake, door: srv, team: team}

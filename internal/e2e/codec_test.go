@@ -241,8 +241,8 @@ func TestMetricsScrape(t *testing.T) {
 	e := newEnv(t)
 	m := metrics.New()
 	e.useCodec(nil, m)
-	m.WatchSessions(e.client, time.Nanosecond)             // count on every scrape
-	e.startWorker(func(c *serve.Config) { c.Metrics = m }) // observes model calls, intercepts the worker
+	m.WatchSessions(e.client, time.Nanosecond)                                  // count on every scrape
+	e.startWorker(func(c *serve.Config, _ *serve.Components) { c.Metrics = m }) // observes model calls, intercepts the worker
 	e.write("notes.txt", "hello")
 	e.kit.Model.Enqueue(
 		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "read", Args: `{"path":"notes.txt"}`}}},

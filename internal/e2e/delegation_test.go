@@ -387,8 +387,9 @@ func TestTwoAgentsInOneProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	run, err := e.runtime(func(c *serve.Config) { c.Agents = map[string]string{name: dir} }).
-		Start(ctx, e.client, serve.Roles{Worker: true}, nil)
+	run, err := e.runtime(func(c *serve.Config, _ *serve.Components) {
+		c.Agents, c.Roles = map[string]string{name: dir}, serve.Roles{Worker: true}
+	}).Start(ctx, e.client)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -534,7 +535,7 @@ func TestSubAgentSessionRefusesDeliveries(t *testing.T) {
 		working = ev.Type == agent.TypeDelegated && ev.Sub != nil && ev.Sub.Type == agent.TypeText
 	}
 	child := agentloop.DelegateSession(session, key, "d1")
-	target, _ := json.Marshal(workflows.Target{Chat: s.team + ":" + channel, Thread: "1515449900.000100", Message: "1515449900.000100", User: "U061F7AUR"})
+	target, _ := json.Marshal(wire.Target{Chat: s.team + ":" + channel, Thread: "1515449900.000100", Message: "1515449900.000100", User: "U061F7AUR"})
 	if err := s.e.client.SignalWorkflow(context.Background(), workflows.WorkflowID(child), "", workflows.SignalDeliver, workflows.Delivery{
 		Key: "slack:knock", Prompt: agent.Prompt{Text: "KNOCK KNOCK"}, Reply: &workflows.ReplyTarget{Kind: slack.Kind, Data: target}}); err != nil {
 		t.Fatalf("deliver to the sub-agent: %v", err)

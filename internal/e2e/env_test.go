@@ -113,19 +113,23 @@ func newEnvFor(t *testing.T, provider modelserver.Shape) *env {
 	return e
 }
 
+// tuning adjusts the Config (versioning, stop timeout, roles…) and the
+// Components (repliers, interceptors) of one runtime.
+type tuning = func(*serve.Config, *serve.Components)
+
 // runtime assembles the env's serving runtime as the serving commands
 // assemble theirs (serve.Assemble): the kit's store, loader, models and
 // activities, the env's current feed and task queue. Its durable agent
 // does not wait for a client to re-attach (DetachGrace: tests that need
-// it set it). tune adjusts the Config of one worker (repliers,
-// interceptors, versioning, stop timeout…).
-func (e *env) runtime(tune ...func(*serve.Config)) *serve.Parts {
+// it set it). tune adjusts the runtime of one worker.
+func (e *env) runtime(tune ...tuning) *serve.Parts {
 	e.t.Helper()
-	cfg := serve.Config{TaskQueue: e.queue, DetachGrace: -1}
+	cfg := serve.Config{Dir: e.kit.Dir, TaskQueue: e.queue, DetachGrace: -1}
+	with := e.kit.Components(e.bus)
 	for _, f := range tune {
-		f(&cfg)
+		f(&cfg, &with)
 	}
-	p, err := e.kit.Runtime(context.Background(), e.bus, cfg)
+	p, err := serve.Assemble(context.Background(), cfg, with)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -134,13 +138,13 @@ func (e *env) runtime(tune ...func(*serve.Config)) *serve.Parts {
 }
 
 // withRepliers adds channel repliers to a worker (env.startWorker).
-func withRepliers(rp ...channels.Replier) func(*serve.Config) {
-	return func(c *serve.Config) { c.Repliers = append(c.Repliers, rp...) }
+func withRepliers(rp ...channels.Replier) tuning {
+	return func(_ *serve.Config, w *serve.Components) { w.Repliers = append(w.Repliers, rp...) }
 }
 
 // withInterceptors adds worker interceptors to a worker (env.startWorker).
-func withInterceptors(icpt ...interceptor.WorkerInterceptor) func(*serve.Config) {
-	return func(c *serve.Config) { c.Interceptors = append(c.Interceptors, icpt...) }
+func withInterceptors(icpt ...interceptor.WorkerInterceptor) tuning {
+	return func(_ *serve.Config, w *serve.Components) { w.Interceptors = append(w.Interceptors, icpt...) }
 }
 
 // forProviders runs fn as one subtest per model provider shape (openai,
@@ -162,8 +166,8 @@ func (e *env) session(name string) string {
 }
 
 // startWorker starts an in-process worker for the env's task queue, built
-// by the env's runtime; tune adjusts its Config (withRepliers…).
-func (e *env) startWorker(tune ...func(*serve.Config)) sdkworker.Worker {
+// by the env's runtime; tune adjusts it (withRepliers…).
+func (e *env) startWorker(tune ...tuning) sdkworker.Worker {
 	e.t.Helper()
 	w, err := e.runtime(tune...).StartWorker(context.Background(), e.client)
 	if err != nil {

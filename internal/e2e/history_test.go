@@ -418,7 +418,7 @@ func historyScenarios() []historyScenario {
 			ownWorker: true,
 			setup:     func(_ *testing.T, e *env) { e.kit.Counter.Delay = time.Minute },
 			run: func(t *testing.T, e *env, s string) string {
-				w := e.startWorker(func(c *serve.Config) { c.WorkerStopTimeout = 200 * time.Millisecond })
+				w := e.startWorker(func(c *serve.Config, _ *serve.Components) { c.WorkerStopTimeout = 200 * time.Millisecond })
 				e.kit.Model.Enqueue(
 					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "l1", Name: testkit.CounterName, Args: `{}`}}},
 					modelserver.Reply{Text: []string{"I will check before counting again"}},
@@ -997,7 +997,7 @@ func runActivityQueues(t *testing.T, e *env, s string) string {
 		queues[activities.GroupTools], queues[activities.GroupModel]))
 	e.startWorker()
 	for g, q := range queues {
-		w, err := e.runtime(func(c *serve.Config) { c.TaskQueue, c.ActivityGroups = q, []activities.Group{g} }).StartWorker(context.Background(), e.client)
+		w, err := e.runtime(func(c *serve.Config, _ *serve.Components) { c.TaskQueue, c.ActivityGroups = q, []activities.Group{g} }).StartWorker(context.Background(), e.client)
 		if err != nil {
 			t.Fatalf("%s worker: %v", g, err)
 		}

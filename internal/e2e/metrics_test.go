@@ -37,7 +37,7 @@ func scrapeQueueDepth(t *testing.T, m *metrics.Metrics) string {
 func (e *env) startMetricsWorker(m *metrics.Metrics) func() {
 	e.t.Helper()
 	e.useCodec(nil, m)
-	w := e.startWorker(func(c *serve.Config) { c.Metrics = m }) // observes model calls, intercepts the worker
+	w := e.startWorker(func(c *serve.Config, _ *serve.Components) { c.Metrics = m }) // observes model calls, intercepts the worker
 	var once sync.Once
 	stop := func() { once.Do(w.Stop) }
 	e.t.Cleanup(stop)

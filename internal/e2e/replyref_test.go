@@ -8,13 +8,14 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
 // scheduledReplies calls fn with the input of each live reply
 // (Channel.Stream) and reply (Channel.Reply) the session's current run
 // scheduled, in order, until fn returns true.
-func scheduledReplies(t *testing.T, e *env, session string, fn func(kind string, in workflows.ReplyInput) bool) {
+func scheduledReplies(t *testing.T, e *env, session string, fn func(kind string, in wire.ReplyInput) bool) {
 	t.Helper()
 	it := e.client.GetWorkflowHistory(context.Background(), workflows.WorkflowID(session), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -28,7 +29,7 @@ func scheduledReplies(t *testing.T, e *env, session string, fn func(kind string,
 			continue
 		}
 		// A StreamInput decodes into the fields they share (turn, ref).
-		var in workflows.ReplyInput
+		var in wire.ReplyInput
 		if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in); err != nil {
 			t.Fatalf("%s input in %s: %v", kind, session, err)
 		}
@@ -41,9 +42,9 @@ func scheduledReplies(t *testing.T, e *env, session string, fn func(kind string,
 // scheduledReply is the input of the Channel.Reply that settles turn's
 // answer, as the session scheduled it (ok is false while there is none): a
 // retried attempt of the activity gets this very input.
-func scheduledReply(t *testing.T, e *env, session, turn string) (in workflows.ReplyInput, ok bool) {
+func scheduledReply(t *testing.T, e *env, session, turn string) (in wire.ReplyInput, ok bool) {
 	t.Helper()
-	scheduledReplies(t, e, session, func(kind string, got workflows.ReplyInput) bool {
+	scheduledReplies(t, e, session, func(kind string, got wire.ReplyInput) bool {
 		if kind == workflows.ActivityChannelReply && got.Turn == turn && !got.Busy {
 			in, ok = got, true
 		}
@@ -53,14 +54,14 @@ func scheduledReply(t *testing.T, e *env, session, turn string) (in workflows.Re
 }
 
 // storedReply is the platform reference of turn's reply as the session
-// keeps it: under the reference key of the turn's run (workflows.ReplyRef,
+// keeps it: under the reference key of the turn's run (wire.ReplyRef,
 // the Ref its live reply or reply was scheduled with), else under the
 // turn's key (runs from before per-run references). store.ErrNotFound
 // while none is kept.
 func storedReply(t *testing.T, e *env, session, turn string) (string, error) {
 	t.Helper()
 	key := ""
-	scheduledReplies(t, e, session, func(_ string, in workflows.ReplyInput) bool {
+	scheduledReplies(t, e, session, func(_ string, in wire.ReplyInput) bool {
 		if in.Turn == turn && !in.Busy {
 			key = in.Ref
 			if key == "" {

@@ -12,11 +12,13 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/wait"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -166,7 +168,13 @@ func TestScheduleLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := workflows.NominalTime("", wd.GetWorkflowExecutionInfo().GetSearchAttributes()); !got.Equal(rec.ScheduledFor) {
+	var got time.Time
+	if p := wd.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.ScheduledStartTimeAttribute]; p != nil {
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !got.Equal(rec.ScheduledFor) {
 		t.Errorf("%s from the search attribute = %v, want %v", workflows.ScheduledStartTimeAttribute, got, rec.ScheduledFor)
 	}
 	users := userEntries(t, e, session)
@@ -325,7 +333,7 @@ func TestScheduleRetriedFireIsOneTurn(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	act := suite.NewTestActivityEnvironment()
 	act.RegisterActivityWithOptions(firer.Fire, activity.RegisterOptions{Name: workflows.ActivityScheduleFire})
-	fire := func(req workflows.FireRequest) workflows.FireRecord {
+	fire := func(req wire.FireRequest) workflows.FireRecord {
 		t.Helper()
 		v, err := act.ExecuteActivity(workflows.ActivityScheduleFire, req)
 		if err != nil {
@@ -340,11 +348,11 @@ func TestScheduleRetriedFireIsOneTurn(t *testing.T) {
 
 	now := time.Now().UTC()
 	key := workflows.FireWorkflowID(name) + "-" + now.Truncate(time.Minute).Format(time.RFC3339)
-	req := workflows.FireRequest{
-		FireInput: workflows.FireInput{Name: name, Prompt: "Count the open issues.", Cron: "* * * * *", TZ: "UTC"},
-		Key:       key,
-		Nominal:   now.Truncate(time.Minute),
-		FiredAt:   now,
+	req := wire.FireRequest{
+		Name: name, Prompt: "Count the open issues.", Cron: "* * * * *", TZ: "UTC",
+		Key:     key,
+		Nominal: now.Truncate(time.Minute),
+		FiredAt: now,
 	}
 	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"7 open", " issues"}})
 	before := e.kit.Model.Count()

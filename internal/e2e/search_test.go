@@ -28,6 +28,7 @@ import (
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/internal/testsupport/wait"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -71,7 +72,7 @@ func TestSessionSearchAttributes(t *testing.T) {
 			t.Fatalf("%s: %d %s", p.session, st, body)
 		}
 	}
-	err := channels.SignalSession(context.Background(), e.client, e.queue, "sa-slack", workflows.Delivery{
+	err := channels.SignalSession(context.Background(), e.client, e.queue, "sa-slack", wire.Delivery{
 		Key: "Ev1", Source: "slack", Prompt: agent.Prompt{Text: "from slack"},
 	})
 	if err != nil {
@@ -169,7 +170,7 @@ func TestSessionsWithoutSearchAttributes(t *testing.T) {
 	for _, text := range []string{"hi", "again"} {
 		must(t, collect(t, a, context.Background(), "plain", text), agent.TypeCompleted)
 	}
-	if err := channels.SignalSession(context.Background(), c, queue, "slack-plain", workflows.Delivery{
+	if err := channels.SignalSession(context.Background(), c, queue, "slack-plain", wire.Delivery{
 		Key: "Ev1", Source: "slack", Prompt: agent.Prompt{Text: "from slack"},
 	}); err != nil {
 		t.Fatalf("signal-with-start without the attributes: %v", err)

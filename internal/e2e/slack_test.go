@@ -28,6 +28,7 @@ import (
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/wait"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -364,7 +365,7 @@ func TestSlackKeepsEveryMessage(t *testing.T) {
 func runChannelDeliveries(t *testing.T, e *env, session string) string {
 	fake := newFakeSlack(t)
 	e.startWorker(withRepliers(slack.NewReplier("xoxb-history", fake.srv.URL)))
-	target := &workflows.Target{Chat: "T1:C1", Thread: "1.000001"}
+	target := &wire.Target{Chat: "T1:C1", Thread: "1.000001"}
 	deliver := func(id, text string) {
 		d := channels.Delivery{Kind: slack.Kind, ID: id, Session: session, Prompt: agent.Prompt{Text: text}, Reply: target}
 		if err := channels.HandOff(context.Background(), e.client, e.queue, d); err != nil {
@@ -557,7 +558,7 @@ func runChatRouting(chat bool) func(t *testing.T, e *env, session string) string
 		fake := newFakeSlack(t)
 		replier := slack.NewReplier("xoxb-history", fake.srv.URL)
 		e.startWorker(withRepliers(replier))
-		door := &slack.Door{SigningSecret: slackSecret, Policy: workflows.ChatPolicy{GroupMode: workflows.GroupContext}}
+		door := &slack.Door{SigningSecret: slackSecret, Policy: wire.ChatPolicy{GroupMode: wire.GroupContext}}
 		srv := httptest.NewServer(channels.Handler(door, e.client, e.queue, nil))
 		t.Cleanup(srv.Close)
 		s := &slackStack{e: e, fake: fake, door: srv, team: fmt.Sprintf("THIST%v", chat)}

@@ -72,7 +72,7 @@ func (i *runLogInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.Ex
 func (e *env) startVersioned(deployment, build string) (sdkworker.Worker, *runLog) {
 	e.t.Helper()
 	log := newRunLog()
-	w := e.startWorker(withInterceptors(log), func(c *serve.Config) {
+	w := e.startWorker(withInterceptors(log), func(c *serve.Config, _ *serve.Components) {
 		c.Versioning = plugin.Versioning{Deployment: deployment, BuildID: build}
 	})
 	return w, log

@@ -75,10 +75,11 @@ func TestAgentsCannotReachEachOthersSecrets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run, err := e.runtime(func(c *serve.Config) {
+			run, err := e.runtime(func(c *serve.Config, _ *serve.Components) {
 				c.Agents = map[string]string{nestedName: nested, farName: far}
 				c.APITokens, c.StateDir = "admin:admin:"+ingress.HashToken("admin-tok"), t.TempDir()
-			}).Start(context.Background(), e.client, serve.Roles{Worker: true, Ingress: true}, ln)
+				c.Roles, c.Listener = serve.Roles{Worker: true, Ingress: true}, ln
+			}).Start(context.Background(), e.client)
 			if err != nil {
 				t.Fatal(err)
 			}

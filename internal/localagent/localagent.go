@@ -31,7 +31,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/relay"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -94,10 +94,10 @@ func (a *Agent) run(ctx context.Context, scope agent.Scope, prompt agent.Prompt,
 	t := agentloop.Turn{ID: turn, Prompt: prompt, Source: source}
 	entry := agentloop.UserEntry(rt, t)
 	entry.ParentID = st.Leaf
-	var begun workflows.BeginTurnResult
+	var begun wire.BeginTurnResult
 	err = rt.retry(rt.attempts(), func(int) error {
 		var err error
-		begun, err = a.Acts.BeginTurn(ctx, workflows.BeginTurnInput{
+		begun, err = a.Acts.BeginTurn(ctx, wire.BeginTurnInput{
 			Session: scope.Session, Key: turn, Entry: entry, Window: a.idempotencyWindow(),
 		})
 		return err
@@ -115,7 +115,7 @@ func (a *Agent) run(ctx context.Context, scope agent.Scope, prompt agent.Prompt,
 	}
 	// The caller has gone or not, the record is kept: a redelivered key is
 	// then answered, not run again.
-	rec := workflows.RecordTurnInput{Session: scope.Session, Key: turn, Outcome: out, Finished: time.Now().UTC()}
+	rec := wire.RecordTurnInput{Session: scope.Session, Key: turn, Outcome: out, Finished: time.Now().UTC()}
 	if err := a.Acts.RecordTurn(context.WithoutCancel(ctx), rec); err != nil {
 		logger := a.Acts.Logger
 		if logger == nil {
@@ -136,7 +136,7 @@ func (a *Agent) state(ctx context.Context, scope agent.Scope) (*agentloop.State,
 	if ok {
 		return st, nil
 	}
-	res, err := a.Acts.OpenSession(ctx, workflows.OpenInput{
+	res, err := a.Acts.OpenSession(ctx, wire.OpenInput{
 		Session: scope.Session, ParentSession: scope.ParentSession, BranchHints: scope.BranchHints, IDPrefix: a.prefixOnce(),
 	})
 	if err != nil {

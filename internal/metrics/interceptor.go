@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -48,14 +49,14 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	m := a.w.m
 	switch activity.GetInfo(ctx).ActivityType.Name {
 	case workflows.ActivityTurnBegin:
-		if r, ok := res.(workflows.BeginTurnResult); ok && err == nil && r.Outcome == nil {
+		if r, ok := res.(wire.BeginTurnResult); ok && err == nil && r.Outcome == nil {
 			m.turnsStarted.Inc()
-			if bi, ok := arg[workflows.BeginTurnInput](in); ok && bi.Key != "" {
+			if bi, ok := arg[wire.BeginTurnInput](in); ok && bi.Key != "" {
 				a.w.started(bi.Session+"\x00"+bi.Key, start)
 			}
 		}
 	case workflows.ActivityTurnRecord:
-		if ri, ok := arg[workflows.RecordTurnInput](in); ok && err == nil {
+		if ri, ok := arg[wire.RecordTurnInput](in); ok && err == nil {
 			m.turnsFinished.WithLabelValues(ri.Outcome.Status, ri.Outcome.Code).Inc()
 			if t, ok := a.w.finished(ri.Session + "\x00" + ri.Key); ok {
 				m.turnLatency.WithLabelValues(ri.Outcome.Status).Observe(time.Since(t).Seconds())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -93,7 +94,7 @@ func (w *fakeWorker) start() error {
 
 type firer struct{}
 
-func (firer) Fire(context.Context, workflows.FireRequest) (workflows.FireRecord, error) {
+func (firer) Fire(context.Context, wire.FireRequest) (workflows.FireRecord, error) {
 	return workflows.FireRecord{}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -86,7 +87,7 @@ func (f *Firer) Register(w Registrar) {
 }
 
 // Fire is the Schedule.Fire activity: Run, heartbeating while it waits.
-func (f *Firer) Fire(ctx context.Context, req workflows.FireRequest) (workflows.FireRecord, error) {
+func (f *Firer) Fire(ctx context.Context, req wire.FireRequest) (workflows.FireRecord, error) {
 	stop := f.heartbeat(ctx)
 	defer stop()
 	return f.on(ctx).Run(ctx, req)
@@ -98,7 +99,7 @@ func (f *Firer) Fire(ctx context.Context, req workflows.FireRequest) (workflows.
 // (or answers from) the same turn instead of starting a second one. A failed
 // turn is a record with outcome "failed", not an error; an error means the
 // wait itself was cut short (the activity is retried and rejoins the turn).
-func (f *Firer) Run(ctx context.Context, req workflows.FireRequest) (workflows.FireRecord, error) {
+func (f *Firer) Run(ctx context.Context, req wire.FireRequest) (workflows.FireRecord, error) {
 	start := f.now()
 	rec := workflows.FireRecord{
 		Name:         req.Name,
@@ -169,7 +170,7 @@ func (f *Firer) Run(ctx context.Context, req workflows.FireRequest) (workflows.F
 // already due (its nominal time is not the cron's latest instant ≤ now) —
 // and a later fire of the schedule has already started. An overdue fire with
 // no later one is the single catch-up occurrence and runs.
-func (f *Firer) Superseded(ctx context.Context, req workflows.FireRequest, now time.Time) (string, error) {
+func (f *Firer) Superseded(ctx context.Context, req wire.FireRequest, now time.Time) (string, error) {
 	if req.Nominal.IsZero() || req.Cron == "" {
 		return "", nil
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -207,9 +208,9 @@ func TestRunAndSuperseded(t *testing.T) {
 			t.Parallel()
 			a := &scripted{}
 			f := &Firer{Agent: a, Now: func() time.Time { return now }}
-			req := workflows.FireRequest{
-				FireInput: workflows.FireInput{Name: "daily", Prompt: "hi", Cron: tt.cron, TZ: "UTC"},
-				Key:       "schedule-fire:daily-x", Nominal: tt.nominal, FiredAt: now.Add(-time.Second),
+			req := wire.FireRequest{
+				Name: "daily", Prompt: "hi", Cron: tt.cron, TZ: "UTC",
+				Key: "schedule-fire:daily-x", Nominal: tt.nominal, FiredAt: now.Add(-time.Second),
 			}
 			rec, err := f.Run(context.Background(), req)
 			if err != nil {
@@ -238,8 +239,8 @@ func (failing) Invoke(context.Context, agent.Scope, agent.Prompt) iter.Seq[agent
 
 func TestRunFailedTurnIsARecord(t *testing.T) {
 	t.Parallel()
-	rec, err := (&Firer{Agent: failing{}}).Run(context.Background(), workflows.FireRequest{
-		FireInput: workflows.FireInput{Name: "x", Prompt: "p"}, Key: "k",
+	rec, err := (&Firer{Agent: failing{}}).Run(context.Background(), wire.FireRequest{
+		Name: "x", Prompt: "p", Key: "k",
 	})
 	if err != nil || rec.Outcome != workflows.FireFailed || !strings.Contains(rec.Error, "OPENAI_API_KEY") || rec.Reply != "" {
 		t.Fatalf("want a failed record carrying the details, got %+v, %v", rec, err)
@@ -249,7 +250,7 @@ func TestRunFailedTurnIsARecord(t *testing.T) {
 func TestRunInvalidRequest(t *testing.T) {
 	t.Parallel()
 	a := &scripted{}
-	rec, err := (&Firer{Agent: a}).Run(context.Background(), workflows.FireRequest{FireInput: workflows.FireInput{Name: "x"}})
+	rec, err := (&Firer{Agent: a}).Run(context.Background(), wire.FireRequest{Name: "x"})
 	if err != nil || rec.Outcome != workflows.FireFailed || a.turns != 0 {
 		t.Fatalf("want a failed record and no turn, got %+v, %v, %d turns", rec, err, a.turns)
 	}

@@ -126,6 +126,10 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	loader.SetOthers(p.walls[name])
 	cfg := p.Config
 	cfg.Dir, cfg.AgentDir, cfg.TaskQueue, cfg.Agents = dir, "", name, nil
+	// A worker beside the main one's, on its client: no ingress, no
+	// tracing or Temporal of its own.
+	cfg.Roles, cfg.Temporal, cfg.Listener = Roles{Worker: true}, Temporal{}, nil
+	cfg.TracerProvider, cfg.TracingEnv = nil, nil
 	// Its channels: their repliers answer its turns, their tools are its.
 	chans, err := p.channelsOf(ctx, loader, name)
 	if err != nil {
@@ -135,16 +139,15 @@ func (p *Parts) startAgent(ctx context.Context, c client.Client, name, dir strin
 	for _, ch := range chans {
 		loader.Extra = append(loader.Extra, ch.Tools...)
 	}
-	pp, err := Assemble(ctx, cfg, Components{Store: p.Store, Feed: p.Feed, Loader: loader, Models: p.Models, Channels: chans})
+	with := p.seams // the main worker's seams (repliers, interceptors, tuning)
+	with.Store, with.Feed, with.Loader, with.Models, with.Activities, with.Channels = p.Store, p.Feed, loader, p.Models, nil, chans
+	pp, err := Assemble(ctx, cfg, with)
 	if err != nil {
 		loader.Close()
 		return nil, nil, err
 	}
 	pp.closers = append(pp.closers, loader.Close)
 	pp.walls = map[string][]tools.Protected{"": p.walls[name]}
-	if _, _, err := pp.Check(ctx); err != nil {
-		return pp, nil, err
-	}
 	if err := pp.reconcileSchedules(ctx, c, p.warn, name); err != nil {
 		return pp, nil, err
 	}

@@ -100,17 +100,6 @@ func (c Config) GenerateToken(host string) (string, error) {
 	return generated, nil
 }
 
-// AnsweredHosts is the Host check of an ingress listening on host as a
-// list (ingress.Options.AllowedHosts): hostPolicy's names, or ["*"] for
-// any Host.
-func (c Config) AnsweredHosts(host string) []string {
-	allowed, any := c.hostPolicy(host)
-	if any {
-		return []string{"*"}
-	}
-	return allowed
-}
-
 // hostPolicy is the Host check for an ingress on host: the loopback names,
 // AllowedHosts and the listen host itself; a wildcard listen address
 // (0.0.0.0, ::) or none known (a mounted handler) without AllowedHosts

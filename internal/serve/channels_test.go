@@ -17,7 +17,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // fakeStarter records Signal-With-Start calls.
@@ -32,9 +32,9 @@ func (f *fakeStarter) SignalWithStartWorkflow(_ context.Context, id, signal stri
 	defer f.mu.Unlock()
 	key := ""
 	switch a := arg.(type) {
-	case workflows.Delivery:
+	case wire.Delivery:
 		key = a.Key
-	case workflows.ChatMessage:
+	case wire.ChatMessage:
 		key = a.ID
 	}
 	f.calls = append(f.calls, id+" "+signal+" "+key)
@@ -77,7 +77,7 @@ func TestWithChannels(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
 		}
 	}
-	want := []string{"chat:slack:T1:C1 " + workflows.SignalChatMessage + " 1.000001"}
+	want := []string{"chat:slack:T1:C1 " + wire.SignalChatMessage + " 1.000001"}
 	if strings.Join(st.calls, ";") != strings.Join(want, ";") {
 		t.Errorf("signal-with-start calls = %q, want %q", st.calls, want)
 	}

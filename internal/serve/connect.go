@@ -80,8 +80,8 @@ func startEmbedded(ctx context.Context, stateDir string, e Embedded, codecEndpoi
 	}, nil
 }
 
-// Connection is Temporal as Connect reached it. Close releases it (the
-// client, then the embedded server).
+// Connection is Temporal as Start reached it (connect). Close releases it
+// (the client, then the embedded server).
 type Connection struct {
 	Client   client.Client
 	Embedded *EmbeddedServer
@@ -98,12 +98,13 @@ func (c *Connection) Close() {
 
 var warmBuildChecksum sync.Once
 
-// Connect is the one way a runtime reaches Temporal: it starts the embedded
-// server when asked (with codec keys its Web UI decodes through the
-// ingress listening on ln, by a key drawn for this run), dials with the
-// codec, the SDK metrics and the tracing interceptor of p.Config, and adds
-// the frontend (and UI) to the addresses tools may never reach.
-func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Connection, error) {
+// connect is the one way a runtime reaches Temporal (Parts.Start): it
+// starts the embedded server when asked (with codec keys its Web UI decodes
+// through the ingress listening on ln, by a key drawn for this run), dials
+// with the codec, the SDK metrics and the tracing interceptor of p, and
+// adds the embedded frontend (and UI) to the addresses tools may never
+// reach (a dialled address is added by Assemble).
+func (p *Parts) connect(ctx context.Context, t Temporal, ln net.Listener) (*Connection, error) {
 	conn := &Connection{}
 	if t.Client != nil {
 		conn.Client = t.Client
@@ -115,14 +116,16 @@ func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 			conn.Close()
 		}
 	}()
-	go warmBuildChecksum.Do(func() {
-		// The SDK names a worker without a build ID by the MD5 of its
-		// executable (≈ 100 MB: a few hundred ms), computed once per
-		// process when the first worker is made: compute it now, beside
-		// the server's start and the dial, rather than after them.
-		_ = (&workflow.Info{}).GetBinaryChecksum()
-	})
-	if err := p.Config.codecFromEnv(); err != nil {
+	if p.Config.Roles.Worker {
+		go warmBuildChecksum.Do(func() {
+			// The SDK names a worker without a build ID by the MD5 of its
+			// executable (≈ 100 MB: a few hundred ms), computed once per
+			// process when the first worker is made: compute it now, beside
+			// the server's start and the dial, rather than after them.
+			_ = (&workflow.Info{}).GetBinaryChecksum()
+		})
+	}
+	if err := p.codecFromEnv(); err != nil {
 		return nil, err
 	}
 	cfg := t.Dial
@@ -138,52 +141,38 @@ func (p *Parts) Connect(ctx context.Context, t Temporal, ln net.Listener) (*Conn
 		conn.closers = append(conn.closers, emb.Stop)
 		conn.Embedded = emb
 		if codecEndpoint != "" && emb.UI != "" {
-			p.Config.DevUIOrigin = "http://" + emb.UI
+			p.devUIOrigin = "http://" + emb.UI
 		}
 		cfg = tclient.Config{Address: emb.Frontend, Namespace: emb.Namespace, APIKey: emb.Key, Plaintext: true}
 		p.Config.ControlPlane = append(p.Config.ControlPlane, emb.Frontend, emb.UI)
-	} else {
-		p.Config.ControlPlane = append(p.Config.ControlPlane, cfg.Address)
 	}
-	c, err := p.Config.dial(ctx, cfg)
+	c, err := p.dial(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	p.clientCodec = cfg.Codec
 	conn.Client = c
 	conn.closers = append(conn.closers, c.Close)
 	ok = true
 	return conn, nil
 }
 
-// Dial dials the Temporal of d (an address; the TEMPORAL_* environment
-// already applied) as Connect does: with the codec (Config.Codec, else
-// FASTAGENT_CODEC_KEYS), the SDK metrics and the tracing interceptor. The
-// client is the caller's to close.
-func (c *Config) Dial(ctx context.Context, d tclient.Config) (client.Client, error) {
-	if err := c.codecFromEnv(); err != nil {
-		return nil, err
-	}
-	c.ControlPlane = append(c.ControlPlane, d.Address)
-	return c.dial(ctx, d)
-}
-
-// codecFromEnv reads FASTAGENT_CODEC_KEYS into Codec when unset.
-func (c *Config) codecFromEnv() error {
-	if c.Codec != nil {
+// codecFromEnv reads FASTAGENT_CODEC_KEYS into Config.Codec when unset.
+func (p *Parts) codecFromEnv() error {
+	if p.Config.Codec != nil {
 		return nil
 	}
 	cdc, err := codec.FromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
-	c.Codec = cdc
+	p.Config.Codec = cdc
 	return nil
 }
 
 // dial dials d with the codec, the SDK metrics and the tracing
-// interceptor of c.
-func (c *Config) dial(ctx context.Context, d tclient.Config) (client.Client, error) {
+// interceptor of p.
+func (p *Parts) dial(ctx context.Context, d tclient.Config) (client.Client, error) {
+	c := p.Config
 	d.Logger = c.Logger
 	if c.Codec != nil {
 		d.Codec = c.Codec
@@ -191,12 +180,19 @@ func (c *Config) dial(ctx context.Context, d tclient.Config) (client.Client, err
 	if c.Metrics != nil {
 		d.MetricsHandler = c.Metrics.SDKHandler()
 	}
-	if icpt, err := c.Tracing.Interceptor(); err != nil {
+	if icpt, err := p.tracing.Interceptor(); err != nil {
 		return nil, err
 	} else if icpt != nil {
 		d.Interceptors = append(d.Interceptors, icpt)
 	}
-	return tclient.Dial(ctx, d)
+	cl, err := tclient.Dial(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	// The plugin's workers run on this client: they check it encodes with
+	// the codec (Plugin, ClientEncoded).
+	p.clientCodec = d.Codec
+	return cl, nil
 }
 
 // devCodecEndpoint is the embedded Web UI's codec endpoint on the ingress
@@ -210,6 +206,6 @@ func (p *Parts) devCodecEndpoint(ln net.Listener, uiPort int) (string, error) {
 	if _, err := rand.Read(key); err != nil {
 		return "", fmt.Errorf("dev codec key: %w", err)
 	}
-	p.Config.DevCodecKey = hex.EncodeToString(key)
-	return "http://" + ln.Addr().String() + "/codec/dev/" + p.Config.DevCodecKey, nil
+	p.devCodecKey = hex.EncodeToString(key)
+	return "http://" + ln.Addr().String() + "/codec/dev/" + p.devCodecKey, nil
 }

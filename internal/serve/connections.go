@@ -158,7 +158,8 @@ func (p *Parts) restartMin() time.Duration {
 
 // RunConnectors runs the long connections of chans outside a full ingress
 // (tests, benchmarks) the way Start runs them: handed to st with
-// channels.Dispatch, restarted with backoff, stopped when ctx ends. ready is
+// channels.Dispatch, restarted with backoff, their bot identities looked
+// up, stopped when ctx ends. ready is
 // called once every connection has connected. The returned channel is
 // closed once all have stopped.
 func RunConnectors(ctx context.Context, chans []*channels.Channel, st channels.Starter, taskQueue string,
@@ -174,6 +175,8 @@ func RunConnectors(ctx context.Context, chans []*channels.Channel, st channels.S
 		close(done)
 		return done
 	}
+	ids := p.resolver() // the doors' bot identities, until ctx ends
+	ids.Start(ctx)
 	go func() {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
@@ -189,6 +192,7 @@ func RunConnectors(ctx context.Context, chans []*channels.Channel, st channels.S
 	go func() {
 		<-ctx.Done()
 		c.stop()
+		ids.Close()
 		close(done)
 	}()
 	return done

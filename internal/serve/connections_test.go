@@ -12,7 +12,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/testsupport/wait"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // connDoor is the door of a channel that only has a long connection.
@@ -45,7 +45,7 @@ func (f *fakeConn) Run(ctx context.Context, hand func(context.Context, channels.
 	if n == 1 {
 		return errors.New("connection refused")
 	}
-	err := hand(ctx, channels.Parsed{Messages: []workflows.ChatMessage{{Kind: "fake", Chat: "T1:C1", ID: "1.5", Text: "hi"}}})
+	err := hand(ctx, channels.Parsed{Messages: []wire.ChatMessage{{Kind: "fake", Chat: "T1:C1", ID: "1.5", Text: "hi"}}})
 	f.mu.Lock()
 	f.handErr = append(f.handErr, err)
 	f.mu.Unlock()
@@ -86,7 +86,7 @@ func TestConnectionsHandToDispatch(t *testing.T) {
 	st.mu.Lock()
 	calls := strings.Join(st.calls, ";")
 	st.mu.Unlock()
-	if want := "chat:fake:T1:C1 " + workflows.SignalChatMessage + " 1.5"; calls != want {
+	if want := "chat:fake:T1:C1 " + wire.SignalChatMessage + " 1.5"; calls != want {
 		t.Errorf("signal-with-start calls %q, want %q", calls, want)
 	}
 	conn.mu.Lock()
@@ -136,7 +136,7 @@ func TestConnectionsOfAnotherAgent(t *testing.T) {
 		calls = strings.Join(st.calls, ";")
 		return calls != ""
 	})
-	if want := "chat:reviewer/fake:T1:C1 " + workflows.SignalChatMessage + " 1.5"; calls != want {
+	if want := "chat:reviewer/fake:T1:C1 " + wire.SignalChatMessage + " 1.5"; calls != want {
 		t.Errorf("signal-with-start calls %q, want %q", calls, want)
 	}
 	close(conn.release)

@@ -2,12 +2,13 @@ package serve
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
 // Every form of the store and feed addresses is in the tools' control
 // plane: URLs, PostgreSQL key=value DSNs (host= and hostaddr=, several
-// hosts) and NATS server lists.
+// hosts) and NATS server lists; the in-process feed names no host.
 func TestControlPlaneNamesEveryStoreAndFeedHost(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -20,6 +21,7 @@ func TestControlPlaneNamesEveryStoreAndFeedHost(t *testing.T) {
 		{store: "host='db 3' user=fa", want: []string{"db 3:5432"}},
 		{feed: "nats://t@n1:4222,nats://n2:4223,n3:4224", want: []string{"n1:4222", "n2:4223", "n3:4224"}},
 		{store: "/var/lib/fastagent/sessions.db", want: nil},
+		{feed: "inprocess", want: nil},
 	} {
 		p := &Parts{Config: Config{Store: tc.store, Feed: tc.feed, HTTPPort: 8787}}
 		got := p.controlPlane()
@@ -27,6 +29,9 @@ func TestControlPlaneNamesEveryStoreAndFeedHost(t *testing.T) {
 			if !slices.Contains(got, w) {
 				t.Errorf("store %q feed %q: control plane %q lacks %q", tc.store, tc.feed, got, w)
 			}
+		}
+		if slices.ContainsFunc(got, func(a string) bool { return strings.Contains(a, "inprocess") }) {
+			t.Errorf("feed %q: control plane %q names the in-process feed as a host (it has none; resolving it fails)", tc.feed, got)
 		}
 	}
 }

@@ -7,8 +7,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/ingress"
-	"github.com/fastagent/fastagent/internal/workspace"
 )
 
 // HTTPAuth says how the ingress authenticates its callers.
@@ -36,8 +36,11 @@ type HTTP struct {
 	Server  *ingress.Server
 	handler http.Handler
 	conns   *connections
-	cancel  context.CancelFunc
-	once    sync.Once
+	// ids looks up the bot identities of the doors (channels.Identity):
+	// the runtime's one resolver, stopped by Close.
+	ids    *channels.Resolver
+	cancel context.CancelFunc
+	once   sync.Once
 }
 
 // ServeHTTP implements http.Handler.
@@ -47,13 +50,15 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handler.Ser
 // (ingress.Server.Drain); call it before shutting the server down.
 func (h *HTTP) Drain() { h.Server.Drain() }
 
-// Close stops the long connections; it is idempotent.
+// Close stops the long connections and the bot lookups, and waits for
+// them; it is idempotent.
 func (h *HTTP) Close() {
 	h.once.Do(func() {
 		h.cancel()
 		if h.conns != nil {
 			h.conns.stop()
 		}
+		h.ids.Close()
 	})
 }
 
@@ -75,34 +80,27 @@ func (p *Parts) OpenHTTP(ctx context.Context, c client.Client, auth HTTPAuth) (*
 		return nil, err
 	}
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h := &HTTP{Server: srv, cancel: cancel}
+	h := &HTTP{Server: srv, cancel: cancel, ids: p.resolver()}
+	// The doors' bot identities are looked up from now until Close.
+	h.ids.Start(hctx)
 	// Long connections (Slack Socket Mode…) run beside the routes; /health
 	// is 503 until each one connected.
 	if h.conns = p.startConnections(hctx, c); h.conns != nil {
 		srv.Waiting = h.conns.Waiting
 	}
 	srv.SetReady(true)
-	h.handler = p.Config.Tracing.Middleware(p.WithChannels(srv.Handler(), c)) //nolint:contextcheck // the doors live until Close; each request has its own context
+	h.handler = p.tracing.Middleware(p.WithChannels(srv.Handler(), c)) //nolint:contextcheck // the doors live until Close; each request has its own context
 	return h, nil
 }
 
-// ResolveHTTP fills what a serving command needs to know before it
-// listens: the state dir (created), and the listen address, allowed hosts
-// and origins from fastagent.yaml's http: block where flags and the
-// environment left them unset (else 127.0.0.1:8787). A definition that
-// does not load is left for the ingress to report.
-func (cfg *Config) ResolveHTTP(ctx context.Context) error {
-	if err := cfg.prepareStateDir(); err != nil {
-		return err
+// resolver returns a resolver of the bot identities of every door this
+// ingress serves (the main agent's and Config.Agents'), not started yet.
+func (p *Parts) resolver() *channels.Resolver {
+	ids := &channels.Resolver{}
+	for _, a := range append([]agentDoors{{chans: p.Channels}}, p.agentDoors...) {
+		for _, ch := range a.chans {
+			ids.Add(ch.Identity)
+		}
 	}
-	loader, err := workspace.NewLoader(cfg.Dir, cfg.AgentDir)
-	if err != nil {
-		return err
-	}
-	defer loader.Close()
-	if def, err := loader.Load(ctx); err == nil {
-		cfg.fromHTTP(def.Config.HTTP)
-	}
-	cfg.defaultAddress()
-	return nil
+	return ids
 }

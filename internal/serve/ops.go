@@ -34,9 +34,9 @@ func (p *Parts) opsRoutes(in *ingress.Server, host string) error {
 		if in.CodecOrigins == nil {
 			in.CodecOrigins = splitOrigins(os.Getenv(EnvCodecOrigins))
 		}
-		if p.Config.DevUIOrigin != "" && ingress.IsLoopback(host) {
-			in.DevUIOrigin = p.Config.DevUIOrigin
-			in.DevCodecKey = p.Config.DevCodecKey
+		if p.devUIOrigin != "" && ingress.IsLoopback(host) {
+			in.DevUIOrigin = p.devUIOrigin
+			in.DevCodecKey = p.devCodecKey
 		}
 		p.Config.Logger.Info("codec server on the ingress", "routes", "POST /codec/encode, /codec/decode", "key", cdc.KeyID(), "origins", in.CodecOrigins)
 	}
@@ -49,11 +49,8 @@ func (p *Parts) opsRoutes(in *ingress.Server, host string) error {
 // startMetrics serves GET /metrics without a token on Config.MetricsAddr
 // (nothing when unset or without Config.Metrics); the returned stop shuts
 // it down.
-func (p *Parts) startMetrics() (stop func(), err error) { return p.Config.StartMetrics() }
-
-// StartMetrics serves GET /metrics without a token on MetricsAddr (nothing
-// when unset or without Metrics); the returned stop shuts it down.
-func (c Config) StartMetrics() (stop func(), err error) {
+func (p *Parts) startMetrics() (stop func(), err error) {
+	c := p.Config
 	if c.MetricsAddr == "" || c.Metrics == nil {
 		return func() {}, nil
 	}

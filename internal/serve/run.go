@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -30,6 +31,10 @@ type Roles struct {
 type Running struct {
 	// Agent is the durable agent (also usable in process, without HTTP).
 	Agent *durable.Agent
+	// Client is the Temporal client the parts run on.
+	Client client.Client
+	// Embedded is the development server Start started (nil: none).
+	Embedded *EmbeddedServer
 	// Ingress is the HTTP server when the ingress role runs.
 	Ingress *ingress.Server
 	// URL is the ingress's base URL ("" without the ingress role).
@@ -40,31 +45,76 @@ type Running struct {
 	// TokenFile is where Token was written.
 	TokenFile string
 
-	worker  sdkworker.Worker
-	http    *HTTP
-	httpErr chan error
+	stateDir string
+	worker   sdkworker.Worker
+	http     *HTTP
+	httpErr  chan error
+	// ln is the ingress's listener until its server runs (closed on a
+	// failed start).
+	ln net.Listener
 	// stopMetrics stops the FASTAGENT_METRICS_ADDR listener.
 	stopMetrics func()
 	// stopAgents stops the workers of Config.Agents (nil: none).
 	stopAgents func()
 	cancel     context.CancelFunc
 	stopped    chan struct{}
+	// conn is the Temporal connection Start made (nil: the caller's
+	// client), closed by Close.
+	conn *Connection
+	// parts are closed by Close when the package-level Start assembled
+	// them.
+	parts *Parts
+	once  sync.Once
 }
 
-// Start starts the parts of roles on Temporal client c: the worker,
-// registered completely (session and schedule workflows with every
-// activity), and the HTTP ingress on Config.HTTPHost:HTTPPort (or the
-// listener ln when not nil) with the channels' long connections. Wait blocks until ctx ends and stops them.
-func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.Listener) (*Running, error) {
+// Start starts the parts of Config.Roles on Temporal client c, or, when c
+// is nil, on the client Config.Temporal reaches (the embedded server
+// started, or an address dialled): the worker, registered completely
+// (session and schedule workflows with every activity) after the
+// schedules were reconciled, with the workers of Config.Agents; the HTTP
+// ingress on Config.Listener, else on Config.HTTPHost:HTTPPort, with the
+// channels' long connections and bot lookups; the metrics listener. Wait
+// blocks until ctx ends and stops them; Close releases what Start opened.
+func (p *Parts) Start(ctx context.Context, c client.Client) (_ *Running, err error) {
+	roles := p.Config.Roles
 	if !roles.Worker && !roles.Ingress {
 		return nil, errors.New("serve: nothing to run: neither the worker nor the ingress role")
 	}
-	r := &Running{Agent: p.Agent(c), stopped: make(chan struct{})} //nolint:contextcheck // the Agent is long-lived; each Invoke takes its own context
-	stopMetrics, err := p.startMetrics()                           //nolint:contextcheck // the metrics listener lives until Stop, not until ctx
-	if err != nil {
+	r := &Running{stateDir: p.Config.StateDir, stopped: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			r.Close() //nolint:contextcheck // cleanup after a failed start runs whatever ctx says
+		}
+	}()
+	var auth HTTPAuth
+	if roles.Ingress {
+		// Who may call it, before anything listens or dials: without
+		// tokens, only a loopback ingress serves (a token generated).
+		auth.Host = listenHost(p.Config.HTTPHost, p.Config.Listener)
+		var generated string
+		if auth.Tokens, generated, err = p.auth(auth.Host); err != nil {
+			return nil, err
+		}
+		if generated != "" {
+			r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
+		}
+		if r.ln = p.Config.Listener; r.ln == nil {
+			if r.ln, err = Listen(p.Config.HTTPHost, p.Config.HTTPPort); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if c == nil {
+		if r.conn, err = p.connect(ctx, p.Config.Temporal, r.ln); err != nil {
+			return nil, err
+		}
+		c, r.Embedded = r.conn.Client, r.conn.Embedded
+	}
+	r.Client = c
+	r.Agent = p.Agent(c)                                   //nolint:contextcheck // the Agent is long-lived; each Invoke takes its own context
+	if r.stopMetrics, err = p.startMetrics(); err != nil { //nolint:contextcheck // the metrics listener lives until Stop, not until ctx
 		return nil, err
 	}
-	r.stopMetrics = stopMetrics
 	if p.Config.Metrics != nil {
 		p.Config.Metrics.WatchSessions(c, 0)
 	}
@@ -74,41 +124,26 @@ func (p *Parts) Start(ctx context.Context, c client.Client, roles Roles, ln net.
 		}
 	}
 	if roles.Ingress {
-		if err := r.startIngress(ctx, p, c, ln); err != nil {
-			r.stopWorker()
+		if err := r.startIngress(ctx, p, c, auth); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
 }
 
-// startIngress serves the ingress (OpenHTTP) on Config.HTTPHost:HTTPPort,
-// or on ln when not nil, with the configured tokens or one generated for
-// this run on a loopback address.
-func (r *Running) startIngress(ctx context.Context, p *Parts, c client.Client, ln net.Listener) error {
-	host := listenHost(p.Config.HTTPHost, ln)
-	toks, generated, err := p.auth(host)
+// startIngress serves the ingress (OpenHTTP) with auth on r.ln.
+func (r *Running) startIngress(ctx context.Context, p *Parts, c client.Client, auth HTTPAuth) error {
+	ln := r.ln
+	h, err := p.OpenHTTP(ctx, c, auth)
 	if err != nil {
-		return err
-	}
-	if ln == nil {
-		if ln, err = Listen(p.Config.HTTPHost, p.Config.HTTPPort); err != nil {
-			return err
-		}
-	}
-	h, err := p.OpenHTTP(ctx, c, HTTPAuth{Tokens: toks, Host: host})
-	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	r.http, r.Ingress = h, h.Server
-	if generated != "" {
-		r.Token, r.TokenFile = generated, filepath.Join(p.Config.StateDir, TokenFileName)
-	}
 	r.URL = "http://" + ln.Addr().String()
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
 	r.httpErr = make(chan error, 1)
+	r.ln = nil // the server's now: it closes it
 	go func() {
 		r.httpErr <- ServeHTTP(hctx, ln, h, h.Drain) //nolint:contextcheck // the HTTP server lives until Stop (hctx), not the start call
 	}()
@@ -134,15 +169,23 @@ func (p *Parts) startWorkers(ctx context.Context, c client.Client, r *Running) e
 	r.worker = w
 	p.Config.Logger.Info("worker started", "task_queue", p.polled, "activities", groups)
 	if r.stopAgents, err = p.startAgents(ctx, c); err != nil {
-		r.stopWorker()
 		return err
 	}
 	return nil
 }
 
-// Wait blocks until ctx ends (or the HTTP server fails), then stops the
-// parts: the ingress drains first, then the worker lets running calls finish.
+// StateDir is the runtime's state directory (Config.StateDir, filled).
+func (r *Running) StateDir() string { return r.stateDir }
+
+// Wait blocks until ctx ends, the HTTP server fails or the embedded
+// Temporal server exits under the runtime (killed, crashed: the error
+// points at its log), then stops the parts: the ingress drains first, then
+// the worker lets running calls finish.
 func (r *Running) Wait(ctx context.Context) error {
+	var exited <-chan struct{}
+	if r.Embedded != nil {
+		exited = r.Embedded.Exited
+	}
 	var err error
 	select {
 	case <-ctx.Done():
@@ -150,12 +193,22 @@ func (r *Running) Wait(ctx context.Context) error {
 		if err != nil {
 			err = fmt.Errorf("http: %w", err)
 		}
+	case <-exited:
+		if ctx.Err() == nil { // not the end of a runtime stopping anyway (Ctrl-C reaches both)
+			cause := r.Embedded.Err()
+			if cause == nil {
+				cause = errors.New("no error reported")
+			}
+			err = fmt.Errorf("the Temporal dev server exited (%w); its log is %s", cause, filepath.Join(r.stateDir, "temporal.log"))
+		}
 	}
 	r.Stop()
 	return err
 }
 
-// Stop stops what Start started; later calls are no-ops.
+// Stop stops what Start started — the ingress drains, then the worker lets
+// running calls finish; later calls are no-ops. The Temporal connection
+// and the parts stay open until Close.
 func (r *Running) Stop() {
 	select {
 	case <-r.stopped:
@@ -170,13 +223,12 @@ func (r *Running) Stop() {
 		case <-time.After(ShutdownTimeout + time.Second):
 		}
 	}
+	if r.ln != nil {
+		_ = r.ln.Close()
+	}
 	if r.http != nil {
 		r.http.Close()
 	}
-	r.stopWorker()
-}
-
-func (r *Running) stopWorker() {
 	if r.stopMetrics != nil {
 		r.stopMetrics()
 	}
@@ -186,6 +238,21 @@ func (r *Running) stopWorker() {
 	if r.worker != nil {
 		r.worker.Stop()
 	}
+}
+
+// Close stops the parts (Stop), then closes the Temporal connection Start
+// made (the client, then the embedded server) and the parts the
+// package-level Start assembled; it is idempotent.
+func (r *Running) Close() {
+	r.once.Do(func() {
+		r.Stop()
+		if r.conn != nil {
+			r.conn.Close()
+		}
+		if r.parts != nil {
+			r.parts.Close()
+		}
+	})
 }
 
 func (p *Parts) warn(msg string) {

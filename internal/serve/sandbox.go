@@ -95,8 +95,9 @@ func (p *Parts) controlPlane() []string {
 	if c.MetricsAddr != "" {
 		out = append(out, c.MetricsAddr)
 	}
-	for _, dsn := range []string{c.Store, c.Feed} {
-		out = append(out, dsnHosts(dsn)...)
+	out = append(out, dsnHosts(c.Store)...)
+	if c.Feed != "inprocess" { // the process's own bus: no host
+		out = append(out, dsnHosts(c.Feed)...)
 	}
 	return out
 }

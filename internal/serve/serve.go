@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tmc/langchaingo/llms"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -48,8 +49,19 @@ import (
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 
-// Config is everything a serving command needs to know.
+// Config is what a user sets — the CLI's flags and environment, the public
+// packages' Options (fastagent, worker, ingress, activities) — and nothing
+// else: what tests inject is Components. Every serving command, the
+// library and the tests build their runtime from one Config with the one
+// builder (Start, or Assemble and Parts.Start), so they differ only here.
 type Config struct {
+	// Roles are the parts Start runs: `dev` and `start` both, `worker` and
+	// `ingress` one each. Assemble makes a worker's process non-dumpable
+	// and checks its definition.
+	Roles Roles
+	// Temporal is how Start reaches Temporal when it is given no client: a
+	// client, the development server (a child process), or an address.
+	Temporal Temporal
 	// Dir is the working directory (workspace); AgentDir optionally moves
 	// the agent surface into a subfolder.
 	Dir      string
@@ -61,12 +73,17 @@ type Config struct {
 	Store string
 	// Feed is "inprocess" (default) or nats://host:port.
 	Feed string
-	// Warn receives warnings a user should read (default: logged).
+	// Warn receives warnings a user should read — a definition's
+	// diagnostics, a missing model, an unconfined tool sandbox (default:
+	// logged).
 	Warn func(string)
 	// HTTPHost and HTTPPort are the ingress address (default: http.host
 	// and http.port of fastagent.yaml, else 127.0.0.1:8787).
 	HTTPHost string
 	HTTPPort int
+	// Listener, when set, is where the ingress serves instead (what
+	// fastagent.Options.HTTPAddr opened); stopping the ingress closes it.
+	Listener net.Listener
 	// APIToken is one admin principal's API token (FASTAGENT_API_TOKEN).
 	APIToken string
 	// APITokens are tokens lines "principal:rights:sha256hex", separated by
@@ -105,6 +122,9 @@ type Config struct {
 	// the one fastagent.yaml's activities: block places them on
 	// (ActivityQueue).
 	ActivityGroups []activities.Group
+	// MaxConcurrentActivities bounds the worker's parallel model and tool
+	// calls (0: the worker's default).
+	MaxConcurrentActivities int
 	// Tools are Go tools registered by a library user.
 	Tools []agent.Tool
 	// Hooks are Go hooks run on the worker around model and tool calls.
@@ -122,45 +142,35 @@ type Config struct {
 	// Metrics records fastagent's metrics (worker interceptor, webhook
 	// doors) and serves GET /metrics on the ingress; nil: none.
 	Metrics *metrics.Metrics
-	// Tracing, when set, starts a span per HTTP request on the ingress and
-	// the channel doors; the Temporal client must carry its Interceptor.
-	Tracing *tracing.Tracing
 	// MetricsAddr is a separate listen address serving GET /metrics without
 	// a token (FASTAGENT_METRICS_ADDR); "" serves it only on the ingress.
 	MetricsAddr string
-	// Codec, when set, is served as the codec server on the ingress
-	// (POST /codec/encode|decode); nil reads FASTAGENT_CODEC_KEYS /
-	// FASTAGENT_CODEC_KEY_FILE. CodecOrigins are the Web UI origins allowed
-	// to call it (FASTAGENT_CODEC_ORIGINS); DevUIOrigin is the embedded UI's
-	// in `fastagent dev` (CORS; its endpoint carries DevCodecKey, loopback only).
+	// TracerProvider, when set, receives a span per HTTP request on the
+	// ingress and the channel doors, and the Temporal client's and worker's
+	// spans; it is the caller's (not shut down). Without it, TracingEnv
+	// (nil: none) is where the OTEL_EXPORTER_OTLP_* variables asking for
+	// export by OTLP are read; that exporter is flushed by Parts.Close.
+	TracerProvider trace.TracerProvider
+	TracingEnv     func(string) string
+	// Codec, when set, encrypts what the runtime writes to Temporal and is
+	// served as the codec server on the ingress (POST /codec/encode|decode);
+	// nil reads FASTAGENT_CODEC_KEYS / FASTAGENT_CODEC_KEY_FILE (see
+	// CodecKeys). CodecOrigins are the Web UI origins allowed to call it
+	// (FASTAGENT_CODEC_ORIGINS).
 	Codec        *codec.Codec
 	CodecOrigins []string
-	DevUIOrigin  string
-	// DevCodecKey is the per-run key of the dev UI's codec endpoint
-	// (ingress.Server.DevCodecKey).
-	DevCodecKey string
 	// ControlPlane are addresses tools must never reach besides the ones
 	// this process knows (the Temporal frontend, the Web UI); see
 	// SandboxSpec.
 	ControlPlane []string
-
-	// Worker tuning (plugin.Tuning); zero values keep the worker's defaults.
-	// The serving commands leave them zero; the lab and the tests tune them.
-	WorkflowTaskPollers     int
-	MaxConcurrentActivities int
-	StickyCacheSize         int
-	// Repliers are channel repliers the worker runs beside those of
-	// Parts.Channels (a test's fake platform, the lab's bench channels).
-	Repliers []channels.Replier
-	// Interceptors are added to the worker beside the metrics interceptor
-	// (a test's fault injection or run log).
-	Interceptors []interceptor.WorkerInterceptor
 }
 
-// Components are parts a caller already holds — the test kit's store,
-// loader, models and activities, an in-process feed — for Assemble to use
-// instead of opening its own. They stay the caller's: Parts.Close does not
-// close them. Any left nil is opened from Config as Open would.
+// Components are what tests inject: parts a caller already holds — the
+// test kit's store, loader, models and activities, an in-process feed —
+// for Assemble to use instead of opening its own, and the seams of a
+// worker (fake repliers, interceptors, tuning). Production code never sets
+// them (internal/apicheck checks). The parts stay the caller's: Parts.Close
+// does not close them. Any left nil is opened from Config as Open would.
 type Components struct {
 	Store store.Store
 	Feed  feed.Bus
@@ -176,6 +186,16 @@ type Components struct {
 	Activities *activities.Activities
 	// Channels are the enabled channels when Loader is given.
 	Channels []*channels.Channel
+	// Repliers are channel repliers the worker runs beside those of
+	// Channels (a test's fake platform, the lab's bench channels).
+	Repliers []channels.Replier
+	// Interceptors are added to the worker beside the metrics interceptor
+	// (a test's fault injection or run log).
+	Interceptors []interceptor.WorkerInterceptor
+	// WorkflowTaskPollers and StickyCacheSize tune the worker (see
+	// plugin.Tuning; zero keeps its defaults): the lab's benchmarks.
+	WorkflowTaskPollers int
+	StickyCacheSize     int
 }
 
 // DefaultDetachGrace is the default Config.DetachGrace.
@@ -210,12 +230,20 @@ type Parts struct {
 	// walls are, by agent ("" the main one), what no tool of it may change
 	// or read beyond its own rules (protectAgents).
 	walls map[string][]tools.Protected
-	// clientCodec is the codec Connect dialled the client with.
+	// clientCodec is the codec Start dialled the client with (connect).
 	clientCodec *codec.Codec
 	// polled is the task queue of the last worker built (Worker).
 	polled string
 	// plugin, when set (UsePlugin), is the plugin every worker gets.
 	plugin *plugin.Plugin
+	// seams are the worker's seams of the Components given to Assemble.
+	seams Components
+	// tracing is Config.TracerProvider's, or the OTLP export TracingEnv
+	// asks for (shut down by Close); nil: none.
+	tracing *tracing.Tracing
+	// devUIOrigin and devCodecKey are the embedded Web UI's origin and the
+	// key of its codec endpoint (connect; ingress.Server.DevCodecKey).
+	devUIOrigin, devCodecKey string
 }
 
 // prepareStateDir fills the directory defaults (workspace ".", state dir
@@ -299,26 +327,61 @@ func (cfg *Config) defaultAddress() {
 	}
 }
 
-// Open opens the store and the feed and prepares the definition loader. The
-// definition is loaded once to report problems at startup.
+// Open opens the store and the feed and prepares the definition loader
+// (Assemble without Components).
 func Open(ctx context.Context, cfg Config) (*Parts, error) {
 	return Assemble(ctx, cfg, Components{})
 }
 
-// Assemble builds the runtime from the components given and opens the
-// missing ones from cfg, as Open does: the one way every serving command,
-// the lab and the tests put a store, feed, definition, models, activities,
-// worker and ingress together. Parts.Close releases only what it opened.
+// Start is the one way a runtime starts — `fastagent dev`, `start`,
+// `worker` and `ingress`, fastagent.Start, and tests that run a whole
+// runtime: Assemble, then Parts.Start on the Temporal Config.Temporal
+// names. Running.Close releases everything, the parts included.
+func Start(ctx context.Context, cfg Config, with Components) (*Running, error) {
+	p, err := Assemble(ctx, cfg, with)
+	if err != nil {
+		return nil, err
+	}
+	run, err := p.Start(ctx, nil)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	run.parts = p
+	return run, nil
+}
+
+// Assemble builds the runtime's parts from the components given and opens
+// the missing ones from cfg, as Open does: the one way every serving
+// command, the public worker, ingress and activities packages, the lab and
+// the tests put a store, feed, definition, models, activities, worker and
+// ingress together. For the worker role it makes the process non-dumpable
+// and checks the definition (a broken one is an error naming its file; its
+// warnings go to Config.Warn). Parts.Close releases only what it opened.
 func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err error) {
 	if err := cfg.prepareStateDir(); err != nil {
 		return nil, err
 	}
-	p := &Parts{Loader: with.Loader, Store: with.Store, Feed: with.Feed, Models: with.Models, Channels: with.Channels}
+	if cfg.Roles.Worker {
+		// Non-dumpable: tool processes cannot read this process's
+		// /proc/<pid>/environ, mem or cmdline (see internal/sandbox).
+		if err := sandbox.Harden(); err != nil {
+			cfg.Logger.Warn("the worker's process stays dumpable", "err", err)
+		}
+	}
+	if t := cfg.Temporal; t.Client == nil && t.Embedded == nil && t.Dial.Address != "" {
+		// Tools never reach the Temporal frontend, whatever their network.
+		cfg.ControlPlane = append(cfg.ControlPlane, t.Dial.Address)
+	}
+	p := &Parts{Loader: with.Loader, Store: with.Store, Feed: with.Feed, Models: with.Models, Channels: with.Channels, seams: with}
 	defer func() {
 		if err != nil {
 			p.Close() // what it opened so far
 		}
 	}()
+	if err := p.openTracing(ctx, &cfg); err != nil {
+		return nil, err
+	}
 	if p.Loader == nil {
 		if err := p.openLoader(ctx, &cfg); err != nil {
 			return nil, err
@@ -366,7 +429,60 @@ func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err e
 			return nil, err
 		}
 	}
+	if cfg.Roles.Worker {
+		def, warnings, err := p.Check(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range warnings {
+			p.warn(w)
+		}
+		cfg.Logger.Debug("agent loaded", "model", def.Config.Model, "tools", len(def.Tools), "dir", def.Workspace.Dir)
+	}
 	return p, nil
+}
+
+// openTracing opens the tracing cfg asks for: Config.TracerProvider's, or
+// the OTLP export the OTEL_EXPORTER_OTLP_* variables of TracingEnv ask for.
+func (p *Parts) openTracing(ctx context.Context, cfg *Config) error {
+	switch {
+	case cfg.TracerProvider != nil:
+		p.tracing = tracing.New(cfg.TracerProvider)
+	case cfg.TracingEnv != nil:
+		tr, err := tracing.FromEnv(ctx, cfg.TracingEnv)
+		if err != nil {
+			return err
+		}
+		if tr != nil {
+			p.tracing = tr
+			cfg.Logger.Info("tracing: spans exported by OTLP")
+			log := cfg.Logger
+			p.closers = append(p.closers, func() { //nolint:contextcheck // flushing spans at Close runs after any ctx ended, on its own deadline
+				// Flush what is left, after everything else closed.
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := tr.Shutdown(sctx); err != nil {
+					log.Warn("tracing: flush on exit", "error", err)
+				}
+			})
+		}
+	}
+	return nil
+}
+
+// CodecKeys is the payload codec of keys ("id:base64key,…"), else of
+// FASTAGENT_CODEC_KEYS / FASTAGENT_CODEC_KEY_FILE read with getenv (nil:
+// os.Getenv); nil without any key.
+func CodecKeys(keys string, getenv func(string) string) (*codec.Codec, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return codec.FromEnv(func(k string) string {
+		if k == codec.EnvKeys && keys != "" {
+			return keys
+		}
+		return getenv(k)
+	})
 }
 
 // openLoader opens the definition loader of cfg and reads what the
@@ -417,8 +533,9 @@ func (p *Parts) Check(ctx context.Context) (*workspace.Definition, []string, err
 	return def, warnings, nil
 }
 
-// Close releases what Assemble (or StartWorker, the sandbox) opened; the
-// caller's Components stay open. Later calls are no-ops.
+// Close releases what Assemble (or StartWorker, the sandbox) opened —
+// and flushes the spans of an OTLP export it started; the caller's
+// Components stay open. Later calls are no-ops.
 func (p *Parts) Close() {
 	if p.ownSandbox {
 		_ = p.Sandbox.Close()
@@ -462,8 +579,8 @@ func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, 
 	p.polled = tq
 	cfg := p.Config
 	wo, err := plugin.Tuning{StopTimeout: cfg.WorkerStopTimeout, Versioning: cfg.Versioning,
-		WorkflowTaskPollers: cfg.WorkflowTaskPollers, MaxConcurrentActivities: cfg.MaxConcurrentActivities,
-		StickyCacheSize: cfg.StickyCacheSize}.WorkerOptions(pl)
+		WorkflowTaskPollers: p.seams.WorkflowTaskPollers, MaxConcurrentActivities: cfg.MaxConcurrentActivities,
+		StickyCacheSize: p.seams.StickyCacheSize}.WorkerOptions(pl)
 	if err != nil {
 		return nil, err
 	}
@@ -473,8 +590,8 @@ func (p *Parts) Worker(ctx context.Context, c client.Client) (sdkworker.Worker, 
 // Plugin returns the fastagent plugin of these parts, with the tool
 // sandbox opened and the channels' repliers: every activity the workflows
 // call (or Config.ActivityGroups' alone), the metrics interceptor and
-// Config.Interceptors. c is the client its workers run on when the caller
-// dialled it already (Connect; its codec is then Config.Codec); nil for a
+// Components.Interceptors. c is the client its workers run on when the caller
+// dialled it already (Start; its codec is then Config.Codec); nil for a
 // plugin made before its client (the worker package), which sets the
 // codec, the tracing interceptor and the SDK metrics on the clients made
 // with it, and whose activities use their worker's client.
@@ -488,7 +605,7 @@ func (p *Parts) Plugin(ctx context.Context, c client.Client) (*plugin.Plugin, er
 	if cfg.Metrics != nil {
 		icpt = append(icpt, cfg.Metrics.Interceptor())
 	}
-	icpt = append(icpt, cfg.Interceptors...)
+	icpt = append(icpt, p.seams.Interceptors...)
 	opts := plugin.Options{
 		TaskQueue:    taskQueueOr(cfg.TaskQueue),
 		Activities:   set,
@@ -502,7 +619,7 @@ func (p *Parts) Plugin(ctx context.Context, c client.Client) (*plugin.Plugin, er
 	if c != nil {
 		opts.ClientEncoded = cfg.Codec != nil && p.clientCodec == cfg.Codec
 	} else {
-		ci, err := cfg.Tracing.Interceptor()
+		ci, err := p.tracing.Interceptor()
 		if err != nil {
 			return nil, err
 		}
@@ -545,7 +662,7 @@ func (p *Parts) ActivitySet(ctx context.Context, c client.Client) (activities.Se
 		repliers = append(repliers, ch.Replier)
 	}
 	cfg := p.Config
-	repliers = append(repliers, cfg.Repliers...)
+	repliers = append(repliers, p.seams.Repliers...)
 	tq := taskQueueOr(cfg.TaskQueue)
 	replies := activities.NewReplies(p.Store, p.Feed, repliers, cfg.Logger)
 	replies.TaskQueue, replies.Dir = tq, cfg.Dir

@@ -24,7 +24,7 @@ import (
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
 
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // ServiceName is the default service.name of fastagent's spans
@@ -129,7 +129,7 @@ func (t *Tracing) Interceptor() (interceptor.ClientInterceptor, error) {
 	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
 		Tracer:            t.provider.Tracer(instrumentation),
 		TextMapPropagator: t.propagator,
-		SpanContextKey:    workflows.TraceSpanKey{},
+		SpanContextKey:    wire.TraceSpanKey{},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tracing: temporal interceptor: %w", err)

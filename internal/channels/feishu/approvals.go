@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -188,7 +189,7 @@ func (d *Door) parseCardAction(plain []byte) (channels.Parsed, error) {
 // its full arguments, who may decide, the deadline — with Approve and
 // Deny buttons. The post carries an idempotency uuid of the session and
 // call, so a retried Ask is the same message.
-func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, ev agent.Event) (string, error) {
+func (r *Replier) Ask(ctx context.Context, t wire.Target, session string, ev agent.Event) (string, error) {
 	rd, err := r.Render(ctx, t, "")
 	if err != nil {
 		return "", err
@@ -208,7 +209,7 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 // Settle implements channels.Asker: the approval card shows the decision
 // and who made it (or that the deadline passed), without its buttons.
 // Patching a card to the same content again is harmless.
-func (r *Replier) Settle(ctx context.Context, _ workflows.Target, ref string, ev agent.Event) error {
+func (r *Replier) Settle(ctx context.Context, _ wire.Target, ref string, ev agent.Event) error {
 	if ref == "" || strings.Contains(ref, ":") {
 		return channels.Permanent(fmt.Errorf("%s: bad approval reference %q", r.kind, ref))
 	}
@@ -223,7 +224,7 @@ func (r *Replier) Settle(ctx context.Context, _ workflows.Target, ref string, ev
 const maxArgsText = 3000
 
 // askText is the approval card's text (card Markdown).
-func askText(kind string, t workflows.Target, ev agent.Event) string {
+func askText(kind string, t wire.Target, ev agent.Event) string {
 	var b strings.Builder
 	args := channels.PrettyJSON(ev.Args)
 	if len(args) > maxArgsText {
@@ -253,7 +254,7 @@ func askText(kind string, t workflows.Target, ev agent.Event) string {
 // askCard is the approval card (JSON 2.0): the call, then the Approve and
 // Deny buttons whose callbacks carry the session, the call, its hashes
 // and the chat.
-func askCard(kind string, t workflows.Target, session string, ev agent.Event) string {
+func askCard(kind string, t wire.Target, session string, ev agent.Event) string {
 	button := func(action, label, style string) map[string]any {
 		v := buttonValue{Action: action, Session: session, Call: ev.ID, ArgsHash: ev.ArgsHash, DefinitionHash: ev.DefinitionHash, Chat: t.Chat}
 		return map[string]any{"tag": "column", "width": "auto", "elements": []any{map[string]any{
@@ -278,7 +279,7 @@ func askCard(kind string, t workflows.Target, session string, ev agent.Event) st
 
 // askCardWithout is the approval card of an app whose clicks cannot be
 // verified: the call and how to decide it, without buttons.
-func askCardWithout(p Profile, t workflows.Target, session string, ev agent.Event) string {
+func askCardWithout(p Profile, t wire.Target, session string, ev agent.Event) string {
 	card := map[string]any{
 		"schema": "2.0",
 		"config": map[string]any{"update_multi": true, "summary": map[string]any{"content": "Approval needed: " + ev.Name}},
@@ -368,7 +369,7 @@ func questionText(ev agent.Event) string {
 // The asker's next message there is the answer. The post carries an
 // idempotency uuid of the turn and call, so a retried Question is the same
 // message.
-func (r *Replier) Question(ctx context.Context, t workflows.Target, ev agent.Event) (string, error) {
+func (r *Replier) Question(ctx context.Context, t wire.Target, ev agent.Event) (string, error) {
 	rd, err := r.Render(ctx, t, "")
 	if err != nil {
 		return "", err

@@ -20,6 +20,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
 	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -296,7 +297,7 @@ func TestApprovalCard(t *testing.T) {
 	}
 }
 
-func askedCard(t *testing.T, r *feishu.Replier, fake *fakefeishu.Server, tg workflows.Target, ev agent.Event) fakefeishu.Message {
+func askedCard(t *testing.T, r *feishu.Replier, fake *fakefeishu.Server, tg wire.Target, ev agent.Event) fakefeishu.Message {
 	t.Helper()
 	ref, err := r.Ask(context.Background(), tg, "feishu:om_root", ev)
 	if err != nil {
@@ -393,7 +394,7 @@ func TestQuestionCard(t *testing.T) {
 	if ref, err := r.Question(context.Background(), tg, agent.QuestionAsked("call_q3", "Again?", deadline)); err == nil || ref != "" {
 		t.Errorf("Question with the API failing: %q, %v; want an error", ref, err)
 	}
-	if _, err := r.Question(context.Background(), workflows.Target{Chat: tg.Chat}, ev); err == nil {
+	if _, err := r.Question(context.Background(), wire.Target{Chat: tg.Chat}, ev); err == nil {
 		t.Error("Question without the user's message: no error")
 	}
 }

@@ -17,7 +17,7 @@ import (
 	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // handTimeout bounds one event's hand-off, well inside the platform's 3 s.
@@ -62,7 +62,7 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 	var closed atomic.Bool
 	// handle hands one decoded event's chat message off (an error NACKs
 	// the frame, so the platform pushes the event again).
-	handle := func(hctx context.Context, m *workflows.ChatMessage, err error) error {
+	handle := func(hctx context.Context, m *wire.ChatMessage, err error) error {
 		if errors.Is(err, channels.ErrRetryLater) {
 			log.Warn("feishu: event refused for now; the platform will push it again", "error", err)
 			return err
@@ -77,7 +77,7 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 		}
 		hctx, cancel := context.WithTimeout(hctx, handTimeout)
 		defer cancel()
-		if err := hand(hctx, channels.Parsed{Messages: []workflows.ChatMessage{*m}}); err != nil {
+		if err := hand(hctx, channels.Parsed{Messages: []wire.ChatMessage{*m}}); err != nil {
 			log.Error("feishu: hand-off failed; the platform will push again", "id", m.ID, "error", err)
 			return fmt.Errorf("feishu: hand-off: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -30,13 +31,13 @@ func TestDuplicatePushesOneTurn(t *testing.T) {
 
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	var routed []workflows.RouteInput
-	env.RegisterActivityWithOptions(func(_ context.Context, in workflows.RouteInput) error {
+	var routed []wire.RouteInput
+	env.RegisterActivityWithOptions(func(_ context.Context, in wire.RouteInput) error {
 		routed = append(routed, in)
 		return nil
 	}, activity.RegisterOptions{Name: workflows.ActivityChatRoute})
-	for i, m := range []workflows.ChatMessage{first, first, again} {
-		env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalChatMessage, m) }, time.Duration(i+1)*time.Second)
+	for i, m := range []wire.ChatMessage{first, first, again} {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(wire.SignalChatMessage, m) }, time.Duration(i+1)*time.Second)
 	}
 	env.RegisterDelayedCallback(env.CancelWorkflow, 10*time.Second)
 	env.ExecuteWorkflow(workflows.ChatWorkflow, workflows.ChatInput{Kind: first.Kind, Chat: first.Chat})

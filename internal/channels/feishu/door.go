@@ -15,7 +15,7 @@ import (
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // EventMessageReceive is the event type of a message sent to the bot.
@@ -36,7 +36,7 @@ type Door struct {
 	Token string
 	// EncryptKey is the app's Encrypt Key ("" = plaintext events).
 	EncryptKey string
-	Policy     workflows.ChatPolicy
+	Policy     wire.ChatPolicy
 	// Webhook is false under the long connection: the door then refuses
 	// every request and has no route.
 	Webhook bool
@@ -172,7 +172,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 		if err != nil || m == nil {
 			return ok, err
 		}
-		ok.Messages = []workflows.ChatMessage{*m}
+		ok.Messages = []wire.ChatMessage{*m}
 		return ok, nil
 	}
 	if env.Schema != "2.0" || env.Header == nil || env.Header.EventType != EventMessageReceive {
@@ -188,7 +188,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	if err != nil || m == nil {
 		return ok, err
 	}
-	ok.Messages = []workflows.ChatMessage{*m}
+	ok.Messages = []wire.ChatMessage{*m}
 	return ok, nil
 }
 
@@ -196,7 +196,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 // connection) into a chat message; nil when it is neither a turn nor
 // context: a non-user sender, the bot itself, an un-summoned group message
 // in mentions mode, or a message without text or files.
-func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*workflows.ChatMessage, error) {
+func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wire.ChatMessage, error) {
 	if ev == nil || ev.Event == nil || ev.Event.Message == nil || ev.Event.Sender == nil {
 		return nil, fmt.Errorf("%s: %s without a message or sender", d.Profile.Kind, EventMessageReceive)
 	}
@@ -221,14 +221,14 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wor
 		return nil, nil
 	}
 	summoned, mentioned := mentionsOf(msg.Mentions, bot)
-	if !direct && !summoned && d.Policy.GroupMode != workflows.GroupContext {
+	if !direct && !summoned && d.Policy.GroupMode != wire.GroupContext {
 		return nil, nil
 	}
 	text, files := input(msg, bot, direct || summoned)
 	if text == "" && len(files) == 0 {
 		return nil, nil
 	}
-	return &workflows.ChatMessage{
+	return &wire.ChatMessage{
 		Kind:      d.Profile.Kind,
 		UniqueIDs: true,
 		Chat:      chat,
@@ -282,10 +282,10 @@ func mentionsOf(mentions []*larkim.MentionEvent, bot string) (summoned bool, men
 // quoted reply: parent_id without thread_id) that addresses the bot loads
 // its parent as primary input when the turn runs; thread continuations do
 // not: their session history is authoritative.
-func input(msg *larkim.EventMessage, bot string, addressed bool) (string, []workflows.Attachment) {
+func input(msg *larkim.EventMessage, bot string, addressed bool) (string, []wire.Attachment) {
 	text, files := content(str(msg.MessageType), str(msg.Content), msg.Mentions, bot)
 	if parent := str(msg.ParentId); parent != "" && str(msg.ThreadId) == "" && addressed {
-		files = append([]workflows.Attachment{{ID: parent, Name: "replied-to message", Mime: MimeParent}}, files...)
+		files = append([]wire.Attachment{{ID: parent, Name: "replied-to message", Mime: MimeParent}}, files...)
 	}
 	return text, files
 }
@@ -312,7 +312,7 @@ func eventIDOf(base *larkevent.EventV2Base) string {
 // connection) into the chat message telling of it: the recalled message's
 // ID, marked Deleted. The chat workflow drops the turn it started while
 // that turn waits, and its buffered line.
-func (d *Door) Recall(ev *larkim.P2MessageRecalledV1) (*workflows.ChatMessage, error) {
+func (d *Door) Recall(ev *larkim.P2MessageRecalledV1) (*wire.ChatMessage, error) {
 	if ev == nil || ev.Event == nil {
 		return nil, fmt.Errorf("%s: %s without an event", d.Profile.Kind, EventMessageRecalled)
 	}
@@ -320,7 +320,7 @@ func (d *Door) Recall(ev *larkim.P2MessageRecalledV1) (*workflows.ChatMessage, e
 	if id == "" || chat == "" {
 		return nil, fmt.Errorf("%s: %s without message_id or chat_id", d.Profile.Kind, EventMessageRecalled)
 	}
-	return &workflows.ChatMessage{Kind: d.Profile.Kind, UniqueIDs: true, Chat: chat, ID: id, Event: eventIDOf(ev.EventV2Base),
+	return &wire.ChatMessage{Kind: d.Profile.Kind, UniqueIDs: true, Chat: chat, ID: id, Event: eventIDOf(ev.EventV2Base),
 		Deleted: true, Policy: d.Policy}, nil
 }
 
@@ -334,7 +334,7 @@ func str(p *string) string {
 // content decodes a message's content JSON into text and attachments:
 // text (the bot's @_user_N keys removed, others shown as @Name), post
 // (flattened; its images become attachments), image and file (by key).
-func content(msgType, raw string, mentions []*larkim.MentionEvent, bot string) (string, []workflows.Attachment) {
+func content(msgType, raw string, mentions []*larkim.MentionEvent, bot string) (string, []wire.Attachment) {
 	names := map[string]string{} // mention key → replacement
 	for _, m := range mentions {
 		if m == nil || m.Key == nil {
@@ -364,7 +364,7 @@ func content(msgType, raw string, mentions []*larkim.MentionEvent, bot string) (
 		if json.Unmarshal([]byte(raw), &c) != nil || c.ImageKey == "" {
 			return "", nil
 		}
-		return "", []workflows.Attachment{{ID: c.ImageKey, Name: c.ImageKey, Mime: MimeImage}}
+		return "", []wire.Attachment{{ID: c.ImageKey, Name: c.ImageKey, Mime: MimeImage}}
 	case "file", "media":
 		var c struct {
 			FileKey  string `json:"file_key"`
@@ -377,7 +377,7 @@ func content(msgType, raw string, mentions []*larkim.MentionEvent, bot string) (
 		if name == "" {
 			name = c.FileKey
 		}
-		return "", []workflows.Attachment{{ID: c.FileKey, Name: name}}
+		return "", []wire.Attachment{{ID: c.FileKey, Name: name}}
 	}
 	return "", nil
 }
@@ -419,7 +419,7 @@ type postBody struct {
 
 // flattenPost turns a post (rich text) into plain lines. Events carry the
 // body directly; a locale-keyed body ({"zh_cn": {...}}) is read too.
-func flattenPost(raw string, names map[string]string) (string, []workflows.Attachment) {
+func flattenPost(raw string, names map[string]string) (string, []wire.Attachment) {
 	var p postBody
 	if json.Unmarshal([]byte(raw), &p) != nil {
 		return "", nil
@@ -439,7 +439,7 @@ func flattenPost(raw string, names map[string]string) (string, []workflows.Attac
 		}
 	}
 	var lines []string
-	var files []workflows.Attachment
+	var files []wire.Attachment
 	if t := strings.TrimSpace(p.Title); t != "" {
 		lines = append(lines, t)
 	}
@@ -465,11 +465,11 @@ func flattenPost(raw string, names map[string]string) (string, []workflows.Attac
 				fmt.Fprintf(&b, "```%s\n%s\n```", e.Language, e.Text)
 			case "img":
 				if e.ImageKey != "" {
-					files = append(files, workflows.Attachment{ID: e.ImageKey, Name: e.ImageKey, Mime: MimeImage})
+					files = append(files, wire.Attachment{ID: e.ImageKey, Name: e.ImageKey, Mime: MimeImage})
 				}
 			case "media":
 				if e.FileKey != "" {
-					files = append(files, workflows.Attachment{ID: e.FileKey, Name: e.FileKey})
+					files = append(files, wire.Attachment{ID: e.FileKey, Name: e.FileKey})
 				}
 			}
 		}
@@ -480,29 +480,23 @@ func flattenPost(raw string, names map[string]string) (string, []workflows.Attac
 	return strings.Join(lines, "\n"), files
 }
 
-// Bot lookup bounds: one lookup may take botLookupTimeout; failed lookups
-// are retried in the background, botRetryFirst doubling to botRetryEvery.
-const (
-	botLookupTimeout = 5 * time.Second
-	botRetryFirst    = time.Second
-	botRetryEvery    = 30 * time.Second
-)
+// botLookupTimeout bounds one bot info lookup.
+const botLookupTimeout = 5 * time.Second
 
 // Bot is the bot's open_id, configured or fetched (bot info API) and kept.
-// It is fetched in the background from Start (or the first message) and
-// retried until known; until then group messages are refused with
+// It is a channels.Identity: the runtime's channels.Resolver fetches it
+// from startup, retried until known, and a connector waits for it
+// (Resolve); until then group messages are refused with
 // channels.ErrRetryLater, so the platform pushes them again instead of
 // them being dropped.
 type Bot struct {
 	mu       sync.Mutex
 	openID   string
 	fetch    func(context.Context) (string, error)
-	err      error
 	resolved chan struct{}
-	running  bool
-	// retry is the first pause after a failed lookup (default
-	// botRetryFirst).
-	retry time.Duration
+	// lookup lets one lookup run at a time: a second caller finds the
+	// first one's answer.
+	lookup sync.Mutex
 }
 
 // NewBot returns a Bot with a known openID, or one that fetches it.
@@ -514,68 +508,65 @@ func NewBot(openID string, fetch func(context.Context) (string, error)) *Bot {
 	return b
 }
 
-// Start begins resolving the open_id in the background (once; retried
-// until known). Serving calls it at startup.
-func (b *Bot) Start() {
+// Lookup implements channels.Identity: it fetches the open_id once
+// (bounded by botLookupTimeout) unless it is known.
+func (b *Bot) Lookup(ctx context.Context) error {
+	b.lookup.Lock()
+	defer b.lookup.Unlock()
+	b.mu.Lock()
+	known, fetch := b.openID != "", b.fetch
+	b.mu.Unlock()
+	if known {
+		return nil
+	}
+	if fetch == nil {
+		return errors.New("feishu: bot open_id unknown and not fetched (botOpenId)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, botLookupTimeout)
+	id, err := fetch(ctx)
+	cancel()
+	if err == nil && id == "" {
+		err = errors.New("feishu: bot info without an open_id")
+	}
+	if err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.openID != "" || b.fetch == nil || b.running {
-		return
-	}
-	b.running = true
-	go b.resolve()
-}
-
-func (b *Bot) resolve() {
-	pause := b.retry
-	if pause <= 0 {
-		pause = botRetryFirst
-	}
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), botLookupTimeout)
-		id, err := b.fetch(ctx)
-		cancel()
-		if err == nil && id == "" {
-			err = errors.New("feishu: bot info without an open_id")
-		}
-		b.mu.Lock()
-		if err == nil {
-			b.openID, b.err, b.running = id, nil, false
-			close(b.resolved)
-			b.mu.Unlock()
-			return
-		}
-		b.err = err
-		b.mu.Unlock()
-		time.Sleep(pause)
-		pause = min(2*pause, botRetryEvery)
-	}
+	b.openID = id
+	close(b.resolved)
+	return nil
 }
 
 // Resolved is closed once the open_id is known.
 func (b *Bot) Resolved() <-chan struct{} { return b.resolved }
 
-// Resolve starts resolving and waits for the open_id until ctx ends;
-// connectors call it at startup so the first group message does not wait.
+// Resolve looks the open_id up until it is known or ctx ends (pausing
+// channels.ResolveFirst between failed lookups, or returning when another
+// caller's lookup — the runtime's resolver — found it); connectors call it
+// at startup so the first group message does not wait.
 func (b *Bot) Resolve(ctx context.Context) error {
-	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
-	select {
-	case <-b.resolved:
-		return nil
-	case <-ctx.Done():
+	for {
+		err := b.Lookup(ctx)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(channels.ResolveFirst)
+		select {
+		case <-b.resolved:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err == nil {
-		return errors.New("feishu: bot open_id unknown")
-	}
-	return b.err
 }
 
-// OpenID returns the bot's open_id, "" while it is unknown (resolving it
-// is then started in the background).
+// OpenID returns the bot's open_id, "" while it is unknown (the runtime's
+// resolver is looking it up).
 func (b *Bot) OpenID(_ context.Context) string {
-	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.openID

@@ -22,7 +22,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 const (
@@ -172,48 +172,48 @@ func TestCryptoMatchesSDK(t *testing.T) {
 func TestDoorParse(t *testing.T) {
 	t.Parallel()
 	const group, p2p = "oc_5ce6d572455d361153b7xx51da133945", "oc_84983ff6516d731e5b5f68d4ea2e1da5"
-	img := workflows.Attachment{ID: "img_v2_041b28e3-5680-48c2-9af2-497ace79333g", Name: "img_v2_041b28e3-5680-48c2-9af2-497ace79333g", Mime: feishu.MimeImage}
+	img := wire.Attachment{ID: "img_v2_041b28e3-5680-48c2-9af2-497ace79333g", Name: "img_v2_041b28e3-5680-48c2-9af2-497ace79333g", Mime: feishu.MimeImage}
 	cases := []struct {
 		name, fixture string
 		context       bool
 		// botUnknown: the bot's open_id cannot be resolved.
 		botUnknown bool
 		// want is nil for no message.
-		want *workflows.ChatMessage
+		want *wire.ChatMessage
 	}{
-		{name: "p2p", fixture: "p2p_text.json", want: &workflows.ChatMessage{Chat: p2p, ID: "om_p2p0000000000000000000000000001",
+		{name: "p2p", fixture: "p2p_text.json", want: &wire.ChatMessage{Chat: p2p, ID: "om_p2p0000000000000000000000000001",
 			Event: "5e3702a84e847582be8db7fb73283c02", Direct: true, Text: "hello there"}},
-		{name: "group mention", fixture: "group_mention.json", want: &workflows.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000001",
+		{name: "group mention", fixture: "group_mention.json", want: &wire.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000001",
 			Event: "5e3702a84e847582be8db7fb73283c03", Summoned: true, Text: "what is the capital of France?"}},
 		{name: "group mention, bot unknown: refused for a re-push", fixture: "group_mention.json", botUnknown: true},
 		{name: "group no mention", fixture: "group_no_mention.json"},
-		{name: "group no mention, context mode", fixture: "group_no_mention.json", context: true, want: &workflows.ChatMessage{Chat: group,
+		{name: "group no mention, context mode", fixture: "group_no_mention.json", context: true, want: &wire.ChatMessage{Chat: group,
 			ID: "om_grp0000000000000000000000000002", Event: "5e3702a84e847582be8db7fb73283c04", Text: "lunch anyone?"}},
 		{name: "group mention of someone else", fixture: "group_mention_other.json"},
-		{name: "group mention of someone else, context mode", fixture: "group_mention_other.json", context: true, want: &workflows.ChatMessage{
+		{name: "group mention of someone else, context mode", fixture: "group_mention_other.json", context: true, want: &wire.ChatMessage{
 			Chat: group, ID: "om_grp0000000000000000000000000003", Event: "5e3702a84e847582be8db7fb73283c05", Text: "@Alice can you look at this?",
 			MentionsOthers: true}},
 		// A bare reply in a thread the bot may own that @mentions only
 		// other people is their discussion: the chat workflow buffers it.
-		{name: "thread reply mentioning only others, context mode", fixture: "thread_reply_other.json", context: true, want: &workflows.ChatMessage{
+		{name: "thread reply mentioning only others, context mode", fixture: "thread_reply_other.json", context: true, want: &wire.ChatMessage{
 			Chat: group, ID: "om_grp0000000000000000000000000007", Event: "5e3702a84e847582be8db7fb73283c0c", Root: "om_grp0000000000000000000000000001",
 			Text: "@Alice can you book the bus?", MentionsOthers: true}},
 		{name: "thread reply mentioning only others, mentions mode", fixture: "thread_reply_other.json"},
-		{name: "thread reply", fixture: "thread_reply.json", want: &workflows.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000004",
+		{name: "thread reply", fixture: "thread_reply.json", want: &wire.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000004",
 			Event: "5e3702a84e847582be8db7fb73283c06", Root: "om_grp0000000000000000000000000001", Summoned: true, Text: "and Germany? cc @Alice"}},
-		{name: "quoted reply at top level is a new root", fixture: "quoted_reply.json", want: &workflows.ChatMessage{Chat: p2p,
+		{name: "quoted reply at top level is a new root", fixture: "quoted_reply.json", want: &wire.ChatMessage{Chat: p2p,
 			ID: "om_p2p0000000000000000000000000002", Event: "5e3702a84e847582be8db7fb73283c07", Direct: true, Text: "about this one",
 			// Its parent is loaded as primary input when the turn runs.
-			Attachments: []workflows.Attachment{{ID: "om_p2p0000000000000000000000000001", Name: "replied-to message", Mime: feishu.MimeParent}}}},
+			Attachments: []wire.Attachment{{ID: "om_p2p0000000000000000000000000001", Name: "replied-to message", Mime: feishu.MimeParent}}}},
 		{name: "bot sender", fixture: "bot_sender.json"},
-		{name: "post", fixture: "post_message.json", want: &workflows.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000006",
+		{name: "post", fixture: "post_message.json", want: &wire.ChatMessage{Chat: group, ID: "om_grp0000000000000000000000000006",
 			Event: "5e3702a84e847582be8db7fb73283c09", Summoned: true, Text: "Report\nsummarise this (https://example.com/r)",
-			Attachments: []workflows.Attachment{img}}},
-		{name: "image", fixture: "image_message.json", want: &workflows.ChatMessage{Chat: p2p, ID: "om_p2p0000000000000000000000000003",
-			Event: "5e3702a84e847582be8db7fb73283c0a", Direct: true, Attachments: []workflows.Attachment{img}}},
-		{name: "file", fixture: "file_message.json", want: &workflows.ChatMessage{Chat: p2p, ID: "om_p2p0000000000000000000000000004",
+			Attachments: []wire.Attachment{img}}},
+		{name: "image", fixture: "image_message.json", want: &wire.ChatMessage{Chat: p2p, ID: "om_p2p0000000000000000000000000003",
+			Event: "5e3702a84e847582be8db7fb73283c0a", Direct: true, Attachments: []wire.Attachment{img}}},
+		{name: "file", fixture: "file_message.json", want: &wire.ChatMessage{Chat: p2p, ID: "om_p2p0000000000000000000000000004",
 			Event: "5e3702a84e847582be8db7fb73283c0b", Direct: true,
-			Attachments: []workflows.Attachment{{ID: "file_v2_7c2a6f0e-3b1e-4c5a-9b1b-2f3f5c1d0e9g", Name: "report.pdf"}}}},
+			Attachments: []wire.Attachment{{ID: "file_v2_7c2a6f0e-3b1e-4c5a-9b1b-2f3f5c1d0e9g", Name: "report.pdf"}}}},
 		{name: "other event", fixture: "bot_added.json"},
 	}
 	for _, c := range cases {
@@ -221,7 +221,7 @@ func TestDoorParse(t *testing.T) {
 			t.Parallel()
 			d := door(encKey)
 			if c.context {
-				d.Policy.GroupMode = workflows.GroupContext
+				d.Policy.GroupMode = wire.GroupContext
 			}
 			if c.botUnknown {
 				d.Bot = feishu.NewBot("", func(context.Context) (string, error) { return "", errors.New("bot info unavailable") })
@@ -262,7 +262,7 @@ func TestDoorParse(t *testing.T) {
 // message telling of it: its ID, marked Deleted, in either group mode.
 func TestDoorParseRecall(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{workflows.GroupMentions, workflows.GroupContext} {
+	for _, mode := range []string{wire.GroupMentions, wire.GroupContext} {
 		d := door(encKey)
 		d.Policy.GroupMode = mode
 		body := encrypted(t, encKey, fixture(t, "message_recalled.json"))
@@ -270,7 +270,7 @@ func TestDoorParseRecall(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Parse: %v", mode, err)
 		}
-		want := workflows.ChatMessage{Kind: feishu.KindFeishu, UniqueIDs: true, Chat: "oc_5ce6d572455d361153b7xx51da133945",
+		want := wire.ChatMessage{Kind: feishu.KindFeishu, UniqueIDs: true, Chat: "oc_5ce6d572455d361153b7xx51da133945",
 			ID: "om_grp0000000000000000000000000004", Event: "5e3702a84e847582be8db7fb73283c0d", Deleted: true, Policy: d.Policy}
 		if len(p.Messages) != 1 || !reflect.DeepEqual(p.Messages[0], want) {
 			t.Errorf("%s: messages %+v, want %+v", mode, p.Messages, want)
@@ -341,7 +341,7 @@ func TestBotResolvedOnce(t *testing.T) {
 // TestGroupMentionWhileBotUnknown: while the bot's open_id cannot be
 // resolved (the bot info API fails at startup), a group @mention is not
 // acknowledged and dropped: it is refused (503) so Feishu pushes it again,
-// the lookup is retried in the background, and the re-push is a summons.
+// the runtime's resolver retries the lookup, and the re-push is a summons.
 func TestGroupMentionWhileBotUnknown(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -356,6 +356,11 @@ func TestGroupMentionWhileBotUnknown(t *testing.T) {
 		}
 		return bot, nil
 	})
+	// The runtime's resolver looks the bot up from startup.
+	var ids channels.Resolver
+	ids.Add(d.Bot)
+	ids.Start(context.Background())
+	t.Cleanup(ids.Close)
 	st := &handStarter{}
 	h := channels.Handler(d, st, "q", nil)
 	body := fixture(t, "group_mention.json")
@@ -387,14 +392,14 @@ func TestGroupMentionWhileBotUnknown(t *testing.T) {
 // handStarter records the chat messages handed to it.
 type handStarter struct {
 	mu   sync.Mutex
-	msgs []workflows.ChatMessage
+	msgs []wire.ChatMessage
 }
 
 func (s *handStarter) SignalWithStartWorkflow(_ context.Context, _, _ string, arg interface{},
 	_ client.StartWorkflowOptions, _ interface{}, _ ...interface{}) (client.WorkflowRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m, ok := arg.(workflows.ChatMessage); ok {
+	if m, ok := arg.(wire.ChatMessage); ok {
 		s.msgs = append(s.msgs, m)
 	}
 	return nil, nil

@@ -18,7 +18,7 @@ import (
 	"strings"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Profile is what distinguishes Feishu from Lark: the kind, its webhook
@@ -85,7 +85,7 @@ type Config struct {
 }
 
 // policy checks the file's session and group options.
-func (c Config) policy() (workflows.ChatPolicy, error) {
+func (c Config) policy() (wire.ChatPolicy, error) {
 	p, err := channels.Policy(c.DirectMessageSession, "groupMessageSession", c.GroupMessageSession, c.GroupMode)
 	if err != nil {
 		return p, err
@@ -177,10 +177,10 @@ func New(p Profile, file []byte, getenv func(string) string, log *slog.Logger) (
 			"set "+p.Env("ENCRYPT_KEY")+" (Events & Callbacks → Encryption Strategy) to decide in the chat", "file", p.Kind+".yaml")
 	}
 	door := &Door{Profile: p, Token: token, EncryptKey: key, Policy: policy, Webhook: webhook, Bot: NewBot(cfg.BotOpenID, rp.BotOpenID)}
-	// Resolve the bot's open_id at startup, in the background, retried
-	// until known: group messages are refused (pushed again) until then.
-	door.Bot.Start()
-	ch := &channels.Channel{Door: door, Replier: rp}
+	// The runtime serving the door resolves the bot's open_id from
+	// startup, retried until known: group messages are refused (pushed
+	// again) until then.
+	ch := &channels.Channel{Door: door, Replier: rp, Identity: door.Bot}
 	if !webhook {
 		ch.Conn = &Conn{Door: door, AppID: appID, AppSecret: appSecret, Log: log}
 	}

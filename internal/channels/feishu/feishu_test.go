@@ -6,7 +6,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -44,7 +44,7 @@ func TestNew(t *testing.T) {
 			env: map[string]string{"MY_ID": "cli_1", "MY_SECRET": "s", "MY_TOKEN": "tok", "MY_KEY": "k"},
 			check: func(t *testing.T, ch *channels.Channel) {
 				d := ch.Door.(*feishu.Door)
-				want := workflows.ChatPolicy{DirectSession: "continuous", GroupSession: "continuous", GroupMode: "context"}
+				want := wire.ChatPolicy{DirectSession: "continuous", GroupSession: "continuous", GroupMode: "context"}
 				if d.Token != "tok" || d.EncryptKey != "k" || d.Policy != want {
 					t.Errorf("door %+v", d)
 				}

@@ -16,7 +16,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/tools"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // MimeParent marks the attachment that stands for the message a
@@ -36,7 +36,7 @@ func inboxDir(kind string) string { return "inbox/" + kind }
 // reply-summon loads the parent message: its text leads the prompt and its
 // files are fetched too. Every attachment is primary input, so one that
 // fails fails Fetch; errors a retry cannot fix are channels.Permanent.
-func (r *Replier) Fetch(ctx context.Context, t workflows.Target, p agent.Prompt, dir string) (agent.Prompt, error) {
+func (r *Replier) Fetch(ctx context.Context, t wire.Target, p agent.Prompt, dir string) (agent.Prompt, error) {
 	lim := r.Files.WithDefaults()
 	in := channels.Intake{Limits: lim, Dir: dir, Inbox: inboxDir(r.kind)}
 	parent := ""
@@ -70,7 +70,7 @@ func (r *Replier) Fetch(ctx context.Context, t workflows.Target, p agent.Prompt,
 }
 
 // fetchOne downloads attachment a of message msg into in.
-func (r *Replier) fetchOne(ctx context.Context, msg string, a workflows.Attachment, in *channels.Intake, lim channels.FileLimits) error {
+func (r *Replier) fetchOne(ctx context.Context, msg string, a wire.Attachment, in *channels.Intake, lim channels.FileLimits) error {
 	name := a.Name
 	if name == "" {
 		name = a.ID
@@ -127,7 +127,7 @@ func (r *Replier) resource(ctx context.Context, msg, key, typ string, lim channe
 
 // parent loads the message a reply-summon answers: its text (who sent
 // it, then its content) and its files.
-func (r *Replier) parent(ctx context.Context, id string) (string, []workflows.Attachment, error) {
+func (r *Replier) parent(ctx context.Context, id string) (string, []wire.Attachment, error) {
 	resp, err := r.api.Im.Message.Get(ctx, larkim.NewGetMessageReqBuilder().MessageId(id).Build())
 	if err := apiError("im message get", err, resp); err != nil {
 		if resp != nil && resp.ApiResp != nil && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {

@@ -16,7 +16,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
 	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 func pngBytes(t *testing.T, side int) []byte {
@@ -42,7 +42,7 @@ func TestFetchFiles(t *testing.T) {
 	r.Files.MaxImagesBytes = int64(len(img)) // room for one image
 	dir := t.TempDir()
 	tg := target("")
-	tg.Attachments = []workflows.Attachment{
+	tg.Attachments = []wire.Attachment{
 		{ID: "img_v3_01", Name: "img_v3_01", Mime: feishu.MimeImage},
 		{ID: "img_v3_02", Name: "img_v3_02", Mime: feishu.MimeImage},
 		{ID: "file_v3_01", Name: "notes.txt"},
@@ -101,7 +101,7 @@ func TestFetchRefuses(t *testing.T) {
 			}
 			r.Files = c.limits
 			tg := target("")
-			tg.Attachments = []workflows.Attachment{{ID: c.key, Name: "big.bin"}}
+			tg.Attachments = []wire.Attachment{{ID: c.key, Name: "big.bin"}}
 			dir := t.TempDir()
 			p, err := r.Fetch(context.Background(), tg, agent.Prompt{Text: "hi"}, dir)
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.key) {
@@ -133,7 +133,7 @@ func TestFetchParent(t *testing.T) {
 		Mentions: []fakefeishu.Mention{{Key: "@_user_1", OpenID: "ou_alice", Name: "Alice"}}})
 	fake.AddResource(parent, "img_parent", fakefeishu.Resource{Type: "image", Data: img})
 	tg := target("")
-	tg.Attachments = []workflows.Attachment{{ID: parent, Name: "replied-to message", Mime: feishu.MimeParent}}
+	tg.Attachments = []wire.Attachment{{ID: parent, Name: "replied-to message", Mime: feishu.MimeParent}}
 	p, err := r.Fetch(context.Background(), tg, agent.Prompt{Text: "is this realistic?"}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestFetchParentOnly(t *testing.T) {
 	fake.AddUserMessage(fakefeishu.UserMessage{ID: "om_card", MsgType: "interactive", SenderType: "app",
 		Content: `{"title":"","elements":[[{"tag":"text","text":"The answer is 42."}]]}`})
 	tg := target("")
-	tg.Attachments = []workflows.Attachment{{ID: "om_card", Mime: feishu.MimeParent}}
+	tg.Attachments = []wire.Attachment{{ID: "om_card", Mime: feishu.MimeParent}}
 	p, err := r.Fetch(context.Background(), tg, agent.Prompt{}, "")
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Replier renders turns' answers with the open API: a CardKit streaming
@@ -107,7 +107,7 @@ func (r *Replier) BotOpenID(ctx context.Context) (string, error) {
 // stored: "card:<card_id>:<created ms>[:<message_id>]" for a streaming card
 // (posted once the message ID is there), "msg:<message_id>" for a card
 // message patched in place.
-func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (channels.Render, error) {
+func (r *Replier) Render(_ context.Context, t wire.Target, ref string) (channels.Render, error) {
 	if t.Chat == "" || t.Message == "" {
 		return nil, fmt.Errorf("%s: reply target needs chat and message, got %q / %q", r.kind, t.Chat, t.Message)
 	}
@@ -139,7 +139,7 @@ const resumeMargin = 1000
 // render is one turn's reply.
 type render struct {
 	r      *Replier
-	target workflows.Target
+	target wire.Target
 	// uuid is the idempotency key of the turn's reply (1 h on the
 	// platform): a retried post is the same message.
 	uuid string

@@ -13,7 +13,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
 	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 const userMsg = "om_p2p0000000000000000000000000001"
@@ -29,8 +29,8 @@ func newReplier(t *testing.T) (*feishu.Replier, *fakefeishu.Server) {
 	return r, fake
 }
 
-func target(thread string) workflows.Target {
-	return workflows.Target{Chat: "oc_84983ff6516d731e5b5f68d4ea2e1da5", Thread: thread, Message: userMsg, User: "ou_user"}
+func target(thread string) wire.Target {
+	return wire.Target{Chat: "oc_84983ff6516d731e5b5f68d4ea2e1da5", Thread: thread, Message: userMsg, User: "ou_user"}
 }
 
 // stream shows deltas one at a time and returns the view.
@@ -44,7 +44,7 @@ func stream(t *testing.T, rd channels.Render, v *channels.View, deltas ...string
 	}
 }
 
-func render(t *testing.T, r *feishu.Replier, tg workflows.Target, ref string) channels.Render {
+func render(t *testing.T, r *feishu.Replier, tg wire.Target, ref string) channels.Render {
 	t.Helper()
 	rd, err := r.Render(context.Background(), tg, ref)
 	if err != nil {
@@ -236,7 +236,7 @@ func TestReplierBadRef(t *testing.T) {
 			t.Errorf("Render(ref %q) accepted", ref)
 		}
 	}
-	if _, err := r.Render(context.Background(), workflows.Target{Chat: "oc_1"}, ""); err == nil {
+	if _, err := r.Render(context.Background(), wire.Target{Chat: "oc_1"}, ""); err == nil {
 		t.Error("Render without a message accepted")
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -212,7 +213,7 @@ func (d *Door) decide(ev *Event, id string) (dec *channels.Decision, isDecision 
 
 // Ask implements channels.Asker: a comment showing the waiting call and
 // the decision comments that answer it.
-func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, ev agent.Event) (string, error) {
+func (r *Replier) Ask(ctx context.Context, t wire.Target, session string, ev agent.Event) (string, error) {
 	rd, err := r.target(ctx, t)
 	if err != nil {
 		return "", err
@@ -240,7 +241,7 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 
 // Settle implements channels.Asker: the approval comment shows the
 // decision.
-func (r *Replier) Settle(ctx context.Context, t workflows.Target, ref string, ev agent.Event) error {
+func (r *Replier) Settle(ctx context.Context, t wire.Target, ref string, ev agent.Event) error {
 	rd, err := r.target(ctx, t)
 	if err != nil {
 		return err
@@ -266,7 +267,7 @@ func (r *Replier) Settle(ctx context.Context, t workflows.Target, ref string, ev
 // comment on the issue or pull request, saying how to answer and until
 // when. The asker's next comment there that reaches the agent (as any
 // comment does under the channel's rules) is the answer.
-func (r *Replier) Question(ctx context.Context, t workflows.Target, ev agent.Event) (string, error) {
+func (r *Replier) Question(ctx context.Context, t wire.Target, ev agent.Event) (string, error) {
 	rd, err := r.target(ctx, t)
 	if err != nil {
 		return "", err
@@ -342,8 +343,8 @@ func answering(c Config) string {
 }
 
 // target is the issue or pull request of a reply target, with a client.
-func (r *Replier) target(ctx context.Context, t workflows.Target) (*render, error) {
-	rd, err := r.Render(ctx, workflows.Target{Chat: t.Chat, Thread: t.Thread, Message: orKey(t.Message), Data: t.Data}, "")
+func (r *Replier) target(ctx context.Context, t wire.Target) (*render, error) {
+	rd, err := r.Render(ctx, wire.Target{Chat: t.Chat, Thread: t.Thread, Message: orKey(t.Message), Data: t.Data}, "")
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/tools"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Kind is the channel kind and the name of its file, channels/github.yaml.
@@ -305,7 +305,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 		if ev.Repo != "" && ev.Number > 0 {
 			// Events without an issue or PR (push, release…) are answered
 			// nowhere.
-			dl.Reply = &workflows.Target{Chat: ev.Repo, Thread: strconv.Itoa(ev.Number), Message: dl.Key(),
+			dl.Reply = &wire.Target{Chat: ev.Repo, Thread: strconv.Itoa(ev.Number), Message: dl.Key(),
 				User: ev.Sender, Data: data}
 		}
 		ok.Deliveries = append(ok.Deliveries, dl)

@@ -21,7 +21,7 @@ import (
 	gh "github.com/google/go-github/v75/github"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // MaxComment is GitHub's limit on a comment or review body, in characters
@@ -169,7 +169,7 @@ func (r *Replier) Kind() string { return Kind }
 
 // Render implements channels.Replier. ref is "comment:<id>" or
 // "review:<id>", the first part of the reply an earlier attempt posted.
-func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (channels.Render, error) {
+func (r *Replier) Render(_ context.Context, t wire.Target, ref string) (channels.Render, error) {
 	owner, repo, ok := strings.Cut(t.Chat, "/")
 	number, err := strconv.Atoi(t.Thread)
 	if !ok || owner == "" || repo == "" || err != nil || number <= 0 || t.Message == "" {

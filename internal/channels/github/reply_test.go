@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fastagent/fastagent/internal/testsupport/fakegithub"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 func fake(t *testing.T) *fakegithub.Server {
@@ -31,13 +31,13 @@ func tokenReplier(t *testing.T, f *fakegithub.Server) *Replier {
 	return r
 }
 
-func target(key string, review bool, installation int64) workflows.Target {
+func target(key string, review bool, installation int64) wire.Target {
 	data, _ := json.Marshal(targetData{Review: review, Installation: installation})
-	return workflows.Target{Chat: "o/r", Thread: "5", Message: key, Data: data}
+	return wire.Target{Chat: "o/r", Thread: "5", Message: key, Data: data}
 }
 
 // finish renders key's reply once (continuing ref) and returns its ref.
-func finish(t *testing.T, r *Replier, tg workflows.Target, ref, text string) string {
+func finish(t *testing.T, r *Replier, tg wire.Target, ref, text string) string {
 	t.Helper()
 	rd, err := r.Render(context.Background(), tg, ref)
 	if err != nil {
@@ -182,13 +182,13 @@ func TestRenderRefusesBadTargets(t *testing.T) {
 	t.Parallel()
 	r := tokenReplier(t, fake(t))
 	for _, c := range []struct {
-		tg  workflows.Target
+		tg  wire.Target
 		ref string
 	}{
-		{workflows.Target{Chat: "o", Thread: "5", Message: "k"}, ""},
-		{workflows.Target{Chat: "o/r", Thread: "x", Message: "k"}, ""},
-		{workflows.Target{Chat: "o/r", Thread: "5"}, ""},
-		{workflows.Target{Chat: "o/r", Thread: "5", Message: "k"}, "message:12"},
+		{wire.Target{Chat: "o", Thread: "5", Message: "k"}, ""},
+		{wire.Target{Chat: "o/r", Thread: "x", Message: "k"}, ""},
+		{wire.Target{Chat: "o/r", Thread: "5"}, ""},
+		{wire.Target{Chat: "o/r", Thread: "5", Message: "k"}, "message:12"},
 	} {
 		if _, err := r.Render(context.Background(), c.tg, c.ref); err == nil {
 			t.Errorf("target %+v ref %q accepted", c.tg, c.ref)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -147,7 +148,7 @@ func respondEphemeral(ctx context.Context, responseURL, text string) error {
 // Ask implements channels.Asker: a message in the turn's thread showing
 // the call waiting for approval (tool, full arguments, approvers,
 // deadline) with Approve and Deny buttons.
-func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, ev agent.Event) (string, error) {
+func (r *Replier) Ask(ctx context.Context, t wire.Target, session string, ev agent.Event) (string, error) {
 	channel, err := channelOf(t)
 	if err != nil {
 		return "", err
@@ -178,7 +179,7 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 
 // Settle implements channels.Asker: the approval message shows the
 // decision and loses its buttons.
-func (r *Replier) Settle(ctx context.Context, _ workflows.Target, ref string, ev agent.Event) error {
+func (r *Replier) Settle(ctx context.Context, _ wire.Target, ref string, ev agent.Event) error {
 	channel, ts, found := strings.Cut(ref, "/")
 	if !found {
 		return fmt.Errorf("slack: settle approval: bad reference %q", ref)
@@ -193,7 +194,7 @@ func (r *Replier) Settle(ctx context.Context, _ workflows.Target, ref string, ev
 }
 
 // channelOf is the Slack channel of a reply target ("<team>:<channel>").
-func channelOf(t workflows.Target) (string, error) {
+func channelOf(t wire.Target) (string, error) {
 	_, channel, ok := strings.Cut(t.Chat, ":")
 	if !ok || channel == "" {
 		return "", fmt.Errorf("slack: reply target chat %q: want <team>:<channel>", t.Chat)
@@ -255,7 +256,7 @@ func truncate(s string, n int) string {
 
 // Question implements channels.Questioner: the agent's question in the
 // thread, saying that a reply there answers it.
-func (r *Replier) Question(ctx context.Context, t workflows.Target, ev agent.Event) (string, error) {
+func (r *Replier) Question(ctx context.Context, t wire.Target, ev agent.Event) (string, error) {
 	channel, err := channelOf(t)
 	if err != nil {
 		return "", err

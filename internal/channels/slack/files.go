@@ -15,7 +15,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/tools"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Defaults of FileLimits (channels.FileLimits).
@@ -44,7 +44,7 @@ type FileLimits = channels.FileLimits
 // with an error naming it; the session workflow then runs the turn with the
 // message's text and a note that its files could not be fetched. Errors a
 // retry cannot fix are channels.Permanent.
-func (r *Replier) Fetch(ctx context.Context, t workflows.Target, p agent.Prompt, dir string) (agent.Prompt, error) {
+func (r *Replier) Fetch(ctx context.Context, t wire.Target, p agent.Prompt, dir string) (agent.Prompt, error) {
 	lim := r.Files.WithDefaults()
 	in := channels.Intake{Limits: lim, Dir: dir, Inbox: InboxDir}
 	for _, a := range t.Attachments {

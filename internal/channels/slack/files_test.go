@@ -21,7 +21,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 const botToken = "xoxb-files-test"
@@ -58,10 +58,10 @@ func newFake(t *testing.T) (*fakeslack.Server, *slack.Replier) {
 	return fake, slack.NewReplier(botToken, fake.APIURL())
 }
 
-func fileTarget(ids ...string) workflows.Target {
-	t := workflows.Target{Chat: "T1:D1", Thread: "1700000000.000100"}
+func fileTarget(ids ...string) wire.Target {
+	t := wire.Target{Chat: "T1:D1", Thread: "1700000000.000100"}
 	for _, id := range ids {
-		t.Attachments = append(t.Attachments, workflows.Attachment{ID: id})
+		t.Attachments = append(t.Attachments, wire.Attachment{ID: id})
 	}
 	return t
 }
@@ -315,7 +315,7 @@ func TestDoorParseFiles(t *testing.T) {
 	if len(got.Messages) != 1 {
 		t.Fatalf("messages = %+v, want one", got.Messages)
 	}
-	want := []workflows.Attachment{
+	want := []wire.Attachment{
 		{ID: "F0IMG0001", Name: "photo.png", Mime: "image/png", Size: 5232},
 		{ID: "F0TXT0002", Name: "notes.txt", Mime: "text/plain", Size: 12},
 	}

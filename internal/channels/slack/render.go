@@ -15,7 +15,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Slack's limits and answers the renderer depends on.
@@ -107,7 +107,7 @@ func (r *Replier) Kind() string { return Kind }
 // text; a top-level reply, or one whose stream Slack refuses, is one
 // message edited at most every EditEvery. ref is a reference an earlier
 // renderer stored; the reply continues that message, never posts another.
-func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (channels.Render, error) {
+func (r *Replier) Render(_ context.Context, t wire.Target, ref string) (channels.Render, error) {
 	_, channel, ok := strings.Cut(t.Chat, ":")
 	if !ok || channel == "" {
 		return nil, fmt.Errorf("slack: reply target chat %q: want <team>:<channel>", t.Chat)

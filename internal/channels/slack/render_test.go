@@ -14,7 +14,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 const (
@@ -35,12 +35,12 @@ func replier(t *testing.T) (*slack.Replier, *fakeslack.Server) {
 	return r, fake
 }
 
-func target(threadTS string) workflows.Target {
+func target(threadTS string) wire.Target {
 	data, _ := json.Marshal(map[string]string{"team": team})
-	return workflows.Target{Chat: team + ":" + channel, Thread: threadTS, Message: thread, User: user, Data: data}
+	return wire.Target{Chat: team + ":" + channel, Thread: threadTS, Message: thread, User: user, Data: data}
 }
 
-func open(t *testing.T, r *slack.Replier, tg workflows.Target, ref string) channels.Render {
+func open(t *testing.T, r *slack.Replier, tg wire.Target, ref string) channels.Render {
 	t.Helper()
 	rd, err := r.Render(context.Background(), tg, ref)
 	if err != nil {
@@ -287,7 +287,7 @@ func TestRenderBadRef(t *testing.T) {
 			t.Errorf("Render(%q) = nil error, want one", ref)
 		}
 	}
-	if _, err := r.Render(context.Background(), workflows.Target{Chat: "no-channel"}, ""); err == nil {
+	if _, err := r.Render(context.Background(), wire.Target{Chat: "no-channel"}, ""); err == nil {
 		t.Error("Render with a bad chat = nil error")
 	}
 }

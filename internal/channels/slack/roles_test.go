@@ -10,7 +10,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // clickBy is an approval click by user on a button with value.
@@ -108,7 +108,7 @@ func TestSlackAdminsAsk(t *testing.T) {
 	t.Cleanup(fake.Close)
 	r := NewReplier("xoxb-test", fake.APIURL())
 	ev := agent.ApprovalRequested("c1", "deploy", json.RawMessage(`{}`), "", "", []string{AdminsRole, "slack:U9"}, time.Time{})
-	if _, err := r.Ask(context.Background(), workflows.Target{Chat: "T1:C1", Thread: "1.0"}, "slack:T1:C1:1.0", ev); err != nil {
+	if _, err := r.Ask(context.Background(), wire.Target{Chat: "T1:C1", Thread: "1.0"}, "slack:T1:C1:1.0", ev); err != nil {
 		t.Fatal(err)
 	}
 	posts := fake.Calls("chat.postMessage")

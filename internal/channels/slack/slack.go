@@ -21,6 +21,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -66,7 +67,7 @@ type Config struct {
 }
 
 // policy checks the file's session and group options.
-func (c Config) policy() (workflows.ChatPolicy, error) {
+func (c Config) policy() (wire.ChatPolicy, error) {
 	p, err := channels.Policy(c.DirectMessageSession, "groupSession", c.GroupSession, c.GroupMode)
 	if err != nil {
 		return p, err
@@ -144,7 +145,7 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 type Door struct {
 	SigningSecret string
 	BotUserID     string
-	Policy        workflows.ChatPolicy
+	Policy        wire.ChatPolicy
 	// Socket is set with Socket Mode: the door serves no route.
 	Socket bool
 	// APIURL is the Slack API URL override (SLACK_API_URL), whose host an
@@ -210,14 +211,14 @@ func (d *Door) parsePayload(body []byte) (channels.Parsed, error) {
 	if err != nil || m == nil {
 		return ok, err
 	}
-	ok.Messages = []workflows.ChatMessage{*m}
+	ok.Messages = []wire.ChatMessage{*m}
 	return ok, nil
 }
 
 // parse turns an Events API payload (the HTTP body, or a Socket Mode
 // envelope's payload) into a chat message; nil when it is not a turn or
 // context. challenge is set for url_verification.
-func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, err error) {
+func (d *Door) parse(body []byte) (m *wire.ChatMessage, challenge string, err error) {
 	ev, err := slackevents.ParseEvent(json.RawMessage(body), slackevents.OptionNoVerifyToken())
 	if err != nil {
 		// Acknowledge anyway, so Slack does not retry what we cannot read.
@@ -239,7 +240,7 @@ func (d *Door) parse(body []byte) (m *workflows.ChatMessage, challenge string, e
 
 // callback turns an event callback into a chat message: a deletion, an
 // edit, or a human message the group mode wants; nil otherwise.
-func (d *Door) callback(ev slackevents.EventsAPIEvent) (*workflows.ChatMessage, error) {
+func (d *Door) callback(ev slackevents.EventsAPIEvent) (*wire.ChatMessage, error) {
 	bot, eventID := d.botAndEvent(ev)
 	var msg message
 	switch e := ev.InnerEvent.Data.(type) {
@@ -257,7 +258,7 @@ func (d *Door) callback(ev slackevents.EventsAPIEvent) (*workflows.ChatMessage, 
 	default:
 		return nil, nil
 	}
-	if !msg.fromHuman(bot) || (!msg.direct && !msg.summoned && d.Policy.GroupMode != workflows.GroupContext) {
+	if !msg.fromHuman(bot) || (!msg.direct && !msg.summoned && d.Policy.GroupMode != wire.GroupContext) {
 		return nil, nil
 	}
 	return d.chatMessage(ev.TeamID, eventID, bot, msg)
@@ -309,7 +310,7 @@ func (msg message) fromHuman(bot string) bool {
 
 // chatMessage is msg as the chat workflow receives it; nil when nothing
 // is left of it once the bot's mention is removed.
-func (d *Door) chatMessage(team, eventID, bot string, msg message) (*workflows.ChatMessage, error) {
+func (d *Door) chatMessage(team, eventID, bot string, msg message) (*wire.ChatMessage, error) {
 	text := stripMention(msg.text, bot)
 	if text == "" && len(msg.files) == 0 {
 		return nil, nil
@@ -322,7 +323,7 @@ func (d *Door) chatMessage(team, eventID, bot string, msg message) (*workflows.C
 	if err != nil {
 		return nil, fmt.Errorf("slack: reply data: %w", err)
 	}
-	return &workflows.ChatMessage{
+	return &wire.ChatMessage{
 		Kind:     Kind,
 		Chat:     team + ":" + msg.channel,
 		ID:       msg.ts,
@@ -344,7 +345,7 @@ func (d *Door) chatMessage(team, eventID, bot string, msg message) (*workflows.C
 // deletion is the chat message telling of a deleted user message (its
 // ID, marked Deleted); nil for a deleted bot message (our reply
 // included).
-func (d *Door) deletion(team, eventID, bot string, e *slackevents.MessageEvent) *workflows.ChatMessage {
+func (d *Door) deletion(team, eventID, bot string, e *slackevents.MessageEvent) *wire.ChatMessage {
 	user := ""
 	if p := e.PreviousMessage; p != nil {
 		if p.BotID != "" || p.SubType == "bot_message" || (bot != "" && p.User == bot) {
@@ -355,7 +356,7 @@ func (d *Door) deletion(team, eventID, bot string, e *slackevents.MessageEvent) 
 	if e.DeletedTimeStamp == "" || e.Channel == "" {
 		return nil
 	}
-	return &workflows.ChatMessage{Kind: Kind, Chat: team + ":" + e.Channel, ID: e.DeletedTimeStamp, Event: eventID,
+	return &wire.ChatMessage{Kind: Kind, Chat: team + ":" + e.Channel, ID: e.DeletedTimeStamp, Event: eventID,
 		Direct: e.ChannelType == "im", User: user, Deleted: true, Policy: d.Policy}
 }
 
@@ -363,9 +364,9 @@ func (d *Door) deletion(team, eventID, bot string, e *slackevents.MessageEvent) 
 // channel in context mode (its ID and new text, marked Edited: it replaces
 // a buffered line, never re-runs a turn); nil otherwise (our own streaming
 // edits included).
-func (d *Door) edit(team, eventID, bot string, e *slackevents.MessageEvent) *workflows.ChatMessage {
+func (d *Door) edit(team, eventID, bot string, e *slackevents.MessageEvent) *wire.ChatMessage {
 	n := e.Message
-	if n == nil || d.Policy.GroupMode != workflows.GroupContext || e.ChannelType == "im" || e.Channel == "" ||
+	if n == nil || d.Policy.GroupMode != wire.GroupContext || e.ChannelType == "im" || e.Channel == "" ||
 		n.BotID != "" || n.User == "" || (bot != "" && n.User == bot) || n.Timestamp == "" {
 		return nil
 	}
@@ -373,7 +374,7 @@ func (d *Door) edit(team, eventID, bot string, e *slackevents.MessageEvent) *wor
 	if root == n.Timestamp {
 		root = ""
 	}
-	return &workflows.ChatMessage{Kind: Kind, Chat: team + ":" + e.Channel, ID: n.Timestamp, Event: eventID, Root: root,
+	return &wire.ChatMessage{Kind: Kind, Chat: team + ":" + e.Channel, ID: n.Timestamp, Event: eventID, Root: root,
 		User: n.User, UserName: "<@" + n.User + ">", Text: stripMention(n.Text, bot), Attachments: attachments(n.Files),
 		Edited: true, Policy: d.Policy}
 }
@@ -385,13 +386,13 @@ type targetData struct {
 
 // attachments lists a message's files by reference; they are fetched when
 // the turn runs.
-func attachments(files []slack.File) []workflows.Attachment {
-	var out []workflows.Attachment
+func attachments(files []slack.File) []wire.Attachment {
+	var out []wire.Attachment
 	for _, f := range files {
 		if f.ID == "" {
 			continue
 		}
-		out = append(out, workflows.Attachment{ID: f.ID, Name: f.Name, Mime: f.Mimetype, Size: int64(f.Size)})
+		out = append(out, wire.Attachment{ID: f.ID, Name: f.Name, Mime: f.Mimetype, Size: int64(f.Size)})
 	}
 	return out
 }
@@ -404,7 +405,7 @@ func SessionID(team, channel, rootTS string) string {
 type message struct {
 	user, bot, subtype, text, ts, thread, channel string
 	summoned, direct                              bool
-	files                                         []workflows.Attachment
+	files                                         []wire.Attachment
 }
 
 var anyMention = regexp.MustCompile(`^\s*<@[A-Z0-9]+(\|[^>]*)?>`)

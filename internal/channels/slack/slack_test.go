@@ -10,7 +10,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 const secret = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -100,7 +100,7 @@ func TestDoorParse(t *testing.T) {
 		t.Run(c.fixture, func(t *testing.T) {
 			d := &slack.Door{SigningSecret: secret}
 			if c.context {
-				d.Policy.GroupMode = workflows.GroupContext
+				d.Policy.GroupMode = wire.GroupContext
 			}
 			got, err := d.Parse(channels.Request{Body: fixture(t, c.fixture)})
 			if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // starter is a fake Temporal client: it records Signal-With-Start calls,
@@ -22,7 +22,7 @@ import (
 type starter struct {
 	sock *fakeslack.Socket
 	// fail answers a call with an error when it returns true.
-	fail func(n int, m workflows.ChatMessage) bool
+	fail func(n int, m wire.ChatMessage) bool
 
 	mu    sync.Mutex
 	calls []call
@@ -32,7 +32,7 @@ type starter struct {
 
 type call struct {
 	id, signal string
-	msg        workflows.ChatMessage
+	msg        wire.ChatMessage
 	// acked are the envelopes acknowledged when the call came in.
 	acked []string
 	err   error
@@ -44,7 +44,7 @@ func newStarter(sock *fakeslack.Socket) *starter {
 
 func (s *starter) SignalWithStartWorkflow(_ context.Context, id, signal string, arg interface{},
 	_ client.StartWorkflowOptions, _ interface{}, _ ...interface{}) (client.WorkflowRun, error) {
-	m, _ := arg.(workflows.ChatMessage)
+	m, _ := arg.(wire.ChatMessage)
 	s.mu.Lock()
 	c := call{id: id, signal: signal, msg: m, acked: s.sock.Acks()}
 	if s.fail != nil && s.fail(len(s.calls), m) {
@@ -132,7 +132,7 @@ func TestSocketHandsOffThenAcks(t *testing.T) {
 		t.Fatalf("envelope not acknowledged: %v", err)
 	}
 	c := <-st.called
-	if c.id != "chat:slack:T061EG9R6:C0LAN2Q65" || c.signal != workflows.SignalChatMessage ||
+	if c.id != "chat:slack:T061EG9R6:C0LAN2Q65" || c.signal != wire.SignalChatMessage ||
 		c.msg.ID != "1515449522.000016" || c.msg.Text != "what is the capital of France?" || c.msg.Event != "Ev0LAN670R" {
 		t.Errorf("signal-with-start %s %s %+v", c.id, c.signal, c.msg)
 	}
@@ -166,7 +166,7 @@ func TestSocketAcks(t *testing.T) {
 	sock := fake.Socket()
 	st := newStarter(sock)
 	// The first hand-off fails.
-	st.fail = func(n int, _ workflows.ChatMessage) bool { return n == 0 }
+	st.fail = func(n int, _ wire.ChatMessage) bool { return n == 0 }
 	r := run(t, socketChannel(t, fake).Conn, st)
 	ctx := waitCtx(t)
 	if err := sock.WaitConnected(ctx, 1); err != nil {

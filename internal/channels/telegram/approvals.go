@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -68,7 +69,7 @@ func (d *Door) Decision(u Update) (*channels.Decision, error) {
 
 // Ask implements channels.Asker: a message replying to the user's, showing
 // the waiting call, with Approve and Deny buttons.
-func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, ev agent.Event) (string, error) {
+func (r *Replier) Ask(ctx context.Context, t wire.Target, session string, ev agent.Event) (string, error) {
 	rd, err := r.Render(ctx, t, "")
 	if err != nil {
 		return "", err
@@ -99,7 +100,7 @@ func (r *Replier) Ask(ctx context.Context, t workflows.Target, session string, e
 
 // Settle implements channels.Asker: the approval message shows the
 // decision, without its buttons.
-func (r *Replier) Settle(ctx context.Context, _ workflows.Target, ref string, ev agent.Event) error {
+func (r *Replier) Settle(ctx context.Context, _ wire.Target, ref string, ev agent.Event) error {
 	chat, id, ok := strings.Cut(ref, "/")
 	msg, err := strconv.ParseInt(id, 10, 64)
 	if !ok || err != nil {
@@ -136,7 +137,7 @@ func byUser(by string) string {
 // to the user's message, saying how to answer. The asker's next message in
 // the chat (in a group: a reply to this message, or a mention of the bot,
 // as any message to the bot) is the answer.
-func (r *Replier) Question(ctx context.Context, t workflows.Target, ev agent.Event) (string, error) {
+func (r *Replier) Question(ctx context.Context, t wire.Target, ev agent.Event) (string, error) {
 	rd, err := r.Render(ctx, t, "")
 	if err != nil {
 		return "", err

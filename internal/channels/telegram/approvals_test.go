@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -46,7 +47,7 @@ func TestQuestionMessage(t *testing.T) {
 		{"424242", "Reply here to answer (until 03:04 UTC, Jan 2)."},
 		{"-100123", "Reply to this message to answer (until 03:04 UTC, Jan 2)."},
 	} {
-		ref, err := r.Question(context.Background(), workflows.Target{Chat: c.chat, Message: "11"}, agent.QuestionAsked("q1", "Which <city>?", deadline))
+		ref, err := r.Question(context.Background(), wire.Target{Chat: c.chat, Message: "11"}, agent.QuestionAsked("q1", "Which <city>?", deadline))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,20 +13,20 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // handStarter records the chat messages handed to it.
 type handStarter struct {
 	mu   sync.Mutex
-	msgs []workflows.ChatMessage
+	msgs []wire.ChatMessage
 }
 
 func (s *handStarter) SignalWithStartWorkflow(_ context.Context, _, _ string, arg interface{},
 	_ client.StartWorkflowOptions, _ interface{}, _ ...interface{}) (client.WorkflowRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m, ok := arg.(workflows.ChatMessage); ok {
+	if m, ok := arg.(wire.ChatMessage); ok {
 		s.msgs = append(s.msgs, m)
 	}
 	return nil, nil
@@ -34,15 +34,20 @@ func (s *handStarter) SignalWithStartWorkflow(_ context.Context, _, _ string, ar
 
 // TestGroupMentionWhileBotUnknown: while getMe fails (at startup), a group
 // @mention delivered by webhook is not acknowledged and dropped: it is
-// refused (503) so Telegram delivers it again, getMe is retried in the
-// background, and the redelivery is a summons.
+// refused (503) so Telegram delivers it again, the runtime's resolver
+// retries getMe, and the redelivery is a summons.
 func TestGroupMentionWhileBotUnknown(t *testing.T) {
 	t.Parallel()
 	fake := faketelegram.New(testToken)
 	t.Cleanup(fake.Close)
 	fake.Fail("getMe", 1)
-	d := testDoor(workflows.GroupMentions)
+	d := testDoor(wire.GroupMentions)
 	d.Bot = NewBot("", NewAPI(fake.URL, testToken))
+	// The runtime's resolver looks the bot up from startup.
+	var ids channels.Resolver
+	ids.Add(d.Bot)
+	ids.Start(context.Background())
+	t.Cleanup(ids.Close)
 	st := &handStarter{}
 	h := channels.Handler(d, st, "q", nil)
 	body := fixture(t, "group_mention.json")

@@ -9,7 +9,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
 	"github.com/fastagent/fastagent/internal/testsupport/wait"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // TestPollingConn: the connector deletes the webhook, is ready after the
@@ -20,7 +20,7 @@ func TestPollingConn(t *testing.T) {
 	fake := faketelegram.New(testToken)
 	t.Cleanup(fake.Close)
 	api := NewAPI(fake.URL, testToken)
-	door := &Door{Policy: workflows.ChatPolicy{GroupMode: workflows.GroupMentions}, Bot: NewBot("", api)}
+	door := &Door{Policy: wire.ChatPolicy{GroupMode: wire.GroupMentions}, Bot: NewBot("", api)}
 	c := &Conn{Door: door, API: api, PollTimeout: time.Second, Backoff: 50 * time.Millisecond}
 	var mu sync.Mutex
 	var got []string

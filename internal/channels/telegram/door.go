@@ -14,7 +14,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Door is the webhook door: the secret token header must equal Secret
@@ -23,7 +23,7 @@ import (
 type Door struct {
 	Secret  string
 	Webhook bool
-	Policy  workflows.ChatPolicy
+	Policy  wire.ChatPolicy
 	// Bot resolves the bot's username and ID (group summons by mention or
 	// reply fail closed until known).
 	Bot *Bot
@@ -75,7 +75,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	if err != nil || m == nil {
 		return ok, err
 	}
-	ok.Messages = []workflows.ChatMessage{*m}
+	ok.Messages = []wire.ChatMessage{*m}
 	return ok, nil
 }
 
@@ -85,7 +85,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 // edited group message in context mode becomes the chat message telling of
 // the edit (Edited: it replaces its buffered line, never re-runs a turn);
 // other edits are nothing.
-func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, error) {
+func (d *Door) Message(ctx context.Context, u Update) (*wire.ChatMessage, error) {
 	msg, edited := u.Message, false
 	if msg == nil && u.EditedMessage != nil {
 		msg, edited = u.EditedMessage, true
@@ -109,16 +109,16 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 		}
 	}
 	s := Summon(msg, bot)
-	if edited && (s.Direct || d.Policy.GroupMode != workflows.GroupContext) {
+	if edited && (s.Direct || d.Policy.GroupMode != wire.GroupContext) {
 		return nil, nil
 	}
 	if s.Stop && !edited {
-		return &workflows.ChatMessage{
+		return &wire.ChatMessage{
 			Kind: Kind, Chat: chatID(msg), ID: strconv.FormatInt(msg.MessageID, 10), Event: strconv.FormatInt(u.UpdateID, 10),
 			Direct: s.Direct, Summoned: true, Stop: true, UserName: displayName(msg.From), User: strconv.FormatInt(msg.From.ID, 10), Policy: d.Policy,
 		}, nil
 	}
-	if !s.Direct && !s.Summoned && d.Policy.GroupMode != workflows.GroupContext {
+	if !s.Direct && !s.Summoned && d.Policy.GroupMode != wire.GroupContext {
 		return nil, nil
 	}
 	files := attachments(msg, channels.DefaultMaxImagesBytes)
@@ -129,7 +129,7 @@ func (d *Door) Message(ctx context.Context, u Update) (*workflows.ChatMessage, e
 	if msg.IsTopicMessage && msg.MessageThreadID != 0 {
 		root = strconv.FormatInt(msg.MessageThreadID, 10)
 	}
-	return &workflows.ChatMessage{
+	return &wire.ChatMessage{
 		Kind:     Kind,
 		Chat:     chatID(msg),
 		ID:       strconv.FormatInt(msg.MessageID, 10),
@@ -284,8 +284,8 @@ const (
 // photo's sizes it takes the largest whose file_size fits photoCap (the
 // per-prompt image budget, so the photo reaches the model as vision
 // input), else the smallest.
-func attachments(m *Message, photoCap int64) []workflows.Attachment {
-	var out []workflows.Attachment
+func attachments(m *Message, photoCap int64) []wire.Attachment {
+	var out []wire.Attachment
 	if len(m.Photo) > 0 {
 		var best *PhotoSize
 		smallest := &m.Photo[0]
@@ -301,38 +301,35 @@ func attachments(m *Message, photoCap int64) []workflows.Attachment {
 		if best == nil {
 			best = smallest
 		}
-		out = append(out, workflows.Attachment{ID: best.FileID, Name: "photo-" + best.FileUniqueID + ".jpg", Mime: MimePhoto, Size: best.FileSize})
+		out = append(out, wire.Attachment{ID: best.FileID, Name: "photo-" + best.FileUniqueID + ".jpg", Mime: MimePhoto, Size: best.FileSize})
 	}
 	if d := m.Document; d != nil && d.FileID != "" {
 		name := d.FileName
 		if name == "" {
 			name = d.FileUniqueID
 		}
-		out = append(out, workflows.Attachment{ID: d.FileID, Name: name, Mime: d.MimeType, Size: d.FileSize})
+		out = append(out, wire.Attachment{ID: d.FileID, Name: name, Mime: d.MimeType, Size: d.FileSize})
 	}
 	return out
 }
 
-// Bot lookup bounds: one getMe may take botLookupTimeout; failed lookups
-// are retried in the background, botRetryFirst doubling to botRetryEvery.
-const (
-	botLookupTimeout = 5 * time.Second
-	botRetryFirst    = time.Second
-	botRetryEvery    = 30 * time.Second
-)
+// botLookupTimeout bounds one getMe.
+const botLookupTimeout = 5 * time.Second
 
-// Bot is the bot's identity, fetched with getMe and kept. It is fetched in
-// the background from Start (or the first message) and retried until
-// known; until then group messages are refused with
+// Bot is the bot's identity, fetched with getMe and kept. It is a
+// channels.Identity: the runtime's channels.Resolver fetches it from
+// startup, retried until known, and the polling connector waits for it
+// (Resolve); until then group messages are refused with
 // channels.ErrRetryLater (the webhook answers 503, polling reads them
 // again), so none is dropped.
 type Bot struct {
-	mu      sync.Mutex
-	info    BotInfo
-	api     *API
-	err     error
-	running bool
-	done    chan struct{}
+	mu   sync.Mutex
+	info BotInfo
+	api  *API
+	done chan struct{}
+	// lookup lets one getMe run at a time: a second caller finds the
+	// first one's answer.
+	lookup sync.Mutex
 }
 
 // NewBot returns a Bot that knows username (may be "") and fetches the
@@ -341,42 +338,37 @@ func NewBot(username string, api *API) *Bot {
 	return &Bot{info: BotInfo{Username: username}, api: api}
 }
 
-// Start begins resolving the bot in the background (once; retried until
-// known). Serving calls it at startup.
-func (b *Bot) Start() {
+// Lookup implements channels.Identity: one getMe (bounded by
+// botLookupTimeout) unless the bot's ID is known.
+func (b *Bot) Lookup(ctx context.Context) error {
+	b.lookup.Lock()
+	defer b.lookup.Unlock()
+	b.mu.Lock()
+	known := b.info.ID != 0
+	b.mu.Unlock()
+	if known {
+		return nil
+	}
+	if b.api == nil {
+		return errors.New("telegram: bot identity unknown and no API to ask")
+	}
+	ctx, cancel := context.WithTimeout(ctx, botLookupTimeout)
+	var me User
+	err := b.api.Call(ctx, "getMe", struct{}{}, &me)
+	cancel()
+	if err == nil && (me.ID == 0 || me.Username == "") {
+		err = errors.New("telegram: getMe without id or username")
+	}
+	if err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.info.ID != 0 || b.api == nil || b.running {
-		return
+	b.info = BotInfo{ID: me.ID, Username: me.Username}
+	if b.done != nil {
+		close(b.done)
 	}
-	b.running = true
-	go b.resolve()
-}
-
-func (b *Bot) resolve() {
-	pause := botRetryFirst
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), botLookupTimeout)
-		var me User
-		err := b.api.Call(ctx, "getMe", struct{}{}, &me)
-		cancel()
-		if err == nil && (me.ID == 0 || me.Username == "") {
-			err = errors.New("telegram: getMe without id or username")
-		}
-		b.mu.Lock()
-		if err == nil {
-			b.info, b.err, b.running = BotInfo{ID: me.ID, Username: me.Username}, nil, false
-			if b.done != nil {
-				close(b.done)
-			}
-			b.mu.Unlock()
-			return
-		}
-		b.err = err
-		b.mu.Unlock()
-		time.Sleep(pause)
-		pause = min(2*pause, botRetryEvery)
-	}
+	return nil
 }
 
 // Resolved is closed once the bot's ID is known.
@@ -392,28 +384,34 @@ func (b *Bot) Resolved() <-chan struct{} {
 	return b.done
 }
 
-// Info returns what is known of the bot (resolving it is started in the
-// background while its ID is unknown).
+// Info returns what is known of the bot (while its ID is unknown, the
+// runtime's resolver is looking it up).
 func (b *Bot) Info(_ context.Context) BotInfo {
-	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.info
 }
 
-// Resolve starts resolving and waits for the bot until ctx ends;
-// connectors call it at startup so the first group message does not wait.
+// Resolve looks the bot up until it is known or ctx ends (pausing
+// channels.ResolveFirst between failed getMe calls, or returning when
+// another caller's lookup — the runtime's resolver — found it); the
+// polling connector calls it at startup so the first group message does
+// not wait.
 func (b *Bot) Resolve(ctx context.Context) error {
-	b.Start() //nolint:contextcheck // resolving runs in the background for the process's life, not for this caller
-	select {
-	case <-b.Resolved():
-		return nil
-	case <-ctx.Done():
+	for {
+		err := b.Lookup(ctx)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(channels.ResolveFirst)
+		select {
+		case <-b.Resolved():
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.err == nil {
-		return errors.New("telegram: bot identity unknown")
-	}
-	return b.err
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 var testBot = BotInfo{ID: faketelegram.BotID, Username: faketelegram.BotUsername}
@@ -27,7 +27,7 @@ func fixture(t *testing.T, name string) []byte {
 
 func testDoor(mode string) *Door {
 	return &Door{Secret: "s3cr3t-token_1", Webhook: true,
-		Policy: workflows.ChatPolicy{DirectSession: workflows.SessionContinuous, GroupSession: workflows.SessionContinuous, GroupMode: mode},
+		Policy: wire.ChatPolicy{DirectSession: wire.SessionContinuous, GroupSession: wire.SessionContinuous, GroupMode: mode},
 		Bot:    &Bot{info: testBot}}
 }
 
@@ -48,7 +48,7 @@ func TestVerifySecret(t *testing.T) {
 		{"polling refuses webhooks", http.Header{SecretHeader: {"s3cr3t-token_1"}}, false, false},
 	}
 	for _, c := range cases {
-		d := testDoor(workflows.GroupContext)
+		d := testDoor(wire.GroupContext)
 		d.Webhook = c.webhook
 		err := d.Verify(channels.Request{Header: c.header, Body: body})
 		if (err == nil) != c.ok {
@@ -64,30 +64,30 @@ func TestParseFixtures(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		file, mode string
-		want       *workflows.ChatMessage // nil: no message
+		want       *wire.ChatMessage // nil: no message
 	}{
-		{"private.json", workflows.GroupMentions, &workflows.ChatMessage{Chat: "424242", ID: "11", Event: "815000101", Direct: true,
+		{"private.json", wire.GroupMentions, &wire.ChatMessage{Chat: "424242", ID: "11", Event: "815000101", Direct: true,
 			User: "424242", UserName: "@ada", Text: "what is the capital of France?"}},
-		{"group_mention.json", workflows.GroupMentions, &workflows.ChatMessage{Chat: "-1001234567890", ID: "12", Event: "815000102",
+		{"group_mention.json", wire.GroupMentions, &wire.ChatMessage{Chat: "-1001234567890", ID: "12", Event: "815000102",
 			Summoned: true, User: "424242", UserName: "@ada", Text: "summarize the thread please"}},
-		{"reply_to_bot.json", workflows.GroupMentions, &workflows.ChatMessage{Chat: "-1001234567890", ID: "14", Event: "815000103",
+		{"reply_to_bot.json", wire.GroupMentions, &wire.ChatMessage{Chat: "-1001234567890", ID: "14", Event: "815000103",
 			Summoned: true, User: "434343", UserName: "@bob", Text: "and in French?"}},
 		// A reply to the bot that @mentions only other people is their
 		// discussion: context in context mode, nothing in mentions mode.
-		{"reply_to_bot_mentions_other.json", workflows.GroupContext, &workflows.ChatMessage{Chat: "-1001234567890", ID: "19", Event: "815000108",
+		{"reply_to_bot_mentions_other.json", wire.GroupContext, &wire.ChatMessage{Chat: "-1001234567890", ID: "19", Event: "815000108",
 			MentionsOthers: true, User: "434343", UserName: "@bob", Text: "@ada can you check this against the plan?"}},
-		{"reply_to_bot_mentions_other.json", workflows.GroupMentions, nil},
-		{"group_chatter.json", workflows.GroupMentions, nil},
-		{"group_chatter.json", workflows.GroupContext, &workflows.ChatMessage{Chat: "-1001234567890", ID: "16", Event: "815000105",
+		{"reply_to_bot_mentions_other.json", wire.GroupMentions, nil},
+		{"group_chatter.json", wire.GroupMentions, nil},
+		{"group_chatter.json", wire.GroupContext, &wire.ChatMessage{Chat: "-1001234567890", ID: "16", Event: "815000105",
 			User: "434343", UserName: "@bob", Text: "the launch moves to Friday"}},
-		{"group_stop.json", workflows.GroupMentions, &workflows.ChatMessage{Chat: "-1001234567890", ID: "17", Event: "815000106",
+		{"group_stop.json", wire.GroupMentions, &wire.ChatMessage{Chat: "-1001234567890", ID: "17", Event: "815000106",
 			Summoned: true, Stop: true, User: "424242", UserName: "@ada"}},
-		{"photo.json", workflows.GroupMentions, &workflows.ChatMessage{Chat: "424242", ID: "15", Event: "815000104", Direct: true,
+		{"photo.json", wire.GroupMentions, &wire.ChatMessage{Chat: "424242", ID: "15", Event: "815000104", Direct: true,
 			User: "424242", UserName: "@ada", Text: "what is in this picture?",
-			Attachments: []workflows.Attachment{{ID: "AgACAgQAAxkBAAIBs2_large", Name: "photo-AQADs2_l.jpg", Mime: MimePhoto, Size: 60000}}}},
-		{"document.json", workflows.GroupMentions, &workflows.ChatMessage{Chat: "424242", ID: "18", Event: "815000107", Direct: true,
+			Attachments: []wire.Attachment{{ID: "AgACAgQAAxkBAAIBs2_large", Name: "photo-AQADs2_l.jpg", Mime: MimePhoto, Size: 60000}}}},
+		{"document.json", wire.GroupMentions, &wire.ChatMessage{Chat: "424242", ID: "18", Event: "815000107", Direct: true,
 			User: "424242", UserName: "@ada", Text: "summarize this",
-			Attachments: []workflows.Attachment{{ID: "BQACAgQAAxkBAAIBtGdoc", Name: "notes.txt", Mime: "text/plain", Size: 27}}}},
+			Attachments: []wire.Attachment{{ID: "BQACAgQAAxkBAAIBtGdoc", Name: "notes.txt", Mime: "text/plain", Size: 27}}}},
 	}
 	for _, c := range cases {
 		d := testDoor(c.mode)
@@ -167,7 +167,7 @@ func TestSummon(t *testing.T) {
 
 func TestIgnoredUpdates(t *testing.T) {
 	t.Parallel()
-	d := testDoor(workflows.GroupContext)
+	d := testDoor(wire.GroupContext)
 	for _, body := range []string{
 		`{"update_id":2,"message":{"message_id":2,"chat":{"id":1,"type":"private"},"from":{"id":9,"is_bot":true},"text":"x"}}`,
 		`{"update_id":3,"message":{"message_id":3,"chat":{"id":1,"type":"private"},"from":{"id":1},"sticker":{}}}`,
@@ -188,7 +188,7 @@ func TestIgnoredUpdates(t *testing.T) {
 // message is nothing.
 func TestParseEdited(t *testing.T) {
 	t.Parallel()
-	d := testDoor(workflows.GroupContext)
+	d := testDoor(wire.GroupContext)
 	m, err := d.Message(context.Background(), mustUpdate(t,
 		`{"update_id":21,"edited_message":{"message_id":16,"chat":{"id":-100,"type":"supergroup"},"from":{"id":434343,"username":"bob"},"text":"the launch moves to Monday"}}`))
 	if err != nil || m == nil {

@@ -11,20 +11,20 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // recStarter records Signal-With-Start calls.
 type recStarter struct {
 	mu    sync.Mutex
-	calls []workflows.ChatMessage
+	calls []wire.ChatMessage
 }
 
 func (s *recStarter) SignalWithStartWorkflow(_ context.Context, _ string, _ string, arg interface{},
 	_ client.StartWorkflowOptions, _ interface{}, _ ...interface{}) (client.WorkflowRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, arg.(workflows.ChatMessage))
+	s.calls = append(s.calls, arg.(wire.ChatMessage))
 	return nil, nil
 }
 
@@ -34,7 +34,7 @@ func (s *recStarter) SignalWithStartWorkflow(_ context.Context, _ string, _ stri
 func TestHandlerRefusesBadSecret(t *testing.T) {
 	t.Parallel()
 	st := &recStarter{}
-	d := testDoor(workflows.GroupContext)
+	d := testDoor(wire.GroupContext)
 	srv := httptest.NewServer(channels.Handler(d, st, "", nil))
 	defer srv.Close()
 	body := fixture(t, "private.json")

@@ -16,7 +16,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/tools"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Replier renders turns' answers with the Bot API: one preview message
@@ -86,7 +86,7 @@ func (r *Replier) backOff(chat string, now time.Time, d time.Duration) {
 
 // Render implements channels.Replier. ref is what an earlier attempt
 // stored: the preview message's message_id.
-func (r *Replier) Render(_ context.Context, t workflows.Target, ref string) (channels.Render, error) {
+func (r *Replier) Render(_ context.Context, t wire.Target, ref string) (channels.Render, error) {
 	if t.Chat == "" || t.Message == "" {
 		return nil, fmt.Errorf("telegram: reply target needs chat and message, got %q / %q", t.Chat, t.Message)
 	}
@@ -356,7 +356,7 @@ const inboxDir = "inbox/telegram"
 // then given to the model by the shared channels.Intake policy — photos
 // as vision input within their caps, documents saved under
 // dir/inbox/telegram. Errors a retry cannot fix are channels.Permanent.
-func (r *Replier) Fetch(ctx context.Context, t workflows.Target, p agent.Prompt, dir string) (agent.Prompt, error) {
+func (r *Replier) Fetch(ctx context.Context, t wire.Target, p agent.Prompt, dir string) (agent.Prompt, error) {
 	lim := r.Files.WithDefaults()
 	in := channels.Intake{Limits: lim, Dir: dir, Inbox: inboxDir}
 	for _, a := range t.Attachments {
@@ -367,7 +367,7 @@ func (r *Replier) Fetch(ctx context.Context, t workflows.Target, p agent.Prompt,
 	return in.Prompt(p), nil
 }
 
-func (r *Replier) fetchOne(ctx context.Context, a workflows.Attachment, in *channels.Intake, lim channels.FileLimits) error {
+func (r *Replier) fetchOne(ctx context.Context, a wire.Attachment, in *channels.Intake, lim channels.FileLimits) error {
 	tooBig := channels.Permanent(fmt.Errorf("it is over the %s limit (maxFileBytes)", tools.FormatSize(int(lim.MaxFileBytes))))
 	if a.Size > lim.MaxFileBytes {
 		return tooBig

@@ -16,7 +16,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 const testToken = "7000000001:AAE2E-test-token"
@@ -38,7 +38,7 @@ func TestPreviewRateLimited(t *testing.T) {
 	t.Parallel()
 	r, fake := newTestReplier(t)
 	r.EditEvery = 200 * time.Millisecond
-	rd, err := r.Render(context.Background(), workflows.Target{Chat: "424242", Message: "11"}, "")
+	rd, err := r.Render(context.Background(), wire.Target{Chat: "424242", Message: "11"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestPreviewHonoursRetryAfter(t *testing.T) {
 	r, fake := newTestReplier(t)
 	r.EditEvery = 0 // only retry_after holds edits back
 	ctx := context.Background()
-	rd, _ := r.Render(ctx, workflows.Target{Chat: "5", Message: "1"}, "")
+	rd, _ := r.Render(ctx, wire.Target{Chat: "5", Message: "1"}, "")
 	if err := rd.Show(ctx, textView("a")); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestFinishSplitsOnce(t *testing.T) {
 	t.Parallel()
 	r, fake := newTestReplier(t)
 	ctx := context.Background()
-	rd, _ := r.Render(ctx, workflows.Target{Chat: "-100", Message: "7", Thread: "3"}, "")
+	rd, _ := r.Render(ctx, wire.Target{Chat: "-100", Message: "7", Thread: "3"}, "")
 	if err := rd.Show(ctx, textView("partial")); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestFinishSplitsOnce(t *testing.T) {
 		t.Errorf("first message %+v: want the preview (reply to 7) edited once", msgs[0])
 	}
 	// A new attempt resumes from the stored reference: no new first message.
-	rd2, err := r.Render(ctx, workflows.Target{Chat: "-100", Message: "7"}, rd.Ref())
+	rd2, err := r.Render(ctx, wire.Target{Chat: "-100", Message: "7"}, rd.Ref())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,9 +163,9 @@ func TestRenderRefusesBadTargets(t *testing.T) {
 	t.Parallel()
 	r, _ := newTestReplier(t)
 	for _, c := range []struct {
-		t   workflows.Target
+		t   wire.Target
 		ref string
-	}{{workflows.Target{Chat: "x", Message: "1"}, ""}, {workflows.Target{Chat: "1"}, ""}, {workflows.Target{Chat: "1", Message: "1"}, "msg:9"}} {
+	}{{wire.Target{Chat: "x", Message: "1"}, ""}, {wire.Target{Chat: "1"}, ""}, {wire.Target{Chat: "1", Message: "1"}, "msg:9"}} {
 		if _, err := r.Render(context.Background(), c.t, c.ref); err == nil {
 			t.Errorf("Render(%+v, %q) accepted", c.t, c.ref)
 		}
@@ -182,7 +182,7 @@ func TestFetch(t *testing.T) {
 	fake.AddFile("photo-id", faketelegram.File{Path: "photos/file_1.jpg", Data: img.Bytes()})
 	fake.AddFile("doc-id", faketelegram.File{Path: "documents/file_2.txt", Data: []byte("meeting notes: ship it\n")})
 	dir := t.TempDir()
-	target := workflows.Target{Chat: "1", Message: "2", Attachments: []workflows.Attachment{
+	target := wire.Target{Chat: "1", Message: "2", Attachments: []wire.Attachment{
 		{ID: "photo-id", Name: "photo-u1.jpg", Mime: MimePhoto, Size: int64(img.Len())},
 		{ID: "doc-id", Name: "notes.txt", Mime: "text/plain"}}}
 	p, err := r.Fetch(context.Background(), target, agent.Prompt{Text: "look"}, dir)
@@ -209,11 +209,11 @@ func TestFetch(t *testing.T) {
 	}
 	// Over the cap: refused before any download, permanently.
 	r.Files.MaxFileBytes = 10
-	_, err = r.Fetch(context.Background(), workflows.Target{Chat: "1", Message: "2", Attachments: []workflows.Attachment{{ID: "doc-id", Name: "notes.txt"}}}, agent.Prompt{}, dir)
+	_, err = r.Fetch(context.Background(), wire.Target{Chat: "1", Message: "2", Attachments: []wire.Attachment{{ID: "doc-id", Name: "notes.txt"}}}, agent.Prompt{}, dir)
 	if err == nil || !channels.IsPermanent(err) || !strings.Contains(err.Error(), "maxFileBytes") {
 		t.Errorf("over the cap: %v", err)
 	}
-	if _, err := r.Fetch(context.Background(), workflows.Target{Chat: "1", Message: "2", Attachments: []workflows.Attachment{{ID: "nope"}}}, agent.Prompt{}, dir); err == nil || !channels.IsPermanent(err) {
+	if _, err := r.Fetch(context.Background(), wire.Target{Chat: "1", Message: "2", Attachments: []wire.Attachment{{ID: "nope"}}}, agent.Prompt{}, dir); err == nil || !channels.IsPermanent(err) {
 		t.Errorf("unknown file: %v", err)
 	}
 }
@@ -235,7 +235,7 @@ func TestErrorsHideToken(t *testing.T) {
 func TestFinishAfterPreviewDeleted(t *testing.T) {
 	t.Parallel()
 	r, fake := newTestReplier(t)
-	rd, err := r.Render(context.Background(), workflows.Target{Chat: "8", Message: "1"}, "999")
+	rd, err := r.Render(context.Background(), wire.Target{Chat: "8", Message: "1"}, "999")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestFinishRetriedSendsNoPartTwice(t *testing.T) {
 	r.Refs = &memRefs{refs: map[string]string{}}
 	ctx := context.Background()
 	answer := strings.Repeat("a long line of the answer\n", 500)
-	rd, _ := r.Render(ctx, workflows.Target{Chat: "9", Message: "4"}, "")
+	rd, _ := r.Render(ctx, wire.Target{Chat: "9", Message: "4"}, "")
 	if err := rd.Finish(ctx, answer); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestFinishRetriedSendsNoPartTwice(t *testing.T) {
 	if sends < 3 {
 		t.Fatalf("%d sends for a long answer", sends)
 	}
-	rd2, _ := r.Render(ctx, workflows.Target{Chat: "9", Message: "4"}, rd.Ref())
+	rd2, _ := r.Render(ctx, wire.Target{Chat: "9", Message: "4"}, rd.Ref())
 	if err := rd2.Finish(ctx, answer); err != nil {
 		t.Fatal(err)
 	}

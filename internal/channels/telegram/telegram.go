@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Kind is the channel kind and its file name (channels/telegram.yaml).
@@ -91,10 +91,10 @@ func New(file []byte, getenv func(string) string, log *slog.Logger) (*channels.C
 		return nil, fmt.Errorf("telegram: transport: %q is not one of webhook, polling", cfg.Transport)
 	}
 	if cfg.GroupMode == "" {
-		cfg.GroupMode = workflows.GroupContext
+		cfg.GroupMode = wire.GroupContext
 	}
 	// A Telegram chat has no threads: one session per chat.
-	policy, err := channels.Policy(workflows.SessionContinuous, "groupSession", workflows.SessionContinuous, cfg.GroupMode)
+	policy, err := channels.Policy(wire.SessionContinuous, "groupSession", wire.SessionContinuous, cfg.GroupMode)
 	if err != nil {
 		return nil, fmt.Errorf("telegram: %w", err)
 	}
@@ -137,10 +137,9 @@ func New(file []byte, getenv func(string) string, log *slog.Logger) (*channels.C
 	rp := NewReplier(api, log)
 	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	door := &Door{Secret: secret, Webhook: webhook, Policy: policy, Bot: NewBot(cfg.BotUsername, api)}
-	// Resolve the bot at startup, in the background, retried until known:
-	// group messages are refused (delivered again) until then.
-	door.Bot.Start()
-	ch := &channels.Channel{Door: door, Replier: rp}
+	// The runtime serving the door resolves the bot from startup, retried
+	// until known: group messages are refused (delivered again) until then.
+	ch := &channels.Channel{Door: door, Replier: rp, Identity: door.Bot}
 	if !webhook {
 		ch.Conn = &Conn{Door: door, API: api, Log: log}
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/egress"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // receiver is a callback receiver on loopback that counts what reaches it.
@@ -53,7 +53,7 @@ func send(t *testing.T, file string) error {
 	if err != nil {
 		return err
 	}
-	rd, err := ch.Replier.Render(context.Background(), workflows.Target{Chat: "hook:cb", Message: "hook:cb:k1"}, "")
+	rd, err := ch.Replier.Render(context.Background(), wire.Target{Chat: "hook:cb", Message: "hook:cb:k1"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestCallbackAllowPrivate(t *testing.T) {
 	}
 	rp := ch.Replier.(*Replier)
 	finish := func(key string) error {
-		rd, err := rp.Render(context.Background(), workflows.Target{Chat: "hook:cb", Message: key}, "")
+		rd, err := rp.Render(context.Background(), wire.Target{Chat: "hook:cb", Message: key}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestCallbackControlPlaneOnEveryOwnAddress(t *testing.T) {
 		}
 		rp := ch.Replier.(*Replier)
 		rp.SetControlPlane(deny)
-		rd, err := rp.Render(context.Background(), workflows.Target{Chat: "hook:cb", Message: "hook:cb:k1"}, "")
+		rd, err := rp.Render(context.Background(), wire.Target{Chat: "hook:cb", Message: "hook:cb:k1"}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // handOffTimeout bounds the Signal-With-Start of one request.
@@ -97,7 +97,7 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 	}
 	dl := channels.Delivery{Kind: d.Kind(), ID: key, Session: session, Prompt: agent.Prompt{Text: prompt}}
 	if d.reply != nil {
-		dl.Reply = &workflows.Target{Chat: session, Message: dl.Key()}
+		dl.Reply = &wire.Target{Chat: session, Message: dl.Key()}
 	}
 	body, _ := json.Marshal(accepted("", session, dl.Key()))
 	return channels.Parsed{Deliveries: []channels.Delivery{dl},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -28,7 +29,7 @@ import (
 // starter records Signal-With-Start calls.
 type starter struct {
 	mu    sync.Mutex
-	calls []workflows.Delivery
+	calls []wire.Delivery
 	ids   []string
 	err   error
 }
@@ -39,7 +40,7 @@ func (s *starter) SignalWithStartWorkflow(_ context.Context, id, _ string, arg a
 	if s.err != nil {
 		return nil, s.err
 	}
-	s.calls = append(s.calls, arg.(workflows.Delivery))
+	s.calls = append(s.calls, arg.(wire.Delivery))
 	s.ids = append(s.ids, id)
 	return nil, nil
 }
@@ -207,7 +208,7 @@ func TestGitLabShapedEndpoint(t *testing.T) {
 		d.Prompt.Text != "Review merge request https://gitlab.example.com/grp/app/-/merge_requests/7: Fix it" {
 		t.Errorf("delivery %s %+v", st.ids[0], d)
 	}
-	var target workflows.Target
+	var target wire.Target
 	if d.Reply == nil || d.Reply.Kind != "hook:gitlab" || json.Unmarshal(d.Reply.Data, &target) != nil ||
 		target.Chat != "hook:gitlab:15!7" || target.Message != d.Key {
 		t.Errorf("reply target %+v", d.Reply)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/internal/channels"
-	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/internal/wire"
 )
 
 // Callback is the JSON body of a reply callback.
@@ -80,7 +80,7 @@ func (r *Replier) Kind() string { return r.kind }
 func (r *Replier) URL() string { return r.url }
 
 // Render implements channels.Replier.
-func (r *Replier) Render(_ context.Context, target workflows.Target, ref string) (channels.Render, error) {
+func (r *Replier) Render(_ context.Context, target wire.Target, ref string) (channels.Render, error) {
 	return &callback{r: r, target: target, ref: ref}, nil
 }
 
@@ -88,7 +88,7 @@ func (r *Replier) Render(_ context.Context, target workflows.Target, ref string)
 // once, when the turn has ended.
 type callback struct {
 	r      *Replier
-	target workflows.Target
+	target wire.Target
 	ref    string
 }
 
@@ -145,6 +145,6 @@ type noReplier struct{ kind string }
 
 func (n noReplier) Kind() string { return n.kind }
 
-func (n noReplier) Render(context.Context, workflows.Target, string) (channels.Render, error) {
+func (n noReplier) Render(context.Context, wire.Target, string) (channels.Render, error) {
 	return nil, channels.Permanent(fmt.Errorf("webhook %s has no reply target", n.kind))
 }

@@ -55,15 +55,15 @@ func (k *Kit) Activities(bus feed.Bus) *activities.Activities {
 // Runtime assembles the serving runtime on queue over the kit — its store,
 // loader, models and quiet activities — with bus as the live feed, as the
 // serving commands assemble theirs (serve.Assemble); tune adjusts its
-// Config (worker pollers, repliers, admission). The kit and bus stay the
-// caller's: Parts.Close releases neither.
-func (k *Kit) Runtime(bus feed.Bus, queue string, tune ...func(*serve.Config)) (*serve.Parts, error) {
+// Config (admission) and Components (worker pollers, repliers). The kit and
+// bus stay the caller's: Parts.Close releases neither.
+func (k *Kit) Runtime(bus feed.Bus, queue string, tune ...func(*serve.Config, *serve.Components)) (*serve.Parts, error) {
 	cfg := serve.Config{Dir: k.Dir, TaskQueue: queue, Logger: QuietLogger()}
-	for _, f := range tune {
-		f(&cfg)
-	}
 	with := k.Components(bus)
 	with.Activities = k.Activities(bus)
+	for _, f := range tune {
+		f(&cfg, &with)
+	}
 	return serve.Assemble(context.Background(), cfg, with)
 }
 

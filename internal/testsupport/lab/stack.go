@@ -37,8 +37,8 @@ func Durable(c client.Client, k *Kit, bus feed.Bus, queue string) (*durable.Agen
 
 // StartWorker starts an in-process worker on queue running the kit's
 // activities, which publish to bus, built by the kit's Runtime; tune
-// adjusts its Config (pollers, repliers).
-func StartWorker(c client.Client, k *Kit, bus feed.Bus, queue string, tune ...func(*serve.Config)) (sdkworker.Worker, error) {
+// adjusts its Config and Components (pollers, repliers).
+func StartWorker(c client.Client, k *Kit, bus feed.Bus, queue string, tune ...func(*serve.Config, *serve.Components)) (sdkworker.Worker, error) {
 	p, err := k.Runtime(bus, queue, tune...)
 	if err != nil {
 		return nil, err
