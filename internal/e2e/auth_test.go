@@ -198,10 +198,13 @@ func TestGeneratedTokenWorksWithInvoke(t *testing.T) {
 	if fi, _ := os.Stat(tokFile); fi.Mode().Perm() != 0o600 {
 		t.Errorf("token file mode %v, want 0600", fi.Mode())
 	}
-	p.mu.Lock()
-	printed := strings.Contains(p.out.String(), strings.TrimSpace(string(b)))
-	p.mu.Unlock()
-	if !printed {
+	// The banner is printed once the runtime serves: just after /health
+	// answers.
+	if !wait.Until(10*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return strings.Contains(p.out.String(), strings.TrimSpace(string(b)))
+	}) {
 		t.Error("the generated token was not printed")
 	}
 	if st, body, _ := send(t, http.MethodPost, base+"/invoke", "", `{"session":"gen","text":"hi"}`, nil); st != 401 {
