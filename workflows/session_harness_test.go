@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +65,7 @@ type harness struct {
 	models    []agentloop.ModelCall
 	tools     []agentloop.ToolCall
 	events    []string
+	logged    chan struct{} // closed (and replaced) when an event is logged
 	active    int
 	maxActive int
 	cancels   map[string]*cancelSignal
@@ -180,7 +182,7 @@ func (h *harness) generate(ctx context.Context, call agentloop.ModelCall) (agent
 	h.mu.Lock()
 	h.models = append(h.models, call)
 	h.queues = append(h.queues, workflows.ActivityModelGenerate+" "+activity.GetInfo(ctx).TaskQueue)
-	h.events = append(h.events, fmt.Sprintf("model %s/%d", call.Turn, call.Step))
+	h.logLocked(fmt.Sprintf("model %s/%d", call.Turn, call.Step))
 	fn := h.model
 	h.mu.Unlock()
 	return fn(ctx, call)
@@ -191,7 +193,7 @@ func (h *harness) publish(_ context.Context, in wire.PublishInput) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.published = append(h.published, in)
-	h.events = append(h.events, fmt.Sprintf("publish %s %s", in.Event.Type, in.Event.ID))
+	h.logLocked(fmt.Sprintf("publish %s %s", in.Event.Type, in.Event.ID))
 	return nil
 }
 
@@ -206,7 +208,7 @@ func (h *harness) compact(ctx context.Context, in wire.CompactInput) (workflows.
 	h.mu.Lock()
 	h.compacts = append(h.compacts, in)
 	h.queues = append(h.queues, workflows.ActivityCompact+" "+activity.GetInfo(ctx).TaskQueue)
-	h.events = append(h.events, fmt.Sprintf("compact %s force=%v", in.Reason, in.Force))
+	h.logLocked(fmt.Sprintf("compact %s force=%v", in.Reason, in.Force))
 	fn := h.compactFn
 	h.mu.Unlock()
 	if fn != nil {
@@ -229,7 +231,7 @@ func (h *harness) execute(ctx context.Context, call agentloop.ToolCall) (agentlo
 	h.mu.Lock()
 	h.tools = append(h.tools, call)
 	h.queues = append(h.queues, fmt.Sprintf("%s %s %s %s", workflows.ActivityToolExecute, kind, call.Call.ID, activity.GetInfo(ctx).TaskQueue))
-	h.events = append(h.events, fmt.Sprintf("start %s %s", kind, call.Call.ID))
+	h.logLocked(fmt.Sprintf("start %s %s", kind, call.Call.ID))
 	h.active++
 	if h.active > h.maxActive {
 		h.maxActive = h.active
@@ -239,7 +241,7 @@ func (h *harness) execute(ctx context.Context, call agentloop.ToolCall) (agentlo
 	defer func() {
 		h.mu.Lock()
 		h.active--
-		h.events = append(h.events, fmt.Sprintf("end %s %s", kind, call.Call.ID))
+		h.logLocked(fmt.Sprintf("end %s %s", kind, call.Call.ID))
 		h.mu.Unlock()
 	}()
 	return fn(ctx, call)
@@ -281,18 +283,37 @@ func waitGate(gate <-chan struct{}) error {
 	}
 }
 
+// logLocked appends e to the event log and wakes the fakes waiting for an
+// event (h.mu held).
+func (h *harness) logLocked(e string) {
+	h.events = append(h.events, e)
+	if h.logged != nil {
+		close(h.logged)
+		h.logged = nil
+	}
+}
+
 // waitEvent blocks a fake until the event log holds e.
 func (h *harness) waitEvent(e string) error {
-	deadline := time.Now().Add(waitLimit)
-	for time.Now().Before(deadline) {
-		for _, got := range h.eventLog() {
-			if got == e {
-				return nil
-			}
+	limit := time.NewTimer(waitLimit)
+	defer limit.Stop()
+	for {
+		h.mu.Lock()
+		seen := slices.Contains(h.events, e)
+		if h.logged == nil {
+			h.logged = make(chan struct{})
 		}
-		time.Sleep(time.Millisecond)
+		logged := h.logged
+		h.mu.Unlock()
+		if seen {
+			return nil
+		}
+		select {
+		case <-logged:
+		case <-limit.C:
+			return temporal.NewNonRetryableApplicationError("never saw event "+e, "test", nil)
+		}
 	}
-	return temporal.NewNonRetryableApplicationError("never saw event "+e, "test", nil)
 }
 
 // ---- recorded data (copies, safe to read after the run) ----

@@ -88,7 +88,9 @@ func TestSessionToolBatch(t *testing.T) {
 			return reply(call), nil
 		}
 		h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
-			time.Sleep(10 * ms) // room for an overlap, were there one
+			// Deliberate: each call lasts a while, so a second call started
+			// meanwhile (an overlap) would show in maxConcurrentTools.
+			time.Sleep(10 * ms)
 			return okTool(call), nil
 		}
 		u := h.turn(ms, "t1", "one by one")
@@ -228,6 +230,9 @@ func TestSessionToolFailure(t *testing.T) {
 			call:      known("c1", "bash"),
 			heartbeat: 200 * ms,
 			fail: func() error {
+				// Deliberate: silent (no heartbeat) past the 200 ms heartbeat
+				// timeout, which the environment enforces in wall time; it has
+				// no mock clock for a running activity nor a sign that it fired.
 				time.Sleep(time.Second)
 				return nil
 			},

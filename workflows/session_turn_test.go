@@ -278,6 +278,8 @@ func TestSessionModelFailure(t *testing.T) {
 				if tt.err != nil {
 					return agentloop.ModelResult{}, tt.err
 				}
+				// Deliberate: silent past the heartbeat timeout (wall time, as
+				// in TestSessionToolFailure's heartbeat case).
 				time.Sleep(tt.stall)
 				res := tt.result
 				res.EntryID = call.EntryID

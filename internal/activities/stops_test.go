@@ -10,6 +10,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -23,8 +24,11 @@ func TestStopNoticeStopsRunningCall(t *testing.T) {
 	const session = "s-stop"
 	call := toolSetup(e, session, testkit.CounterName, `{}`)
 	go func() {
-		// The notice may come before the call watches: it is remembered.
-		time.Sleep(100 * time.Millisecond)
+		// The notice comes while the tool runs (one that came before the
+		// call watched would be remembered all the same).
+		if !wait.Until(30*time.Second, func() bool { return e.kit.Counter.Started(session) == 1 }) {
+			t.Error("the tool never started")
+		}
 		if err := e.bus.Stop(context.Background(), session, call.Turn); err != nil {
 			t.Errorf("stop: %v", err)
 		}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 func TestInFlightLimit(t *testing.T) {
@@ -148,19 +150,11 @@ func TestValidate(t *testing.T) {
 // waitProbed waits until the limiter's background sample is stored.
 func waitProbed(t *testing.T, l *Limiter) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, 10*time.Second, "the background sample to finish", func() bool {
 		l.mu.Lock()
-		busy := l.probing
-		l.mu.Unlock()
-		if !busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the background sample did not finish")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer l.mu.Unlock()
+		return !l.probing
+	})
 }
 
 // Refused callers are told to wait different whole-second delays between

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/sessionstart"
 	"github.com/fastagent/fastagent/internal/tclient"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/internal/uigate"
 )
 
@@ -191,13 +192,9 @@ func TestChildDiesWithItsParent(t *testing.T) {
 	}
 	_ = parent.Process.Kill()
 	_ = parent.Wait()
-	deadline := time.Now().Add(20 * time.Second)
-	for alive(child) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(child, syscall.SIGKILL)
-			t.Fatal("the dev server outlived its parent by 20 s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !wait.Until(20*time.Second, func() bool { return !alive(child) }) {
+		_ = syscall.Kill(child, syscall.SIGKILL)
+		t.Fatal("the dev server outlived its parent by 20 s")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // At the in-flight limit the ingress answers a new turn 429 with
@@ -38,13 +39,7 @@ func TestAdmissionRefusesPastTheLimit(t *testing.T) {
 		st, body, _ := send(t, http.MethodPost, hs.URL+"/invoke", "admin-token", `{"session":"adm-1","text":"held turn"}`, nil)
 		first <- result{st, body}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for lim.InFlight() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first turn never took its place")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitInFlight(t, lim, 1, "the first turn taking its place")
 
 	st, body, hdr := send(t, http.MethodPost, hs.URL+"/invoke", "admin-token", `{"session":"adm-2","text":"refused turn"}`, nil)
 	if ra := hdr.Get("Retry-After"); st != http.StatusTooManyRequests || (ra != "2" && ra != "3" && ra != "4") || !strings.Contains(body, ingress.CodeOverloaded) {
@@ -69,12 +64,8 @@ func TestAdmissionRefusesPastTheLimit(t *testing.T) {
 // waitInFlight waits until lim holds n places.
 func waitInFlight(t *testing.T, lim *admission.Limiter, n int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for lim.InFlight() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d turns in flight, want %d", what, lim.InFlight(), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Until(30*time.Second, func() bool { return lim.InFlight() == n }) {
+		t.Fatalf("%s: %d turns in flight, want %d", what, lim.InFlight(), n)
 	}
 }
 
@@ -109,7 +100,9 @@ func TestAdmissionHoldsThePlaceUntilTheTurnEnds(t *testing.T) {
 	waitRunning(t, e, "adm-hold")
 	cancel()
 	resp.Body.Close()
-	time.Sleep(500 * time.Millisecond) // the ingress sees the client gone
+	// Deliberate: time for the ingress to see the client gone (it leaves no
+	// sign: the turn runs on); a place given back then would show below.
+	time.Sleep(500 * time.Millisecond)
 
 	if n := lim.InFlight(); n != 1 {
 		t.Errorf("after the client dropped, %d turns hold a place; the turn still runs", n)

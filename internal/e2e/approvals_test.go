@@ -369,7 +369,7 @@ func checkAnsweredInTurn(t *testing.T, e *env, session, call, want string) {
 	if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.ToolCallID != call || last.Content != want {
 		t.Errorf("the model read %+v, want %s as %s's result", last, want, call)
 	}
-	time.Sleep(time.Second) // a redelivery that became a turn would have asked the model by now
+	time.Sleep(time.Second) // deliberate: a redelivery that became a turn would have asked the model by now
 	if n := e.kit.Model.Count(); n != 2 {
 		t.Errorf("%d model calls after the redelivery, want 2", n)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // authIngress serves the env's durable agent with tokens for alice, bob and
@@ -178,16 +179,14 @@ func TestGeneratedTokenWorksWithInvoke(t *testing.T) {
 	}
 	p := e.startProcess(t, "start", "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+	wait.Until(90*time.Second, func() bool { // reading the token below says what is wrong
+		resp, err := http.Get(base + "/health")
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 	tokFile := filepath.Join(e.kit.Dir, ".fastagent", serve.TokenFileName)
 	b, err := os.ReadFile(tokFile)
 	if err != nil {
@@ -199,10 +198,13 @@ func TestGeneratedTokenWorksWithInvoke(t *testing.T) {
 	if fi, _ := os.Stat(tokFile); fi.Mode().Perm() != 0o600 {
 		t.Errorf("token file mode %v, want 0600", fi.Mode())
 	}
-	p.mu.Lock()
-	printed := strings.Contains(p.out.String(), strings.TrimSpace(string(b)))
-	p.mu.Unlock()
-	if !printed {
+	// The banner is printed once the runtime serves: just after /health
+	// answers.
+	if !wait.Until(10*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return strings.Contains(p.out.String(), strings.TrimSpace(string(b)))
+	}) {
 		t.Error("the generated token was not printed")
 	}
 	if st, body, _ := send(t, http.MethodPost, base+"/invoke", "", `{"session":"gen","text":"hi"}`, nil); st != 401 {

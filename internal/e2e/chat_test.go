@@ -12,6 +12,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // terminal is `fastagent chat` on a pseudo-terminal.
@@ -26,17 +27,16 @@ type terminal struct {
 // expect waits until the output after the last match contains s.
 func (tm *terminal) expect(s string, within time.Duration) {
 	tm.t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	if wait.Until(within, func() bool {
 		tm.mu.Lock()
+		defer tm.mu.Unlock()
 		i := strings.Index(tm.out.String(), s)
 		if i >= 0 {
 			tm.out.Next(i + len(s)) // later expectations read what follows
-			tm.mu.Unlock()
-			return
 		}
-		tm.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
+		return i >= 0
+	}) {
+		return
 	}
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
@@ -47,25 +47,21 @@ func (tm *terminal) expect(s string, within time.Duration) {
 // one of ss, in any order (a stream and a confirmation may interleave).
 func (tm *terminal) expectAll(within time.Duration, ss ...string) {
 	tm.t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	if wait.Until(within, func() bool {
 		tm.mu.Lock()
+		defer tm.mu.Unlock()
 		out, end := tm.out.String(), 0
 		for _, s := range ss {
 			i := strings.Index(out, s)
 			if i < 0 {
-				end = -1
-				break
+				return false
 			}
 			end = max(end, i+len(s))
 		}
-		if end >= 0 {
-			tm.out.Next(end)
-			tm.mu.Unlock()
-			return
-		}
-		tm.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
+		tm.out.Next(end)
+		return true
+	}) {
+		return
 	}
 	tm.mu.Lock()
 	defer tm.mu.Unlock()

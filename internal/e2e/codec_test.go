@@ -31,6 +31,7 @@ import (
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -277,12 +278,9 @@ func TestMetricsScrape(t *testing.T) {
 	// asynchronously from the caller's view).
 	waitFor := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(scrapeMetrics(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("scrape never showed %q:\n%s", want, grepLines(scrapeMetrics(), "fastagent_"))
-			}
-			time.Sleep(20 * time.Millisecond)
+		var scrape string
+		if !wait.Until(30*time.Second, func() bool { scrape = scrapeMetrics(); return strings.Contains(scrape, want) }) {
+			t.Fatalf("scrape never showed %q:\n%s", want, grepLines(scrape, "fastagent_"))
 		}
 	}
 
@@ -340,15 +338,9 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	// Both sessions are open workflows (other tests' may be too; visibility
 	// may lag a moment).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		n := metricValue(scrapeMetrics(), "fastagent_active_sessions")
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("fastagent_active_sessions %v, want at least 2", n)
-			break
-		}
+	var n float64
+	if !wait.Until(30*time.Second, func() bool { n = metricValue(scrapeMetrics(), "fastagent_active_sessions"); return n >= 2 }) {
+		t.Errorf("fastagent_active_sessions %v, want at least 2", n)
 	}
 	if t.Failed() {
 		t.Logf("scrape:\n%s", grepLines(body, "fastagent_", "temporal_"))

@@ -286,14 +286,10 @@ func recordedAnswer(t *testing.T, e *env, session, key string) string {
 
 func waitForFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s never written", path)
+	waitFor(t, 30*time.Second, path+" to be written", func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && len(b) > 0
+	})
 }
 
 func describe(evs []agent.Event) string { return lab.Describe(evs) }

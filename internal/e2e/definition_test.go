@@ -198,8 +198,7 @@ func TestApprovalSurvivesWorkerRestart(t *testing.T) {
 	go func() { done <- collect(t, e.agent, context.Background(), "approve", "count once") }()
 	waitApproval(t, hs.URL, "approve", "a1")
 
-	w.Stop() // the waiting turn holds no activity: nothing is lost
-	time.Sleep(200 * time.Millisecond)
+	w.Stop() // returns once stopped; the waiting turn holds no activity: nothing is lost
 	e.startWorker()
 
 	post(t, hs.URL+"/sessions/approve/approvals/a1", `{"approve":true}`, http.StatusOK)
@@ -232,27 +231,26 @@ func TestApprovalSurvivesWorkerRestart(t *testing.T) {
 
 func waitApproval(t *testing.T, base, session, call string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waitFor(t, 30*time.Second, "call "+call+" to wait for approval", func() bool {
 		resp, err := http.Get(base + "/sessions/" + session)
-		if err == nil {
-			var v struct {
-				Approvals []struct {
-					Call string `json:"call"`
-					Tool string `json:"tool"`
-				} `json:"approvals"`
-			}
-			_ = json.NewDecoder(resp.Body).Decode(&v)
-			resp.Body.Close()
-			for _, a := range v.Approvals {
-				if a.Call == call {
-					return
-				}
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Approvals []struct {
+				Call string `json:"call"`
+				Tool string `json:"tool"`
+			} `json:"approvals"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		for _, a := range v.Approvals {
+			if a.Call == call {
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("call %s never waited for approval", call)
+		return false
+	})
 }
 
 func post(t *testing.T, url, body string, want int) {

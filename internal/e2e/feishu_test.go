@@ -277,7 +277,7 @@ func TestFeishuExactlyOnce(t *testing.T) {
 	want := feishuAnswer(t, s.e, id, id)
 	waitFor(t, 30*time.Second, "the card settled to the stored answer", func() bool { return settledCard(s.fake, id, want) })
 	s.send(id, "", "what is the capital of France?") // a late re-push
-	time.Sleep(2 * time.Second)                      // a second turn or reply would show itself now
+	time.Sleep(2 * time.Second)                      // deliberate: a second turn or reply would show itself now
 
 	if n := s.e.kit.Model.Count(); n != 1 {
 		t.Errorf("model calls = %d, want 1", n)
@@ -423,7 +423,7 @@ func TestFeishuWorkerKilledMidStream(t *testing.T) {
 
 	want := feishuAnswer(t, e, id, id)
 	waitFor(t, time.Minute, "the card settled to the stored answer", func() bool { return settledCard(s.fake, id, want) })
-	time.Sleep(2 * time.Second) // a second reply would show itself now
+	time.Sleep(2 * time.Second) // deliberate: a second reply would show itself now
 	after, _ := s.fake.Card(card)
 	t.Logf("killed worker %d; sequences before the kill %v, after %v", pid, before.Seqs, after.Seqs)
 	if len(s.fake.Messages()) != 1 || s.fake.Cards() != 1 {
@@ -441,25 +441,26 @@ func TestFeishuWorkerKilledMidStream(t *testing.T) {
 // pending activity of type name.
 func activityWorkerPID(t *testing.T, e *env, session, name string) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var pid int
+	waitFor(t, 30*time.Second, "a running "+name+" in "+session, func() bool {
 		d, err := e.client.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(session), "")
-		if err == nil {
-			for _, pa := range d.GetPendingActivities() {
-				if pa.GetActivityType().GetName() != name {
-					continue
-				}
-				if id := pa.GetLastWorkerIdentity(); id != "" {
-					if pid, err := strconv.Atoi(strings.SplitN(id, "@", 2)[0]); err == nil {
-						return pid
-					}
+		if err != nil {
+			return false
+		}
+		for _, pa := range d.GetPendingActivities() {
+			if pa.GetActivityType().GetName() != name {
+				continue
+			}
+			if id := pa.GetLastWorkerIdentity(); id != "" {
+				if p, err := strconv.Atoi(strings.SplitN(id, "@", 2)[0]); err == nil {
+					pid = p
+					return true
 				}
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no running %s in %s", name, session)
-	return 0
+		return false
+	})
+	return pid
 }
 
 // TestFeishuWebsocket: the long connection (transport: websocket, only App

@@ -62,6 +62,8 @@ func TestGitHubApprovalComment(t *testing.T) {
 		}
 	}
 	decide("d-contributor", "CONTRIBUTOR", "/approve "+ask.tok)
+	// Deliberate: a wrongly accepted approval would have run the call by now
+	// (the refused one leaves no sign to wait for).
 	time.Sleep(2 * time.Second)
 	if st, err := e.agent.State(t.Context(), session); err != nil || len(st.Approvals) != 1 || st.Running == "" {
 		t.Fatalf("after a CONTRIBUTOR's /approve: %+v, %v; want the call still waiting and no other turn", st, err)

@@ -185,7 +185,7 @@ func TestGitHubExactlyOnce(t *testing.T) {
 			t.Fatalf("late redelivery %s: status %d", id, code)
 		}
 	}
-	time.Sleep(3 * time.Second) // a second turn or comment would show itself now
+	time.Sleep(3 * time.Second) // deliberate: a second turn or comment would show itself now
 	if n := s.e.kit.Model.Count(); n != 1 {
 		t.Errorf("model calls = %d, want 1", n)
 	}
@@ -275,7 +275,7 @@ func TestGitHubWorkerKilled(t *testing.T) {
 	key := "github:" + github.BodyID(body1) + ":0"
 	want := s.stored(session, key)
 	waitFor(t, 2*time.Minute, "the comment", func() bool { return len(s.fake.Comments(s.repo, 1)) > 0 })
-	time.Sleep(2 * time.Second) // a second comment would show itself now
+	time.Sleep(2 * time.Second) // deliberate: a second comment would show itself now
 	if cs := s.fake.Comments(s.repo, 1); len(cs) != 1 || want != "recovered answer" || cs[0].Body != want+"\n\n"+github.Marker(key, 0) {
 		t.Fatalf("comments %+v, want exactly one with the stored answer %q", cs, want)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/internal/waketools"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
@@ -214,16 +215,10 @@ func historyScenarios() []historyScenario {
 				go func() { defer close(first); e.sendTurn(s, "t1", "take your time", 0) }()
 				waitModelCalls(t, e, 1)
 				go func() { defer close(queued); e.sendTurn(s, "t2", "dropped", 0) }()
-				deadline := time.Now().Add(time.Minute)
-				for {
-					if v, err := e.agent.State(context.Background(), s); err == nil && len(v.Queued) == 1 {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatal("t2 never queued")
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				waitFor(t, time.Minute, "t2 to be queued", func() bool {
+					v, err := e.agent.State(context.Background(), s)
+					return err == nil && len(v.Queued) == 1
+				})
 				if _, err := e.agent.Abort(context.Background(), s, "t2", "not needed"); err != nil {
 					t.Fatalf("abort: %v", err)
 				}
@@ -782,52 +777,48 @@ func toolResult(t *testing.T, e *env, session, call string) *transcript.Message 
 
 func waitPendingApproval(t *testing.T, e *env, session, call string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if v, err := e.agent.State(context.Background(), session); err == nil {
-			for _, a := range v.Approvals {
-				if a.Call == call {
-					return
-				}
+	waitFor(t, 30*time.Second, "call "+call+" to wait for approval", func() bool {
+		v, err := e.agent.State(context.Background(), session)
+		if err != nil {
+			return false
+		}
+		for _, a := range v.Approvals {
+			if a.Call == call {
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("call %s never waited for approval", call)
+		return false
+	})
 }
 
 // waitIdle waits until the session has served turns turns and runs or
 // queues none.
 func waitIdle(t *testing.T, e *env, session string, turns int64) workflows.SessionView {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		v, err := e.agent.State(context.Background(), session)
-		if err == nil && v.Turns >= turns && v.Running == "" && len(v.Queued) == 0 {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s not idle after %d turns: %+v (%v)", session, turns, v, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var v workflows.SessionView
+	var err error
+	if !wait.Until(time.Minute, func() bool {
+		v, err = e.agent.State(context.Background(), session)
+		return err == nil && v.Turns >= turns && v.Running == "" && len(v.Queued) == 0
+	}) {
+		t.Fatalf("session %s not idle after %d turns: %+v (%v)", session, turns, v, err)
 	}
+	return v
 }
 
 // waitWakes waits until at least fired wake-ups have fired and run, none is
 // pending and the session is idle.
 func waitWakes(t *testing.T, e *env, session string, fired int) workflows.SessionView {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		v, err := e.agent.State(context.Background(), session)
-		if err == nil && len(v.WakeLog) >= fired && len(v.Wakes) == 0 && v.Running == "" && len(v.Queued) == 0 {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s: wake-ups did not settle: %+v (%v)", session, v, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var v workflows.SessionView
+	var err error
+	if !wait.Until(time.Minute, func() bool {
+		v, err = e.agent.State(context.Background(), session)
+		return err == nil && len(v.WakeLog) >= fired && len(v.Wakes) == 0 && v.Running == "" && len(v.Queued) == 0
+	}) {
+		t.Fatalf("session %s: wake-ups did not settle: %+v (%v)", session, v, err)
 	}
+	return v
 }
 
 // toolsScheduledBeforeFirstDone counts Tool.Execute activities scheduled
@@ -880,26 +871,23 @@ func fetchHistory(t *testing.T, e *env, workflowID, runID string) *historypb.His
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for {
-		if settled(ctx, e, workflowID, runID) {
-			iter := e.client.GetWorkflowHistory(ctx, workflowID, runID, false, 0)
-			h := &historypb.History{}
-			var err error
-			for iter.HasNext() && err == nil {
-				var ev *historypb.HistoryEvent
-				if ev, err = iter.Next(); err == nil {
-					h.Events = append(h.Events, ev)
-				}
-			}
-			if err == nil && !workflowTaskOpen(h) {
-				return h
+	var h *historypb.History
+	waitFor(t, 30*time.Second, "run "+runID+" of "+workflowID+" to settle", func() bool {
+		if !settled(ctx, e, workflowID, runID) {
+			return false
+		}
+		iter := e.client.GetWorkflowHistory(ctx, workflowID, runID, false, 0)
+		h = &historypb.History{}
+		var err error
+		for iter.HasNext() && err == nil {
+			var ev *historypb.HistoryEvent
+			if ev, err = iter.Next(); err == nil {
+				h.Events = append(h.Events, ev)
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("run %s of %s never settled", runID, workflowID)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && !workflowTaskOpen(h)
+	})
+	return h
 }
 
 // workflowTaskOpen reports whether the history is empty or its last
@@ -931,22 +919,18 @@ func settleLatest(t *testing.T, e *env, workflowID string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for {
+	waitFor(t, time.Minute, workflowID+" to settle", func() bool {
 		d, err := e.client.DescribeWorkflowExecution(ctx, workflowID, "")
-		if err == nil {
-			runID := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-			if settled(ctx, e, workflowID, runID) {
-				again, err := e.client.DescribeWorkflowExecution(ctx, workflowID, "")
-				if err == nil && again.GetWorkflowExecutionInfo().GetExecution().GetRunId() == runID {
-					return
-				}
-			}
+		if err != nil {
+			return false
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s never settled", workflowID)
+		runID := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		if !settled(ctx, e, workflowID, runID) {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		again, err := e.client.DescribeWorkflowExecution(ctx, workflowID, "")
+		return err == nil && again.GetWorkflowExecutionInfo().GetExecution().GetRunId() == runID
+	})
 }
 
 // settled reports whether a run is closed, or open with nothing pending

@@ -17,6 +17,7 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -224,12 +225,8 @@ func assistantTexts(req modelserver.Request) []string {
 
 func waitModelCalls(t *testing.T, e *env, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for e.kit.Model.Count() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("model called %d times, waited for %d", e.kit.Model.Count(), n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !wait.Until(time.Minute, func() bool { return e.kit.Model.Count() >= n }) {
+		t.Fatalf("model called %d times, waited for %d", e.kit.Model.Count(), n)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -74,11 +75,8 @@ func TestQueueDepthAfterWorkerRestart(t *testing.T) {
 			t.Fatalf("turn: %+v", term)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for scrapeQueueDepth(t, second) != "0" {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue depth on the replacing worker is %q, want 0", scrapeQueueDepth(t, second))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var depth string
+	if !wait.Until(30*time.Second, func() bool { depth = scrapeQueueDepth(t, second); return depth == "0" }) {
+		t.Fatalf("queue depth on the replacing worker is %q, want 0", depth)
 	}
 }

@@ -27,40 +27,38 @@ func (e *env) startIngressProcess(t *testing.T) string {
 	}
 	e.startProcess(t, "ingress", "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base
-			}
+	waitFor(t, 60*time.Second, "the ingress on "+base+" to become healthy", func() bool {
+		resp, err := http.Get(base + "/health")
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("ingress on %s never became healthy", base)
-	return ""
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return base
 }
 
 // runningWorkerPID asks Temporal which worker process runs the session's
 // current activity (worker identities are "<pid>@<host>@").
 func (e *env) runningWorkerPID(t *testing.T, session string) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var pid int
+	waitFor(t, 30*time.Second, "a running activity in "+session, func() bool {
 		d, err := e.client.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(session), "")
-		if err == nil {
-			for _, pa := range d.GetPendingActivities() {
-				if id := pa.GetLastWorkerIdentity(); id != "" {
-					if pid, err := strconv.Atoi(strings.SplitN(id, "@", 2)[0]); err == nil {
-						return pid
-					}
+		if err != nil {
+			return false
+		}
+		for _, pa := range d.GetPendingActivities() {
+			if id := pa.GetLastWorkerIdentity(); id != "" {
+				if p, err := strconv.Atoi(strings.SplitN(id, "@", 2)[0]); err == nil {
+					pid = p
+					return true
 				}
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no running activity in %s", session)
-	return 0
+		return false
+	})
+	return pid
 }
 
 // Production topology in processes: two workers and two ingresses against

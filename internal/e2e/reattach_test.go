@@ -18,6 +18,7 @@ import (
 	"github.com/fastagent/fastagent/internal/httpagent"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -101,7 +102,8 @@ func TestDisconnectDetachesAndReattachResumes(t *testing.T) {
 				}
 			}
 			cancel()
-			time.Sleep(500 * time.Millisecond) // the turn keeps streaming meanwhile
+			// The turn streams on without its client: five deltas more.
+			waitFeedTexts(t, e, session, key, textCount(first)+5)
 			last := first[len(first)-1].Seq
 			if last == 0 {
 				t.Fatalf("events carry no SSE id: %s", describe(first))
@@ -139,10 +141,7 @@ func TestDisconnectDetachesAndReattachResumes(t *testing.T) {
 		}
 		left := time.Now()
 		cancel()
-		time.Sleep(time.Second)
-		if e.kit.Model.Aborted() != aborted {
-			t.Fatal("the turn was aborted before the detach grace ran out")
-		}
+		// An abort before the grace ran out fails the elapsed-time check below.
 		if err := waitAborted(e, aborted); err != nil {
 			t.Fatalf("the abandoned turn was never aborted: %v", err)
 		}
@@ -209,7 +208,9 @@ func TestAttachAnywhere(t *testing.T) {
 		done <- collect(t, e.agent, ctx, session, "two hundred deltas")
 	}()
 	<-started
-	time.Sleep(time.Duration(rand.IntN(800)) * time.Millisecond)
+	at := 1 + rand.IntN(len(deltas)-1)
+	t.Logf("attaching after delta %d", at)
+	waitFeedTexts(t, e, session, key, at)
 	client := &httpagent.Agent{BaseURL: hs.URL}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -253,7 +254,10 @@ func TestRedeliveryAfterFeedRetentionGetsWholeAnswer(t *testing.T) {
 	ctx := agent.WithIdempotencyKey(context.Background(), "expired-key")
 	first := collect(t, e.agent, ctx, "expired", "count")
 	checkWhole(t, e, "expired", first)
-	time.Sleep(1200 * time.Millisecond) // past the retention and the sweep interval
+	// Deliberate: past the retention and the once-a-second sweep, which the
+	// in-process bus runs on the wall clock (its clock seam is the feed
+	// package's own).
+	time.Sleep(1200 * time.Millisecond)
 	_ = bus.Publish(context.Background(), feed.Message{Session: "other", Turn: "x", Kind: feed.KindEnd})
 	calls := e.kit.Model.Count()
 	again := collect(t, e.agent, ctx, "expired", "count")
@@ -384,17 +388,14 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	// reply takes more than a second; it is queued once the first turn's
 	// record is stored).
 	var v workflows.SessionView
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	if !wait.Until(10*time.Second, func() bool {
 		v, err = e.agent.State(context.Background(), session)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Running == follow || slices.Contains(v.Queued, follow) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state after the first turn: running %q, queued %v; the follow-up %q never showed", v.Running, v.Queued, follow)
-		}
+		return v.Running == follow || slices.Contains(v.Queued, follow)
+	}) {
+		t.Fatalf("state after the first turn: running %q, queued %v; the follow-up %q never showed", v.Running, v.Queued, follow)
 	}
 	client := &httpagent.Agent{BaseURL: hs.URL}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -412,15 +413,13 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	// Afterwards the session is idle with both turns counted, its leaf the
 	// follow-up's end. The terminal comes from the turn's record, which is
 	// stored just before the workflow counts the turn: wait for that.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	wait.Until(10*time.Second, func() bool { // the check below says what is wrong
 		v, err = e.agent.State(context.Background(), session)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (v.Running == "" && v.Turns == 2) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return v.Running == "" && v.Turns == 2
+	})
 	rec, err := e.kit.Store.Turn(context.Background(), session, follow)
 	if err != nil {
 		t.Fatalf("the follow-up's record: %v", err)
@@ -435,18 +434,50 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	}
 }
 
+// waitFeedTexts waits until the live feed of turn holds n text deltas: the
+// turn has streamed that far, whoever follows it.
+func waitFeedTexts(t *testing.T, e *env, session, turn string, n int) {
+	t.Helper()
+	sub, err := e.bus.Subscribe(context.Background(), session, turn)
+	if err != nil {
+		t.Fatalf("subscribe to the feed of %s/%s: %v", session, turn, err)
+	}
+	defer sub.Close()
+	limit := time.NewTimer(30 * time.Second)
+	defer limit.Stop()
+	for seen := 0; seen < n; {
+		select {
+		case m, ok := <-sub.C():
+			if !ok {
+				t.Fatalf("the feed of %s/%s closed after %d of %d text deltas", session, turn, seen, n)
+			}
+			if m.Kind == feed.KindEvent && m.Event != nil && m.Event.Type == agent.TypeText {
+				seen++
+			}
+		case <-limit.C:
+			t.Fatalf("the feed of %s/%s held %d of %d text deltas after 30 s", session, turn, seen, n)
+		}
+	}
+}
+
+// textCount is how many text deltas evs hold.
+func textCount(evs []agent.Event) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == agent.TypeText {
+			n++
+		}
+	}
+	return n
+}
+
 // waitTurnsDone waits until session has neither a running nor a queued turn.
 func waitTurnsDone(t *testing.T, e *env, session string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waitFor(t, 30*time.Second, "session "+session+" to become idle", func() bool {
 		v, err := e.agent.State(context.Background(), session)
-		if err == nil && v.Running == "" && len(v.Queued) == 0 && storedAnswer(t, e, session) != "" {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("session %s never became idle", session)
+		return err == nil && v.Running == "" && len(v.Queued) == 0 && storedAnswer(t, e, session) != ""
+	})
 }
 
 // A client that resumes a finished turn with Last-Event-ID gets exactly the
@@ -495,7 +526,8 @@ func TestResumeAfterTheLogIsGone(t *testing.T) {
 			waitTurnsDone(t, e, session)
 			switch mode {
 			case "sweep":
-				time.Sleep(1200 * time.Millisecond) // past the retention and the sweep interval
+				// Deliberate: as in TestRedeliveryAfterFeedRetentionGetsWholeAnswer.
+				time.Sleep(1200 * time.Millisecond)
 			case "restart":
 				bus := feed.NewInProcess()
 				t.Cleanup(func() { _ = bus.Close() })
@@ -503,7 +535,9 @@ func TestResumeAfterTheLogIsGone(t *testing.T) {
 				restarted.Feed = bus
 				hs = e.serveNoAuth(e.server(&restarted))
 			case "nats":
-				time.Sleep(2500 * time.Millisecond) // past the retention after the turn's end
+				// Deliberate: past the 1 s retention after the turn's end, which
+				// the NATS server keeps on its own clock.
+				time.Sleep(2500 * time.Millisecond)
 			}
 			rest := readAll(t, resumeRequest(t, hs.URL, session, key, first[len(first)-1].Seq))
 			checkWhole(t, e, session, append(first, rest...))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -186,17 +187,13 @@ func TestScheduleLifecycle(t *testing.T) {
 
 	// The history lists the fire, read back from Temporal.
 	var fires []schedules.Fire
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.Until(30*time.Second, func() bool { // the check below says what is wrong
 		fires, err = schedules.History(ctx, e.client, name, 10)
 		if err != nil {
 			t.Fatalf("history: %v", err)
 		}
-		if len(fires) == 1 && fires[0].Record != nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(fires) == 1 && fires[0].Record != nil
+	})
 	if len(fires) != 1 || fires[0].Record == nil || fires[0].Record.Outcome != workflows.FireCompleted ||
 		fires[0].Record.Reply != "inbox is empty" || fires[0].WorkflowID != ex.WorkflowID {
 		t.Fatalf("history = %+v", fires)
@@ -277,20 +274,18 @@ func TestScheduleDeletedFile(t *testing.T) {
 
 func waitListed(t *testing.T, e *env, name string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waitFor(t, 30*time.Second, "schedule:"+name+" in the schedule listing", func() bool {
 		all, err := schedules.List(context.Background(), e.client, schedules.ListOptions{All: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, in := range all {
 			if in.Name == name {
-				return
+				return true
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("schedule:%s never appeared in the schedule listing", name)
+		return false
+	})
 }
 
 // A bad cron or an unknown time zone fails the reconcile with an error that
@@ -443,21 +438,17 @@ func TestScheduleCatchUpRunsOneOverdueFire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var fires []schedules.Fire
-	for {
+	if !wait.Until(time.Minute, func() bool {
 		var err error
 		fires, err = schedules.History(ctx, e.client, name, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(fires) > 0 && fires[0].Record != nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no fire completed: %+v", fires)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return len(fires) > 0 && fires[0].Record != nil
+	}) {
+		t.Fatalf("no fire completed: %+v", fires)
 	}
-	time.Sleep(2 * time.Second) // let any further (wrong) fire start
+	time.Sleep(2 * time.Second) // deliberate: let any further (wrong) fire start
 	fires, err := schedules.History(ctx, e.client, name, 10)
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -40,8 +41,7 @@ func (e *env) searchUntil(t *testing.T, f sessionstart.Filter, want ...string) {
 	f.Agent = e.queue
 	slices.Sort(want)
 	var got []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if !wait.Until(30*time.Second, func() bool {
 		page, err := sessionstart.Search(context.Background(), e.client, f, 50, "")
 		if err != nil {
 			t.Fatalf("search %s: %v", sessionstart.Query(f), err)
@@ -51,13 +51,9 @@ func (e *env) searchUntil(t *testing.T, f sessionstart.Filter, want ...string) {
 			got = append(got, h.Session)
 		}
 		slices.Sort(got)
-		if slices.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("search %s = %v, want %v", sessionstart.Query(f), got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return slices.Equal(got, want)
+	}) {
+		t.Fatalf("search %s = %v, want %v", sessionstart.Query(f), got, want)
 	}
 }
 
@@ -179,16 +175,10 @@ func TestSessionsWithoutSearchAttributes(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("signal-with-start without the attributes: %v", err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if v, err := a.State(context.Background(), "slack-plain"); err == nil && v.Turns == 1 && v.Running == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the slack session never ran its turn")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, time.Minute, "the slack session to run its turn", func() bool {
+		v, err := a.State(context.Background(), "slack-plain")
+		return err == nil && v.Turns == 1 && v.Running == ""
+	})
 	for _, s := range []string{"plain", "slack-plain"} {
 		it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(s), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
@@ -235,25 +225,21 @@ func TestSessionSearchFindsSubAgents(t *testing.T) {
 	want := []string{agentloop.DelegateSession(session, "both", "p1"), agentloop.DelegateSession(session, "both", "p2")}
 	slices.Sort(want)
 	var page sessionstart.Page
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var got []string
+	if !wait.Until(30*time.Second, func() bool {
 		st, body, _ := send(t, http.MethodGet, hs.URL+"/sessions?parent="+url.QueryEscape(session), "alice-token", "", nil)
 		page = sessionstart.Page{}
 		if err := json.Unmarshal([]byte(body), &page); st != 200 || err != nil {
 			t.Fatalf("GET /sessions?parent=: %d %s", st, body)
 		}
-		var got []string
+		got = got[:0]
 		for _, h := range page.Sessions {
 			got = append(got, h.Session)
 		}
 		slices.Sort(got)
-		if slices.Equal(got, want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /sessions?parent=%s = %v, want the sub-agents %v", session, got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return slices.Equal(got, want)
+	}) {
+		t.Fatalf("GET /sessions?parent=%s = %v, want the sub-agents %v", session, got, want)
 	}
 	for _, h := range page.Sessions {
 		if h.Parent != session || h.Channel != "delegate" || h.Principal != "alice" {

@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/transcript"
 )
 
@@ -122,16 +123,13 @@ func TestReadingAndMovingSessions(t *testing.T) {
 			NextCursor string                    `json:"nextCursor"`
 		}
 		// The last turn's record is written just after its answer.
-		for deadline := time.Now().Add(10 * time.Second); ; {
+		wait.Until(10*time.Second, func() bool { // the check below says what is wrong
 			st, b := req(http.MethodGet, "/sessions", "alice-token", "")
 			if err := json.Unmarshal([]byte(b), &v); st != 200 || err != nil || len(v.Sessions) != 1 {
 				t.Fatalf("alice's list: %d %s", st, b)
 			}
-			if v.Sessions[0].Turns == 3 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return v.Sessions[0].Turns == 3
+		})
 		if s := v.Sessions[0]; s.Session != "orig" || s.Owner != "alice" || s.Turns != 3 || s.Entries != 6 || s.Status != "open" || time.Since(s.Updated) > time.Minute {
 			t.Errorf("alice's session: %+v", s)
 		}

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# shards.sh N [go test flags…] — runs the end-to-end tests as N processes of
-# one test binary at once. Each process starts its own Temporal dev server
-# (a child process: FASTAGENT_DEVSERVER, else found or built once); tests already use their own task queues and session names. The
-# tests mostly wait (timers, retries, killed workers), so N processes on a
-# 2-core machine take about 1/N of the time of one. Prints each shard's
-# verdict as it finishes and the output of any shard that failed; exits
-# non-zero if any did.
+# shards.sh N — runs the end-to-end tests as N processes of one test binary
+# at once. Each process starts its own Temporal dev server (a child process:
+# FASTAGENT_DEVSERVER, else found or built once); tests already use their
+# own task queues and session names. The tests mostly wait (timers,
+# retries, killed workers), so N processes on a 2-core machine take about
+# 1/N of the time of one. The shards are balanced by the seconds each test
+# takes (testdata/seconds.txt; a test not listed there counts 2 s): longest
+# first, each to the shard with the fewest seconds so far. Prints each
+# shard's verdict as it finishes and the output of any shard that failed;
+# exits non-zero if any did.
 set -uo pipefail
 n=${1:-3}
 timeout=${E2E_TIMEOUT:-30m}
@@ -19,9 +22,25 @@ if [ "${#tests[@]}" -eq 0 ]; then
 	echo "no end-to-end tests found" >&2
 	exit 1
 fi
-for i in "${!tests[@]}"; do
-	echo "${tests[$i]}" >>"$work/shard$((i % n))"
+load=()
+for s in $(seq 0 $((n - 1))); do
+	load[s]=0
+	: >"$work/shard$s"
 done
+while read -r secs name; do
+	best=0
+	for s in $(seq 1 $((n - 1))); do
+		if [ "${load[s]}" -lt "${load[best]}" ]; then best=$s; fi
+	done
+	echo "$name" >>"$work/shard$best"
+	load[best]=$((load[best] + secs))
+done < <(printf '%s\n' "${tests[@]}" | awk -v file="$here/testdata/seconds.txt" '
+	BEGIN { while ((getline line < file) > 0) if (split(line, f) >= 2 && f[1] ~ /^[0-9]+$/) secs[f[2]] = f[1] }
+	{ print ($1 in secs ? secs[$1] : 2), $1 }' | sort -k1,1nr -k2,2)
+if [ "$(cat "$work"/shard* | wc -l)" -ne "${#tests[@]}" ]; then
+	echo "shards.sh: the shards hold $(cat "$work"/shard* | wc -l) of ${#tests[@]} tests" >&2
+	exit 1
+fi
 
 declare -A shard_of
 for s in $(seq 0 $((n - 1))); do

@@ -21,6 +21,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -91,12 +92,8 @@ func TestSlackFilesInAndOut(t *testing.T) {
 		}
 		return false
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for !replied() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reply; Slack calls: %+v; model requests: %d", fake.Calls(), e.kit.Model.Count())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !wait.Until(2*time.Minute, replied) {
+		t.Fatalf("no reply; Slack calls: %+v; model requests: %d", fake.Calls(), e.kit.Model.Count())
 	}
 
 	// The model got the image as vision input and the saved file's path.

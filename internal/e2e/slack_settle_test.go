@@ -30,6 +30,8 @@ func TestSlackFinalReplyAfterLiveReply(t *testing.T) {
 			if !first {
 				return next(srv, c)
 			}
+			// Deliberate: Slack's latency, long past the turn's end (its
+			// stream lasts about a second); what the final reply waits out.
 			time.Sleep(9 * time.Second)
 			out := next(srv, c)
 			mu.Lock()

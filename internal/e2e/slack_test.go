@@ -27,6 +27,7 @@ import (
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -173,16 +174,10 @@ func (s *slackStack) terminate(session string) {
 	_ = s.e.client.TerminateWorkflow(context.Background(), workflows.WorkflowID(session), "", "test over")
 }
 
-// waitFor polls cond for up to limit.
+// waitFor fails the test unless cond holds within limit (wait.For).
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.For(t, limit, what, cond)
 }
 
 // TestSlackDoorRefuses: a bad signature, a stale timestamp and an oversized
@@ -257,7 +252,7 @@ func TestSlackExactlyOnce(t *testing.T) {
 		r, err := s.e.kit.Store.Turn(context.Background(), session, key)
 		return err == nil && json.Unmarshal(r.Outcome, &rec) == nil
 	})
-	// Give any wrongly queued second turn time to show itself.
+	// Deliberate: give any wrongly queued second turn time to show itself.
 	time.Sleep(3 * time.Second)
 
 	if n := s.e.kit.Model.Count(); n != 1 {
@@ -407,7 +402,7 @@ func TestSlackTwentyThreads(t *testing.T) {
 	}
 	wg.Wait()
 	waitFor(t, 3*time.Minute, "20 replies", func() bool { return s.fake.settled(n) })
-	time.Sleep(2 * time.Second) // a duplicate would show itself now
+	time.Sleep(2 * time.Second) // deliberate: a duplicate would show itself now
 	posts := s.fake.replies("")
 	if len(posts) != n {
 		t.Fatalf("%d replies, want %d", len(posts), n)
@@ -528,18 +523,18 @@ func TestSlackWorkerKilledMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := strings.Join(steps, "\n\n")
-	deadline := time.Now().Add(time.Minute)
-	for r := fake.replies(""); !fake.settled(1) || len(r) != 1 || r[0].Text != want; r = fake.replies("") {
-		if time.Now().After(deadline) {
-			var calls []string
-			for _, c := range fake.srv.Calls() {
-				calls = append(calls, c.Method+" "+c.Get("ts")+" "+c.Get("markdown_text")+c.Get("text"))
-			}
-			t.Fatalf("the reply never settled to the stored answer %q: replies %+v; calls %q", want, r, calls)
+	var r []fakeslack.Message
+	if !wait.Until(time.Minute, func() bool {
+		r = fake.replies("")
+		return fake.settled(1) && len(r) == 1 && r[0].Text == want
+	}) {
+		var calls []string
+		for _, c := range fake.srv.Calls() {
+			calls = append(calls, c.Method+" "+c.Get("ts")+" "+c.Get("markdown_text")+c.Get("text"))
 		}
-		time.Sleep(50 * time.Millisecond)
+		t.Fatalf("the reply never settled to the stored answer %q: replies %+v; calls %q", want, r, calls)
 	}
-	time.Sleep(2 * time.Second) // a second reply would show itself now
+	time.Sleep(2 * time.Second) // deliberate: a second reply would show itself now
 	posts := fake.replies("")
 	if n := len(fake.posts("chat.startStream")) + len(fake.posts("chat.postMessage")); len(posts) != 1 || n != 1 {
 		t.Fatalf("replies %+v (%d startStream/postMessage calls), want exactly one", posts, n)

@@ -109,6 +109,14 @@ func TestTctlDrivesDev(t *testing.T) {
 		return out
 	}
 
+	// The worker reconciles schedules/ in the background after dev is ready:
+	// wait until the schedule exists, so the refusals below are refusals.
+	waitFor(t, time.Minute, "the schedule schedule:daily to exist", func() bool {
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		_, err := c.ScheduleClient().GetHandle(dctx, "schedule:daily").Describe(dctx)
+		return err == nil
+	})
 	// Without the key (or with another) the frontend refuses tctl, and the
 	// schedule does not fire.
 	for _, auth := range []string{"", "Bearer not-the-key"} {

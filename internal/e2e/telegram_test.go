@@ -212,7 +212,7 @@ func TestTelegramExactlyOnce(t *testing.T) {
 	want := telegramAnswer(t, s.e, s.user, "11")
 	waitFor(t, 30*time.Second, "the final message", func() bool { return settledTelegram(s.fake, s.user, 11, want) })
 	s.send(body)                // a late redelivery
-	time.Sleep(2 * time.Second) // a second turn or message would show itself now
+	time.Sleep(2 * time.Second) // deliberate: a second turn or message would show itself now
 	if n := s.e.kit.Model.Count(); n != 1 {
 		t.Errorf("model calls = %d, want 1", n)
 	}
@@ -352,7 +352,7 @@ func TestTelegramWorkerKilledMidStream(t *testing.T) {
 
 	want := telegramAnswer(t, e, s.user, "11")
 	waitFor(t, time.Minute, "the message settled to the stored answer", func() bool { return settledTelegram(s.fake, s.user, 11, want) })
-	time.Sleep(2 * time.Second) // a second message would show itself now
+	time.Sleep(2 * time.Second) // deliberate: a second message would show itself now
 	msgs := s.fake.Messages(s.user)
 	t.Logf("killed worker %d; edits before the kill %d, after %d; answer %q", pid, before.Edits, msgs[0].Edits, want)
 	if len(msgs) != 1 || msgs[0].MessageID != before.MessageID {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/tclient"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/internal/tracing"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -74,19 +75,15 @@ func TestTracingOneTurn(t *testing.T) {
 	// The HTTP span ends once the handler returned, after the client read
 	// the end of the stream: wait for both roots.
 	var roots []sdktrace.ReadOnlySpan
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.Until(30*time.Second, func() bool { // the check below says what is wrong
 		roots = roots[:0]
 		for _, s := range rec.Ended() {
 			if s.Name() == "POST /invoke" {
 				roots = append(roots, s)
 			}
 		}
-		if len(roots) == 2 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(roots) == 2
+	})
 	if len(roots) != 2 {
 		t.Fatalf("%d ended HTTP spans, want 2", len(roots))
 	}

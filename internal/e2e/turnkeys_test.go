@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -136,16 +137,13 @@ func TestAbortedQueuedTurnIsAnsweredAfterRestart(t *testing.T) {
 		defer close(queued)
 		e.sendTurn(session, "t2", "queued and dropped", 0)
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		v, err := e.agent.State(context.Background(), session)
-		if err == nil && len(v.Queued) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("t2 never queued: %+v, %v", v, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var v workflows.SessionView
+	var err error
+	if !wait.Until(time.Minute, func() bool {
+		v, err = e.agent.State(context.Background(), session)
+		return err == nil && len(v.Queued) == 1
+	}) {
+		t.Fatalf("t2 never queued: %+v, %v", v, err)
 	}
 	if _, err := e.agent.Abort(context.Background(), session, "t2", "not needed"); err != nil {
 		t.Fatalf("abort: %v", err)

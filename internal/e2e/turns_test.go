@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -240,16 +241,14 @@ func TestAbortRunningTurn(t *testing.T) {
 		// upstream. The session reports the turn running before its
 		// model activity has sent the request; an abort in between stops
 		// the call before it is made.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			v, err := e.agent.State(context.Background(), e.session("abort-me"))
-			if err == nil && v.Running != "" && modelStreaming(e) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("turn never started streaming (running %q): %v", v.Running, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var running string
+		var err error
+		if !wait.Until(30*time.Second, func() bool {
+			v, verr := e.agent.State(context.Background(), e.session("abort-me"))
+			running, err = v.Running, verr
+			return err == nil && running != "" && modelStreaming(e)
+		}) {
+			t.Fatalf("turn never started streaming (running %q): %v", running, err)
 		}
 		resp, err := http.Post(hs.URL+"/sessions/"+e.session("abort-me")+"/abort", "application/json", strings.NewReader(`{"reason":"user pressed stop"}`))
 		if err != nil {
@@ -374,26 +373,18 @@ func TestQueueBoundAndOrder(t *testing.T) {
 
 func waitRunning(t *testing.T, e *env, session string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if v, err := e.agent.State(context.Background(), session); err == nil && v.Running != "" {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no turn started in %s", session)
+	waitFor(t, 30*time.Second, "a turn to start in "+session, func() bool {
+		v, err := e.agent.State(context.Background(), session)
+		return err == nil && v.Running != ""
+	})
 }
 
 func waitQueued(t *testing.T, e *env, session string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if v, err := e.agent.State(context.Background(), session); err == nil && len(v.Queued) >= n {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s: fewer than %d queued turns", session, n)
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d queued turns in %s", n, session), func() bool {
+		v, err := e.agent.State(context.Background(), session)
+		return err == nil && len(v.Queued) >= n
+	})
 }
 
 // A steering message sent while a tool runs reaches the model in the same

@@ -18,6 +18,7 @@ import (
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -82,18 +83,14 @@ func (e *env) startVersioned(deployment, build string) (sdkworker.Worker, *runLo
 func (e *env) setCurrent(deployment, build string) {
 	e.t.Helper()
 	h := e.client.WorkerDeploymentClient().GetHandle(deployment)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var err error
+	if !wait.Until(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("set current version %s:%s: %v", deployment, build, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		defer cancel()
+		_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
+		return err == nil
+	}) {
+		e.t.Fatalf("set current version %s:%s: %v", deployment, build, err)
 	}
 }
 
@@ -168,17 +165,13 @@ func TestRolloutMovesSessionsAtContinueAsNew(t *testing.T) {
 	}
 	// Every session continued as new onto B while idle: A is drained.
 	// (A new run names its version once its first workflow task completed.)
-	deadline := time.Now().Add(30 * time.Second)
 	for _, s := range sessions {
-		for {
-			run, build := e.runOn(s)
-			if run != runsA[s] && build == "build-b" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not move to build-b: run %s on %q", s, run, build)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var run, build string
+		if !wait.Until(30*time.Second, func() bool {
+			run, build = e.runOn(s)
+			return run != runsA[s] && build == "build-b"
+		}) {
+			t.Fatalf("%s did not move to build-b: run %s on %q", s, run, build)
 		}
 	}
 	wA.Stop()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/internal/waketools"
 	"github.com/fastagent/fastagent/workflows/wakes"
 )
@@ -56,14 +57,10 @@ func TestSelfWakeFiresOnceAcrossWorkerRestart(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the wake-up never fired")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.Until(10*time.Second, func() bool { // the check below says what is wrong
 		v, _ = e.agent.State(context.Background(), "waker")
-		if len(v.WakeLog) == 1 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(v.WakeLog) == 1
+	})
 	if len(v.Wakes) != 0 || len(v.WakeLog) != 1 || v.WakeLog[0].Status != agent.TypeCompleted {
 		t.Errorf("after firing: wakes %+v, log %+v", v.Wakes, v.WakeLog)
 	}

@@ -208,11 +208,8 @@ func TestAgentCannotApproveItself(t *testing.T) {
 				done := make(chan []agent.Event, 1)
 				go func() { done <- collect(t, e.agent, context.Background(), session, "deploy") }()
 				waitApproval(t, hs.URL, session, "c1")
-				// Let bash finish its attempts.
-				deadline := time.Now().Add(30 * time.Second)
-				for e.toolResult(session, "b1") == nil && time.Now().Before(deadline) {
-					time.Sleep(100 * time.Millisecond)
-				}
+				// Let bash finish its attempts (five, each bounded by curl's 5 s).
+				waitFor(t, time.Minute, "bash's result", func() bool { return e.toolResult(session, "b1") != nil })
 				if m == sandbox.Off {
 					// Control: unconfined, bash approves the call itself.
 					must(t, <-done, agent.TypeCompleted)

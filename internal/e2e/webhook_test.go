@@ -157,7 +157,7 @@ func TestWebhookExactlyOnce(t *testing.T) {
 	if code, _ := s.send(id, time.Now(), body); code != http.StatusAccepted {
 		t.Fatalf("late redelivery: %d", code)
 	}
-	time.Sleep(3 * time.Second) // a second turn or callback would show itself now
+	time.Sleep(3 * time.Second) // deliberate: a second turn or callback would show itself now
 	if n := e.kit.Model.Count(); n != 1 {
 		t.Errorf("model calls = %d, want 1", n)
 	}
@@ -289,7 +289,7 @@ func TestWebhookWorkerKilled(t *testing.T) {
 	key := "hook:" + s.name + ":msg_kill_1"
 	want := (&githubStack{e: e}).stored(s.session(), key)
 	waitFor(t, 2*time.Minute, "the callback", func() bool { return len(s.cb.list()) > 0 })
-	time.Sleep(2 * time.Second) // a second callback would show itself now
+	time.Sleep(2 * time.Second) // deliberate: a second callback would show itself now
 	if cbs := s.cb.list(); len(cbs) != 1 || want != "recovered answer" || cbs[0].Body.Text != want || cbs[0].ID != key {
 		t.Fatalf("callbacks %+v, want exactly one with the stored answer %q", cbs, want)
 	}
@@ -320,7 +320,7 @@ func TestDeliverSignalFromOutside(t *testing.T) {
 		}
 	}
 	want := (&githubStack{e: e}).stored(session, "billing:inv-42")
-	time.Sleep(2 * time.Second) // a second turn would show itself now
+	time.Sleep(2 * time.Second) // deliberate: a second turn would show itself now
 	if n := e.kit.Model.Count(); n != 1 || want == "" {
 		t.Errorf("model calls = %d (answer %q), want 1", n, want)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/feed/feedtest"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // natsURL is the NATS server of the tests; FASTAGENT_TEST_NATS_URL overrides it.
@@ -296,12 +297,8 @@ func TestInProcessNoGoroutineLeak(t *testing.T) {
 		_ = s.Close()
 	}
 	_ = b.Close() // closes the other half
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines: %d before, %d after closing", before, runtime.NumGoroutine())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !wait.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		t.Fatalf("goroutines: %d before, %d after closing", before, runtime.NumGoroutine())
 	}
 }
 
@@ -588,7 +585,9 @@ func TestNATSRetentionIsPerTurn(t *testing.T) {
 	}
 	for i, m := range turn {
 		if i == 2 {
-			time.Sleep(retention + 500*time.Millisecond) // the turn outlasts the retention
+			// Deliberate: the turn outlasts the retention (in the broker's
+			// wall time) before it ends.
+			time.Sleep(retention + 500*time.Millisecond)
 		}
 		if err := pub.Publish(ctx, m); err != nil {
 			t.Fatal(err)
@@ -607,12 +606,9 @@ func TestNATSRetentionIsPerTurn(t *testing.T) {
 		t.Fatalf("the turn's log starts with a %s message: its start was dropped while the turn ran", got[0].Kind)
 	}
 	subject := pub.Subject("s", "long")
-	deadline := time.Now().Add(10 * time.Second)
-	for subjectCount(t, prefix, subject) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the ended turn's %d messages are still kept long after the retention", subjectCount(t, prefix, subject))
-		}
-		time.Sleep(100 * time.Millisecond)
+	var kept uint64
+	if !wait.Until(10*time.Second, func() bool { kept = subjectCount(t, prefix, subject); return kept == 0 }) {
+		t.Fatalf("the ended turn's %d messages are still kept long after the retention", kept)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/admission"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // countingAgent counts the turns it was asked to run and holds each one
@@ -83,7 +84,7 @@ func TestAdmissionRefusesWhenSaturated(t *testing.T) {
 	}
 	// The stream's headers are sent before the agent is called: wait until
 	// both held turns reached it.
-	waitFor(t, func() bool { return a.invoked.Load() == 2 }, "both held turns to reach the agent")
+	wait.For(t, 10*time.Second, "both held turns to reach the agent", func() bool { return a.invoked.Load() == 2 })
 
 	resp := postInvoke(t, hs.URL, "s3", "")
 	body, _ := io.ReadAll(resp.Body)
@@ -114,23 +115,11 @@ func TestAdmissionRefusesWhenSaturated(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		r.Body.Close()
 	}
-	waitFor(t, func() bool { return lim.InFlight() == 0 }, "every place to be given back after the streams ended")
+	wait.For(t, 10*time.Second, "every place to be given back after the streams ended", func() bool { return lim.InFlight() == 0 })
 	again := postInvoke(t, hs.URL, "s3", "")
 	_, _ = io.Copy(io.Discard, again.Body)
 	again.Body.Close()
 	if again.StatusCode != http.StatusOK {
 		t.Errorf("turn after places were freed: status %d, want 200", again.StatusCode)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // fakeAgent streams a fixed list of events, then optionally blocks.
@@ -147,11 +148,7 @@ func TestInvokePingsAndCancelsOnDisconnect(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	deadline = time.Now().Add(5 * time.Second)
-	for !fa.cancelled.Load() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !fa.cancelled.Load() {
+	if !wait.Until(5*time.Second, fa.cancelled.Load) {
 		t.Error("client disconnect did not cancel the turn")
 	}
 }

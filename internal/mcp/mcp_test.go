@@ -22,6 +22,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // The test binary doubles as the MCP server under test: run with
@@ -98,6 +99,7 @@ func newEchoServer(logPath string) *sdk.Server {
 		func(ctx context.Context, _ *sdk.CallToolRequest, in struct {
 			MS int `json:"ms"`
 		}) (*sdk.CallToolResult, any, error) {
+			record(logPath, "slow")
 			select {
 			case <-time.After(time.Duration(in.MS) * time.Millisecond):
 				return text("slept"), nil, nil
@@ -180,17 +182,6 @@ func events(t *testing.T, logPath, event string) []string {
 		}
 	}
 	return pids
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func newManager(t *testing.T) *Manager {
@@ -430,7 +421,7 @@ func TestRemovedServerIsClosed(t *testing.T) {
 	echoA := toolNamed(t, tools, "echo")
 
 	bTools := mustTools(t, m, b)
-	waitFor(t, "server a to exit", func() bool { return len(events(t, aLog, "exit")) == 1 })
+	wait.For(t, 15*time.Second, "server a to exit", func() bool { return len(events(t, aLog, "exit")) == 1 })
 	if _, err := echoA.Run(context.Background(), agent.ToolCall{Args: json.RawMessage(`{"text":"x"}`)}); err == nil {
 		t.Errorf("a tool of the removed server still runs")
 	}
@@ -454,7 +445,7 @@ func TestCloseStopsServers(t *testing.T) {
 		_, err := toolNamed(t, tools, "slow").Run(context.Background(), agent.ToolCall{Args: json.RawMessage(`{"ms":60000}`)})
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	wait.For(t, 15*time.Second, "the slow call to reach the server", func() bool { return len(events(t, logPath, "slow")) == 1 })
 	start := time.Now()
 	m.Close()
 	if d := time.Since(start); d > 10*time.Second {
@@ -468,7 +459,7 @@ func TestCloseStopsServers(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("slow still running after Close")
 	}
-	waitFor(t, "server to exit", func() bool { return len(events(t, logPath, "exit")) == 1 })
+	wait.For(t, 15*time.Second, "server to exit", func() bool { return len(events(t, logPath, "exit")) == 1 })
 	if _, diags := m.Tools(context.Background(), []Server{srv}); len(diags) != 1 {
 		t.Errorf("Tools after Close: diagnostics %v", diags)
 	}
@@ -513,7 +504,7 @@ func TestServerDiesBetweenCalls(t *testing.T) {
 	// Once the dead server is reaped, the next use reconnects quietly. (A
 	// call racing with the death itself may reach the dying server: its
 	// outcome is unknown, see TestCrashDuringCall.)
-	waitFor(t, "the server to be reaped", func() bool {
+	wait.For(t, 15*time.Second, "the server to be reaped", func() bool {
 		return syscall.Kill(pid, 0) == syscall.ESRCH && len(hostPIDs(t, "MCP_ECHO_LOG="+logPath, false)) == 0
 	})
 	tools := mustTools(t, m, srv)
@@ -532,7 +523,7 @@ func TestToolListChanged(t *testing.T) {
 	if res := run(t, toolNamed(t, tools, "addtool"), `{"name":"fresh"}`); res.Content != "added" {
 		t.Fatalf("addtool = %+v", res)
 	}
-	waitFor(t, "the new tool to be listed", func() bool {
+	wait.For(t, 15*time.Second, "the new tool to be listed", func() bool {
 		return slices.Contains(names(mustTools(t, m, srv)), "fresh")
 	})
 	if res := run(t, toolNamed(t, mustTools(t, m, srv), "fresh"), `{}`); res.Content != "new" {

@@ -12,6 +12,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/relay"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -327,13 +328,15 @@ type detachCase struct {
 	aborts  atomic.Int32
 	release chan struct{}
 	left    chan struct{}
+	ended   chan struct{} // closed by Ended: the turn's work is over
 }
 
 func startDetached(t *testing.T, opt relay.StreamOptions, cancelCause error) *detachCase {
 	t.Helper()
-	d := &detachCase{bus: feed.NewInProcess(), release: make(chan struct{}), left: make(chan struct{})}
+	d := &detachCase{bus: feed.NewInProcess(), release: make(chan struct{}), left: make(chan struct{}), ended: make(chan struct{})}
 	t.Cleanup(func() { _ = d.bus.Close() })
 	opt.Abort = func(context.Context) { d.aborts.Add(1) }
+	opt.Ended = func() { close(d.ended) }
 	_ = d.bus.Publish(context.Background(), feed.Message{Session: "s", Turn: "t1", Kind: feed.KindEvent, Event: ev(agent.Text("x"))})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
@@ -354,12 +357,18 @@ func TestStreamDetach(t *testing.T) {
 	t.Parallel()
 	waitAborts := func(d *detachCase, want int32, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for time.Now().Before(deadline) && d.aborts.Load() != want {
-			time.Sleep(10 * time.Millisecond)
+		if !wait.Until(within, func() bool { return d.aborts.Load() == want }) {
+			t.Fatalf("aborts = %d, want %d", d.aborts.Load(), want)
 		}
-		if got := d.aborts.Load(); got != want {
-			t.Fatalf("aborts = %d, want %d", got, want)
+	}
+	// waitEnded waits until the turn's work is over: an abort, had there
+	// been one, came before.
+	waitEnded := func(d *detachCase) {
+		t.Helper()
+		select {
+		case <-d.ended:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the turn's work never ended")
 		}
 	}
 	t.Run("ImmediateWhenNoGrace", func(t *testing.T) {
@@ -376,18 +385,23 @@ func TestStreamDetach(t *testing.T) {
 	t.Run("ReattachWithinGraceKeepsTheTurn", func(t *testing.T) {
 		d := startDetached(t, relay.StreamOptions{DetachGrace: 500 * time.Millisecond}, nil)
 		_ = d.bus.Publish(context.Background(), feed.Message{Session: "s", Turn: "t1", Kind: feed.KindAttach, Attach: "someone-else"})
+		// Deliberate: past the grace, while the turn still runs — the abort
+		// that must not come would come at 500 ms (no clock seam in relay).
 		time.Sleep(time.Second)
+		waitAborts(d, 0, 0)
+		close(d.release)
+		waitEnded(d)
 		waitAborts(d, 0, 0)
 	})
 	t.Run("TurnEndingWithinGraceAbortsNothing", func(t *testing.T) {
 		d := startDetached(t, relay.StreamOptions{DetachGrace: 500 * time.Millisecond}, nil)
 		close(d.release)
-		time.Sleep(time.Second)
+		waitEnded(d)
 		waitAborts(d, 0, 0)
 	})
 	t.Run("HandOffAbortsNothing", func(t *testing.T) {
 		d := startDetached(t, relay.StreamOptions{}, agent.ErrHandOff)
-		time.Sleep(300 * time.Millisecond)
+		waitEnded(d)
 		waitAborts(d, 0, 0)
 	})
 }
@@ -516,6 +530,8 @@ func TestStreamReattachBeforeDisconnectNoticed(t *testing.T) {
 			return false
 		}
 	})
+	// Deliberate: past the 300 ms grace, while the turn still runs — the
+	// abort that must not come would come by then (no clock seam in relay).
 	time.Sleep(time.Second)
 	if n := aborts.Load(); n != 0 {
 		t.Fatalf("the turn was aborted %d time(s) although another consumer attached", n)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // canary is a secret planted in the test process's environment, as a
@@ -358,14 +359,9 @@ func TestDetachedJobsEndWithCall(t *testing.T) {
 			if !strings.Contains(r.out, "started") {
 				t.Fatalf("%+v", r)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for time.Now().Before(deadline) {
-				if !processWithArg(marker) {
-					return
-				}
-				time.Sleep(50 * time.Millisecond)
+			if !wait.Until(5*time.Second, func() bool { return !processWithArg(marker) }) {
+				t.Errorf("a detached job of the call is still running after the call ended")
 			}
-			t.Errorf("a detached job of the call is still running after the call ended")
 		})
 	}
 }
@@ -394,14 +390,9 @@ until pgrep -f "^sleep `+marker+`" >/dev/null; do sleep 0.05; done; echo started
 			if !strings.Contains(r.out, "started") {
 				t.Fatalf("%+v", r)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for time.Now().Before(deadline) {
-				if !processWithArg(marker) {
-					return
-				}
-				time.Sleep(50 * time.Millisecond)
+			if !wait.Until(5*time.Second, func() bool { return !processWithArg(marker) }) {
+				t.Errorf("a job of the call 30 processes deep is still running after the call ended")
 			}
-			t.Errorf("a job of the call 30 processes deep is still running after the call ended")
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/internal/wire"
 )
 
@@ -72,29 +73,16 @@ func TestConnectionsHandToDispatch(t *testing.T) {
 	if got := c.Waiting(); !slices.Equal(got, []string{"fake"}) {
 		t.Errorf("Waiting before ready = %v, want [fake]", got)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	wait.For(t, 15*time.Second, "the connection's hand-off to reach the starter", func() bool {
 		st.mu.Lock()
-		n := len(st.calls)
-		st.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the connection's hand-off never reached the starter")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer st.mu.Unlock()
+		return len(st.calls) > 0
+	})
 	if got := c.Waiting(); !slices.Equal(got, []string{"fake"}) {
 		t.Errorf("Waiting before ready = %v, want [fake]", got)
 	}
 	close(conn.release)
-	for len(c.Waiting()) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("still waiting after ready")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, 15*time.Second, "Waiting to be empty after ready", func() bool { return len(c.Waiting()) == 0 })
 	st.mu.Lock()
 	calls := strings.Join(st.calls, ";")
 	st.mu.Unlock()
@@ -141,21 +129,15 @@ func TestConnectionsOfAnotherAgent(t *testing.T) {
 	if got := c.Waiting(); !slices.Equal(got, []string{"reviewer/fake"}) {
 		t.Errorf("Waiting = %v, want [reviewer/fake]", got)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var calls string
+	wait.For(t, 15*time.Second, "the connection's hand-off to reach the starter", func() bool {
 		st.mu.Lock()
-		calls := strings.Join(st.calls, ";")
-		st.mu.Unlock()
-		if calls != "" {
-			if want := "chat:reviewer/fake:T1:C1 " + wire.SignalChatMessage + " 1.5"; calls != want {
-				t.Errorf("signal-with-start calls %q, want %q", calls, want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the connection's hand-off never reached the starter")
-		}
-		time.Sleep(5 * time.Millisecond)
+		defer st.mu.Unlock()
+		calls = strings.Join(st.calls, ";")
+		return calls != ""
+	})
+	if want := "chat:reviewer/fake:T1:C1 " + wire.SignalChatMessage + " 1.5"; calls != want {
+		t.Errorf("signal-with-start calls %q, want %q", calls, want)
 	}
 	close(conn.release)
 }

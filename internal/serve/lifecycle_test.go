@@ -17,6 +17,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // goroutines returns the stacks of the running goroutines by ID.
@@ -42,21 +44,19 @@ func goroutines() map[string]string {
 var goroutineID = regexp.MustCompile(`^goroutine (\d+) `)
 
 // leakedSince waits until every goroutine not in before has ended (at
-// most wait) and returns the stacks of those that have not.
-func leakedSince(before map[string]string, wait time.Duration) []string {
-	deadline := time.Now().Add(wait)
-	for {
-		var left []string
+// most limit) and returns the stacks of those that have not.
+func leakedSince(before map[string]string, limit time.Duration) []string {
+	var left []string
+	wait.Until(limit, func() bool { // checked on this goroutine: it adds none
+		left = left[:0]
 		for id, stack := range goroutines() {
 			if _, ok := before[id]; !ok {
 				left = append(left, stack)
 			}
 		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond) // polling for the goroutines to end, not an assertion
-	}
+		return len(left) == 0
+	})
+	return left
 }
 
 // unreachable is an http URL nothing listens on: every call to it fails

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 func TestBash(t *testing.T) {
@@ -171,15 +173,22 @@ func assertAllGone(t *testing.T, pids []int) {
 	// Generous: the kill itself is prompt, but a loaded machine (the -race
 	// unit run, packages in parallel) can delay the helper seeing its
 	// worker go by seconds. A process that survives fails all the same.
-	deadline := time.Now().Add(20 * time.Second)
-	for _, pid := range pids {
-		for !processGone(pid) {
-			if time.Now().After(deadline) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				t.Fatalf("process %d still running after the command was stopped", pid)
+	gone := func() bool {
+		for _, pid := range pids {
+			if !processGone(pid) {
+				return false
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
+		return true
+	}
+	if !wait.Until(20*time.Second, gone) {
+		for _, pid := range pids {
+			if !processGone(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("process %d still running after the command was stopped", pid)
+			}
+		}
+		t.FailNow()
 	}
 }
 
@@ -220,11 +229,11 @@ func TestBashAbortKillsProcessGroup(t *testing.T) {
 	defer cancel()
 	go func() {
 		// Cancel once all children have recorded their PIDs.
-		for {
-			if b, err := os.ReadFile(filepath.Join(dir, "pids")); err == nil && len(strings.Fields(string(b))) == 4 {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !wait.Until(20*time.Second, func() bool {
+			b, err := os.ReadFile(filepath.Join(dir, "pids"))
+			return err == nil && len(strings.Fields(string(b))) == 4
+		}) {
+			t.Error("the command's children never recorded their PIDs")
 		}
 		cancel()
 	}()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // workerEnv switches the test binary into a stand-in worker: it runs the
@@ -63,16 +64,10 @@ func TestBashDiesWithWorker(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
 	pidFile := filepath.Join(dir, "pids")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(pidFile); err == nil && strings.TrimSpace(string(b)) != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, 30*time.Second, "the command to start", func() bool {
+		b, err := os.ReadFile(pidFile)
+		return err == nil && strings.TrimSpace(string(b)) != ""
+	})
 	pids := readPIDs(t, pidFile)
 	t.Cleanup(func() {
 		for _, pid := range pids {

@@ -17,6 +17,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // canaryEnv holds a unique secret that TestMain plants in the test
@@ -169,14 +170,14 @@ func TestBashDetachedJobEndsWithCall(t *testing.T) {
 			if r.IsError {
 				t.Fatalf("got %+v", r)
 			}
-			if !waitUntil(func() bool { return len(sleepers(arg)) == 0 }) {
+			if !wait.Until(15*time.Second, func() bool { return len(sleepers(arg)) == 0 }) {
 				t.Fatalf("detached job %v outlived the call", sleepers(arg))
 			}
 			// Control: started without the sandbox's helper, the job escapes
 			// the process group and survives the shell.
 			arg += "1"
 			_ = exec.Command("bash", "-c", fmt.Sprintf(tc.command, arg)+" echo started").Run()
-			waitUntil(func() bool { return len(sleepers(arg)) > 0 })
+			wait.Until(15*time.Second, func() bool { return len(sleepers(arg)) > 0 })
 			left := sleepers(arg)
 			for _, p := range left {
 				_ = killPID(p)
@@ -238,18 +239,6 @@ func BenchmarkBashCall(b *testing.B) {
 			}
 		})
 	}
-}
-
-// waitUntil polls cond for up to 15s.
-func waitUntil(cond func() bool) bool {
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
 }
 
 func killPID(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

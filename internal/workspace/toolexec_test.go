@@ -14,6 +14,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox/sandboxtest"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // runTool loads the workspace and runs one call of the named tool in it.
@@ -167,13 +168,9 @@ func TestWorkspaceToolTimeoutKillsGroup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(3 * time.Second)
-			for !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-				if time.Now().After(deadline) {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-					t.Fatalf("background child %d survived the timeout", pid)
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !wait.Until(3*time.Second, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("background child %d survived the timeout", pid)
 			}
 		})
 	}
@@ -248,12 +245,8 @@ func TestWorkspaceToolBackgroundJobGone(t *testing.T) {
 		i := strings.LastIndexByte(string(stat), ')')
 		return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for running() {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("background job %d outlived the call", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !wait.Until(10*time.Second, func() bool { return !running() }) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("background job %d outlived the call", pid)
 	}
 }

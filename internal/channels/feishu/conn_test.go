@@ -14,19 +14,8 @@ import (
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
 	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestConnLongConnection runs the SDK's larkws client against the fake's
 // long-connection endpoint: connect → ready, event → hand-off → ACK 200,
@@ -57,7 +46,7 @@ func TestConnLongConnection(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- conn.Run(ctx, hand, func() { readies.Add(1) }) }()
-	waitFor(t, "ready", func() bool { return readies.Load() == 1 })
+	wait.For(t, 15*time.Second, "ready", func() bool { return readies.Load() == 1 })
 
 	event := fixture(t, "p2p_text.json")
 	code, err := fake.Push(event, 5*time.Second)
@@ -109,7 +98,7 @@ func TestConnLongConnection(t *testing.T) {
 	failHand.Store(false)
 
 	fake.Drop()
-	waitFor(t, "reconnect", func() bool { return len(fake.Calls("ws.connect")) == 2 && fake.Connected() == 1 })
+	wait.For(t, 15*time.Second, "the reconnect", func() bool { return len(fake.Calls("ws.connect")) == 2 && fake.Connected() == 1 })
 	if code, err := fake.Push(fixture(t, "group_mention.json"), 5*time.Second); err != nil || code != http.StatusOK {
 		t.Fatalf("push after reconnect: ACK %d, %v", code, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/internal/wire"
 )
 
@@ -38,6 +39,7 @@ func TestPollingConn(t *testing.T) {
 	}
 	ready := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, hand, func() { close(ready) }) }()
 	select {
@@ -47,16 +49,11 @@ func TestPollingConn(t *testing.T) {
 	}
 	fake.Push(fixture(t, "private.json"))
 	fake.Push(fixture(t, "group_chatter.json")) // un-summoned in mentions mode: dropped
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, 10*time.Second, "a message handed off", func() bool {
 		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(got) > 0
+	})
 	cancel()
 	select {
 	case err := <-done:

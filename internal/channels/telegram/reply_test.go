@@ -51,6 +51,8 @@ func TestPreviewRateLimited(t *testing.T) {
 		if err := rd.Show(ctx, textView(text)); err != nil {
 			t.Fatal(err)
 		}
+		// Deliberate: a stream of previews paced over a second of wall
+		// time (the replier has no clock seam) is what the rate limit caps.
 		time.Sleep(10 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
@@ -87,6 +89,8 @@ func TestPreviewHonoursRetryAfter(t *testing.T) {
 	throttledAt := time.Now()
 	for time.Since(throttledAt) < 700*time.Millisecond {
 		_ = rd.Show(ctx, textView("abc"+time.Now().String()))
+		// Deliberate: previews keep coming during the retry_after window,
+		// in wall time; none may reach the platform before it ends.
 		time.Sleep(20 * time.Millisecond)
 	}
 	if n := len(fake.Calls("editMessageText")); n != 1 {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
 // post sends a chat completions request and returns the response.
@@ -441,10 +443,7 @@ func TestListenAndServe(t *testing.T) {
 	s := NewUnstarted()
 	errc := make(chan error, 1)
 	go func() { errc <- s.ListenAndServe("127.0.0.1:0") }()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.URL() == "" && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, 5*time.Second, "ListenAndServe to listen", func() bool { return s.URL() != "" })
 	if !strings.HasSuffix(s.URL(), "/v1") {
 		t.Fatalf("URL %q", s.URL())
 	}

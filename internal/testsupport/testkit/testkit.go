@@ -266,6 +266,7 @@ const CounterName = "counter"
 // tests can prove it never ran twice.
 type CounterTool struct {
 	mu          sync.Mutex
+	started     map[string]int
 	runs        map[string]int
 	interrupted map[string]int
 	// Delay makes each run take this long (to kill a worker mid-call).
@@ -290,6 +291,12 @@ func (c *CounterTool) Spec() agent.ToolSpec {
 
 // Run counts the call.
 func (c *CounterTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, error) {
+	c.mu.Lock()
+	if c.started == nil {
+		c.started = map[string]int{}
+	}
+	c.started[call.Session]++
+	c.mu.Unlock()
 	if c.Delay > 0 {
 		select {
 		case <-ctx.Done():
@@ -310,6 +317,14 @@ func (c *CounterTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	}
 	c.runs[call.Session]++
 	return agent.ToolResult{Content: fmt.Sprintf("count=%d", c.runs[call.Session])}, nil
+}
+
+// Started returns the number of runs in session that began (finished,
+// interrupted or still running).
+func (c *CounterTool) Started(session string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started[session]
 }
 
 // Interrupted returns the number of runs in session whose context was
