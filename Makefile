@@ -104,9 +104,13 @@ e2e: $(DEVSERVER) bin/tctl
 	  echo "-- examples:"; cat $$log; rm -f $$log; \
 	  [ $$rc -eq 0 ] && [ $$prc -eq 0 ])
 
-## record-histories: re-record workflow histories replayed by workflows/replay_test.go
+## record-histories: record the workflow histories replayed by workflows/replay_test.go that are
+## not recorded yet (HISTORIES=name|name… picks scenarios; the recorded ones are kept: running
+## sessions have them); FASTAGENT_RECORD_HISTORIES=all rewrites them all (a release's new baseline)
+HISTORIES ?=
+FASTAGENT_RECORD_HISTORIES ?= 1
 record-histories: $(DEVSERVER)
-	FASTAGENT_RECORD_HISTORIES=1 $(GO) test -count=1 -run TestHistories ./internal/e2e/
+	FASTAGENT_RECORD_HISTORIES=$(FASTAGENT_RECORD_HISTORIES) $(GO) test -count=1 -run 'TestHistories$(if $(HISTORIES),/^($(HISTORIES))$$)' ./internal/e2e/
 
 ## docs: regenerate docs/cli.md from the commands' own help (TestCLIReference fails when it is stale)
 docs:

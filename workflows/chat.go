@@ -24,43 +24,25 @@ import (
 //   - which thread roots it owns (roots it answered as a summons at the top
 //     level), so bare replies there are turns in context mode;
 //   - the un-summoned discussion of each place (context mode), folded into
-//     that place's next answered turn and dropped only when that turn
-//     completes.
+//     that place's next answered turn (its files passed to the turn as
+//     background input) and dropped only when that turn completes; a bare
+//     reply that @mentions only other people is buffered too.
 //
-// It routes each turn to its session workflow (Chat.Route, a local activity
-// doing Signal-With-Start) and never runs a model itself.
-
-// Session and group policy values.
-const ()
-
-// changeChatStop versions the chat workflow's handling of stop messages
-// (ChatMessage.Stop).
-const changeChatStop = "chat-stop"
-
-// changeChatEdits versions the chat workflow's handling of deleted
-// (recalled) and edited messages (ChatMessage.Deleted, Edited): Chat.Drop
-// of the turn a deleted message started, buffered lines removed or
-// replaced.
-const changeChatEdits = "chat-edits"
-
-// changeChatDurable versions, from a run's start: seen IDs kept by time
-// (chatState.SeenAt, chatSeenWindow) instead of by count; Chat.Route as a
-// regular activity retried without a total limit, so a message the door
-// acknowledged is routed however long Temporal or the session is
-// unreachable; a bare reply that @mentions only other people buffered in
-// context mode; buffered files passed to the turn as background input.
-const changeChatDurable = "chat-durable"
-
-// changeChatBytes versions, from a run's start, a byte bound on the chat
-// workflow's state, which continue-as-new carries (Temporal refuses a
-// payload over 2 MB): a buffered line keeps at most what a fold shows, the
-// buffers, the seen IDs and the routes each have a byte budget (the oldest
-// go first, the seen IDs with a warning).
+// It routes each turn to its session workflow (Chat.Route, a regular
+// activity doing Signal-With-Start, retried without a total limit: a
+// message the door acknowledged is routed however long Temporal or the
+// session is unreachable) and never runs a model itself. A stop message
+// (ChatMessage.Stop) aborts the running turn of its session (Chat.Stop); a
+// deleted (recalled) message drops the turn it started while that waits
+// (Chat.Drop), and a deleted or edited message's buffered line is removed
+// or replaced.
 //
-// Version 2 weighs the state as continue-as-new carries it, encoded (in
-// JSON "<", ">" and "&" are six bytes each), and keeps an edited buffered
-// line as a buffered line is kept: clipped, within the buffers' budget.
-const changeChatBytes = "chat-bytes"
+// Its state is bounded in bytes, since continue-as-new carries it
+// (Temporal refuses a payload over 2 MB): it is weighed as it is encoded
+// (in JSON "<", ">" and "&" are six bytes each), a buffered line keeps at
+// most what a fold shows, and the buffers, the seen IDs (kept for
+// chatSeenWindow) and the routes each have a byte budget (the oldest go
+// first, the seen IDs with a warning).
 
 // turnDone is the argument of SignalTurnDone: a session tells the chat
 // workflow that routed a turn how it ended.
@@ -91,8 +73,7 @@ type chatState struct {
 	// Seen holds recent message and delivery IDs, oldest first.
 	Seen []string `json:"seen,omitempty"`
 	// SeenAt holds when each ID of Seen was seen (Unix seconds), in step
-	// with it; an ID is kept for chatSeenWindow. Empty in states written
-	// before it existed (their IDs count as seen at the run's start).
+	// with it; an ID is kept for chatSeenWindow.
 	SeenAt []int64 `json:"seenAt,omitempty"`
 	// Owned holds the thread roots the bot owns, oldest first.
 	Owned []string `json:"owned,omitempty"`
@@ -132,15 +113,11 @@ type bufferedLine struct {
 
 // Bounds of a chat workflow's state and run.
 const (
-	chatSeenLimit = 2000
 	// chatSeenWindow is how long a seen message or delivery ID is kept,
 	// longer than every platform's redelivery window: Slack retries for
 	// about 5 minutes, Feishu/Lark for about 7 hours (15 s, 5 min, 1 h,
 	// 6 h), Telegram keeps an undelivered update for 24 hours.
-	chatSeenWindow = 25 * time.Hour
-	// chatSeenCap bounds the seen IDs however busy the conversation is
-	// (about 1 MB of state); past it the oldest go first, with a warning.
-	chatSeenCap        = 30000
+	chatSeenWindow     = 25 * time.Hour
 	chatOwnedLimit     = 2000
 	chatRoutesLimit    = 100
 	chatPlacesLimit    = 200
@@ -149,8 +126,9 @@ const (
 	chatRouteTimeout   = 30 * time.Second
 	chatFoldTextLimit  = 2000
 	chatFoldTotalLimit = 16000
-	// Byte budgets of the state (changeChatBytes): together well under
-	// Temporal's 2 MB payload limit.
+	// Byte budgets of the state, encoded: together well under Temporal's
+	// 2 MB payload limit. Past chatSeenBytes the oldest seen IDs go first,
+	// whatever their age, with a warning.
 	chatLineFiles    = 20
 	chatBufferBytes  = 256 << 10
 	chatSeenBytes    = 384 << 10
@@ -197,11 +175,7 @@ type chat struct {
 	st    chatState
 	seen  map[string]bool
 	owned map[string]bool
-	// durable is the changeChatDurable version of the run, bytes its
-	// changeChatBytes version.
-	durable workflow.Version
-	bytes   workflow.Version
-	// seenBytes is what Seen weighs (changeChatBytes).
+	// seenBytes is what Seen weighs (see idBytes).
 	seenBytes int
 }
 
@@ -216,10 +190,9 @@ func ChatWorkflow(ctx workflow.Context, in ChatInput) error {
 	if in.State != nil {
 		c.st = *in.State
 	}
-	c.durable = workflow.GetVersion(ctx, changeChatDurable, workflow.DefaultVersion, 1)
-	c.bytes = workflow.GetVersion(ctx, changeChatBytes, workflow.DefaultVersion, 2)
-	if c.durable >= 1 && len(c.st.SeenAt) != len(c.st.Seen) {
-		// A state from before SeenAt: its IDs count as seen now.
+	if len(c.st.SeenAt) != len(c.st.Seen) {
+		// Out of step (not a state this workflow wrote): its IDs count as
+		// seen now.
 		now := workflow.Now(ctx).Unix()
 		c.st.SeenAt = make([]int64, len(c.st.Seen))
 		for i := range c.st.SeenAt {
@@ -358,7 +331,7 @@ func (c *chat) placeTurn(m wire.ChatMessage) (turnPlace, bool) {
 			root = m.ID
 		}
 		return turnPlace{session: sessionOf(root), thread: root}, true
-	case m.Summoned || (p.GroupMode == wire.GroupContext && m.Root != "" && c.owned[m.Root] && (c.durable < 1 || !m.MentionsOthers)):
+	case m.Summoned || (p.GroupMode == wire.GroupContext && m.Root != "" && c.owned[m.Root] && !m.MentionsOthers):
 		switch {
 		case p.GroupSession == wire.SessionContinuous:
 			return turnPlace{session: sessionOf(""), thread: m.Root, place: m.Root}, true
@@ -402,27 +375,22 @@ func (c *chat) routeMessage(ctx workflow.Context, m wire.ChatMessage, to turnPla
 	if n := len(c.st.Routes) - chatRoutesLimit; n > 0 {
 		c.st.Routes = append([]chatRoute(nil), c.st.Routes[n:]...)
 	}
-	if c.bytes >= 1 {
-		// The newest route always stays (its deletion can still drop it).
-		size := func(r chatRoute) int {
-			n := len(r.ID) + len(r.Session) + len(r.Key) + 64
-			if c.bytes >= 2 {
-				n = jsonLen(r.ID) + jsonLen(r.Session) + jsonLen(r.Key) + 64
-			}
-			if r.Reply != nil {
-				// Data is JSON the workflow encoded: it weighs what it is.
-				n += jsonLen(r.Reply.Kind) + len(r.Reply.Data)
-			}
-			return n
+	// The newest route always stays (its deletion can still drop it).
+	size := func(r chatRoute) int {
+		n := jsonLen(r.ID) + jsonLen(r.Session) + jsonLen(r.Key) + 64
+		if r.Reply != nil {
+			// Data is JSON the workflow encoded: it weighs what it is.
+			n += jsonLen(r.Reply.Kind) + len(r.Reply.Data)
 		}
-		total, keep := 0, len(c.st.Routes)
-		for keep > 0 && (keep == len(c.st.Routes) || total+size(c.st.Routes[keep-1]) <= chatRoutesBytes) {
-			total += size(c.st.Routes[keep-1])
-			keep--
-		}
-		if keep > 0 {
-			c.st.Routes = append([]chatRoute(nil), c.st.Routes[keep:]...)
-		}
+		return n
+	}
+	total, keep := 0, len(c.st.Routes)
+	for keep > 0 && (keep == len(c.st.Routes) || total+size(c.st.Routes[keep-1]) <= chatRoutesBytes) {
+		total += size(c.st.Routes[keep-1])
+		keep--
+	}
+	if keep > 0 {
+		c.st.Routes = append([]chatRoute(nil), c.st.Routes[keep:]...)
 	}
 }
 
@@ -437,9 +405,6 @@ func (c *chat) delivery(m wire.ChatMessage, to turnPlace) (d wire.Delivery, fold
 	prompt, folded, background := c.fold(to.place, key, m)
 	if m.Direct {
 		folded = 0
-	}
-	if c.durable < 1 {
-		background = nil
 	}
 	// A struct without maps encodes the same bytes every time.
 	//workflowcheck:ignore
@@ -459,9 +424,6 @@ func (c *chat) edited(ctx workflow.Context, m wire.ChatMessage) {
 	if m.Event != "" && c.seen["event:"+m.Event] {
 		return
 	}
-	if workflow.GetVersion(ctx, changeChatEdits, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
 	if m.Event != "" {
 		c.see(ctx, "event:"+m.Event)
 	}
@@ -469,15 +431,11 @@ func (c *chat) edited(ctx workflow.Context, m wire.ChatMessage) {
 		for li := range c.st.Buffers[bi].Messages {
 			if l := &c.st.Buffers[bi].Messages[li]; l.ID == m.ID && l.Turn == "" {
 				l.Text, l.Attachments = m.Text, m.Attachments
-				if c.bytes >= 2 {
-					clipLine(l)
-				}
+				clipLine(l)
 			}
 		}
 	}
-	if c.bytes >= 2 {
-		c.trimBuffers()
-	}
+	c.trimBuffers()
 }
 
 // deleted handles the deletion (recall) of message m.ID: a buffered line
@@ -488,9 +446,6 @@ func (c *chat) edited(ctx workflow.Context, m wire.ChatMessage) {
 func (c *chat) deleted(ctx workflow.Context, m wire.ChatMessage) {
 	mark := "deleted:" + m.ID
 	if c.seen[mark] || (m.Event != "" && c.seen["event:"+m.Event]) {
-		return
-	}
-	if workflow.GetVersion(ctx, changeChatEdits, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
 	c.see(ctx, mark)
@@ -528,32 +483,22 @@ func (c *chat) deleted(ctx workflow.Context, m wire.ChatMessage) {
 	}
 }
 
-// route hands a turn to its session. Since changeChatDurable it is a
-// regular activity retried without a total limit (only a non-retryable
-// error ends it): a message the door acknowledged is routed however long
-// Temporal is throttled or restarting, and survives a worker restart.
+// route hands a turn to its session: a regular activity retried without a
+// total limit (only a non-retryable error ends it), so a message the door
+// acknowledged is routed however long Temporal is throttled or restarting,
+// and survives a worker restart.
 func (c *chat) route(ctx workflow.Context, in wire.RouteInput) error {
-	if c.durable >= 1 {
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: chatRouteTimeout,
-			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 30 * time.Second},
-			Summary:             "route · turn " + in.Delivery.Key,
-		})
-		return workflow.ExecuteActivity(actx, ActivityChatRoute, in).Get(ctx, nil)
-	}
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: chatRouteTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 30 * time.Second},
+		Summary:             "route · turn " + in.Delivery.Key,
 	})
-	return workflow.ExecuteLocalActivity(lctx, ActivityChatRoute, in).Get(ctx, nil)
+	return workflow.ExecuteActivity(actx, ActivityChatRoute, in).Get(ctx, nil)
 }
 
 // stop aborts the running turn of the session m would be routed to (the
 // conversation's continuous session, or its thread's session).
 func (c *chat) stop(ctx workflow.Context, m wire.ChatMessage) {
-	if workflow.GetVersion(ctx, changeChatStop, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
 	p := m.Policy
 	continuous := (m.Direct && p.DirectSession == wire.SessionContinuous) || (!m.Direct && p.GroupSession == wire.SessionContinuous)
 	var session string
@@ -658,16 +603,12 @@ func (c *chat) buffer(m wire.ChatMessage) {
 		name = m.User
 	}
 	line := bufferedLine{ID: m.ID, User: name, Text: m.Text, Attachments: m.Attachments}
-	if c.bytes >= 1 {
-		clipLine(&line)
-	}
+	clipLine(&line)
 	b.Messages = append(b.Messages, line)
 	if n := len(b.Messages) - chatBufferLimit; n > 0 {
 		b.Messages = append([]bufferedLine(nil), b.Messages[n:]...)
 	}
-	if c.bytes >= 1 {
-		c.trimBuffers()
-	}
+	c.trimBuffers()
 }
 
 // clipLine keeps of a buffered line what a fold shows: chatFoldTextLimit
@@ -681,16 +622,8 @@ func clipLine(l *bufferedLine) {
 	}
 }
 
-// lineBytes is what a buffered line weighs in the state: since version 2
-// of changeChatBytes encoded, before it its raw bytes.
+// lineBytes is what a buffered line weighs in the state, encoded.
 func (c *chat) lineBytes(l bufferedLine) int {
-	if c.bytes < 2 {
-		n := len(l.ID) + len(l.User) + len(l.Text) + len(l.Turn) + 48
-		for _, a := range l.Attachments {
-			n += len(a.ID) + len(a.Name) + len(a.Mime) + 48
-		}
-		return n
-	}
 	n := jsonLen(l.ID) + jsonLen(l.User) + jsonLen(l.Text) + jsonLen(l.Turn) + 56
 	for _, a := range l.Attachments {
 		n += jsonLen(a.ID) + jsonLen(a.Name) + jsonLen(a.Mime) + 56
@@ -698,12 +631,9 @@ func (c *chat) lineBytes(l bufferedLine) int {
 	return n
 }
 
-// idBytes is what a seen ID weighs in the state (its SeenAt time
+// idBytes is what a seen ID weighs in the state, encoded (its SeenAt time
 // included).
 func (c *chat) idBytes(id string) int {
-	if c.bytes < 2 {
-		return len(id) + chatSeenOverhead
-	}
 	return jsonLen(id) + chatSeenOverhead
 }
 
@@ -771,43 +701,27 @@ func (c *chat) see(ctx workflow.Context, id string) {
 	c.seen[id] = true
 	c.st.Seen = append(c.st.Seen, id)
 	c.seenBytes += c.idBytes(id)
-	if c.durable >= 1 {
-		// Kept by time: drop what is older than the window, and past the
-		// cap (since changeChatBytes: the byte budget) the oldest whatever
-		// their age.
-		now := workflow.Now(ctx)
-		c.st.SeenAt = append(c.st.SeenAt, now.Unix())
-		horizon := now.Add(-chatSeenWindow).Unix()
-		n, bytes := 0, c.seenBytes
-		over := func() bool {
-			if c.bytes >= 1 {
-				return bytes > chatSeenBytes
-			}
-			return len(c.st.Seen)-n > chatSeenCap
-		}
-		for n < len(c.st.SeenAt) && (c.st.SeenAt[n] < horizon || over()) {
-			bytes -= c.idBytes(c.st.Seen[n])
-			n++
-		}
-		c.seenBytes = bytes
-		if n > 0 {
-			if c.st.SeenAt[n-1] >= horizon {
-				workflow.GetLogger(ctx).Warn("chat: more IDs seen within the dedup window than kept; the oldest are forgotten early",
-					"kept", chatSeenCap, "window", chatSeenWindow.String())
-			}
-			for _, old := range c.st.Seen[:n] {
-				delete(c.seen, old)
-			}
-			c.st.Seen = append([]string(nil), c.st.Seen[n:]...)
-			c.st.SeenAt = append([]int64(nil), c.st.SeenAt[n:]...)
-		}
-		return
+	// Kept by time: drop what is older than the window, and past the byte
+	// budget the oldest whatever their age.
+	now := workflow.Now(ctx)
+	c.st.SeenAt = append(c.st.SeenAt, now.Unix())
+	horizon := now.Add(-chatSeenWindow).Unix()
+	n, bytes := 0, c.seenBytes
+	for n < len(c.st.SeenAt) && (c.st.SeenAt[n] < horizon || bytes > chatSeenBytes) {
+		bytes -= c.idBytes(c.st.Seen[n])
+		n++
 	}
-	if n := len(c.st.Seen) - chatSeenLimit; n > 0 {
+	c.seenBytes = bytes
+	if n > 0 {
+		if c.st.SeenAt[n-1] >= horizon {
+			workflow.GetLogger(ctx).Warn("chat: more IDs seen within the dedup window than kept; the oldest are forgotten early",
+				"keptBytes", chatSeenBytes, "window", chatSeenWindow.String())
+		}
 		for _, old := range c.st.Seen[:n] {
 			delete(c.seen, old)
 		}
 		c.st.Seen = append([]string(nil), c.st.Seen[n:]...)
+		c.st.SeenAt = append([]int64(nil), c.st.SeenAt[n:]...)
 	}
 }
 

@@ -13,11 +13,6 @@ import (
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
-// changeCompaction versions context compaction: model steps measure their
-// context (ModelCall.CheckContext), and ActivityCompact runs before a step
-// whose context is over the threshold and after a context overflow.
-const changeCompaction = "compaction"
-
 // Reasons for a compaction (CompactInput.Reason).
 const ()
 
@@ -123,7 +118,7 @@ func (s *session) compact(ctx workflow.Context, in wire.CompactInput) (CompactRe
 	set := s.snap.Loop.Settings
 	attempts := orInt(set.ModelAttempts, defaultModelAttempts)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           placed(ctx, set.ModelTaskQueue),
+		TaskQueue:           set.ModelTaskQueue,
 		StartToCloseTimeout: orDur(set.ModelTimeout, defaultModelTimeout),
 		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{

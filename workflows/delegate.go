@@ -18,15 +18,6 @@ import (
 // DelegateWorkflowType is the registered name of DelegateWorkflow.
 const DelegateWorkflowType = "Delegate"
 
-// changeDelegation versions delegate calls, which run as child workflows
-// (older builds had no delegate tool).
-const changeDelegation = "delegation"
-
-// changeDelegateApproval versions delegate calls whose tool requires
-// approval (tools.delegate.requiresApproval): they wait for a decision
-// before the sub-agent starts. Older runs started it without one.
-const changeDelegateApproval = "delegate-approval"
-
 // DelegateInput starts a sub-agent: one turn on a fresh session, the child
 // workflow of the delegating turn.
 type DelegateInput struct {
@@ -67,8 +58,6 @@ func DelegateWorkflow(ctx workflow.Context, in DelegateInput) (agentloop.Outcome
 	decisions := s.listenDecisions(ctx)
 	deliveries := s.refuseDeliveries(ctx)
 	s.initStatus(ctx)
-	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
-	s.keys = workflow.GetVersion(ctx, changeTurnKeys, workflow.DefaultVersion, 1)
 	s.snap.IDPrefix = randomHex(ctx, 4)
 	// The turn's bookkeeping (records, results) survives a cancellation;
 	// the cancellation aborts the turn itself.
@@ -108,14 +97,6 @@ func DelegateWorkflow(ctx workflow.Context, in DelegateInput) (agentloop.Outcome
 	return *t.outcome, nil
 }
 
-// changeDelegateBounds versions how a delegation is bounded: its share of
-// the turn's token budget is split among the step's parallel delegations
-// (not the whole remainder for each), it runs to its own deadline ahead of
-// the workflow's timeout (so what it spent comes back), a named
-// sub-session's child has the sub-session's workflow ID (one task at a
-// time), and its waits are kept for the delegating session.
-const changeDelegateBounds = "delegate-bounds"
-
 // delegateTimeoutGrace is how much longer than delegation.timeout a
 // sub-agent's workflow may run: the time its own deadline leaves it to
 // record its aborted turn and return what it spent.
@@ -125,9 +106,15 @@ const delegateTimeoutGrace = 2 * time.Minute
 // returns the call's result: a reference to the sub-agent's stored answer,
 // or an error the model reads (a limit, the sub-agent's failure), and what
 // the sub-agent spent. An aborted turn cancels the child and waits for it.
+//
+// A delegation is bounded: its share of the turn's token budget is split
+// among the step's parallel delegations (not the whole remainder for
+// each), it runs to its own deadline ahead of the workflow's timeout (so
+// what it spent comes back), a named sub-session's child has the
+// sub-session's workflow ID (one task at a time), and its waits are kept
+// for the delegating session.
 func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agentloop.ToolCall, *agent.Usage, error) {
 	d := c.Call.Delegate
-	bounds := workflow.GetVersion(ctx, changeDelegateBounds, workflow.DefaultVersion, 1) >= 1
 	if refused := r.delegationRefused(d); refused != "" {
 		r.notStarting()
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: refused}
@@ -136,7 +123,7 @@ func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agen
 	r.children++
 	child := agentloop.DelegateSession(c.Session, c.Turn, c.Call.ID)
 	stored, key := agentloop.DelegateStore(c.Session, c.Turn, c.Call.ID, d.Agent, d.Session)
-	if bounds && d.Session != "" {
+	if d.Session != "" {
 		// One workflow ID per named sub-session: a second task for it
 		// cannot start while one runs, whoever sends it.
 		child = stored
@@ -151,35 +138,23 @@ func (r *loopRuntime) delegate(ctx workflow.Context, c agentloop.ToolCall) (agen
 	started := agent.ToolStarted(c.Call.ID, c.Call.Name, args)
 	r.publish(ctx, c, started)
 	opts := r.childOptions(ctx, c, child)
-	var budget int64
-	if bounds {
-		budget = r.share()
-		r.notStarting()
-	} else if total := r.s.snap.Loop.TurnTokens(); total > 0 {
-		budget = max(total-r.spent.Tokens(), 1)
-	}
+	budget := r.share()
+	r.notStarting()
 	in := DelegateInput{Session: stored, Agent: d.Agent, Task: d.Task, Parent: c.Session, Depth: r.s.depth + 1, TokenCap: budget}
 	if key != agentloop.DelegateTurn {
 		in.Turn = key
 	}
-	if bounds {
-		opts.WorkflowExecutionTimeout = d.Timeout + delegateTimeoutGrace
-		in.Timeout = d.Timeout
-		r.reserved += budget
-		defer func() { r.reserved -= budget }()
-		r.s.addSubAgent(opts.WorkflowID, &subAgent{call: c.Call.ID, agent: d.Agent, session: stored, childTurn: orStr(in.Turn, agentloop.DelegateTurn),
-			turn: c.Turn, step: c.Step})
-		defer r.s.subAgentEnded(opts.WorkflowID)
-	}
+	opts.WorkflowExecutionTimeout = d.Timeout + delegateTimeoutGrace
+	in.Timeout = d.Timeout
+	r.reserved += budget
+	defer func() { r.reserved -= budget }()
+	r.s.addSubAgent(opts.WorkflowID, &subAgent{call: c.Call.ID, agent: d.Agent, session: stored, childTurn: orStr(in.Turn, agentloop.DelegateTurn),
+		turn: c.Turn, step: c.Step})
+	defer r.s.subAgentEnded(opts.WorkflowID)
 	var out agentloop.Outcome
 	fut := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), DelegateWorkflowType, in)
-	var err error
-	if bounds {
-		err = r.awaitChild(ctx, fut, &out)
-	} else {
-		err = fut.Get(ctx, &out)
-	}
-	return r.delegateResult(c, stored, bounds, out, err)
+	err := r.awaitChild(ctx, fut, &out)
+	return r.delegateResult(c, stored, out, err)
 }
 
 // childOptions are the options of the child workflow of delegate call c
@@ -208,13 +183,13 @@ func (r *loopRuntime) childOptions(ctx workflow.Context, c agentloop.ToolCall, c
 // delegateResult is delegate call c's result from its child's outcome
 // (out, or the error of a child that returned none; stored is the child's
 // session), and what the child spent.
-func (r *loopRuntime) delegateResult(c agentloop.ToolCall, stored string, bounds bool, out agentloop.Outcome, err error) (agentloop.ToolCall, *agent.Usage, error) {
+func (r *loopRuntime) delegateResult(c agentloop.ToolCall, stored string, out agentloop.Outcome, err error) (agentloop.ToolCall, *agent.Usage, error) {
 	d := c.Call.Delegate
 	var busy *temporal.ChildWorkflowExecutionAlreadyStartedError
 	switch {
 	case r.aborted():
 		return c, out.Usage, errAborted
-	case err != nil && bounds && d.Session != "" && errors.As(err, &busy):
+	case err != nil && d.Session != "" && errors.As(err, &busy):
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: fmt.Sprintf("Not delegated: the %s sub-session %q is busy with another task "+
 			"(an earlier one is still running or stopping). Try again later, or use another sub-session name.", d.Agent, d.Session)}
 		return c, nil, nil
@@ -312,7 +287,7 @@ func (r *loopRuntime) delegationRefused(d *agentloop.Delegation) string {
 // refuseDeliveries answers, in a sub-agent, each delivery sent to it (a
 // channel or a client naming its session): it takes only the task it was
 // delegated, so the sender's reply says so and its chat is told the turn
-// did not run. Runs before changeSubAgentWaits ignored them.
+// did not run.
 func (s *session) refuseDeliveries(ctx workflow.Context) workflow.ReceiveChannel {
 	ch := workflow.GetSignalChannel(ctx, SignalDeliver)
 	workflow.Go(ctx, func(gctx workflow.Context) {
@@ -332,9 +307,6 @@ const subAgentRefusal = "this conversation is a sub-agent's session: it takes on
 
 func (s *session) refuseSubAgentDelivery(ctx workflow.Context, d Delivery) {
 	workflow.GetLogger(ctx).Warn("a delivery to a sub-agent's session refused", "key", d.Key)
-	if workflow.GetVersion(ctx, changeSubAgentWaits, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
 	s.replies++
 	defer func() { s.replies-- }()
 	if d.Reply != nil && d.Key != "" {

@@ -13,10 +13,6 @@ import (
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
-// changeChannelReplies versions channel deliveries (SignalDeliver) and the
-// Channel.Reply activity after each channel turn.
-const changeChannelReplies = "channel-replies"
-
 // Delivery is the argument of SignalDeliver: one user message from a channel.
 type Delivery struct {
 	// Key is the turn's idempotency key, "<kind>:<platform message ID>": a
@@ -56,7 +52,8 @@ func (d Delivery) wireReply() *wire.ReplyTarget {
 const replyTimeout = time.Minute
 
 // listenDeliveries receives SignalDeliver for the whole run and queues a
-// turn per new key.
+// turn per new key (onDelivery); Turn.Begin answers keys the store
+// recorded (no run, no reply).
 func (s *session) listenDeliveries(ctx workflow.Context) {
 	s.deliveries = workflow.GetSignalChannel(ctx, SignalDeliver)
 	workflow.Go(ctx, func(gctx workflow.Context) {
@@ -68,57 +65,6 @@ func (s *session) listenDeliveries(ctx workflow.Context) {
 			s.onDelivery(gctx, d)
 		}
 	})
-}
-
-// onDelivery queues a delivery's turn unless its key is running, queued or
-// remembered. Turn.Begin answers keys the store recorded (no run, no reply).
-func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
-	log := workflow.GetLogger(ctx)
-	// Runs before this version ignored the signal; replaying them must too.
-	if workflow.GetVersion(ctx, changeChannelReplies, workflow.DefaultVersion, 1) < 1 {
-		log.Warn("delivery ignored by a run without channel replies", "key", d.Key)
-		return
-	}
-	if s.carries() {
-		s.keepDelivery(ctx, d)
-		return
-	}
-	if d.Key == "" || (d.Prompt.Text == "" && len(d.Prompt.Images) == 0) {
-		log.Warn("delivery without a key or a prompt ignored", "key", d.Key)
-		return
-	}
-	if s.running != nil && s.running.id == d.Key {
-		return
-	}
-	if s.answersQuestion(ctx, d) {
-		return
-	}
-	for _, t := range s.queue {
-		if t.id == d.Key {
-			return
-		}
-	}
-	if _, _, ok := s.recentKey(ctx, d.Key); ok {
-		return
-	}
-	if len(s.queue) >= MaxQueuedTurns {
-		log.Warn("delivery refused: the session's queue is full", "key", d.Key, "queued", len(s.queue))
-		if d.Reply != nil {
-			s.replies++
-			workflow.Go(ctx, func(gctx workflow.Context) {
-				defer func() { s.replies-- }()
-				s.reply(gctx, wire.ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: wire.ReplyTarget(*d.Reply), Busy: true})
-			})
-		}
-		return
-	}
-	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.wireReply(), notify: d.Notify}
-	s.queue = append(s.queue, t)
-	if d.Reply != nil && (s.running != nil || len(s.queue) > 1) &&
-		workflow.GetVersion(ctx, changeChannelStreams, workflow.DefaultVersion, 1) >= 1 {
-		// Waiting behind another turn: its reply mounts now, showing that.
-		s.startLive(ctx, t, true)
-	}
 }
 
 // replyTurn posts a finished channel turn's answer, unless the store had
@@ -144,27 +90,24 @@ func (s *session) replyTurn(ctx workflow.Context, t *pendingTurn, out agentloop.
 // Channel streams: a channel turn's answer is rendered live by
 // Channel.Stream, which follows the turn's feed, while the turn runs; the
 // final Channel.Reply then makes the same message equal the stored answer.
-const changeChannelStreams = "channel-streams"
 
-// Bounds of a live reply: how long it may take to finish by itself after
-// the turn, then to stop once cancelled.
+// Bounds of a live reply: its heartbeat, and how long it may take to
+// finish by itself after the turn before it is cancelled.
 const (
-	liveHeartbeat   = 15 * time.Second
-	liveSettle      = 3 * time.Second
-	liveCancelGrace = 5 * time.Second
+	liveHeartbeat = 15 * time.Second
+	liveSettle    = 3 * time.Second
 )
 
 // prepareChannelTurn starts the live reply of a channel turn and resolves
 // its attachments into its prompt, before the turn runs.
 func (s *session) prepareChannelTurn(ctx workflow.Context, t *pendingTurn) {
-	if t.reply == nil || workflow.GetVersion(ctx, changeChannelStreams, workflow.DefaultVersion, 1) < 1 {
+	if t.reply == nil {
 		return
 	}
 	var target wire.Target
-	// Decoding bytes recorded in history is a pure function of them.
+	// Decoding bytes recorded in history is a pure function of them;
+	// background files come from chat workflows that fold them.
 	//workflowcheck:ignore
-	// Background files come only from chat workflows that fold them
-	// (changeChatDurable): older histories never have them.
 	if err := json.Unmarshal(t.reply.Data, &target); err == nil && len(target.Attachments)+len(target.Background) > 0 {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: 2 * time.Minute,
@@ -199,10 +142,6 @@ func (s *session) startLive(ctx workflow.Context, t *pendingTurn, queued bool) {
 	t.stopLive = cancel
 }
 
-// changeChannelSettle versions settleLive: the final reply waits until a
-// cancelled live reply has stopped, instead of at most liveCancelGrace.
-const changeChannelSettle = "channel-settle-wait"
-
 // settleLive lets the live reply finish by itself (it stops at the turn's
 // outcome on the feed), else cancels it and waits until it has stopped:
 // the final reply must not race a live update.
@@ -220,14 +159,10 @@ func (s *session) settleLive(ctx workflow.Context, t *pendingTurn) {
 	if !wait(liveSettle) {
 		t.stopLive()
 		s.stopActivities(ctx, t.id)
-		if workflow.GetVersion(ctx, changeChannelSettle, workflow.DefaultVersion, 1) >= 1 {
-			// Wait until it has stopped: it stops at its next platform
-			// call (each bounded by the channel's HTTP timeout), and a
-			// worker lost meanwhile is bounded by its heartbeat timeout.
-			_ = t.live.Get(ctx, nil)
-		} else {
-			wait(liveCancelGrace)
-		}
+		// Wait until it has stopped: it stops at its next platform call
+		// (each bounded by the channel's HTTP timeout), and a worker lost
+		// meanwhile is bounded by its heartbeat timeout.
+		_ = t.live.Get(ctx, nil)
 	}
 	t.stopLive()
 	t.live = nil
@@ -246,10 +181,6 @@ func (s *session) reply(ctx workflow.Context, in wire.ReplyInput) {
 		s.replyFailed(ctx, in, err)
 	}
 }
-
-// changeChannelAnswers versions channel messages that answer the running
-// turn's question (ask_user) instead of queueing a turn.
-const changeChannelAnswers = "channel-answers"
 
 // answersQuestion makes a channel message the answer to the question the
 // running turn asked (ask_user) when it comes, on the same channel, from
@@ -273,9 +204,6 @@ func (s *session) answersQuestion(ctx workflow.Context, d Delivery) bool {
 	err := json.Unmarshal(d.Reply.Data, &from) //workflowcheck:ignore
 	asker := s.requester(d.Reply.Kind)
 	if err != nil || asker == "" || d.Reply.Kind+":"+from.User != asker {
-		return false
-	}
-	if workflow.GetVersion(ctx, changeChannelAnswers, workflow.DefaultVersion, 1) < 1 {
 		return false
 	}
 	s.takeAnswer(ctx, q, text, asker, d.Key)

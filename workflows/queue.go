@@ -15,16 +15,39 @@ import (
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
-// An accepted message is a kept message (changeDeliveryQueue). A delivery
-// (SignalDeliver) cannot be refused before it is accepted — a signal has
-// no answer — so the session keeps every delivered turn in its queue,
-// bounded by bytes (MaxQueuedBytes) and count (MaxQueuedDeliveries), and
-// carries what still waits across continue-as-new. Only past that bound,
-// or without a usable key, is a delivery refused, and visibly: a busy reply
-// to the sender on its platform (a callback with the refusal for a
-// webhook), the key recorded as refused in the session and its store (a
-// redelivery gets the same answer; re-attaching to the turn shows it), a
-// warning in the worker's log and MetricTurnsRefused.
+// An accepted message is a kept message. A delivery (SignalDeliver) cannot
+// be refused before it is accepted — a signal has no answer — so the
+// session keeps every delivered turn in its queue, bounded by bytes
+// (MaxQueuedBytes) and count (MaxQueuedDeliveries), and carries what still
+// waits across continue-as-new (snapshot.Queue) instead of holding it
+// back. Only past that bound, or without a usable key, is a delivery
+// refused, and visibly: a busy reply to the sender on its platform (a
+// callback with the refusal for a webhook), the key recorded as refused in
+// the session and its store (a redelivery gets the same answer;
+// re-attaching to the turn shows it), a warning in the worker's log and
+// MetricTurnsRefused.
+//
+// Keys are remembered by time — for the idempotency window, refusing new
+// ones past recentBytes rather than forgetting — so a key reused after the
+// window runs again; a redelivered answer is never the answer to another
+// question, and questions are asked one at a time; an abort is remembered
+// by its update ID (a retried stop aborts nothing else); a channel reply's
+// reference is kept under a key of its own run (ReplyRef); a reply that
+// fails after its retries is reported.
+//
+// What the session keeps is weighed as Temporal measures the
+// continue-as-new input, encoded: a delivery and a remembered key count at
+// their JSON size (markup's "<", ">" and "&" are six bytes each there), and
+// before continuing as new the snapshot sheds what the store keeps anyway
+// (remembered outcomes, failed replies' bodies) until it fits
+// snapshotBudget, so that no queue within its bound can make the input pass
+// the payload limit (the server would terminate the session). A delivery
+// refused while the run rolls over leaves its record and busy reply to the
+// next run (snapshot.Refusals), so that refusals that keep coming cannot
+// hold continue-as-new, and the turns waiting, forever. And a run that took
+// a turn update continues as new before that update leaves the idempotency
+// window (a timer): Temporal answers a repeated update ID from the run's
+// history for as long as the run lasts.
 
 // Reasons of MetricTurnsRefused.
 const (
@@ -40,43 +63,26 @@ const (
 // maxRecentDetails bounds the details of an outcome kept in Recent.
 const maxRecentDetails = 1 << 10
 
-// recentOverhead is what one Recent entry costs besides its key's bytes.
-const recentOverhead = 48
-
 // abortKeyPrefix keys the aborts Recent remembers by update ID.
 const abortKeyPrefix = InternalKeyPrefix + "abort:"
 
-// carries reports whether this run follows changeDeliveryQueue.
-func (s *session) carries() bool { return s.keyed() && s.queued >= 1 }
-
-// sized reports whether this run weighs what it keeps encoded (version 2
-// of changeDeliveryQueue).
-func (s *session) sized() bool { return s.carries() && s.queued >= 2 }
-
 // snapshotBudget is what the snapshot may weigh encoded when the run
-// continues as new (version 2 of changeDeliveryQueue): under Temporal's
-// 2 MB payload limit, with room for the rest of the input.
+// continues as new: under Temporal's 2 MB payload limit, with room for the
+// rest of the input.
 const snapshotBudget = 1800 << 10
 
 // recentEntryOverhead is what a remembered key without its outcome weighs
 // encoded besides the key: {"key":…,"at":"<RFC 3339, nanoseconds, zone>"},
 const recentEntryOverhead = len(`{"key":,"at":""},`) + len(time.RFC3339Nano) + 6
 
-// weigh is what a waiting delivered turn weighs in the snapshot: since
-// version 2 of changeDeliveryQueue its encoded size, before it its raw
-// bytes.
+// weigh is what a waiting delivered turn weighs in the snapshot: its
+// encoded size.
 func (s *session) weigh(q queuedTurn) int {
-	if !s.sized() {
-		return deliverySize(q.Delivery)
-	}
 	return encodedLen(q, 6*deliverySize(q.Delivery)) + 1
 }
 
 // keyBytes is what remembering key weighs in the snapshot.
 func (s *session) keyBytes(key string) int {
-	if !s.sized() {
-		return len(key) + recentOverhead
-	}
 	return jsonLen(key) + recentEntryOverhead
 }
 
@@ -126,9 +132,6 @@ func jsonLen(s string) int {
 // carriesAll reports whether every waiting turn can be carried to the
 // next run (no handler waits for any of them).
 func (s *session) carriesAll() bool {
-	if !s.carries() {
-		return false
-	}
 	for _, t := range s.queue {
 		if t.delivery == nil {
 			return false
@@ -137,12 +140,8 @@ func (s *session) carriesAll() bool {
 	return true
 }
 
-// waitingCallers counts the waiting turns a caller's update waits for
-// (before changeDeliveryQueue: every waiting turn).
+// waitingCallers counts the waiting turns a caller's update waits for.
 func (s *session) waitingCallers() int {
-	if !s.carries() {
-		return len(s.queue)
-	}
 	n := 0
 	for _, t := range s.queue {
 		if t.delivery == nil {
@@ -163,7 +162,8 @@ func (s *session) queuedDeliveries() (n, bytes int) {
 	return n, bytes
 }
 
-// deliverySize is what a delivery weighs in the session's state.
+// deliverySize is about what a delivery weighs raw: weigh's worst case
+// comes from it.
 func deliverySize(d Delivery) int {
 	n := len(d.Key) + len(d.Source) + len(d.Prompt.Text) + len(d.Notify) + len(d.Answer) + 128
 	for _, im := range d.Prompt.Images {
@@ -239,7 +239,7 @@ func (s *session) countRefusal(ctx workflow.Context, reason, via string) {
 // no other turn.
 func (s *session) abortSeen(ctx workflow.Context) (AbortResult, bool) {
 	info := workflow.GetCurrentUpdateInfo(ctx)
-	if !s.carries() || info == nil {
+	if info == nil {
 		return AbortResult{}, false
 	}
 	out, _, known := s.recentKey(ctx, abortKeyPrefix+info.ID)
@@ -252,16 +252,14 @@ func (s *session) abortSeen(ctx workflow.Context) (AbortResult, bool) {
 // rememberAbort keeps what the abort update being handled did, by its ID.
 func (s *session) rememberAbort(ctx workflow.Context, res AbortResult) {
 	info := workflow.GetCurrentUpdateInfo(ctx)
-	if !s.carries() || info == nil {
+	if info == nil {
 		return
 	}
 	s.remember(ctx, abortKeyPrefix+info.ID, agentloop.Outcome{Turn: res.Turn, Status: agent.TypeFailed, Code: agent.CodeAborted})
 }
 
-// restoreQueue queues the turns the previous run carried, settles the
-// refusals it carried, and dates the
-// remembered keys of a snapshot from before changeDeliveryQueue (their
-// window starts now).
+// restoreQueue queues the turns the previous run carried and settles the
+// refusals it carried.
 func (s *session) restoreQueue(ctx workflow.Context) {
 	for _, q := range s.snap.Queue {
 		d := q.Delivery
@@ -273,15 +271,6 @@ func (s *session) restoreQueue(ctx workflow.Context) {
 		s.settleRefusal(ctx, r)
 	}
 	s.snap.Refusals = nil
-	if !s.carries() {
-		return
-	}
-	now := workflow.Now(ctx)
-	for i := range s.snap.Recent {
-		if s.snap.Recent[i].At.IsZero() {
-			s.snap.Recent[i].At = now
-		}
-	}
 }
 
 // stopCarriedLive stops the live replies of the turns about to be carried
@@ -311,22 +300,21 @@ func (s *session) carryQueue() {
 	}
 }
 
-// endRunWithinWindow arms, at this run's first turn update (version 2 of
-// changeDeliveryQueue), the end of the run shortly before that update
-// leaves the idempotency window. Temporal answers a repeated update ID from
+// endRunWithinWindow arms, at this run's first turn update, the end of the
+// run shortly before that update leaves the idempotency window. Temporal answers a repeated update ID from
 // the run's own history for as long as the run lasts, whatever the window:
 // a key sent again after the window must reach a run that has not seen it
 // (the snapshot's Recent knows the key only for the window).
 func (s *session) endRunWithinWindow(ctx workflow.Context) {
-	if !s.sized() || !s.answeredAt.IsZero() {
+	if !s.answeredAt.IsZero() {
 		return
 	}
 	s.answeredAt = workflow.Now(ctx)
 	window := s.window()
 	workflow.Go(s.root, func(gctx workflow.Context) {
-		if s.early && !s.snap.Opened {
-			// The first turn of a new session (changeVersionsFirst): its
-			// window is the definition's, known once the session opened.
+		if !s.snap.Opened {
+			// The first turn of a new session: its window is the
+			// definition's, known once the session opened.
 			if err := workflow.Await(gctx, func() bool { return s.snap.Opened }); err != nil {
 				return
 			}
@@ -341,17 +329,13 @@ func (s *session) endRunWithinWindow(ctx workflow.Context) {
 	})
 }
 
-// fitSnapshot sheds, before continue-as-new (version 2 of
-// changeDeliveryQueue), what the snapshot need not carry until it weighs
-// at most snapshotBudget encoded: keys past the idempotency window, then
+// fitSnapshot sheds, before continue-as-new, what the snapshot need not
+// carry until it weighs at most snapshotBudget encoded: keys past the idempotency window, then
 // remembered outcomes (the oldest first: the store answers their keys),
 // then the bodies of failed replies (they stay listed, no longer
 // resendable). What waits and the keys of the window are kept: their
 // bounds keep them within the budget.
 func (s *session) fitSnapshot(ctx workflow.Context) {
-	if !s.sized() {
-		return
-	}
 	s.pruneRecent(workflow.Now(ctx))
 	size := encodedLen(s.snap, snapshotBudget+1)
 	for i := range s.snap.Recent {
@@ -394,11 +378,10 @@ func badDelivery(d Delivery) (reason, detail string) {
 	return "", ""
 }
 
-// keepDelivery is onDelivery since changeDeliveryQueue: a delivery with a
-// usable key that is new (not running, waiting, remembered, nor the answer
-// to the question waiting) is queued, or refused visibly past the queue's
-// bound.
-func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
+// onDelivery takes a delivery (SignalDeliver): one with a usable key that
+// is new (not running, waiting, remembered, nor the answer to the question
+// waiting) is queued, or refused visibly past the queue's bound.
+func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 	if reason, detail := badDelivery(d); reason != "" {
 		workflow.GetLogger(ctx).Warn("delivery refused: "+detail, "session", s.in.Session, "key", d.Key, "reason", reason)
 		s.countRefusal(ctx, reason, "deliver")
@@ -444,8 +427,7 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 	// Waiting behind another turn: its reply mounts now, showing that —
 	// for the first few only (each is a running activity), and not while
 	// the run rolls over (the turn waits for the next run).
-	if d.Reply != nil && (s.running != nil || len(s.queue) > 1) && !s.rollover && n < MaxQueuedTurns &&
-		workflow.GetVersion(ctx, changeChannelStreams, workflow.DefaultVersion, 1) >= 1 {
+	if d.Reply != nil && (s.running != nil || len(s.queue) > 1) && !s.rollover && n < MaxQueuedTurns {
 		s.startLive(ctx, t, true)
 	}
 }
@@ -453,8 +435,7 @@ func (s *session) keepDelivery(ctx workflow.Context, d Delivery) {
 // refuseDelivery refuses d visibly: a warning, MetricTurnsRefused, the key
 // remembered and recorded as refused (a redelivery gets the same answer)
 // and, for a channel message, a busy reply carrying the refusal. While the
-// run rolls over (version 2 of changeDeliveryQueue) the record and the
-// reply are left to the next run: refusals that keep coming must not hold
+// run rolls over the record and the reply are left to the next run: refusals that keep coming must not hold
 // continue-as-new, and with it the turns waiting, for as long as they come.
 func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detail string) {
 	workflow.GetLogger(ctx).Warn("delivery refused: "+detail, "session", s.in.Session, "key", d.Key, "reason", reason)
@@ -468,7 +449,7 @@ func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detai
 		r.Reply = &wire.ReplyInput{Session: s.in.Session, Turn: d.Key, Reply: wire.ReplyTarget(*d.Reply), Busy: true, Outcome: out,
 			Ref: wire.ReplyRef(d.Key, workflow.Now(ctx))}
 	}
-	if s.sized() && s.rollover {
+	if s.rollover {
 		s.carryRefusal(ctx, r)
 		return
 	}
@@ -513,16 +494,12 @@ func (s *session) settleRefusal(ctx workflow.Context, r carriedRefusal) {
 
 // replyFailed reports a channel reply that failed after its retries: an
 // error in the worker's log naming the session and turn,
-// MetricRepliesFailed, and (since changeDeliveryQueue) an entry of the
-// session's FailedReplies, shown by its state; past maxFailedReplies the
-// oldest goes (since version 2 the oldest busy notice, if any: failed
-// answers are the ones to keep for a resend).
+// MetricRepliesFailed, and an entry of the session's FailedReplies, shown
+// by its state; past maxFailedReplies the oldest busy notice goes (else
+// the oldest entry: failed answers are the ones to keep for a resend).
 func (s *session) replyFailed(ctx workflow.Context, in wire.ReplyInput, err error) {
 	workflow.GetLogger(ctx).Error("channel reply failed after its retries; the turn's outcome stays in the session (re-attach to the turn to read it)",
 		"session", s.in.Session, "turn", in.Turn, "kind", in.Reply.Kind, "busy", in.Busy, "error", err)
-	if !s.carries() {
-		return
-	}
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"channel": in.Reply.Kind}).Counter(MetricRepliesFailed).Inc(1)
 	msg := err.Error()
 	if len(msg) > 500 {
@@ -535,13 +512,11 @@ func (s *session) replyFailed(ctx workflow.Context, in wire.ReplyInput, err erro
 		return
 	}
 	drop := 0
-	if s.sized() {
-		// Busy notices go first: a failed answer is the one to resend.
-		for i, f := range s.snap.FailedReplies {
-			if f.Busy {
-				drop = i
-				break
-			}
+	// Busy notices go first: a failed answer is the one to resend.
+	for i, f := range s.snap.FailedReplies {
+		if f.Busy {
+			drop = i
+			break
 		}
 	}
 	s.snap.FailedReplies = append(s.snap.FailedReplies[:drop:drop], s.snap.FailedReplies[drop+1:]...)

@@ -1,33 +1,25 @@
 package workflows_test
 
 import (
+	"path/filepath"
 	"testing"
 
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/fastagent/fastagent/workflows"
 )
 
-// TestReplayCoversDeliveryQueue: the "delivery-queue" change replays in both
-// versions — histories recorded before it lack its marker (channel
-// deliveries queued and drained before continue-as-new), and the
-// delivery_queue chain carries it: its first run takes nine deliveries
-// (two refused), serves two turns and continues as new with the five still
-// waiting in its snapshot; the next runs serve them.
+// TestReplayCoversDeliveryQueue: the delivery_queue chain's first run takes
+// nine deliveries (two refused), serves two turns and continues as new with
+// the five still waiting in its snapshot; the next runs serve them; every
+// run replays.
 func TestReplayCoversDeliveryQueue(t *testing.T) {
-	const change = "delivery-queue"
-	for file, want := range map[string]bool{"channel_deliveries.json": false, "plain_turn.json": false, "delivery_queue.json": true,
-		"delivery_queue_run2.json": true, "delivery_queue_run4.json": true} {
-		f, _, marked := markedHistory(t, file, change)
-		if marked != want {
-			t.Errorf("%s: %q marker %v, want %v", file, change, marked, want)
-		}
-		if err := replay(f); err != nil {
+	for _, file := range []string{"delivery_queue.json", "delivery_queue_run2.json", "delivery_queue_run3.json", "delivery_queue_run4.json"} {
+		if err := replay(filepath.Join("testdata", "histories", file)); err != nil {
 			t.Error(err)
 		}
 	}
-	_, h, _ := markedHistory(t, "delivery_queue.json", change)
+	h := loadHistory(t, filepath.Join("testdata", "histories", "delivery_queue.json"))
 	signals, models := 0, 0
 	var carried []string
 	for _, ev := range h.GetEvents() {
@@ -50,44 +42,4 @@ func TestReplayCoversDeliveryQueue(t *testing.T) {
 	equal(t, "deliver signals", signals, 9)
 	equal(t, "Model.Generate", models, 2)
 	equalSlice(t, "carried to the next run", carried, []string{"q:2", "q:3", "q:4", "q:5", "q:6"})
-}
-
-// versionOf is the version h's marker for change recorded (-1: none).
-func versionOf(t *testing.T, h *historypb.History, change string) int {
-	t.Helper()
-	for _, ev := range h.GetEvents() {
-		m := ev.GetMarkerRecordedEventAttributes()
-		if m == nil || m.GetMarkerName() != "Version" {
-			continue
-		}
-		var id string
-		var v int
-		dc := converter.GetDefaultDataConverter()
-		if dc.FromPayloads(m.GetDetails()["change-id"], &id) != nil || id != change {
-			continue
-		}
-		if err := dc.FromPayloads(m.GetDetails()["version"], &v); err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	return -1
-}
-
-// TestReplayCoversDeliveryQueueVersions: version 1 of "delivery-queue"
-// (the queue weighed by raw bytes) and version 2 (weighed encoded, the
-// snapshot fitted before continue-as-new, refusals while rolling over
-// carried) both replay.
-func TestReplayCoversDeliveryQueueVersions(t *testing.T) {
-	const change = "delivery-queue"
-	for file, want := range map[string]int{"delivery_queue.json": 1, "delivery_queue_run2.json": 1,
-		"delivery_queue_sized.json": 2, "delivery_queue_sized_run2.json": 2, "delivery_queue_sized_run3.json": 2} {
-		f, h, _ := markedHistory(t, file, change)
-		if got := versionOf(t, h, change); got != want {
-			t.Errorf("%s: %q version %d, want %d", file, change, got, want)
-		}
-		if err := replay(f); err != nil {
-			t.Error(err)
-		}
-	}
 }

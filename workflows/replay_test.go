@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,226 +61,122 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}
 }
 
-// Marker details of workflow.GetVersion, as the Go SDK records them.
-const (
-	versionMarkerName = "Version"
-	versionChangeID   = "change-id"
-)
+// maxHistoryBytes bounds one recorded history: the scenarios stay small, so
+// that the testdata stays small and the replay fast.
+const maxHistoryBytes = 300 << 10
 
-// changeIDs returns the change IDs of the version markers in a history.
-func changeIDs(t *testing.T, h *historypb.History) []string {
-	t.Helper()
-	var ids []string
-	for _, ev := range h.GetEvents() {
-		m := ev.GetMarkerRecordedEventAttributes()
-		if m == nil || m.GetMarkerName() != versionMarkerName {
-			continue
-		}
-		var id string
-		if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()[versionChangeID], &id); err != nil {
-			t.Fatalf("event %d: version marker change ID: %v", ev.GetEventId(), err)
-		}
-		ids = append(ids, id)
-	}
-	return ids
-}
-
-// TestReplayCoversBothVersionsOfTurnRecords proves that the versioned
-// "turn-records" change replays in both versions: the histories recorded
-// before it (v0_*) carry no version marker for it, every session history
-// recorded after it carries one, there is at least one of each, and all of
-// them replay against the current code.
-func TestReplayCoversBothVersionsOfTurnRecords(t *testing.T) {
-	const change = "turn-records"
-	var old, current []string
+// TestReplayHistoriesStaySmall: no recorded history is over maxHistoryBytes.
+func TestReplayHistoriesStaySmall(t *testing.T) {
+	total := int64(0)
 	for _, f := range historyFiles(t) {
-		r, err := os.Open(f)
+		st, err := os.Stat(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
-		_ = r.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if len(h.GetEvents()) == 0 {
-			t.Fatalf("%s: empty history", f)
-		}
-		typ := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
-		marked := false
-		for _, id := range changeIDs(t, h) {
-			marked = marked || id == change
-		}
-		base := filepath.Base(f)
-		switch v0 := strings.HasPrefix(base, "v0_"); {
-		case v0 && marked:
-			t.Errorf("%s is named as recorded before %q but has its version marker", base, change)
-		case v0:
-			old = append(old, f)
-		case typ != workflows.SessionWorkflowType:
-			// not a session: the change does not apply
-		case marked:
-			current = append(current, f)
-		case h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() != "":
-			// A later run of a chain started at the new version: the
-			// marker is recorded in every run, so it must be here too.
-			t.Errorf("%s: a run continued from a new-version run lacks the %q marker", base, change)
-		default:
-			t.Errorf("%s: session history without the %q marker; name it v0_* if it was recorded before the change", base, change)
+		total += st.Size()
+		if st.Size() > maxHistoryBytes {
+			t.Errorf("%s: %d KB, more than %d KB: make its scenario smaller", f, st.Size()>>10, maxHistoryBytes>>10)
 		}
 	}
-	if len(old) == 0 {
-		t.Errorf("no history without the %q version marker (v0_*): the old version's replay is not covered", change)
-	}
-	if len(current) == 0 {
-		t.Errorf("no history with the %q version marker: the new version's replay is not covered", change)
-	}
-	for _, f := range append(old, current...) {
-		if err := replay(f); err != nil {
-			t.Error(err)
-		}
-	}
+	t.Logf("%d recorded histories, %d KB", len(historyFiles(t)), total>>10)
 }
 
-// TestReplayCoversCompaction: a recorded session carries the "compaction"
-// version marker and a Session.Compact activity, and replays.
-func TestReplayCoversCompaction(t *testing.T) {
-	f := filepath.Join("testdata", "histories", "compaction.json")
-	r, err := os.Open(f)
-	if err != nil {
-		t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/compaction", err)
-	}
-	h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
-	_ = r.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	marked := false
-	for _, id := range changeIDs(t, h) {
-		marked = marked || id == "compaction"
-	}
-	compacts := 0
-	for _, ev := range h.GetEvents() {
-		if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityCompact {
-			compacts++
-		}
-	}
-	if !marked || compacts < 3 {
-		t.Errorf("%s: marker %v, %d Session.Compact activities; want the marker and at least 3 (threshold, overflow, manual)", f, marked, compacts)
-	}
-	if err := replay(f); err != nil {
-		t.Error(err)
-	}
-}
-
-// TestReplayCoversReusedCallIDs: the "turn-call-ids" change replays in both
-// versions — a tool call ID reused by a later step of the turn was run
-// before it (v1_repeated_call_id, no marker) and is refused after it
-// (repeated_call_id, with the marker).
-func TestReplayCoversReusedCallIDs(t *testing.T) {
-	const change = "turn-call-ids"
-	for file, want := range map[string]bool{"v1_repeated_call_id.json": false, "repeated_call_id.json": true} {
-		f, h, marked := markedHistory(t, file, change)
-		tools := 0
-		for _, ev := range h.GetEvents() {
-			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityToolExecute {
-				tools++
-			}
-		}
-		if marked != want || tools != 2 {
-			t.Errorf("%s: %q marker %v, %d Tool.Execute activities; want marker %v and 2", file, change, marked, tools, want)
-		}
-		if err := replay(f); err != nil {
-			t.Error(err)
-		}
-	}
-}
-
-// TestReplayCoversChatDurable: the "chat-durable" change of the chat
-// workflow replays in both versions — Chat.Route as a local activity
-// (v1_chat_routing_chat, no marker) and as a regular activity
-// (chat_routing_chat, with the marker).
-func TestReplayCoversChatDurable(t *testing.T) {
-	const change = "chat-durable"
-	for file, want := range map[string]bool{"v1_chat_routing_chat.json": false, "chat_routing_chat.json": true} {
-		f, h, marked := markedHistory(t, file, change)
-		routes := 0
-		for _, ev := range h.GetEvents() {
-			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityChatRoute {
-				routes++
-			}
-		}
-		if marked != want || (routes > 0) != want {
-			t.Errorf("%s: marker %v, %d Chat.Route activities; want marker %v and regular route activities %v", file, marked, routes, want, want)
-		}
-		if err := replay(f); err != nil {
-			t.Error(err)
-		}
-	}
-}
-
-// TestReplayCoversTurnKeys: the "turn-keys" change replays in both
-// versions — every history recorded before it lacks its marker (plain_turn
-// stands for them), and the histories of a key answered from its record,
-// an aborted queued turn and a rewind carry it.
-func TestReplayCoversTurnKeys(t *testing.T) {
-	const change = "turn-keys"
-	for file, want := range map[string]bool{
-		"plain_turn.json": false, "key_answered_from_record.json": true, "abort_queued_turn.json": true, "rewind.json": true,
-	} {
-		f, _, marked := markedHistory(t, file, change)
-		if marked != want {
-			t.Errorf("%s: %q marker %v, want %v", file, change, marked, want)
-		}
-		if err := replay(f); err != nil {
-			t.Error(err)
-		}
-	}
-}
-
-// markedHistory reads the recorded history file of testdata/histories and
-// says whether it carries change's GetVersion marker; f is its path.
-func markedHistory(t *testing.T, file, change string) (f string, h *historypb.History, marked bool) {
-	t.Helper()
-	f = filepath.Join("testdata", "histories", file)
-	r, err := os.Open(f)
-	if err != nil {
-		t.Fatalf("%v; record it with FASTAGENT_RECORD_HISTORIES=1 go test ./internal/e2e -run TestHistories/%s", err,
-			strings.TrimSuffix(strings.TrimPrefix(file, "v1_"), ".json"))
-	}
-	defer r.Close()
-	h, err = client.HistoryFromJSON(r, client.HistoryJSONOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range changeIDs(t, h) {
-		marked = marked || id == change
-	}
-	return f, h, marked
-}
-
-// TestReplayCoversVersionedPaths: the recorded histories of a model
-// fallback, of approvals bound to their call, and of a chat's "/stop" carry
-// their change's GetVersion marker and what the change does, and replay
-// against the current code.
-func TestReplayCoversVersionedPaths(t *testing.T) {
+// TestReplayCoversPaths: the recorded history of every distinct path the
+// workflows take shows that path — the commands it issued, the signals and
+// updates it took — and replays against the current code. A history that
+// no longer shows its path (its scenario drifted, or the workflow stopped
+// issuing those commands) fails here, not silently.
+func TestReplayCoversPaths(t *testing.T) {
 	for _, tt := range []struct {
-		file, change string
+		file string
 		// shows says what the history does, and whether that is the path.
 		shows func(t *testing.T, h *historypb.History) (string, bool)
 	}{
 		{
+			// A one-step text turn: the prompt stored by Turn.Begin, the
+			// model step, the turn's record, all on the session's queue.
+			file: "plain_turn.json",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				a, la := activities(h), localActivities(t, h)
+				return fmt.Sprintf("%d Model.Generate, %d Turn.Record, %d Turn.Begin", a[workflows.ActivityModelGenerate], a[workflows.ActivityTurnRecord], la[workflows.ActivityTurnBegin]),
+					a[workflows.ActivityModelGenerate] == 1 && a[workflows.ActivityTurnRecord] == 1 && la[workflows.ActivityTurnBegin] == 1
+			},
+		},
+		{
+			// A tool call, then a model step retried after a transient
+			// error (one activity, two attempts).
+			file: "tool_turn_with_retry.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				a := activities(h)
+				return fmt.Sprintf("%d Tool.Execute, %d Model.Generate", a[workflows.ActivityToolExecute], a[workflows.ActivityModelGenerate]),
+					a[workflows.ActivityToolExecute] == 1 && a[workflows.ActivityModelGenerate] == 2
+			},
+		},
+		{
+			// Three calls in one step, run in parallel: a known tool, an
+			// unknown one and invalid arguments, each with its result.
+			file: "parallel_tools_unknown_tool_and_invalid_args.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityToolExecute]
+				return fmt.Sprintf("%d Tool.Execute", n), n == 3
+			},
+		},
+		{
+			// A sequential tool's two calls.
+			file: "sequential_tools.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityToolExecute]
+				return fmt.Sprintf("%d Tool.Execute", n), n == 2
+			},
+		},
+		{
+			// A failed turn, then one that completes.
+			file: "failed_then_ok.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityTurnRecord]
+				return fmt.Sprintf("%d Turn.Record", n), n == 2
+			},
+		},
+		{
+			// Four turns, three per run: the run continues as new.
+			file: "continue_as_new.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityTurnRecord]
+				return fmt.Sprintf("%d Turn.Record, continued as new %v", n, continuedAsNew(h)), n >= 3 && continuedAsNew(h)
+			},
+		},
+		{
 			// The step ran twice: on the primary, then on the fallback.
-			file: "model_fallback.json", change: "model-fallback",
+			file: "model_fallback.json",
 			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
 				n := activities(h)[workflows.ActivityModelGenerate]
 				return fmt.Sprintf("%d Model.Generate activities", n), n == 2
 			},
 		},
 		{
+			// A call ID reused by the turn's second step: the first call
+			// ran, the reused one was recorded as refused.
+			file: "repeated_call_id.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				a := activities(h)
+				return fmt.Sprintf("%d Tool.Execute, %d Model.Generate", a[workflows.ActivityToolExecute], a[workflows.ActivityModelGenerate]),
+					a[workflows.ActivityToolExecute] == 2 && a[workflows.ActivityModelGenerate] == 3
+			},
+		},
+		{
+			// A required approval granted (the tool runs), then one denied
+			// (its result recorded): each wait announced and resolved.
+			file: "approval_granted_and_denied.json",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := localActivities(t, h)[workflows.ActivityFeedPublish]
+				u := updates(h)[workflows.UpdateApprove]
+				return fmt.Sprintf("%d Feed.Publish, %d approve updates", n, u), n == 4 && u == 2
+			},
+		},
+		{
 			// Two calls refused for sharing an ID, both recorded without
 			// running; one bound approval run: three Tool.Execute.
-			file: "approval_binding.json", change: "approval-binding",
+			file: "approval_binding.json",
 			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
 				n := activities(h)[workflows.ActivityToolExecute]
 				return fmt.Sprintf("%d Tool.Execute activities", n), n == 3
@@ -290,47 +185,38 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 		{
 			// Two approval waits, each announced and resolved through
 			// Feed.Publish; the first ended by its deadline's timer.
-			file: "approval_deadline.json", change: "approval-events",
+			file: "approval_deadline.json",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				n := localActivities(t, h)[workflows.ActivityFeedPublish]
-				fired := 0
-				for _, ev := range h.GetEvents() {
-					if ev.GetTimerFiredEventAttributes() != nil {
-						fired++
-					}
-				}
+				fired := timersFired(h)
 				return fmt.Sprintf("%d Feed.Publish local activities, %d timers fired", n, fired), n == 4 && fired == 1
 			},
 		},
 		{
 			// The question and its answer published; the answer recorded
 			// through Tool.Execute (synthetic), no tool run.
-			file: "ask_user.json", change: "ask-user",
+			file: "ask_user.json",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				n := localActivities(t, h)[workflows.ActivityFeedPublish]
-				return fmt.Sprintf("%d Feed.Publish local activities", n), n == 2
+				u := updates(h)[workflows.UpdateAnswer]
+				return fmt.Sprintf("%d Feed.Publish local activities, %d answer updates", n, u), n == 2 && u == 1
 			},
 		},
 		{
 			// Two deliveries (the mention, the answer in the thread) and
 			// one turn of two model steps: the answer was the question's.
-			file: "slack_ask_user.json", change: "channel-answers",
+			file: "slack_ask_user.json",
 			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
-				signals := 0
-				for _, ev := range h.GetEvents() {
-					if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == workflows.SignalDeliver {
-						signals++
-					}
-				}
+				got, _ := signals(h)
 				a := activities(h)
-				return fmt.Sprintf("%d deliveries, %d Model.Generate, %d Turn.Record", signals, a[workflows.ActivityModelGenerate], a[workflows.ActivityTurnRecord]),
-					signals == 2 && a[workflows.ActivityModelGenerate] == 2 && a[workflows.ActivityTurnRecord] == 1
+				return fmt.Sprintf("%d deliveries, %d Model.Generate, %d Turn.Record", got[workflows.SignalDeliver], a[workflows.ActivityModelGenerate], a[workflows.ActivityTurnRecord]),
+					got[workflows.SignalDeliver] == 2 && a[workflows.ActivityModelGenerate] == 2 && a[workflows.ActivityTurnRecord] == 1
 			},
 		},
 		{
 			// An abort while a tool runs: the turn's stop notice published
 			// once, the running call's cancellation requested.
-			file: "abort_mid_tool.json", change: "turn-stops",
+			file: "abort_mid_tool.json",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				n := localActivities(t, h)[workflows.ActivityFeedStop]
 				cancels := 0
@@ -343,23 +229,147 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			},
 		},
 		{
-			// A delegation: two Delegate children started by one step.
-			file: "delegation.json", change: "delegation",
+			// A queued turn aborted while another runs: recorded, never run.
+			file: "abort_queued_turn.json",
 			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
-				n := 0
+				a, u := activities(h), updates(h)
+				return fmt.Sprintf("%d abort updates, %d Turn.Record, %d Model.Generate", u[workflows.UpdateAbort], a[workflows.ActivityTurnRecord], a[workflows.ActivityModelGenerate]),
+					u[workflows.UpdateAbort] == 1 && a[workflows.ActivityTurnRecord] == 2 && a[workflows.ActivityModelGenerate] == 1
+			},
+		},
+		{
+			// Steering during a tool reaches the turn's next step.
+			file: "steering_during_tool.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				u, a := updates(h), activities(h)
+				return fmt.Sprintf("%d steer updates, %d turns recorded", u[workflows.UpdateSteer], a[workflows.ActivityTurnRecord]),
+					u[workflows.UpdateSteer] == 1 && a[workflows.ActivityTurnRecord] == 1
+			},
+		},
+		{
+			// Steering too late for its turn runs as the follow-up turn.
+			file: "late_steering_follow_up.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				u, a := updates(h), activities(h)
+				return fmt.Sprintf("%d turn updates, %d steer updates, %d turns recorded", u[workflows.UpdateTurn], u[workflows.UpdateSteer], a[workflows.ActivityTurnRecord]),
+					u[workflows.UpdateTurn] == 1 && u[workflows.UpdateSteer] == 1 && a[workflows.ActivityTurnRecord] == 2
+			},
+		},
+		{
+			// A non-idempotent call lost with its worker: not run again, its
+			// unknown outcome recorded.
+			file: "lost_tool_unknown_outcome.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityToolExecute]
+				return fmt.Sprintf("%d Tool.Execute", n), n == 2
+			},
+		},
+		{
+			// Compaction by threshold, after an overflow, and by hand.
+			file: "compaction.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityCompact]
+				u := updates(h)[workflows.UpdateCompact]
+				return fmt.Sprintf("%d Session.Compact activities, %d compact updates", n, u), n >= 3 && u == 1
+			},
+		},
+		{
+			// A rewind between turns.
+			file: "rewind.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityRewind]
+				u := updates(h)[workflows.UpdateRewind]
+				return fmt.Sprintf("%d Session.Rewind activities, %d rewind updates", n, u), n == 1 && u == 1
+			},
+		},
+		{
+			// A one-shot wake-up: its timer fired and its turn ran.
+			file: "wake_one_shot.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := activities(h)[workflows.ActivityTurnRecord]
+				return fmt.Sprintf("%d timers fired, %d turns recorded", timersFired(h), n), timersFired(h) == 1 && n == 2
+			},
+		},
+		{
+			// A recurring wake-up fired, re-armed, and carried across
+			// continue-as-new.
+			file: "wake_recurring_across_continue_as_new.json",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := localActivities(t, h)[workflows.ActivityWakeNext]
+				return fmt.Sprintf("%d Wake.Next, %d timers fired, continued as new %v", n, timersFired(h), continuedAsNew(h)),
+					n == 1 && timersFired(h) == 1 && continuedAsNew(h)
+			},
+		},
+		{
+			// The carried wake-up fires again in the next run.
+			file: "wake_recurring_across_continue_as_new_run2.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				return fmt.Sprintf("%d timers fired", timersFired(h)), timersFired(h) == 1
+			},
+		},
+		{
+			// The session's first turn came with its first workflow task
+			// (Update-with-Start) and armed the run's end within the
+			// definition's 2 h window (less 12 min) once the session
+			// opened.
+			file: "versions_first.json",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				var first, opened int64
+				var timer time.Duration
 				for _, ev := range h.GetEvents() {
-					if ev.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName() == workflows.DelegateWorkflowType {
-						n++
+					if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && first == 0 && a.GetAcceptedRequestSequencingEventId() == 2 {
+						first = ev.GetEventId()
+					}
+					if a := ev.GetTimerStartedEventAttributes(); a != nil && timer == 0 {
+						timer = a.GetStartToFireTimeout().AsDuration()
 					}
 				}
+				opened = int64(localActivities(t, h)[workflows.ActivitySessionOpen])
+				return fmt.Sprintf("first-task update accepted at event %d, %d Session.Open, window timer %s", first, opened, timer),
+					first > 0 && opened == 1 && timer == 2*time.Hour-12*time.Minute
+			},
+		},
+		{
+			// The next run's first task: a redelivered key answered from
+			// the carried snapshot (no model call) and a new one run.
+			file: "versions_first_run2.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				u, a := updates(h), activities(h)
+				return fmt.Sprintf("%d turn updates, %d Model.Generate", u[workflows.UpdateTurn], a[workflows.ActivityModelGenerate]),
+					u[workflows.UpdateTurn] == 2 && a[workflows.ActivityModelGenerate] == 1
+			},
+		},
+		{
+			// A delegation: two Delegate children started by one step.
+			file: "delegation.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := children(h)
 				return fmt.Sprintf("%d Delegate children", n), n == 2
+			},
+		},
+		{
+			// A sub-agent's own turn.
+			file: "delegation_child.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				typ := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
+				n := activities(h)[workflows.ActivityTurnRecord]
+				return fmt.Sprintf("a %s workflow, %d turns recorded", typ, n), typ == workflows.DelegateWorkflowType && n == 1
+			},
+		},
+		{
+			// An aborted delegating turn: its own stop notice and its
+			// sub-agent's, published by the delegating session.
+			file: "delegation_abort.json",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := localActivities(t, h)[workflows.ActivityFeedStop]
+				return fmt.Sprintf("%d Delegate children, %d Feed.Stop local activities", children(h), n), children(h) == 1 && n == 2
 			},
 		},
 		{
 			// A sub-agent's question and gated call, answered and approved
 			// on the delegating session: four waits told by the sub-agent,
 			// two decisions handed to it, each wait published here.
-			file: "delegation_sub_waits.json", change: "sub-agent-waits",
+			file: "delegation_sub_waits.json",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				got, sent := signals(h)
 				n := localActivities(t, h)[workflows.ActivityFeedPublish]
@@ -369,7 +379,7 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 		},
 		{
 			// The sub-agent's side: its waits told, the decisions received.
-			file: "delegation_sub_waits_child.json", change: "sub-agent-waits",
+			file: "delegation_sub_waits_child.json",
 			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
 				got, sent := signals(h)
 				return fmt.Sprintf("%d waits sent, %d decisions received", sent[wire.SignalSubAgentWait], got[wire.SignalSubAgentDecision]),
@@ -381,7 +391,7 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			// asked once the first was answered; four waits told, two
 			// answers handed on, each wait and the two delegations'
 			// starts published.
-			file: "delegation_sub_questions_held.json", change: "sub-agent-questions",
+			file: "delegation_sub_questions_held.json",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				got, sent := signals(h)
 				n := localActivities(t, h)[workflows.ActivityFeedPublish]
@@ -390,56 +400,122 @@ func TestReplayCoversVersionedPaths(t *testing.T) {
 			},
 		},
 		{
-			// An aborted delegating turn: its own stop notice and its
-			// sub-agent's, published by the delegating session.
-			file: "delegation_abort_stops.json", change: "sub-agent-stops",
-			shows: func(t *testing.T, h *historypb.History) (string, bool) {
-				n := localActivities(t, h)[workflows.ActivityFeedStop]
-				return fmt.Sprintf("%d Feed.Stop local activities", n), n == 2
+			// Channel deliveries: live replies while the turns run, final
+			// replies after them.
+			file: "channel_deliveries.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				got, _ := signals(h)
+				a := activities(h)
+				return fmt.Sprintf("%d deliveries, %d Channel.Stream, %d Channel.Reply", got[workflows.SignalDeliver], a[workflows.ActivityChannelStream], a[workflows.ActivityChannelReply]),
+					got[workflows.SignalDeliver] >= 2 && a[workflows.ActivityChannelStream] == 2 && a[workflows.ActivityChannelReply] == 2
 			},
 		},
 		{
-			// The first turn came with the first workflow task and was
-			// accepted after the run read its versions; it armed the run's
-			// end within the definition's 2 h window (less 12 min).
-			file: "versions_first.json", change: "versions-first",
+			// A chat workflow routes its turns with Chat.Route, a regular
+			// activity, and hears back from the session (turn-done).
+			file: "chat_routing_chat.json",
 			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
-				var first, markers int64
-				var timer time.Duration
-				for _, ev := range h.GetEvents() {
-					if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == versionMarkerName && first == 0 {
-						markers = ev.GetEventId()
-					}
-					if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && first == 0 && a.GetAcceptedRequestSequencingEventId() == 2 {
-						first = ev.GetEventId()
-					}
-					if a := ev.GetTimerStartedEventAttributes(); a != nil && timer == 0 {
-						timer = a.GetStartToFireTimeout().AsDuration()
-					}
-				}
-				return fmt.Sprintf("first-task update accepted at event %d (version markers up to %d), window timer %s", first, markers, timer),
-					first > markers && markers > 0 && timer == 2*time.Hour-12*time.Minute
+				got, _ := signals(h)
+				n := activities(h)[workflows.ActivityChatRoute]
+				return fmt.Sprintf("%d Chat.Route activities, %d turn-done signals", n, got[wire.SignalTurnDone]), n == 2 && got[wire.SignalTurnDone] == 1
+			},
+		},
+		{
+			// The routed session tells the chat how its folded turn ended.
+			file: "chat_routing_session.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				_, sent := signals(h)
+				return fmt.Sprintf("%d turn-done signals sent", sent[wire.SignalTurnDone]), sent[wire.SignalTurnDone] == 1
+			},
+		},
+		{
+			// A deleted message's queued turn dropped (Chat.Drop).
+			file: "chat_deletion_chat.json",
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := localActivities(t, h)[workflows.ActivityChatDrop]
+				return fmt.Sprintf("%d Chat.Drop local activities", n), n == 1
+			},
+		},
+		{
+			// The session that dropped it: one abort of the queued turn.
+			file: "chat_deletion_session.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				n := updates(h)[workflows.UpdateAbort]
+				return fmt.Sprintf("%d abort updates accepted", n), n == 1
 			},
 		},
 		{
 			// The chat stopped its session's turn with Chat.Stop.
-			file: "chat_stop.json", change: "chat-stop",
+			file: "chat_stop.json",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				n := localActivities(t, h)[workflows.ActivityChatStop]
 				return fmt.Sprintf("%d Chat.Stop local activities", n), n == 1
 			},
 		},
+		{
+			// A schedule's fire workflow runs its turn.
+			file: "schedule_fire.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				typ := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
+				n := activities(h)[workflows.ActivityScheduleFire]
+				return fmt.Sprintf("a %s workflow, %d Schedule.Fire", typ, n), typ == workflows.ScheduleFireWorkflowType && n == 1
+			},
+		},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
-			f, h, marked := markedHistory(t, tt.file, tt.change)
-			if what, ok := tt.shows(t, h); !marked || !ok {
-				t.Errorf("%s: %q marker %v, %s", tt.file, tt.change, marked, what)
+			f := filepath.Join("testdata", "histories", tt.file)
+			h := loadHistory(t, f)
+			if what, ok := tt.shows(t, h); !ok {
+				t.Errorf("%s: %s", tt.file, what)
 			}
 			if err := replay(f); err != nil {
 				t.Error(err)
 			}
 		})
 	}
+}
+
+// updates counts a history's accepted updates by name.
+func updates(h *historypb.History) map[string]int {
+	n := map[string]int{}
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
+			n[a.GetAcceptedRequest().GetInput().GetName()]++
+		}
+	}
+	return n
+}
+
+// children counts a history's Delegate children.
+func children(h *historypb.History) int {
+	n := 0
+	for _, ev := range h.GetEvents() {
+		if ev.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName() == workflows.DelegateWorkflowType {
+			n++
+		}
+	}
+	return n
+}
+
+// timersFired counts a history's fired timers.
+func timersFired(h *historypb.History) int {
+	n := 0
+	for _, ev := range h.GetEvents() {
+		if ev.GetTimerFiredEventAttributes() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// continuedAsNew reports whether the run continued as new.
+func continuedAsNew(h *historypb.History) bool {
+	for _, ev := range h.GetEvents() {
+		if ev.GetWorkflowExecutionContinuedAsNewEventAttributes() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // signals counts a history's signals by name: received, and sent to
@@ -486,37 +562,6 @@ func localActivities(t *testing.T, h *historypb.History) map[string]int {
 	return n
 }
 
-// TestReplayCoversChatEdits: the "chat-edits" change of the chat workflow
-// replays in both versions — histories without deletions lack its marker
-// (chat_routing_chat), and the deletion of a queued turn's message
-// (chat_deletion_chat: the marker, then Chat.Drop) carries it; the
-// session that dropped the turn (chat_deletion_session) replays too.
-func TestReplayCoversChatEdits(t *testing.T) {
-	const change = "chat-edits"
-	for file, want := range map[string]bool{"chat_routing_chat.json": false, "chat_deletion_chat.json": true} {
-		f, _, marked := markedHistory(t, file, change)
-		if marked != want {
-			t.Errorf("%s: %q marker %v, want %v", file, change, marked, want)
-		}
-		if err := replay(f); err != nil {
-			t.Error(err)
-		}
-	}
-	f, h, _ := markedHistory(t, "chat_deletion_session.json", change)
-	aborts := 0
-	for _, ev := range h.GetEvents() {
-		if ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == workflows.UpdateAbort {
-			aborts++
-		}
-	}
-	if aborts != 1 {
-		t.Errorf("chat_deletion_session.json: %d abort updates accepted, want the drop of the queued turn", aborts)
-	}
-	if err := replay(f); err != nil {
-		t.Error(err)
-	}
-}
-
 // TestReplayUpsertsOnlyOnChange: in the recorded histories of sessions
 // started with the search attributes, FastAgentStatus is upserted only on
 // change — running at a turn's start, waiting_approval and back around an
@@ -542,7 +587,8 @@ func TestReplayUpsertsOnlyOnChange(t *testing.T) {
 			if ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == workflows.UpdateApprove {
 				approvals++
 			}
-			// GetVersion upserts TemporalChangeVersion: not counted.
+			// Only AttrStatus is counted (a workflow.GetVersion call
+			// upserts TemporalChangeVersion).
 			if p := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[workflows.AttrStatus]; p != nil {
 				var v string
 				if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
@@ -587,16 +633,15 @@ func loadHistory(t *testing.T, f string) *historypb.History {
 	return h
 }
 
-// TestReplayCoversActivityQueues: the "activity-queues" change replays in
-// both versions — histories without the setting carry no marker and
-// schedule every activity on the session's queue (plain_turn); with
-// fastagent.yaml's activities: block the tool call and the model calls
-// are scheduled on their groups' task queues behind the marker, the turn's
-// record on the session's own (activity_queues).
+// TestReplayCoversActivityQueues: histories without the setting schedule
+// every activity on the session's queue (plain_turn); with fastagent.yaml's
+// activities: block the tool call and the model calls are scheduled on
+// their groups' task queues, the turn's record on the session's own
+// (activity_queues).
 func TestReplayCoversActivityQueues(t *testing.T) {
-	const change = "activity-queues"
 	for file, placed := range map[string]bool{"plain_turn.json": false, "activity_queues.json": true} {
-		f, h, marked := markedHistory(t, file, change)
+		f := filepath.Join("testdata", "histories", file)
+		h := loadHistory(t, f)
 		own := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetTaskQueue().GetName()
 		queues := map[string]string{}
 		for _, ev := range h.GetEvents() {
@@ -612,9 +657,6 @@ func TestReplayCoversActivityQueues(t *testing.T) {
 			if queues[name] != q {
 				t.Errorf("%s: %s scheduled on %q, want %q", file, name, queues[name], q)
 			}
-		}
-		if marked != placed {
-			t.Errorf("%s: %q marker %v, want %v", file, change, marked, placed)
 		}
 		if err := replay(f); err != nil {
 			t.Error(err)

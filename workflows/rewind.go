@@ -84,7 +84,7 @@ func (s *session) runRewind(ctx workflow.Context, t *pendingTurn) {
 	in := wire.RewindInput{Session: s.in.Session, Leaf: s.snap.Loop.Leaf, Entry: job.req.Entry, EntryID: s.nextID()}
 	set := s.snap.Loop.Settings
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           placed(ctx, set.ModelTaskQueue),
+		TaskQueue:           set.ModelTaskQueue,
 		StartToCloseTimeout: orDur(set.ModelTimeout, defaultModelTimeout),
 		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{

@@ -66,23 +66,12 @@ func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, er
 	if r.aborted() {
 		return agentloop.ModelResult{}, &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
 	}
-	var res agentloop.ModelResult
-	var err error
-	if workflow.GetVersion(r.ctx, changeCompaction, workflow.DefaultVersion, 1) < 1 {
-		res, err = r.generate(call)
-	} else {
-		res, err = r.generateWithin(call)
-	}
+	res, err := r.generateWithin(call)
 	if res.Usage != nil {
 		r.spent.Add(*res.Usage)
 	}
 	return res, err
 }
-
-// changeFallback versions the fallback chain: a model activity failing with
-// ErrModelFallback is run again for the next model. Only activities that
-// know the chain return that error, so no older history reaches the check.
-const changeFallback = "model-fallback"
 
 // maxFallbacks bounds the models one step may be handed to.
 const maxFallbacks = 8
@@ -94,9 +83,6 @@ func (r *loopRuntime) generate(call agentloop.ModelCall) (agentloop.ModelResult,
 		res, err := r.generateOnce(call)
 		var app *temporal.ApplicationError
 		if err == nil || r.aborted() || !errors.As(err, &app) || app.Type() != wire.ErrModelFallback || call.Fallback >= maxFallbacks {
-			return res, r.modelFailure(err)
-		}
-		if workflow.GetVersion(r.ctx, changeFallback, workflow.DefaultVersion, 1) < 1 {
 			return res, r.modelFailure(err)
 		}
 		call.Fallback++
@@ -124,7 +110,7 @@ func (r *loopRuntime) generateOnce(call agentloop.ModelCall) (agentloop.ModelRes
 		summary += fmt.Sprintf(" · fallback %d", call.Fallback)
 	}
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
-		TaskQueue:           placed(r.ctx, set.ModelTaskQueue),
+		TaskQueue:           set.ModelTaskQueue, // "": the session's own
 		StartToCloseTimeout: orDur(set.ModelTimeout, defaultModelTimeout),
 		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{
@@ -138,22 +124,6 @@ func (r *loopRuntime) generateOnce(call agentloop.ModelCall) (agentloop.ModelRes
 	var res agentloop.ModelResult
 	err := workflow.ExecuteActivity(ctx, ActivityModelGenerate, call).Get(ctx, &res)
 	return res, err
-}
-
-// changeActivityQueues schedules tool calls, and model calls with
-// compactions and rewinds, on the task queues fastagent.yaml's activities:
-// block names (Settings.ToolTaskQueue, ModelTaskQueue). Asked only when a
-// queue is set, so sessions without one record nothing new.
-const changeActivityQueues = "activity-queues"
-
-// placed is the task queue of an activity placed on queue by the settings
-// ("" when none is set, or in a history written before the setting
-// existed): the session's own queue.
-func placed(ctx workflow.Context, queue string) string {
-	if queue == "" || workflow.GetVersion(ctx, changeActivityQueues, workflow.DefaultVersion, 1) < 1 {
-		return ""
-	}
-	return queue
 }
 
 // modelFailure turns a failed model activity into the turn's failure.
@@ -222,23 +192,25 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 	if c.Synthetic == nil && r.aborted() {
 		return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
 	}
-	if c.Synthetic == nil && c.Call.Refused != "" &&
-		workflow.GetVersion(ctx, changeApprovalBinding, workflow.DefaultVersion, 1) >= 1 {
+	if c.Synthetic == nil && c.Call.Refused != "" {
+		// Refused by the model activity (a call ID used twice in one
+		// reply): recorded, not run.
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Refused}
 	}
-	if c.Synthetic == nil && c.Call.Reused != "" &&
-		workflow.GetVersion(ctx, changeTurnCallIDs, workflow.DefaultVersion, 1) >= 1 {
+	if c.Synthetic == nil && c.Call.Reused != "" {
+		// Its ID an earlier step of the turn used: recorded with the
+		// refusal, not run and not put up for approval.
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Reused}
 	}
-	if c.Synthetic == nil && c.Call.Ask && workflow.GetVersion(ctx, changeAskUser, workflow.DefaultVersion, 1) >= 1 {
+	if c.Synthetic == nil && c.Call.Ask {
 		res, err := r.askUser(ctx, c)
 		if err != nil {
 			return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
 		}
 		c.Synthetic = &res
 	}
-	if c.Synthetic == nil && c.Call.Delegate != nil && workflow.GetVersion(ctx, changeDelegation, workflow.DefaultVersion, 1) >= 1 {
-		if c.Call.RequiresApproval && workflow.GetVersion(ctx, changeDelegateApproval, workflow.DefaultVersion, 1) >= 1 {
+	if c.Synthetic == nil && c.Call.Delegate != nil {
+		if c.Call.RequiresApproval {
 			// tools.delegate.requiresApproval: decided like any gated call,
 			// before the sub-agent starts.
 			ok, denial, err := r.approve(ctx, c)
@@ -271,7 +243,7 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		attempts = orInt(c.Call.MaxAttempts, defaultToolAttempts)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           placed(ctx, set.ToolTaskQueue),
+		TaskQueue:           set.ToolTaskQueue, // "": the session's own
 		StartToCloseTimeout: orDur(c.Call.Timeout, defaultToolTimeout) + toolTimeoutMargin,
 		HeartbeatTimeout:    orDur(set.Heartbeat, defaultHeartbeat),
 		RetryPolicy: &temporal.RetryPolicy{
@@ -312,11 +284,7 @@ func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool,
 	a := &approval{view: view}
 	r.s.approvals = append(r.s.approvals, a)
 	r.s.setStatus(ctx, StatusWaiting)
-	if workflow.GetVersion(ctx, changeApprovalEvents, workflow.DefaultVersion, 1) < 1 {
-		if err := workflow.Await(ctx, func() bool { return a.decided }); err != nil {
-			return false, "", err
-		}
-	} else if err := r.awaitDecision(ctx, c, a); err != nil {
+	if err := r.awaitDecision(ctx, c, a); err != nil {
 		return false, "", err
 	}
 	if !r.s.waitingApproval() {
@@ -374,9 +342,11 @@ func (r *loopRuntime) askUser(ctx workflow.Context, c agentloop.ToolCall) (agent
 	if strings.TrimSpace(args.Question) == "" {
 		return agent.ToolResult{IsError: true, Content: `ask_user needs {"question": "…"}: the question to ask.`}, nil
 	}
-	if r.s.carries() {
+	if r.s.depth == 0 {
 		// One question at a time: the person sees one, and what they send
-		// answers that one (never another asked beside it).
+		// answers that one (never another asked beside it). A sub-agent
+		// asks at once: its delegating session, where the person is,
+		// holds its questions one at a time (holdQuestion).
 		if err := workflow.Await(ctx, func() bool { return !r.s.asking() }); err != nil {
 			return agent.ToolResult{}, err
 		}

@@ -76,19 +76,16 @@ func (a SessionAttrs) SearchAttributes() temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(updates...)
 }
 
-// changeSearchStatus versions the AttrStatus upserts (turn start, approval
-// wait, turn end). Runs before it, or started without the attributes,
-// upsert nothing.
-const changeSearchStatus = "search-status"
-
 // initStatus reads the run's start-time status: a run started with it
-// keeps its status up to date (searchable).
+// keeps its status up to date (searchable: AttrStatus upserted at a turn's
+// start, an approval wait, a turn's end); a run started without the
+// attributes upserts nothing.
 //
 // Every run starts idle (SessionAttrs.SearchAttributes; continue-as-new
 // happens between turns), and the value is not read back: the started
 // event a worker replays can show the status as last upserted rather than
 // as started (seen on the embedded server), and a replay must issue the
-// same upserts, and the same version markers, as the run did.
+// same upserts as the run did.
 func (s *session) initStatus(ctx workflow.Context) {
 	_, s.searchable = workflow.GetTypedSearchAttributes(ctx).GetKeyword(KeyStatus)
 	s.status = StatusIdle
@@ -99,10 +96,6 @@ func (s *session) initStatus(ctx workflow.Context) {
 // status costs nothing.
 func (s *session) setStatus(ctx workflow.Context, status string) {
 	if !s.searchable || s.status == status {
-		return
-	}
-	if workflow.GetVersion(ctx, changeSearchStatus, workflow.DefaultVersion, 1) < 1 {
-		s.searchable = false
 		return
 	}
 	if err := workflow.UpsertTypedSearchAttributes(ctx, KeyStatus.ValueSet(status)); err != nil {

@@ -49,69 +49,8 @@ type SessionInput struct {
 	Snapshot *snapshot `json:"snapshot,omitempty"`
 }
 
-// changeTurnRecords versions the durable turn records (Turn.Begin and
-// Turn.Record around each turn, the prompt stored once) and entry IDs drawn
-// from randomness recorded in history rather than from the run ID.
-const changeTurnRecords = "turn-records"
-
-// changeApprovalBinding versions calls the model activity refused (Call.Refused,
-// e.g. a call ID used twice in one reply): they are recorded, not run.
-const changeApprovalBinding = "approval-binding"
-
-// changeApprovalEvents versions approval waits that publish
-// approval_requested and approval_resolved on the turn's feed (Feed.Publish)
-// and end at a deadline (a timer): older runs waited without either.
-const changeApprovalEvents = "approval-events"
-
 // defaultApprovalTimeout bounds an approval wait whose call names none.
 const defaultApprovalTimeout = time.Hour
-
-// changeAskUser versions ask_user calls, which the session answers from a
-// person's answer instead of running a tool (older builds had no ask_user).
-const changeAskUser = "ask-user"
-
-// changeTurnCallIDs versions calls whose ID an earlier step of the turn used
-// (Call.Reused, set by the loop): they are recorded with the refusal, not
-// run and not put up for approval. Older runs ran them.
-const changeTurnCallIDs = "turn-call-ids"
-
-// changeTurnKeys versions how turn keys and records follow one rule: the
-// prompt's entry ID comes from the turn key and the leaf it extends (a
-// workflow task retried after Turn.Begin stored it stores nothing twice), a
-// recorded turn that extends the leaf moves the leaf to its end, an aborted
-// queued turn is recorded, a record replaces one older than the
-// idempotency window, and the session's own turns (follow-ups, wake-ups)
-// have IDs in a namespace callers cannot use, unique per workflow chain.
-const changeTurnKeys = "turn-keys"
-
-// changeDeliveryQueue versions, from a run's start, how a session keeps
-// what it accepted: delivered turns wait without the small count bound
-// (MaxQueuedBytes, MaxQueuedDeliveries) and are carried across
-// continue-as-new in snapshot.Queue instead of holding it back; past the
-// bound, and for deliveries without a usable key, a delivery is refused
-// visibly (a busy reply carrying the refusal, the key recorded as refused,
-// MetricTurnsRefused). Keys are remembered by time — for the idempotency
-// window, refusing new ones past recentBytes rather than forgetting — so a
-// key reused after the window runs again; a redelivered answer is never
-// the answer to another question, and questions are asked one at a time;
-// an abort is remembered by its update ID (a retried stop aborts nothing
-// else); a channel reply's reference is kept under a key of its own run
-// (ReplyRef); a reply that fails after its retries is reported.
-//
-// Version 2 weighs what the session keeps as Temporal measures the
-// continue-as-new input, encoded: a delivery and a remembered key count at
-// their JSON size (markup's "<", ">" and "&" are six bytes each there), and
-// before continuing as new the snapshot sheds what the store keeps anyway
-// (remembered outcomes, failed replies' bodies) until it fits
-// snapshotBudget, so that no queue within its bound can make the input pass
-// the payload limit (the server would terminate the session). And a
-// delivery refused while the run rolls over leaves its record and busy
-// reply to the next run (snapshot.Refusals), so that refusals that keep
-// coming cannot hold continue-as-new, and the turns waiting, forever. And a
-// run that took a turn update continues as new before that update leaves
-// the idempotency window (a timer): Temporal answers a repeated update ID
-// from the run's history for as long as the run lasts.
-const changeDeliveryQueue = "delivery-queue"
 
 // InternalKeyPrefix starts the IDs of the turns a session queues itself
 // (late-steering follow-ups, wake-ups); a caller's key may not start with it.
@@ -203,15 +142,12 @@ type ResendRequest struct {
 	Turn string `json:"turn"`
 }
 
-// recentLimit bounds snapshot.Recent in runs before changeDeliveryQueue.
-const recentLimit = 64
-
 // recentOutcomes is how many of the newest Recent keys keep their outcome
-// (changeDeliveryQueue).
+// (older keys are answered from the session store's record).
 const recentOutcomes = 64
 
 // recentBytes bounds the bytes of the keys Recent keeps within the
-// idempotency window (changeDeliveryQueue): past it new keys are refused,
+// idempotency window: past it new keys are refused,
 // never older ones forgotten. With MaxQueuedBytes it keeps the snapshot
 // under about 1.3 MB.
 const recentBytes = 512 << 10
@@ -391,7 +327,7 @@ type pendingTurn struct {
 	// delivery is set for a turn that can be carried across
 	// continue-as-new (a delivered turn, a follow-up): nobody waits on a
 	// handler for it. at is when it was queued, ref the key its reply's
-	// reference is kept under, size its bytes (changeDeliveryQueue).
+	// reference is kept under, size its bytes encoded (see weigh).
 	delivery *Delivery
 	at       time.Time
 	ref      string
@@ -443,10 +379,6 @@ type session struct {
 	// root is the workflow's own context; wake timers hang off it.
 	root       workflow.Context
 	wakeCancel map[string]workflow.CancelFunc
-	// version is this run's changeTurnRecords version, keys its
-	// changeTurnKeys version.
-	version workflow.Version
-	keys    workflow.Version
 	// nonce is the running turn's random ID part, recorded in history.
 	nonce string
 	// deliveries is the SignalDeliver channel; replies counts busy replies
@@ -455,19 +387,13 @@ type session struct {
 	deliveries workflow.ReceiveChannel
 	replies    int
 	records    int
-	// refusalBytes weighs snapshot.Refusals (version 2 of
-	// changeDeliveryQueue).
+	// refusalBytes weighs snapshot.Refusals, encoded.
 	refusalBytes int
-	// answeredAt is when this run first took a turn update (version 2 of
-	// changeDeliveryQueue); windowDue is set shortly before that leaves
-	// the idempotency window: the run then continues as new.
+	// answeredAt is when this run first took a turn update; windowDue is
+	// set shortly before that leaves the idempotency window: the run then
+	// continues as new (see endRunWithinWindow).
 	answeredAt time.Time
 	windowDue  bool
-	// queued is this run's changeDeliveryQueue version.
-	queued workflow.Version
-	// early says the run read its versions before registering its
-	// handlers (changeVersionsFirst).
-	early bool
 	// resending are the turns whose failed reply UpdateResend is sending.
 	resending map[string]bool
 	// status is the session's AttrStatus as last set; searchable says the
@@ -494,14 +420,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		return err
 	}
 	if s.snap.IDPrefix == "" {
-		if s.durableTurns() {
-			// Random, recorded once: a reset replays it and a session
-			// started again after a terminate draws a new one.
-			s.snap.IDPrefix = randomHex(ctx, 4)
-		} else {
-			run := workflow.GetInfo(ctx).WorkflowExecution.RunID
-			s.snap.IDPrefix = strings.ReplaceAll(run, "-", "")[:8]
-		}
+		// Random, recorded once: a reset replays it and a session started
+		// again after a terminate draws a new one.
+		s.snap.IDPrefix = randomHex(ctx, 4)
 	}
 	if !s.snap.Opened {
 		if err := s.open(ctx); err != nil {
@@ -566,29 +487,14 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 	}
 }
 
-// changeVersionsFirst versions when a run reads its versions and restores
-// the turns the previous run carried: before it registers its handlers,
-// not after. Registering an update handler runs, at once, the updates that
-// reached the run with its first workflow task (the SDK's priority update
-// handling) — a run just continued as new, or started by Update-with-Start,
-// gets its next turn there — and before this change those saw every
-// version as DefaultVersion: a redelivered key whose outcome the snapshot
-// had shed was answered with an empty outcome, a new key was neither
-// checked against the window's bound nor armed the run's end within the
-// idempotency window, and it queued ahead of the carried turns.
-const changeVersionsFirst = "versions-first"
-
-// start reads the run's versions, restores what the previous run carried
-// and registers the handlers and listeners. Registering the update
-// handlers runs the updates that came with the run's first workflow task:
-// since changeVersionsFirst they see the run's versions and the turns the
-// previous run carried.
+// start restores what the previous run carried, then registers the
+// handlers and listeners. The order matters: registering an update handler
+// runs, at once, the updates that reached the run with its first workflow
+// task (the SDK's priority update handling) — a run just continued as new,
+// or started by Update-with-Start, gets its next turn there — and that
+// turn must queue behind the turns the previous run carried.
 func (s *session) start(ctx workflow.Context) error {
-	s.early = workflow.GetVersion(ctx, changeVersionsFirst, workflow.DefaultVersion, 1) >= 1
-	if s.early {
-		s.readVersions(ctx)
-		s.restoreQueue(ctx)
-	}
+	s.restoreQueue(ctx)
 	if err := s.register(ctx); err != nil {
 		return err
 	}
@@ -596,19 +502,7 @@ func (s *session) start(ctx workflow.Context) error {
 	s.listenSubAgents(ctx)
 	s.reportQueueDepth(ctx)
 	s.initStatus(ctx)
-	if !s.early {
-		s.readVersions(ctx)
-		s.restoreQueue(ctx)
-	}
 	return nil
-}
-
-// readVersions reads the run's versions of the changes that shape how it
-// keeps turns and keys.
-func (s *session) readVersions(ctx workflow.Context) {
-	s.version = workflow.GetVersion(ctx, changeTurnRecords, workflow.DefaultVersion, 1)
-	s.keys = workflow.GetVersion(ctx, changeTurnKeys, workflow.DefaultVersion, 1)
-	s.queued = workflow.GetVersion(ctx, changeDeliveryQueue, workflow.DefaultVersion, 2)
 }
 
 // runDone reports whether the run should continue as new once its queue
@@ -631,7 +525,7 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 	}
 	// Every turn is recorded, wake-ups included, so any turn can be
 	// attached to and a redelivered key is answered for a day.
-	record := s.durableTurns() && !t.recorded
+	record := !t.recorded
 	if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit || s.targetMoved(ctx)) {
 		// The run ends after this turn: record first, so that the
 		// outcome and continue-as-new share one workflow task and no
@@ -743,12 +637,12 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 		if _, has, _ := s.recentKey(ctx, info.ID); has {
 			return nil
 		}
-		if s.keyed() && strings.HasPrefix(info.ID, InternalKeyPrefix) {
+		if strings.HasPrefix(info.ID, InternalKeyPrefix) {
 			return temporal.NewApplicationErrorWithOptions(
 				fmt.Sprintf("idempotency key %q: keys starting with %q name the session's own turns (follow-ups, wake-ups); choose another key",
 					info.ID, InternalKeyPrefix), agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
-		if s.carries() && s.recentFull(ctx, info.ID) {
+		if s.recentFull(ctx, info.ID) {
 			s.countRefusal(ctx, refusedWindowFull, "update")
 			return temporal.NewApplicationErrorWithOptions(s.windowFullText(), agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 		}
@@ -876,23 +770,17 @@ func (s *session) abort(ctx workflow.Context, req AbortRequest) (AbortResult, er
 				t.stopLive() // its reply was waiting for the turn
 				s.stopActivities(ctx, t.id)
 			}
-			if s.keyed() {
-				// Recorded like any finished turn: the key is answered
-				// "aborted" after continue-as-new too, and attaching to it
-				// gets this terminal. Continue-as-new waits for this
-				// handler, so the record is never lost.
-				s.recordTurn(ctx, t.id, out, time.Time{})
-			}
+			// Recorded like any finished turn: the key is answered
+			// "aborted" after continue-as-new too, and attaching to it
+			// gets this terminal. Continue-as-new waits for this handler,
+			// so the record is never lost.
+			s.recordTurn(ctx, t.id, out, time.Time{})
 			return AbortResult{Turn: t.id, Reply: t.ref}, nil
 		}
 	}
 	return AbortResult{}, temporal.NewApplicationErrorWithOptions("nothing to abort", agent.CodeNoActiveRun,
 		temporal.ApplicationErrorOptions{NonRetryable: true})
 }
-
-// changeTurnStops versions stopActivities: cancelling a turn's activities
-// also publishes a stop notice through ActivityFeedStop.
-const changeTurnStops = "turn-stops"
 
 // stopActivities tells the workers that turn's running activities (model
 // stream, tools, live reply), whose cancellation the workflow has just
@@ -902,9 +790,6 @@ const changeTurnStops = "turn-stops"
 // lost notice leaves that heartbeat to deliver it. The local activity adds
 // at most one action, to the workflow task that cancels.
 func (s *session) stopActivities(ctx workflow.Context, turn string) {
-	if workflow.GetVersion(ctx, changeTurnStops, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
@@ -1064,17 +949,9 @@ func (s *session) view() (SessionView, error) {
 }
 
 // recentKey reports whether key is remembered (known) and, when its
-// outcome is kept too, the outcome (has). Since changeDeliveryQueue only
-// keys within the idempotency window count.
+// outcome is kept too, the outcome (has). Only keys within the idempotency
+// window count.
 func (s *session) recentKey(ctx workflow.Context, key string) (out agentloop.Outcome, has, known bool) {
-	if !s.carries() {
-		for _, r := range s.snap.Recent {
-			if r.Key == key {
-				return r.Outcome, true, true
-			}
-		}
-		return agentloop.Outcome{}, false, false
-	}
 	horizon := workflow.Now(ctx).Add(-s.window())
 	for i := len(s.snap.Recent) - 1; i >= 0; i-- {
 		r := s.snap.Recent[i]
@@ -1085,18 +962,10 @@ func (s *session) recentKey(ctx workflow.Context, key string) (out agentloop.Out
 	return agentloop.Outcome{}, false, false
 }
 
-// remember keeps key's outcome. Before changeDeliveryQueue the last
-// recentLimit keys were kept; since, every key for the idempotency window
-// (new keys are refused past recentBytes, see recentFull), the outcome only
-// for the newest recentOutcomes.
+// remember keeps key's outcome: every key for the idempotency window (new
+// keys are refused past recentBytes, see recentFull), the outcome only for
+// the newest recentOutcomes.
 func (s *session) remember(ctx workflow.Context, key string, out agentloop.Outcome) {
-	if !s.carries() {
-		s.snap.Recent = append(s.snap.Recent, recentTurn{Key: key, Outcome: out})
-		if n := len(s.snap.Recent) - recentLimit; n > 0 {
-			s.snap.Recent = append([]recentTurn(nil), s.snap.Recent[n:]...)
-		}
-		return
-	}
 	now := workflow.Now(ctx)
 	s.pruneRecent(now)
 	out.Leftover = nil
@@ -1126,35 +995,31 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 	}()
 	rt := &loopRuntime{s: s, ctx: tctx, root: ctx}
 	turn := agentloop.Turn{ID: t.id, Prompt: t.req.Prompt, Source: t.req.Source}
-	if s.durableTurns() {
-		s.nonce = randomHex(ctx, 4)
-		entry := agentloop.UserEntry(rt, turn)
-		entry.ParentID = s.snap.Loop.Leaf
-		if s.keyed() {
-			entry.ID = promptID(t.id, entry)
+	s.nonce = randomHex(ctx, 4)
+	entry := agentloop.UserEntry(rt, turn)
+	entry.ParentID = s.snap.Loop.Leaf
+	entry.ID = promptID(t.id, entry)
+	res, err := s.beginTurn(tctx, t, entry)
+	rec := res.Outcome
+	switch {
+	case err != nil:
+		out := agentloop.Outcome{Turn: t.id, Status: agent.TypeFailed, Details: "begin turn: " + err.Error(), Retryable: true}
+		if s.abortReason != "" {
+			out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
 		}
-		res, err := s.beginTurn(tctx, t, entry)
-		rec := res.Outcome
-		switch {
-		case err != nil:
-			out := agentloop.Outcome{Turn: t.id, Status: agent.TypeFailed, Details: "begin turn: " + err.Error(), Retryable: true}
-			if s.abortReason != "" {
-				out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
-			}
-			return out
-		case rec != nil:
-			// Its follow-up (late steering) was queued when it first ran.
-			t.recorded = true
-			rec.Leftover = nil
-			if s.keyed() && res.Extends && rec.Leaf != "" {
-				// The turn ran from this very leaf (a reset replayed the
-				// session to before it): the next turn must see it.
-				s.snap.Loop.Leaf = rec.Leaf
-			}
-			return *rec
+		return out
+	case rec != nil:
+		// Its follow-up (late steering) was queued when it first ran.
+		t.recorded = true
+		rec.Leftover = nil
+		if res.Extends && rec.Leaf != "" {
+			// The turn ran from this very leaf (a reset replayed the
+			// session to before it): the next turn must see it.
+			s.snap.Loop.Leaf = rec.Leaf
 		}
-		turn.Entry = &entry
+		return *rec
 	}
+	turn.Entry = &entry
 	out := agentloop.Run(rt, s.in.Session, &s.snap.Loop, turn)
 	if s.abortReason != "" && out.Status == agent.TypeFailed {
 		out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
@@ -1172,19 +1037,14 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 	if len(out.Leftover) == 0 {
 		return
 	}
-	id := t.id + "-steer"
-	if s.keyed() {
-		id = InternalKeyPrefix + "steer:" + strings.TrimPrefix(t.id, InternalKeyPrefix)
-	}
+	id := InternalKeyPrefix + "steer:" + strings.TrimPrefix(t.id, InternalKeyPrefix)
 	next := &pendingTurn{
 		id:  id,
 		req: TurnRequest{Prompt: agent.Prompt{Text: strings.Join(out.Leftover, "\n\n")}, Source: "steer"},
 	}
-	if s.carries() {
-		// Nobody waits on it: it can wait for the next run.
-		next.delivery = &Delivery{Key: id, Source: next.req.Source, Prompt: next.req.Prompt}
-		next.size = s.weigh(queuedTurn{Delivery: *next.delivery})
-	}
+	// Nobody waits on it: it can wait for the next run.
+	next.delivery = &Delivery{Key: id, Source: next.req.Source, Prompt: next.req.Prompt}
+	next.size = s.weigh(queuedTurn{Delivery: *next.delivery})
 	s.queue = append([]*pendingTurn{next}, s.queue...)
 }
 
@@ -1195,13 +1055,6 @@ func (s *session) nextID() string {
 	}
 	return fmt.Sprintf("%s-%d", s.snap.IDPrefix, s.snap.NextID)
 }
-
-// durableTurns reports whether this run keeps turn records in the session
-// store (changeTurnRecords).
-func (s *session) durableTurns() bool { return s.version >= 1 }
-
-// keyed reports whether this run follows changeTurnKeys.
-func (s *session) keyed() bool { return s.durableTurns() && s.keys >= 1 }
 
 // promptID is the entry ID of a turn's prompt: a digest of the turn key,
 // the leaf it extends and the prompt itself, and nothing drawn at random, so
@@ -1229,10 +1082,6 @@ func promptID(key string, e transcript.Entry) string {
 // beginTurn runs ActivityTurnBegin until the store answers: the recorded
 // outcome of the turn's key, or nil once the user entry is stored.
 func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcript.Entry) (wire.BeginTurnResult, error) {
-	window := s.in.IdempotencyWindow
-	if window <= 0 && !s.keyed() {
-		window = defaultIdempotencyWindow
-	}
 	key := t.id
 	if t.wake != "" {
 		key = ""
@@ -1243,7 +1092,7 @@ func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcri
 	})
 	var res wire.BeginTurnResult
 	err := workflow.ExecuteLocalActivity(lctx, ActivityTurnBegin, wire.BeginTurnInput{
-		Session: s.in.Session, Key: key, Entry: entry, Window: window,
+		Session: s.in.Session, Key: key, Entry: entry, Window: s.in.IdempotencyWindow,
 	}).Get(ctx, &res)
 	if err != nil {
 		return wire.BeginTurnResult{}, fmt.Errorf("turn %q: %w", t.id, err)
@@ -1260,10 +1109,7 @@ func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Out
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · turn " + key,
 	})
-	in := wire.RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Finished: workflow.Now(ctx)}
-	if s.keyed() {
-		in.Started = started
-	}
+	in := wire.RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Started: started, Finished: workflow.Now(ctx)}
 	if err := workflow.ExecuteActivity(actx, ActivityTurnRecord, in).Get(actx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording a turn failed", "turn", key, "error", err)
 	}

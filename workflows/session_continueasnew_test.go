@@ -126,7 +126,7 @@ func TestSessionContinueAsNew(t *testing.T) {
 		snap := &workflows.Snapshot{Opened: true, IDPrefix: "p", Loop: agentloop.State{Leaf: "L"}}
 		for i := 0; i < 64; i++ {
 			key := fmt.Sprintf("k%d", i)
-			snap.Recent = append(snap.Recent, workflows.RecentTurn{Key: key, Outcome: agentloop.Outcome{Turn: key, Status: agent.TypeCompleted}})
+			snap.Recent = append(snap.Recent, workflows.RecentTurn{Key: key, Outcome: agentloop.Outcome{Turn: key, Status: agent.TypeCompleted}, At: time.Now()})
 		}
 		h.turn(ms, "k64", "one more")
 		h.run(workflows.SessionInput{Session: "s1", TurnsPerRun: 1, Snapshot: snap})

@@ -23,8 +23,10 @@ func TestSessionIdempotency(t *testing.T) {
 			IDPrefix: "snap",
 			NextID:   10,
 			Loop:     agentloop.State{Leaf: "L9"},
-			Recent:   []workflows.RecentTurn{{Key: "k-old", Outcome: remembered}},
-			Turns:    5,
+			// Remembered now: the test environment's clock starts at the
+			// wall clock, within the idempotency window.
+			Recent: []workflows.RecentTurn{{Key: "k-old", Outcome: remembered, At: time.Now()}},
+			Turns:  5,
 		}
 	}
 

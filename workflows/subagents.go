@@ -22,18 +22,18 @@ import (
 //     "<delegate call>.<call>": its state view lists it (with the
 //     sub-agent), its turn's feed announces it (approval_requested or
 //     question_asked with Agent set), and a sub-agent of a sub-agent passes
-//     it up the same way, each level prefixing its delegate call.
+//     it up the same way, each level prefixing its delegate call; a
+//     sub-agent's question that comes while another question waits there
+//     is held, and asked once the questions before it are answered.
 //   - A decision or answer for that ID is checked by the delegating
 //     workflow with its own rules (the session's owner, the approvers, the
 //     channel's asker of the delegating turn, the hashes the decider saw)
 //     and handed to the sub-agent (SignalSubAgentDecision), which applies
 //     it to the call if it still waits, or says why not. The update that
-//     carried it completes once the sub-agent's wait ended with it.
-
-// changeSubAgentWaits versions the commands of that protocol: the signals
-// between a sub-agent and its delegating workflow and the events the
-// latter publishes for its sub-agents' waits. Older runs sent none.
-const changeSubAgentWaits = "sub-agent-waits"
+//     carried it completes once the sub-agent's wait ended with it; a
+//     decision that fails after the wait it was for ended (the sub-agent's
+//     deadline or another decision won the race, or the sub-agent ended
+//     meanwhile) leaves the wait ended.
 
 // subAgentWait is the argument of SignalSubAgentWait: a sub-agent's word
 // to its delegating workflow about a wait for a person.
@@ -154,18 +154,11 @@ func (s *session) subAgentEnded(child string) {
 	}
 }
 
-// changeSubAgentStops versions aborts that also publish the stop notices
-// of the running sub-agents' turns.
-const changeSubAgentStops = "sub-agent-stops"
-
 // stopSubAgents tells every worker that the running sub-agents' turns must
 // stop now (an abort): their model calls and tools stop at once, even
 // before each sub-agent's workflow takes its cancellation (or when its
 // workers are gone). Best effort, like stopActivities.
 func (s *session) stopSubAgents(ctx workflow.Context) {
-	if len(s.subAgents) == 0 || workflow.GetVersion(ctx, changeSubAgentStops, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
 	for _, child := range workflow.DeterministicKeys(s.subAgents) {
 		sa := s.subAgents[child]
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
@@ -202,9 +195,6 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w subAgentWait) {
 		workflow.GetLogger(ctx).Warn("a wait of a sub-agent this turn is not running ignored", "child", w.Child)
 		return
 	}
-	if workflow.GetVersion(ctx, changeSubAgentWaits, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
 	if w.Refused != nil {
 		s.onSubAgentRefusal(ctx, w.Child, w.Refused)
 		return
@@ -219,7 +209,7 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w subAgentWait) {
 	}
 	switch ev.Type {
 	case agent.TypeApprovalRequested:
-		if s.subApproval(ctx, w.Child, w.Event.ID) != nil {
+		if s.subApproval(w.Child, w.Event.ID) != nil {
 			return
 		}
 		s.approvals = append(s.approvals, &approval{
@@ -229,14 +219,14 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w subAgentWait) {
 		})
 		s.setStatus(ctx, StatusWaiting)
 	case agent.TypeApprovalResolved:
-		a := s.subApproval(ctx, w.Child, w.Event.ID)
+		a := s.subApproval(w.Child, w.Event.ID)
 		if a == nil || a.sub.settled {
 			return
 		}
 		a.decided, a.approved, a.by, a.reason, a.timedOut = true, ev.Approved, ev.By, ev.Reason, ev.TimedOut
 		a.sub.settled = true
 	case agent.TypeQuestionAsked:
-		if s.subQuestion(ctx, w.Child, w.Event.ID) != nil {
+		if s.subQuestion(w.Child, w.Event.ID) != nil {
 			return
 		}
 		q := &question{
@@ -244,14 +234,14 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w subAgentWait) {
 			sub:  &subWait{child: w.Child, call: w.Event.ID},
 		}
 		s.questions = append(s.questions, q)
-		hold := !s.asksNext(q) && workflow.GetVersion(ctx, changeSubAgentQuestions, workflow.DefaultVersion, 1) >= 1
+		hold := !s.asksNext(q)
 		s.setStatus(ctx, StatusAsking)
 		if hold {
 			s.holdQuestion(ctx, sa, q, ev)
 			return
 		}
 	case agent.TypeQuestionAnswered:
-		q := s.subQuestion(ctx, w.Child, w.Event.ID)
+		q := s.subQuestion(w.Child, w.Event.ID)
 		if q == nil || q.sub.settled {
 			return
 		}
@@ -285,7 +275,7 @@ func (s *session) onSubAgentRefusal(ctx workflow.Context, child string, r *decis
 	for _, a := range s.approvals {
 		if a.sub != nil && a.sub.child == child && a.sub.decision == r.Decision {
 			a.sub.decision, a.sub.refusal = "", err
-			if !s.endedForGood(ctx, a.sub) {
+			if !endedForGood(a.sub) {
 				a.decided = false
 			}
 		}
@@ -293,31 +283,18 @@ func (s *session) onSubAgentRefusal(ctx workflow.Context, child string, r *decis
 	for _, q := range s.questions {
 		if q.sub != nil && q.sub.child == child && q.sub.decision == r.Decision {
 			q.sub.decision, q.sub.refusal = "", err
-			if !s.endedForGood(ctx, q.sub) {
+			if !endedForGood(q.sub) {
 				q.answered = false
 			}
 		}
 	}
 }
 
-// changeSubAgentSettled versions a decision that fails after the wait it
-// was for ended — refused by the sub-agent whose deadline (or another
-// decision) won the race and said so first, or undeliverable because the
-// sub-agent ended meanwhile: the wait stays ended. Older runs opened it
-// again, listed and decidable, although nothing waited.
-const changeSubAgentSettled = "sub-agent-settled"
-
 // endedForGood reports whether w's wait ended in its sub-agent (or the
 // sub-agent did), so a refusal that follows cannot reopen it.
-func (s *session) endedForGood(ctx workflow.Context, w *subWait) bool {
-	return (w.settled || w.gone) && workflow.GetVersion(ctx, changeSubAgentSettled, workflow.DefaultVersion, 1) >= 1
+func endedForGood(w *subWait) bool {
+	return w.settled || w.gone
 }
-
-// changeSubAgentQuestions versions a sub-agent's question that comes while
-// another question waits on the delegating session: it is asked (announced,
-// listed, taken as the answer to a channel message) once the questions
-// before it are answered. Older runs asked it at once, beside the other.
-const changeSubAgentQuestions = "sub-agent-questions"
 
 // holdQuestion asks a sub-agent's question q (its event ev) once every
 // question before it is answered and its end published, unless it ended
@@ -362,36 +339,26 @@ func (s *session) nextQuestion() *question {
 	return nil
 }
 
-// changeSubAgentReruns versions a wait of a named sub-session's later
-// task in the turn whose call ID its earlier task's wait had (a model's
-// call IDs need not be unique across turns): it is a wait of its own.
-// Older runs took it for the earlier, ended one and ignored it.
-const changeSubAgentReruns = "sub-agent-reruns"
-
 // subApproval is the approval of a sub-agent (its workflow ID child) for
-// its call, not one of an earlier run of the same workflow ID.
-func (s *session) subApproval(ctx workflow.Context, child, call string) *approval {
+// its call, not one of an earlier run of the same workflow ID: a named
+// sub-session's later task may reuse its earlier task's call ID (a model's
+// call IDs need not be unique across turns), and its wait is its own.
+func (s *session) subApproval(child, call string) *approval {
 	for _, a := range s.approvals {
-		if a.sub != nil && a.sub.child == child && a.sub.call == call && !s.earlierRun(ctx, a.sub) {
+		if a.sub != nil && a.sub.child == child && a.sub.call == call && !a.sub.gone {
 			return a
 		}
 	}
 	return nil
 }
 
-func (s *session) subQuestion(ctx workflow.Context, child, call string) *question {
+func (s *session) subQuestion(child, call string) *question {
 	for _, q := range s.questions {
-		if q.sub != nil && q.sub.child == child && q.sub.call == call && !s.earlierRun(ctx, q.sub) {
+		if q.sub != nil && q.sub.child == child && q.sub.call == call && !q.sub.gone {
 			return q
 		}
 	}
 	return nil
-}
-
-// earlierRun reports whether w is of a sub-agent run that ended (the
-// running one, same workflow ID, is a later task of a named sub-session).
-func (s *session) earlierRun(ctx workflow.Context, w *subWait) bool {
-	return w.gone && workflow.GetVersion(ctx, changeSubAgentReruns, workflow.DefaultVersion, 1) >= 1
 }
 
 // announceWait puts a sub-agent's wait event (its ID already this
@@ -411,15 +378,15 @@ func (s *session) announceWait(ctx workflow.Context, sa *subAgent, ev agent.Even
 }
 
 // tellParent sends w to the workflow that delegated to this one, when this
-// is a sub-agent (nothing otherwise, and nothing in runs before
-// changeSubAgentWaits). Sent in order: each waits for the server.
+// is a sub-agent (nothing otherwise). Sent in order: each waits for the
+// server.
 func (s *session) tellParent(ctx workflow.Context, w subAgentWait) {
 	if s.depth == 0 {
 		return
 	}
 	info := workflow.GetInfo(ctx)
 	parent := info.ParentWorkflowExecution
-	if parent == nil || workflow.GetVersion(ctx, changeSubAgentWaits, workflow.DefaultVersion, 1) < 1 {
+	if parent == nil {
 		return
 	}
 	w.Child = info.WorkflowExecution.ID
@@ -439,7 +406,7 @@ func (s *session) forwardApproval(ctx workflow.Context, a *approval, req Approve
 	fwd.Call = a.sub.call
 	a.decided = true
 	if err := s.forward(ctx, a.sub, subAgentDecision{ID: id, Approve: &fwd}); err != nil {
-		if !s.endedForGood(ctx, a.sub) {
+		if !endedForGood(a.sub) {
 			a.decided = false
 		}
 		return err
@@ -471,7 +438,7 @@ func (s *session) forwardAnswer(ctx workflow.Context, q *question, req AnswerReq
 	fwd.Call = q.sub.call
 	q.answered = true
 	if err := s.forward(ctx, q.sub, subAgentDecision{ID: id, Answer: &fwd}); err != nil {
-		if !s.endedForGood(ctx, q.sub) {
+		if !endedForGood(q.sub) {
 			q.answered = false
 		}
 		return err

@@ -66,12 +66,9 @@ func (s *session) fire(ctx workflow.Context, id string) {
 	}
 	w := s.snap.Wakes[i]
 	w.Fired++
-	turn := fmt.Sprintf("wake-%s-%d", w.ID, w.Fired)
-	if s.keyed() {
-		// Unique per workflow chain: a session started again after a
-		// terminate numbers its wake-ups from 1 again.
-		turn = fmt.Sprintf("%swake:%s:%s:%d", InternalKeyPrefix, s.snap.IDPrefix, w.ID, w.Fired)
-	}
+	// Unique per workflow chain: a session started again after a terminate
+	// numbers its wake-ups from 1 again.
+	turn := fmt.Sprintf("%swake:%s:%s:%d", InternalKeyPrefix, s.snap.IDPrefix, w.ID, w.Fired)
 	s.queue = append(s.queue, &pendingTurn{
 		id:   turn,
 		req:  TurnRequest{Prompt: agent.Prompt{Text: wakes.Envelope(w.ID, w.Prompt)}, Source: "wake"},

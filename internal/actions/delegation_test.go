@@ -8,12 +8,12 @@ import "testing"
 // rules; the call's result, a Tool.Execute; the workflow task that
 // publishes its tool_started, a Feed.Publish marker shared by the calls of
 // one step), and delegationChildActions what the child's own history costs
-// for a one-step answer (its first workflow task's markers, the model
-// step, Turn.Record, the status upserts to running and idle); its start is
-// billed to the parent.
+// for a one-step answer (its first workflow task's markers, the timer of
+// its own deadline (delegation.timeout), the model step, Turn.Record, the
+// status upserts to running and idle); its start is billed to the parent.
 const (
 	delegationParentActions = 4
-	delegationChildActions  = 5
+	delegationChildActions  = 6
 )
 
 func TestDelegation(t *testing.T) {
