@@ -213,12 +213,17 @@ func TestAssemblerBadJump(t *testing.T) {
 // process) is refused whoever asks.
 func TestSignalVerdict(t *testing.T) {
 	t.Parallel()
-	self := os.Getpid()
-	sid, err := unix.Getsid(0)
-	if err != nil {
+	// The caller is a child in a session of its own, not this test
+	// process: a runner may start tests outside any session (session 0,
+	// nobody's), which would refuse the caller's own signals.
+	caller := exec.Command("/bin/sleep", "100")
+	caller.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := caller.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pgid := unix.Getpgrp()
+	defer func() { _ = caller.Process.Kill(); _ = caller.Wait() }()
+	self := caller.Process.Pid
+	sid, pgid := self, self // setsid made it the leader of both
 	other := exec.Command("/bin/sleep", "100")
 	other.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := other.Start(); err != nil {
@@ -271,9 +276,9 @@ func TestSignalVerdict(t *testing.T) {
 		t.Errorf("kill of the call's session: %v, want allowed", got)
 	}
 	// A descendant of the call's first process passes wherever its session
-	// is (other left this one with setsid; its parent is this process).
+	// is (other left with setsid; its parent is this test process).
 	s = &supervisor{helperSID: -1, helper: 1}
-	s.root.Store(int64(self))
+	s.root.Store(int64(os.Getpid()))
 	if got := s.verdict(&seccompNotif{Pid: uint32(1<<22 + 9), Nr: unix.SYS_KILL, Args: [6]uint64{uint64(other.Process.Pid), 15}}); got != unix.EPERM {
 		t.Errorf("a caller that is gone: %v, want EPERM", got)
 	}
