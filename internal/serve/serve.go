@@ -419,6 +419,7 @@ func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err e
 			Models:      p.Models,
 			Logger:      cfg.Logger,
 			Hooks:       cfg.Hooks,
+			Agent:       taskQueueOr(cfg.TaskQueue),
 		}
 	}
 	if cfg.Metrics != nil && p.Acts.Observer == nil {
