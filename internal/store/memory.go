@@ -68,6 +68,13 @@ func MemoryID(agent, key string) string {
 	return "mem_" + hex.EncodeToString(h[:10])
 }
 
+// scopeToken is the full-text term naming the memories of owner in agent
+// (SQLite), one word of letters and digits.
+func scopeToken(agent, owner string) string {
+	h := sha256.Sum256([]byte(agent + "\x00" + owner))
+	return "scope" + hex.EncodeToString(h[:10])
+}
+
 // validMemory checks a memory before it is stored.
 func validMemory(m Memory, key string) error {
 	switch {

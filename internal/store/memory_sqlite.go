@@ -19,9 +19,9 @@ func (s *SQLite) Remember(ctx context.Context, m Memory, key string) (Memory, er
 	m.ID = MemoryID(m.Agent, key)
 	var out Memory
 	err := retryBusy(ctx, func() error {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO memories (id, agent, owner, text, tags, session, created)
-VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			m.ID, m.Agent, m.Owner, m.Text, encodeTags(m.Tags), m.Session, time.Now().UnixNano()); err != nil {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO memories (id, agent, owner, text, tags, session, created, scope)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			m.ID, m.Agent, m.Owner, m.Text, encodeTags(m.Tags), m.Session, time.Now().UnixNano(), scopeToken(m.Agent, m.Owner)); err != nil {
 			return err
 		}
 		var err error
@@ -45,9 +45,23 @@ func (s *SQLite) Recall(ctx context.Context, q MemoryQuery) ([]Memory, error) {
 		for i, w := range words {
 			terms[i] = `"` + w + `"`
 		}
-		query = `SELECT ` + sqliteMemoryCols + ` FROM memories_fts f JOIN memories m ON m.seq = f.rowid
-WHERE memories_fts MATCH ? AND ` + where + ` ORDER BY f.rank, m.seq DESC LIMIT ?`
-		args = append([]any{strings.Join(terms, " OR ")}, args...)
+		match := "{text tags} : (" + strings.Join(terms, " OR ") + ")"
+		// A scope of one agent is also a full-text term (scopeToken), so
+		// only the scope's matches are ranked, not every agent's and
+		// principal's.
+		if q.Agent != "" && !q.All && len(q.Owners) > 0 {
+			toks := make([]string, len(q.Owners))
+			for i, o := range q.Owners {
+				toks[i] = `"` + scopeToken(q.Agent, o) + `"`
+			}
+			match = "scope : (" + strings.Join(toks, " OR ") + ") AND " + match
+		}
+		// The matches are found first (MATERIALIZED): joined the other
+		// way, SQLite would run the full-text query once per scoped row.
+		query = `WITH hits AS MATERIALIZED (SELECT rowid, bm25(memories_fts, 1.0, 1.0, 0.0) AS score FROM memories_fts WHERE memories_fts MATCH ?)
+SELECT ` + sqliteMemoryCols + ` FROM hits h JOIN memories m ON m.seq = h.rowid
+WHERE ` + where + ` ORDER BY h.score, m.seq DESC LIMIT ?`
+		args = append([]any{match}, args...)
 	} else {
 		query = `SELECT ` + sqliteMemoryCols + ` FROM memories m WHERE ` + where + ` ORDER BY m.seq DESC LIMIT ?`
 	}
