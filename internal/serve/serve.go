@@ -419,8 +419,12 @@ func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err e
 			Models:      p.Models,
 			Logger:      cfg.Logger,
 			Hooks:       cfg.Hooks,
-			Agent:       taskQueueOr(cfg.TaskQueue),
 		}
+	}
+	if p.Acts.Agent == "" {
+		// Memories are kept under the agent's name, as the ingress's
+		// /memories routes name it.
+		p.Acts.Agent = taskQueueOr(cfg.TaskQueue)
 	}
 	if cfg.Metrics != nil && p.Acts.Observer == nil {
 		p.Acts.Observer = cfg.Metrics
