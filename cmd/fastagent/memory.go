@@ -48,7 +48,7 @@ func newMemory(g *globals) *cobra.Command {
 		Use:   "list",
 		Short: "List memories, newest first (--query: most relevant first)",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return mc.list() },
+		RunE:  func(c *cobra.Command, _ []string) error { return mc.list(c.OutOrStdout()) },
 	}
 	list.Flags().StringVarP(&mc.query, "query", "q", "", "only memories matching these words, most relevant first")
 	list.Flags().IntVar(&mc.limit, "limit", 50, fmt.Sprintf("at most this many (1..%d)", memoryPageMax))
@@ -57,7 +57,7 @@ func newMemory(g *globals) *cobra.Command {
 		Use:   "export",
 		Short: fmt.Sprintf("Write the memories you can see as JSON lines (stdout, or -o file; at most %d)", memoryPageMax),
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return mc.export() },
+		RunE:  func(c *cobra.Command, _ []string) error { return mc.export(c.OutOrStdout(), c.ErrOrStderr()) },
 	}
 	export.Flags().StringVarP(&mc.out, "output", "o", "", "write to this file instead of stdout")
 	export.Flags().StringVar(&mc.principal, "principal", "", "only this principal's memories (\"shared\": the shared ones)")
@@ -70,7 +70,7 @@ func newMemory(g *globals) *cobra.Command {
 			}
 			return nil
 		},
-		RunE: func(_ *cobra.Command, args []string) error { return mc.rm(args) },
+		RunE: func(c *cobra.Command, args []string) error { return mc.rm(c.OutOrStdout(), args) },
 	}
 	cmd.AddCommand(list, rm, export)
 	return cmd
@@ -100,12 +100,12 @@ func (mc *memoryCmds) fetch(limit int) ([]memoryRow, error) {
 	return v.Memories, nil
 }
 
-func (mc *memoryCmds) list() error {
+func (mc *memoryCmds) list(stdout io.Writer) error {
 	ms, err := mc.fetch(mc.limit)
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tOWNER\tCREATED\tTAGS\tTEXT")
 	for _, m := range ms {
 		owner := m.Owner
@@ -121,22 +121,22 @@ func (mc *memoryCmds) list() error {
 	return tw.Flush()
 }
 
-func (mc *memoryCmds) rm(ids []string) error {
+func (mc *memoryCmds) rm(stdout io.Writer, ids []string) error {
 	for _, id := range ids {
 		if _, err := call(mc.g.apiToken(), http.MethodDelete, strings.TrimRight(mc.base, "/")+"/memories/"+url.PathEscape(id), ""); err != nil {
 			return err
 		}
-		fmt.Println("forgot", id)
+		fmt.Fprintln(stdout, "forgot", id)
 	}
 	return nil
 }
 
-func (mc *memoryCmds) export() error {
+func (mc *memoryCmds) export(stdout, stderr io.Writer) error {
 	ms, err := mc.fetch(memoryPageMax)
 	if err != nil {
 		return err
 	}
-	var w io.Writer = os.Stdout
+	w := stdout
 	if mc.out != "" {
 		f, err := os.OpenFile(mc.out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
@@ -152,7 +152,7 @@ func (mc *memoryCmds) export() error {
 		}
 	}
 	if len(ms) == memoryPageMax {
-		fmt.Fprintf(os.Stderr, "fastagent: the export stopped at %d memories; narrow it with --principal\n", memoryPageMax)
+		fmt.Fprintf(stderr, "fastagent: the export stopped at %d memories; narrow it with --principal\n", memoryPageMax)
 	}
 	return nil
 }
