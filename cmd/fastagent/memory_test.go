@@ -1,70 +1,67 @@
 package main
 
 import (
-	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
-
-	"github.com/fastagent/fastagent/internal/ingress"
-	"github.com/fastagent/fastagent/internal/store"
 )
 
-type oneAgent struct{ st store.Store }
-
-func (a oneAgent) Recall(ctx context.Context, q store.MemoryQuery) ([]store.Memory, error) {
-	q.Agent = "a"
-	return a.st.Recall(ctx, q)
-}
-
-func (a oneAgent) Forget(ctx context.Context, s store.MemoryScope, id string) (store.Memory, error) {
-	s.Agent = "a"
-	return a.st.Forget(ctx, s, id)
-}
-
-// memory list, export and rm against a real ingress: alice sees and
-// deletes her own memories, never bob's.
+// memory list, export and rm send the API's requests with the token and
+// print its answers; the ingress's refusal is the error.
 func TestMemoryCommands(t *testing.T) {
-	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "m.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	ctx := context.Background()
-	mine, _ := st.Remember(ctx, store.Memory{Agent: "a", Owner: "alice", Text: "alice deploys on fridays", Tags: []string{"ops"}}, "1")
-	bobs, _ := st.Remember(ctx, store.Memory{Agent: "a", Owner: "bob", Text: "bob deploys on mondays"}, "2")
-	toks := &ingress.Tokens{}
-	toks.AddToken("alice", "alice-tok", ingress.RightInvoke, ingress.RightControl)
-	srv := &ingress.Server{Tokens: toks, Memories: oneAgent{st}}
-	srv.SetReady(true)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	var mu sync.Mutex
+	var reqs []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reqs = append(reqs, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/memories":
+			_, _ = w.Write([]byte(`{"memories":[{"id":"mem_1","agent":"fastagent","owner":"alice","text":"alice deploys on fridays","tags":["ops"],"created":"2026-01-02T03:04:05Z"},` +
+				`{"id":"mem_2","agent":"fastagent","text":"the team meets at ten","created":"2026-01-02T03:04:05Z"}]}`))
+		case r.Method == http.MethodDelete && r.URL.Path == "/memories/mem_1":
+			_, _ = w.Write([]byte(`{"forgotten":{"id":"mem_1"}}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":"no memory \"mem_9\" of yours (shared memories are deleted by an admin)","code":"not_found"}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
 	t.Setenv("FASTAGENT_API_TOKEN", "alice-tok")
 
-	out, errOut, code := execute(t, "", "memory", "--url", hs.URL, "list", "-q", "deploys")
-	if code != 0 || !strings.Contains(out, mine.ID) || !strings.Contains(out, "fridays") || strings.Contains(out, "mondays") {
+	out, errOut, code := execute(t, "", "memory", "--url", srv.URL, "list", "-q", "deploys", "--principal", "alice")
+	if code != 0 || !strings.Contains(out, "mem_1") || !strings.Contains(out, "fridays") || !strings.Contains(out, "(shared)") {
 		t.Fatalf("memory list: code %d, out %q, err %q", code, out, errOut)
 	}
 	file := filepath.Join(t.TempDir(), "m.jsonl")
-	if _, errOut, code = execute(t, "", "memory", "--url", hs.URL, "export", "-o", file); code != 0 {
+	if _, errOut, code = execute(t, "", "memory", "--url", srv.URL, "export", "-o", file); code != 0 {
 		t.Fatalf("memory export: code %d, err %q", code, errOut)
 	}
-	if b, err := os.ReadFile(file); err != nil || strings.Count(string(b), "\n") != 1 || !strings.Contains(string(b), `"tags":["ops"]`) {
+	if b, err := os.ReadFile(file); err != nil || strings.Count(string(b), "\n") != 2 || !strings.Contains(string(b), `"tags":["ops"]`) {
 		t.Fatalf("export file %q, %v", b, err)
 	}
-	if _, errOut, code = execute(t, "", "memory", "--url", hs.URL, "rm", bobs.ID); code == 0 || !strings.Contains(errOut, "no memory") {
-		t.Fatalf("rm of bob's memory: code %d, err %q", code, errOut)
-	}
-	if out, errOut, code = execute(t, "", "memory", "--url", hs.URL, "rm", mine.ID); code != 0 || !strings.Contains(out, "forgot "+mine.ID) {
+	if out, errOut, code = execute(t, "", "memory", "--url", srv.URL, "rm", "mem_1"); code != 0 || !strings.Contains(out, "forgot mem_1") {
 		t.Fatalf("rm: code %d, out %q, err %q", code, out, errOut)
 	}
-	if _, _, code = execute(t, "", "memory", "--url", hs.URL, "list", "--limit", "0"); code == 0 {
-		t.Fatal("memory list --limit 0 succeeded")
+	if _, errOut, code = execute(t, "", "memory", "--url", srv.URL, "rm", "mem_9"); code == 0 || !strings.Contains(errOut, "no memory") {
+		t.Fatalf("rm of another's memory: code %d, err %q", code, errOut)
 	}
-	left, _ := st.Recall(ctx, store.MemoryQuery{MemoryScope: store.MemoryScope{All: true}})
-	if len(left) != 1 || left[0].ID != bobs.ID {
-		t.Fatalf("left %+v, want bob's memory only", left)
+	n := len(reqs)
+	if _, _, code = execute(t, "", "memory", "--url", srv.URL, "list", "--limit", "0"); code == 0 || len(reqs) != n {
+		t.Fatal("memory list --limit 0 succeeded or sent a request")
+	}
+	want := []string{
+		"GET /memories?limit=50&principal=alice&q=deploys Bearer alice-tok",
+		"GET /memories?limit=500 Bearer alice-tok",
+		"DELETE /memories/mem_1 Bearer alice-tok",
+	}
+	for i, w := range want {
+		if reqs[i] != w {
+			t.Errorf("request %d = %q, want %q", i, reqs[i], w)
+		}
 	}
 }
