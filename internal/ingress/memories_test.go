@@ -48,8 +48,6 @@ func memoryServer(t *testing.T) (*httptest.Server, map[string]store.Memory, stor
 	return hs, ms, st
 }
 
-
-
 func listed(t *testing.T, body string) []string {
 	t.Helper()
 	var l ingress.MemoryList

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/memory"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/toolrun"
 	"github.com/fastagent/fastagent/internal/tools"
-	"github.com/fastagent/fastagent/internal/memory"
 	"github.com/fastagent/fastagent/internal/waketools"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 	"github.com/fastagent/fastagent/workflows/wakes"
