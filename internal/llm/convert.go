@@ -19,7 +19,20 @@ const (
 	// flavorGeneric is a langchaingo client an embedder built (Wrap):
 	// messages shaped as for OpenAI, text streamed through StreamingFunc.
 	flavorGeneric
+	// flavorGoogle is langchaingo's googleai or vertex client: messages
+	// shaped as for OpenAI, text streamed through StreamingFunc.
+	flavorGoogle
+	// flavorBedrock is langchaingo's bedrock client: messages shaped as for
+	// OpenAI but images as bytes; called without streaming (its streaming
+	// path drops tool calls), the reply arriving as one delta.
+	flavorBedrock
 )
+
+// plain reports whether f streams text through StreamingFunc only and may
+// not report a stop reason (not the openai or anthropic client).
+func (f flavor) plain() bool {
+	return f == flavorGeneric || f == flavorGoogle || f == flavorBedrock
+}
 
 // toMessages converts the system prompt and transcript messages to
 // langchaingo messages.
@@ -73,7 +86,7 @@ func userMessage(f flavor, m transcript.Message) (llms.MessageContent, error) {
 		mc.Parts = append(mc.Parts, llms.TextPart(m.Text))
 	}
 	for j, img := range m.Images {
-		if f == flavorAnthropic {
+		if f == flavorAnthropic || f == flavorBedrock {
 			data, err := base64.StdEncoding.DecodeString(img.Data)
 			if err != nil {
 				return mc, fmt.Errorf("image %d is not valid base64: %w", j, err)

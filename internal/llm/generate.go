@@ -25,6 +25,10 @@ type model struct {
 	urlEnv   string // env var of the endpoint, for messages
 	baseURL  string
 	secret   string // the API key, scrubbed from messages
+	// opaque: the client's HTTP exchange does not go through our transport
+	// (a wrapped client, Vertex AI's gRPC), so errors are classified by
+	// their text.
+	opaque bool
 
 	flavor          flavor
 	legacyMaxTokens bool
@@ -60,7 +64,7 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	defer cancel(nil)
 	rec := &recorder{dog: startWatchdog(m.stall, cancel)}
 	defer rec.dog.stop()
-	if m.flavor == flavorGeneric {
+	if m.flavor.plain() {
 		sink.kick = rec.dog.kick
 	}
 	switch {
@@ -83,7 +87,7 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	callCtx = context.WithValue(callCtx, recorderKey{}, rec)
 
 	resp, err := m.llm.GenerateContent(callCtx, msgs, m.callOptions(req, tools, sink)...)
-	if err == nil && m.flavor == flavorGeneric && !sink.streamedText() {
+	if err == nil && m.flavor.plain() && !sink.streamedText() {
 		// A wrapped client that does not stream: its answer is one delta.
 		for _, c := range resp.Choices {
 			if c != nil {
@@ -100,7 +104,7 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 		return transcript.Message{}, m.classify(ctx, callCtx, rec, err)
 	}
 	msg, stop := m.toMessage(resp)
-	if stop == "" && m.flavor == flavorGeneric && ctx.Err() == nil && context.Cause(callCtx) == nil {
+	if stop == "" && m.flavor.plain() && ctx.Err() == nil && context.Cause(callCtx) == nil {
 		// Not every langchaingo client reports a stop reason: a wrapped
 		// client's complete response is taken as the end of the reply.
 		stop = "stop"
@@ -133,8 +137,10 @@ func (m *model) callOptions(req Request, tools []llms.Tool, sink *deltaSink) []l
 		opts = append(opts, openai.WithLegacyMaxTokensField())
 	}
 	switch m.flavor {
-	case flavorGeneric:
+	case flavorGeneric, flavorGoogle:
 		opts = append(opts, llms.WithStreamingFunc(sink.textStream))
+	case flavorBedrock:
+		// Not streamed: langchaingo's bedrock stream carries text only.
 	case flavorAnthropic:
 		// langchaingo's Anthropic client streams only when StreamingFunc is
 		// set; thinking deltas go to StreamingReasoningFunc.
@@ -220,8 +226,12 @@ func (m *model) toMessage(resp *llms.ContentResponse) (transcript.Message, strin
 		if stop == "" {
 			stop = c.StopReason
 		}
-		u.Input = max(u.Input, intInfo(c.GenerationInfo, "PromptTokens"), intInfo(c.GenerationInfo, "InputTokens"))
-		u.Output = max(u.Output, intInfo(c.GenerationInfo, "CompletionTokens"), intInfo(c.GenerationInfo, "OutputTokens"))
+		// PromptTokens/CompletionTokens: openai, googleai; InputTokens/
+		// OutputTokens: anthropic; input_tokens/output_tokens: bedrock.
+		u.Input = max(u.Input, intInfo(c.GenerationInfo, "PromptTokens"), intInfo(c.GenerationInfo, "InputTokens"),
+			intInfo(c.GenerationInfo, "input_tokens"))
+		u.Output = max(u.Output, intInfo(c.GenerationInfo, "CompletionTokens"), intInfo(c.GenerationInfo, "OutputTokens"),
+			intInfo(c.GenerationInfo, "output_tokens"))
 		u.Total = max(u.Total, intInfo(c.GenerationInfo, "TotalTokens"))
 		u.CacheRead = max(u.CacheRead, intInfo(c.GenerationInfo, "PromptCachedTokens"), intInfo(c.GenerationInfo, "CacheReadInputTokens"))
 		u.CacheWrite = max(u.CacheWrite, intInfo(c.GenerationInfo, "CacheCreationInputTokens"))
@@ -277,6 +287,8 @@ func intInfo(info map[string]any, key string) int {
 	switch v := info[key].(type) {
 	case int:
 		return v
+	case int32:
+		return int(v)
 	case int64:
 		return int(v)
 	case float64:
@@ -291,9 +303,10 @@ func mapStop(reason string, hasToolCalls bool) (stop, errMsg string) {
 	switch strings.ToLower(reason) {
 	case "tool_calls", "function_call", "tool_use":
 		return transcript.StopToolUse, ""
-	case "length", "max_tokens", "model_context_window_exceeded":
+	case "length", "max_tokens", "model_context_window_exceeded", "finishreasonmaxtokens":
 		return transcript.StopLength, ""
-	case "content_filter", "refusal":
+	case "content_filter", "refusal", "finishreasonsafety", "finishreasonrecitation", "finishreasonblocklist",
+		"finishreasonprohibitedcontent", "finishreasonspii":
 		return transcript.StopError, "the model provider stopped the reply (" + reason + ")"
 	}
 	// "stop", "end_turn", "stop_sequence" and anything new. Some compatible
