@@ -46,7 +46,10 @@ func (f flavor) plain() bool {
 // message, so for Anthropic an assistant message is split into one message
 // for the text and one per tool call; the Anthropic API joins consecutive
 // messages of the same role into one turn.
-func toMessages(f flavor, system string, msgs []transcript.Message) ([]llms.MessageContent, error) {
+//
+// With thinking set (Anthropic), an assistant message whose signed thinking
+// blocks go back starts with a placeholder part the transport replaces.
+func toMessages(f flavor, system string, msgs []transcript.Message, thinking *thinkingSet) ([]llms.MessageContent, error) {
 	var out []llms.MessageContent
 	if system != "" {
 		out = append(out, llms.TextParts(llms.ChatMessageTypeSystem, system))
@@ -60,7 +63,11 @@ func toMessages(f flavor, system string, msgs []transcript.Message) ([]llms.Mess
 			}
 			out = append(out, mc)
 		case transcript.RoleAssistant:
-			out = append(out, assistantMessages(f, m)...)
+			am := assistantMessages(f, m)
+			if thinking != nil && len(am) > 0 && sendsBack(m) {
+				out = append(out, llms.TextParts(llms.ChatMessageTypeAI, thinking.add(m.ThinkingBlocks)))
+			}
+			out = append(out, am...)
 		case transcript.RoleToolResult:
 			if m.ToolCallID == "" {
 				return nil, fmt.Errorf("message %d: tool result without a tool call ID", i)

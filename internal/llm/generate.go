@@ -25,6 +25,8 @@ type model struct {
 	urlEnv   string // env var of the endpoint, for messages
 	baseURL  string
 	secret   string // the API key, scrubbed from messages
+	// noPromptCache leaves out Anthropic's cache_control breakpoints.
+	noPromptCache bool
 	// opaque: the client's HTTP exchange does not go through our transport
 	// (a wrapped client, Vertex AI's gRPC), so errors are classified by
 	// their text.
@@ -49,7 +51,11 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	if err := ctx.Err(); err != nil {
 		return transcript.Message{}, &Error{Model: m.spec, Kind: KindCanceled, Message: "call canceled: " + err.Error(), err: err}
 	}
-	msgs, err := toMessages(m.flavor, req.System, req.Messages)
+	var thinking *thinkingSet
+	if m.flavor == flavorAnthropic {
+		thinking = newThinkingSet()
+	}
+	msgs, err := toMessages(m.flavor, req.System, req.Messages, thinking)
 	if err != nil {
 		return transcript.Message{}, m.invalid(err)
 	}
@@ -74,7 +80,11 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 			rec.extra = map[string]any{"reasoning_effort": effort}
 		}
 	case m.flavor == flavorAnthropic:
-		// The transport sends thinking too: langchaingo v0.1.14 drops the
+		// The transport adds cache breakpoints, sends back signed thinking
+		// blocks, and reads new ones off the stream (anthropic.go).
+		rec.edit = anthropicEdit(thinking, !m.noPromptCache)
+		rec.watch = &thinkingWatch{}
+		// It sends thinking too: langchaingo v0.1.14 drops the
 		// budget for model names it does not know (claude-haiku-4-5) and
 		// always sends temperature 0, which the API refuses with thinking.
 		if budget, _ := m.anthropicLimits(req); budget > 0 {
@@ -104,6 +114,9 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 		return transcript.Message{}, m.classify(ctx, callCtx, rec, err)
 	}
 	msg, stop := m.toMessage(resp)
+	if rec.watch != nil {
+		msg.ThinkingBlocks = rec.watch.result()
+	}
 	if stop == "" && m.flavor.plain() && ctx.Err() == nil && context.Cause(callCtx) == nil {
 		// Not every langchaingo client reports a stop reason: a wrapped
 		// client's complete response is taken as the end of the reply.
@@ -155,10 +168,11 @@ func (m *model) callOptions(req Request, tools []llms.Tool, sink *deltaSink) []l
 
 // anthropicLimits returns the extended-thinking budget (0: thinking off)
 // and max_tokens of an Anthropic call. Thinking is on for reasoning models
-// at a level above off, except in a step that answers tool results:
-// langchaingo cannot send back the signed thinking block the API then
-// requires at the start of the assistant turn, and a step without thinking
-// is always accepted. max_tokens must exceed the budget and leave room for
+// at a level above off. A step that answers tool results thinks only when
+// the assistant message it continues kept its signed thinking blocks: the
+// API then requires them at the start of that assistant turn, and a step
+// without thinking is always accepted (a reply recorded before blocks
+// were kept, or made by another model of the fallback chain). max_tokens must exceed the budget and leave room for
 // the answer; the model's output limit caps both.
 func (m *model) anthropicLimits(req Request) (budget, maxTokens int) {
 	maxTokens = req.MaxTokens
@@ -166,7 +180,7 @@ func (m *model) anthropicLimits(req Request) (budget, maxTokens int) {
 		maxTokens = defaultAnthropicMaxTokens
 	}
 	budget = ThinkingBudget(req.Thinking)
-	if budget == 0 || !m.reasoning || answersToolResults(req.Messages) {
+	if budget == 0 || !m.reasoning || (answersToolResults(req.Messages) && !continuesThinking(req.Messages)) {
 		return 0, maxTokens
 	}
 	maxTokens = max(maxTokens, budget+defaultAnthropicMaxTokens)
@@ -187,6 +201,17 @@ func answersToolResults(msgs []transcript.Message) bool {
 			return true
 		case transcript.RoleAssistant:
 			return false
+		}
+	}
+	return false
+}
+
+// continuesThinking reports whether the last assistant message of msgs
+// has signed thinking blocks that go back to the API.
+func continuesThinking(msgs []transcript.Message) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == transcript.RoleAssistant {
+			return sendsBack(msgs[i])
 		}
 	}
 	return false
