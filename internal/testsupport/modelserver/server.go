@@ -34,7 +34,7 @@ type Server struct {
 	abortCh  chan struct{} // closed and replaced on every abort
 	onFirst  func(Request, time.Time)
 	url      string
-	shape    Shape // "" = OpenAI
+	shape    Shape        // "" = OpenAI
 	cache    *promptCache // PromptCache's accounting; nil = off
 	servers  []*http.Server
 	closed   bool
