@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -50,6 +52,11 @@ type benchFlags struct {
 	feishuN   int
 	webhookN  int
 	wfPollers int
+	// cpuProf and memProf name the files the profiles of this process
+	// (the bench worker, its clients and the in-process loop; not the
+	// Temporal server, a child process) are written to.
+	cpuProf string
+	memProf string
 }
 
 // sections in the order they run.
@@ -131,6 +138,8 @@ func runBench(args []string) error {
 	fs.StringVar(&f.nats, "nats", envOr("FASTAGENT_LAB_NATS", "nats://127.0.0.1:4222"), "NATS URL for the multi-process figures")
 	fs.IntVar(&f.wfPollers, "wf-pollers", 0, "workflow task pollers of the bench worker: 0 autoscaled (the default), n ≥ 2 fixed (2 was the default before)")
 	fs.StringVar(&f.server, "server", "embedded", "the Temporal server: embedded (the dev server, a child of this process), or process (the same server started by a process of its own; the actions figure needs embedded)")
+	fs.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of this process over the measured sections to this file (go tool pprof -top)")
+	fs.StringVar(&f.memProf, "memprofile", "", "write an allocation profile of this process, taken after the measured sections, to this file (go tool pprof -sample_index=alloc_space -top)")
 	fs.BoolVar(&f.untuned, "untuned", false, "use the embedded server's stock configuration (the tuning comparison runs this in a child process)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -152,6 +161,10 @@ func runBench(args []string) error {
 		return err
 	}
 	defer b.teardown()
+	stopProfiles, err := startProfiles(f.cpuProf, f.memProf)
+	if err != nil {
+		return err
+	}
 
 	for i, name := range selected {
 		label := sectionLabel(name)
@@ -190,6 +203,9 @@ func runBench(args []string) error {
 			b.rows = append(b.rows, row{Figure: label, Variant: "error", Result: lab.OneLine(err.Error(), 160)})
 		}
 	}
+	if err := stopProfiles(); err != nil {
+		return err
+	}
 	report.Rows, report.Dists = b.rows, b.dists
 	if f.out != "" {
 		if err := writeBenchOut(f.out, report); err != nil {
@@ -204,6 +220,47 @@ func runBench(args []string) error {
 	}
 	printBench(os.Stdout, report)
 	return nil
+}
+
+// startProfiles starts a CPU profile into cpu (when set) and returns the
+// function that stops it and writes the allocation profile into mem (when
+// set). Allocations are counted from here on: the profile rate is set
+// before the measured sections run.
+func startProfiles(cpu, mem string) (func() error, error) {
+	if mem != "" {
+		runtime.MemProfileRate = 64 * 1024
+	}
+	var cf *os.File
+	if cpu != "" {
+		var err error
+		if cf, err = os.Create(cpu); err != nil {
+			return nil, fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(cf); err != nil {
+			_ = cf.Close()
+			return nil, fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+	}
+	return func() error {
+		if cf != nil {
+			pprof.StopCPUProfile()
+			if err := cf.Close(); err != nil {
+				return fmt.Errorf("bench: -cpuprofile: %w", err)
+			}
+		}
+		if mem == "" {
+			return nil
+		}
+		mf, err := os.Create(mem)
+		if err != nil {
+			return fmt.Errorf("bench: -memprofile: %w", err)
+		}
+		defer mf.Close()
+		if err := pprof.Lookup("allocs").WriteTo(mf, 0); err != nil {
+			return fmt.Errorf("bench: -memprofile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // writeBenchOut writes the report as dir/bench.json and its latency
