@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +59,8 @@ type benchFlags struct {
 	// Temporal server, a child process) are written to.
 	cpuProf string
 	memProf string
+	// dynConfig overrides dynamic config values of the embedded server.
+	dynConfig string
 }
 
 // sections in the order they run.
@@ -140,6 +144,7 @@ func runBench(args []string) error {
 	fs.StringVar(&f.server, "server", "embedded", "the Temporal server: embedded (the dev server, a child of this process), or process (the same server started by a process of its own; the actions figure needs embedded)")
 	fs.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of this process over the measured sections to this file (go tool pprof -top)")
 	fs.StringVar(&f.memProf, "memprofile", "", "write an allocation profile of this process, taken after the measured sections, to this file (go tool pprof -sample_index=alloc_space -top)")
+	fs.StringVar(&f.dynConfig, "dynconfig", "", "comma-separated key=value dynamic config values of the embedded server, on top of its tuning (or of the stock configuration with -untuned), e.g. system.enableActivityEagerExecution=false")
 	fs.BoolVar(&f.untuned, "untuned", false, "use the embedded server's stock configuration (the tuning comparison runs this in a child process)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -338,10 +343,17 @@ func printBench(w io.Writer, r benchReport) {
 
 func (b *bench) setup() error {
 	var err error
+	dyn, err := parseDynConfig(b.f.dynConfig)
+	if err != nil {
+		return err
+	}
 	switch b.f.server {
 	case "embedded":
-		b.srv, err = lab.StartServer(lab.ServerOptions{Untuned: b.f.untuned})
+		b.srv, err = lab.StartServer(lab.ServerOptions{Untuned: b.f.untuned, DynamicConfig: dyn})
 	case "process":
+		if dyn != nil {
+			return errors.New("bench: -dynconfig needs -server embedded")
+		}
 		var bin string
 		if bin, err = os.Executable(); err == nil {
 			b.srv, err = lab.StartServerProcess(bin)
@@ -381,6 +393,31 @@ func (b *bench) setup() error {
 	b.dur = b.rt.Agent(b.c)
 	b.floor = &lab.Floor{Client: b.c, TaskQueue: b.queue}
 	return nil
+}
+
+// parseDynConfig reads -dynconfig: key=value pairs, values read as a
+// bool, an integer, a number or else a string.
+func parseDynConfig(s string) (map[string]any, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]any{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("bench: -dynconfig: %q is not key=value", kv)
+		}
+		if b, err := strconv.ParseBool(v); err == nil {
+			out[k] = b
+		} else if n, err := strconv.Atoi(v); err == nil {
+			out[k] = n
+		} else if x, err := strconv.ParseFloat(v, 64); err == nil {
+			out[k] = x
+		} else {
+			out[k] = v
+		}
+	}
+	return out, nil
 }
 
 func (b *bench) teardown() {
