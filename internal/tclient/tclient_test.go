@@ -115,3 +115,13 @@ func TestWithDevToken(t *testing.T) {
 		t.Errorf("no token file: %+v", got)
 	}
 }
+
+func TestFromEnvGzip(t *testing.T) {
+	if (Config{}).FromEnv().Gzip {
+		t.Fatal("gzip on without TEMPORAL_GRPC_GZIP")
+	}
+	t.Setenv("TEMPORAL_GRPC_GZIP", "true")
+	if !(Config{}).FromEnv().Gzip {
+		t.Fatal("TEMPORAL_GRPC_GZIP=true did not turn gzip on")
+	}
+}
