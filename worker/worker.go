@@ -143,6 +143,7 @@ func New(ctx context.Context, opts Options) (*Plugin, error) {
 	}
 	parts.UsePlugin(pl.p)
 	pl.SimplePlugin = pl.p.SimplePlugin
+	pl.p.Alias(pl) // a worker's Options.Plugins name the plugin by pl
 	return pl, nil
 }
 

@@ -77,6 +77,9 @@ type Plugin struct {
 	opts Options
 	// clientConfigured is set once a client was made with the plugin.
 	clientConfigured atomic.Bool
+	// aliases are the values that stand for this plugin in a worker's
+	// Options.Plugins (the public worker.Plugin wrapping it).
+	aliases []any
 
 	mu      sync.Mutex
 	workers map[string]*workerState // by worker instance key
@@ -94,7 +97,17 @@ type workerState struct {
 	// pin: a versioned worker without a default behaviour needs one per
 	// workflow.
 	pin bool
+	// configured counts the plugin's ConfigureWorker calls for this
+	// worker, inOptions says the worker's own Options.Plugins name it: the
+	// SDK configures a worker with its client's plugins, then its own, so
+	// a plugin named in the options and configured once is not on the
+	// worker's client.
+	configured int
+	inOptions  bool
 }
+
+// onClient says whether the plugin is on the worker's client.
+func (w *workerState) onClient() bool { return w.configured > 1 || !w.inOptions }
 
 // New returns the plugin of opts.
 func New(opts Options) (*Plugin, error) {
@@ -153,7 +166,8 @@ func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureW
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := o.WorkerInstanceKey
-	if _, seen := p.workers[key]; seen {
+	if w, seen := p.workers[key]; seen {
+		w.configured++
 		return nil
 	}
 	d := o.WorkerOptions.DeploymentOptions
@@ -162,6 +176,8 @@ func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureW
 		registered:  map[string]bool{},
 		noWorkflows: o.WorkerOptions.DisableWorkflowWorker,
 		pin:         d.UseVersioning && d.DefaultVersioningBehavior == workflow.VersioningBehaviorUnspecified,
+		configured:  1,
+		inOptions:   slices.ContainsFunc(o.WorkerOptions.Plugins, p.is),
 	}
 	p.workers[key] = w
 	o.WorkerOptions.Interceptors = append(o.WorkerOptions.Interceptors, p.opts.Interceptors...)
@@ -180,6 +196,22 @@ func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureW
 		}
 	}
 	return nil
+}
+
+// Alias makes x (a value wrapping the plugin, such as the public
+// worker.Plugin) stand for the plugin in a worker's Options.Plugins.
+func (p *Plugin) Alias(x any) { p.aliases = append(p.aliases, x) }
+
+// is reports whether x, an entry of a worker's Options.Plugins, is this
+// plugin.
+func (p *Plugin) is(x sdkworker.Plugin) bool {
+	if x == nil {
+		return false
+	}
+	if pp, ok := x.(*Plugin); ok {
+		return pp == p
+	}
+	return slices.Contains(p.aliases, any(x))
 }
 
 func (p *Plugin) noteRegistered(w *workerState, name string) {
@@ -232,7 +264,10 @@ func (p *Plugin) start(ctx context.Context, o temporal.SimplePluginRunContextBef
 	if w == nil {
 		return errors.New("fastagent plugin: the worker starting was not configured by it")
 	}
-	if p.opts.Codec != nil && !p.opts.ClientEncoded && !p.clientConfigured.Load() {
+	// The codec is on the worker's client if the plugin configured a
+	// client and this worker's client is one of them (the plugin is on
+	// it, not only in the worker's options).
+	if p.opts.Codec != nil && !p.opts.ClientEncoded && (!p.clientConfigured.Load() || !w.onClient()) {
 		return errors.New("fastagent: payload codec keys are configured, but this worker's Temporal client was not made with the fastagent plugin, " +
 			"so payloads would be written unencrypted: make the plugin first (worker.New), pass it in client.Options.Plugins (it sets the codec's " +
 			"data and failure converters) and run the worker on that client (Plugin.Run, or sdkworker.New); or let fastagent dial Temporal; or remove the keys")

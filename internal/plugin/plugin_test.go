@@ -277,3 +277,34 @@ func (r replayRegistry) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOp
 	r.onWorkflow(o)
 }
 func (r replayRegistry) RegisterDynamicWorkflow(any, workflow.DynamicRegisterOptions) {}
+
+// A client made with the plugin does not vouch for the workers of another
+// client: a worker with the plugin only in its own options (so not on its
+// client) is refused with codec keys, whichever clients the plugin
+// configured elsewhere; with the plugin on both its client and its
+// options, it starts.
+func TestPluginCodecCheckIsPerWorker(t *testing.T) {
+	cdc, err := codec.New([]codec.Key{{ID: "k", Key: make([]byte, 32)}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPlugin(t, Options{Codec: cdc})
+	var co client.Options // another client of the program, made with the plugin
+	if err := p.ConfigureClient(context.Background(), client.PluginConfigureClientOptions{ClientOptions: &co}); err != nil {
+		t.Fatal(err)
+	}
+	onlyInOptions := newWorker(t, "plain-client", workflows.TaskQueue, sdkworker.Options{Plugins: []sdkworker.Plugin{p}}, p)
+	if err := onlyInOptions.start(); err == nil || !strings.Contains(err.Error(), "unencrypted") {
+		t.Fatalf("start on a client made without the plugin: %v, want refused", err)
+	} else if len(onlyInOptions.names) != 0 {
+		t.Fatalf("refused, yet registered %v", onlyInOptions.names)
+	}
+	both := newWorker(t, "plugin-client", workflows.TaskQueue, sdkworker.Options{Plugins: []sdkworker.Plugin{p}}, p, p)
+	if err := both.start(); err != nil {
+		t.Fatalf("start with the plugin on its client and in its options: %v", err)
+	}
+	onClient := newWorker(t, "client-only", workflows.TaskQueue, sdkworker.Options{}, p)
+	if err := onClient.start(); err != nil {
+		t.Fatalf("start with the plugin on its client: %v", err)
+	}
+}
