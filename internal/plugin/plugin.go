@@ -160,8 +160,9 @@ func (p *Plugin) configureClient(_ context.Context, o client.PluginConfigureClie
 }
 
 // configureWorker notes the worker's task queue and what is registered on
-// it, and adds the interceptors — once per worker, though the plugin may
-// be on both its client and its options.
+// it, adds the interceptors and, when the worker sets none, a stop timeout
+// (DefaultStopTimeout) — once per worker, though the plugin may be on both
+// its client and its options.
 func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -181,6 +182,11 @@ func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureW
 	}
 	p.workers[key] = w
 	o.WorkerOptions.Interceptors = append(o.WorkerOptions.Interceptors, p.opts.Interceptors...)
+	if o.WorkerOptions.WorkerStopTimeout == 0 {
+		// The SDK cancels running activities at once on stop: a tool call
+		// running during a restart would become "outcome unknown".
+		o.WorkerOptions.WorkerStopTimeout = DefaultStopTimeout
+	}
 	reg := o.WorkerRegistryOptions
 	onWorkflow, onActivity := reg.OnRegisterWorkflow, reg.OnRegisterActivity
 	reg.OnRegisterWorkflow = func(fn any, ro workflow.RegisterOptions) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/sdk/activity"
@@ -306,5 +307,19 @@ func TestPluginCodecCheckIsPerWorker(t *testing.T) {
 	onClient := newWorker(t, "client-only", workflows.TaskQueue, sdkworker.Options{}, p)
 	if err := onClient.start(); err != nil {
 		t.Fatalf("start with the plugin on its client: %v", err)
+	}
+}
+
+// On a worker of yours the plugin gives running tool and model calls the
+// time fastagent's own workers give them to finish on stop (a tool call
+// cancelled by a restart becomes "outcome unknown"); a stop timeout you
+// set is kept.
+func TestPluginLetsRunningCallsFinishOnStop(t *testing.T) {
+	p := newPlugin(t, Options{})
+	if w := newWorker(t, "default", workflows.TaskQueue, sdkworker.Options{}, p); w.opts.WorkerStopTimeout != DefaultStopTimeout {
+		t.Errorf("WorkerStopTimeout %v on a worker that set none, want %v", w.opts.WorkerStopTimeout, DefaultStopTimeout)
+	}
+	if w := newWorker(t, "set", workflows.TaskQueue, sdkworker.Options{WorkerStopTimeout: 5 * time.Second}, p); w.opts.WorkerStopTimeout != 5*time.Second {
+		t.Errorf("WorkerStopTimeout %v, want the worker's own 5s", w.opts.WorkerStopTimeout)
 	}
 }
