@@ -147,6 +147,11 @@ func New(c client.Client, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Codec != nil && !cfg.Codec.OnClient(c) {
+		return nil, errors.New("ingress: payload codec keys are configured, but the Temporal client given to New was not made with the " +
+			"fastagent plugin, so prompts would reach Temporal unencrypted: make the plugin with the same keys (worker.New), pass it in " +
+			"client.Options.Plugins and give New that client; or remove the keys (Options.CodecKeys, FASTAGENT_CODEC_KEYS)")
+	}
 	ctx := context.Background()
 	parts, err := serve.Open(ctx, cfg)
 	if err != nil {

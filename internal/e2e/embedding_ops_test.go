@@ -70,4 +70,17 @@ func TestEmbeddingRefusesAClientWithoutTheCodec(t *testing.T) {
 	if !strings.Contains(err.Error(), "unencrypted") || !strings.Contains(err.Error(), "client.Options.Plugins") {
 		t.Errorf("error %q does not say why and what to do", err)
 	}
+	// The ingress alone on that client would send the prompts in clear.
+	rt, err = fastagent.Start(context.Background(), fastagent.Options{
+		Dir: e.kit.Dir, StateDir: t.TempDir(), Store: filepath.Join(t.TempDir(), "sessions.db"), TaskQueue: e.queue,
+		Temporal: fastagent.Temporal{Client: e.client}, Roles: fastagent.Roles{Ingress: true}, HTTPAddr: "127.0.0.1:0",
+		Getenv: e.kit.Getenv, CodecKeys: "emb:" + key,
+	})
+	if err == nil {
+		rt.Close()
+		t.Fatal("the ingress started on a client without the codec")
+	}
+	if !strings.Contains(err.Error(), "unencrypted") || !strings.Contains(err.Error(), "client.Options.Plugins") {
+		t.Errorf("ingress: error %q does not say why and what to do", err)
+	}
 }

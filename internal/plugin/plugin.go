@@ -77,6 +77,8 @@ type Plugin struct {
 	opts Options
 	// clientConfigured is set once a client was made with the plugin.
 	clientConfigured atomic.Bool
+	// closed is set by Close: the activities' store and feed are closed.
+	closed atomic.Bool
 	// aliases are the values that stand for this plugin in a worker's
 	// Options.Plugins (the public worker.Plugin wrapping it).
 	aliases []any
@@ -135,6 +137,9 @@ func New(opts Options) (*Plugin, error) {
 	if opts.Codec != nil {
 		so.DataConverter = opts.Codec.DataConverter()
 		so.FailureConverter = opts.Codec.FailureConverter()
+		// The client says it encodes (codec.OnClient: the ingress and
+		// Agent refuse a client that does not).
+		so.ClientInterceptors = append(slices.Clone(so.ClientInterceptors), opts.Codec.Marker())
 	}
 	sp, err := temporal.NewSimplePlugin(so)
 	if err != nil {
@@ -146,6 +151,9 @@ func New(opts Options) (*Plugin, error) {
 
 // TaskQueue is the agent's task queue.
 func (p *Plugin) TaskQueue() string { return p.opts.TaskQueue }
+
+// Codec is the plugin's payload codec (nil: none).
+func (p *Plugin) Codec() *codec.Codec { return p.opts.Codec }
 
 // Groups are the groups the plugin is limited to (none: all, with the
 // workflows).
@@ -203,6 +211,10 @@ func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureW
 	}
 	return nil
 }
+
+// Close marks the plugin closed: a worker starting later is refused (the
+// activities' store and feed are closed by their owner).
+func (p *Plugin) Close() { p.closed.Store(true) }
 
 // Alias makes x (a value wrapping the plugin, such as the public
 // worker.Plugin) stand for the plugin in a worker's Options.Plugins.
@@ -263,6 +275,9 @@ func (p *Plugin) start(ctx context.Context, o temporal.SimplePluginRunContextBef
 	if o.WorkflowReplayer {
 		registerWorkflows(o.Registry, nil, false)
 		return nil
+	}
+	if p.closed.Load() {
+		return errors.New("fastagent plugin: closed (its store, feed and tool sandbox are released): start workers before Plugin.Close, or make a new plugin")
 	}
 	p.mu.Lock()
 	w := p.workers[o.InstanceKey]

@@ -323,3 +323,14 @@ func TestPluginLetsRunningCallsFinishOnStop(t *testing.T) {
 		t.Errorf("WorkerStopTimeout %v, want the worker's own 5s", w.opts.WorkerStopTimeout)
 	}
 }
+
+// A worker starting after the plugin was closed is refused: its
+// activities' store and feed are gone.
+func TestClosedPluginRefusesToStart(t *testing.T) {
+	p := newPlugin(t, Options{})
+	p.Close()
+	w := newWorker(t, "late", workflows.TaskQueue, sdkworker.Options{}, p)
+	if err := w.start(); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("start after Close: %v, want refused", err)
+	}
+}
