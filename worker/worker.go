@@ -177,6 +177,10 @@ func (o Options) config() (serve.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("worker: Options.Activities: %w", err)
 		}
+		if !ig.Placeable() {
+			return cfg, fmt.Errorf("worker: Options.Activities: the %s activities run beside the session workflows, on their task queue: "+
+				"only the model and tools groups run on a worker of their own (leave Activities empty for the whole agent)", g)
+		}
 		cfg.ActivityGroups = append(cfg.ActivityGroups, ig)
 	}
 	var err error

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/worker"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -222,5 +224,44 @@ func TestAgentRefusesAClientWithoutTheCodec(t *testing.T) {
 	}
 	if _, err := plain.DescribeWorkflowExecution(ctx, workflows.WorkflowID("codec-agent"), ""); err == nil {
 		t.Fatal("the refused turn started a session")
+	}
+}
+
+// A plugin limited to groups that never run apart (session, channels,
+// schedules) is refused by New, before it is put on any client: on a
+// client it would register them on every worker made from it.
+func TestNewRefusesGroupsThatDoNotRunApart(t *testing.T) {
+	dir, env, done := exampleAgent("")
+	defer done()
+	for _, g := range []activities.Group{activities.GroupSession, activities.GroupChannels, activities.GroupSchedules} {
+		p, err := worker.New(context.Background(), worker.Options{Dir: dir, Getenv: env, Activities: []activities.Group{g}, TaskQueue: "x", Logger: quiet})
+		if err == nil {
+			p.Close()
+			t.Errorf("New limited to the %s group: no error", g)
+		} else if !strings.Contains(err.Error(), "only the model and tools groups") {
+			t.Errorf("New limited to the %s group: %v, want it to say which groups run apart", g, err)
+		}
+	}
+}
+
+// New, then Close, leaves no goroutine of the plugin running.
+func TestPluginCloseLeavesNoGoroutine(t *testing.T) {
+	dir, env, done := exampleAgent("")
+	defer done()
+	// Warm what starts once per process (the SDK's and the sandbox's).
+	if p, err := worker.New(context.Background(), worker.Options{Dir: dir, Getenv: env, Logger: quiet}); err == nil {
+		p.Close()
+	}
+	before := runtime.NumGoroutine()
+	for range 3 {
+		p, err := worker.New(context.Background(), worker.Options{Dir: dir, Getenv: env, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+	}
+	if !wait.Until(10*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines: %d before, %d after three New/Close\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 	}
 }
