@@ -167,6 +167,9 @@ func New(c client.Client, opts Options) (*Handler, error) {
 
 // auth is how the handler authenticates: Principals, else the API tokens.
 func (o Options) auth() (serve.HTTPAuth, error) {
+	if f, ok := o.Principals.(PrincipalsFunc); ok && f == nil {
+		return serve.HTTPAuth{}, errors.New("ingress: Options.Principals is a nil PrincipalsFunc: give it your function, or leave Principals nil for the API tokens")
+	}
 	if o.Principals != nil {
 		if tp, ok := o.Principals.(tokenPrincipals); ok {
 			return serve.HTTPAuth{Tokens: tp.t}, nil
