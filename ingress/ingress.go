@@ -107,7 +107,8 @@ type Options struct {
 	// RightCodec, to the Web UI origins CodecOrigins (else
 	// FASTAGENT_CODEC_ORIGINS). The client given to New must encode
 	// payloads with the same keys as the workers: a client made with the
-	// worker plugin (package worker) does.
+	// worker plugin (package worker) does; New refuses another, which
+	// would send the prompts unencrypted.
 	CodecKeys    string
 	CodecOrigins []string
 	// TracerProvider, when set, receives a span per HTTP request; nil:
