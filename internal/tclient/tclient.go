@@ -181,6 +181,8 @@ func Dial(ctx context.Context, c Config) (client.Client, error) {
 		// private as payloads: encrypted too. Workers built on the client
 		// inherit both converters.
 		opts.FailureConverter = c.Codec.FailureConverter()
+		// The client says it encodes (codec.OnClient).
+		opts.Interceptors = append(append([]interceptor.ClientInterceptor{}, opts.Interceptors...), c.Codec.Marker())
 	}
 	if err := credentials(&opts, c); err != nil {
 		return nil, err
