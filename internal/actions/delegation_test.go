@@ -13,7 +13,7 @@ import "testing"
 // status upserts to running and idle); its start is billed to the parent.
 const (
 	delegationParentActions = 4
-	delegationChildActions  = 6
+	delegationChildActions  = 3
 )
 
 func TestDelegation(t *testing.T) {
