@@ -62,6 +62,12 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		settings: settingsOf(def), marker: ModelMarker(call.Turn, call.Step)}
 
 	if prev, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && prev.Message != nil {
+		// This attempt shows the stored reply's text: a relay that saw the
+		// attempt's restart discards what an earlier one streamed.
+		if prev.Message.Text != "" {
+			ev := agent.Text(prev.Message.Text)
+			pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
+		}
 		return a.endTurn(ctx, call, step.done(ctx, prev.Message))
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return agentloop.ModelResult{}, storeError(err)
