@@ -80,12 +80,17 @@ type Message struct {
 	Images []Image `json:"images,omitempty"`
 
 	// assistant
-	Thinking     string     `json:"thinking,omitempty"`
-	ToolCalls    []ToolCall `json:"toolCalls,omitempty"`
-	Model        string     `json:"model,omitempty"`
-	StopReason   string     `json:"stopReason,omitempty"`
-	Usage        *Usage     `json:"usage,omitempty"`
-	ErrorMessage string     `json:"errorMessage,omitempty"`
+	Thinking string `json:"thinking,omitempty"`
+	// ThinkingBlocks are the reply's signed thinking blocks (Anthropic
+	// extended thinking), kept to be sent back unchanged: the provider
+	// verifies them when a turn continues after tool results. Set by the
+	// model step only; Thinking holds their text for people.
+	ThinkingBlocks []ThinkingBlock `json:"thinkingBlocks,omitempty"`
+	ToolCalls      []ToolCall      `json:"toolCalls,omitempty"`
+	Model          string          `json:"model,omitempty"`
+	StopReason     string          `json:"stopReason,omitempty"`
+	Usage          *Usage          `json:"usage,omitempty"`
+	ErrorMessage   string          `json:"errorMessage,omitempty"`
 
 	// toolResult
 	ToolCallID string          `json:"toolCallId,omitempty"`
@@ -103,6 +108,15 @@ type Message struct {
 type Image struct {
 	MimeType string `json:"mimeType"`
 	Data     string `json:"data"`
+}
+
+// ThinkingBlock is one block of a reply's thinking as the provider signed
+// it: Thinking with its Signature, or the encrypted Redacted data of a
+// redacted block.
+type ThinkingBlock struct {
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	Redacted  string `json:"redacted,omitempty"`
 }
 
 // ToolCall is a call the assistant asked for.

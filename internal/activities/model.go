@@ -163,6 +163,7 @@ func (a *Activities) modelRequest(ctx context.Context, s modelStep) ([]transcrip
 		Tools:    s.def.SessionSpecs(s.call.Session, s.call.Activated),
 		Thinking: s.def.Config.ThinkingLevel,
 	}
+	a.injectMemories(ctx, s, &req)
 	if err := a.applyModelHooks(ctx, s.call, &req); err != nil {
 		return nil, llm.Request{}, temporal.NewApplicationErrorWithOptions("a hook failed: "+err.Error(), agent.CodeHook,
 			temporal.ApplicationErrorOptions{NonRetryable: true})

@@ -19,7 +19,20 @@ const (
 	// flavorGeneric is a langchaingo client an embedder built (Wrap):
 	// messages shaped as for OpenAI, text streamed through StreamingFunc.
 	flavorGeneric
+	// flavorGoogle is langchaingo's googleai or vertex client: messages
+	// shaped as for OpenAI, text streamed through StreamingFunc.
+	flavorGoogle
+	// flavorBedrock is langchaingo's bedrock client: messages shaped as for
+	// OpenAI but images as bytes; called without streaming (its streaming
+	// path drops tool calls), the reply arriving as one delta.
+	flavorBedrock
 )
+
+// plain reports whether f streams text through StreamingFunc only and may
+// not report a stop reason (not the openai or anthropic client).
+func (f flavor) plain() bool {
+	return f == flavorGeneric || f == flavorGoogle || f == flavorBedrock
+}
 
 // toMessages converts the system prompt and transcript messages to
 // langchaingo messages.
@@ -33,7 +46,10 @@ const (
 // message, so for Anthropic an assistant message is split into one message
 // for the text and one per tool call; the Anthropic API joins consecutive
 // messages of the same role into one turn.
-func toMessages(f flavor, system string, msgs []transcript.Message) ([]llms.MessageContent, error) {
+//
+// With thinking set (Anthropic), an assistant message whose signed thinking
+// blocks go back starts with a placeholder part the transport replaces.
+func toMessages(f flavor, system string, msgs []transcript.Message, thinking *thinkingSet) ([]llms.MessageContent, error) {
 	var out []llms.MessageContent
 	if system != "" {
 		out = append(out, llms.TextParts(llms.ChatMessageTypeSystem, system))
@@ -47,7 +63,11 @@ func toMessages(f flavor, system string, msgs []transcript.Message) ([]llms.Mess
 			}
 			out = append(out, mc)
 		case transcript.RoleAssistant:
-			out = append(out, assistantMessages(f, m)...)
+			am := assistantMessages(f, m)
+			if thinking != nil && len(am) > 0 && sendsBack(m) {
+				out = append(out, llms.TextParts(llms.ChatMessageTypeAI, thinking.add(m.ThinkingBlocks)))
+			}
+			out = append(out, am...)
 		case transcript.RoleToolResult:
 			if m.ToolCallID == "" {
 				return nil, fmt.Errorf("message %d: tool result without a tool call ID", i)
@@ -73,7 +93,7 @@ func userMessage(f flavor, m transcript.Message) (llms.MessageContent, error) {
 		mc.Parts = append(mc.Parts, llms.TextPart(m.Text))
 	}
 	for j, img := range m.Images {
-		if f == flavorAnthropic {
+		if f == flavorAnthropic || f == flavorBedrock {
 			data, err := base64.StdEncoding.DecodeString(img.Data)
 			if err != nil {
 				return mc, fmt.Errorf("image %d is not valid base64: %w", j, err)

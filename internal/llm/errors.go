@@ -62,7 +62,7 @@ func (m *model) classify(ctx, callCtx context.Context, rec *recorder, err error)
 		return &Error{Model: m.spec, Kind: KindStall, Retryable: true,
 			Message: "the model stream stalled for " + formatDuration(m.stall), err: errStalled}
 	}
-	if m.flavor == flavorGeneric {
+	if m.opaque {
 		return m.classifyWrapped(err)
 	}
 	attempted, status, retryAfter, netErr := rec.snapshot()

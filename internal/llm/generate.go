@@ -25,6 +25,12 @@ type model struct {
 	urlEnv   string // env var of the endpoint, for messages
 	baseURL  string
 	secret   string // the API key, scrubbed from messages
+	// noPromptCache leaves out Anthropic's cache_control breakpoints.
+	noPromptCache bool
+	// opaque: the client's HTTP exchange does not go through our transport
+	// (a wrapped client, Vertex AI's gRPC), so errors are classified by
+	// their text.
+	opaque bool
 
 	flavor          flavor
 	legacyMaxTokens bool
@@ -45,7 +51,11 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	if err := ctx.Err(); err != nil {
 		return transcript.Message{}, &Error{Model: m.spec, Kind: KindCanceled, Message: "call canceled: " + err.Error(), err: err}
 	}
-	msgs, err := toMessages(m.flavor, req.System, req.Messages)
+	var thinking *thinkingSet
+	if m.flavor == flavorAnthropic {
+		thinking = newThinkingSet()
+	}
+	msgs, err := toMessages(m.flavor, req.System, req.Messages, thinking)
 	if err != nil {
 		return transcript.Message{}, m.invalid(err)
 	}
@@ -60,7 +70,7 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	defer cancel(nil)
 	rec := &recorder{dog: startWatchdog(m.stall, cancel)}
 	defer rec.dog.stop()
-	if m.flavor == flavorGeneric {
+	if m.flavor.plain() {
 		sink.kick = rec.dog.kick
 	}
 	switch {
@@ -70,7 +80,11 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 			rec.extra = map[string]any{"reasoning_effort": effort}
 		}
 	case m.flavor == flavorAnthropic:
-		// The transport sends thinking too: langchaingo v0.1.14 drops the
+		// The transport adds cache breakpoints, sends back signed thinking
+		// blocks, and reads new ones off the stream (anthropic.go).
+		rec.edit = anthropicEdit(thinking, !m.noPromptCache)
+		rec.watch = &thinkingWatch{}
+		// It sends thinking too: langchaingo v0.1.14 drops the
 		// budget for model names it does not know (claude-haiku-4-5) and
 		// always sends temperature 0, which the API refuses with thinking.
 		if budget, _ := m.anthropicLimits(req); budget > 0 {
@@ -83,7 +97,7 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 	callCtx = context.WithValue(callCtx, recorderKey{}, rec)
 
 	resp, err := m.llm.GenerateContent(callCtx, msgs, m.callOptions(req, tools, sink)...)
-	if err == nil && m.flavor == flavorGeneric && !sink.streamedText() {
+	if err == nil && m.flavor.plain() && !sink.streamedText() {
 		// A wrapped client that does not stream: its answer is one delta.
 		for _, c := range resp.Choices {
 			if c != nil {
@@ -100,7 +114,10 @@ func (m *model) Generate(ctx context.Context, req Request, onDelta func(Delta)) 
 		return transcript.Message{}, m.classify(ctx, callCtx, rec, err)
 	}
 	msg, stop := m.toMessage(resp)
-	if stop == "" && m.flavor == flavorGeneric && ctx.Err() == nil && context.Cause(callCtx) == nil {
+	if rec.watch != nil {
+		msg.ThinkingBlocks = rec.watch.result()
+	}
+	if stop == "" && m.flavor.plain() && ctx.Err() == nil && context.Cause(callCtx) == nil {
 		// Not every langchaingo client reports a stop reason: a wrapped
 		// client's complete response is taken as the end of the reply.
 		stop = "stop"
@@ -133,8 +150,10 @@ func (m *model) callOptions(req Request, tools []llms.Tool, sink *deltaSink) []l
 		opts = append(opts, openai.WithLegacyMaxTokensField())
 	}
 	switch m.flavor {
-	case flavorGeneric:
+	case flavorGeneric, flavorGoogle:
 		opts = append(opts, llms.WithStreamingFunc(sink.textStream))
+	case flavorBedrock:
+		// Not streamed: langchaingo's bedrock stream carries text only.
 	case flavorAnthropic:
 		// langchaingo's Anthropic client streams only when StreamingFunc is
 		// set; thinking deltas go to StreamingReasoningFunc.
@@ -149,10 +168,11 @@ func (m *model) callOptions(req Request, tools []llms.Tool, sink *deltaSink) []l
 
 // anthropicLimits returns the extended-thinking budget (0: thinking off)
 // and max_tokens of an Anthropic call. Thinking is on for reasoning models
-// at a level above off, except in a step that answers tool results:
-// langchaingo cannot send back the signed thinking block the API then
-// requires at the start of the assistant turn, and a step without thinking
-// is always accepted. max_tokens must exceed the budget and leave room for
+// at a level above off. A step that answers tool results thinks only when
+// the assistant message it continues kept its signed thinking blocks: the
+// API then requires them at the start of that assistant turn, and a step
+// without thinking is always accepted (a reply recorded before blocks
+// were kept, or made by another model of the fallback chain). max_tokens must exceed the budget and leave room for
 // the answer; the model's output limit caps both.
 func (m *model) anthropicLimits(req Request) (budget, maxTokens int) {
 	maxTokens = req.MaxTokens
@@ -160,7 +180,7 @@ func (m *model) anthropicLimits(req Request) (budget, maxTokens int) {
 		maxTokens = defaultAnthropicMaxTokens
 	}
 	budget = ThinkingBudget(req.Thinking)
-	if budget == 0 || !m.reasoning || answersToolResults(req.Messages) {
+	if budget == 0 || !m.reasoning || (answersToolResults(req.Messages) && !continuesThinking(req.Messages)) {
 		return 0, maxTokens
 	}
 	maxTokens = max(maxTokens, budget+defaultAnthropicMaxTokens)
@@ -181,6 +201,17 @@ func answersToolResults(msgs []transcript.Message) bool {
 			return true
 		case transcript.RoleAssistant:
 			return false
+		}
+	}
+	return false
+}
+
+// continuesThinking reports whether the last assistant message of msgs
+// has signed thinking blocks that go back to the API.
+func continuesThinking(msgs []transcript.Message) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == transcript.RoleAssistant {
+			return sendsBack(msgs[i])
 		}
 	}
 	return false
@@ -220,8 +251,12 @@ func (m *model) toMessage(resp *llms.ContentResponse) (transcript.Message, strin
 		if stop == "" {
 			stop = c.StopReason
 		}
-		u.Input = max(u.Input, intInfo(c.GenerationInfo, "PromptTokens"), intInfo(c.GenerationInfo, "InputTokens"))
-		u.Output = max(u.Output, intInfo(c.GenerationInfo, "CompletionTokens"), intInfo(c.GenerationInfo, "OutputTokens"))
+		// PromptTokens/CompletionTokens: openai, googleai; InputTokens/
+		// OutputTokens: anthropic; input_tokens/output_tokens: bedrock.
+		u.Input = max(u.Input, intInfo(c.GenerationInfo, "PromptTokens"), intInfo(c.GenerationInfo, "InputTokens"),
+			intInfo(c.GenerationInfo, "input_tokens"))
+		u.Output = max(u.Output, intInfo(c.GenerationInfo, "CompletionTokens"), intInfo(c.GenerationInfo, "OutputTokens"),
+			intInfo(c.GenerationInfo, "output_tokens"))
 		u.Total = max(u.Total, intInfo(c.GenerationInfo, "TotalTokens"))
 		u.CacheRead = max(u.CacheRead, intInfo(c.GenerationInfo, "PromptCachedTokens"), intInfo(c.GenerationInfo, "CacheReadInputTokens"))
 		u.CacheWrite = max(u.CacheWrite, intInfo(c.GenerationInfo, "CacheCreationInputTokens"))
@@ -277,6 +312,8 @@ func intInfo(info map[string]any, key string) int {
 	switch v := info[key].(type) {
 	case int:
 		return v
+	case int32:
+		return int(v)
 	case int64:
 		return int(v)
 	case float64:
@@ -291,9 +328,10 @@ func mapStop(reason string, hasToolCalls bool) (stop, errMsg string) {
 	switch strings.ToLower(reason) {
 	case "tool_calls", "function_call", "tool_use":
 		return transcript.StopToolUse, ""
-	case "length", "max_tokens", "model_context_window_exceeded":
+	case "length", "max_tokens", "model_context_window_exceeded", "finishreasonmaxtokens":
 		return transcript.StopLength, ""
-	case "content_filter", "refusal":
+	case "content_filter", "refusal", "finishreasonsafety", "finishreasonrecitation", "finishreasonblocklist",
+		"finishreasonprohibitedcontent", "finishreasonspii":
 		return transcript.StopError, "the model provider stopped the reply (" + reason + ")"
 	}
 	// "stop", "end_turn", "stop_sequence" and anything new. Some compatible

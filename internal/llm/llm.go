@@ -1,6 +1,7 @@
 // Package llm gives the runtime streaming access to chat models through
-// langchaingo: OpenAI and any OpenAI-compatible server, Anthropic, and
-// Ollama. A Model turns a transcript into one assistant message, reporting
+// langchaingo: OpenAI and OpenAI-compatible hosts (Azure OpenAI, Mistral,
+// OpenRouter, vLLM, LM Studio, any other), Anthropic, Gemini, Vertex AI,
+// Amazon Bedrock and Ollama. A Model turns a transcript into one assistant message, reporting
 // text and thinking deltas as they arrive, and every failure as an *Error
 // that says whether retrying can help.
 package llm
@@ -137,13 +138,17 @@ const (
 const usage = "set FASTAGENT_MODEL=openai/gpt-4o-mini and OPENAI_API_KEY " +
 	"(OPENAI_BASE_URL for an OpenAI-compatible server), or anthropic/<model> with ANTHROPIC_API_KEY " +
 	"(ANTHROPIC_BASE_URL for a proxy or gateway), " +
-	"or ollama/<model> (OLLAMA_HOST, default " + defaultOllamaHost + ")"
+	"or ollama/<model> (OLLAMA_HOST, default " + defaultOllamaHost + "); " +
+	"also gemini/, vertex/, bedrock/, azure/, mistral/, openrouter/, vllm/, lmstudio/ and openai-compatible/ " +
+	"(see docs/providers.md for their environment variables)"
 
 // New returns the model named by spec, "provider/model": openai/<model>
 // (OPENAI_API_KEY, optional OPENAI_BASE_URL and OPENAI_ORGANIZATION),
-// anthropic/<model> (ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL) or
-// ollama/<model> (OLLAMA_HOST). An OpenAI or Anthropic key may be empty when
-// the base URL points at loopback.
+// anthropic/<model> (ANTHROPIC_API_KEY, optional ANTHROPIC_BASE_URL),
+// ollama/<model> (OLLAMA_HOST), and the providers of providers.go (azure,
+// gemini, vertex, bedrock, mistral, openrouter, vllm, lmstudio,
+// openai-compatible; docs/providers.md lists their variables). A key may be
+// empty when the base URL points at loopback.
 func New(spec string, opts Options) (Model, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
@@ -172,8 +177,20 @@ func New(spec string, opts Options) (Model, error) {
 		err = m.initAnthropic(getenv)
 	case "ollama":
 		err = m.initOllama(getenv)
+	case "azure":
+		err = m.initAzure(getenv)
+	case "gemini":
+		err = m.initGemini(getenv)
+	case "vertex":
+		err = m.initVertex(getenv)
+	case "bedrock":
+		err = m.initBedrock(getenv)
 	default:
-		return nil, fmt.Errorf("llm: unknown model provider %q in %q: %s: %w", provider, spec, usage, ErrNotConfigured)
+		c, ok := compatibles[provider]
+		if !ok {
+			return nil, fmt.Errorf("llm: unknown model provider %q in %q: %s: %w", provider, spec, usage, ErrNotConfigured)
+		}
+		err = m.initCompatible(c, getenv)
 	}
 	if err != nil {
 		return nil, err
@@ -201,7 +218,7 @@ func Wrap(spec string, client llms.Model, opts Options) (Model, error) {
 		stall = DefaultStallTimeout
 	}
 	info := models.Lookup(spec)
-	return &model{spec: spec, provider: provider, name: name, stall: stall, flavor: flavorGeneric,
+	return &model{spec: spec, provider: provider, name: name, stall: stall, flavor: flavorGeneric, opaque: true,
 		llm: client, maxOutput: info.MaxOutput, baseURL: "(custom client)"}, nil
 }
 

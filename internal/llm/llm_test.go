@@ -90,7 +90,7 @@ func TestNew(t *testing.T) {
 	}{
 		{"empty spec", "", env(), []string{"no model configured", "FASTAGENT_MODEL=openai/gpt-4o-mini", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ollama/"}, ""},
 		{"no provider", "gpt-4o", env(), []string{`"gpt-4o" is not of the form provider/model`}, ""},
-		{"unknown provider", "mistral/large", env(), []string{`unknown model provider "mistral"`}, ""},
+		{"unknown provider", "nosuch/large", env(), []string{`unknown model provider "nosuch"`}, ""},
 		{"openai without key", "openai/gpt-4o-mini", env(), []string{"needs OPENAI_API_KEY"}, ""},
 		{"openai remote base without key", "openai/m", env("OPENAI_BASE_URL", "https://example.test/v1"), []string{"needs OPENAI_API_KEY"}, ""},
 		{"openai bad base URL", "openai/m", env("OPENAI_API_KEY", "k", "OPENAI_BASE_URL", "localhost:8080"), []string{"OPENAI_BASE_URL", "not an http(s) URL"}, ""},
@@ -706,7 +706,7 @@ func TestAnthropicMessages(t *testing.T) {
 		{Role: transcript.RoleToolResult, ToolCallID: "t2", Text: "r2"},
 		{Role: transcript.RoleAssistant}, // empty: left out
 	}
-	got, err := toMessages(flavorAnthropic, "sys", msgs)
+	got, err := toMessages(flavorAnthropic, "sys", msgs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -722,7 +722,7 @@ func TestAnthropicMessages(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("anthropic messages\n got %#v\nwant %#v", got, want)
 	}
-	if _, err := toMessages(flavorAnthropic, "", []transcript.Message{{Role: transcript.RoleUser, Images: []transcript.Image{{MimeType: "image/png", Data: "!!"}}}}); err == nil {
+	if _, err := toMessages(flavorAnthropic, "", []transcript.Message{{Role: transcript.RoleUser, Images: []transcript.Image{{MimeType: "image/png", Data: "!!"}}}}, nil); err == nil {
 		t.Error("invalid base64 image accepted")
 	}
 }

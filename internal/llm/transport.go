@@ -30,6 +30,11 @@ type recorder struct {
 	// extra are top-level JSON fields added to the request body (fields
 	// langchaingo cannot send, such as OpenAI's reasoning_effort).
 	extra map[string]any
+	// edit, when set, rewrites the request body's top-level fields after
+	// extra is added (Anthropic's cache breakpoints and thinking blocks).
+	edit func(map[string]json.RawMessage) error
+	// watch, when set, sees the response body as the client reads it.
+	watch *thinkingWatch
 }
 
 func (r *recorder) snapshot() (attempted bool, status int, retryAfter time.Duration, netErr error) {
@@ -54,9 +59,9 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	rec.mu.Lock()
 	rec.attempted = true
 	rec.mu.Unlock()
-	if len(rec.extra) > 0 {
+	if len(rec.extra) > 0 || rec.edit != nil {
 		var err error
-		if req, err = withFields(req, rec.extra); err != nil {
+		if req, err = withFields(req, rec.extra, rec.edit); err != nil {
 			return nil, err
 		}
 	}
@@ -72,20 +77,28 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	rec.status = resp.StatusCode
 	rec.retryAfter = parseRetryAfter(resp.Header, time.Now())
 	rec.mu.Unlock()
-	resp.Body = &kickingBody{ReadCloser: resp.Body, dog: rec.dog}
+	kb := &kickingBody{ReadCloser: resp.Body, dog: rec.dog}
+	if rec.watch != nil && resp.StatusCode == http.StatusOK {
+		kb.watch = rec.watch
+	}
+	resp.Body = kb
 	return resp, nil
 }
 
 // kickingBody kicks the watchdog whenever bytes arrive.
 type kickingBody struct {
 	io.ReadCloser
-	dog *watchdog
+	dog   *watchdog
+	watch *thinkingWatch
 }
 
 func (b *kickingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		b.dog.kick()
+		if b.watch != nil {
+			b.watch.write(p[:n])
+		}
 	}
 	return n, err
 }
@@ -149,8 +162,9 @@ func (w *watchdog) stop() {
 }
 
 // withFields returns a copy of req whose JSON object body has fields added
-// (existing fields of the same name are replaced).
-func withFields(req *http.Request, fields map[string]any) (*http.Request, error) {
+// (existing fields of the same name are replaced), then edited by edit
+// when it is not nil.
+func withFields(req *http.Request, fields map[string]any, edit func(map[string]json.RawMessage) error) (*http.Request, error) {
 	if req.Body == nil || req.Method != http.MethodPost {
 		return req, nil
 	}
@@ -169,6 +183,11 @@ func withFields(req *http.Request, fields map[string]any) (*http.Request, error)
 			return nil, fmt.Errorf("llm: encode request field %s: %w", k, err)
 		}
 		body[k] = b
+	}
+	if edit != nil {
+		if err := edit(body); err != nil {
+			return nil, err
+		}
 	}
 	out, err := json.Marshal(body)
 	if err != nil {

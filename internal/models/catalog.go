@@ -76,6 +76,20 @@ var catalog = []entry{
 	m("anthropic", "claude-haiku-4", 200_000, 64_000, true, true),
 	m("anthropic", "claude-sonnet-4-5", 200_000, 64_000, true, true),
 
+	// Gemini (the Gemini API and Vertex AI)
+	m("gemini", "gemini-1.5-flash", 1_048_576, 8_192, true, false),
+	m("gemini", "gemini-1.5-pro", 2_097_152, 8_192, true, false),
+	m("gemini", "gemini-2.0-flash", 1_048_576, 8_192, true, false),
+	m("gemini", "gemini-2.5-flash", 1_048_576, 65_536, true, true),
+	m("gemini", "gemini-2.5-pro", 1_048_576, 65_536, true, true),
+
+	// Mistral
+	m("mistral", "mistral-large", 131_072, 0, false, false),
+	m("mistral", "mistral-medium", 131_072, 0, true, false),
+	m("mistral", "mistral-small", 131_072, 0, true, false),
+	m("mistral", "codestral", 256_000, 0, false, false),
+	m("mistral", "magistral", 40_000, 0, false, true),
+
 	// Ollama: the models' own windows. Ollama serves a smaller num_ctx
 	// unless told otherwise; set contextWindow to what the server runs.
 	m("ollama", "llama3", 8_192, 0, false, false),
@@ -112,6 +126,7 @@ func Lookup(spec string) Info {
 		return Info{ContextWindow: DefaultContextWindow}
 	}
 	name = strings.ToLower(name)
+	provider, name = family(provider, name)
 	if provider == "ollama" {
 		name, _, _ = strings.Cut(name, ":") // llama3.1:8b → llama3.1
 		name = strings.TrimPrefix(name, "library/")
@@ -129,6 +144,38 @@ func Lookup(spec string) Info {
 		return Info{ContextWindow: DefaultContextWindow}
 	}
 	return catalog[best].info
+}
+
+// family maps a provider that serves another vendor's models to the
+// catalog's vendor and model name: an Azure deployment named after its model,
+// OpenRouter's vendor/model, Vertex AI's Gemini models, Bedrock's
+// [region.]vendor.model-version IDs.
+func family(provider, name string) (string, string) {
+	switch provider {
+	case "azure":
+		return "openai", name
+	case "vertex":
+		return "gemini", name
+	case "openrouter":
+		if vendor, model, ok := strings.Cut(name, "/"); ok {
+			if vendor == "google" {
+				vendor = "gemini"
+			}
+			// OpenRouter writes versions with dots (claude-sonnet-4.5).
+			if vendor == "anthropic" {
+				model = strings.ReplaceAll(model, ".", "-")
+			}
+			return vendor, model
+		}
+	case "bedrock":
+		parts := strings.Split(name, ".")
+		for i := 0; i+1 < len(parts); i++ {
+			if parts[i] == "anthropic" || parts[i] == "mistral" || parts[i] == "meta" {
+				return parts[i], strings.Join(parts[i+1:], ".")
+			}
+		}
+	}
+	return provider, name
 }
 
 // familyPrefix reports whether name is prefix itself or prefix followed by a

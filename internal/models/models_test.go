@@ -97,3 +97,24 @@ func TestContextTokensUsesFreshUsageOnly(t *testing.T) {
 		}
 	}
 }
+
+// Providers that serve other vendors' models find them in the catalog.
+func TestLookupThroughHosts(t *testing.T) {
+	for spec, want := range map[string]int{
+		"azure/gpt-4o":                                       128_000,
+		"openrouter/anthropic/claude-sonnet-4.5":             200_000,
+		"openrouter/openai/gpt-4.1":                          1_047_576,
+		"bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0":  200_000,
+		"bedrock/us.anthropic.claude-sonnet-4-20250514-v1:0": 200_000,
+		"vertex/gemini-2.5-pro":                              1_048_576,
+		"gemini/gemini-2.0-flash-001":                        1_048_576,
+		"mistral/mistral-large-latest":                       131_072,
+	} {
+		if got := Lookup(spec); !got.Known || got.ContextWindow != want {
+			t.Errorf("%s: %+v, want window %d", spec, got, want)
+		}
+	}
+	if !Lookup("azure/o3-mini").Reasoning {
+		t.Error("azure/o3-mini should be a reasoning model")
+	}
+}

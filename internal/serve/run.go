@@ -279,6 +279,9 @@ func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
 	if ok {
 		// The agent's routes are also under /agents/<its task queue>/.
 		s.Name = taskQueueOr(d.TaskQueue)
+		if p.Store != nil {
+			s.Memories = agentMemories{store: p.Store, agent: s.Name}
+		}
 	}
 	if lim := p.Config.Admission; lim.Enabled() && ok {
 		ns := p.Config.Namespace

@@ -25,6 +25,9 @@ const postgresTurns = "fastagent_turns"
 // postgresOwners records which principal created each session.
 const postgresOwners = "fastagent_owners"
 
+// postgresMemories keeps the agents' long-term memories (Store.Remember).
+const postgresMemories = "fastagent_memories"
+
 // postgresHeads records each session's head (Store.SetHead).
 const postgresHeads = "fastagent_heads"
 
@@ -69,6 +72,19 @@ CREATE TABLE IF NOT EXISTS ` + postgresOwners + ` (
 	principal TEXT        NOT NULL,
 	created   TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS ` + postgresMemories + ` (
+	seq     BIGSERIAL   NOT NULL,
+	id      TEXT        PRIMARY KEY,
+	agent   TEXT        NOT NULL,
+	owner   TEXT        NOT NULL,
+	text    TEXT        NOT NULL,
+	tags    TEXT        NOT NULL,
+	session TEXT        NOT NULL,
+	created TIMESTAMPTZ NOT NULL DEFAULT now(),
+	tsv     tsvector    GENERATED ALWAYS AS (to_tsvector('english', text || ' ' || tags)) STORED
+);
+CREATE INDEX IF NOT EXISTS ` + postgresMemories + `_tsv ON ` + postgresMemories + ` USING GIN (tsv);
+CREATE INDEX IF NOT EXISTS ` + postgresMemories + `_scope ON ` + postgresMemories + ` (agent, owner, seq);
 `
 
 // postgresSchemaLock is the advisory lock key serialising schema creation, so

@@ -59,6 +59,26 @@ CREATE TABLE IF NOT EXISTS owners (
 	principal TEXT    NOT NULL,
 	created   INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS memories (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	id      TEXT    NOT NULL UNIQUE,
+	agent   TEXT    NOT NULL,
+	owner   TEXT    NOT NULL,
+	text    TEXT    NOT NULL,
+	tags    TEXT    NOT NULL,
+	session TEXT    NOT NULL,
+	created INTEGER NOT NULL,
+	scope   TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_scope ON memories (agent, owner, seq);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+	text, tags, scope, content='memories', content_rowid='seq', tokenize='porter unicode61');
+CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
+	INSERT INTO memories_fts (rowid, text, tags, scope) VALUES (new.seq, new.text, new.tags, new.scope);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
+	INSERT INTO memories_fts (memories_fts, rowid, text, tags, scope) VALUES ('delete', old.seq, old.text, old.tags, old.scope);
+END;
 `
 
 // SQLite is a Store in one SQLite file (modernc.org/sqlite, pure Go). The

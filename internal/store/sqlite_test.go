@@ -17,7 +17,7 @@ import (
 	"github.com/fastagent/fastagent/transcript"
 )
 
-func openTempSQLite(t *testing.T) *store.SQLite {
+func openTempSQLite(t testing.TB) *store.SQLite {
 	t.Helper()
 	s, err := store.OpenSQLite(filepath.Join(t.TempDir(), "store.db"))
 	if err != nil {

@@ -124,6 +124,16 @@ type Store interface {
 	SaveReply(ctx context.Context, session, turn, ref string) error
 	// Reply returns the recorded reply of turn, or ErrNotFound.
 	Reply(ctx context.Context, session, turn string) (string, error)
+	// Remember stores m under MemoryID(m.Agent, key) (its ID and Created
+	// are set here) unless that memory exists, and returns the stored one:
+	// a retried call stores nothing twice.
+	Remember(ctx context.Context, m Memory, key string) (Memory, error)
+	// Recall returns the memories in q's scope, the most relevant to q.Text
+	// first (newest first without text).
+	Recall(ctx context.Context, q MemoryQuery) ([]Memory, error)
+	// Forget deletes memory id if it is in scope and returns it; one out of
+	// scope or missing is ErrNotFound.
+	Forget(ctx context.Context, scope MemoryScope, id string) (Memory, error)
 	// Close releases the store's connections.
 	Close() error
 }

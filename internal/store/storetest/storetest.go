@@ -49,6 +49,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Heads", testHeads},
 		{"SessionOwners", testSessionOwners},
 		{"Replies", testReplies},
+		{"Memories", testMemories},
+		{"MemoryScopes", testMemoryScopes},
+		{"MemorySearchSyntax", testMemorySearchSyntax},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

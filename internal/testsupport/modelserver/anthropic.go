@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -372,6 +373,8 @@ func (x *exchange) anthUsage() anthUsage {
 	out := anthUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
 	if su := x.reply.Usage; su != nil {
 		out.CacheRead, out.CacheCreation = su.CachedTokens, su.CacheWriteTokens
+	} else if c := x.cacheUsage; c != nil {
+		out.InputTokens, out.CacheRead, out.CacheCreation = c.input, c.read, c.write
 	}
 	return out
 }
@@ -595,4 +598,108 @@ func anthErrorType(status int) string {
 		return "api_error"
 	}
 	return "invalid_request_error"
+}
+
+// PromptCache makes the Anthropic shape account for cache_control
+// breakpoints the way the API does when a reply's usage is not scripted:
+// the prompt is the tools, then the system blocks, then the message blocks
+// (role and block, cache_control left out); a breakpoint whose prefix holds
+// at least minTokens is written to the cache; a request reads the longest
+// cached prefix found at its breakpoints or up to 20 blocks before each.
+// input_tokens are then the tokens after the last breakpoint,
+// cache_creation_input_tokens those written, cache_read_input_tokens those
+// read. Tokens are estimated as bytes/4 of each block's JSON.
+func (s *Server) PromptCache(minTokens int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache = &promptCache{min: minTokens, prefixes: map[[32]byte]bool{}}
+}
+
+// promptCache is the server's cache of prefixes, by their hash.
+type promptCache struct {
+	min      int
+	prefixes map[[32]byte]bool
+}
+
+// cacheUsage is one request's token accounting.
+type cacheUsage struct{ input, read, write int }
+
+// account accounts for a request body and updates the cache.
+func (c *promptCache) account(body []byte) cacheUsage {
+	var w struct {
+		System   json.RawMessage   `json:"system"`
+		Tools    []json.RawMessage `json:"tools"`
+		Messages []anthMessage     `json:"messages"`
+	}
+	_ = json.Unmarshal(body, &w)
+	var blocks [][]byte
+	var marks []bool
+	add := func(prefix string, raw json.RawMessage) {
+		var b map[string]json.RawMessage
+		if json.Unmarshal(raw, &b) != nil {
+			b = map[string]json.RawMessage{"text": raw}
+		}
+		_, marked := b["cache_control"]
+		delete(b, "cache_control")
+		enc, _ := json.Marshal(b)
+		blocks = append(blocks, append([]byte(prefix), enc...))
+		marks = append(marks, marked)
+	}
+	for _, t := range w.Tools {
+		add("tool:", t)
+	}
+	rawBlocks := func(raw json.RawMessage) []json.RawMessage {
+		var arr []json.RawMessage
+		if json.Unmarshal(raw, &arr) == nil {
+			return arr
+		}
+		if len(bytes.TrimSpace(raw)) > 0 && string(bytes.TrimSpace(raw)) != "null" {
+			b, _ := json.Marshal(map[string]json.RawMessage{"type": json.RawMessage(`"text"`), "text": raw})
+			return []json.RawMessage{b}
+		}
+		return nil
+	}
+	for _, b := range rawBlocks(w.System) {
+		add("system:", b)
+	}
+	for _, m := range w.Messages {
+		for _, b := range rawBlocks(m.Content) {
+			add(m.Role+":", b)
+		}
+	}
+	hashes := make([][32]byte, len(blocks))
+	cum := make([]int, len(blocks))
+	var h [32]byte
+	total := 0
+	for i, b := range blocks {
+		h = sha256.Sum256(append(h[:], b...))
+		hashes[i] = h
+		total += len(b)/4 + 1
+		cum[i] = total
+	}
+	read, last := 0, -1
+	for i, marked := range marks {
+		if !marked {
+			continue
+		}
+		last = i
+		for j := i; j >= 0 && j >= i-20; j-- {
+			if c.prefixes[hashes[j]] && cum[j] > read {
+				read = cum[j]
+			}
+		}
+	}
+	u := cacheUsage{read: read, input: total - read}
+	if last >= 0 {
+		for i, marked := range marks {
+			if marked && cum[i] >= c.min {
+				c.prefixes[hashes[i]] = true
+			}
+		}
+		if cum[last] >= c.min && cum[last] > read {
+			u.write = cum[last] - read
+		}
+		u.input = total - read - u.write
+	}
+	return u
 }

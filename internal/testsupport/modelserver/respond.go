@@ -17,6 +17,9 @@ type exchange struct {
 	rec   *Request // the recorded request, updated under s.mu
 	req   Request  // a private copy
 	reply Reply
+	// cacheUsage is the prompt-cache accounting of an Anthropic request
+	// (PromptCache), nil when off.
+	cacheUsage *cacheUsage
 }
 
 // chunk is one SSE event of a streamed reply.

@@ -34,7 +34,8 @@ type Server struct {
 	abortCh  chan struct{} // closed and replaced on every abort
 	onFirst  func(Request, time.Time)
 	url      string
-	shape    Shape // "" = OpenAI
+	shape    Shape        // "" = OpenAI
+	cache    *promptCache // PromptCache's accounting; nil = off
 	servers  []*http.Server
 	closed   bool
 
@@ -240,6 +241,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, rec)
 	reply, ok := s.next(rec)
 	handler := s.handler
+	var cu *cacheUsage
+	if anthropic && s.cache != nil {
+		u := s.cache.account(body)
+		cu = &u
+	}
 	s.mu.Unlock()
 	if !ok {
 		if handler == nil {
@@ -247,7 +253,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		reply = handler(req)
 	}
-	x := &exchange{s: s, w: w, r: r, rec: rec, req: req, reply: reply}
+	x := &exchange{s: s, w: w, r: r, rec: rec, req: req, reply: reply, cacheUsage: cu}
 	x.respond()
 }
 
