@@ -202,8 +202,12 @@ func (v view) Secrets() []Secret {
 }
 
 // WorkerSecrets and IngressSecrets are the secrets each process reads.
-func (v view) WorkerSecrets() []Secret  { return filter(v.Secrets(), func(s Secret) bool { return s.Worker }) }
-func (v view) IngressSecrets() []Secret { return filter(v.Secrets(), func(s Secret) bool { return s.Ingress }) }
+func (v view) WorkerSecrets() []Secret {
+	return filter(v.Secrets(), func(s Secret) bool { return s.Worker })
+}
+func (v view) IngressSecrets() []Secret {
+	return filter(v.Secrets(), func(s Secret) bool { return s.Ingress })
+}
 
 func filter(in []Secret, keep func(Secret) bool) []Secret {
 	var out []Secret
@@ -278,7 +282,7 @@ func execute(name, text string, v view) ([]byte, error) {
 			}
 			return "[" + strings.Join(q, ", ") + "]"
 		},
-		"join": strings.Join,
+		"join":    strings.Join,
 		"prepend": func(s string, ss []string) []string { return append([]string{s}, ss...) },
 	}).Parse(text)
 	if err != nil {

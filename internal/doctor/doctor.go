@@ -162,14 +162,26 @@ func (o Options) temporalChecks(ctx context.Context) Report {
 	}
 	defer c.Close()
 	r := Report{{Name: "temporal", Status: Pass, Detail: fmt.Sprintf("%s reachable (%s)", tc.Address, auth)}}
-	ns := o.checkNamespace(ctx, c)
-	r = append(r, ns)
-	if ns.Status == Fail {
-		return append(r,
-			Result{Name: "search attributes", Status: Skip, Detail: "no namespace"},
-			Result{Name: "worker deployment", Status: Skip, Detail: "no namespace"})
+	return append(r, o.OnClient(ctx, c)...)
+}
+
+// OnClient runs the checks that need Temporal — namespace, search
+// attributes, Worker Deployment — on a client that is already connected
+// (a worker's, at start).
+func (o Options) OnClient(ctx context.Context, c client.Client) Report {
+	if o.Timeout <= 0 {
+		o.Timeout = 15 * time.Second
 	}
-	return append(r, o.checkSearchAttributes(ctx, c), o.checkDeployment(ctx, c))
+	if o.Temporal.Namespace == "" {
+		o.Temporal.Namespace = "default"
+	}
+	ns := o.checkNamespace(ctx, c)
+	if ns.Status == Fail {
+		return Report{ns,
+			Result{Name: "search attributes", Status: Skip, Detail: "no namespace"},
+			Result{Name: "worker deployment", Status: Skip, Detail: "no namespace"}}
+	}
+	return Report{ns, o.checkSearchAttributes(ctx, c), o.checkDeployment(ctx, c)}
 }
 
 func (o Options) checkNamespace(ctx context.Context, c client.Client) Result {
