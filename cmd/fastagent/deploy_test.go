@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +11,9 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/fastagent/fastagent/internal/devserver"
+	"github.com/fastagent/fastagent/internal/tclient"
 )
 
 // copyExample copies the example agent into a new workspace.
@@ -110,5 +115,46 @@ func TestDeployUsesTheCLIsVariables(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// `fastagent doctor` against a dev server — found as `fastagent dev` leaves
+// it: its key in <state-dir>/temporal-token — passes every check and exits
+// 0; against one without the search attributes it exits 1 naming --fix,
+// `doctor --fix` registers them, and it passes again.
+func TestDoctorCommandAgainstTheDevServer(t *testing.T) {
+	dir := copyExample(t)
+	stateDir := filepath.Join(dir, ".fastagent")
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FASTAGENT_MODEL", "openai/gpt-4o-mini")
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	for _, registered := range []bool{true, false} {
+		s, err := devserver.Start(context.Background(), devserver.Options{UIPort: -1, LogWriter: io.Discard,
+			NoSearchAttributes: !registered, KeyFile: filepath.Join(stateDir, tclient.DevTokenFile)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Stop)
+		args := []string{"-C", dir, "doctor", "--temporal-address", s.FrontendAddress(), "--namespace", s.Namespace()}
+		out, errOut, code := execute(t, "", args...)
+		if registered {
+			if code != 0 || !strings.Contains(out, "all checks passed") {
+				t.Fatalf("doctor against the dev server: exit %d\n%s%s", code, out, errOut)
+			}
+			s.Stop()
+			continue
+		}
+		if code != exitFailure || !strings.Contains(out, "FAIL   search attributes") || !strings.Contains(out, "--fix") {
+			t.Fatalf("doctor without the search attributes: exit %d, want 1 naming --fix\n%s%s", code, out, errOut)
+		}
+		if out, errOut, code = execute(t, "", append(args, "--fix")...); code != 0 || !strings.Contains(out, "fixed  search attributes") {
+			t.Fatalf("doctor --fix: exit %d\n%s%s", code, out, errOut)
+		}
+		if out, errOut, code = execute(t, "", args...); code != 0 || !strings.Contains(out, "all checks passed") {
+			t.Fatalf("doctor after --fix: exit %d\n%s%s", code, out, errOut)
+		}
+		s.Stop()
 	}
 }
