@@ -178,6 +178,7 @@ func (p *Parts) startWorkers(ctx context.Context, c client.Client, r *Running) e
 	if r.stopAgents, err = p.startAgents(ctx, c); err != nil {
 		return err
 	}
+	p.workersUp.Store(true)
 	return nil
 }
 

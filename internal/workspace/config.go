@@ -920,3 +920,15 @@ func (c Config) ModelFor(afterTools bool) []string {
 	}
 	return chain
 }
+
+// ModelSpecs are the distinct "provider/model" specs the configuration
+// names (model, chatModel, toolModel, the fallback chain), in that order.
+func (c Config) ModelSpecs() []string {
+	var out []string
+	for _, s := range append([]string{c.Model, c.ChatModel, c.ToolModel}, c.Models...) {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
