@@ -34,7 +34,7 @@ func TestMCPServersFromConfig(t *testing.T) {
 
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
-		"fastagent.yaml":    fmt.Sprintf("mcpServers:\n  docs:\n    url: %s\n  ghost:\n    command: /nonexistent/mcp-server\n", hs.URL),
+		"fastagent.yaml":    fmt.Sprintf("mcpServers:\n  docs:\n    url: %s\n    allowPrivate: true\n  ghost:\n    command: /nonexistent/mcp-server\n", hs.URL),
 		"tools/lookup.yaml": "description: workspace lookup\ncommand: cat\n",
 	})
 	l, err := NewLoader(dir, "")
