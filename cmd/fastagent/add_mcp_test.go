@@ -206,3 +206,45 @@ func TestAddSkill(t *testing.T) {
 		t.Errorf("info skills = %+v", r.Skills)
 	}
 }
+
+// mcp login refuses servers it cannot log in to, saying what to do; info
+// reports a stored login.
+func TestMCPLoginRefusesAndInfoShowsLogin(t *testing.T) {
+	dir := initWorkspace(t)
+	for _, args := range [][]string{
+		{"-C", dir, "add", "mcp", "files", "--", "/nonexistent/files-mcp"},
+		{"-C", dir, "add", "mcp", "gh", "--url", "https://mcp.example.invalid/"},
+		{"-C", dir, "add", "mcp", "linear", "--url", "https://mcp.example.invalid/linear", "--oauth"},
+	} {
+		if _, errOut, code := execute(t, "", args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	for name, want := range map[string]string{"missing": "no mcpServers.missing", "files": "not a url: server with oauth: true", "gh": "not a url: server with oauth: true"} {
+		if _, errOut, code := execute(t, "", "-C", dir, "mcp", "login", name, "--no-browser"); code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("login %s: exit %d %q, want 2 and %q", name, code, errOut, want)
+		}
+	}
+	tokenFile := workspace.MCPTokenFile(workspace.Workspace{Dir: dir}, "linear")
+	if err := os.MkdirAll(filepath.Dir(tokenFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := execute(t, "", "-C", dir, "info")
+	if code != 0 || !strings.Contains(out, "oauth: stored login unreadable") {
+		t.Errorf("info with a broken token file: exit %d %s\n%s", code, errOut, out)
+	}
+	tf := `{"url":"https://mcp.example.invalid/linear","clientId":"c","tokenUrl":"https://as.example.invalid/token","token":{"access_token":"a"}}`
+	if err := os.WriteFile(tokenFile, []byte(tf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = execute(t, "", "-C", dir, "info")
+	if code != 0 || !strings.Contains(out, "oauth: logged in)") {
+		t.Errorf("info: exit %d %s\n%s", code, errOut, out)
+	}
+	if strings.Contains(out, `"a"`) {
+		t.Error("info shows the token")
+	}
+}

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	_ "github.com/fastagent/fastagent/internal/channels/slack"    // the slack kind
 	_ "github.com/fastagent/fastagent/internal/channels/telegram" // the telegram kind
 	"github.com/fastagent/fastagent/internal/channels/webhook"    // channels/webhooks/
+	"github.com/fastagent/fastagent/internal/mcp"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/workspace"
@@ -68,8 +71,13 @@ func mcpInfo(def *workspace.Definition) []infoMCPServer {
 		m.Headers = slices.Sorted(maps.Keys(s.Headers))
 		if s.OAuth {
 			m.OAuth = "not logged in (fastagent mcp login " + name + ")"
-			if _, err := os.Stat(workspace.MCPTokenFile(def.Workspace, name)); err == nil {
+			if tf, err := mcp.ReadTokenFile(workspace.MCPTokenFile(def.Workspace, name)); err == nil {
 				m.OAuth = "logged in"
+				if tf.URL != s.URL {
+					m.OAuth = "logged in to another URL (fastagent mcp login " + name + ")"
+				}
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				m.OAuth = "stored login unreadable (fastagent mcp login " + name + ")"
 			}
 		}
 		for _, e := range def.Tools {

@@ -160,6 +160,12 @@ type testAS struct {
 type codeGrant struct{ client, challenge, redirect, resource string }
 
 func newTestAS(t *testing.T, mcpSrv *sdk.Server) *testAS {
+	return newTestASWith(t, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcpSrv }, nil))
+}
+
+// newTestASWith is newTestAS in front of the MCP handler h (served at /mcp
+// and below).
+func newTestASWith(t *testing.T, h http.Handler) *testAS {
 	as := &testAS{t: t, clients: map[string]string{}, codes: map[string]codeGrant{}, access: map[string]bool{}, refresh: map[string]bool{}}
 	mux := http.NewServeMux()
 	as.srv = httptest.NewServer(mux)
@@ -250,8 +256,7 @@ func newTestAS(t *testing.T, mcpSrv *sdk.Server) *testAS {
 		return &auth.TokenInfo{Expiration: time.Now().Add(time.Hour)}, nil
 	}
 	mux.Handle("/mcp", auth.RequireBearerToken(verifier, &auth.RequireBearerTokenOptions{
-		ResourceMetadataURL: base + "/.well-known/oauth-protected-resource/mcp"})(
-		sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcpSrv }, nil)))
+		ResourceMetadataURL: base + "/.well-known/oauth-protected-resource/mcp"})(h))
 	return as
 }
 
@@ -366,5 +371,23 @@ func TestLoginRefusesServerWithoutAuth(t *testing.T) {
 		LoginOptions{Open: func(string) error { return errors.New("no browser should open") }})
 	if err == nil || !strings.Contains(err.Error(), "needs no login") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// The login and the token work over the legacy SSE transport too: the
+// event stream's GET is what asks for authorization.
+func TestOAuthLoginSSE(t *testing.T) {
+	srv := newEchoServer("")
+	as := newTestASWith(t, sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	s := Server{Name: "legacy", URL: as.srv.URL + "/mcp", Transport: TransportSSE, AllowPrivate: true,
+		OAuthFile: filepath.Join(t.TempDir(), "legacy.json")}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := Login(ctx, s, LoginOptions{Open: browser}); err != nil {
+		t.Fatal(err)
+	}
+	tools := mustTools(t, newManager(t), s)
+	if res := run(t, toolNamed(t, tools, "echo"), `{"text":"sse with oauth"}`); res.Content != "sse with oauth" {
+		t.Errorf("echo = %+v", res)
 	}
 }

@@ -64,3 +64,28 @@ func TestMCPServersFromConfig(t *testing.T) {
 		t.Errorf("lookup = %+v", res)
 	}
 }
+
+// A remote entry becomes a remote mcp.Server: its transport, headers (as
+// written: the worker expands them) and its OAuth token file in the state
+// dir, which is one of the paths no tool may read.
+func TestMCPServerConfigRemote(t *testing.T) {
+	ws := Workspace{Dir: t.TempDir()}
+	ws.AgentDir = ws.Dir
+	s := MCPServerConfig(MCPContext{Workspace: ws}, "linear", MCPServer{URL: "https://mcp.example.com/sse", Transport: "sse", OAuth: true,
+		Headers: map[string]string{"X-Team": "${TEAM}"}})
+	if s.Transport != "sse" || s.Headers["X-Team"] != "${TEAM}" || s.Sandbox != nil || s.Dir != "" {
+		t.Errorf("server = %+v", s)
+	}
+	secret := false
+	for _, p := range SecretPaths(ws) {
+		if strings.HasPrefix(s.OAuthFile, p+"/") {
+			secret = true
+		}
+	}
+	if !secret {
+		t.Errorf("token file %s is not under a secret path %v", s.OAuthFile, SecretPaths(ws))
+	}
+	if got := MCPServerConfig(MCPContext{Workspace: ws}, "gh", MCPServer{URL: "https://mcp.example.com/"}); got.OAuthFile != "" || got.Transport != "streamable-http" {
+		t.Errorf("no oauth: %+v", got)
+	}
+}
