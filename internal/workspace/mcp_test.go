@@ -11,6 +11,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/egress"
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // TestMCPServersFromConfig runs the loader's default MCP source against a
@@ -87,5 +89,36 @@ func TestMCPServerConfigRemote(t *testing.T) {
 	}
 	if got := MCPServerConfig(MCPContext{Workspace: ws}, "gh", MCPServer{URL: "https://mcp.example.com/"}); got.OAuthFile != "" || got.Transport != "streamable-http" {
 		t.Errorf("no oauth: %+v", got)
+	}
+}
+
+// A remote server at one of the deployment's own addresses (the sandbox's
+// control plane, as the worker builds it) is refused even with
+// allowPrivate: the loader hands the sandbox's deny list to the MCP client.
+func TestRemoteMCPNeverReachesTheControlPlane(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1.0.0"}, nil)
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	deny, err := egress.ParseDests(t.Context(), []string{strings.TrimPrefix(hs.URL, "http://")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := sandbox.Open(sandbox.Config{Mode: sandbox.Off, Egress: egress.Policy{Deny: deny}})
+	t.Cleanup(func() { _ = sb.Close() })
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"fastagent.yaml": fmt.Sprintf("mcpServers:\n  frontend:\n    url: %s\n    allowPrivate: true\n", hs.URL)})
+	l, err := NewLoader(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	l.Getenv = func(string) string { return "" }
+	l.Sandbox = sb
+	d, err := l.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(diagText(d), "one of this deployment's own services") {
+		t.Errorf("diagnostics:\n%s", diagText(d))
 	}
 }
