@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fastagent/fastagent/internal/testsupport/oauthserver"
 	"github.com/fastagent/fastagent/internal/workspace"
 )
 
@@ -246,5 +253,52 @@ func TestMCPLoginRefusesAndInfoShowsLogin(t *testing.T) {
 	}
 	if strings.Contains(out, `"a"`) {
 		t.Error("info shows the token")
+	}
+}
+
+// mcp login, end to end against a local authorization server: the command
+// prints the sign-in address, the "browser" follows it, the token lands
+// owner-only in .fastagent/mcp-oauth/, and info reports the login and the
+// server's tools.
+func TestMCPLoginEndToEnd(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "tickets", Version: "1.0.0"}, nil)
+	sdk.AddTool(srv, &sdk.Tool{Name: "open_tickets", Description: "List open tickets"},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "none"}}}, nil, nil
+		})
+	as := oauthserver.New(t, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	dir := initWorkspace(t)
+	if _, errOut, code := execute(t, "", "-C", dir, "add", "mcp", "tickets", "--url", as.URL+"/mcp", "--oauth", "--allow-private"); code != 0 {
+		t.Fatalf("add mcp: exit %d: %s", code, errOut)
+	}
+
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- runMCPLogin(t.Context(), &globals{dir: dir}, "tickets", true, pw)
+		_ = pw.Close()
+	}()
+	var out strings.Builder
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		line := sc.Text()
+		out.WriteString(line + "\n")
+		if u := strings.TrimSpace(line); strings.HasPrefix(u, as.URL+"/authorize?") {
+			go func() { _ = oauthserver.Browser(u) }()
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("login: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "Logged in to tickets: 1 tools") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	st, err := os.Stat(workspace.MCPTokenFile(workspace.Workspace{Dir: dir}, "tickets"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", st, err)
+	}
+	info, errOut, code := execute(t, "", "-C", dir, "info")
+	if code != 0 || !strings.Contains(info, "1 tools; oauth: logged in; allowPrivate") || !strings.Contains(info, "open_tickets") {
+		t.Errorf("info: exit %d %s\n%s", code, errOut, info)
 	}
 }

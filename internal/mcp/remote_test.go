@@ -2,18 +2,12 @@ package mcp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,9 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/fastagent/fastagent/internal/egress"
+	"github.com/fastagent/fastagent/internal/testsupport/oauthserver"
 )
 
 // bearerOnly wraps h so that it answers only requests carrying token.
@@ -139,150 +133,11 @@ func TestSSETransport(t *testing.T) {
 	}
 }
 
-// testAS is a minimal OAuth 2.1 authorization server in front of an MCP
-// server: protected resource metadata, server metadata, dynamic client
-// registration, authorization with PKCE (S256 required), the code and
-// refresh grants; the MCP endpoint accepts only its current access tokens.
-type testAS struct {
-	t   *testing.T
-	srv *httptest.Server
-
-	mu        sync.Mutex
-	clients   map[string]string // client_id → redirect_uri
-	codes     map[string]codeGrant
-	access    map[string]bool
-	refresh   map[string]bool
-	n         int
-	refreshes int
-	authorize int
-}
-
-type codeGrant struct{ client, challenge, redirect, resource string }
-
-func newTestAS(t *testing.T, mcpSrv *sdk.Server) *testAS {
-	return newTestASWith(t, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcpSrv }, nil))
-}
-
-// newTestASWith is newTestAS in front of the MCP handler h (served at /mcp
-// and below).
-func newTestASWith(t *testing.T, h http.Handler) *testAS {
-	as := &testAS{t: t, clients: map[string]string{}, codes: map[string]codeGrant{}, access: map[string]bool{}, refresh: map[string]bool{}}
-	mux := http.NewServeMux()
-	as.srv = httptest.NewServer(mux)
-	t.Cleanup(as.srv.Close)
-	base := as.srv.URL
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-		Resource: base + "/mcp", AuthorizationServers: []string{base}, ScopesSupported: []string{"tools"}}))
-	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]any{
-			"issuer": base, "authorization_endpoint": base + "/authorize", "token_endpoint": base + "/token",
-			"registration_endpoint": base + "/register", "response_types_supported": []string{"code"},
-			"grant_types_supported": []string{"authorization_code", "refresh_token"}, "code_challenge_methods_supported": []string{"S256"},
-			"token_endpoint_auth_methods_supported": []string{"none"}, "scopes_supported": []string{"tools", "offline_access"},
-		})
-	})
-	mux.HandleFunc("/register", func(w http.ResponseWriter, r *http.Request) {
-		var md struct {
-			RedirectURIs []string `json:"redirect_uris"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&md); err != nil || len(md.RedirectURIs) != 1 {
-			http.Error(w, "bad registration", http.StatusBadRequest)
-			return
-		}
-		as.mu.Lock()
-		as.n++
-		id := "client-" + strconv.Itoa(as.n)
-		as.clients[id] = md.RedirectURIs[0]
-		as.mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-		writeJSON(w, map[string]any{"client_id": id, "redirect_uris": md.RedirectURIs, "token_endpoint_auth_method": "none"})
-	})
-	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		as.mu.Lock()
-		defer as.mu.Unlock()
-		as.authorize++
-		redirect, ok := as.clients[q.Get("client_id")]
-		if !ok || redirect != q.Get("redirect_uri") || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" ||
-			q.Get("response_type") != "code" || q.Get("resource") != base+"/mcp" {
-			http.Error(w, "bad authorization request: "+r.URL.RawQuery, http.StatusBadRequest)
-			return
-		}
-		as.n++
-		code := "code-" + strconv.Itoa(as.n)
-		as.codes[code] = codeGrant{client: q.Get("client_id"), challenge: q.Get("code_challenge"), redirect: redirect, resource: q.Get("resource")}
-		http.Redirect(w, r, redirect+"?code="+code+"&state="+url.QueryEscape(q.Get("state")), http.StatusFound)
-	})
-	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		as.mu.Lock()
-		defer as.mu.Unlock()
-		switch r.PostForm.Get("grant_type") {
-		case "authorization_code":
-			g, ok := as.codes[r.PostForm.Get("code")]
-			delete(as.codes, r.PostForm.Get("code"))
-			sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
-			if !ok || g.client != r.PostForm.Get("client_id") || g.redirect != r.PostForm.Get("redirect_uri") ||
-				base64.RawURLEncoding.EncodeToString(sum[:]) != g.challenge {
-				w.WriteHeader(http.StatusBadRequest)
-				writeJSON(w, map[string]any{"error": "invalid_grant"})
-				return
-			}
-		case "refresh_token":
-			if !as.refresh[r.PostForm.Get("refresh_token")] {
-				w.WriteHeader(http.StatusBadRequest)
-				writeJSON(w, map[string]any{"error": "invalid_grant"})
-				return
-			}
-			delete(as.refresh, r.PostForm.Get("refresh_token"))
-			as.refreshes++
-			clear(as.access) // the old access token stops working
-		default:
-			w.WriteHeader(http.StatusBadRequest)
-			writeJSON(w, map[string]any{"error": "unsupported_grant_type"})
-			return
-		}
-		as.n++
-		at, rt := fmt.Sprintf("access-%d", as.n), fmt.Sprintf("refresh-%d", as.n)
-		as.access[at], as.refresh[rt] = true, true
-		writeJSON(w, map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": 3600, "refresh_token": rt})
-	})
-	verifier := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		as.mu.Lock()
-		defer as.mu.Unlock()
-		if !as.access[token] {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{Expiration: time.Now().Add(time.Hour)}, nil
-	}
-	mux.Handle("/mcp", auth.RequireBearerToken(verifier, &auth.RequireBearerTokenOptions{
-		ResourceMetadataURL: base + "/.well-known/oauth-protected-resource/mcp"})(h))
-	return as
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// browser follows the authorization URL and its redirect to the loopback
-// callback, as the user's browser would after the user approved.
-func browser(authURL string) error {
-	resp, err := http.Get(authURL) //nolint:noctx // a test's stand-in browser
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("browser: HTTP %d at %s", resp.StatusCode, resp.Request.URL)
-	}
-	return nil
-}
-
 func TestOAuthLoginAndRefresh(t *testing.T) {
-	as := newTestAS(t, newEchoServer(""))
+	echo := newEchoServer("")
+	as := oauthserver.New(t, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return echo }, nil))
 	file := filepath.Join(t.TempDir(), ".fastagent", "mcp-oauth", "remote.json")
-	s := Server{Name: "remote", URL: as.srv.URL + "/mcp", AllowPrivate: true, OAuthFile: file}
+	s := Server{Name: "remote", URL: as.URL + "/mcp", AllowPrivate: true, OAuthFile: file}
 
 	// Before the login: a diagnostic that says what to run.
 	m := newManager(t)
@@ -292,7 +147,7 @@ func TestOAuthLoginAndRefresh(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := Login(ctx, s, LoginOptions{Open: browser})
+	n, err := Login(ctx, s, LoginOptions{Open: oauthserver.Browser})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,10 +186,7 @@ func TestOAuthLoginAndRefresh(t *testing.T) {
 	if res := run(t, toolNamed(t, tools, "add"), `{"a":2,"b":3}`); res.Content != "5" {
 		t.Errorf("add after expiry = %+v", res)
 	}
-	as.mu.Lock()
-	refreshes := as.refreshes
-	as.mu.Unlock()
-	if refreshes != 1 {
+	if refreshes := as.Refreshes(); refreshes != 1 {
 		t.Errorf("refreshes = %d, want 1", refreshes)
 	}
 	tf2, err := ReadTokenFile(file)
@@ -347,7 +199,7 @@ func TestOAuthLoginAndRefresh(t *testing.T) {
 
 	// A URL other than the one logged in to is refused.
 	other := s
-	other.URL = as.srv.URL + "/mcp?v=2"
+	other.URL = as.URL + "/mcp?v=2"
 	if msg := diagOf(t, newManager(t), other); !strings.Contains(msg, "stored login is for") {
 		t.Errorf("other URL: %q", msg)
 	}
@@ -378,12 +230,12 @@ func TestLoginRefusesServerWithoutAuth(t *testing.T) {
 // event stream's GET is what asks for authorization.
 func TestOAuthLoginSSE(t *testing.T) {
 	srv := newEchoServer("")
-	as := newTestASWith(t, sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil))
-	s := Server{Name: "legacy", URL: as.srv.URL + "/mcp", Transport: TransportSSE, AllowPrivate: true,
+	as := oauthserver.New(t, sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	s := Server{Name: "legacy", URL: as.URL + "/mcp", Transport: TransportSSE, AllowPrivate: true,
 		OAuthFile: filepath.Join(t.TempDir(), "legacy.json")}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := Login(ctx, s, LoginOptions{Open: browser}); err != nil {
+	if _, err := Login(ctx, s, LoginOptions{Open: oauthserver.Browser}); err != nil {
 		t.Fatal(err)
 	}
 	tools := mustTools(t, newManager(t), s)
