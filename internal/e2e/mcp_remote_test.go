@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/mcp"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/oauthserver"
+	"github.com/fastagent/fastagent/internal/workspace"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -93,5 +98,66 @@ func TestRemoteMCPToolEndToEnd(t *testing.T) {
 	}
 	if strings.Contains(hist.String(), secret) {
 		t.Error("the header's secret is in the workflow history")
+	}
+}
+
+// The agent calls a tool of a remote MCP server that needs the MCP
+// authorization flow: logged in beforehand (as fastagent mcp login does),
+// the worker sends the stored token and, once it has expired, refreshes it
+// and writes the new one back.
+func TestRemoteMCPOAuthEndToEnd(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "tickets", Version: "1.0.0"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "open_tickets", Description: "Count open tickets"},
+		func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "3 open tickets"}}}, nil, nil
+		})
+	as := oauthserver.New(t, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+
+	e := newEnv(t)
+	e.writeConfig(fmt.Sprintf("mcpServers:\n  tickets:\n    url: %s/mcp\n    allowPrivate: true\n    oauth: true\n", as.URL))
+	ws := workspace.Workspace{Dir: e.kit.Dir}
+	entry := workspace.MCPServer{URL: as.URL + "/mcp", AllowPrivate: true, OAuth: true}
+	srv := workspace.MCPServerConfig(workspace.MCPContext{Workspace: ws}, "tickets", entry)
+	if _, err := mcp.Login(t.Context(), srv, mcp.LoginOptions{Open: oauthserver.Browser}); err != nil {
+		t.Fatal(err)
+	}
+	// The access token expires before the worker first uses it.
+	tf, err := mcp.ReadTokenFile(srv.OAuthFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := tf.Token.AccessToken
+	tf.Token.Expiry = time.Now().Add(-time.Minute)
+	b, _ := json.Marshal(tf)
+	if err := os.WriteFile(srv.OAuthFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	e.startWorker()
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "o1", Name: "open_tickets", Args: `{}`}}},
+		modelserver.Reply{Text: []string{"three"}},
+	)
+	evs := collect(t, e.agent, context.Background(), "remote-mcp-oauth", "open tickets?")
+	must(t, evs, agent.TypeCompleted)
+	var ended *agent.Event
+	for i := range evs {
+		if evs[i].Type == agent.TypeToolEnded {
+			ended = &evs[i]
+		}
+	}
+	if ended == nil || ended.IsError || ended.Content != "3 open tickets" {
+		t.Fatalf("tool_ended = %+v, want 3 open tickets", ended)
+	}
+	if n := as.Refreshes(); n != 1 {
+		t.Errorf("refreshes = %d, want 1", n)
+	}
+	after, err := mcp.ReadTokenFile(srv.OAuthFile)
+	if err != nil || after.Token.AccessToken == stale || !after.Token.Valid() {
+		t.Errorf("token file after the turn: %+v %v", after, err)
+	}
+	all, _ := json.Marshal(e.kit.Model.Requests())
+	if strings.Contains(string(all), after.Token.AccessToken) || strings.Contains(string(all), after.Token.RefreshToken) {
+		t.Error("a token reached the model's requests")
 	}
 }
