@@ -285,6 +285,9 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 		if tail := cn.stderrTail(); tail != "" {
 			err = fmt.Errorf("%w; stderr: %s", err, tail)
 		}
+		if c.srv.URL != "" {
+			err = c.srv.authHint(err)
+		}
 		return nil, err
 	}
 	cn.session = session

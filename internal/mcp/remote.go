@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -73,6 +74,22 @@ func (c *sseConn) Close() error {
 	err := c.Connection.Close()
 	c.cancel()
 	return err
+}
+
+// authHint adds what to do to a refusal of the server's authorization.
+func (s Server) authHint(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, http.StatusText(http.StatusUnauthorized)) && !strings.Contains(msg, http.StatusText(http.StatusForbidden)) {
+		return err
+	}
+	switch {
+	case s.OAuthFile != "":
+		return fmt.Errorf("%w (the server refused the stored token; run: fastagent mcp login %s)", err, s.Name)
+	case len(s.Headers) > 0:
+		return fmt.Errorf("%w (the server refused the configured headers' credentials)", err)
+	default:
+		return fmt.Errorf("%w (the server wants credentials: set headers: with a token from the environment, or oauth: true and run fastagent mcp login %s)", err, s.Name)
+	}
 }
 
 // httpClient is the client every request to the server (and, for OAuth,
