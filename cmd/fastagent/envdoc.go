@@ -23,6 +23,7 @@ var processEnv = []struct{ name, what string }{
 	{"TEMPORAL_TLS", "true: TLS without a client certificate; false: the API key in plaintext (loopback only)"},
 	{"TEMPORAL_TLS_CA", "PEM CA bundle to trust (self-hosted TLS clusters)"},
 	{"TEMPORAL_TLS_SERVER_NAME", "server name to verify in the cluster's certificate"},
+	{"TEMPORAL_GRPC_GZIP", "true/false: gzip the requests to Temporal (default: yes, except to a loopback address)"},
 	{"FASTAGENT_DEPLOYMENT", "Temporal Worker Deployment name: the worker runs versioned (default: unversioned)"},
 	{"FASTAGENT_BUILD_ID", "the worker's build ID in that deployment (default: the binary's version or VCS revision)"},
 	{"FASTAGENT_API_TOKEN", "API token: the admin token the ingress accepts; the token invoke/session send"},

@@ -24,6 +24,7 @@ import (
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/internal/workspace"
+	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -54,6 +55,17 @@ type Activities struct {
 	// Observer, when set, receives what each model call measured (time to
 	// first token, tokens by model) for metrics.
 	Observer ModelObserver
+	// Agent names the agent whose activities these are (its task queue;
+	// "" the default one): long-term memories are kept per agent.
+	Agent string
+}
+
+// AgentName is the agent's name memories are kept under.
+func (a *Activities) AgentName() string {
+	if a.Agent == "" {
+		return workflows.TaskQueue
+	}
+	return a.Agent
 }
 
 // ModelObserver receives the measurements of one model call.

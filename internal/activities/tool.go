@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/memory"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/tools"
@@ -204,7 +205,11 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 			return agent.ToolResult{IsError: true, Content: fmt.Sprintf("The %s call was blocked: %s", spec.Name, reason)}, nil
 		}
 	}
-	res, err = tool.Run(waketools.WithPending(ctx, waketools.Pending{IDs: call.PendingWakes, NextID: call.NextWakeID}), tc)
+	runCtx := waketools.WithPending(ctx, waketools.Pending{IDs: call.PendingWakes, NextID: call.NextWakeID})
+	// A memory write is keyed by the call's result entry: a retried call
+	// stores nothing twice.
+	runCtx = memory.WithEnv(runCtx, memory.Env{Store: a.Store, Agent: a.AgentName(), Session: call.Session, Key: call.Session + "/" + call.ResultEntryID})
+	res, err = tool.Run(runCtx, tc)
 	if ctx.Err() != nil && err != nil {
 		return res, ctx.Err()
 	}

@@ -74,6 +74,9 @@ type Server struct {
 	// Sessions serves the session list, transcripts, export/import,
 	// rewind and follow-ups (nil: 501).
 	Sessions Sessions
+	// Memories serves GET /memories and DELETE /memories/{id}, the
+	// agent's long-term memories (nil: 501).
+	Memories Memories
 	// PingEvery overrides PingEvery (tests).
 	PingEvery time.Duration
 
@@ -228,6 +231,7 @@ func (s *Server) agentRoutes(r gin.IRoutes) {
 	r.GET("/sessions/:id/turns/:key/events", s.guard(RightControl), s.attach)
 	r.POST("/sessions/:id/turns/:key/resend", s.guard(RightControl), s.resend)
 	s.sessionRoutes(r)
+	s.memoryRoutes(r)
 }
 
 // MountPrefix is the path the handler is mounted under: the request's

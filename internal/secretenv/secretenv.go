@@ -89,3 +89,38 @@ func Files(environ []string) []string {
 	}
 	return out
 }
+
+// minSecretValue is the shortest value Values reports: shorter ones
+// ("1", "true") would redact ordinary words.
+const minSecretValue = 8
+
+// Values returns the values of the secret variables of environ ("NAME=value"
+// pairs, IsSecret names), longest first, skipping values shorter than 8
+// bytes; for Redact.
+func Values(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || len(val) < minSecretValue || !IsSecret(name) || slices.Contains(out, val) {
+			continue
+		}
+		out = append(out, val)
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// Redacted replaces a secret value in text Redact removed.
+const Redacted = "[redacted]"
+
+// Redact returns text with every one of values (Values) replaced by
+// Redacted, and whether it replaced any.
+func Redact(text string, values []string) (string, bool) {
+	changed := false
+	for _, v := range values {
+		if v != "" && strings.Contains(text, v) {
+			text, changed = strings.ReplaceAll(text, v, Redacted), true
+		}
+	}
+	return text, changed
+}

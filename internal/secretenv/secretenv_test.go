@@ -61,3 +61,18 @@ func TestFiles(t *testing.T) {
 		t.Errorf("Files = %v, want [%s]", got, real)
 	}
 }
+
+func TestRedactSecretValues(t *testing.T) {
+	env := []string{"OPENAI_API_KEY=sk-live-1234567890", "SLACK_BOT_TOKEN=xoxb-abcdefgh", "SHORT_TOKEN=abc", "HOME=/home/user-with-long-name", "BAD"}
+	vals := Values(env)
+	if len(vals) != 2 || vals[0] != "sk-live-1234567890" {
+		t.Fatalf("Values = %q, want the two long secret values, longest first", vals)
+	}
+	got, changed := Redact("key sk-live-1234567890 and xoxb-abcdefgh in /home/user-with-long-name abc", vals)
+	if !changed || got != "key [redacted] and [redacted] in /home/user-with-long-name abc" {
+		t.Fatalf("Redact = %q, %v", got, changed)
+	}
+	if _, changed := Redact("nothing here", vals); changed {
+		t.Fatal("Redact changed a text without secrets")
+	}
+}

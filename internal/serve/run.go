@@ -110,6 +110,13 @@ func (p *Parts) Start(ctx context.Context, c client.Client) (_ *Running, err err
 		}
 		c, r.Embedded = r.conn.Client, r.conn.Embedded
 	}
+	if cdc := p.Config.Codec; cdc != nil && !cdc.OnClient(c) {
+		// A client of the caller's that does not encode: the worker and
+		// the ingress would write payloads (prompts, answers) in clear.
+		return nil, errors.New("payload codec keys are configured, but the Temporal client given was not made with the fastagent plugin, " +
+			"so payloads would be written unencrypted: make the plugin first (worker.New), pass it in client.Options.Plugins and use that " +
+			"client; or let fastagent dial Temporal; or remove the keys")
+	}
 	r.Client = c
 	r.Agent = p.Agent(c)                                   //nolint:contextcheck // the Agent is long-lived; each Invoke takes its own context
 	if r.stopMetrics, err = p.startMetrics(); err != nil { //nolint:contextcheck // the metrics listener lives until Stop, not until ctx
@@ -279,6 +286,9 @@ func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
 	if ok {
 		// The agent's routes are also under /agents/<its task queue>/.
 		s.Name = taskQueueOr(d.TaskQueue)
+		if p.Store != nil {
+			s.Memories = agentMemories{store: p.Store, agent: s.Name}
+		}
 	}
 	if lim := p.Config.Admission; lim.Enabled() && ok {
 		ns := p.Config.Namespace

@@ -421,6 +421,11 @@ func Assemble(ctx context.Context, cfg Config, with Components) (_ *Parts, err e
 			Hooks:       cfg.Hooks,
 		}
 	}
+	if p.Acts.Agent == "" {
+		// Memories are kept under the agent's name, as the ingress's
+		// /memories routes name it.
+		p.Acts.Agent = taskQueueOr(cfg.TaskQueue)
+	}
 	if cfg.Metrics != nil && p.Acts.Observer == nil {
 		p.Acts.Observer = cfg.Metrics
 	}

@@ -33,7 +33,7 @@ var (
 
 // requirePostgres skips the test when the server is unreachable, or fails it
 // when services are required (testkit.RequireService).
-func requirePostgres(t *testing.T) {
+func requirePostgres(t testing.TB) {
 	t.Helper()
 	pgOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -50,7 +50,7 @@ func requirePostgres(t *testing.T) {
 
 // freshDatabase creates an empty database on the test server, dropped when
 // the test ends, and returns its DSN.
-func freshDatabase(t *testing.T) string {
+func freshDatabase(t testing.TB) string {
 	t.Helper()
 	requirePostgres(t)
 	ctx := context.Background()
@@ -87,7 +87,7 @@ func freshDatabase(t *testing.T) string {
 	return u.String()
 }
 
-func openTempPostgres(t *testing.T) *store.Postgres {
+func openTempPostgres(t testing.TB) *store.Postgres {
 	t.Helper()
 	dsn := freshDatabase(t)
 	s, err := store.OpenPostgres(context.Background(), dsn)
@@ -100,6 +100,22 @@ func openTempPostgres(t *testing.T) *store.Postgres {
 func TestPostgres(t *testing.T) {
 	requirePostgres(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return openTempPostgres(t) })
+}
+
+func TestPostgresShared(t *testing.T) {
+	requirePostgres(t)
+	storetest.RunShared(t, func(t *testing.T) (store.Store, store.Store) {
+		dsn := freshDatabase(t)
+		a, err := store.OpenPostgres(context.Background(), dsn)
+		if err != nil {
+			t.Fatalf("OpenPostgres: %v", err)
+		}
+		b, err := store.OpenPostgres(context.Background(), dsn)
+		if err != nil {
+			t.Fatalf("OpenPostgres: %v", err)
+		}
+		return a, b
+	})
 }
 
 // TestPostgresTwoPools simulates two processes sharing one database, both

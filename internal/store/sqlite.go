@@ -59,6 +59,26 @@ CREATE TABLE IF NOT EXISTS owners (
 	principal TEXT    NOT NULL,
 	created   INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS memories (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	id      TEXT    NOT NULL UNIQUE,
+	agent   TEXT    NOT NULL,
+	owner   TEXT    NOT NULL,
+	text    TEXT    NOT NULL,
+	tags    TEXT    NOT NULL,
+	session TEXT    NOT NULL,
+	created INTEGER NOT NULL,
+	scope   TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_scope ON memories (agent, owner, seq);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+	text, tags, scope, content='memories', content_rowid='seq', tokenize='porter unicode61');
+CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
+	INSERT INTO memories_fts (rowid, text, tags, scope) VALUES (new.seq, new.text, new.tags, new.scope);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
+	INSERT INTO memories_fts (memories_fts, rowid, text, tags, scope) VALUES ('delete', old.seq, old.text, old.tags, old.scope);
+END;
 `
 
 // SQLite is a Store in one SQLite file (modernc.org/sqlite, pure Go). The
@@ -68,6 +88,7 @@ CREATE TABLE IF NOT EXISTS owners (
 type SQLite struct {
 	db        *sql.DB
 	path      string
+	cache     *entryCache
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -109,7 +130,7 @@ func OpenSQLite(path string) (*SQLite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: sqlite: open %s: %w", abs, err)
 	}
-	s := &SQLite{db: db, path: abs}
+	s := &SQLite{db: db, path: abs, cache: newEntryCache(DefaultEntryCacheBytes)}
 	ctx := context.Background()
 	err = retryBusy(ctx, func() error {
 		_, err := db.ExecContext(ctx, sqliteSchema)
@@ -131,7 +152,9 @@ func (s *SQLite) Append(ctx context.Context, session string, entries ...transcri
 	if err != nil || len(entries) == 0 {
 		return err
 	}
+	inserted := make([]bool, len(entries))
 	err = retryBusy(ctx, func() error {
+		clear(inserted)
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -147,20 +170,27 @@ ON CONFLICT (session, id) DO NOTHING`)
 		defer stmt.Close()
 		now := time.Now().UnixNano()
 		for i, e := range entries {
-			if _, err := stmt.ExecContext(ctx, session, e.ID, e.ParentID, e.Type, string(data[i]), now); err != nil {
+			res, err := stmt.ExecContext(ctx, session, e.ID, e.ParentID, e.Type, string(data[i]), now)
+			if err != nil {
 				return fmt.Errorf("entry %q: %w", e.ID, err)
 			}
+			n, err := res.RowsAffected()
+			inserted[i] = err == nil && n == 1
 		}
 		return tx.Commit()
 	})
 	if err != nil {
 		return fmt.Errorf("store: sqlite: append to session %q: %w", session, err)
 	}
+	s.cache.appended(session, data, inserted)
 	return nil
 }
 
 // Get implements Store.
 func (s *SQLite) Get(ctx context.Context, session, id string) (transcript.Entry, error) {
+	if e, ok := s.cache.get(session, id); ok {
+		return e, nil
+	}
 	var data string
 	err := s.db.QueryRowContext(ctx, `SELECT data FROM entries WHERE session = ? AND id = ?`, session, id).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -169,13 +199,16 @@ func (s *SQLite) Get(ctx context.Context, session, id string) (transcript.Entry,
 	if err != nil {
 		return transcript.Entry{}, fmt.Errorf("store: sqlite: get %q in session %q: %w", id, session, err)
 	}
-	return DecodeEntry([]byte(data))
+	return s.cache.decoded(session, data)
 }
 
 // Branch implements Store.
 func (s *SQLite) Branch(ctx context.Context, session, leafID string) ([]transcript.Entry, error) {
 	if leafID == "" {
 		return []transcript.Entry{}, nil
+	}
+	if b, ok := s.cache.branch(ctx, session, leafID, s.Get); ok {
+		return b, nil
 	}
 	// The walk is capped at the session's entry count: a longer path can
 	// only come from a parent cycle.
@@ -193,7 +226,7 @@ SELECT data, (SELECT n FROM lim) FROM path ORDER BY depth DESC`, session, leafID
 	if err != nil {
 		return nil, fmt.Errorf("store: sqlite: branch %q in session %q: %w", leafID, session, err)
 	}
-	return scanBranch(session, leafID, &sqlRows{rows})
+	return s.cache.scanned(session, leafID, &sqlRows{rows})
 }
 
 // Entries implements Store.

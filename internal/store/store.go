@@ -124,6 +124,16 @@ type Store interface {
 	SaveReply(ctx context.Context, session, turn, ref string) error
 	// Reply returns the recorded reply of turn, or ErrNotFound.
 	Reply(ctx context.Context, session, turn string) (string, error)
+	// Remember stores m under MemoryID(m.Agent, key) (its ID and Created
+	// are set here) unless that memory exists, and returns the stored one:
+	// a retried call stores nothing twice.
+	Remember(ctx context.Context, m Memory, key string) (Memory, error)
+	// Recall returns the memories in q's scope, the most relevant to q.Text
+	// first (newest first without text).
+	Recall(ctx context.Context, q MemoryQuery) ([]Memory, error)
+	// Forget deletes memory id if it is in scope and returns it; one out of
+	// scope or missing is ErrNotFound.
+	Forget(ctx context.Context, scope MemoryScope, id string) (Memory, error)
 	// Close releases the store's connections.
 	Close() error
 }
@@ -181,8 +191,9 @@ func scanEntries(session string, rows rowScanner) ([]transcript.Entry, error) {
 
 // scanBranch reads the rows of a branch walk: (data, entry count of the
 // session), root first. No rows means the leaf does not exist; more rows than
-// the session has entries means the parent links form a cycle.
-func scanBranch(session, leafID string, rows rowScanner) ([]transcript.Entry, error) {
+// the session has entries means the parent links form a cycle. keep, when
+// not nil, is given each decoded entry and the size of its stored JSON.
+func scanBranch(session, leafID string, rows rowScanner, keep func(transcript.Entry, int)) ([]transcript.Entry, error) {
 	defer rows.Close()
 	out := []transcript.Entry{}
 	var limit int64
@@ -194,6 +205,9 @@ func scanBranch(session, leafID string, rows rowScanner) ([]transcript.Entry, er
 		e, err := DecodeEntry([]byte(data))
 		if err != nil {
 			return nil, fmt.Errorf("store: branch %q in session %q: %w", leafID, session, err)
+		}
+		if keep != nil {
+			keep(e, len(data))
 		}
 		out = append(out, e)
 	}

@@ -104,6 +104,9 @@ type Config struct {
 	// (fastagent worker --activities tools) serve them, on machines of
 	// their own (GPU boxes, a network zone).
 	Activities ActivitiesConfig `yaml:"activities"`
+	// Memory gives the agent long-term memory: remember, recall and
+	// forget, scoped by principal (docs/memory.md).
+	Memory MemoryConfig `yaml:"memory"`
 }
 
 // ActivitiesConfig is fastagent.yaml's activities: block, by group.
@@ -588,6 +591,9 @@ func (c Config) validateWith(custom map[string]bool) error {
 		return err
 	}
 	if err := c.Activities.validate(); err != nil {
+		return err
+	}
+	if err := c.Memory.validate(); err != nil {
 		return err
 	}
 	return c.validateEnv()

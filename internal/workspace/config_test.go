@@ -28,6 +28,21 @@ func TestConfigErrors(t *testing.T) {
 			want: []ConfigError{{Line: 2, Key: "activities.gpu", Reason: "unknown key (activities takes: tools, model)"}},
 		},
 		{
+			name: "memory scope not known",
+			yaml: "memory:\n  enabled: true\n  scope: team\n",
+			want: []ConfigError{{Key: "memory.scope", Reason: `"team" is not a scope`}},
+		},
+		{
+			name: "memory injection without memory",
+			yaml: "memory:\n  inject: {count: 3}\n",
+			want: []ConfigError{{Key: "memory.inject.count", Reason: "memory injection needs memory.enabled: true"}},
+		},
+		{
+			name: "memory injection too large",
+			yaml: "memory:\n  enabled: true\n  inject: {count: 3, maxTokens: 100000}\n",
+			want: []ConfigError{{Key: "memory.inject.maxTokens", Reason: "100000 is out of range"}},
+		},
+		{
 			name: "activity task queue with a space",
 			yaml: "activities:\n  tools:\n    taskQueue: my gpus\n",
 			want: []ConfigError{{Line: 3, Key: "activities.tools.taskQueue", Reason: `"my gpus" is not a task queue name`}},

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/memory"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/toolrun"
 	"github.com/fastagent/fastagent/internal/tools"
@@ -373,6 +374,13 @@ func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.
 		_, u := seen[wakes.UnwakeName]
 		if !w && !u {
 			for _, t := range waketools.Tools(l.Wakes) {
+				add(t, OriginBuiltin, OriginBuiltin)
+			}
+		}
+	}
+	if d.Config.Memory.Enabled {
+		for _, t := range memory.Tools(d.Config.Memory.ScopeOrDefault()) {
+			if _, taken := seen[t.Spec().Name]; !taken {
 				add(t, OriginBuiltin, OriginBuiltin)
 			}
 		}
