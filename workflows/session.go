@@ -454,14 +454,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			t := s.queue[0]
 			s.queue = s.queue[1:]
 			s.noteDepth(ctx)
-			switch {
-			case t.rewind != nil:
-				s.runRewind(ctx, t)
-			case t.compact != nil:
-				s.runCompaction(ctx, t)
-			default:
-				s.serve(traced(ctx, t.span), t, s.limit())
-			}
+			s.runApart(ctx, t)
 			if len(s.queue) == 0 {
 				s.setStatus(ctx, StatusIdle)
 			}
@@ -1139,3 +1132,27 @@ func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Out
 
 // errAborted is what the loop runtime reports once the turn was cancelled.
 var errAborted = errors.New("aborted")
+
+// runApart runs queued turn t (a turn, a rewind or a compaction) on a
+// coroutine of its own and waits for it. The turn's deep calls (the agent
+// loop, encoding, scheduling) grow that coroutine's stack, which goes with
+// it; the main loop's stays small for as long as the session sits idle in
+// the worker's cache (a parked goroutine's stack shrinks only down to four
+// times what it uses). The wait ignores cancellation, as running the turn
+// inline did: the turn handles it.
+func (s *session) runApart(ctx workflow.Context, t *pendingTurn) {
+	done := false
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { done = true }()
+		switch {
+		case t.rewind != nil:
+			s.runRewind(ctx, t)
+		case t.compact != nil:
+			s.runCompaction(ctx, t)
+		default:
+			s.serve(traced(ctx, t.span), t, s.limit())
+		}
+	})
+	wait, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.Await(wait, func() bool { return done })
+}
