@@ -14,14 +14,11 @@ func traced(ctx workflow.Context, span any) workflow.Context {
 	return workflow.WithValue(ctx, wire.TraceSpanKey{}, span)
 }
 
-// reportQueueDepth makes the gauge noteDepth reports the session's queue
-// length to: MetricTurnQueueDepth tagged with the session (the worker's
+// reportQueueDepth turns on noteDepth, which reports the session's queue
+// length to MetricTurnQueueDepth tagged with the session (the worker's
 // metrics sum the sessions).
 func (s *session) reportQueueDepth(ctx workflow.Context) {
-	s.queueGauge = workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
-		MetricSessionTag: workflow.GetInfo(ctx).WorkflowExecution.ID,
-	}).Gauge(MetricTurnQueueDepth)
-	s.queueReported = -1
+	s.queueReporting, s.queueReported = true, -1
 }
 
 // noteDepth reports the queue's length when it changed, and once a replay
@@ -32,7 +29,7 @@ func (s *session) reportQueueDepth(ctx workflow.Context) {
 // waits for changes. It issues no command, so it is safe for running
 // histories, and the SDK's metrics handler drops what a replay reports.
 func (s *session) noteDepth(ctx workflow.Context) {
-	if s.queueGauge == nil {
+	if !s.queueReporting {
 		return
 	}
 	live := !workflow.IsReplaying(ctx)
@@ -40,5 +37,9 @@ func (s *session) noteDepth(ctx workflow.Context) {
 		return
 	}
 	s.queueReported, s.queueLive = len(s.queue), live
-	s.queueGauge.Update(float64(s.queueReported))
+	// The tagged gauge is made per report, not kept: a few per turn, and
+	// nothing held while the session sits in the worker's cache.
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
+		MetricSessionTag: workflow.GetInfo(ctx).WorkflowExecution.ID,
+	}).Gauge(MetricTurnQueueDepth).Update(float64(s.queueReported))
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -409,11 +408,11 @@ type session struct {
 	deciding  int
 	// subListening says the sub-agent waits' listener runs (addSubAgent).
 	subListening bool
-	// queueGauge is MetricTurnQueueDepth for this session; queueReported
-	// and queueLive are what noteDepth last reported, and whether live.
-	queueGauge    client.MetricsGauge
-	queueReported int
-	queueLive     bool
+	// queueReporting turns noteDepth on; queueReported and queueLive are
+	// what it last reported, and whether live.
+	queueReporting bool
+	queueReported  int
+	queueLive      bool
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
