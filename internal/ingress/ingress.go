@@ -74,6 +74,8 @@ type Server struct {
 	// Sessions serves the session list, transcripts, export/import,
 	// rewind and follow-ups (nil: 501).
 	Sessions Sessions
+	// Deleter serves DELETE /sessions/{id} (nil: 501).
+	Deleter Deleter
 	// Memories serves GET /memories and DELETE /memories/{id}, the
 	// agent's long-term memories (nil: 501).
 	Memories Memories

@@ -48,8 +48,7 @@ type Sessions interface {
 	SearchSessions(ctx context.Context, f sessionstart.Filter, limit int, cursor string) (sessionstart.Page, error)
 }
 
-// Deleter deletes sessions for good (DELETE /sessions/{id}); a Sessions
-// may implement it.
+// Deleter deletes sessions for good (DELETE /sessions/{id}).
 type Deleter interface {
 	// DeleteSession ends session's workflow and its sub-agents' and removes
 	// its stored data. A running or queued turn is agent.CodeTurnRunning
@@ -102,14 +101,6 @@ func (s *Server) sessionRoutes(r gin.IRoutes) {
 // removed. A running or queued turn is 409 turn_running unless force.
 // Each deletion is logged and counted (fastagent_sessions_deleted_total).
 func (s *Server) deleteSession(c *gin.Context) {
-	if !s.sessions(c) {
-		return
-	}
-	d, ok := s.Sessions.(Deleter)
-	if !ok {
-		abort(c, agent.CodeUnsupportedCapability, "deleting sessions is not available")
-		return
-	}
 	force := false
 	if v := c.Query("force"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -123,8 +114,12 @@ func (s *Server) deleteSession(c *gin.Context) {
 	if subAgentSession(c, id) || !s.access(c, id, false) {
 		return
 	}
+	if s.Deleter == nil {
+		abort(c, agent.CodeUnsupportedCapability, "deleting sessions is not available")
+		return
+	}
 	p := principalOf(c)
-	res, err := d.DeleteSession(c.Request.Context(), id, force)
+	res, err := s.Deleter.DeleteSession(c.Request.Context(), id, force)
 	if err != nil {
 		s.log().Warn("session not deleted", "session", id, "principal", p.Name, "force", force, "error", err)
 		sessionsDeleted.WithLabelValues(deleteOutcome(err)).Inc()

@@ -96,7 +96,7 @@ func sessionsServer(t *testing.T) (*httptest.Server, *sessionsRecorder) {
 	var sr *sessionsRecorder
 	hs, rec := authServer(t, func(s *ingress.Server) {
 		sr = &sessionsRecorder{}
-		s.Sessions = sr
+		s.Sessions, s.Deleter = sr, sr
 	})
 	sr.recorder = rec
 	return hs, sr

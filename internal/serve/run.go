@@ -276,6 +276,9 @@ func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
 	if sc, scoped := a.(*scopedAgent); scoped {
 		d, ok = sc.d, true
 	}
+	if _, scoped := a.(*scopedAgent); ok && !scoped {
+		s.Deleter = durableDeleter{d}
+	}
 	if ok {
 		// The agent's routes are also under /agents/<its task queue>/.
 		s.Name = taskQueueOr(d.TaskQueue)
@@ -315,6 +318,9 @@ func newIngress(a agent.Agent, log *slog.Logger) *ingress.Server {
 	}
 	if ss, ok := a.(ingress.Sessions); ok {
 		s.Sessions = ss
+	}
+	if dl, ok := a.(ingress.Deleter); ok {
+		s.Deleter = dl
 	}
 	return s
 }

@@ -213,12 +213,26 @@ func (s *scopedAgent) DeleteSession(ctx context.Context, session string, force b
 		return ingress.DeletedSession{}, err
 	}
 	d, err := s.d.Delete(ctx, id, durable.DeleteOptions{Force: force, Keep: s.reserved})
-	out := ingress.DeletedSession{Session: s.out(d.Session), Workflows: d.Workflows, Entries: d.Entries, Running: d.Running,
+	return deletedSession(d, s.out), err
+}
+
+// durableDeleter is ingress.Deleter over a durable agent served alone.
+type durableDeleter struct{ d *durable.Agent }
+
+// DeleteSession implements ingress.Deleter.
+func (dd durableDeleter) DeleteSession(ctx context.Context, session string, force bool) (ingress.DeletedSession, error) {
+	d, err := dd.d.Delete(ctx, session, durable.DeleteOptions{Force: force})
+	return deletedSession(d, func(s string) string { return s }), err
+}
+
+// deletedSession is d as the ingress answers it, sessions named by out.
+func deletedSession(d durable.Deleted, out func(string) string) ingress.DeletedSession {
+	res := ingress.DeletedSession{Session: out(d.Session), Workflows: d.Workflows, Entries: d.Entries, Running: d.Running,
 		SubSessions: make([]string, len(d.SubSessions))}
 	for i, sub := range d.SubSessions {
-		out.SubSessions[i] = s.out(sub)
+		res.SubSessions[i] = out(sub)
 	}
-	return out, err
+	return res
 }
 
 // with runs f on the stored name of session.
