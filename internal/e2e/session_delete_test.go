@@ -11,8 +11,12 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
 // TestDeleteSession: DELETE /sessions/{id} through a worker on the dev
@@ -138,5 +142,72 @@ func TestDeleteSession(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Error("the running turn's stream did not end after its session was deleted")
+	}
+}
+
+// TestDeleteSessionEndsSubAgents: deleting (with force) a session whose
+// turn waits on a sub-agent ends the sub-agent's workflow too and removes
+// the sub-agent's stored session with the session's own.
+func TestDeleteSessionEndsSubAgents(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries + "delegation:\n  agents:\n    self: {}\n")
+	e.startWorker()
+	m := e.kit.Model
+	hold := make(chan struct{})
+	defer close(hold)
+	m.EnqueueFor("delegate it", modelserver.Reply{ToolCalls: []modelserver.ToolCall{delegateCall("d1", "self", "work on HOLDKEY")}},
+		modelserver.Reply{Text: []string{"done"}})
+	m.EnqueueFor("HOLDKEY", modelserver.Reply{Text: []string{"never"}, Hold: hold})
+	session := e.session("parent")
+	ctx, cancel := context.WithCancel(agent.WithIdempotencyKey(context.Background(), "turn-1"))
+	defer cancel()
+	go func() {
+		for range e.agent.Invoke(ctx, agent.Scope{Session: session}, agent.Prompt{Text: "delegate it"}) {
+		}
+	}()
+	child := agentloop.DelegateSession(session, "turn-1", "d1")
+	if !wait.Until(time.Minute, func() bool {
+		for _, r := range m.Requests() {
+			if strings.Contains(r.LastUserText(), "HOLDKEY") {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("the sub-agent never called the model")
+	}
+	if es, _ := e.kit.Store.Entries(context.Background(), child); len(es) == 0 {
+		t.Fatalf("the sub-agent's session %q has no stored entries", child)
+	}
+	if _, err := e.agent.Delete(context.Background(), session, durable.DeleteOptions{}); agent.CodeOf(err) != agent.CodeTurnRunning {
+		t.Fatalf("delete without force while delegating: %v, want turn_running", err)
+	}
+	d, err := e.agent.Delete(context.Background(), session, durable.DeleteOptions{Force: true})
+	if err != nil {
+		t.Fatalf("forced delete: %v", err)
+	}
+	if len(d.Workflows) != 2 || d.Workflows[1] != workflows.WorkflowID(child) || len(d.SubSessions) != 1 || d.SubSessions[0] != child {
+		t.Errorf("deleted %+v, want the session's and the sub-agent's workflows and the sub-agent's session", d)
+	}
+	for _, id := range []string{workflows.WorkflowID(session), workflows.WorkflowID(child)} {
+		var st enumspb.WorkflowExecutionStatus
+		// A child asked to cancel may close as canceled just before its
+		// termination; either way it is closed, not running.
+		wait.Until(30*time.Second, func() bool {
+			desc, err := e.client.DescribeWorkflowExecution(context.Background(), id, "")
+			if err != nil {
+				t.Fatalf("describe %s: %v", id, err)
+			}
+			st = desc.GetWorkflowExecutionInfo().GetStatus()
+			return st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		})
+		if st != enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED && st != enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
+			t.Errorf("%s is %v after the delete, want closed", id, st)
+		}
+	}
+	for _, s := range []string{session, child} {
+		if es, _ := e.kit.Store.Entries(context.Background(), s); len(es) != 0 {
+			t.Errorf("the store still holds %d entries of %s", len(es), s)
+		}
 	}
 }
