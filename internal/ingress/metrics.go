@@ -10,4 +10,6 @@ var sessionsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"outcome"})
 
 // Collectors are the ingress's Prometheus collectors.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{sessionsDeleted} }
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{sessionsDeleted, principalRunning, principalRefused}
+}

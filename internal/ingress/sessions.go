@@ -358,17 +358,14 @@ func (s *Server) followUp(c *gin.Context) {
 	if key == "" {
 		key = NewKey()
 	}
-	release := func() {}
-	if s.Admission != nil {
-		r, refusal := s.Admission.Admit()
-		if refusal != nil {
-			refuseOverloaded(c, refusal)
-			return
-		}
-		release = r
+	release, ok := s.admitTurn(c)
+	if !ok {
+		return
 	}
 	if err := s.Sessions.FollowUp(agent.WithPrincipal(c.Request.Context(), principalOf(c).Name), c.Param("id"), key, req.Text); err != nil {
-		release()
+		if release != nil {
+			release()
+		}
 		s.fail(c, err)
 		return
 	}
@@ -378,11 +375,11 @@ func (s *Server) followUp(c *gin.Context) {
 }
 
 // holdUntilEnd calls release once the queued turn key of session has
-// ended (followed in the background through the Attacher), so that an
-// admission place taken for it is held while it runs; at once when the
-// turn cannot be followed.
+// ended (followed in the background through the Attacher), so that the
+// places taken for it (admitTurn) are held while it runs; at once when the
+// turn cannot be followed. A nil release holds nothing.
 func (s *Server) holdUntilEnd(ctx context.Context, session, key string, release func()) {
-	if s.Admission == nil {
+	if release == nil {
 		return
 	}
 	if s.Attacher == nil {
@@ -393,7 +390,7 @@ func (s *Server) holdUntilEnd(ctx context.Context, session, key string, release 
 		defer release()
 		events, err := s.Attacher.Attach(ctx, session, key)
 		if err != nil {
-			s.log().Warn("admission: cannot follow a queued follow-up turn; its place is released", "session", session, "turn", key, "error", err)
+			s.log().Warn("admission: cannot follow a queued follow-up turn; its places are released", "session", session, "turn", key, "error", err)
 			return
 		}
 		for ev := range events {

@@ -286,6 +286,14 @@ func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
 			s.Memories = agentMemories{store: p.Store, agent: s.Name}
 		}
 	}
+	if lim := p.Config.PerPrincipal; lim.Enabled() {
+		if p.principals == nil {
+			p.principals = ingress.NewPrincipalLimiter(lim)
+			p.Config.Logger.Info("per-principal limits on", "concurrent_turns", lim.ConcurrentTurns, "turns_per_minute", lim.TurnsPerMinute,
+				"exempt_admins", lim.ExemptAdmins, "exempt", lim.Exempt)
+		}
+		s.PrincipalLimiter = p.principals
+	}
 	if lim := p.Config.Admission; lim.Enabled() && ok {
 		ns := p.Config.Namespace
 		if ns == "" {
