@@ -259,9 +259,9 @@ type Deleted struct {
 }
 
 // Delete ends session for good: its workflow and its sub-agents' running
-// workflows are terminated, then its transcript, turn records, replies,
-// head and owner are removed from the store, and so are its sub-agent
-// sessions'. A session that runs or queues a turn is CodeTurnRunning
+// workflows are terminated, then its transcript, turn records, replies
+// and head are removed from the store, and so are its sub-agent
+// sessions' (its owner is kept: the ID stays the owner's). A session that runs or queues a turn is CodeTurnRunning
 // unless opts.Force; a session neither the store nor Temporal knows is
 // CodeNoSuchSession. Either refusal changes nothing.
 func (a *Agent) Delete(ctx context.Context, session string, opts DeleteOptions) (Deleted, error) {
@@ -297,8 +297,10 @@ func (a *Agent) Delete(ctx context.Context, session string, opts DeleteOptions) 
 		return out, err
 	}
 	if st != StatusOpen && leaf == "" && len(subs) == 0 {
-		if _, err := a.Store.SessionOwner(ctx, session); errors.Is(err, store.ErrNotFound) {
+		if _, err := a.Store.LastTurn(ctx, session); errors.Is(err, store.ErrNotFound) {
 			return out, agent.NewError(agent.CodeNoSuchSession, fmt.Sprintf("no such session %q", session))
+		} else if err != nil {
+			return out, err
 		}
 	}
 	if st == StatusOpen {

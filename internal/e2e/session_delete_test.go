@@ -109,6 +109,18 @@ func TestDeleteSession(t *testing.T) {
 	if st, b := req(http.MethodGet, "/sessions/kept/transcript", "alice-token"); st != 200 || !strings.Contains(b, "hello") {
 		t.Errorf("another session after the delete: %d %s", st, b)
 	}
+	// The ID stays its owner's: another principal cannot take it; the
+	// owner starts a fresh session under it, without the old history.
+	if st, b, _ := send(t, http.MethodPost, u+"/invoke", "bob-token", `{"session":"gone","text":"mine now"}`, nil); st != 404 {
+		t.Errorf("bob taking the deleted session's ID: %d %s, want 404", st, b)
+	}
+	invoke("gone", "anew")
+	if st, b := req(http.MethodGet, "/sessions/gone/transcript", "alice-token"); st != 200 || strings.Contains(b, "first") || !strings.Contains(b, "anew") {
+		t.Errorf("the session ID used again: %d %s, want only the new turn", st, b)
+	}
+	if got := texts(model.lastTurnRequest(t)); strings.Contains(got, "first") || strings.Contains(got, "second") {
+		t.Errorf("the new session's turn saw the deleted history: %s", got)
+	}
 
 	// A running turn refuses the deletion unless force.
 	done := make(chan string, 1)

@@ -426,7 +426,7 @@ func isRetryablePG(err error) bool {
 }
 
 // postgresSessionTables are sessionTables as this store names them.
-var postgresSessionTables = []string{postgresTable, postgresTurns, postgresReplies, postgresHeads, postgresOwners}
+var postgresSessionTables = []string{postgresTable, postgresTurns, postgresReplies, postgresHeads}
 
 // DeleteSession implements Store.
 func (p *Postgres) DeleteSession(ctx context.Context, session string) (int64, error) {

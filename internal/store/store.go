@@ -134,10 +134,12 @@ type Store interface {
 	// Forget deletes memory id if it is in scope and returns it; one out of
 	// scope or missing is ErrNotFound.
 	Forget(ctx context.Context, scope MemoryScope, id string) (Memory, error)
-	// DeleteSession removes everything kept for session — its entries
-	// (images included), turn records, replies, head and owner — in one
+	// DeleteSession removes what is kept of session's conversation — its
+	// entries (images included), turn records, replies and head — in one
 	// transaction, and returns how many entries it removed; a session the
-	// store does not hold removes nothing and is not an error.
+	// store does not hold removes nothing and is not an error. The owner
+	// is kept: the ID stays its owner's, so nobody else can start a
+	// session under a deleted one's name.
 	DeleteSession(ctx context.Context, session string) (int64, error)
 	// SubSessions lists the sessions the store holds whose IDs start with
 	// session + "/" (a sub-agent's sessions have such IDs; callers decide
@@ -148,8 +150,8 @@ type Store interface {
 }
 
 // sessionTables are the tables keyed by session that DeleteSession clears
-// (memories are the principal's, not the session's, and stay).
-var sessionTables = []string{"entries", "turns", "replies", "heads", "owners"}
+// (owners stay, and memories, which are the principal's).
+var sessionTables = []string{"entries", "turns", "replies", "heads"}
 
 // notFound wraps ErrNotFound with the entry and session it is about.
 func notFound(session, id string) error {
