@@ -45,8 +45,13 @@ test-parallel: fmt-check tidy-check vet $(DEVSERVER)
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# deploy/validate is a module of its own (Kubernetes, Helm and compose-go
+# stay out of fastagent's go.mod): it renders every `fastagent deploy`
+# target and validates it with its platform's own libraries.
+VALIDATE_DIR = deploy/validate
+
 vet:
-	$(call phase,vet,$(GO) vet ./... && (cd examples && $(GO) vet ./...) && cd $(DEVSERVER_DIR) && $(GO) vet ./...)
+	$(call phase,vet,$(GO) vet ./... && (cd examples && $(GO) vet ./...) && (cd $(VALIDATE_DIR) && $(GO) vet ./...) && cd $(DEVSERVER_DIR) && $(GO) vet ./...)
 
 # Linters are pinned, built once per machine into the Go path (shared by
 # every clone, so a fresh clone does not rebuild them) and linked into bin/.
@@ -83,6 +88,7 @@ tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
 	@cd examples && $(GO) mod tidy -diff || { echo "examples/go.mod is not tidy: run (cd examples && go mod tidy) and commit"; exit 1; }
 	@cd $(DEVSERVER_DIR) && $(GO) mod tidy -diff || { echo "$(DEVSERVER_DIR)/go.mod is not tidy: run (cd $(DEVSERVER_DIR) && go mod tidy) and commit"; exit 1; }
+	@cd $(VALIDATE_DIR) && $(GO) mod tidy -diff || { echo "$(VALIDATE_DIR)/go.mod is not tidy: run (cd $(VALIDATE_DIR) && go mod tidy) and commit"; exit 1; }
 
 # Unit tests run with -race: no package of this module links the Temporal
 # server any more. Those that need a Temporal (the package examples of
@@ -92,16 +98,17 @@ unit: $(DEVSERVER)
 
 # The end-to-end tests mostly wait, so they run as E2E_SHARDS processes at
 # once (internal/e2e/shards.sh), each with its own dev server child; the
-# embedding examples (their own module: public packages only) run beside
-# them (their output follows the shards'). They run without -race: it
-# doubles their CPU time on 2 cores (see README, Tests) for no finding the
+# embedding examples (their own module: public packages only) and the
+# deployment validation (deploy/validate: mostly compiling Helm and the
+# Kubernetes types) run beside them (their output follows the shards').
+# They run without -race: it doubles their CPU time on 2 cores (see README, Tests) for no finding the
 # -race unit phase does not make.
 E2E_SHARDS ?= 3
 e2e: $(DEVSERVER) bin/tctl
-	$(call phase,end-to-end tests ($(E2E_SHARDS) shards) and the examples module,\
-	  log=$$(mktemp); { cd examples && $(GO) test -count=1 ./...; } >$$log 2>&1 & pid=$$!; \
+	$(call phase,end-to-end tests ($(E2E_SHARDS) shards) and the examples and deploy/validate modules,\
+	  log=$$(mktemp); { (cd examples && $(GO) test -count=1 ./...) && (cd $(VALIDATE_DIR) && $(GO) test -count=1 ./...); } >$$log 2>&1 & pid=$$!; \
 	  ./internal/e2e/shards.sh $(E2E_SHARDS); rc=$$?; wait $$pid; prc=$$?; \
-	  echo "-- examples:"; cat $$log; rm -f $$log; \
+	  echo "-- examples and deploy/validate:"; cat $$log; rm -f $$log; \
 	  [ $$rc -eq 0 ] && [ $$prc -eq 0 ])
 
 ## record-histories: record the workflow histories replayed by workflows/replay_test.go that are

@@ -144,6 +144,9 @@ type Registry interface {
 // Register registers on r the activities of set in groups (none: every
 // group), each under its name in the workflows package.
 func Register(r Registry, set *Set, groups ...Group) error {
+	if r == nil {
+		return errors.New("activities: Register needs a worker to register on (go.temporal.io/sdk/worker.New)")
+	}
 	if set == nil || set.impl.Acts == nil {
 		return errors.New("activities: Register needs a set made by activities.New")
 	}

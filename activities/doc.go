@@ -23,7 +23,13 @@
 //	  tools: {taskQueue: gpu}
 //	  model: {taskQueue: llm-zone}
 //
-// (`fastagent worker --activities tools` runs such a worker). A worker
+// (`fastagent worker --activities tools` runs such a worker). Set the
+// worker's WorkerStopTimeout (worker.DefaultStopTimeout, as the plugin
+// does): the SDK's default cancels a running tool call the moment the
+// worker stops, and the model is told its outcome is unknown. With codec
+// keys, Register alone cannot serve the sessions — their payloads are
+// encrypted and only a client made with the fastagent plugin decodes them
+// — so use worker.Options.Activities on such a client instead. A worker
 // serving a group needs what the group's activities use: the agent's folder
 // (its definition, tools and secrets), the session store and the live feed
 // the session's workers use (a Postgres store and a NATS feed, once

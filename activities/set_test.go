@@ -64,3 +64,16 @@ func TestRegisterGroups(t *testing.T) {
 		t.Errorf("Groups() = %v", Groups())
 	}
 }
+
+// Register without a registry is an error saying what to pass, not a
+// nil-pointer panic.
+func TestRegisterWithoutARegistry(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("Register(nil, …) panicked: %v", r)
+		}
+	}()
+	if err := Register(nil, testSet(), GroupTools); err == nil || !strings.Contains(err.Error(), "worker") {
+		t.Fatalf("Register(nil, …) = %v, want an error asking for a worker", err)
+	}
+}

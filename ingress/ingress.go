@@ -107,7 +107,8 @@ type Options struct {
 	// RightCodec, to the Web UI origins CodecOrigins (else
 	// FASTAGENT_CODEC_ORIGINS). The client given to New must encode
 	// payloads with the same keys as the workers: a client made with the
-	// worker plugin (package worker) does.
+	// worker plugin (package worker) does; New refuses another, which
+	// would send the prompts unencrypted.
 	CodecKeys    string
 	CodecOrigins []string
 	// TracerProvider, when set, receives a span per HTTP request; nil:
@@ -147,6 +148,11 @@ func New(c client.Client, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Codec != nil && !cfg.Codec.OnClient(c) {
+		return nil, errors.New("ingress: payload codec keys are configured, but the Temporal client given to New was not made with the " +
+			"fastagent plugin, so prompts would reach Temporal unencrypted: make the plugin with the same keys (worker.New), pass it in " +
+			"client.Options.Plugins and give New that client; or remove the keys (Options.CodecKeys, FASTAGENT_CODEC_KEYS)")
+	}
 	ctx := context.Background()
 	parts, err := serve.Open(ctx, cfg)
 	if err != nil {
@@ -162,6 +168,9 @@ func New(c client.Client, opts Options) (*Handler, error) {
 
 // auth is how the handler authenticates: Principals, else the API tokens.
 func (o Options) auth() (serve.HTTPAuth, error) {
+	if f, ok := o.Principals.(PrincipalsFunc); ok && f == nil {
+		return serve.HTTPAuth{}, errors.New("ingress: Options.Principals is a nil PrincipalsFunc: give it your function, or leave Principals nil for the API tokens")
+	}
 	if o.Principals != nil {
 		if tp, ok := o.Principals.(tokenPrincipals); ok {
 			return serve.HTTPAuth{Tokens: tp.t}, nil

@@ -286,3 +286,18 @@ func TestWebhooksAuthenticateBySignatureNotPrincipals(t *testing.T) {
 		t.Errorf("the API route beside it: %d, want 401", resp.StatusCode)
 	}
 }
+
+// A nil PrincipalsFunc is refused by New, not found out by the first
+// request (a panic, answered 500).
+func TestNilPrincipalsFunc(t *testing.T) {
+	t.Parallel()
+	var f ingress.PrincipalsFunc
+	h, err := ingress.New(noClient{}, ingress.Options{Dir: t.TempDir(), Principals: f})
+	if err == nil {
+		_ = h.Close()
+		t.Fatal("New took a nil PrincipalsFunc")
+	}
+	if !strings.Contains(err.Error(), "Principals") {
+		t.Fatalf("New: %v, want the error to name Options.Principals", err)
+	}
+}

@@ -22,8 +22,9 @@
 // workflows with every activity they call; on a task queue fastagent.yaml
 // places a group of activities on (activities: {tools: {taskQueue: gpu}}),
 // that group's activities (see the activities package). It adds the metrics
-// interceptor, and on its clients the payload codec (Options.CodecKeys) and
-// the tracing interceptor. Put it on the client (every worker made from it
+// interceptor and, on a worker that sets none, a stop timeout
+// (DefaultStopTimeout: running calls finish on stop), and on its clients
+// the payload codec (Options.CodecKeys) and the tracing interceptor. Put it on the client (every worker made from it
 // gets it) or on the workers you choose (sdkworker.Options.Plugins); with
 // codec keys it must be on the client, and a worker whose client lacks the
 // codec refuses to start, so nothing is written unencrypted.

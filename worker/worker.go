@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net/http"
 	"os"
@@ -115,8 +116,9 @@ const DefaultStopTimeout = 30 * time.Second
 type Plugin struct {
 	*temporal.SimplePlugin
 
-	p     *plugin.Plugin
-	parts *serve.Parts
+	p       *plugin.Plugin
+	parts   *serve.Parts
+	metrics *metrics.Metrics
 }
 
 // New opens what the agent's workers use — the session store, the live
@@ -136,13 +138,14 @@ func New(ctx context.Context, opts Options) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	pl := &Plugin{parts: parts}
+	pl := &Plugin{parts: parts, metrics: cfg.Metrics}
 	if pl.p, err = parts.Plugin(ctx, nil); err != nil {
 		pl.Close() //nolint:contextcheck // cleanup after a failed New must run whatever ctx says
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	parts.UsePlugin(pl.p)
 	pl.SimplePlugin = pl.p.SimplePlugin
+	pl.p.Alias(pl) // a worker's Options.Plugins name the plugin by pl
 	return pl, nil
 }
 
@@ -174,6 +177,10 @@ func (o Options) config() (serve.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("worker: Options.Activities: %w", err)
 		}
+		if !ig.Placeable() {
+			return cfg, fmt.Errorf("worker: Options.Activities: the %s activities run beside the session workflows, on their task queue: "+
+				"only the model and tools groups run on a worker of their own (leave Activities empty for the whole agent)", g)
+		}
 		cfg.ActivityGroups = append(cfg.ActivityGroups, ig)
 	}
 	var err error
@@ -183,20 +190,45 @@ func (o Options) config() (serve.Config, error) {
 	return cfg, nil
 }
 
+// errClosed is what a closed plugin's methods return.
+var errClosed = errors.New("worker: the plugin is closed (Close was called); make a new one with worker.New")
+
 // TaskQueue is the task queue the plugin's worker polls in Run: the
 // agent's, or the one of the activities it is limited to.
 func (p *Plugin) TaskQueue(ctx context.Context) (string, error) {
+	if p == nil || p.parts == nil {
+		return "", errClosed
+	}
 	return p.parts.WorkerQueue(ctx)
 }
 
 // Agent is the agent as an engine-neutral agent.Agent: each Invoke runs a
 // turn on the session's workflow through c (Update-with-Start on the
 // agent's task queue) and streams its events from the plugin's live feed.
-func (p *Plugin) Agent(c client.Client) agent.Agent { return p.parts.Agent(c) }
+// With codec keys, c must have been made with the plugin; the agent of a
+// client that would send prompts unencrypted, or of a closed plugin,
+// fails every turn saying so.
+func (p *Plugin) Agent(c client.Client) agent.Agent {
+	if p == nil || p.parts == nil {
+		return failing(errClosed)
+	}
+	if cdc := p.p.Codec(); cdc != nil && !cdc.OnClient(c) {
+		return failing(errors.New("worker: Plugin.Agent: payload codec keys are configured, but this Temporal client was not made with " +
+			"the plugin, so prompts would reach Temporal unencrypted: pass the plugin in client.Options.Plugins and use that client"))
+	}
+	return p.parts.Agent(c)
+}
+
+// failing is an agent whose every turn fails with err.
+func failing(err error) agent.Agent {
+	return agent.AgentFunc(func(context.Context, agent.Scope, agent.Prompt) iter.Seq[agent.Event] {
+		return func(yield func(agent.Event) bool) { yield(agent.Failed(err.Error(), false, "")) }
+	})
+}
 
 // Metrics serves the agent's metrics (turns, model calls, tool calls, the
 // SDK's) as Prometheus text, for a server of your own.
-func (p *Plugin) Metrics() http.Handler { return p.parts.Config.Metrics.Handler() }
+func (p *Plugin) Metrics() http.Handler { return p.metrics.Handler() }
 
 // Run runs a worker with the plugin on c until ctx ends, then stops it
 // gracefully (running calls get StopTimeout to finish): what `fastagent
@@ -204,6 +236,9 @@ func (p *Plugin) Metrics() http.Handler { return p.parts.Config.Metrics.Handler(
 // schedules of the definition's schedules/ files. With codec keys, c must
 // have been made with the plugin (client.Options.Plugins).
 func (p *Plugin) Run(ctx context.Context, c client.Client) error {
+	if p == nil || p.parts == nil {
+		return errClosed
+	}
 	run, err := p.parts.Start(ctx, c)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -218,6 +253,9 @@ func (p *Plugin) Run(ctx context.Context, c client.Client) error {
 func (p *Plugin) Close() {
 	if p == nil || p.parts == nil {
 		return
+	}
+	if p.p != nil {
+		p.p.Close()
 	}
 	p.parts.Close()
 	p.parts = nil

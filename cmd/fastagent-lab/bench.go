@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +54,13 @@ type benchFlags struct {
 	feishuN   int
 	webhookN  int
 	wfPollers int
+	// cpuProf and memProf name the files the profiles of this process
+	// (the bench worker, its clients and the in-process loop; not the
+	// Temporal server, a child process) are written to.
+	cpuProf string
+	memProf string
+	// dynConfig overrides dynamic config values of the embedded server.
+	dynConfig string
 }
 
 // sections in the order they run.
@@ -120,7 +131,7 @@ func runBench(args []string) error {
 	fs.IntVar(&f.idle, "idle", 10000, "idle sessions (one turn each) in the memory figure")
 	fs.IntVar(&f.idleConc, "idle-concurrency", 32, "concurrent turns while creating idle sessions")
 	fs.IntVar(&f.coldSessions, "cold", 20, "turns on cold sessions after the worker restart")
-	fs.IntVar(&f.history, "history", 500, "turns of the history-growth session (compares turn 5 with the last)")
+	fs.IntVar(&f.history, "history", 500, "turns of the history-growth session (compares turns 5–24 with the last 20)")
 	fs.IntVar(&f.coldRuns, "coldstart", 5, "fastagent dev cold starts (median)")
 	fs.IntVar(&f.slackN, "slack-n", 50, "measured webhook deliveries (distinct threads) in the Slack figure")
 	fs.IntVar(&f.webhookN, "webhook-n", 200, "measured signed deliveries in the webhook figure (no worker running)")
@@ -131,6 +142,9 @@ func runBench(args []string) error {
 	fs.StringVar(&f.nats, "nats", envOr("FASTAGENT_LAB_NATS", "nats://127.0.0.1:4222"), "NATS URL for the multi-process figures")
 	fs.IntVar(&f.wfPollers, "wf-pollers", 0, "workflow task pollers of the bench worker: 0 autoscaled (the default), n ≥ 2 fixed (2 was the default before)")
 	fs.StringVar(&f.server, "server", "embedded", "the Temporal server: embedded (the dev server, a child of this process), or process (the same server started by a process of its own; the actions figure needs embedded)")
+	fs.StringVar(&f.cpuProf, "cpuprofile", "", "write a CPU profile of this process over the measured sections to this file (go tool pprof -top)")
+	fs.StringVar(&f.memProf, "memprofile", "", "write an allocation profile of this process, taken after the measured sections, to this file (go tool pprof -sample_index=alloc_space -top)")
+	fs.StringVar(&f.dynConfig, "dynconfig", "", "comma-separated key=value dynamic config values of the embedded server, on top of its tuning (or of the stock configuration with -untuned), e.g. system.enableActivityEagerExecution=false")
 	fs.BoolVar(&f.untuned, "untuned", false, "use the embedded server's stock configuration (the tuning comparison runs this in a child process)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -152,6 +166,10 @@ func runBench(args []string) error {
 		return err
 	}
 	defer b.teardown()
+	stopProfiles, err := startProfiles(f.cpuProf, f.memProf)
+	if err != nil {
+		return err
+	}
 
 	for i, name := range selected {
 		label := sectionLabel(name)
@@ -190,6 +208,9 @@ func runBench(args []string) error {
 			b.rows = append(b.rows, row{Figure: label, Variant: "error", Result: lab.OneLine(err.Error(), 160)})
 		}
 	}
+	if err := stopProfiles(); err != nil {
+		return err
+	}
 	report.Rows, report.Dists = b.rows, b.dists
 	if f.out != "" {
 		if err := writeBenchOut(f.out, report); err != nil {
@@ -204,6 +225,47 @@ func runBench(args []string) error {
 	}
 	printBench(os.Stdout, report)
 	return nil
+}
+
+// startProfiles starts a CPU profile into cpu (when set) and returns the
+// function that stops it and writes the allocation profile into mem (when
+// set). Allocations are counted from here on: the profile rate is set
+// before the measured sections run.
+func startProfiles(cpu, mem string) (func() error, error) {
+	if mem != "" {
+		runtime.MemProfileRate = 64 * 1024
+	}
+	var cf *os.File
+	if cpu != "" {
+		var err error
+		if cf, err = os.Create(cpu); err != nil {
+			return nil, fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(cf); err != nil {
+			_ = cf.Close()
+			return nil, fmt.Errorf("bench: -cpuprofile: %w", err)
+		}
+	}
+	return func() error {
+		if cf != nil {
+			pprof.StopCPUProfile()
+			if err := cf.Close(); err != nil {
+				return fmt.Errorf("bench: -cpuprofile: %w", err)
+			}
+		}
+		if mem == "" {
+			return nil
+		}
+		mf, err := os.Create(mem)
+		if err != nil {
+			return fmt.Errorf("bench: -memprofile: %w", err)
+		}
+		defer mf.Close()
+		if err := pprof.Lookup("allocs").WriteTo(mf, 0); err != nil {
+			return fmt.Errorf("bench: -memprofile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // writeBenchOut writes the report as dir/bench.json and its latency
@@ -281,10 +343,17 @@ func printBench(w io.Writer, r benchReport) {
 
 func (b *bench) setup() error {
 	var err error
+	dyn, err := parseDynConfig(b.f.dynConfig)
+	if err != nil {
+		return err
+	}
 	switch b.f.server {
 	case "embedded":
-		b.srv, err = lab.StartServer(lab.ServerOptions{Untuned: b.f.untuned})
+		b.srv, err = lab.StartServer(lab.ServerOptions{Untuned: b.f.untuned, DynamicConfig: dyn})
 	case "process":
+		if dyn != nil {
+			return errors.New("bench: -dynconfig needs -server embedded")
+		}
 		var bin string
 		if bin, err = os.Executable(); err == nil {
 			b.srv, err = lab.StartServerProcess(bin)
@@ -324,6 +393,31 @@ func (b *bench) setup() error {
 	b.dur = b.rt.Agent(b.c)
 	b.floor = &lab.Floor{Client: b.c, TaskQueue: b.queue}
 	return nil
+}
+
+// parseDynConfig reads -dynconfig: key=value pairs, values read as a
+// bool, an integer, a number or else a string.
+func parseDynConfig(s string) (map[string]any, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]any{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("bench: -dynconfig: %q is not key=value", kv)
+		}
+		if b, err := strconv.ParseBool(v); err == nil {
+			out[k] = b
+		} else if n, err := strconv.Atoi(v); err == nil {
+			out[k] = n
+		} else if x, err := strconv.ParseFloat(v, 64); err == nil {
+			out[k] = x
+		} else {
+			out[k] = v
+		}
+	}
+	return out, nil
 }
 
 func (b *bench) teardown() {

@@ -23,7 +23,7 @@ const manifestFile = "slack-app-manifest.yaml"
 func newAdd(g *globals) *cobra.Command {
 	add := &cobra.Command{
 		Use:   "add",
-		Short: "Add a channel to the agent (writes channels/<kind>.yaml and prints the setup steps)",
+		Short: "Add a channel, a skill or an MCP server to the agent (writes the folder and prints the next steps)",
 		Args:  cobra.NoArgs,
 	}
 	add.AddCommand(newAddSlack(g))
@@ -31,6 +31,7 @@ func newAdd(g *globals) *cobra.Command {
 	add.AddCommand(newAddTelegram(g))
 	add.AddCommand(newAddGitHub(g))
 	add.AddCommand(newAddWebhook(g))
+	add.AddCommand(newAddSkill(g), newAddMCP(g))
 	return add
 }
 

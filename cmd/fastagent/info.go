@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -18,6 +22,7 @@ import (
 	_ "github.com/fastagent/fastagent/internal/channels/slack"    // the slack kind
 	_ "github.com/fastagent/fastagent/internal/channels/telegram" // the telegram kind
 	"github.com/fastagent/fastagent/internal/channels/webhook"    // channels/webhooks/
+	"github.com/fastagent/fastagent/internal/mcp"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/workspace"
@@ -32,12 +37,82 @@ type infoReport struct {
 	ContextFiles []string               `json:"contextFiles"`
 	Skills       []infoSkill            `json:"skills"`
 	Tools        []infoTool             `json:"tools"`
+	MCPServers   []infoMCPServer        `json:"mcpServers"`
 	Collisions   []workspace.Collision  `json:"collisions"`
 	Channels     []infoChannel          `json:"channels"`
 	Schedules    []workspace.FileEntry  `json:"schedules"`
 	Diagnostics  []workspace.Diagnostic `json:"diagnostics"`
 	// Sandbox is how tool processes are confined on this machine.
 	Sandbox *sandbox.Status `json:"sandbox,omitempty"`
+}
+
+// infoMCPServer is an mcpServers entry: how it is reached and, for a
+// remote one, which headers it sends (names only) and its OAuth login.
+type infoMCPServer struct {
+	Name      string   `json:"name"`
+	Transport string   `json:"transport"`
+	Command   []string `json:"command,omitempty"`
+	URL       string   `json:"url,omitempty"`
+	Headers   []string `json:"headers,omitempty"`
+	// OAuth is "logged in" or "not logged in" for a server with oauth: true.
+	OAuth        string `json:"oauth,omitempty"`
+	AllowPrivate bool   `json:"allowPrivate,omitempty"`
+	Tools        int    `json:"tools"`
+}
+
+func mcpInfo(def *workspace.Definition) []infoMCPServer {
+	out := []infoMCPServer{}
+	for _, name := range slices.Sorted(maps.Keys(def.Config.MCPServers)) {
+		s := def.Config.MCPServers[name]
+		m := infoMCPServer{Name: name, URL: s.URL, AllowPrivate: s.AllowPrivate, Transport: s.MCPTransport()}
+		if s.Command != "" {
+			m.Transport, m.Command = "stdio", append([]string{s.Command}, s.Args...)
+		}
+		m.Headers = slices.Sorted(maps.Keys(s.Headers))
+		if s.OAuth {
+			m.OAuth = "not logged in (fastagent mcp login " + name + ")"
+			if tf, err := mcp.ReadTokenFile(workspace.MCPTokenFile(def.Workspace, name)); err == nil {
+				m.OAuth = "logged in"
+				if tf.URL != s.URL {
+					m.OAuth = "logged in to another URL (fastagent mcp login " + name + ")"
+				}
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				m.OAuth = "stored login unreadable (fastagent mcp login " + name + ")"
+			}
+		}
+		for _, e := range def.Tools {
+			if e.Origin == workspace.OriginMCP+name {
+				m.Tools++
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func mcpLines(ms []infoMCPServer) []string {
+	var lines []string
+	for _, m := range ms {
+		l := m.Name + "\t" + m.Transport + " "
+		if m.URL != "" {
+			l += m.URL
+		} else {
+			l += strings.Join(m.Command, " ")
+		}
+		var notes []string
+		notes = append(notes, fmt.Sprintf("%d tools", m.Tools))
+		if len(m.Headers) > 0 {
+			notes = append(notes, "headers: "+strings.Join(m.Headers, ", "))
+		}
+		if m.OAuth != "" {
+			notes = append(notes, "oauth: "+m.OAuth)
+		}
+		if m.AllowPrivate {
+			notes = append(notes, "allowPrivate")
+		}
+		lines = append(lines, l+" ("+strings.Join(notes, "; ")+")")
+	}
+	return lines
 }
 
 // infoChannel is a channel file and its real state: off (*.disabled),
@@ -218,6 +293,7 @@ func buildInfo(def *workspace.Definition) infoReport {
 		ContextFiles: []string{},
 		Skills:       []infoSkill{},
 		Tools:        []infoTool{},
+		MCPServers:   mcpInfo(def),
 		Collisions:   append([]workspace.Collision{}, def.Collisions...),
 		Channels:     channelInfo(def.Workspace.Channels()),
 		Schedules:    append([]workspace.FileEntry{}, def.Workspace.Schedules()...),
@@ -297,6 +373,9 @@ func printInfo(out io.Writer, r infoReport) {
 	section("context", r.ContextFiles)
 	section("skills", skillLines(r.Skills))
 	section("tools", toolLines(r.Tools))
+	if len(r.MCPServers) > 0 {
+		section("mcp servers", mcpLines(r.MCPServers))
+	}
 	if r.Sandbox != nil {
 		section("sandbox", sandboxLines(*r.Sandbox))
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/doctor"
 	"github.com/fastagent/fastagent/internal/metrics"
 	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/serve"
@@ -200,6 +202,9 @@ func processCommand(g *globals, name, short string, roles serve.Roles) *cobra.Co
 				return failure("%w", err)
 			}
 			defer run.Close()
+			if roles.Worker {
+				preflight(ctx, log, run, cfg)
+			}
 			if run.URL != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "fastagent API  %s  (POST /invoke, GET /health)\n", run.URL)
 				printAgentRoutes(cmd.OutOrStdout(), run)
@@ -271,4 +276,17 @@ func printToken(out io.Writer, run *serve.Running) {
 		return
 	}
 	fmt.Fprintf(out, "  Token     %s\n            (generated for this run, in %s; fastagent invoke/session read it; set FASTAGENT_API_TOKEN to choose one)\n", run.Token, run.TokenFile)
+}
+
+// preflight runs doctor's Temporal checks on a started worker's client and
+// logs each failure with what to do: a namespace without the search
+// attributes, a versioned worker whose deployment has no current version
+// (it gets no work until `fastagent rollout`). It never stops the worker.
+func preflight(ctx context.Context, log *slog.Logger, run *serve.Running, cfg serve.Config) {
+	o := doctor.Options{Temporal: tclient.Config{Address: cfg.Temporal.Dial.Address, Namespace: cfg.Namespace}, Deployment: cfg.Versioning.Deployment}
+	for _, r := range o.OnClient(ctx, run.Client) {
+		if r.Status == doctor.Fail {
+			log.Warn("preflight: "+r.Name, "problem", r.Detail, "check", "fastagent doctor")
+		}
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/fastagent/fastagent"
+	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/tclient"
 )
 
 // The embedding API mounts what `fastagent start` does: GET /metrics and the
@@ -19,9 +21,22 @@ import (
 func TestEmbeddingMountsMetricsAndCodec(t *testing.T) {
 	e := newEnv(t)
 	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))
+	// With codec keys the client must encode with them (the plugin's
+	// clients and fastagent's own do): a plain one is refused.
+	cdc, err := codec.New([]codec.Key{{ID: "emb", Key: bytes.Repeat([]byte{9}, 32)}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoded, err := tclient.Dial(context.Background(), tclient.Config{
+		Address: server.FrontendAddress(), APIKey: server.APIKey(), Plaintext: true, Namespace: server.Namespace(), Codec: cdc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(encoded.Close)
 	rt, err := fastagent.Start(context.Background(), fastagent.Options{
 		Dir: e.kit.Dir, StateDir: t.TempDir(), Store: filepath.Join(t.TempDir(), "sessions.db"), TaskQueue: e.queue,
-		Temporal: fastagent.Temporal{Client: e.client},
+		Temporal: fastagent.Temporal{Client: encoded},
 		Roles:    fastagent.Roles{Ingress: true},
 		HTTPAddr: "127.0.0.1:0", APIToken: "embed-admin",
 		CodecKeys: "emb:" + key,
@@ -69,5 +84,18 @@ func TestEmbeddingRefusesAClientWithoutTheCodec(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "unencrypted") || !strings.Contains(err.Error(), "client.Options.Plugins") {
 		t.Errorf("error %q does not say why and what to do", err)
+	}
+	// The ingress alone on that client would send the prompts in clear.
+	rt, err = fastagent.Start(context.Background(), fastagent.Options{
+		Dir: e.kit.Dir, StateDir: t.TempDir(), Store: filepath.Join(t.TempDir(), "sessions.db"), TaskQueue: e.queue,
+		Temporal: fastagent.Temporal{Client: e.client}, Roles: fastagent.Roles{Ingress: true}, HTTPAddr: "127.0.0.1:0",
+		Getenv: e.kit.Getenv, CodecKeys: "emb:" + key,
+	})
+	if err == nil {
+		rt.Close()
+		t.Fatal("the ingress started on a client without the codec")
+	}
+	if !strings.Contains(err.Error(), "unencrypted") || !strings.Contains(err.Error(), "client.Options.Plugins") {
+		t.Errorf("ingress: error %q does not say why and what to do", err)
 	}
 }

@@ -374,3 +374,16 @@ func wrapClient(c *http.Client) *http.Client {
 	cp.Transport = &recordingTransport{base: base}
 	return &cp
 }
+
+// KeyEnv is the variable the API key of spec's provider is read from
+// ("" for a provider that takes none, or one New does not know).
+func KeyEnv(spec string) string {
+	provider, _, _ := strings.Cut(strings.TrimSpace(spec), "/")
+	switch provider {
+	case "openai":
+		return "OPENAI_API_KEY"
+	case "anthropic":
+		return "ANTHROPIC_API_KEY"
+	}
+	return ""
+}

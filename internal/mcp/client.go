@@ -266,7 +266,11 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 	})
 	var transport sdk.Transport
 	if c.srv.URL != "" {
-		transport = &sdk.StreamableClientTransport{Endpoint: c.srv.URL}
+		t, err := c.remoteTransport()
+		if err != nil {
+			return nil, fmt.Errorf("start: %w", err)
+		}
+		transport = t
 	} else {
 		t, err := c.startStdio(ctx, cn)
 		if err != nil {
@@ -280,6 +284,9 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 		err = fmt.Errorf("start: %w", err)
 		if tail := cn.stderrTail(); tail != "" {
 			err = fmt.Errorf("%w; stderr: %s", err, tail)
+		}
+		if c.srv.URL != "" {
+			err = c.srv.authHint(err)
 		}
 		return nil, err
 	}

@@ -14,7 +14,10 @@
 // the working directory Server.Dir and an environment made of a small
 // allowlist of the worker's environment (PATH, HOME, USER, LANG, LC_*, TERM,
 // TZ, TMPDIR) plus Server.Env, whose values may reference worker variables
-// as ${NAME}. Servers with a URL are reached over streamable HTTP.
+// as ${NAME}. Servers with a URL are reached over streamable HTTP or the
+// legacy SSE transport, from the worker itself: with the configured headers
+// (${NAME} expanded there), the stored OAuth token (refreshed and written
+// back), and only to public addresses unless AllowPrivate (see remote.go).
 //
 // # Tool names
 //
@@ -56,6 +59,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/tools"
 )
@@ -94,7 +98,8 @@ type Server struct {
 	// Env is added to the stdio server's environment; a value may reference
 	// a variable of the worker's environment as ${NAME}.
 	Env map[string]string
-	// URL is the endpoint of a streamable HTTP server.
+	// URL is the endpoint of a remote server: streamable HTTP, or the
+	// legacy SSE transport's event stream when Transport is TransportSSE.
 	URL string
 	// Deferred keeps the server's tools out of the model request until
 	// they are activated (agent.ToolSpec.Deferred).
@@ -109,6 +114,24 @@ type Server struct {
 	Protected []tools.Protected
 	// Network gives a stdio server egress through the sandbox's proxy.
 	Network bool
+
+	// Transport of a server with a URL: TransportStreamable ("", the
+	// default) or TransportSSE.
+	Transport string
+	// Headers are sent with every request to a server with a URL; a value
+	// may reference a variable of the worker's environment as ${NAME}
+	// (expanded by the worker when it connects: the secret never reaches
+	// the agent's history or its tools).
+	Headers map[string]string
+	// AllowPrivate lets a server with a URL be on loopback or a private
+	// network; the deployment's own services (ControlPlane), link-local and
+	// reserved addresses stay refused.
+	AllowPrivate bool
+	// OAuthFile is the stored OAuth login (Login writes it); "" means the
+	// server does not use OAuth.
+	OAuthFile string
+	// ControlPlane are the deployment's own services, never dialed.
+	ControlPlane []egress.Dest `json:"-"`
 }
 
 // key identifies the configuration: equal configurations share a session.
@@ -123,7 +146,11 @@ func (s Server) key() string {
 		Dir       string
 		Protected []tools.Protected
 		Network   bool
-	}{s.Name, s.Command, s.Args, s.Env, s.URL, s.Dir, s.Protected, s.Network})
+		Transport string
+		Headers   map[string]string
+		Private   bool
+		OAuthFile string
+	}{s.Name, s.Command, s.Args, s.Env, s.URL, s.Dir, s.Protected, s.Network, s.Transport, s.Headers, s.AllowPrivate, s.OAuthFile})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -141,6 +168,11 @@ func (s Server) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("url %q is not an http or https URL", s.URL)
 		}
+		if s.Transport != "" && s.Transport != TransportStreamable && s.Transport != TransportSSE {
+			return fmt.Errorf("transport %q is not %s or %s", s.Transport, TransportStreamable, TransportSSE)
+		}
+	case s.Transport != "" || len(s.Headers) > 0 || s.OAuthFile != "":
+		return errors.New("transport, headers and oauth apply to a server with a url")
 	}
 	return nil
 }

@@ -562,7 +562,7 @@ func TestStreamableHTTP(t *testing.T) {
 	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	defer hs.Close()
 	m := newManager(t)
-	remote := Server{Name: "remote", URL: hs.URL}
+	remote := Server{Name: "remote", URL: hs.URL, AllowPrivate: true}
 	tools := mustTools(t, m, remote)
 	if res := run(t, toolNamed(t, tools, "add"), `{"a":40,"b":2}`); res.Content != "42" {
 		t.Errorf("add = %+v", res)

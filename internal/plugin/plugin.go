@@ -77,6 +77,11 @@ type Plugin struct {
 	opts Options
 	// clientConfigured is set once a client was made with the plugin.
 	clientConfigured atomic.Bool
+	// closed is set by Close: the activities' store and feed are closed.
+	closed atomic.Bool
+	// aliases are the values that stand for this plugin in a worker's
+	// Options.Plugins (the public worker.Plugin wrapping it).
+	aliases []any
 
 	mu      sync.Mutex
 	workers map[string]*workerState // by worker instance key
@@ -94,7 +99,17 @@ type workerState struct {
 	// pin: a versioned worker without a default behaviour needs one per
 	// workflow.
 	pin bool
+	// configured counts the plugin's ConfigureWorker calls for this
+	// worker, inOptions says the worker's own Options.Plugins name it: the
+	// SDK configures a worker with its client's plugins, then its own, so
+	// a plugin named in the options and configured once is not on the
+	// worker's client.
+	configured int
+	inOptions  bool
 }
+
+// onClient says whether the plugin is on the worker's client.
+func (w *workerState) onClient() bool { return w.configured > 1 || !w.inOptions }
 
 // New returns the plugin of opts.
 func New(opts Options) (*Plugin, error) {
@@ -122,6 +137,9 @@ func New(opts Options) (*Plugin, error) {
 	if opts.Codec != nil {
 		so.DataConverter = opts.Codec.DataConverter()
 		so.FailureConverter = opts.Codec.FailureConverter()
+		// The client says it encodes (codec.OnClient: the ingress and
+		// Agent refuse a client that does not).
+		so.ClientInterceptors = append(slices.Clone(so.ClientInterceptors), opts.Codec.Marker())
 	}
 	sp, err := temporal.NewSimplePlugin(so)
 	if err != nil {
@@ -133,6 +151,9 @@ func New(opts Options) (*Plugin, error) {
 
 // TaskQueue is the agent's task queue.
 func (p *Plugin) TaskQueue() string { return p.opts.TaskQueue }
+
+// Codec is the plugin's payload codec (nil: none).
+func (p *Plugin) Codec() *codec.Codec { return p.opts.Codec }
 
 // Groups are the groups the plugin is limited to (none: all, with the
 // workflows).
@@ -147,13 +168,15 @@ func (p *Plugin) configureClient(_ context.Context, o client.PluginConfigureClie
 }
 
 // configureWorker notes the worker's task queue and what is registered on
-// it, and adds the interceptors — once per worker, though the plugin may
-// be on both its client and its options.
+// it, adds the interceptors and, when the worker sets none, a stop timeout
+// (DefaultStopTimeout) — once per worker, though the plugin may be on both
+// its client and its options.
 func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := o.WorkerInstanceKey
-	if _, seen := p.workers[key]; seen {
+	if w, seen := p.workers[key]; seen {
+		w.configured++
 		return nil
 	}
 	d := o.WorkerOptions.DeploymentOptions
@@ -162,9 +185,16 @@ func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureW
 		registered:  map[string]bool{},
 		noWorkflows: o.WorkerOptions.DisableWorkflowWorker,
 		pin:         d.UseVersioning && d.DefaultVersioningBehavior == workflow.VersioningBehaviorUnspecified,
+		configured:  1,
+		inOptions:   slices.ContainsFunc(o.WorkerOptions.Plugins, p.is),
 	}
 	p.workers[key] = w
 	o.WorkerOptions.Interceptors = append(o.WorkerOptions.Interceptors, p.opts.Interceptors...)
+	if o.WorkerOptions.WorkerStopTimeout == 0 {
+		// The SDK cancels running activities at once on stop: a tool call
+		// running during a restart would become "outcome unknown".
+		o.WorkerOptions.WorkerStopTimeout = DefaultStopTimeout
+	}
 	reg := o.WorkerRegistryOptions
 	onWorkflow, onActivity := reg.OnRegisterWorkflow, reg.OnRegisterActivity
 	reg.OnRegisterWorkflow = func(fn any, ro workflow.RegisterOptions) {
@@ -180,6 +210,26 @@ func (p *Plugin) configureWorker(_ context.Context, o sdkworker.PluginConfigureW
 		}
 	}
 	return nil
+}
+
+// Close marks the plugin closed: a worker starting later is refused (the
+// activities' store and feed are closed by their owner).
+func (p *Plugin) Close() { p.closed.Store(true) }
+
+// Alias makes x (a value wrapping the plugin, such as the public
+// worker.Plugin) stand for the plugin in a worker's Options.Plugins.
+func (p *Plugin) Alias(x any) { p.aliases = append(p.aliases, x) }
+
+// is reports whether x, an entry of a worker's Options.Plugins, is this
+// plugin.
+func (p *Plugin) is(x sdkworker.Plugin) bool {
+	if x == nil {
+		return false
+	}
+	if pp, ok := x.(*Plugin); ok {
+		return pp == p
+	}
+	return slices.Contains(p.aliases, any(x))
 }
 
 func (p *Plugin) noteRegistered(w *workerState, name string) {
@@ -226,13 +276,19 @@ func (p *Plugin) start(ctx context.Context, o temporal.SimplePluginRunContextBef
 		registerWorkflows(o.Registry, nil, false)
 		return nil
 	}
+	if p.closed.Load() {
+		return errors.New("fastagent plugin: closed (its store, feed and tool sandbox are released): start workers before Plugin.Close, or make a new plugin")
+	}
 	p.mu.Lock()
 	w := p.workers[o.InstanceKey]
 	p.mu.Unlock()
 	if w == nil {
 		return errors.New("fastagent plugin: the worker starting was not configured by it")
 	}
-	if p.opts.Codec != nil && !p.opts.ClientEncoded && !p.clientConfigured.Load() {
+	// The codec is on the worker's client if the plugin configured a
+	// client and this worker's client is one of them (the plugin is on
+	// it, not only in the worker's options).
+	if p.opts.Codec != nil && !p.opts.ClientEncoded && (!p.clientConfigured.Load() || !w.onClient()) {
 		return errors.New("fastagent: payload codec keys are configured, but this worker's Temporal client was not made with the fastagent plugin, " +
 			"so payloads would be written unencrypted: make the plugin first (worker.New), pass it in client.Options.Plugins (it sets the codec's " +
 			"data and failure converters) and run the worker on that client (Plugin.Run, or sdkworker.New); or let fastagent dial Temporal; or remove the keys")

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/sdk/activity"
@@ -277,3 +278,59 @@ func (r replayRegistry) RegisterWorkflowWithOptions(_ any, o workflow.RegisterOp
 	r.onWorkflow(o)
 }
 func (r replayRegistry) RegisterDynamicWorkflow(any, workflow.DynamicRegisterOptions) {}
+
+// A client made with the plugin does not vouch for the workers of another
+// client: a worker with the plugin only in its own options (so not on its
+// client) is refused with codec keys, whichever clients the plugin
+// configured elsewhere; with the plugin on both its client and its
+// options, it starts.
+func TestPluginCodecCheckIsPerWorker(t *testing.T) {
+	cdc, err := codec.New([]codec.Key{{ID: "k", Key: make([]byte, 32)}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPlugin(t, Options{Codec: cdc})
+	var co client.Options // another client of the program, made with the plugin
+	if err := p.ConfigureClient(context.Background(), client.PluginConfigureClientOptions{ClientOptions: &co}); err != nil {
+		t.Fatal(err)
+	}
+	onlyInOptions := newWorker(t, "plain-client", workflows.TaskQueue, sdkworker.Options{Plugins: []sdkworker.Plugin{p}}, p)
+	if err := onlyInOptions.start(); err == nil || !strings.Contains(err.Error(), "unencrypted") {
+		t.Fatalf("start on a client made without the plugin: %v, want refused", err)
+	} else if len(onlyInOptions.names) != 0 {
+		t.Fatalf("refused, yet registered %v", onlyInOptions.names)
+	}
+	both := newWorker(t, "plugin-client", workflows.TaskQueue, sdkworker.Options{Plugins: []sdkworker.Plugin{p}}, p, p)
+	if err := both.start(); err != nil {
+		t.Fatalf("start with the plugin on its client and in its options: %v", err)
+	}
+	onClient := newWorker(t, "client-only", workflows.TaskQueue, sdkworker.Options{}, p)
+	if err := onClient.start(); err != nil {
+		t.Fatalf("start with the plugin on its client: %v", err)
+	}
+}
+
+// On a worker of yours the plugin gives running tool and model calls the
+// time fastagent's own workers give them to finish on stop (a tool call
+// cancelled by a restart becomes "outcome unknown"); a stop timeout you
+// set is kept.
+func TestPluginLetsRunningCallsFinishOnStop(t *testing.T) {
+	p := newPlugin(t, Options{})
+	if w := newWorker(t, "default", workflows.TaskQueue, sdkworker.Options{}, p); w.opts.WorkerStopTimeout != DefaultStopTimeout {
+		t.Errorf("WorkerStopTimeout %v on a worker that set none, want %v", w.opts.WorkerStopTimeout, DefaultStopTimeout)
+	}
+	if w := newWorker(t, "set", workflows.TaskQueue, sdkworker.Options{WorkerStopTimeout: 5 * time.Second}, p); w.opts.WorkerStopTimeout != 5*time.Second {
+		t.Errorf("WorkerStopTimeout %v, want the worker's own 5s", w.opts.WorkerStopTimeout)
+	}
+}
+
+// A worker starting after the plugin was closed is refused: its
+// activities' store and feed are gone.
+func TestClosedPluginRefusesToStart(t *testing.T) {
+	p := newPlugin(t, Options{})
+	p.Close()
+	w := newWorker(t, "late", workflows.TaskQueue, sdkworker.Options{}, p)
+	if err := w.start(); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("start after Close: %v, want refused", err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"syscall"
+
+	"github.com/fastagent/fastagent/internal/egress"
 )
 
 // Sandbox refuses every tool outside Linux unless the mode is Off, which
@@ -22,6 +24,9 @@ func (s *Sandbox) Status() Status { return s.status }
 
 // Hidden is empty: nothing runs.
 func (s *Sandbox) Hidden() []string { return nil }
+
+// ControlPlane is empty: nothing runs.
+func (s *Sandbox) ControlPlane() []egress.Dest { return nil }
 
 // Close does nothing.
 func (s *Sandbox) Close() error { return nil }

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/secretenv"
 )
 
@@ -88,6 +89,12 @@ func (s *Sandbox) Status() Status { return s.status }
 // call (Config.Hidden, secret files the environment names, credentials in
 // the worker's home): absolute, resolved.
 func (s *Sandbox) Hidden() []string { return append([]string(nil), s.hidden...) }
+
+// ControlPlane returns the deployment's own services (Config.Egress.Deny):
+// no tool and no remote MCP server is reached there.
+func (s *Sandbox) ControlPlane() []egress.Dest {
+	return append([]egress.Dest(nil), s.cfg.Egress.Deny...)
+}
 
 // Close stops the helper; every running tool process is killed with it.
 func (s *Sandbox) Close() error {

@@ -46,9 +46,11 @@ func (p *Parts) opsRoutes(in *ingress.Server, host string) error {
 	return nil
 }
 
-// startMetrics serves GET /metrics without a token on Config.MetricsAddr
-// (nothing when unset or without Config.Metrics); the returned stop shuts
-// it down.
+// startMetrics serves GET /metrics and GET /health without a token on
+// Config.MetricsAddr (nothing when unset or without Config.Metrics); the
+// returned stop shuts it down. /health is the worker's probe (a worker
+// serves no other HTTP): 503 "starting" until the worker role's workers
+// started, then 200 "ok"; it says nothing else.
 func (p *Parts) startMetrics() (stop func(), err error) {
 	c := p.Config
 	if c.MetricsAddr == "" || c.Metrics == nil {
@@ -58,9 +60,7 @@ func (p *Parts) startMetrics() (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener (FASTAGENT_METRICS_ADDR): %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", c.Metrics.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: p.metricsMux(), ReadHeaderTimeout: 10 * time.Second}
 	log := c.Logger
 	if log == nil {
 		log = slog.Default()
@@ -76,4 +76,22 @@ func (p *Parts) startMetrics() (stop func(), err error) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// metricsMux is what the metrics listener serves: GET /metrics and the
+// worker's probe GET /health.
+func (p *Parts) metricsMux() http.Handler {
+	c := p.Config
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", c.Metrics.Handler())
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if c.Roles.Worker && !p.workersUp.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("starting"))
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return mux
 }

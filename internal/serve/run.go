@@ -110,6 +110,13 @@ func (p *Parts) Start(ctx context.Context, c client.Client) (_ *Running, err err
 		}
 		c, r.Embedded = r.conn.Client, r.conn.Embedded
 	}
+	if cdc := p.Config.Codec; cdc != nil && !cdc.OnClient(c) {
+		// A client of the caller's that does not encode: the worker and
+		// the ingress would write payloads (prompts, answers) in clear.
+		return nil, errors.New("payload codec keys are configured, but the Temporal client given was not made with the fastagent plugin, " +
+			"so payloads would be written unencrypted: make the plugin first (worker.New), pass it in client.Options.Plugins and use that " +
+			"client; or let fastagent dial Temporal; or remove the keys")
+	}
 	r.Client = c
 	r.Agent = p.Agent(c)                                   //nolint:contextcheck // the Agent is long-lived; each Invoke takes its own context
 	if r.stopMetrics, err = p.startMetrics(); err != nil { //nolint:contextcheck // the metrics listener lives until Stop, not until ctx
@@ -171,6 +178,7 @@ func (p *Parts) startWorkers(ctx context.Context, c client.Client, r *Running) e
 	if r.stopAgents, err = p.startAgents(ctx, c); err != nil {
 		return err
 	}
+	p.workersUp.Store(true)
 	return nil
 }
 

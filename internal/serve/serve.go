@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tmc/langchaingo/llms"
@@ -250,6 +251,9 @@ type Parts struct {
 	// devUIOrigin and devCodecKey are the embedded Web UI's origin and the
 	// key of its codec endpoint (connect; ingress.Server.DevCodecKey).
 	devUIOrigin, devCodecKey string
+	// workersUp is set once the worker role's workers started: the
+	// metrics listener's GET /health answers 200 from then on.
+	workersUp atomic.Bool
 }
 
 // prepareStateDir fills the directory defaults (workspace ".", state dir

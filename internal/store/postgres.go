@@ -96,7 +96,8 @@ const postgresSchemaLock = 0x66617374 // "fast"
 // data is stored as TEXT holding the codec's JSON, byte for byte; seq is a
 // BIGSERIAL append counter.
 type Postgres struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	cache *entryCache
 }
 
 var _ Store = (*Postgres)(nil)
@@ -128,7 +129,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: postgres: create schema: %w", err)
 	}
-	return &Postgres{pool: pool}, nil
+	return &Postgres{pool: pool, cache: newEntryCache(DefaultEntryCacheBytes)}, nil
 }
 
 // Append implements Store. Entries are inserted in order in one transaction;
@@ -141,13 +142,24 @@ func (p *Postgres) Append(ctx context.Context, session string, entries ...transc
 	const insert = `INSERT INTO ` + postgresTable + ` (session, id, parent_id, type, data)
 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session, id) DO NOTHING`
 	delay := 5 * time.Millisecond
+	inserted := make([]bool, len(entries))
 	for attempt := 0; ; attempt++ {
+		clear(inserted)
 		err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 			b := &pgx.Batch{}
 			for i, e := range entries {
 				b.Queue(insert, session, e.ID, e.ParentID, e.Type, string(data[i]))
 			}
-			return tx.SendBatch(ctx, b).Close()
+			br := tx.SendBatch(ctx, b)
+			for i := range entries {
+				tag, err := br.Exec()
+				if err != nil {
+					_ = br.Close()
+					return err
+				}
+				inserted[i] = tag.RowsAffected() == 1
+			}
+			return br.Close()
 		})
 		if err == nil || !isRetryablePG(err) || attempt >= 10 {
 			break
@@ -161,13 +173,18 @@ VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session, id) DO NOTHING`
 		delay *= 2
 	}
 	if err != nil {
+		clear(inserted) // the last attempt's rows were not committed
 		return fmt.Errorf("store: postgres: append to session %q: %w", session, err)
 	}
+	p.cache.appended(session, data, inserted)
 	return nil
 }
 
 // Get implements Store.
 func (p *Postgres) Get(ctx context.Context, session, id string) (transcript.Entry, error) {
+	if e, ok := p.cache.get(session, id); ok {
+		return e, nil
+	}
 	var data string
 	err := p.pool.QueryRow(ctx, `SELECT data FROM `+postgresTable+` WHERE session = $1 AND id = $2`, session, id).Scan(&data)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -176,13 +193,16 @@ func (p *Postgres) Get(ctx context.Context, session, id string) (transcript.Entr
 	if err != nil {
 		return transcript.Entry{}, fmt.Errorf("store: postgres: get %q in session %q: %w", id, session, err)
 	}
-	return DecodeEntry([]byte(data))
+	return p.cache.decoded(session, data)
 }
 
 // Branch implements Store.
 func (p *Postgres) Branch(ctx context.Context, session, leafID string) ([]transcript.Entry, error) {
 	if leafID == "" {
 		return []transcript.Entry{}, nil
+	}
+	if b, ok := p.cache.branch(ctx, session, leafID, p.Get); ok {
+		return b, nil
 	}
 	// The walk is capped at the session's entry count: a longer path can
 	// only come from a parent cycle.
@@ -200,7 +220,7 @@ SELECT data, (SELECT n FROM lim) FROM path ORDER BY depth DESC`, session, leafID
 	if err != nil {
 		return nil, fmt.Errorf("store: postgres: branch %q in session %q: %w", leafID, session, err)
 	}
-	return scanBranch(session, leafID, rows)
+	return p.cache.scanned(session, leafID, rows)
 }
 
 // Entries implements Store.
@@ -449,6 +469,7 @@ func (p *Postgres) DeleteSession(ctx context.Context, session string) (int64, er
 	if err != nil {
 		return 0, fmt.Errorf("store: postgres: delete session %q: %w", session, err)
 	}
+	p.cache.forget(session)
 	return n, nil
 }
 

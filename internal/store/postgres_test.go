@@ -102,6 +102,22 @@ func TestPostgres(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openTempPostgres(t) })
 }
 
+func TestPostgresShared(t *testing.T) {
+	requirePostgres(t)
+	storetest.RunShared(t, func(t *testing.T) (store.Store, store.Store) {
+		dsn := freshDatabase(t)
+		a, err := store.OpenPostgres(context.Background(), dsn)
+		if err != nil {
+			t.Fatalf("OpenPostgres: %v", err)
+		}
+		b, err := store.OpenPostgres(context.Background(), dsn)
+		if err != nil {
+			t.Fatalf("OpenPostgres: %v", err)
+		}
+		return a, b
+	})
+}
+
 // TestPostgresTwoPools simulates two processes sharing one database, both
 // opening it (racing schema creation) and appending at once.
 func TestPostgresTwoPools(t *testing.T) {

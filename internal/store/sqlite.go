@@ -89,6 +89,7 @@ END;
 type SQLite struct {
 	db        *sql.DB
 	path      string
+	cache     *entryCache
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -130,7 +131,7 @@ func OpenSQLite(path string) (*SQLite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: sqlite: open %s: %w", abs, err)
 	}
-	s := &SQLite{db: db, path: abs}
+	s := &SQLite{db: db, path: abs, cache: newEntryCache(DefaultEntryCacheBytes)}
 	ctx := context.Background()
 	err = retryBusy(ctx, func() error {
 		_, err := db.ExecContext(ctx, sqliteSchema)
@@ -152,7 +153,9 @@ func (s *SQLite) Append(ctx context.Context, session string, entries ...transcri
 	if err != nil || len(entries) == 0 {
 		return err
 	}
+	inserted := make([]bool, len(entries))
 	err = retryBusy(ctx, func() error {
+		clear(inserted)
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -168,20 +171,27 @@ ON CONFLICT (session, id) DO NOTHING`)
 		defer stmt.Close()
 		now := time.Now().UnixNano()
 		for i, e := range entries {
-			if _, err := stmt.ExecContext(ctx, session, e.ID, e.ParentID, e.Type, string(data[i]), now); err != nil {
+			res, err := stmt.ExecContext(ctx, session, e.ID, e.ParentID, e.Type, string(data[i]), now)
+			if err != nil {
 				return fmt.Errorf("entry %q: %w", e.ID, err)
 			}
+			n, err := res.RowsAffected()
+			inserted[i] = err == nil && n == 1
 		}
 		return tx.Commit()
 	})
 	if err != nil {
 		return fmt.Errorf("store: sqlite: append to session %q: %w", session, err)
 	}
+	s.cache.appended(session, data, inserted)
 	return nil
 }
 
 // Get implements Store.
 func (s *SQLite) Get(ctx context.Context, session, id string) (transcript.Entry, error) {
+	if e, ok := s.cache.get(session, id); ok {
+		return e, nil
+	}
 	var data string
 	err := s.db.QueryRowContext(ctx, `SELECT data FROM entries WHERE session = ? AND id = ?`, session, id).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -190,13 +200,16 @@ func (s *SQLite) Get(ctx context.Context, session, id string) (transcript.Entry,
 	if err != nil {
 		return transcript.Entry{}, fmt.Errorf("store: sqlite: get %q in session %q: %w", id, session, err)
 	}
-	return DecodeEntry([]byte(data))
+	return s.cache.decoded(session, data)
 }
 
 // Branch implements Store.
 func (s *SQLite) Branch(ctx context.Context, session, leafID string) ([]transcript.Entry, error) {
 	if leafID == "" {
 		return []transcript.Entry{}, nil
+	}
+	if b, ok := s.cache.branch(ctx, session, leafID, s.Get); ok {
+		return b, nil
 	}
 	// The walk is capped at the session's entry count: a longer path can
 	// only come from a parent cycle.
@@ -214,7 +227,7 @@ SELECT data, (SELECT n FROM lim) FROM path ORDER BY depth DESC`, session, leafID
 	if err != nil {
 		return nil, fmt.Errorf("store: sqlite: branch %q in session %q: %w", leafID, session, err)
 	}
-	return scanBranch(session, leafID, &sqlRows{rows})
+	return s.cache.scanned(session, leafID, &sqlRows{rows})
 }
 
 // Entries implements Store.
@@ -507,6 +520,7 @@ func (s *SQLite) DeleteSession(ctx context.Context, session string) (int64, erro
 	if err != nil {
 		return 0, fmt.Errorf("store: sqlite: delete session %q: %w", session, err)
 	}
+	s.cache.forget(session)
 	return n, nil
 }
 

@@ -74,6 +74,21 @@ func checkAll(t *testing.T, s store.Store, session string, writers []string, per
 
 // TestSQLiteTwoHandles simulates two processes: two independent *SQLite on
 // one file, both appending at once.
+func TestSQLiteShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (store.Store, store.Store) {
+		path := filepath.Join(t.TempDir(), "shared.db")
+		a, err := store.OpenSQLite(path)
+		if err != nil {
+			t.Fatalf("OpenSQLite: %v", err)
+		}
+		b, err := store.OpenSQLite(path)
+		if err != nil {
+			t.Fatalf("OpenSQLite: %v", err)
+		}
+		return a, b
+	})
+}
+
 func TestSQLiteTwoHandles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shared.db")
 	var handles []*store.SQLite

@@ -206,8 +206,9 @@ func scanEntries(session string, rows rowScanner) ([]transcript.Entry, error) {
 
 // scanBranch reads the rows of a branch walk: (data, entry count of the
 // session), root first. No rows means the leaf does not exist; more rows than
-// the session has entries means the parent links form a cycle.
-func scanBranch(session, leafID string, rows rowScanner) ([]transcript.Entry, error) {
+// the session has entries means the parent links form a cycle. keep, when
+// not nil, is given each decoded entry and the size of its stored JSON.
+func scanBranch(session, leafID string, rows rowScanner, keep func(transcript.Entry, int)) ([]transcript.Entry, error) {
 	defer rows.Close()
 	out := []transcript.Entry{}
 	var limit int64
@@ -219,6 +220,9 @@ func scanBranch(session, leafID string, rows rowScanner) ([]transcript.Entry, er
 		e, err := DecodeEntry([]byte(data))
 		if err != nil {
 			return nil, fmt.Errorf("store: branch %q in session %q: %w", leafID, session, err)
+		}
+		if keep != nil {
+			keep(e, len(data))
 		}
 		out = append(out, e)
 	}

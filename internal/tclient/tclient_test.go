@@ -115,3 +115,29 @@ func TestWithDevToken(t *testing.T) {
 		t.Errorf("no token file: %+v", got)
 	}
 }
+
+func TestGzip(t *testing.T) {
+	yes, no := true, false
+	for _, c := range []struct {
+		cfg  Config
+		want bool
+	}{
+		{Config{Address: "127.0.0.1:7233"}, false},
+		{Config{Address: "localhost:7233"}, false},
+		{Config{Address: "temporal.internal:7233"}, true},
+		{Config{Address: "ns.acct.tmprl.cloud:7233"}, true},
+		{Config{Address: "127.0.0.1:7233", Gzip: &yes}, true},
+		{Config{Address: "ns.acct.tmprl.cloud:7233", Gzip: &no}, false},
+	} {
+		if got := gzipOn(c.cfg); got != c.want {
+			t.Errorf("gzipOn(%s, %v) = %v, want %v", c.cfg.Address, c.cfg.Gzip, got, c.want)
+		}
+	}
+	if (Config{}).FromEnv().Gzip != nil {
+		t.Fatal("Gzip set without TEMPORAL_GRPC_GZIP")
+	}
+	t.Setenv("TEMPORAL_GRPC_GZIP", "false")
+	if g := (Config{}).FromEnv().Gzip; g == nil || *g {
+		t.Fatal("TEMPORAL_GRPC_GZIP=false did not turn gzip off")
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +17,7 @@ import (
 	"time"
 	"unicode"
 
+	"golang.org/x/net/http/httpguts"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fastagent/fastagent/internal/mcp"
@@ -243,7 +246,8 @@ type ToolConfig struct {
 	setting *yaml.Node
 }
 
-// MCPServer is one MCP server: a command (stdio) or a URL (streamable HTTP).
+// MCPServer is one MCP server: a command (stdio) or a URL (streamable HTTP,
+// or the legacy SSE transport).
 type MCPServer struct {
 	Command string            `yaml:"command"`
 	Args    []string          `yaml:"args"`
@@ -253,6 +257,90 @@ type MCPServer struct {
 	Deferred bool `yaml:"deferred"`
 	// Network gives a stdio server egress (default tools.network).
 	Network *OnOff `yaml:"network" json:",omitempty"`
+	// Transport of a url: server: streamable-http (default; "http" too)
+	// or sse (the legacy HTTP+SSE transport).
+	Transport string `yaml:"transport" json:",omitempty"`
+	// Headers are sent with every request to a url: server; values may
+	// reference the worker's variables as ${NAME}, expanded by the worker
+	// when it connects (never written to history, never seen by tools).
+	Headers map[string]string `yaml:"headers" json:",omitempty"`
+	// AllowPrivate lets a url: server be on loopback or a private network
+	// (the deployment's own services stay refused).
+	AllowPrivate bool `yaml:"allowPrivate" json:",omitempty"`
+	// OAuth makes the worker send the token `fastagent mcp login <name>`
+	// stored in the state dir, and refresh it.
+	OAuth bool `yaml:"oauth" json:",omitempty"`
+}
+
+// MCPTransport is s's transport as internal/mcp names it.
+func (s MCPServer) MCPTransport() string {
+	if s.Transport == "sse" {
+		return mcp.TransportSSE
+	}
+	if s.URL != "" {
+		return mcp.TransportStreamable
+	}
+	return ""
+}
+
+// validate checks a url: server's transport, headers and address.
+func (s MCPServer) validate(name string) error {
+	if (s.Command == "") == (s.URL == "") {
+		return badKey("set exactly one of command (stdio) or url (streamable HTTP or SSE)", "mcpServers", name)
+	}
+	if s.URL == "" {
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"transport", s.Transport != ""}, {"headers", len(s.Headers) > 0}, {"allowPrivate", s.AllowPrivate}, {"oauth", s.OAuth}} {
+			if k.set {
+				return badKey("applies only to a server with url:", "mcpServers", name, k.key)
+			}
+		}
+		return nil
+	}
+	u, err := url.Parse(s.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return badKey(fmt.Sprintf("%q is not an http or https URL", s.URL), "mcpServers", name, "url")
+	}
+	if err := mcp.CheckURLHost(u.Hostname(), u.Port(), s.AllowPrivate); err != nil {
+		return badKey(err.Error(), "mcpServers", name, "url")
+	}
+	switch s.Transport {
+	case "", "http", "streamable-http", "sse":
+	default:
+		return badKey(fmt.Sprintf("%q is not streamable-http or sse", s.Transport), "mcpServers", name, "transport")
+	}
+	if s.Network != nil {
+		return badKey("applies only to a stdio server (a url: server is reached by the worker; see allowPrivate)", "mcpServers", name, "network")
+	}
+	if s.OAuth && !safeName.MatchString(name) {
+		return badKey("a server with oauth: true needs a name of letters, digits, '.', '-' and '_' (its login is stored under that name)", "mcpServers", name)
+	}
+	plain := u.Scheme == "http" && !isLoopbackHost(u.Hostname())
+	for _, k := range sortedKeys(s.Headers) {
+		if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(s.Headers[k]) {
+			return badKey("is not a valid HTTP header", "mcpServers", name, "headers", k)
+		}
+		if s.OAuth && strings.EqualFold(k, "Authorization") {
+			return badKey("set either oauth: true or an Authorization header, not both", "mcpServers", name, "headers", k)
+		}
+		if plain && len(mcp.EnvRefs(s.Headers[k])) > 0 {
+			return badKey("would send a secret in clear text over http://; use an https:// URL", "mcpServers", name, "headers", k)
+		}
+	}
+	return nil
+}
+
+// safeName is a name usable as a file name.
+var safeName = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]*$`)
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.IsLoopback()
 }
 
 // HTTPConfig is the ingress address and stream behaviour.
@@ -514,8 +602,8 @@ func (c Config) validateWith(custom map[string]bool) error {
 		}
 	}
 	for _, name := range sortedKeys(c.MCPServers) {
-		if m := c.MCPServers[name]; (m.Command == "") == (m.URL == "") {
-			return badKey("set exactly one of command (stdio) or url (streamable HTTP)", "mcpServers", name)
+		if err := c.MCPServers[name].validate(name); err != nil {
+			return err
 		}
 	}
 	if err := c.Delegation.validate(); err != nil {
@@ -939,4 +1027,16 @@ func (c Config) ModelFor(afterTools bool) []string {
 		}
 	}
 	return chain
+}
+
+// ModelSpecs are the distinct "provider/model" specs the configuration
+// names (model, chatModel, toolModel, the fallback chain), in that order.
+func (c Config) ModelSpecs() []string {
+	var out []string
+	for _, s := range append([]string{c.Model, c.ChatModel, c.ToolModel}, c.Models...) {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

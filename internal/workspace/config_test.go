@@ -175,7 +175,37 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "mcp server with command and url",
 			yaml: "mcpServers:\n  gh:\n    command: gh-mcp\n    url: http://x\n",
-			want: []ConfigError{{Line: 2, Key: "mcpServers.gh", Reason: "set exactly one of command (stdio) or url (streamable HTTP)"}},
+			want: []ConfigError{{Line: 2, Key: "mcpServers.gh", Reason: "set exactly one of command (stdio) or url (streamable HTTP or SSE)"}},
+		},
+		{
+			name: "mcp headers on a stdio server",
+			yaml: "mcpServers:\n  gh:\n    command: gh-mcp\n    headers: {X-A: b}\n",
+			want: []ConfigError{{Line: 4, Key: "mcpServers.gh.headers", Reason: "applies only to a server with url:"}},
+		},
+		{
+			name: "mcp unknown transport",
+			yaml: "mcpServers:\n  gh:\n    url: https://mcp.example.com/\n    transport: websocket\n",
+			want: []ConfigError{{Line: 4, Key: "mcpServers.gh.transport", Reason: `"websocket" is not streamable-http or sse`}},
+		},
+		{
+			name: "mcp secret header over plain http",
+			yaml: "mcpServers:\n  gh:\n    url: http://mcp.example.com/\n    headers:\n      Authorization: Bearer ${GH_TOKEN}\n",
+			want: []ConfigError{{Line: 5, Key: "mcpServers.gh.headers.Authorization", Reason: "would send a secret in clear text over http://; use an https:// URL"}},
+		},
+		{
+			name: "mcp oauth with an Authorization header",
+			yaml: "mcpServers:\n  gh:\n    url: https://mcp.example.com/\n    oauth: true\n    headers:\n      Authorization: Bearer x\n",
+			want: []ConfigError{{Line: 6, Key: "mcpServers.gh.headers.Authorization", Reason: "set either oauth: true or an Authorization header, not both"}},
+		},
+		{
+			name: "mcp loopback url without allowPrivate",
+			yaml: "mcpServers:\n  local:\n    url: http://127.0.0.1:9000/mcp\n",
+			want: []ConfigError{{Line: 3, Key: "mcpServers.local.url", Reason: "address refused: 127.0.0.1 is a loopback address; if the MCP server is on this machine or your own network, set allowPrivate: true on its mcpServers entry"}},
+		},
+		{
+			name: "mcp link-local url even with allowPrivate",
+			yaml: "mcpServers:\n  meta:\n    url: http://169.254.169.254/\n    allowPrivate: true\n",
+			want: []ConfigError{{Line: 3, Key: "mcpServers.meta.url", Reason: "address refused: 169.254.169.254 is a link-local address (cloud metadata and the like): an MCP server is never reached there"}},
 		},
 		{
 			name: "several problems at once",

@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"sync"
 
 	"github.com/fastagent/fastagent/agent"
@@ -81,10 +82,7 @@ func (m *mcpManagers) Tools(ctx context.Context, mc MCPContext, servers map[stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i].tools, results[i].diags = mgrs[i].Tools(ctx, []mcp.Server{{
-				Name: name, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Deferred: s.Deferred, Dir: mc.Workspace.Dir,
-				Sandbox: mc.Sandbox, Protected: mc.Protected, Network: mc.Config.mcpNetwork(s),
-			}})
+			results[i].tools, results[i].diags = mgrs[i].Tools(ctx, []mcp.Server{MCPServerConfig(mc, name, s)})
 		}()
 	}
 	wg.Wait()
@@ -116,4 +114,30 @@ func (m *mcpManagers) Close() {
 		}()
 	}
 	wg.Wait()
+}
+
+// MCPServerConfig is the internal/mcp configuration of the mcpServers entry
+// name: a stdio server confined like bash, or a url: server reached by the
+// worker (its OAuth login in the state dir, the sandbox's control plane
+// never dialed).
+func MCPServerConfig(mc MCPContext, name string, s MCPServer) mcp.Server {
+	out := mcp.Server{Name: name, Command: s.Command, Args: s.Args, Env: s.Env, URL: s.URL, Deferred: s.Deferred}
+	if s.URL == "" {
+		out.Dir, out.Sandbox, out.Protected, out.Network = mc.Workspace.Dir, mc.Sandbox, mc.Protected, mc.Config.mcpNetwork(s)
+		return out
+	}
+	out.Transport, out.Headers, out.AllowPrivate = s.MCPTransport(), s.Headers, s.AllowPrivate
+	if s.OAuth {
+		out.OAuthFile = MCPTokenFile(mc.Workspace, name)
+	}
+	if mc.Sandbox != nil {
+		out.ControlPlane = mc.Sandbox.ControlPlane()
+	}
+	return out
+}
+
+// MCPTokenFile is where `fastagent mcp login <name>` stores the server's
+// OAuth tokens: the workspace's state dir, which no tool can read.
+func MCPTokenFile(ws Workspace, name string) string {
+	return filepath.Join(ws.Dir, StateDirName, "mcp-oauth", name+".json")
 }

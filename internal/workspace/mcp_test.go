@@ -11,6 +11,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/egress"
+	"github.com/fastagent/fastagent/internal/sandbox"
 )
 
 // TestMCPServersFromConfig runs the loader's default MCP source against a
@@ -34,7 +36,7 @@ func TestMCPServersFromConfig(t *testing.T) {
 
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
-		"fastagent.yaml":    fmt.Sprintf("mcpServers:\n  docs:\n    url: %s\n  ghost:\n    command: /nonexistent/mcp-server\n", hs.URL),
+		"fastagent.yaml":    fmt.Sprintf("mcpServers:\n  docs:\n    url: %s\n    allowPrivate: true\n  ghost:\n    command: /nonexistent/mcp-server\n", hs.URL),
 		"tools/lookup.yaml": "description: workspace lookup\ncommand: cat\n",
 	})
 	l, err := NewLoader(dir, "")
@@ -62,5 +64,61 @@ func TestMCPServersFromConfig(t *testing.T) {
 	res := runTool(t, d, "lookup", `{"topic": "retries"}`)
 	if res.IsError || res.Content != "page about retries" {
 		t.Errorf("lookup = %+v", res)
+	}
+}
+
+// A remote entry becomes a remote mcp.Server: its transport, headers (as
+// written: the worker expands them) and its OAuth token file in the state
+// dir, which is one of the paths no tool may read.
+func TestMCPServerConfigRemote(t *testing.T) {
+	ws := Workspace{Dir: t.TempDir()}
+	ws.AgentDir = ws.Dir
+	s := MCPServerConfig(MCPContext{Workspace: ws}, "linear", MCPServer{URL: "https://mcp.example.com/sse", Transport: "sse", OAuth: true,
+		Headers: map[string]string{"X-Team": "${TEAM}"}})
+	if s.Transport != "sse" || s.Headers["X-Team"] != "${TEAM}" || s.Sandbox != nil || s.Dir != "" {
+		t.Errorf("server = %+v", s)
+	}
+	secret := false
+	for _, p := range SecretPaths(ws) {
+		if strings.HasPrefix(s.OAuthFile, p+"/") {
+			secret = true
+		}
+	}
+	if !secret {
+		t.Errorf("token file %s is not under a secret path %v", s.OAuthFile, SecretPaths(ws))
+	}
+	if got := MCPServerConfig(MCPContext{Workspace: ws}, "gh", MCPServer{URL: "https://mcp.example.com/"}); got.OAuthFile != "" || got.Transport != "streamable-http" {
+		t.Errorf("no oauth: %+v", got)
+	}
+}
+
+// A remote server at one of the deployment's own addresses (the sandbox's
+// control plane, as the worker builds it) is refused even with
+// allowPrivate: the loader hands the sandbox's deny list to the MCP client.
+func TestRemoteMCPNeverReachesTheControlPlane(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1.0.0"}, nil)
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	deny, err := egress.ParseDests(t.Context(), []string{strings.TrimPrefix(hs.URL, "http://")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := sandbox.Open(sandbox.Config{Mode: sandbox.Off, Egress: egress.Policy{Deny: deny}})
+	t.Cleanup(func() { _ = sb.Close() })
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"fastagent.yaml": fmt.Sprintf("mcpServers:\n  frontend:\n    url: %s\n    allowPrivate: true\n", hs.URL)})
+	l, err := NewLoader(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	l.Getenv = func(string) string { return "" }
+	l.Sandbox = sb
+	d, err := l.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(diagText(d), "one of this deployment's own services") {
+		t.Errorf("diagnostics:\n%s", diagText(d))
 	}
 }

@@ -630,3 +630,24 @@ func frontmatter(s string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// ParseSkill reads a SKILL.md's front matter as the loader does: name
+// (default dirName) and description (required). It is what `fastagent add
+// skill` checks before it copies a skill in.
+func ParseSkill(b []byte, dirName string) (Skill, error) {
+	fm, err := frontmatter(string(b))
+	if err != nil {
+		return Skill{}, err
+	}
+	s := Skill{Name: fm["name"], Description: fm["description"], DisableModelInvocation: fm["disable-model-invocation"] == "true"}
+	if s.Name == "" {
+		s.Name = dirName
+	}
+	if s.Description == "" {
+		return Skill{}, errors.New("SKILL.md has no description in its frontmatter (the model picks skills by it)")
+	}
+	if !safeName.MatchString(s.Name) {
+		return Skill{}, fmt.Errorf("skill name %q must be letters, digits, '.', '-' and '_'", s.Name)
+	}
+	return s, nil
+}

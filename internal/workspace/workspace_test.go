@@ -224,7 +224,7 @@ func TestToolPrecedenceAndCollisions(t *testing.T) {
 	}
 	mcp := fakeMCP{tools: []MCPTool{{Server: "docs", Tool: fakeTool{name: "search"}}, {Server: "docs", Tool: fakeTool{name: "lookup"}}}}
 	d := load(t, map[string]string{
-		"fastagent.yaml":    "mcpServers:\n  docs:\n    url: http://127.0.0.1:1/mcp\n",
+		"fastagent.yaml":    "mcpServers:\n  docs:\n    url: http://127.0.0.1:1/mcp\n    allowPrivate: true\n",
 		"tools/read.yaml":   files["tools/read.yaml"],
 		"tools/lookup.yaml": files["tools/lookup.yaml"],
 		"tools/search.yaml": files["tools/search.yaml"],

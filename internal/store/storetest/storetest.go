@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Memories", testMemories},
 		{"MemoryScopes", testMemoryScopes},
 		{"MemorySearchSyntax", testMemorySearchSyntax},
+		{"ReadsAreCopies", testReadsAreCopies},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -1053,6 +1054,11 @@ func testDeleteSession(t *testing.T, s store.Store) {
 	if es := mustEntries(t, s, "A"); len(es) != 0 {
 		t.Errorf("A still holds %d entries", len(es))
 	}
+	for _, e := range fullEntries() {
+		if _, err := s.Get(ctx, "A", e.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get(A, %s) after delete: %v, want ErrNotFound", e.ID, err)
+		}
+	}
 	if l := mustLeaf(t, s, "A"); l != "" {
 		t.Errorf("A's leaf = %q after delete", l)
 	}
@@ -1094,4 +1100,161 @@ func testDeleteSession(t *testing.T, s store.Store) {
 	if _, err := s.DeleteSession(ctx, ""); err == nil {
 		t.Error("DeleteSession with an empty session succeeded")
 	}
+}
+
+// testReadsAreCopies: what Get and Branch return is the caller's to change;
+// a later read still returns what was stored.
+func testReadsAreCopies(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	want := fullEntries()
+	if err := s.Append(ctx, "sess", want...); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	spoil := func(e *transcript.Entry) {
+		if m := e.Message; m != nil {
+			m.Text = "spoiled"
+			if len(m.ToolCalls) > 0 {
+				m.ToolCalls[0].Name = "spoiled"
+			}
+			if len(m.Images) > 0 {
+				m.Images[0].Data = "spoiled"
+			}
+			if m.Usage != nil {
+				m.Usage.Input = -1
+			}
+		}
+		if e.Compaction != nil {
+			e.Compaction.Summary = "spoiled"
+		}
+		if e.Custom != nil {
+			e.Custom.Kind = "spoiled"
+		}
+		e.ParentID = "spoiled"
+	}
+	leaf := want[len(want)-1].ID
+	for range 2 { // the first reads may come from the database, the second from memory
+		b, err := s.Branch(ctx, "sess", leaf)
+		if err != nil {
+			t.Fatalf("Branch: %v", err)
+		}
+		for i := range b {
+			spoil(&b[i])
+		}
+		for _, w := range want {
+			e, err := s.Get(ctx, "sess", w.ID)
+			if err != nil {
+				t.Fatalf("Get(%s): %v", w.ID, err)
+			}
+			spoil(&e)
+		}
+	}
+	got, err := s.Branch(ctx, "sess", leaf)
+	if err != nil {
+		t.Fatalf("Branch: %v", err)
+	}
+	assertEntries(t, "Branch after the caller changed earlier reads", want, got)
+	for _, w := range want {
+		e, err := s.Get(ctx, "sess", w.ID)
+		if err != nil {
+			t.Fatalf("Get(%s): %v", w.ID, err)
+		}
+		assertEntries(t, "Get after the caller changed earlier reads", []transcript.Entry{w}, []transcript.Entry{e})
+	}
+}
+
+// RunShared runs the cases about two handles of one database (two
+// processes of a deployment): open returns two stores over the same,
+// empty database. A store may keep what it read or wrote in memory; these
+// cases check that neither handle ever answers with something the
+// database does not hold.
+func RunShared(t *testing.T, open func(t *testing.T) (a, b store.Store)) {
+	t.Helper()
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, a, b store.Store)
+	}{
+		{"FirstAppendWinsAcrossHandles", testFirstAppendWinsAcrossHandles},
+		{"BranchGrowsOnOtherHandle", testBranchGrowsOnOtherHandle},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := open(t)
+			t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+			c.fn(t, a, b)
+		})
+	}
+}
+
+// testFirstAppendWinsAcrossHandles: an entry ID appended by one handle and
+// then, with other content, by the other (a retried activity on another
+// worker) reads as the first on both.
+func testFirstAppendWinsAcrossHandles(t *testing.T, a, b store.Store) {
+	ctx := context.Background()
+	first, second := msg("x", "", "first"), msg("x", "", "second")
+	if err := a.Append(ctx, "sess", first); err != nil {
+		t.Fatalf("Append on a: %v", err)
+	}
+	if err := b.Append(ctx, "sess", second); err != nil {
+		t.Fatalf("Append on b: %v", err)
+	}
+	if err := b.Append(ctx, "sess", msg("y", "x", "child")); err != nil {
+		t.Fatalf("Append on b: %v", err)
+	}
+	for name, s := range map[string]store.Store{"a": a, "b": b} {
+		for range 2 {
+			e, err := s.Get(ctx, "sess", "x")
+			if err != nil {
+				t.Fatalf("Get on %s: %v", name, err)
+			}
+			assertEntries(t, "Get on "+name, []transcript.Entry{first}, []transcript.Entry{e})
+			br, err := s.Branch(ctx, "sess", "y")
+			if err != nil {
+				t.Fatalf("Branch on %s: %v", name, err)
+			}
+			assertEntries(t, "Branch on "+name, []transcript.Entry{first, msg("y", "x", "child")}, br)
+		}
+	}
+}
+
+// testBranchGrowsOnOtherHandle: a handle that read a branch sees it grow
+// by entries the other handle appended — a few, then many at once.
+func testBranchGrowsOnOtherHandle(t *testing.T, a, b store.Store) {
+	ctx := context.Background()
+	var chain []transcript.Entry
+	grow := func(n int) {
+		t.Helper()
+		var add []transcript.Entry
+		for range n {
+			parent := ""
+			if len(chain) > 0 {
+				parent = chain[len(chain)-1].ID
+			}
+			e := msg(fmt.Sprintf("e%02d", len(chain)), parent, fmt.Sprintf("entry %d", len(chain)))
+			chain = append(chain, e)
+			add = append(add, e)
+		}
+		if err := a.Append(ctx, "sess", add...); err != nil {
+			t.Fatalf("Append on a: %v", err)
+		}
+	}
+	for _, n := range []int{2, 1, 2, 7, 1} {
+		grow(n)
+		for range 2 {
+			got, err := b.Branch(ctx, "sess", chain[len(chain)-1].ID)
+			if err != nil {
+				t.Fatalf("Branch on b: %v", err)
+			}
+			assertEntries(t, fmt.Sprintf("Branch on b after %d entries", len(chain)), chain, got)
+		}
+	}
+	// A branch off an earlier entry, appended by b itself.
+	side := msg("side", chain[3].ID, "side")
+	if err := b.Append(ctx, "sess", side); err != nil {
+		t.Fatalf("Append on b: %v", err)
+	}
+	got, err := a.Branch(ctx, "sess", "side")
+	if err != nil {
+		t.Fatalf("Branch on a: %v", err)
+	}
+	assertEntries(t, "Branch on a of b's side branch", append(append([]transcript.Entry{}, chain[:4]...), side), got)
 }

@@ -30,6 +30,9 @@ type Server struct {
 type ServerOptions struct {
 	// Untuned keeps Temporal's stock dynamic configuration (devserver.Options.Untuned).
 	Untuned bool
+	// DynamicConfig overrides single dynamic config values on top of the
+	// tuning (or of the stock configuration when Untuned).
+	DynamicConfig map[string]any
 }
 
 // StartServer starts a dev server in a new temporary directory. Its log
@@ -45,11 +48,12 @@ func StartServer(opts ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	srv, err := devserver.Start(context.Background(), devserver.Options{
-		DatabaseFile: filepath.Join(dir, "temporal.db"),
-		UIPort:       -1,
-		LogWriter:    logf,
-		Logger:       QuietLogger(),
-		Untuned:      opts.Untuned,
+		DatabaseFile:  filepath.Join(dir, "temporal.db"),
+		UIPort:        -1,
+		LogWriter:     logf,
+		Logger:        QuietLogger(),
+		Untuned:       opts.Untuned,
+		DynamicConfig: opts.DynamicConfig,
 	})
 	if err != nil {
 		_ = logf.Close()
