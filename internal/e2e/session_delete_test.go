@@ -115,7 +115,12 @@ func TestDeleteSession(t *testing.T) {
 		t.Errorf("bob taking the deleted session's ID: %d %s, want 404", st, b)
 	}
 	invoke("gone", "anew")
-	if st, b := req(http.MethodGet, "/sessions/gone/transcript", "alice-token"); st != 200 || strings.Contains(b, "first") || !strings.Contains(b, "anew") {
+	// The turn's leaf reaches the session's state just after its answer.
+	wait.Until(10*time.Second, func() bool {
+		st, b = req(http.MethodGet, "/sessions/gone/transcript", "alice-token")
+		return st != 200 || strings.Contains(b, "anew")
+	})
+	if st != 200 || strings.Contains(b, "first") || !strings.Contains(b, "anew") {
 		t.Errorf("the session ID used again: %d %s, want only the new turn", st, b)
 	}
 	if got := texts(model.lastTurnRequest(t)); strings.Contains(got, "first") || strings.Contains(got, "second") {
