@@ -27,13 +27,15 @@ type sessionCmds struct {
 	filter struct{ principal, channel, status, parent string }
 	// agent is --agent: the agent whose sessions these are.
 	agent string
+	// force is rm --force: delete a session that is running a turn.
+	force bool
 }
 
 func newSession(g *globals) *cobra.Command {
 	sc := &sessionCmds{g: g}
 	cmd := &cobra.Command{
 		Use:   "session",
-		Short: "Inspect, control and move sessions on a running fastagent (list, transcript, export/import, rewind, follow-ups, state, abort, steer, compact, approvals)",
+		Short: "Inspect, control, move and delete sessions on a running fastagent (list, transcript, export/import, rewind, follow-ups, state, abort, steer, compact, approvals, rm)",
 	}
 	bindURL(cmd.PersistentFlags(), &sc.base, &sc.agent)
 	cmd.PersistentPreRun = func(*cobra.Command, []string) { sc.base = agentBase(sc.base, sc.agent) }
@@ -62,7 +64,13 @@ func newSession(g *globals) *cobra.Command {
 	export.Flags().StringVarP(&sc.out, "output", "o", "", "write to this file instead of stdout")
 	imp := sessionCommand("import <file>", "Create a durable session from a pi JSONL session file (--as names it; default: the file's session id)", sc.importFile, 1)
 	imp.Flags().StringVar(&sc.as, "as", "", "the new session's ID (default: the file's session id)")
+	rm := sessionCommand("rm <session>", "Delete a session for good: end its workflow and its sub-agents', remove its transcript and records", sc.rm, 1)
+	rm.Long = "Delete a session for good: its workflow and its running sub-agents are ended, and its transcript,\n" +
+		"turn records and sub-agent sessions are removed from the store. A session running or queueing a turn\n" +
+		"is refused unless --force, which ends that turn with the session. The server logs every deletion."
+	rm.Flags().BoolVar(&sc.force, "force", false, "delete the session even while it runs or queues a turn (the turn ends with it)")
 	cmd.AddCommand(
+		rm,
 		sessionCommand("show <session>", "Print the session's state as JSON", sc.show, 1),
 		sessionCommand("wakes <session>", "List the session's pending wake-ups and the last ones that fired", sc.wakes, 1),
 		sessionCommand("abort <session>", "Stop the session's running turn", sc.abort, 1),
@@ -238,6 +246,28 @@ func (sc *sessionCmds) abort(id string, _ []string) error {
 		fmt.Println(string(body))
 	}
 	return err
+}
+
+func (sc *sessionCmds) rm(id string, _ []string) error {
+	u := sc.path(id, "")
+	if sc.force {
+		u += "?force=true"
+	}
+	var v struct {
+		Workflows   []string `json:"workflows"`
+		Entries     int64    `json:"entries"`
+		SubSessions []string `json:"subSessions"`
+		Running     string   `json:"running"`
+	}
+	if err := sc.callJSON(http.MethodDelete, u, "", &v); err != nil {
+		return err
+	}
+	fmt.Printf("deleted session %s: %d entries, %d sub-agent session(s), %d workflow(s) ended", id, v.Entries, len(v.SubSessions), len(v.Workflows))
+	if v.Running != "" {
+		fmt.Printf(", running turn %s ended", v.Running)
+	}
+	fmt.Println()
+	return nil
 }
 
 func (sc *sessionCmds) steer(id string, args []string) error {

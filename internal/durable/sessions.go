@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -16,6 +17,7 @@ import (
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
 // Session statuses ListStatus reports.
@@ -112,6 +114,9 @@ func (a *Agent) Transcript(ctx context.Context, session string, tree bool) (stri
 	if err := a.needStore(); err != nil {
 		return "", nil, err
 	}
+	if err := a.known(ctx, session); err != nil {
+		return "", nil, err
+	}
 	leaf, err := a.CurrentLeaf(ctx, session)
 	if err != nil {
 		return "", nil, err
@@ -125,6 +130,20 @@ func (a *Agent) Transcript(ctx context.Context, session string, tree bool) (stri
 	}
 	es, err := a.Store.Branch(ctx, session, leaf)
 	return leaf, es, err
+}
+
+// known is CodeNoSuchSession for a session the store holds no entry of
+// and whose workflow is not open (never started, or deleted).
+func (a *Agent) known(ctx context.Context, session string) error {
+	leaf, err := a.Store.Leaf(ctx, session)
+	if err != nil || leaf != "" {
+		return err
+	}
+	st, err := a.Status(ctx, session)
+	if err != nil || st == StatusOpen {
+		return err
+	}
+	return agent.NewError(agent.CodeNoSuchSession, fmt.Sprintf("no such session %q", session))
 }
 
 // HasEntry reports whether session holds entry.
@@ -210,4 +229,147 @@ func (a *Agent) followUp(ctx context.Context, session, key, text string, search 
 		return agent.NewError(agent.CodeSessionBusy, "session busy: too many turns in flight; retry later")
 	}
 	return controlError(session, err)
+}
+
+// DeleteOptions say how Delete treats a busy session and which stored
+// sessions it leaves alone.
+type DeleteOptions struct {
+	// Force deletes a session that is running or has queued a turn (the
+	// turn is ended with the workflow); without it such a session is
+	// CodeTurnRunning and nothing changes.
+	Force bool
+	// Keep are prefixes of stored sessions that are never removed as
+	// sub-agent sessions (another agent's, whose IDs may look like them).
+	Keep []string
+}
+
+// Deleted says what Delete removed.
+type Deleted struct {
+	Session string `json:"session"`
+	// Workflows are the workflow IDs terminated: the session's and its
+	// running sub-agents' (none when the session was not open).
+	Workflows []string `json:"workflows"`
+	// Entries is the number of transcript entries removed, the sub-agent
+	// sessions' included.
+	Entries int64 `json:"entries"`
+	// SubSessions are the sub-agent sessions removed with it.
+	SubSessions []string `json:"subSessions"`
+	// Running is the turn that was running (Force), "" when none was.
+	Running string `json:"running,omitempty"`
+}
+
+// Delete ends session for good: its workflow and its sub-agents' running
+// workflows are terminated, then its transcript, turn records, replies
+// and head are removed from the store, and so are its sub-agent
+// sessions' (its owner is kept: the ID stays the owner's). A session that runs or queues a turn is CodeTurnRunning
+// unless opts.Force; a session neither the store nor Temporal knows is
+// CodeNoSuchSession. Either refusal changes nothing.
+func (a *Agent) Delete(ctx context.Context, session string, opts DeleteOptions) (Deleted, error) {
+	out := Deleted{Session: session, Workflows: []string{}, SubSessions: []string{}}
+	if err := a.needStore(); err != nil {
+		return out, err
+	}
+	st, err := a.Status(ctx, session)
+	if err != nil {
+		return out, err
+	}
+	if st == StatusOpen {
+		v, err := a.State(ctx, session)
+		if err != nil && agent.CodeOf(err) != agent.CodeNoSuchSession {
+			return out, err
+		}
+		if busy := v.Running != "" || len(v.Queued) > 0; busy && !opts.Force {
+			what := fmt.Sprintf("is running turn %q", v.Running)
+			if v.Running == "" {
+				what = fmt.Sprintf("has %d queued turn(s)", len(v.Queued))
+			}
+			return out, agent.NewError(agent.CodeTurnRunning, fmt.Sprintf(
+				"session %q %s; abort it first, or delete with force (?force=true, fastagent session rm --force) to end it with the session", session, what))
+		}
+		out.Running = v.Running
+	}
+	subs, err := a.Store.SubSessions(ctx, session)
+	if err != nil {
+		return out, err
+	}
+	leaf, err := a.Store.Leaf(ctx, session)
+	if err != nil {
+		return out, err
+	}
+	if st != StatusOpen && leaf == "" && len(subs) == 0 {
+		if _, err := a.Store.LastTurn(ctx, session); errors.Is(err, store.ErrNotFound) {
+			return out, agent.NewError(agent.CodeNoSuchSession, fmt.Sprintf("no such session %q", session))
+		} else if err != nil {
+			return out, err
+		}
+	}
+	if st == StatusOpen {
+		ended, err := a.terminate(ctx, workflows.WorkflowID(session), "session deleted")
+		out.Workflows = append(out.Workflows, ended...)
+		if err != nil {
+			return out, err
+		}
+	}
+	for _, sub := range subs {
+		if !subAgentOf(session, sub) || slices.ContainsFunc(opts.Keep, func(p string) bool { return strings.HasPrefix(sub, p) }) {
+			continue
+		}
+		n, err := a.Store.DeleteSession(ctx, sub)
+		if err != nil {
+			return out, err
+		}
+		out.Entries += n
+		out.SubSessions = append(out.SubSessions, sub)
+	}
+	n, err := a.Store.DeleteSession(ctx, session)
+	out.Entries += n
+	return out, err
+}
+
+// terminate ends workflow id and, after it, the children it had running
+// (a sub-agent's own children included), and returns the IDs it ended.
+// A workflow that closed meanwhile is not an error.
+func (a *Agent) terminate(ctx context.Context, id, reason string) ([]string, error) {
+	d, err := a.Client.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("durable: describe %q: %w", id, err)
+	}
+	if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, nil
+	}
+	err = a.Client.TerminateWorkflow(ctx, id, "", reason)
+	if errors.As(err, &nf) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("durable: terminate %q: %w", id, err)
+	}
+	ended := []string{id}
+	for _, ch := range d.GetPendingChildren() {
+		more, err := a.terminate(ctx, ch.GetWorkflowId(), reason)
+		ended = append(ended, more...)
+		if err != nil {
+			return ended, err
+		}
+	}
+	return ended, nil
+}
+
+// subAgentOf reports whether stored session sub is a sub-agent session of
+// session: every part after session's ID has a sub-agent's shape.
+func subAgentOf(session, sub string) bool {
+	if !strings.HasPrefix(sub, session+"/") {
+		return false
+	}
+	for sub != session {
+		if !agentloop.IsSubAgentSession(sub) {
+			return false
+		}
+		sub = sub[:strings.LastIndexByte(sub, '/')]
+	}
+	return true
 }

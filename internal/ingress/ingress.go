@@ -74,6 +74,8 @@ type Server struct {
 	// Sessions serves the session list, transcripts, export/import,
 	// rewind and follow-ups (nil: 501).
 	Sessions Sessions
+	// Deleter serves DELETE /sessions/{id} (nil: 501).
+	Deleter Deleter
 	// Memories serves GET /memories and DELETE /memories/{id}, the
 	// agent's long-term memories (nil: 501).
 	Memories Memories
@@ -127,6 +129,9 @@ type Server struct {
 	// is saturated (nil: every turn is accepted). A request resuming a turn
 	// (Last-Event-ID) is never refused.
 	Admission Admitter
+	// PrincipalLimiter refuses a principal's new turns past
+	// limits.perPrincipal with 429 principal_limit (nil: no such limit).
+	PrincipalLimiter *PrincipalLimiter
 	// Details adds facts to GET /health?details (as JSON): the worker's tool
 	// sandbox, for one. nil: none.
 	Details func() map[string]any
@@ -428,13 +433,15 @@ func (s *Server) invoke(c *gin.Context) {
 	ctx = agent.WithIdempotencyKey(ctx, key)
 	ctx = agent.WithResumeAfter(ctx, after)
 	ctx = agent.WithResumeWithin(ctx, within)
-	if lastKey == "" && s.Admission != nil {
-		release, refusal := s.Admission.Admit()
-		if refusal != nil {
-			refuseOverloaded(c, refusal)
+	if lastKey == "" {
+		release, ok := s.admitTurn(c)
+		if !ok {
 			return
 		}
-		// The place is held until the turn ends, which may be after this
+		if release == nil {
+			release = func() {}
+		}
+		// The places are held until the turn ends, which may be after this
 		// stream (a turn kept running for its client to come back).
 		var taken func() bool
 		ctx, taken = agent.WithTurnEnd(ctx, release)
@@ -481,10 +488,54 @@ type Admitter interface {
 	Admit() (release func(), refusal error)
 }
 
+// admitTurn takes the places a new turn needs — admission control's
+// (429 overloaded), then its principal's (limits.perPrincipal, 429
+// principal_limit) — before anything is started. release (nil when
+// nothing was taken) gives them back once the turn has ended; a refusal
+// is answered and ok is false, and nothing is held.
+func (s *Server) admitTurn(c *gin.Context) (release func(), ok bool) {
+	var parts []func()
+	if s.Admission != nil {
+		r, refusal := s.Admission.Admit()
+		if refusal != nil {
+			refuseOverloaded(c, refusal)
+			return nil, false
+		}
+		parts = append(parts, r)
+	}
+	if s.PrincipalLimiter != nil {
+		p := principalOf(c)
+		done, refusal := s.PrincipalLimiter.Take(p.Name, s.NoAuth || p.Admin())
+		if refusal != nil {
+			for _, r := range parts {
+				r()
+			}
+			refuseWith(c, CodePrincipalLimit, "this turn was not started: ", refusal)
+			return nil, false
+		}
+		parts = append(parts, done)
+	}
+	if len(parts) == 0 {
+		return nil, true
+	}
+	return func() {
+		for _, r := range parts {
+			r()
+		}
+	}, true
+}
+
 // refuseOverloaded answers a turn admission control refused: 429, a
 // Retry-After in whole seconds, and a JSON body saying why. Nothing was
 // sent to any workflow.
 func refuseOverloaded(c *gin.Context, refusal error) {
+	refuseWith(c, CodeOverloaded, "the agent did not accept this turn: ", refusal)
+}
+
+// refuseWith answers 429 with code, a Retry-After in whole seconds (the
+// refusal's RetryDelay, else 1 s) and a message saying why and when to
+// retry.
+func refuseWith(c *gin.Context, code, prefix string, refusal error) {
 	wait := time.Second
 	var d interface{ RetryDelay() time.Duration }
 	if errors.As(refusal, &d) && d.RetryDelay() > 0 {
@@ -492,8 +543,7 @@ func refuseOverloaded(c *gin.Context, refusal error) {
 	}
 	secs := strconv.Itoa(int((wait + time.Second - 1) / time.Second))
 	c.Header("Retry-After", secs)
-	abort(c, CodeOverloaded,
-		"the agent did not accept this turn: "+refusal.Error()+"; retry after "+secs+" s")
+	abort(c, code, prefix+refusal.Error()+"; retry after "+secs+" s")
 }
 
 // attach serves GET /sessions/{id}/turns/{key}/events: the turn's events
@@ -641,6 +691,7 @@ var statusOf = map[string]int{
 	CodeTooLarge:         http.StatusRequestEntityTooLarge,
 	CodeRateLimited:      http.StatusTooManyRequests,
 	CodeOverloaded:       http.StatusTooManyRequests,
+	CodePrincipalLimit:   http.StatusTooManyRequests,
 	CodeDraining:         http.StatusServiceUnavailable,
 
 	agent.CodeNoSuchSession:         http.StatusNotFound,

@@ -48,6 +48,28 @@ type Sessions interface {
 	SearchSessions(ctx context.Context, f sessionstart.Filter, limit int, cursor string) (sessionstart.Page, error)
 }
 
+// Deleter deletes sessions for good (DELETE /sessions/{id}).
+type Deleter interface {
+	// DeleteSession ends session's workflow and its sub-agents' and removes
+	// its stored data. A running or queued turn is agent.CodeTurnRunning
+	// unless force; an unknown session agent.CodeNoSuchSession.
+	DeleteSession(ctx context.Context, session string, force bool) (DeletedSession, error)
+}
+
+// DeletedSession is the answer of DELETE /sessions/{id}: what was removed.
+type DeletedSession struct {
+	Session string `json:"session"`
+	// Workflows are the workflows ended: the session's and its running
+	// sub-agents' (empty when the session was not open).
+	Workflows []string `json:"workflows"`
+	// Entries counts the transcript entries removed.
+	Entries int64 `json:"entries"`
+	// SubSessions are the sub-agent sessions removed with it.
+	SubSessions []string `json:"subSessions"`
+	// Running is the turn that was running when force ended it.
+	Running string `json:"running,omitempty"`
+}
+
 // SessionListItem is one session of GET /sessions.
 type SessionListItem struct {
 	store.SessionInfo
@@ -71,6 +93,55 @@ func (s *Server) sessionRoutes(r gin.IRoutes) {
 	r.GET("/sessions/:id/export", s.guard(RightControl), s.export)
 	r.POST("/sessions/:id/rewind", s.guard(RightControl), s.rewind)
 	r.POST("/sessions/:id/followup", s.guard(RightInvoke), s.followUp)
+	r.DELETE("/sessions/:id", s.guard(RightControl), s.deleteSession)
+}
+
+// deleteSession serves DELETE /sessions/{id}[?force=true]: the session's
+// workflow (and its sub-agents') ended, its transcript and records
+// removed. A running or queued turn is 409 turn_running unless force.
+// Each deletion is logged and counted (fastagent_sessions_deleted_total).
+func (s *Server) deleteSession(c *gin.Context) {
+	force := false
+	if v := c.Query("force"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			abort(c, agent.CodeInvalidCommand, "force must be true or false")
+			return
+		}
+		force = b
+	}
+	id := c.Param("id")
+	if subAgentSession(c, id) || !s.access(c, id, false) {
+		return
+	}
+	if s.Deleter == nil {
+		abort(c, agent.CodeUnsupportedCapability, "deleting sessions is not available")
+		return
+	}
+	p := principalOf(c)
+	res, err := s.Deleter.DeleteSession(c.Request.Context(), id, force)
+	if err != nil {
+		s.log().Warn("session not deleted", "session", id, "principal", p.Name, "force", force, "error", err)
+		sessionsDeleted.WithLabelValues(deleteOutcome(err)).Inc()
+		s.fail(c, err)
+		return
+	}
+	sessionsDeleted.WithLabelValues("deleted").Inc()
+	s.log().Info("session deleted", "audit", true, "session", id, "principal", p.Name, "force", force,
+		"running", res.Running, "workflows", res.Workflows, "entries", res.Entries, "subSessions", res.SubSessions)
+	c.JSON(http.StatusOK, res)
+}
+
+// deleteOutcome is the outcome label of a refused or failed deletion.
+func deleteOutcome(err error) string {
+	switch agent.CodeOf(err) {
+	case agent.CodeTurnRunning:
+		return "refused_running"
+	case agent.CodeNoSuchSession:
+		return "not_found"
+	default:
+		return "error"
+	}
 }
 
 func (s *Server) sessions(c *gin.Context) bool {
@@ -291,17 +362,14 @@ func (s *Server) followUp(c *gin.Context) {
 	if key == "" {
 		key = NewKey()
 	}
-	release := func() {}
-	if s.Admission != nil {
-		r, refusal := s.Admission.Admit()
-		if refusal != nil {
-			refuseOverloaded(c, refusal)
-			return
-		}
-		release = r
+	release, ok := s.admitTurn(c)
+	if !ok {
+		return
 	}
 	if err := s.Sessions.FollowUp(agent.WithPrincipal(c.Request.Context(), principalOf(c).Name), c.Param("id"), key, req.Text); err != nil {
-		release()
+		if release != nil {
+			release()
+		}
 		s.fail(c, err)
 		return
 	}
@@ -311,11 +379,11 @@ func (s *Server) followUp(c *gin.Context) {
 }
 
 // holdUntilEnd calls release once the queued turn key of session has
-// ended (followed in the background through the Attacher), so that an
-// admission place taken for it is held while it runs; at once when the
-// turn cannot be followed.
+// ended (followed in the background through the Attacher), so that the
+// places taken for it (admitTurn) are held while it runs; at once when the
+// turn cannot be followed. A nil release holds nothing.
 func (s *Server) holdUntilEnd(ctx context.Context, session, key string, release func()) {
-	if s.Admission == nil {
+	if release == nil {
 		return
 	}
 	if s.Attacher == nil {
@@ -326,7 +394,7 @@ func (s *Server) holdUntilEnd(ctx context.Context, session, key string, release 
 		defer release()
 		events, err := s.Attacher.Attach(ctx, session, key)
 		if err != nil {
-			s.log().Warn("admission: cannot follow a queued follow-up turn; its place is released", "session", session, "turn", key, "error", err)
+			s.log().Warn("admission: cannot follow a queued follow-up turn; its places are released", "session", session, "turn", key, "error", err)
 			return
 		}
 		for ev := range events {

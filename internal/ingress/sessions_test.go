@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -59,6 +60,17 @@ func (r *sessionsRecorder) FollowUp(_ context.Context, session, _, _ string) err
 	return nil
 }
 
+func (r *sessionsRecorder) DeleteSession(_ context.Context, session string, force bool) (ingress.DeletedSession, error) {
+	r.mu.Lock()
+	running := r.running
+	r.mu.Unlock()
+	if running != "" && !force {
+		return ingress.DeletedSession{}, agent.NewError(agent.CodeTurnRunning, "session "+session+" is running turn "+running+"; delete with force")
+	}
+	r.record(fmt.Sprintf("delete %s force=%v", session, force))
+	return ingress.DeletedSession{Session: session, Workflows: []string{"session:" + session}, Entries: 3, SubSessions: []string{}, Running: running}, nil
+}
+
 const piFile = `{"type":"session","version":3,"id":"pi-1","timestamp":"2026-01-01T00:00:00Z","cwd":"/"}
 {"type":"message","id":"u1","parentId":null,"timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"hi","timestamp":0}}
 `
@@ -76,6 +88,7 @@ var sessionCalls = map[string]call{
 	"import":     {http.MethodPost, "/sessions/import", importBody("imported", piFile)},
 	"rewind":     {http.MethodPost, "/sessions/s1/rewind", `{"entry":"e1"}`},
 	"followup":   {http.MethodPost, "/sessions/s1/followup", `{"text":"then this"}`},
+	"delete":     {http.MethodDelete, "/sessions/s1", ""},
 }
 
 func sessionsServer(t *testing.T) (*httptest.Server, *sessionsRecorder) {
@@ -83,7 +96,7 @@ func sessionsServer(t *testing.T) (*httptest.Server, *sessionsRecorder) {
 	var sr *sessionsRecorder
 	hs, rec := authServer(t, func(s *ingress.Server) {
 		sr = &sessionsRecorder{}
-		s.Sessions = sr
+		s.Sessions, s.Deleter = sr, sr
 	})
 	sr.recorder = rec
 	return hs, sr
@@ -201,5 +214,47 @@ func TestSessionRoutesBadInput(t *testing.T) {
 	// A fork from a known entry goes through.
 	if resp, body := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"f2","text":"hi","parentSession":"s1","fromEntry":"e1"}`}, aliceTok, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("fork from e1: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestDeleteSessionRunningTurn: a running turn refuses the deletion with
+// 409 turn_running and a message naming force, and nothing is deleted;
+// force=true deletes it; a force that is not a boolean is a 400.
+func TestDeleteSessionRunningTurn(t *testing.T) {
+	t.Parallel()
+	hs, rec := sessionsServer(t)
+	if resp, body := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"s1","text":"hi"}`}, aliceTok, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice's invoke: %d %s", resp.StatusCode, body)
+	}
+	rec.mu.Lock()
+	rec.running = "k1"
+	rec.mu.Unlock()
+	before := len(rec.took())
+	resp, body := do(t, hs, call{http.MethodDelete, "/sessions/s1", ""}, aliceTok, nil)
+	if resp.StatusCode != http.StatusConflict || codeOf(body) != agent.CodeTurnRunning || !strings.Contains(body, "force") {
+		t.Errorf("delete during a turn: %d %s, want 409 turn_running naming force", resp.StatusCode, body)
+	}
+	resp, body = do(t, hs, call{http.MethodDelete, "/sessions/s1?force=maybe", ""}, aliceTok, nil)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "force") {
+		t.Errorf("delete with force=maybe: %d %s, want 400", resp.StatusCode, body)
+	}
+	if got := rec.took()[before:]; len(got) != 0 {
+		t.Errorf("refused deletions reached the engine: %v", got)
+	}
+	resp, body = do(t, hs, call{http.MethodDelete, "/sessions/s1?force=true", ""}, aliceTok, nil)
+	var d ingress.DeletedSession
+	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &d) != nil || d.Running != "k1" || d.Entries != 3 {
+		t.Errorf("forced delete: %d %s", resp.StatusCode, body)
+	}
+	if got := rec.took()[before:]; len(got) != 1 || got[0] != "delete s1 force=true" {
+		t.Errorf("forced delete reached the engine as %v", got)
+	}
+	// A sub-agent's session is deleted with the session that owns it only.
+	resp, body = do(t, hs, call{http.MethodDelete, "/sessions/s1%2Fdelegate-0123456789abcdef", ""}, adminTok, nil)
+	if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusNotFound {
+		t.Errorf("delete of a sub-agent session: %d %s, want 403 or 404", resp.StatusCode, body)
+	}
+	if got := rec.took()[before:]; len(got) != 1 {
+		t.Errorf("the sub-agent session's deletion reached the engine: %v", got)
 	}
 }

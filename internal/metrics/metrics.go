@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -110,6 +111,7 @@ func New() *Metrics {
 	}
 	m.reg.MustRegister(m.firstToken, m.tokens, m.queueDepth, m.sessions, m.refused, m.repliesFailed)
 	m.reg.MustRegister(channels.Collectors()...)
+	m.reg.MustRegister(ingress.Collectors()...)
 	m.reg.MustRegister(m.sdk, m.turnsStarted, m.turnsFinished, m.turnLatency, m.modelLatency, m.toolCalls, m.webhookAck,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -2,11 +2,14 @@ package serve
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/workspace"
@@ -108,5 +111,34 @@ func TestIngressFor(t *testing.T) {
 	}
 	if s := p.Ingress(nil); s.Control == nil || s.Agent.(*durable.Agent).Store != with.Store {
 		t.Errorf("Ingress: %+v", s)
+	}
+}
+
+// fastagent.yaml's limits.perPrincipal reaches the ingress: every
+// IngressFor shares one limiter (a principal's turns count across
+// agents), and a durable agent's ingress deletes sessions.
+func TestIngressForPrincipalLimits(t *testing.T) {
+	dir, with := components(t)
+	with.Loader = nil
+	yaml := "limits:\n  perPrincipal: {concurrentTurns: 2, turnsPerMinute: 10, exempt: [ci-bot]}\n"
+	if err := os.WriteFile(filepath.Join(dir, workspace.ConfigFile), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Assemble(context.Background(), Config{Dir: dir}, with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	want := ingress.PrincipalLimits{ConcurrentTurns: 2, TurnsPerMinute: 10, ExemptAdmins: true, Exempt: []string{"ci-bot"}}
+	if got := p.Config.PerPrincipal; !reflect.DeepEqual(got, want) {
+		t.Errorf("Config.PerPrincipal = %+v, want %+v", got, want)
+	}
+	d := p.Agent(nil)
+	a, b := p.IngressFor(d), p.IngressFor(d)
+	if a.PrincipalLimiter == nil || a.PrincipalLimiter != b.PrincipalLimiter {
+		t.Errorf("limiters %p %p: want one shared", a.PrincipalLimiter, b.PrincipalLimiter)
+	}
+	if a.Deleter == nil {
+		t.Error("a durable agent's ingress cannot delete sessions")
 	}
 }

@@ -284,12 +284,23 @@ func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
 	if sc, scoped := a.(*scopedAgent); scoped {
 		d, ok = sc.d, true
 	}
+	if _, scoped := a.(*scopedAgent); ok && !scoped {
+		s.Deleter = durableDeleter{d}
+	}
 	if ok {
 		// The agent's routes are also under /agents/<its task queue>/.
 		s.Name = taskQueueOr(d.TaskQueue)
 		if p.Store != nil {
 			s.Memories = agentMemories{store: p.Store, agent: s.Name}
 		}
+	}
+	if lim := p.Config.PerPrincipal; lim.Enabled() {
+		if p.principals == nil {
+			p.principals = ingress.NewPrincipalLimiter(lim)
+			p.Config.Logger.Info("per-principal limits on", "concurrent_turns", lim.ConcurrentTurns, "turns_per_minute", lim.TurnsPerMinute,
+				"exempt_admins", lim.ExemptAdmins, "exempt", lim.Exempt)
+		}
+		s.PrincipalLimiter = p.principals
 	}
 	if lim := p.Config.Admission; lim.Enabled() && ok {
 		ns := p.Config.Namespace
@@ -323,6 +334,9 @@ func newIngress(a agent.Agent, log *slog.Logger) *ingress.Server {
 	}
 	if ss, ok := a.(ingress.Sessions); ok {
 		s.Sessions = ss
+	}
+	if dl, ok := a.(ingress.Deleter); ok {
+		s.Deleter = dl
 	}
 	return s
 }

@@ -37,6 +37,7 @@ var (
 	_ ingress.Resender = (*scopedAgent)(nil)
 	_ ingress.Attacher = (*scopedAgent)(nil)
 	_ ingress.Sessions = (*scopedAgent)(nil)
+	_ ingress.Deleter  = (*scopedAgent)(nil)
 	_ ingress.Owners   = scopedOwners{}
 )
 
@@ -202,6 +203,36 @@ func (s *scopedAgent) Rewind(ctx context.Context, session, entry string) (workfl
 // FollowUp implements ingress.Sessions.
 func (s *scopedAgent) FollowUp(ctx context.Context, session, key, text string) error {
 	return with(ctx, s, session, func(id string) error { return s.d.FollowUp(ctx, id, key, text) })
+}
+
+// DeleteSession implements ingress.Deleter: the session, its running
+// sub-agents and its stored data (another agent's sessions are kept).
+func (s *scopedAgent) DeleteSession(ctx context.Context, session string, force bool) (ingress.DeletedSession, error) {
+	id, err := s.in(ctx, session)
+	if err != nil {
+		return ingress.DeletedSession{}, err
+	}
+	d, err := s.d.Delete(ctx, id, durable.DeleteOptions{Force: force, Keep: s.reserved})
+	return deletedSession(d, s.out), err
+}
+
+// durableDeleter is ingress.Deleter over a durable agent served alone.
+type durableDeleter struct{ d *durable.Agent }
+
+// DeleteSession implements ingress.Deleter.
+func (dd durableDeleter) DeleteSession(ctx context.Context, session string, force bool) (ingress.DeletedSession, error) {
+	d, err := dd.d.Delete(ctx, session, durable.DeleteOptions{Force: force})
+	return deletedSession(d, func(s string) string { return s }), err
+}
+
+// deletedSession is d as the ingress answers it, sessions named by out.
+func deletedSession(d durable.Deleted, out func(string) string) ingress.DeletedSession {
+	res := ingress.DeletedSession{Session: out(d.Session), Workflows: d.Workflows, Entries: d.Entries, Running: d.Running,
+		SubSessions: make([]string, len(d.SubSessions))}
+	for i, sub := range d.SubSessions {
+		res.SubSessions[i] = out(sub)
+	}
+	return res
 }
 
 // with runs f on the stored name of session.

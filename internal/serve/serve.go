@@ -112,6 +112,9 @@ type Config struct {
 	// Admission are the ingress's saturation limits (default: http.admission
 	// of fastagent.yaml; the zero value: off).
 	Admission admission.Limits
+	// PerPrincipal bounds each API principal's new HTTP turns (default:
+	// limits.perPrincipal of fastagent.yaml; the zero value: none).
+	PerPrincipal ingress.PrincipalLimits
 	// WorkerStopTimeout bounds how long a stopping worker lets running
 	// activities finish (0: plugin.DefaultStopTimeout).
 	WorkerStopTimeout time.Duration
@@ -226,6 +229,9 @@ type Parts struct {
 	// closers release what Assemble opened (not the caller's Components),
 	// in reverse order.
 	closers []func()
+	// principals counts every agent's HTTP turns per principal
+	// (Config.PerPrincipal), made by the first IngressFor that needs it.
+	principals *ingress.PrincipalLimiter
 	// ownSandbox says Sandbox was opened here (not the given loader's).
 	ownSandbox bool
 	// walls are, by agent ("" the main one), what no tool of it may change
@@ -298,6 +304,9 @@ func (cfg *Config) fromDefinition(ctx context.Context, loader *workspace.Loader)
 	h := def.Config.HTTP
 	invokeOff = len(chans) > 0 && (h.Invoke == nil || !*h.Invoke)
 	cfg.fromHTTP(h)
+	if !cfg.PerPrincipal.Enabled() {
+		cfg.PerPrincipal = principalLimits(def.Config.Limits.PerPrincipal)
+	}
 	return chans, invokeOff, nil
 }
 
@@ -958,6 +967,13 @@ func ensureGitignore(stateDir string) {
 		return
 	}
 	_ = os.WriteFile(p, []byte("# fastagent machine state\n*\n"), 0o600)
+}
+
+// principalLimits converts fastagent.yaml's limits.perPrincipal block
+// (admins are exempt unless exemptAdmins: false).
+func principalLimits(c workspace.PerPrincipalConfig) ingress.PrincipalLimits {
+	return ingress.PrincipalLimits{ConcurrentTurns: c.ConcurrentTurns, TurnsPerMinute: c.TurnsPerMinute,
+		ExemptAdmins: c.ExemptAdmins == nil || *c.ExemptAdmins, Exempt: c.Exempt}
 }
 
 // admissionLimits converts fastagent.yaml's http.admission block.

@@ -17,8 +17,11 @@ const DefaultEntryCacheBytes = 16 << 20
 // walking the parent links in the database and decoding every entry again.
 //
 // Entries never change once stored (an append of an existing ID is a
-// no-op, and nothing deletes entries), so a cached entry is never stale,
-// whichever process appended it. Only what the database holds is cached:
+// no-op), so a cached entry is never stale, whichever process appended it
+// — until DeleteSession removes its session: that process drops the
+// session's entries (forget); another process may still answer a read of
+// a deleted entry by its old ID until the entry is evicted (a new session
+// under the same name has new entry IDs, so its turns never read them). Only what the database holds is cached:
 // what a read returned, and what an append inserted (its committed rows;
 // an ID that already existed is left to the next read). Misses are never
 // cached.
@@ -79,6 +82,26 @@ func (c *entryCache) lookup(k entryKey) (transcript.Entry, bool) {
 	delete(c.old, k)
 	c.insert(k, v)
 	return v.e, true
+}
+
+// forget drops every cached entry of session (DeleteSession).
+func (c *entryCache) forget(session string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, v := range c.young {
+		if k.session == session {
+			delete(c.young, k)
+			c.youngLen -= v.size
+		}
+	}
+	for k := range c.old {
+		if k.session == session {
+			delete(c.old, k)
+		}
+	}
 }
 
 // put caches e (as stored: decoded from the database's bytes), of stored

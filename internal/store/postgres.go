@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fastagent/fastagent/transcript"
 	"github.com/jackc/pgx/v5"
@@ -442,4 +443,44 @@ func isRetryablePG(err error) bool {
 		return false
 	}
 	return pe.Code == "40P01" || pe.Code == "40001"
+}
+
+// postgresSessionTables are sessionTables as this store names them.
+var postgresSessionTables = []string{postgresTable, postgresTurns, postgresReplies, postgresHeads}
+
+// DeleteSession implements Store.
+func (p *Postgres) DeleteSession(ctx context.Context, session string) (int64, error) {
+	if session == "" {
+		return 0, errors.New("store: delete session: empty session")
+	}
+	var n int64
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		for _, t := range postgresSessionTables {
+			tag, err := tx.Exec(ctx, `DELETE FROM `+t+` WHERE session = $1`, session)
+			if err != nil {
+				return err
+			}
+			if t == postgresTable {
+				n = tag.RowsAffected()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: postgres: delete session %q: %w", session, err)
+	}
+	p.cache.forget(session)
+	return n, nil
+}
+
+// SubSessions implements Store.
+func (p *Postgres) SubSessions(ctx context.Context, session string) ([]string, error) {
+	prefix := session + "/"
+	rows, err := p.pool.Query(ctx, `SELECT DISTINCT session FROM (
+SELECT session FROM `+postgresTable+` UNION SELECT session FROM `+postgresTurns+` UNION SELECT session FROM `+postgresHeads+`) s
+WHERE left(session, $1) = $2 ORDER BY session`, utf8.RuneCountInString(prefix), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: sub-sessions of %q: %w", session, err)
+	}
+	return scanNames(session, rows)
 }

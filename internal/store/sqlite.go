@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fastagent/fastagent/transcript"
 	"modernc.org/sqlite"
@@ -492,3 +493,45 @@ func isBusy(err error) bool {
 type sqlRows struct{ *sql.Rows }
 
 func (r *sqlRows) Close() { _ = r.Rows.Close() }
+
+// DeleteSession implements Store.
+func (s *SQLite) DeleteSession(ctx context.Context, session string) (int64, error) {
+	if session == "" {
+		return 0, errors.New("store: delete session: empty session")
+	}
+	var n int64
+	err := retryBusy(ctx, func() error {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for _, t := range sessionTables {
+			res, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE session = ?`, session)
+			if err != nil {
+				return err
+			}
+			if t == "entries" {
+				n, _ = res.RowsAffected()
+			}
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: sqlite: delete session %q: %w", session, err)
+	}
+	s.cache.forget(session)
+	return n, nil
+}
+
+// SubSessions implements Store.
+func (s *SQLite) SubSessions(ctx context.Context, session string) ([]string, error) {
+	prefix := session + "/"
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT session FROM (
+SELECT session FROM entries UNION SELECT session FROM turns UNION SELECT session FROM heads)
+WHERE substr(session, 1, ?) = ? ORDER BY session`, utf8.RuneCountInString(prefix), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite: sub-sessions of %q: %w", session, err)
+	}
+	return scanNames(session, &sqlRows{rows})
+}

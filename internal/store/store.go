@@ -134,9 +134,24 @@ type Store interface {
 	// Forget deletes memory id if it is in scope and returns it; one out of
 	// scope or missing is ErrNotFound.
 	Forget(ctx context.Context, scope MemoryScope, id string) (Memory, error)
+	// DeleteSession removes what is kept of session's conversation — its
+	// entries (images included), turn records, replies and head — in one
+	// transaction, and returns how many entries it removed; a session the
+	// store does not hold removes nothing and is not an error. The owner
+	// is kept: the ID stays its owner's, so nobody else can start a
+	// session under a deleted one's name.
+	DeleteSession(ctx context.Context, session string) (int64, error)
+	// SubSessions lists the sessions the store holds whose IDs start with
+	// session + "/" (a sub-agent's sessions have such IDs; callers decide
+	// which of them are).
+	SubSessions(ctx context.Context, session string) ([]string, error)
 	// Close releases the store's connections.
 	Close() error
 }
+
+// sessionTables are the tables keyed by session that DeleteSession clears
+// (owners stay, and memories, which are the principal's).
+var sessionTables = []string{"entries", "turns", "replies", "heads"}
 
 // notFound wraps ErrNotFound with the entry and session it is about.
 func notFound(session, id string) error {
@@ -384,4 +399,21 @@ func pageOf(rows []listRow, limit int) SessionPage {
 		p.Sessions = append(p.Sessions, r.info)
 	}
 	return p
+}
+
+// scanNames reads one text column of every row (SubSessions).
+func scanNames(session string, rows rowScanner) ([]string, error) {
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("store: sub-sessions of %q: %w", session, err)
+		}
+		out = append(out, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: sub-sessions of %q: %w", session, err)
+	}
+	return out, nil
 }

@@ -180,6 +180,22 @@ type LimitsConfig struct {
 	TurnTime Duration `yaml:"turnTime"`
 	// SessionTokensPerDay bounds the tokens of one session per UTC day.
 	SessionTokensPerDay int64 `yaml:"sessionTokensPerDay"`
+	// PerPrincipal bounds the turns one API principal starts over HTTP,
+	// checked by the ingress before anything is started.
+	PerPrincipal PerPrincipalConfig `yaml:"perPrincipal"`
+}
+
+// PerPrincipalConfig bounds one principal's new HTTP turns (invoke and
+// follow-ups) on an ingress process; an unset or zero field is no limit.
+type PerPrincipalConfig struct {
+	// ConcurrentTurns bounds the principal's turns running at once.
+	ConcurrentTurns int `yaml:"concurrentTurns"`
+	// TurnsPerMinute bounds the turns the principal starts in any minute.
+	TurnsPerMinute int `yaml:"turnsPerMinute"`
+	// ExemptAdmins leaves admin principals unlimited (default true).
+	ExemptAdmins *bool `yaml:"exemptAdmins"`
+	// Exempt are principals never limited (service accounts, for one).
+	Exempt []string `yaml:"exempt"`
 }
 
 // CompactionConfig tunes automatic compaction (pi's algorithm).
@@ -561,6 +577,9 @@ func (c Config) validateWith(custom map[string]bool) error {
 	if l := c.Limits; l.TurnTokens < 0 || l.SessionTokensPerDay < 0 || l.TurnTime < 0 {
 		return badKey("budgets must not be negative (0 or unset: no limit)", "limits")
 	}
+	if p := c.Limits.PerPrincipal; p.ConcurrentTurns < 0 || p.TurnsPerMinute < 0 {
+		return badKey("limits must not be negative (0 or unset: no limit)", "limits", "perPrincipal")
+	}
 	if c.HTTP.DetachGrace != nil && *c.HTTP.DetachGrace < 0 {
 		return badKey("a negative duration; use 0 to abort at once when a client disconnects", "http", "detachGrace")
 	}
@@ -795,6 +814,7 @@ var configTypes = map[string]struct {
 	"workspace.AdmissionConfig":     {reflect.TypeOf(AdmissionConfig{}), "http.admission"},
 	"workspace.CompactionConfig":    {reflect.TypeOf(CompactionConfig{}), "compaction"},
 	"workspace.LimitsConfig":        {reflect.TypeOf(LimitsConfig{}), "limits"},
+	"workspace.PerPrincipalConfig":  {reflect.TypeOf(PerPrincipalConfig{}), "limits.perPrincipal"},
 	"workspace.ApprovalsConfig":     {reflect.TypeOf(ApprovalsConfig{}), "approvals"},
 	"workspace.ActivitiesConfig":    {reflect.TypeOf(ActivitiesConfig{}), "activities"},
 	"workspace.ActivityGroupConfig": {reflect.TypeOf(ActivityGroupConfig{}), "an activities entry"},

@@ -83,6 +83,16 @@ func TestConfigErrors(t *testing.T) {
 			want: []ConfigError{{Key: "http.admission", Reason: "limits must not be negative"}},
 		},
 		{
+			name: "negative per-principal limit",
+			yaml: "limits:\n  perPrincipal:\n    turnsPerMinute: -5\n",
+			want: []ConfigError{{Key: "limits.perPrincipal", Reason: "limits must not be negative"}},
+		},
+		{
+			name: "unknown per-principal key",
+			yaml: "limits:\n  perPrincipal:\n    tokensPerDay: 3\n",
+			want: []ConfigError{{Line: 3, Key: "limits.perPrincipal.tokensPerDay", Reason: "unknown key (limits.perPrincipal takes: concurrentTurns, turnsPerMinute, exemptAdmins, exempt)"}},
+		},
+		{
 			name: "approval timeout out of range",
 			yaml: "approvals:\n  timeout: 500ms\n",
 			want: []ConfigError{{Key: "approvals.timeout", Reason: "500ms is out of range 1s..720h"}},
@@ -319,6 +329,7 @@ allowSecretEnv: [GITHUB_TOKEN, OPENAI_API_KEY]
 mcpServers:
   gh: {command: gh-mcp, env: {TOKEN: "${GITHUB_TOKEN}", KEY: "${OPENAI_API_KEY}", HOME: "${HOME}"}}
 http: {host: 0.0.0.0, port: 9000, admission: {maxInFlight: 200, maxBacklog: 50, maxBacklogAge: 500ms, retryAfter: 3s}}
+limits: {perPrincipal: {concurrentTurns: 2, turnsPerMinute: 20, exemptAdmins: false, exempt: [ci-bot]}}
 selfSchedule: true
 selfEdit: true
 contextWindow: 32000
@@ -351,6 +362,9 @@ activities:
 	if a := c.HTTP.Admission; a.MaxInFlight != 200 || a.MaxBacklog != 50 || a.MaxBacklogAge == nil ||
 		time.Duration(*a.MaxBacklogAge) != 500*time.Millisecond || a.RetryAfter == nil || time.Duration(*a.RetryAfter) != 3*time.Second {
 		t.Errorf("http.admission %+v", a)
+	}
+	if pp := c.Limits.PerPrincipal; pp.ConcurrentTurns != 2 || pp.TurnsPerMinute != 20 || pp.ExemptAdmins == nil || *pp.ExemptAdmins || len(pp.Exempt) != 1 || pp.Exempt[0] != "ci-bot" {
+		t.Errorf("limits.perPrincipal %+v", pp)
 	}
 	if c.ContextWindow != 32000 || c.Compaction.On() || c.Compaction.ReserveTokens != 4000 || c.Compaction.KeepRecentTokens != 8000 {
 		t.Errorf("compaction %d %+v", c.ContextWindow, c.Compaction)

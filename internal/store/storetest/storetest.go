@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Heads", testHeads},
 		{"SessionOwners", testSessionOwners},
 		{"Replies", testReplies},
+		{"DeleteSession", testDeleteSession},
 		{"Memories", testMemories},
 		{"MemoryScopes", testMemoryScopes},
 		{"MemorySearchSyntax", testMemorySearchSyntax},
@@ -1004,6 +1006,99 @@ func walkSessions(t *testing.T, s store.Store, q store.SessionQuery) []store.Ses
 			return all
 		}
 		q.Cursor = p.NextCursor
+	}
+}
+
+// testDeleteSession: DeleteSession removes a session's entries, turn
+// records, replies and head, keeps its owner, and removes nothing of
+// another session whose ID merely starts the same; SubSessions lists the
+// "<session>/…" ones.
+func testDeleteSession(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	seed := func(session string) {
+		t.Helper()
+		if err := s.Append(ctx, session, fullEntries()...); err != nil {
+			t.Fatalf("Append(%s): %v", session, err)
+		}
+		rec := store.TurnRecord{Key: "k1", Outcome: json.RawMessage(`{"status":"completed"}`), Finished: at(9)}
+		if err := s.RecordTurn(ctx, session, rec); err != nil {
+			t.Fatalf("RecordTurn(%s): %v", session, err)
+		}
+		if err := s.SaveReply(ctx, session, "k1", "C1:1.0"); err != nil {
+			t.Fatalf("SaveReply(%s): %v", session, err)
+		}
+		if err := s.SetHead(ctx, session, mustLeaf(t, s, session)); err != nil {
+			t.Fatalf("SetHead(%s): %v", session, err)
+		}
+		if _, err := s.ClaimSession(ctx, session, "alice"); err != nil {
+			t.Fatalf("ClaimSession(%s): %v", session, err)
+		}
+	}
+	for _, session := range []string{"A", "A/delegate-0123456789abcdef", "AB", "A/x/y"} {
+		seed(session)
+	}
+	subs, err := s.SubSessions(ctx, "A")
+	if err != nil {
+		t.Fatalf("SubSessions(A): %v", err)
+	}
+	if want := []string{"A/delegate-0123456789abcdef", "A/x/y"}; !slices.Equal(subs, want) {
+		t.Errorf("SubSessions(A) = %q, want %q", subs, want)
+	}
+	n, err := s.DeleteSession(ctx, "A")
+	if err != nil {
+		t.Fatalf("DeleteSession(A): %v", err)
+	}
+	if want := int64(len(fullEntries())); n != want {
+		t.Errorf("DeleteSession(A) removed %d entries, want %d", n, want)
+	}
+	if es := mustEntries(t, s, "A"); len(es) != 0 {
+		t.Errorf("A still holds %d entries", len(es))
+	}
+	for _, e := range fullEntries() {
+		if _, err := s.Get(ctx, "A", e.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get(A, %s) after delete: %v, want ErrNotFound", e.ID, err)
+		}
+	}
+	if l := mustLeaf(t, s, "A"); l != "" {
+		t.Errorf("A's leaf = %q after delete", l)
+	}
+	if _, err := s.Turn(ctx, "A", "k1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Turn(A, k1) after delete: %v, want ErrNotFound", err)
+	}
+	if _, err := s.LastTurn(ctx, "A"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("LastTurn(A) after delete: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Reply(ctx, "A", "k1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Reply(A, k1) after delete: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Head(ctx, "A"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Head(A) after delete: %v, want ErrNotFound", err)
+	}
+	if o, err := s.SessionOwner(ctx, "A"); err != nil || o != "alice" {
+		t.Errorf("SessionOwner(A) after delete = %q, %v; want alice (the ID stays its owner's)", o, err)
+	}
+	for _, other := range []string{"AB", "A/delegate-0123456789abcdef", "A/x/y"} {
+		if es := mustEntries(t, s, other); len(es) != len(fullEntries()) {
+			t.Errorf("deleting A left %s with %d entries, want %d", other, len(es), len(fullEntries()))
+		}
+		if o, err := s.SessionOwner(ctx, other); err != nil || o != "alice" {
+			t.Errorf("deleting A changed %s's owner: %q, %v", other, o, err)
+		}
+	}
+	page, err := s.ListSessions(ctx, store.SessionQuery{})
+	if err != nil {
+		t.Fatalf("ListSessions: %v", err)
+	}
+	for _, si := range page.Sessions {
+		if si.Session == "A" {
+			t.Errorf("ListSessions still lists A after delete: %+v", si)
+		}
+	}
+	if n, err := s.DeleteSession(ctx, "A"); err != nil || n != 0 {
+		t.Errorf("DeleteSession(A) again = %d, %v; want 0, nil", n, err)
+	}
+	if _, err := s.DeleteSession(ctx, ""); err == nil {
+		t.Error("DeleteSession with an empty session succeeded")
 	}
 }
 
