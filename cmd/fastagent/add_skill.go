@@ -32,7 +32,7 @@ func newAddSkill(g *globals) *cobra.Command {
 			"<name> is the front matter's name, else the folder's. An existing skill is never overwritten without --force.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runAddSkill(cmd.Context(), g, o, args[0], cmd.OutOrStdout())
+			return runAddSkill(commandContext(cmd), g, o, args[0], cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
@@ -48,9 +48,6 @@ func isGitURL(src string) bool {
 }
 
 func runAddSkill(ctx context.Context, g *globals, o *addSkillOptions, src string, out io.Writer) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	dir, err := filepath.Abs(g.dir)
 	if err != nil {
 		return failure("%w", err)
@@ -59,25 +56,11 @@ func runAddSkill(ctx context.Context, g *globals, o *addSkillOptions, src string
 	if err != nil {
 		return failure("%w", err)
 	}
-	root := src
-	if st, err := os.Stat(src); err != nil || !st.IsDir() {
-		if !isGitURL(src) {
-			return usageError("%s is neither a folder nor a git URL", src)
-		}
-		tmp, err := os.MkdirTemp("", "fastagent-skill-")
-		if err != nil {
-			return failure("%w", err)
-		}
-		defer func() { _ = os.RemoveAll(tmp) }()
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-		clone := exec.CommandContext(cctx, "git", "clone", "--quiet", "--depth", "1", "--", src, filepath.Join(tmp, "repo"))
-		clone.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-		if b, err := clone.CombinedOutput(); err != nil {
-			return failure("git clone %s: %v\n%s", src, err, strings.TrimSpace(string(b)))
-		}
-		root = filepath.Join(tmp, "repo")
+	root, cleanup, err := skillSource(ctx, src)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	if o.path != "" {
 		if filepath.IsAbs(o.path) || strings.HasPrefix(filepath.Clean(o.path), "..") {
 			return usageError("--path %s must be a folder inside the source", o.path)
@@ -129,15 +112,51 @@ func runAddSkill(ctx context.Context, g *globals, o *addSkillOptions, src string
 	return nil
 }
 
+// skillSource is the folder to add a skill from: src itself, or a shallow
+// clone of the git URL src in a temporary folder that cleanup removes.
+func skillSource(ctx context.Context, src string) (root string, cleanup func(), err error) {
+	if st, err := os.Stat(src); err == nil && st.IsDir() {
+		return src, func() {}, nil
+	}
+	if !isGitURL(src) {
+		return "", nil, usageError("%s is neither a folder nor a git URL", src)
+	}
+	tmp, err := os.MkdirTemp("", "fastagent-skill-")
+	if err != nil {
+		return "", nil, failure("%w", err)
+	}
+	cleanup = func() { _ = os.RemoveAll(tmp) }
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	clone := exec.CommandContext(cctx, "git", "clone", "--quiet", "--depth", "1", "--", src, filepath.Join(tmp, "repo"))
+	clone.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	if b, err := clone.CombinedOutput(); err != nil {
+		cleanup()
+		return "", nil, failure("git clone %s: %v\n%s", src, err, strings.TrimSpace(string(b)))
+	}
+	return filepath.Join(tmp, "repo"), cleanup, nil
+}
+
 // copySkill copies the regular files and folders of src into dst (.git
 // left out); a symbolic link or special file is refused, as a skill that
 // points outside itself.
 func copySkill(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
+	from, err := os.OpenRoot(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = from.Close() }()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	to, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = to.Close() }()
+	// Both sides are opened through their roots: a file swapped for a link
+	// while the walk runs cannot lead a read or a write outside them.
+	return fs.WalkDir(from.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -145,24 +164,35 @@ func copySkill(src, dst string) error {
 			return nil
 		}
 		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
+			return fs.SkipDir
 		}
-		target := filepath.Join(dst, rel)
 		switch {
 		case d.IsDir():
-			return os.MkdirAll(target, 0o755)
+			return to.MkdirAll(rel, 0o755)
 		case d.Type().IsRegular():
-			info, err := d.Info()
+			info, err := from.Lstat(rel)
 			if err != nil {
 				return err
 			}
-			b, err := os.ReadFile(p)
+			if !info.Mode().IsRegular() {
+				return fmt.Errorf("%s is a symbolic link or special file; a skill holds only files and folders", rel)
+			}
+			b, err := from.ReadFile(rel)
 			if err != nil {
 				return err
 			}
-			return os.WriteFile(target, b, info.Mode().Perm()&0o755|0o644)
+			return to.WriteFile(rel, b, info.Mode().Perm()&0o755|0o644)
 		default:
 			return fmt.Errorf("%s is a symbolic link or special file; a skill holds only files and folders", rel)
 		}
 	})
+}
+
+// commandContext is the command's context, or Background for a command
+// run without one (as tests run them).
+func commandContext(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
 }

@@ -81,6 +81,35 @@ func newDeploy(g *globals) *cobra.Command {
 
 // spec builds the rendering spec from the flags and the agent definition,
 // and the output folder.
+// temporalDefaults fills the namespace and frontend address a flag left
+// empty: the environment's namespace, else Temporal Cloud's or the
+// self-hosted defaults of the target.
+func temporalDefaults(s deploy.Spec, target string) (namespace, address string) {
+	namespace, address = s.Namespace, s.Address
+	cloud := s.Temporal == deploy.TemporalCloud
+	if namespace == "" {
+		switch {
+		case os.Getenv("TEMPORAL_NAMESPACE") != "":
+			namespace = os.Getenv("TEMPORAL_NAMESPACE")
+		case cloud:
+			namespace = "your-namespace.your-account"
+		default:
+			namespace = "default"
+		}
+	}
+	if address == "" {
+		switch {
+		case cloud:
+			address = "us-east-1.aws.api.temporal.io:7233"
+		case target == "compose":
+			address = "temporal:7233"
+		default:
+			address = "temporal-frontend.temporal.svc.cluster.local:7233"
+		}
+	}
+	return namespace, address
+}
+
 func (f *deployFlags) spec(cmd *cobra.Command, g *globals, target string) (deploy.Spec, string, error) {
 	ws, err := filepath.Abs(g.dir)
 	if err != nil {
@@ -113,27 +142,7 @@ func (f *deployFlags) spec(cmd *cobra.Command, g *globals, target string) (deplo
 	if s.Version == "" || strings.HasPrefix(s.Version, "(") {
 		s.Version = "latest"
 	}
-	cloud := s.Temporal == deploy.TemporalCloud
-	if s.Namespace == "" {
-		switch {
-		case os.Getenv("TEMPORAL_NAMESPACE") != "":
-			s.Namespace = os.Getenv("TEMPORAL_NAMESPACE")
-		case cloud:
-			s.Namespace = "your-namespace.your-account"
-		default:
-			s.Namespace = "default"
-		}
-	}
-	if s.Address == "" {
-		switch {
-		case cloud:
-			s.Address = "us-east-1.aws.api.temporal.io:7233"
-		case target == "compose":
-			s.Address = "temporal:7233"
-		default:
-			s.Address = "temporal-frontend.temporal.svc.cluster.local:7233"
-		}
-	}
+	s.Namespace, s.Address = temporalDefaults(s, target)
 	// The model: fastagent.yaml's is in the image; otherwise the
 	// deployment sets FASTAGENT_MODEL (this shell's, else a default).
 	specs := def.Config.ModelSpecs()

@@ -107,8 +107,11 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 // workflow then does not run. Not once the turn was stopped: its workflow
 // records what the abort made of it.
 func (a *Activities) endTurn(ctx context.Context, call agentloop.ModelCall, res agentloop.ModelResult) (agentloop.ModelResult, error) {
-	if call.End == nil || !res.EndsTurn() || ctx.Err() != nil {
+	if call.End == nil || !res.EndsTurn() {
 		return res, nil
+	}
+	if ctx.Err() != nil {
+		return res, nil //nolint:nilerr // a stopped turn is recorded by its workflow, from what the abort made of it
 	}
 	in := wire.RecordTurnInput{Session: call.Session, Key: call.Turn, Outcome: call.End.Ended(call, res),
 		Finished: time.Now().UTC(), Started: call.End.Started}

@@ -128,7 +128,7 @@ func Run(ctx context.Context, o Options) Report {
 	}
 	var r Report
 	r = append(r, o.temporalChecks(ctx)...)
-	r = append(r, o.checkStore(ctx), o.checkFeed(ctx), o.checkModels())
+	r = append(r, o.checkStore(ctx), o.checkFeed(ctx), o.checkModels()) //nolint:contextcheck // building a model client calls nothing
 	return r
 }
 
@@ -316,7 +316,7 @@ func (o Options) checkFeed(ctx context.Context) Result {
 		if !o.Fix {
 			return Result{Name: name, Status: Fail, Detail: fmt.Sprintf("JetStream stream %s does not exist yet (the first worker or ingress creates it; fastagent doctor --fix creates it now)", stream)}
 		}
-		b, err := feed.NewNATS(o.Feed)
+		b, err := feed.NewNATS(o.Feed) //nolint:contextcheck // the feed dials with its own timeout
 		if err != nil {
 			return Result{Name: name, Status: Fail, Detail: "creating the stream: " + err.Error()}
 		}

@@ -83,6 +83,14 @@ func (a *Agent) Status(ctx context.Context, session string) (string, error) {
 // else the last recorded turn's, else the newest stored entry.
 func (a *Agent) CurrentLeaf(ctx context.Context, session string) (string, error) {
 	if v, err := a.State(ctx, session); err == nil {
+		// A turn's last model step records the turn, and its answer is
+		// out, a moment before the workflow hears of it: its record's
+		// leaf is the one a caller holding that answer must read.
+		if v.Running != "" {
+			if out, err := lookupTurn(ctx, a.Store, session, v.Running); err == nil && out.Leaf != "" {
+				return out.Leaf, nil
+			}
+		}
 		return v.Leaf, nil
 	} else if agent.CodeOf(err) != agent.CodeNoSuchSession {
 		return "", err
@@ -330,7 +338,7 @@ func (a *Agent) Delete(ctx context.Context, session string, opts DeleteOptions) 
 // (a sub-agent's own children included), and returns the IDs it ended.
 // A workflow that closed meanwhile is not an error.
 func (a *Agent) terminate(ctx context.Context, id, reason string) ([]string, error) {
-	d, err := a.Client.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := a.Client.DescribeWorkflow(ctx, id, "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, nil
@@ -338,6 +346,7 @@ func (a *Agent) terminate(ctx context.Context, id, reason string) ([]string, err
 	if err != nil {
 		return nil, fmt.Errorf("durable: describe %q: %w", id, err)
 	}
+	d := desc.RawResponse
 	if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return nil, nil
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// CodePrincipalLimit: the caller's principal reached its own limit of
+// CodePrincipalLimit is the refusal when the caller's principal reached its own limit of
 // concurrent turns or turns per minute (limits.perPrincipal); 429 with
 // Retry-After, and nothing was started.
 const CodePrincipalLimit = "principal_limit"

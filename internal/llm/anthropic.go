@@ -51,16 +51,6 @@ func sendsBack(m transcript.Message) bool {
 	return len(m.ThinkingBlocks) > 0 && strings.HasPrefix(m.Model, "anthropic/")
 }
 
-// anthBody is what the edit reads of a Messages API body.
-type anthBody struct {
-	System   json.RawMessage   `json:"system"`
-	Tools    []json.RawMessage `json:"tools"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-}
-
 // anthropicEdit returns the edit of an Anthropic request body: the
 // placeholders of thinking replaced by the signed blocks, consecutive
 // messages of one role joined (as the API would; a thinking block must

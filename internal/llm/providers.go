@@ -268,7 +268,7 @@ func (m *model) initBedrock(getenv func(string) string) error {
 	defer cancel()
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
-		return fmt.Errorf("llm: %s: loading the AWS configuration: %v: %w", m.spec, err, ErrNotConfigured)
+		return fmt.Errorf("llm: %s: loading the AWS configuration: %w: %w", m.spec, err, ErrNotConfigured)
 	}
 	m.baseURL = "https://bedrock-runtime." + region + ".amazonaws.com"
 	var endpoint *string

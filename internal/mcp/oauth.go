@@ -61,7 +61,7 @@ func ReadTokenFile(path string) (*TokenFile, error) {
 
 // write stores f at path, owner-only, replacing the file atomically.
 func (f *TokenFile) write(path string) error {
-	b, err := json.MarshalIndent(f, "", "  ")
+	b, err := json.MarshalIndent(f, "", "  ") //nolint:gosec // G117: the token file holds the client's secret on purpose, owner-only in the protected state dir
 	if err != nil {
 		return err
 	}
@@ -200,27 +200,7 @@ func Login(ctx context.Context, s Server, o LoginOptions) (int, error) {
 	defer func() { _ = l.Close() }()
 	redirect := fmt.Sprintf("http://%s/callback", l.Addr())
 	results := make(chan *auth.AuthorizationResult, 1)
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/callback" {
-			http.NotFound(w, r)
-			return
-		}
-		q := r.URL.Query()
-		if e := q.Get("error"); e != "" {
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprintf(w, "<p>Authorization failed: %s</p>", html.EscapeString(e+" "+q.Get("error_description")))
-			select {
-			case results <- &auth.AuthorizationResult{}:
-			default:
-			}
-			return
-		}
-		fmt.Fprint(w, "<p>fastagent is logged in; you can close this tab.</p>")
-		select {
-		case results <- &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}:
-		default:
-		}
-	})}
+	srv := callbackServer(results)
 	go func() { _ = srv.Serve(l) }()
 	defer func() { _ = srv.Close() }()
 
@@ -283,7 +263,12 @@ func Login(ctx context.Context, s Server, o LoginOptions) (int, error) {
 	if err := tf.write(s.OAuthFile); err != nil {
 		return 0, fmt.Errorf("storing the token: %w", err)
 	}
-	// Check the login the way the worker will use it.
+	return checkLogin(ctx, s)
+}
+
+// checkLogin lists the server's tools the way the worker will, with the
+// token just stored, and returns how many there are.
+func checkLogin(ctx context.Context, s Server) (int, error) {
 	m := NewManager(nil)
 	defer m.Close()
 	s.Deferred = false
@@ -292,6 +277,32 @@ func Login(ctx context.Context, s Server, o LoginOptions) (int, error) {
 		return 0, fmt.Errorf("logged in, but listing the tools failed: %s", diags[0].Message)
 	}
 	return len(tools), nil
+}
+
+// callbackServer answers the browser's redirect on the loopback listener
+// and hands the code (or an empty result for a refusal) to results.
+func callbackServer(results chan<- *auth.AuthorizationResult) *http.Server {
+	return &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/callback" {
+			http.NotFound(w, r)
+			return
+		}
+		q := r.URL.Query()
+		if e := q.Get("error"); e != "" {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, "<p>Authorization failed: %s</p>", html.EscapeString(e+" "+q.Get("error_description")))
+			select {
+			case results <- &auth.AuthorizationResult{}:
+			default:
+			}
+			return
+		}
+		fmt.Fprint(w, "<p>fastagent is logged in; you can close this tab.</p>")
+		select {
+		case results <- &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}:
+		default:
+		}
+	})}
 }
 
 // challenge sends the request that makes the server ask for authorization:

@@ -52,7 +52,7 @@ type sseTransport struct {
 func (t *sseTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	sctx, cancel := context.WithCancel(t.life)
 	stop := context.AfterFunc(ctx, cancel)
-	conn, err := t.inner.Connect(sctx)
+	conn, err := t.inner.Connect(sctx) //nolint:contextcheck // the event stream lives as long as the client, not the connect call
 	if !stop() || err != nil {
 		cancel()
 		if err == nil {
@@ -153,7 +153,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header[k] = vs
 	}
 	if t.token != nil {
-		tok, err := t.token.Token()
+		tok, err := t.token.Token() //nolint:contextcheck // oauth2.TokenSource takes no context; its refresh client has its own timeout
 		if err != nil {
 			return nil, err
 		}

@@ -110,7 +110,7 @@ func (p *Parts) Start(ctx context.Context, c client.Client) (_ *Running, err err
 		}
 		c, r.Embedded = r.conn.Client, r.conn.Embedded
 	}
-	if cdc := p.Config.Codec; cdc != nil && !cdc.OnClient(c) {
+	if cdc := p.Config.Codec; cdc != nil && !cdc.OnClient(c) { //nolint:contextcheck // asks the client, calls no server
 		// A client of the caller's that does not encode: the worker and
 		// the ingress would write payloads (prompts, answers) in clear.
 		return nil, errors.New("payload codec keys are configured, but the Temporal client given was not made with the fastagent plugin, " +

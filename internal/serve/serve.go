@@ -542,7 +542,7 @@ func (p *Parts) Check(ctx context.Context) (*workspace.Definition, []string, err
 		return nil, nil, err
 	}
 	var warnings []string
-	if _, err := p.Models.Model(def.Config.Model); err != nil {
+	if _, err := p.Models.Model(def.Config.Model); err != nil { //nolint:contextcheck // building a model client calls nothing
 		warnings = append(warnings, err.Error())
 	}
 	for _, d := range def.Diagnostics {

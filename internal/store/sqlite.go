@@ -507,7 +507,7 @@ func (s *SQLite) DeleteSession(ctx context.Context, session string) (int64, erro
 		}
 		defer tx.Rollback()
 		for _, t := range sessionTables {
-			res, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE session = ?`, session)
+			res, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE session = ?`, session) //nolint:gosec // G202: t is from the constant list sessionTables
 			if err != nil {
 				return err
 			}

@@ -574,11 +574,8 @@ func (c Config) validateWith(custom map[string]bool) error {
 	if err := c.validateCompaction(); err != nil {
 		return err
 	}
-	if l := c.Limits; l.TurnTokens < 0 || l.SessionTokensPerDay < 0 || l.TurnTime < 0 {
-		return badKey("budgets must not be negative (0 or unset: no limit)", "limits")
-	}
-	if p := c.Limits.PerPrincipal; p.ConcurrentTurns < 0 || p.TurnsPerMinute < 0 {
-		return badKey("limits must not be negative (0 or unset: no limit)", "limits", "perPrincipal")
+	if err := c.validateLimits(); err != nil {
+		return err
 	}
 	if c.HTTP.DetachGrace != nil && *c.HTTP.DetachGrace < 0 {
 		return badKey("a negative duration; use 0 to abort at once when a client disconnects", "http", "detachGrace")
@@ -616,6 +613,18 @@ func (c Config) validateWith(custom map[string]bool) error {
 		return err
 	}
 	return c.validateEnv()
+}
+
+// validateLimits checks the turn and session budgets and the limits per
+// principal: none may be negative.
+func (c Config) validateLimits() error {
+	if l := c.Limits; l.TurnTokens < 0 || l.SessionTokensPerDay < 0 || l.TurnTime < 0 {
+		return badKey("budgets must not be negative (0 or unset: no limit)", "limits")
+	}
+	if p := c.Limits.PerPrincipal; p.ConcurrentTurns < 0 || p.TurnsPerMinute < 0 {
+		return badKey("limits must not be negative (0 or unset: no limit)", "limits", "perPrincipal")
+	}
+	return nil
 }
 
 // validateApproval checks an approval timeout and approver list found

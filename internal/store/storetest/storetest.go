@@ -1027,7 +1027,7 @@ func testDeleteSession(t *testing.T, s store.Store) {
 		if err := s.SaveReply(ctx, session, "k1", "C1:1.0"); err != nil {
 			t.Fatalf("SaveReply(%s): %v", session, err)
 		}
-		if err := s.SetHead(ctx, session, mustLeaf(t, s, session)); err != nil {
+		if err := s.SetHead(ctx, session, mustLeaf(t, s, session)); err != nil { //nolint:contextcheck // a test helper with its own context
 			t.Fatalf("SetHead(%s): %v", session, err)
 		}
 		if _, err := s.ClaimSession(ctx, session, "alice"); err != nil {
@@ -1051,29 +1051,7 @@ func testDeleteSession(t *testing.T, s store.Store) {
 	if want := int64(len(fullEntries())); n != want {
 		t.Errorf("DeleteSession(A) removed %d entries, want %d", n, want)
 	}
-	if es := mustEntries(t, s, "A"); len(es) != 0 {
-		t.Errorf("A still holds %d entries", len(es))
-	}
-	for _, e := range fullEntries() {
-		if _, err := s.Get(ctx, "A", e.ID); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("Get(A, %s) after delete: %v, want ErrNotFound", e.ID, err)
-		}
-	}
-	if l := mustLeaf(t, s, "A"); l != "" {
-		t.Errorf("A's leaf = %q after delete", l)
-	}
-	if _, err := s.Turn(ctx, "A", "k1"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Turn(A, k1) after delete: %v, want ErrNotFound", err)
-	}
-	if _, err := s.LastTurn(ctx, "A"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("LastTurn(A) after delete: %v, want ErrNotFound", err)
-	}
-	if _, err := s.Reply(ctx, "A", "k1"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Reply(A, k1) after delete: %v, want ErrNotFound", err)
-	}
-	if _, err := s.Head(ctx, "A"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("Head(A) after delete: %v, want ErrNotFound", err)
-	}
+	checkSessionGone(t, s, "A")
 	if o, err := s.SessionOwner(ctx, "A"); err != nil || o != "alice" {
 		t.Errorf("SessionOwner(A) after delete = %q, %v; want alice (the ID stays its owner's)", o, err)
 	}
@@ -1099,6 +1077,35 @@ func testDeleteSession(t *testing.T, s store.Store) {
 	}
 	if _, err := s.DeleteSession(ctx, ""); err == nil {
 		t.Error("DeleteSession with an empty session succeeded")
+	}
+}
+
+// checkSessionGone: nothing of session is left to read after DeleteSession.
+func checkSessionGone(t *testing.T, s store.Store, session string) {
+	t.Helper()
+	ctx := context.Background()
+	if es := mustEntries(t, s, session); len(es) != 0 {
+		t.Errorf("%s still holds %d entries", session, len(es))
+	}
+	for _, e := range fullEntries() {
+		if _, err := s.Get(ctx, session, e.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get(%s, %s) after delete: %v, want ErrNotFound", session, e.ID, err)
+		}
+	}
+	if l := mustLeaf(t, s, session); l != "" {
+		t.Errorf("%s's leaf = %q after delete", session, l)
+	}
+	if _, err := s.Turn(ctx, session, "k1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("%s(%s) after delete: %v, want ErrNotFound", "Turn", session, err)
+	}
+	if _, err := s.LastTurn(ctx, session); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("%s(%s) after delete: %v, want ErrNotFound", "LastTurn", session, err)
+	}
+	if _, err := s.Reply(ctx, session, "k1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("%s(%s) after delete: %v, want ErrNotFound", "Reply", session, err)
+	}
+	if _, err := s.Head(ctx, session); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("%s(%s) after delete: %v, want ErrNotFound", "Head", session, err)
 	}
 }
 
