@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/internal/wire"
@@ -44,6 +46,7 @@ func canInputBytes(t *testing.T, h *harness) int {
 func TestSessionCarriedQueueFitsThePayloadLimit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	heavyTasks(h)
 	replies := withReplies(h)
 	gate := make(chan struct{})
 	gatedOn(h, "k0", gate)
@@ -86,6 +89,7 @@ func TestSessionCarriedQueueFitsThePayloadLimit(t *testing.T) {
 func TestSessionFailedRepliesFitThePayloadLimit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	heavyTasks(h)
 	page := strings.Repeat("<br>", (100<<10)/4) // a 100 KiB error page
 	h.model = func(context.Context, agentloop.ModelCall) (agentloop.ModelResult, error) {
 		return agentloop.ModelResult{}, temporal.NewNonRetryableApplicationError("provider answered 502: "+page, "model", nil)
@@ -109,4 +113,11 @@ func TestSessionFailedRepliesFitThePayloadLimit(t *testing.T) {
 	if len(in.Snapshot.FailedReplies) != n {
 		t.Errorf("failed replies carried: %d, want %d (listed, if no longer resendable)", len(in.Snapshot.FailedReplies), n)
 	}
+}
+
+// heavyTasks lets a workflow task of these tests (a dozen turns of 100 KiB
+// payloads weighed encoded) run past the SDK's 1 s deadlock detector,
+// which measures wall time: under -race on a busy machine it took 1–3 s.
+func heavyTasks(h *harness) {
+	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 20 * time.Second})
 }

@@ -67,8 +67,14 @@ func TestPrincipalLimits(t *testing.T) {
 	if st != http.StatusTooManyRequests || !strings.Contains(body, ingress.CodePrincipalLimit) {
 		t.Errorf("alice's follow-up during her turn: %d %s; want 429 principal_limit", st, body)
 	}
-	if e.sessionExists("pl-2") {
-		t.Error("the refused turn started a session")
+	// A Last-Event-ID naming no turn is a new turn, counted like one (it
+	// passed every limit when any resume header skipped them).
+	st, body, _ = send(t, http.MethodPost, hs.URL+"/invoke", "alice-token", `{"session":"pl-3","text":"made-up resume"}`, map[string]string{"Last-Event-ID": "made-up-key.0"})
+	if st != http.StatusTooManyRequests || !strings.Contains(body, ingress.CodePrincipalLimit) {
+		t.Errorf("alice's turn behind a made-up Last-Event-ID: %d %s; want 429 principal_limit", st, body)
+	}
+	if e.sessionExists("pl-2") || e.sessionExists("pl-3") {
+		t.Error("a refused turn started a session")
 	}
 	// Others are not held back by alice's turn; admins are exempt.
 	for _, c := range []struct{ tok, session string }{{"bob-token", "pl-bob"}, {"admin-token", "pl-admin"}, {"admin-token", "pl-admin"}} {

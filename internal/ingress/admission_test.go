@@ -64,7 +64,7 @@ func TestAdmissionRefusesWhenSaturated(t *testing.T) {
 	t.Parallel()
 	a := &countingAgent{release: make(chan struct{})}
 	lim := admission.New(admission.Limits{MaxInFlight: 2, RetryAfter: 3 * time.Second}, nil, nil)
-	s := &ingress.Server{Agent: a, NoAuth: true, Admission: lim}
+	s := &ingress.Server{Agent: a, NoAuth: true, Admission: lim, Attacher: knownTurn{"s1", "k1"}}
 	s.SetReady(true)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
@@ -103,6 +103,13 @@ func TestAdmissionRefusesWhenSaturated(t *testing.T) {
 		t.Fatalf("the agent ran %d turns, want 2: the refused turn reached it", got)
 	}
 
+	// A Last-Event-ID naming no turn is a new turn: refused like one.
+	madeUp := postInvoke(t, hs.URL, "s1", "made-up.1")
+	_, _ = io.Copy(io.Discard, madeUp.Body)
+	madeUp.Body.Close()
+	if madeUp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a made-up resume past the limit: status %d, want 429", madeUp.StatusCode)
+	}
 	// Resuming a turn (Last-Event-ID) is not a new turn: never refused.
 	resumed := postInvoke(t, hs.URL, "s1", "k1.1")
 	if resumed.StatusCode != http.StatusOK {
@@ -122,4 +129,14 @@ func TestAdmissionRefusesWhenSaturated(t *testing.T) {
 	if again.StatusCode != http.StatusOK {
 		t.Errorf("turn after places were freed: status %d, want 200", again.StatusCode)
 	}
+}
+
+// knownTurn is an Attacher that knows one turn of one session.
+type knownTurn struct{ session, key string }
+
+func (k knownTurn) Attach(_ context.Context, session, key string) (iter.Seq[agent.Event], error) {
+	if session == k.session && key == k.key {
+		return func(func(agent.Event) bool) {}, nil
+	}
+	return nil, agent.NewError(agent.CodeNoSuchTurn, "no such turn")
 }

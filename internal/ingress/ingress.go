@@ -433,7 +433,9 @@ func (s *Server) invoke(c *gin.Context) {
 	ctx = agent.WithIdempotencyKey(ctx, key)
 	ctx = agent.WithResumeAfter(ctx, after)
 	ctx = agent.WithResumeWithin(ctx, within)
-	if lastKey == "" {
+	// Only a resume of a turn that exists passes the limits: a made-up
+	// Last-Event-ID starts a new turn, counted like any other.
+	if lastKey == "" || !s.turnKnown(ctx, scope.Session, lastKey) {
 		release, ok := s.admitTurn(c)
 		if !ok {
 			return
@@ -493,6 +495,16 @@ type Admitter interface {
 // principal_limit) — before anything is started. release (nil when
 // nothing was taken) gives them back once the turn has ended; a refusal
 // is answered and ok is false, and nothing is held.
+// turnKnown reports whether key is a running, queued or finished turn of
+// session (Attach looks it up and starts nothing until its stream is read).
+func (s *Server) turnKnown(ctx context.Context, session, key string) bool {
+	if s.Attacher == nil || session == "" {
+		return false
+	}
+	_, err := s.Attacher.Attach(ctx, session, key)
+	return err == nil
+}
+
 func (s *Server) admitTurn(c *gin.Context) (release func(), ok bool) {
 	var parts []func()
 	if s.Admission != nil {

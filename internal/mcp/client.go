@@ -281,6 +281,7 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		cn.killGroup()
+		cn.waitExit(2 * time.Second) // its last words on stderr copied before they are quoted
 		err = fmt.Errorf("start: %w", err)
 		if tail := cn.stderrTail(); tail != "" {
 			err = fmt.Errorf("%w; stderr: %s", err, tail)
@@ -391,6 +392,23 @@ func (cn *conn) killGroup() {
 	}
 	if cn.stdin != nil {
 		_ = cn.stdin.Close()
+	}
+}
+
+// waitExit waits, at most d, for a stdio server killed by killGroup to exit
+// and its output to be copied.
+func (cn *conn) waitExit(d time.Duration) {
+	if cn.proc == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cn.proc.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
 	}
 }
 

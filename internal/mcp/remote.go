@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,7 +106,11 @@ func (s Server) httpClient(ctx context.Context) (*http.Client, error) {
 		return nil, fmt.Errorf("headers reference unset variables %v: set them in the worker's environment (or .env)", slices.Compact(missing))
 	}
 	base := s.baseClient()
-	rt := &authTransport{base: base.Transport, headers: headers}
+	u, err := url.Parse(s.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url %q: %w", s.URL, err)
+	}
+	rt := &authTransport{base: base.Transport, headers: headers, scheme: u.Scheme, host: u.Host}
 	if s.OAuthFile != "" {
 		ts, err := loadTokenSource(ctx, s, base)
 		if err != nil {
@@ -113,7 +118,8 @@ func (s Server) httpClient(ctx context.Context) (*http.Client, error) {
 		}
 		rt.token = ts
 	}
-	return &http.Client{Transport: rt}, nil
+	// The guarded client's redirect rule kept: no hop to another host.
+	return &http.Client{Transport: rt, CheckRedirect: base.CheckRedirect}, nil
 }
 
 // baseClient dials through the server's address policy, uses no proxy from
@@ -140,14 +146,19 @@ func (s Server) baseClient() *http.Client {
 }
 
 // authTransport adds the configured headers and the OAuth bearer token to
-// every request.
+// requests to the configured server's own scheme and host only: a
+// redirect or an SSE endpoint naming another host never gets them.
 type authTransport struct {
-	base    http.RoundTripper
-	headers http.Header
-	token   *fileTokenSource
+	base         http.RoundTripper
+	headers      http.Header
+	token        *fileTokenSource
+	scheme, host string
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(req.URL.Scheme, t.scheme) || !strings.EqualFold(req.URL.Host, t.host) {
+		return nil, fmt.Errorf("mcp: %s is not the configured server %s://%s: its headers and token are not sent elsewhere", req.URL.Redacted(), t.scheme, t.host)
+	}
 	req = req.Clone(req.Context())
 	for k, vs := range t.headers {
 		req.Header[k] = vs

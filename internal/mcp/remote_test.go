@@ -243,3 +243,39 @@ func TestOAuthLoginSSE(t *testing.T) {
 		t.Errorf("echo = %+v", res)
 	}
 }
+
+// TestHeadersNeverLeaveTheServersHost: a server that redirects to another
+// host (here another port: another host to HTTP) does not hand that host
+// the configured headers; the hop is not followed.
+func TestHeadersNeverLeaveTheServersHost(t *testing.T) {
+	var mu sync.Mutex
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("X-Secret"))
+		mu.Unlock()
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	t.Cleanup(other.Close)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+	t.Setenv("TEST_MCP_SECRET", "s3cret-header")
+	m := newManager(t)
+	s := Server{Name: "r", URL: redirect.URL, AllowPrivate: true, Headers: map[string]string{"X-Secret": "${TEST_MCP_SECRET}"}}
+	_ = diagOf(t, m, s)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, h := range leaked {
+		if h != "" {
+			t.Errorf("the other host got the header %q", h)
+		}
+	}
+	// The transport itself refuses a request to another host.
+	tr := &authTransport{base: http.DefaultTransport, headers: http.Header{"X-Secret": {"v"}}, scheme: "http", host: "127.0.0.1:1"}
+	req, _ := http.NewRequest(http.MethodGet, other.URL, nil)
+	if _, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "not the configured server") {
+		t.Errorf("a request to another host: %v", err)
+	}
+}
