@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -378,7 +379,7 @@ type session struct {
 	// root is the workflow's own context; wake timers hang off it.
 	root       workflow.Context
 	wakeCancel map[string]workflow.CancelFunc
-	// nonce is the running turn's ID part (turnNonce).
+	// nonce is the running turn's random ID part, recorded in history.
 	nonce string
 	// deliveries is the SignalDeliver channel; replies counts busy replies
 	// still running, records refusals still being recorded (continue-as-new
@@ -419,9 +420,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		return err
 	}
 	if s.snap.IDPrefix == "" {
-		// Once per chain: a reset replays it and a session started
-		// again after a terminate derives a new one.
-		s.snap.IDPrefix = chainPrefix(ctx)
+		// Random, recorded once: a reset replays it and a session started
+		// again after a terminate draws a new one.
+		s.snap.IDPrefix = randomHex(ctx, 4)
 	}
 	if !s.snap.Opened {
 		if err := s.open(ctx); err != nil {
@@ -518,22 +519,18 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 	started := workflow.Now(ctx)
 	s.prepareChannelTurn(ctx, t)
 	out, refused := s.refuseOverDay(ctx, t)
-	// Every turn is recorded, wake-ups included, so any turn can be
-	// attached to and a redelivered key is answered for a day: by the
-	// model step that ended it (the usual case: no action of its own),
-	// else here, over anything its steps recorded.
-	record, override := true, false
 	if !refused {
-		var stepRecorded bool
-		out, stepRecorded = s.runTurn(ctx, t, started)
-		// A step may have recorded it only if one ran.
-		record, override = !t.recorded && !stepRecorded, !t.recorded && out.Steps > 0
+		s.setStatus(ctx, StatusRunning)
+		out = s.runTurn(ctx, t)
 	}
+	// Every turn is recorded, wake-ups included, so any turn can be
+	// attached to and a redelivered key is answered for a day.
+	record := !t.recorded
 	if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit || s.targetMoved(ctx)) {
 		// The run ends after this turn: record first, so that the
 		// outcome and continue-as-new share one workflow task and no
 		// turn is refused as busy in between.
-		s.recordTurn(ctx, t.id, out, started, override)
+		s.recordTurn(ctx, t.id, out, started)
 		record = false
 	}
 	t.outcome = &out
@@ -546,7 +543,7 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 		// The update handler returns the outcome in this same
 		// workflow task; the record follows, and the next turn
 		// (or continue-as-new) waits for it.
-		s.recordTurn(ctx, t.id, out, started, override)
+		s.recordTurn(ctx, t.id, out, started)
 	}
 	s.followUp(t, out)
 	s.replyTurn(ctx, t, out)
@@ -777,7 +774,7 @@ func (s *session) abort(ctx workflow.Context, req AbortRequest) (AbortResult, er
 			// "aborted" after continue-as-new too, and attaching to it
 			// gets this terminal. Continue-as-new waits for this handler,
 			// so the record is never lost.
-			s.recordTurn(ctx, t.id, out, time.Time{}, false)
+			s.recordTurn(ctx, t.id, out, time.Time{})
 			return AbortResult{Turn: t.id, Reply: t.ref}, nil
 		}
 	}
@@ -981,10 +978,9 @@ func (s *session) remember(ctx workflow.Context, key string, out agentloop.Outco
 	}
 }
 
-// runTurn runs one turn, begun at started, through the agent loop with a
-// cancellable context, so that an abort stops in-flight activities;
-// recorded says the turn's last model step recorded its outcome.
-func (s *session) runTurn(ctx workflow.Context, t *pendingTurn, started time.Time) (out agentloop.Outcome, recorded bool) {
+// runTurn runs one turn through the agent loop with a cancellable context, so
+// that an abort stops in-flight activities.
+func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcome {
 	s.running = t
 	s.abortReason = ""
 	tctx, cancel := workflow.WithCancel(ctx)
@@ -997,9 +993,9 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn, started time.Tim
 		s.approvals = nil
 		s.questions = nil
 	}()
-	rt := &loopRuntime{s: s, ctx: tctx, root: ctx, started: started}
+	rt := &loopRuntime{s: s, ctx: tctx, root: ctx}
 	turn := agentloop.Turn{ID: t.id, Prompt: t.req.Prompt, Source: t.req.Source}
-	s.nonce = turnNonce(ctx, s.snap.IDPrefix)
+	s.nonce = randomHex(ctx, 4)
 	entry := agentloop.UserEntry(rt, turn)
 	entry.ParentID = s.snap.Loop.Leaf
 	entry.ID = promptID(t.id, entry)
@@ -1011,7 +1007,7 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn, started time.Tim
 		if s.abortReason != "" {
 			out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
 		}
-		return out, false
+		return out
 	case rec != nil:
 		// Its follow-up (late steering) was queued when it first ran.
 		t.recorded = true
@@ -1021,18 +1017,17 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn, started time.Tim
 			// session to before it): the next turn must see it.
 			s.snap.Loop.Leaf = rec.Leaf
 		}
-		return *rec, false
+		return *rec
 	}
 	turn.Entry = &entry
-	out = agentloop.Run(rt, s.in.Session, &s.snap.Loop, turn)
+	out := agentloop.Run(rt, s.in.Session, &s.snap.Loop, turn)
 	if s.abortReason != "" && out.Status == agent.TypeFailed {
 		out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
 		out.Leftover = nil
 	} else {
 		out.Leftover = append(out.Leftover, s.steering...)
 	}
-	// The step's record is this outcome only if the turn ended with it.
-	return out, rt.recorded && out.Status == agent.TypeCompleted
+	return out
 }
 
 // followUp runs steering messages that arrived too late for their turn as
@@ -1107,19 +1102,32 @@ func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcri
 
 // recordTurn keeps a finished turn in the session store, retrying until it
 // is stored, so the key is answered long after this run has ended.
-// override replaces what the turn's own steps recorded (see
-// wire.RecordTurnInput.Override).
-func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome, started time.Time, override bool) {
+func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome, started time.Time) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: recordResultTimeout,
 		HeartbeatTimeout:    recordHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · turn " + key,
 	})
-	in := wire.RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Started: started, Finished: workflow.Now(ctx), Override: override}
+	in := wire.RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Started: started, Finished: workflow.Now(ctx)}
 	if err := workflow.ExecuteActivity(actx, ActivityTurnRecord, in).Get(actx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording a turn failed", "turn", key, "error", err)
 	}
+}
+
+// randomHex returns n random bytes as hex, drawn once and recorded in
+// history (a side effect), so replays see the same value.
+func randomHex(ctx workflow.Context, n int) string {
+	var out string
+	enc := workflow.SideEffect(ctx, func(workflow.Context) any {
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		return hex.EncodeToString(b)
+	})
+	if err := enc.Get(&out); err != nil {
+		panic(fmt.Sprintf("decode side effect: %v", err))
+	}
+	return out
 }
 
 // errAborted is what the loop runtime reports once the turn was cancelled.
