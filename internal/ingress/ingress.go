@@ -133,7 +133,8 @@ type Server struct {
 	// limits.perPrincipal with 429 principal_limit (nil: no such limit).
 	PrincipalLimiter *PrincipalLimiter
 	// Details adds facts to GET /health?details (as JSON): the worker's tool
-	// sandbox, for one. nil: none.
+	// sandbox, for one. nil: none. Plain GET /health is public; ?details
+	// needs a valid token (any right).
 	Details func() map[string]any
 
 	// Name is the agent this server serves (its task queue); its routes are
@@ -312,6 +313,12 @@ func (s *Server) health(c *gin.Context) {
 		}
 	}
 	if _, ok := c.GetQuery("details"); ok {
+		// The details (the tool sandbox's mechanism, why tools cannot
+		// run) are for the deployment's principals, not for anyone who
+		// can reach a probe: any valid token, whatever its rights.
+		if s.deploymentGuard()(c); c.IsAborted() {
+			return
+		}
 		body := gin.H{"status": "ok"}
 		if s.Details != nil {
 			for k, v := range s.Details() {
