@@ -159,7 +159,8 @@ func (t rememberTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 	if environ == nil {
 		environ = os.Environ()
 	}
-	secrets := secretenv.Values(environ)
+	// The values and their common encodings (base64, hex, URL escaping).
+	secrets := secretenv.Encoded(secretenv.Values(environ))
 	text, redacted := secretenv.Redact(args.Text, secrets)
 	tags := make([]string, 0, len(args.Tags))
 	for _, tag := range args.Tags {

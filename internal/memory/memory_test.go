@@ -2,7 +2,10 @@ package memory_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,5 +112,54 @@ func TestInjectBounded(t *testing.T) {
 	}
 	if block, _ := memory.Inject(ctx, st, "a", "other", "tea", 10, 400); block != "" {
 		t.Fatalf("a session of nobody gets %q", block)
+	}
+}
+
+// A worker secret is redacted from a memory in its common encodings too:
+// base64 (standard and URL-safe, alone or inside a longer encoded string
+// such as a basic-auth header), hex and URL escaping.
+func TestRememberRedactsEncodedSecrets(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	if _, err := st.ClaimSession(ctx, "alice-1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "sk-live/4f9+Qz?x&y=1~"
+	encodings := map[string]string{
+		"base64":      base64.StdEncoding.EncodeToString([]byte(secret)),
+		"base64url":   base64.RawURLEncoding.EncodeToString([]byte(secret)),
+		"basic auth":  base64.StdEncoding.EncodeToString([]byte("alice:" + secret)),
+		"basic auth2": base64.StdEncoding.EncodeToString([]byte("al:" + secret + "!")),
+		"hex":         hex.EncodeToString([]byte(secret)),
+		"HEX":         strings.ToUpper(hex.EncodeToString([]byte(secret))),
+		"query":       url.QueryEscape(secret),
+		"path":        url.PathEscape(secret),
+	}
+	tools := memory.Tools(memory.ScopePrincipal)
+	i := 0
+	for name, enc := range encodings {
+		i++
+		key := "alice-1/e-" + string(rune('a'+i))
+		in := memory.WithEnv(ctx, memory.Env{Store: st, Agent: "a", Session: "alice-1", Key: key, Environ: []string{"SHOP_API_KEY=" + secret}})
+		res := run(t, tools, in, memory.RememberName, map[string]any{"text": "the header is " + enc + " today", "tags": []string{enc[:min(len(enc), 60)]}})
+		if res.IsError || !strings.Contains(res.Content, "[redacted]") {
+			t.Errorf("%s: remember answered %q, want it to say it redacted", name, res.Content)
+		}
+	}
+	all, err := st.Recall(ctx, store.MemoryQuery{MemoryScope: store.MemoryScope{All: true}, Limit: 20})
+	if err != nil || len(all) != len(encodings) {
+		t.Fatalf("stored %d memories, %v", len(all), err)
+	}
+	for _, m := range all {
+		stored := m.Text + " " + strings.Join(m.Tags, " ")
+		for name, enc := range encodings {
+			// What is left of an encoding must not hold a run of it long
+			// enough to carry the secret (a few boundary characters stay).
+			for _, part := range strings.Split(stored, "[redacted]") {
+				if len(enc) >= 12 && strings.Contains(part, enc[4:len(enc)-4]) {
+					t.Errorf("%s of the secret survives in %q", name, stored)
+				}
+			}
+		}
 	}
 }
