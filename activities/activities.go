@@ -81,8 +81,9 @@ type Options struct {
 	// (default os.Getenv).
 	Getenv func(string) string
 	// ControlPlane are host:port addresses tools must never reach even with
-	// the network on, beside loopback, link-local and private addresses:
-	// your Temporal frontend, for one.
+	// the network on, beside loopback, link-local and private addresses
+	// and the Temporal frontend of the worker running the tool calls
+	// (added by itself, however its client was made).
 	ControlPlane []string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger

@@ -72,9 +72,11 @@ type Options struct {
 	// exports them by OTLP when the OTEL_EXPORTER_OTLP_* variables ask.
 	TracerProvider trace.TracerProvider
 	// ControlPlane are host:port addresses tools must never reach even with
-	// the network on, beside loopback, link-local and private addresses:
-	// your Temporal frontend (a Temporal Cloud endpoint is public), the
-	// store, the feed.
+	// the network on, beside loopback, link-local and private addresses,
+	// the store, the feed and the Temporal frontend: the frontend of every
+	// client made with the plugin, and of any client a worker running tool
+	// calls is on, is added by itself (a Temporal Cloud endpoint is
+	// public); name other addresses of your deployment here.
 	ControlPlane []string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger

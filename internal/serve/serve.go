@@ -208,6 +208,8 @@ const DefaultDetachGrace = 15 * time.Second
 // Parts are the opened backends.
 type Parts struct {
 	Config Config
+	// fronts are the Temporal frontends kept from tools (frontend.go).
+	fronts frontends
 	Store  store.Store
 	Feed   feed.Bus
 	Loader *workspace.Loader
@@ -642,6 +644,7 @@ func (p *Parts) Plugin(ctx context.Context, c client.Client) (*plugin.Plugin, er
 		Placement:    p.placement,
 		Interceptors: icpt,
 		Codec:        cfg.Codec,
+		Frontend:     p.denyAddress,
 		Version:      buildinfo.Read().Version,
 		Logger:       cfg.Logger,
 	}
@@ -697,6 +700,10 @@ func (p *Parts) ActivitySet(ctx context.Context, c client.Client) (activities.Se
 	replies.TaskQueue, replies.Dir = tq, cfg.Dir
 	if c != nil {
 		replies.Starter = c
+	}
+	if p.Acts.ClientSeen == nil {
+		// Whichever client runs the tools, its frontend is denied to them.
+		p.Acts.ClientSeen = p.denyFrontend
 	}
 	return activities.Set{Acts: p.Acts, Replies: replies, Firer: schedules.NewFirer(c, p.Feed, p.Store, tq, cfg.Logger)}, nil
 }
