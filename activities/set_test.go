@@ -20,7 +20,11 @@ func (firer) Fire(context.Context, wire.FireRequest) (workflows.FireRecord, erro
 }
 
 func testSet() *Set {
-	return newSet(iacts.Set{Acts: &iacts.Activities{}, Replies: &iacts.Replies{}, Firer: firer{}}, nil)
+	s, err := newSet(iacts.Set{Acts: &iacts.Activities{}, Replies: &iacts.Replies{}, Firer: firer{}}, nil)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 type registry struct{ names []string }
