@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/tmc/langchaingo/llms"
 	"go.temporal.io/sdk/activity"
@@ -69,7 +71,10 @@ type Options struct {
 	// the same store.
 	Store string
 	// Feed is the live feed: "" (in process) or nats://host:4222 — what
-	// the agent's other workers and ingresses use.
+	// the agent's other workers and ingresses use. Register of the model
+	// or tools group alone needs it named: the session workers' NATS
+	// feed, or "inprocess" when they run in this very process (the
+	// activities' live events and aborts travel on it).
 	Feed string
 	// TaskQueue is the agent's task queue, where chat messages and
 	// schedule fires start sessions (default "fastagent").
@@ -115,6 +120,8 @@ type Set struct {
 	impl  iacts.Set
 	parts *serve.Parts
 	guard *plugin.Guard
+	// feed is Options.Feed as given ("": not named).
+	feed string
 }
 
 // New opens what the activities use — the session store, the live feed,
@@ -149,7 +156,12 @@ func New(ctx context.Context, opts Options) (*Set, error) {
 		parts.Close()
 		return nil, fmt.Errorf("activities: %w", err)
 	}
-	return newSet(impl, parts)
+	s, err := newSet(impl, parts)
+	if err != nil {
+		return nil, err
+	}
+	s.feed = opts.Feed
+	return s, nil
 }
 
 func newSet(impl iacts.Set, parts *serve.Parts) (*Set, error) {
@@ -200,6 +212,10 @@ func Register(r Registry, set *Set, groups ...Group) error {
 		}
 		in[i] = ig
 	}
+	if set.parts != nil && set.feed == "" && apart(in) {
+		return fmt.Errorf("activities: Register of the %s group without the session workflows: %s; set Options.Feed to the NATS feed "+
+			"the session workers use (nats://host:4222), or to \"inprocess\" when they run in this very process", joinGroups(in), iacts.InProcessFeedApart)
+	}
 	var err error
 	first := true
 	iacts.Register(registrar(func(fn any, o activity.RegisterOptions) {
@@ -223,3 +239,20 @@ func Register(r Registry, set *Set, groups ...Group) error {
 type registrar func(fn any, o activity.RegisterOptions)
 
 func (f registrar) RegisterActivityWithOptions(fn any, o activity.RegisterOptions) { f(fn, o) }
+
+// apart reports whether groups are the model or tools group without the
+// session's own (registered beside the workflows, the set is whole).
+func apart(groups []iacts.Group) bool {
+	if len(groups) == 0 || slices.Contains(groups, iacts.GroupSession) {
+		return false
+	}
+	return slices.ContainsFunc(groups, iacts.Group.Placeable)
+}
+
+func joinGroups(groups []iacts.Group) string {
+	s := make([]string, len(groups))
+	for i, g := range groups {
+		s[i] = string(g)
+	}
+	return strings.Join(s, ", ")
+}

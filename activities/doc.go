@@ -35,9 +35,12 @@
 // group's activities use: the agent's folder (its definition, tools and
 // secrets), the session store and the live feed the session's workers use
 // (a Postgres store and a NATS feed, once workers run on several
-// machines). Only the model and tools groups run apart; the others run
-// beside the workflows, on the session's own task queue (most of them are
-// local activities).
+// machines). The feed carries the group's live events and the aborts of
+// its running calls, so Register of the model or tools group alone needs
+// Options.Feed named: the NATS feed, or "inprocess" when the session's
+// workers run in this very process. Only the model and tools groups run
+// apart; the others run beside the workflows, on the session's own task
+// queue (most of them are local activities).
 //
 // # Activities, retries and timeouts
 //
