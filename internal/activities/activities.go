@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/hooks"
@@ -58,6 +59,11 @@ type Activities struct {
 	// Agent names the agent whose activities these are (its task queue;
 	// "" the default one): long-term memories are kept per agent.
 	Agent string
+	// ClientSeen, when set, is called before each tool runs with the
+	// Temporal client of the worker running the call: the runtime keeps
+	// tools from that client's frontend. An error fails the call, the
+	// tool not run.
+	ClientSeen func(ctx context.Context, c client.Client) error
 }
 
 // AgentName is the agent's name memories are kept under.

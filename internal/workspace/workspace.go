@@ -379,7 +379,7 @@ func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.
 		}
 	}
 	if d.Config.Memory.Enabled {
-		for _, t := range memory.Tools(d.Config.Memory.ScopeOrDefault()) {
+		for _, t := range memory.Tools(d.Config.Memory.ScopeOrDefault(), d.Config.Memory.OwnerlessWrites) {
 			if _, taken := seen[t.Spec().Name]; !taken {
 				add(t, OriginBuiltin, OriginBuiltin)
 			}
