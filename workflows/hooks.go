@@ -70,7 +70,7 @@ func (r *loopRuntime) runHook(ctx workflow.Context, call agentloop.HookCall) age
 		onError = agentloop.HookAllow
 	}
 	reason := fmt.Sprintf("the %s hooks could not run: %s", call.Event, rootCause(err))
-	r.publish(ctx, agentloop.ToolCall{Session: call.Session, Turn: call.Turn, Step: call.Step,
+	r.publish(ctx, agentloop.ToolCall{Session: call.Session, Turn: call.Turn, Step: agentloop.HookFeedStep(call),
 		Call: agentloop.Call{ID: call.CallID, Name: "hook " + call.Event}},
 		agent.HookRan("", call.Event, call.CallID, onError, "", reason))
 	if onError == agentloop.HookDeny {

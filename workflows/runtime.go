@@ -208,16 +208,21 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		// refusal, not run and not put up for approval.
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Reused}
 	}
-	if c.Synthetic == nil && r.hookStop != "" {
-		c.Synthetic = &agent.ToolResult{IsError: true, Content: "This call was not run: the turn was ended: " + r.hookStop}
-	}
 	var hookStop string
-	if c.Synthetic == nil && c.Call.BeforeHook != "" {
-		if hookStop = r.beforeTool(ctx, &c); hookStop != "" {
+	if c.Synthetic == nil && (r.hookStop != "" || c.Call.BeforeHook != "") {
+		if r.hookStop != "" {
+			c.Synthetic = &agent.ToolResult{IsError: true, Content: "This call was not run: the turn was ended: " + r.hookStop}
+		} else if hookStop = r.beforeTool(ctx, &c); hookStop != "" {
 			r.hookStop = hookStop
 		}
 		if c.Synthetic == nil && r.aborted() {
+			if c.Call.Delegate != nil {
+				r.notStarting()
+			}
 			return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
+		}
+		if c.Synthetic != nil && c.Call.Delegate != nil {
+			r.notStarting() // refused by a hook: no sub-agent starts
 		}
 	}
 	if c.Synthetic == nil && c.Call.Ask {

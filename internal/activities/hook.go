@@ -124,7 +124,7 @@ func (a *Activities) RunHooks(ctx context.Context, call agentloop.HookCall) (age
 			decision = "context"
 		}
 		ev := agent.HookRan(h.Name, call.Event, call.CallID, decision, strings.TrimSpace(ans.Reason), failure)
-		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Event: &ev})
+		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: agentloop.HookFeedStep(call), Event: &ev})
 		if failure != "" {
 			a.log().WarnContext(ctx, "a hook failed; its onError applies", "session", call.Session, "turn", call.Turn,
 				"hook", h.File, "event", call.Event, "onError", h.OnError, "error", failure)

@@ -185,3 +185,29 @@ func TestHookRun(t *testing.T) {
 		t.Errorf("slow: %+v, %v", run, err)
 	}
 }
+
+// The example agent's guard loads and refuses rm -rf (run from a copy:
+// the sandbox makes the protected folders a tool run needs).
+func TestExampleGuardedAgent(t *testing.T) {
+	t.Parallel()
+	src := filepath.Join("..", "..", "examples", "guarded-agent")
+	files := map[string]string{}
+	for _, rel := range []string{"fastagent.yaml", "persona.md", "hooks/guard.yaml", "hooks/guard.sh"} {
+		b, err := os.ReadFile(filepath.Join(src, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[rel] = string(b)
+	}
+	d := load(t, files, nil)
+	if len(d.Hooks) != 1 || d.Hooks[0].Event != HookBeforeTool || len(d.HooksFor(HookBeforeTool, "bash")) != 1 {
+		t.Fatalf("hooks %+v", d.Hooks)
+	}
+	for cmd, want := range map[string]string{"rm -rf build": `"decision":"deny"`, "ls -la": `"decision":"allow"`} {
+		in := `{"event":"before_tool","tool":{"id":"c1","name":"bash","args":{"command":"` + cmd + `"}}}`
+		run, err := d.Hooks[0].Run(context.Background(), d.Workspace.Dir, "s1", "c1", []byte(in))
+		if err != nil || run.Failed != "" || !strings.Contains(run.Stdout, want) {
+			t.Errorf("%s: %+v, %v; want %s", cmd, run, err, want)
+		}
+	}
+}

@@ -56,6 +56,16 @@ type HookCall struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// HookFeedStep is the step a hook step's events are published under on the
+// turn's feed: 0 (the turn's own) before the first model step has begun,
+// so that a relay does not take them for a step whose start it lost.
+func HookFeedStep(call HookCall) int {
+	if call.Event == HookBeforeAgentStart {
+		return 0
+	}
+	return call.Step
+}
+
 // HookResult is what the hooks of one event decided together.
 type HookResult struct {
 	// Decision is allow, deny (before_tool: the call is not run; after_tool:
@@ -163,7 +173,11 @@ func (r *run) beforeAgentStart() bool {
 // context to answer, and a step is left).
 func (r *run) turnEnd(step int, entry string) bool {
 	res, ok := r.runHook(HookCall{Step: step, Event: HookTurnEnd, EntryID: entry})
-	if !ok || res.Blocks() || strings.TrimSpace(res.Context) == "" || step >= r.maxSteps {
+	limit := r.maxSteps
+	if limit <= 0 {
+		limit = DefaultMaxSteps
+	}
+	if !ok || res.Blocks() || strings.TrimSpace(res.Context) == "" || step >= limit {
 		return false
 	}
 	r.pending = append(r.pending, hookEntry(r.rt, res.Context))
