@@ -283,7 +283,7 @@ func parseHook(realAgent, agentDir, file, rel string, b []byte) (Hook, error) {
 		return Hook{}, bad(lines["command"], "command", "missing (the path of an executable in the agent folder, like ./hooks/guard.sh)")
 	}
 	prog := strings.TrimSpace(argv[0])
-	if strings.ContainsAny(prog, " \t\n;|&$`") {
+	if f.Command.Argv == nil && strings.ContainsAny(prog, " \t\n;|&$`") {
 		return Hook{}, bad(lines["command"], "command", fmt.Sprintf("%q is not a path: a hook runs an executable file in the agent folder, not a shell line (put the line in a script; give arguments as a list: [./hooks/guard.sh, --strict])", prog))
 	}
 	abs := prog
