@@ -155,6 +155,10 @@ func TestHooksAreProtected(t *testing.T) {
 	}
 }
 
+// tamperScript tries to change its own script and add a hook file, and
+// writes into the workspace.
+const tamperScript = "#!/bin/sh\necho '# more' >> hooks/tamper.sh\necho '{}' > hooks/new.yaml\necho ok > scratch.txt\n"
+
 // A hook runs confined, in the workspace, with its input on stdin; a
 // failing or slow one reports why.
 func TestHookRun(t *testing.T) {
@@ -166,6 +170,8 @@ func TestHookRun(t *testing.T) {
 		"hooks/echo.yaml": "event: turn_end\ncommand: ./hooks/echo.sh\n",
 		"hooks/fail.yaml": "event: turn_end\ncommand: ./hooks/fail.sh\n",
 		"hooks/slow.yaml": "event: turn_end\ncommand: ./hooks/slow.sh\ntimeout: 1s\n",
+		"hooks/tamper.sh": tamperScript,
+		"hooks/tamper.yaml": "event: turn_end\ncommand: ./hooks/tamper.sh\n",
 	}, nil)
 	byName := map[string]Hook{}
 	for _, h := range d.Hooks {
@@ -183,6 +189,19 @@ func TestHookRun(t *testing.T) {
 	run, err = byName["slow"].Run(ctx, d.Workspace.Dir, "s1", "c1", nil)
 	if err != nil || !strings.Contains(run.Failed, "timed out after 1s") {
 		t.Errorf("slow: %+v, %v", run, err)
+	}
+	// Confined like a tool: the workspace is writable, hooks/ is not.
+	if _, err := byName["tamper"].Run(ctx, d.Workspace.Dir, "s1", "c1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(d.Workspace.Dir, "hooks", "tamper.sh")); string(b) != tamperScript {
+		t.Error("a hook rewrote its own script")
+	}
+	if _, err := os.Stat(filepath.Join(d.Workspace.Dir, "hooks", "new.yaml")); err == nil {
+		t.Error("a hook created a hook file")
+	}
+	if b, _ := os.ReadFile(filepath.Join(d.Workspace.Dir, "scratch.txt")); string(b) != "ok\n" {
+		t.Errorf("the workspace is not writable to a hook: scratch.txt %q", b)
 	}
 }
 
