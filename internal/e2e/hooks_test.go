@@ -189,3 +189,89 @@ func TestNoHooksNoHookSteps(t *testing.T) {
 		t.Errorf("%d Hook.Run activities, want none", n)
 	}
 }
+
+// after_tool and turn_end hooks, end to end: an after_tool hook rejects a
+// result (the model is told so with the results), a turn_end hook's
+// context makes the model answer it once more, and with nothing left to
+// say the turn ends.
+func TestFileHooksAfterToolAndTurnEnd(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries)
+	e.write("hooks/leak.sh", "#!/bin/sh\nif grep -q SECRET; then echo '{\"decision\":\"deny\",\"reason\":\"the output held a secret; do not repeat it\"}'; fi\n")
+	e.write("hooks/leak.yaml", "event: after_tool\nmatch: bash\ncommand: ./hooks/leak.sh\n")
+	e.write("hooks/end.sh", "#!/bin/sh\ncat >/dev/null\nif [ -e end.flag ]; then echo '{}'; else touch end.flag; echo '{\"context\":\"Also say goodbye.\"}'; fi\n")
+	e.write("hooks/end.yaml", "event: turn_end\ncommand: ./hooks/end.sh\n")
+	e.startWorker()
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "b1", Name: "bash", Args: `{"command":"echo SECRET-42"}`}}},
+		modelserver.Reply{Text: []string{"here it is"}},
+		modelserver.Reply{Text: []string{"goodbye"}},
+	)
+	evs := collect(t, e.agent, context.Background(), "file-hooks-after", "show me")
+	must(t, evs, agent.TypeCompleted)
+	var decisions []string
+	for _, ev := range evs {
+		if ev.Type == agent.TypeHook {
+			decisions = append(decisions, ev.Hook+":"+ev.HookEvent+":"+ev.Decision)
+		}
+	}
+	if got := strings.Join(decisions, " "); got != "leak:after_tool:deny end:turn_end:context end:turn_end:allow" {
+		t.Errorf("hook events %q", got)
+	}
+	reqs := e.kit.Model.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model calls, want 3 (the turn_end context answered)", len(reqs))
+	}
+	userSays := func(r modelserver.Request, want string) bool {
+		for _, m := range r.Messages {
+			if m.Role == "user" && strings.Contains(m.Content, want) {
+				return true
+			}
+		}
+		return false
+	}
+	if !userSays(reqs[1], "The hook leak rejected the result of the bash call b1: the output held a secret") {
+		t.Errorf("the second model call does not carry the rejection: %+v", reqs[1].Messages)
+	}
+	if res := requestToolResults(reqs[1]); !strings.Contains(res["b1"], "SECRET-42") {
+		t.Errorf("the result itself is kept (the tool ran): %q", res["b1"])
+	}
+	if !userSays(reqs[2], "Also say goodbye.") {
+		t.Errorf("the third model call does not carry the turn_end context: %+v", reqs[2].Messages)
+	}
+}
+
+// A call that needs approval is shown with the arguments a before_tool
+// hook gave it, and the approval is bound to their hash: the person
+// approves what runs, and it runs with them.
+func TestFileHooksArgsBindApproval(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries + "tools:\n  bash: {requiresApproval: true}\n")
+	e.write("hooks/fix.sh", "#!/bin/sh\ncat >/dev/null\necho '{\"args\":{\"command\":\"echo approved-args\"}}'\n")
+	e.write("hooks/fix.yaml", "event: before_tool\nmatch: bash\ncommand: ./hooks/fix.sh\n")
+	e.startWorker()
+	s := "file-hooks-approval"
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "b1", Name: "bash", Args: `{"command":"echo model-args"}`}}},
+		modelserver.Reply{Text: []string{"ran"}},
+	)
+	done := make(chan []agent.Event, 1)
+	go func() { done <- collect(t, e.agent, context.Background(), s, "run it") }()
+	waitPendingApproval(t, e, s, "b1")
+	v, err := e.agent.State(context.Background(), s)
+	if err != nil || len(v.Approvals) != 1 {
+		t.Fatalf("state %+v, %v", v, err)
+	}
+	p := v.Approvals[0]
+	if string(p.Args) != `{"command":"echo approved-args"}` {
+		t.Errorf("the approver is shown %s, want the hook's arguments", p.Args)
+	}
+	if err := e.agent.Approve(context.Background(), s, workflows.ApproveRequest{Call: "b1", Approve: true,
+		ArgsHash: p.ArgsHash, DefinitionHash: p.DefinitionHash}); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	must(t, <-done, agent.TypeCompleted)
+	if m := e.toolResult(s, "b1"); m == nil || m.IsError || strings.TrimSpace(m.Text) != "approved-args" {
+		t.Errorf("stored result of b1: %+v, want the approved arguments' output", m)
+	}
+}
