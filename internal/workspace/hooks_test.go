@@ -164,13 +164,13 @@ const tamperScript = "#!/bin/sh\necho '# more' >> hooks/tamper.sh\necho '{}' > h
 func TestHookRun(t *testing.T) {
 	t.Parallel()
 	d := load(t, map[string]string{
-		"hooks/echo.sh":   "#!/bin/sh\nread line\necho \"{\\\"context\\\":\\\"got $line in $(pwd)\\\"}\"\n",
-		"hooks/fail.sh":   "#!/bin/sh\necho nope >&2\nexit 3\n",
-		"hooks/slow.sh":   "#!/bin/sh\nsleep 30\n",
-		"hooks/echo.yaml": "event: turn_end\ncommand: ./hooks/echo.sh\n",
-		"hooks/fail.yaml": "event: turn_end\ncommand: ./hooks/fail.sh\n",
-		"hooks/slow.yaml": "event: turn_end\ncommand: ./hooks/slow.sh\ntimeout: 1s\n",
-		"hooks/tamper.sh": tamperScript,
+		"hooks/echo.sh":     "#!/bin/sh\nread line\necho \"{\\\"context\\\":\\\"got $line in $(pwd)\\\"}\"\n",
+		"hooks/fail.sh":     "#!/bin/sh\necho nope >&2\nexit 3\n",
+		"hooks/slow.sh":     "#!/bin/sh\nsleep 30\n",
+		"hooks/echo.yaml":   "event: turn_end\ncommand: ./hooks/echo.sh\n",
+		"hooks/fail.yaml":   "event: turn_end\ncommand: ./hooks/fail.sh\n",
+		"hooks/slow.yaml":   "event: turn_end\ncommand: ./hooks/slow.sh\ntimeout: 1s\n",
+		"hooks/tamper.sh":   tamperScript,
 		"hooks/tamper.yaml": "event: turn_end\ncommand: ./hooks/tamper.sh\n",
 	}, nil)
 	byName := map[string]Hook{}
