@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -273,5 +274,47 @@ func TestFileHooksArgsBindApproval(t *testing.T) {
 	must(t, <-done, agent.TypeCompleted)
 	if m := e.toolResult(s, "b1"); m == nil || m.IsError || strings.TrimSpace(m.Text) != "approved-args" {
 		t.Errorf("stored result of b1: %+v, want the approved arguments' output", m)
+	}
+}
+
+// A before_compact hook that denies skips the compaction (the step goes
+// to the model as it is); once it allows, the context is compacted. It is
+// told why the compaction was due.
+func TestFileHooksBeforeCompact(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries + compactionConfig)
+	e.write("big.txt", bigFile)
+	e.write("hooks/compact.sh", "#!/bin/sh\ngrep -o '\"reason\":\"[a-z]*\"' >> compact.log\nif [ -e allow.flag ]; then echo '{}'; else echo '{\"decision\":\"deny\",\"reason\":\"not now\"}'; fi\n")
+	e.write("hooks/compact.yaml", "event: before_compact\ncommand: ./hooks/compact.sh\n")
+	model := &compactingModel{}
+	e.kit.Model.Handle(model.handle)
+	e.startWorker()
+	const s = "file-hooks-compact"
+	denied := false
+	for i := 1; i <= 12 && !denied; i++ {
+		evs := collect(t, e.agent, context.Background(), s, fmt.Sprintf("turn %d: read big.txt", i))
+		must(t, evs, agent.TypeCompleted)
+		for _, ev := range evs {
+			denied = denied || (ev.Type == agent.TypeHook && ev.HookEvent == "before_compact" && ev.Decision == "deny")
+		}
+	}
+	if !denied {
+		t.Fatal("no before_compact hook ran in 12 turns against a 4,000-token window")
+	}
+	if n := len(compactions(t, e, s)); n != 0 {
+		t.Fatalf("%d compactions while the hook denied them", n)
+	}
+	e.write("allow.flag", "")
+	evs := collect(t, e.agent, context.Background(), s, "one more: read big.txt")
+	must(t, evs, agent.TypeCompleted)
+	allowed := false
+	for _, ev := range evs {
+		allowed = allowed || (ev.Type == agent.TypeHook && ev.HookEvent == "before_compact" && ev.Decision == "allow")
+	}
+	if !allowed || len(compactions(t, e, s)) == 0 {
+		t.Errorf("hook allowed: %v, compactions %d; want a compaction once the hook allows", allowed, len(compactions(t, e, s)))
+	}
+	if b, err := os.ReadFile(filepath.Join(e.kit.Dir, "compact.log")); err != nil || !strings.Contains(string(b), `"reason":"threshold"`) {
+		t.Errorf("the hook's log %q (%v), want the reason threshold", b, err)
 	}
 }
