@@ -102,7 +102,7 @@ func TestRegisterApartNeedsAFeed(t *testing.T) {
 	}
 	s.feed = "inprocess"
 	var tools registry
-	if err := Register(&tools, s, GroupTools); err != nil || len(tools.names) != 1 {
+	if err := Register(&tools, s, GroupTools); err != nil || len(tools.names) != 2 { // Tool.Execute, Hook.Run
 		t.Errorf("Register of tools, feed inprocess: %v, %v", err, tools.names)
 	}
 }
