@@ -194,9 +194,17 @@ func (r *loopRuntime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agen
 
 // tool runs one call: waits for approval when required, executes it as an
 // activity and, when it cannot produce a result, records an honest one.
-func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+// screen settles what a call is before it can wait or run: aborted, refused
+// or reused by the model step (recorded with the refusal), or decided by a
+// before_tool hook (which may also end the turn: hookStop). A non-nil early
+// outcome is the call's, recorded; err is then errAborted or nil.
+func (r *loopRuntime) screen(ctx workflow.Context, c *agentloop.ToolCall) (hookStop string, early *agentloop.ToolOutcome, err error) {
+	aborted := func() (string, *agentloop.ToolOutcome, error) {
+		out := r.record(ctx, *c, abortedResult(r.s.abortReason))
+		return "", &out, errAborted
+	}
 	if c.Synthetic == nil && r.aborted() {
-		return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
+		return aborted()
 	}
 	if c.Synthetic == nil && c.Call.Refused != "" {
 		// Refused by the model activity (a call ID used twice in one
@@ -208,22 +216,29 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		// refusal, not run and not put up for approval.
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Reused}
 	}
-	var hookStop string
 	if c.Synthetic == nil && (r.hookStop != "" || c.Call.BeforeHook != "") {
 		if r.hookStop != "" {
 			c.Synthetic = &agent.ToolResult{IsError: true, Content: "This call was not run: the turn was ended: " + r.hookStop}
-		} else if hookStop = r.beforeTool(ctx, &c); hookStop != "" {
+		} else if hookStop = r.beforeTool(ctx, c); hookStop != "" {
 			r.hookStop = hookStop
 		}
 		if c.Synthetic == nil && r.aborted() {
 			if c.Call.Delegate != nil {
 				r.notStarting()
 			}
-			return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
+			return aborted()
 		}
 		if c.Synthetic != nil && c.Call.Delegate != nil {
 			r.notStarting() // refused by a hook: no sub-agent starts
 		}
+	}
+	return hookStop, nil, nil
+}
+
+func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+	hookStop, early, err := r.screen(ctx, &c)
+	if early != nil {
+		return *early, err
 	}
 	if c.Synthetic == nil && c.Call.Ask {
 		res, err := r.askUser(ctx, c)
@@ -281,7 +296,7 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 	})
 	c.PendingWakes, c.NextWakeID = r.s.wakeIDs(), r.s.nextWakeID()
 	var out agentloop.ToolOutcome
-	err := workflow.ExecuteActivity(actx, ActivityToolExecute, c).Get(actx, &out)
+	err = workflow.ExecuteActivity(actx, ActivityToolExecute, c).Get(actx, &out)
 	if err == nil {
 		if c.Call.AfterHook != "" {
 			r.afterTool(ctx, c, &out)

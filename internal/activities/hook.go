@@ -171,9 +171,10 @@ func (a *Activities) runHook(ctx context.Context, def *workspace.Definition, cal
 	if run.Failed != "" {
 		return hookAnswer{}, run.Failed, nil
 	}
-	ans, err := parseHookAnswer(call.Event, run.Stdout)
-	if err != nil {
-		return hookAnswer{}, "its answer is not usable: " + err.Error(), nil
+	ans, perr := parseHookAnswer(call.Event, run.Stdout)
+	if perr != nil {
+		// The hook's failure, applied by its onError; not the activity's.
+		return hookAnswer{}, "its answer is not usable: " + perr.Error(), nil //nolint:nilerr // the hook's failure, which its onError settles
 	}
 	if len(ans.Args) > 0 && (def.Delegates(call.Tool) || def.AskUser(call.Tool)) {
 		return hookAnswer{}, fmt.Sprintf("its answer is not usable: the arguments of %s cannot be replaced by a hook", call.Tool), nil
@@ -192,7 +193,7 @@ func parseHookAnswer(event, stdout string) (hookAnswer, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ans); err != nil {
-		return ans, fmt.Errorf(`want one JSON object like {"decision":"allow"}: %v (output: %.200q)`, err, s)
+		return ans, fmt.Errorf(`want one JSON object like {"decision":"allow"}: %w (output: %.200q)`, err, s)
 	}
 	if dec.More() {
 		return ans, fmt.Errorf("want one JSON object, got more after it (output: %.200q)", s)
@@ -214,7 +215,7 @@ func parseHookAnswer(event, stdout string) (hookAnswer, error) {
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, ans.Args); err != nil {
-			return ans, fmt.Errorf("args: %v", err)
+			return ans, fmt.Errorf("args: %w", err)
 		}
 		if buf.Len() > MaxHookArgs {
 			return ans, fmt.Errorf("args: %d bytes, more than %d", buf.Len(), MaxHookArgs)

@@ -28,11 +28,11 @@ type frontends struct {
 
 // denyAddress adds hostPort (resolved now: every address of a name) to the
 // tool sandbox's control plane; a name that does not resolve is logged.
-func (p *Parts) denyAddress(hostPort string) {
+func (p *Parts) denyAddress(ctx context.Context, hostPort string) {
 	if p.Sandbox == nil || hostPort == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	deny, err := egress.ParseDests(ctx, []string{hostPort})
 	if err != nil && p.Config.Logger != nil {
@@ -67,7 +67,7 @@ func (p *Parts) denyFrontend(ctx context.Context, c client.Client) error {
 	if pr.Addr == nil {
 		return fmt.Errorf("learning the Temporal frontend's address, to keep tools from it: the connection named no peer")
 	}
-	p.denyAddress(pr.Addr.String())
+	p.denyAddress(ctx, pr.Addr.String())
 	if key {
 		p.fronts.mu.Lock()
 		if p.fronts.seen == nil {

@@ -644,7 +644,7 @@ func (p *Parts) Plugin(ctx context.Context, c client.Client) (*plugin.Plugin, er
 		Placement:    p.placement,
 		Interceptors: icpt,
 		Codec:        cfg.Codec,
-		Frontend:     p.denyAddress,
+		Frontend:     func(hostPort string) { p.denyAddress(context.Background(), hostPort) }, //nolint:contextcheck // called as a client is configured, with no context
 		Version:      buildinfo.Read().Version,
 		Logger:       cfg.Logger,
 	}

@@ -219,35 +219,9 @@ func parseHook(realAgent, agentDir, file, rel string, b []byte) (Hook, error) {
 	if !toolName.MatchString(stem) {
 		return Hook{}, bad(0, "", fmt.Sprintf("%q is not a valid hook name (the file name without extension: letters, digits, _ and -, at most 64)", stem))
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return Hook{}, bad(0, "", "not valid YAML: "+strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-		return Hook{}, bad(0, "", "a hook file must be a mapping with event and command")
-	}
-	doc := root.Content[0]
-	lines := map[string]int{}
-	for i := 0; i+1 < len(doc.Content); i += 2 {
-		k := doc.Content[i]
-		known := false
-		for _, want := range hookKeys {
-			known = known || k.Value == want
-		}
-		if !known {
-			return Hook{}, bad(k.Line, k.Value, "unknown key (a hook file takes: "+strings.Join(hookKeys, ", ")+")")
-		}
-		lines[k.Value] = k.Line
-	}
-	var f hookFile
-	if err := doc.Decode(&f); err != nil {
-		var te *yaml.TypeError
-		if errors.As(err, &te) && len(te.Errors) > 0 {
-			line, msg := splitLine(te.Errors[0])
-			key := keyAtLine(&root, line)
-			return Hook{}, bad(line, key, strings.TrimPrefix(msg, key+": "))
-		}
-		return Hook{}, bad(0, "", err.Error())
+	f, lines, err := decodeHook(b, bad)
+	if err != nil {
+		return Hook{}, err
 	}
 	h := Hook{Name: stem, File: rel, Event: f.Event, Timeout: DefaultHookTimeout}
 	known := false
@@ -260,53 +234,14 @@ func parseHook(realAgent, agentDir, file, rel string, b []byte) (Hook, error) {
 		}
 		return Hook{}, bad(lines["event"], "event", fmt.Sprintf("%q is not an event (one of %s)", f.Event, strings.Join(HookEvents, ", ")))
 	}
-	if len(f.Match) > 0 {
-		if h.Event != HookBeforeTool && h.Event != HookAfterTool {
-			return Hook{}, bad(lines["match"], "match", "only before_tool and after_tool hooks match tool names")
-		}
-		for _, g := range f.Match {
-			g = strings.TrimSpace(g)
-			if g == "" {
-				return Hook{}, bad(lines["match"], "match", "an empty pattern (write bash|write_*, or leave match out to match every tool)")
-			}
-			if _, err := path.Match(g, ""); err != nil {
-				return Hook{}, bad(lines["match"], "match", fmt.Sprintf("%q is not a valid glob: %v", g, err))
-			}
-			h.Match = append(h.Match, g)
-		}
+	if h.Match, err = hookMatches(h.Event, f.Match, func(reason string) error { return bad(lines["match"], "match", reason) }); err != nil {
+		return Hook{}, err
 	}
-	argv := f.Command.Argv
-	if argv == nil && f.Command.Shell != "" {
-		argv = []string{f.Command.Shell}
-	}
-	if len(argv) == 0 || strings.TrimSpace(argv[0]) == "" {
-		return Hook{}, bad(lines["command"], "command", "missing (the path of an executable in the agent folder, like ./hooks/guard.sh)")
-	}
-	prog := strings.TrimSpace(argv[0])
-	if f.Command.Argv == nil && strings.ContainsAny(prog, " \t\n;|&$`") {
-		return Hook{}, bad(lines["command"], "command", fmt.Sprintf("%q is not a path: a hook runs an executable file in the agent folder, not a shell line (put the line in a script; give arguments as a list: [./hooks/guard.sh, --strict])", prog))
-	}
-	abs := prog
-	if !filepath.IsAbs(abs) {
-		abs = filepath.Join(agentDir, abs)
-	}
-	realProg, err := filepath.EvalSymlinks(abs)
+	prog, args, err := hookCommand(realAgent, agentDir, f.Command, func(reason string) error { return bad(lines["command"], "command", reason) })
 	if err != nil {
-		return Hook{}, bad(lines["command"], "command", fmt.Sprintf("%s: no such file in the agent folder %s", prog, agentDir))
+		return Hook{}, err
 	}
-	if !within(realAgent, realProg) {
-		return Hook{}, bad(lines["command"], "command", fmt.Sprintf("%s is outside the agent folder %s; a hook runs only an executable inside it", prog, agentDir))
-	}
-	st, err := os.Stat(realProg)
-	switch {
-	case err != nil:
-		return Hook{}, bad(lines["command"], "command", err.Error())
-	case !st.Mode().IsRegular():
-		return Hook{}, bad(lines["command"], "command", prog+" is not a regular file")
-	case st.Mode().Perm()&0o111 == 0:
-		return Hook{}, bad(lines["command"], "command", prog+" is not executable (chmod +x it)")
-	}
-	h.Command, h.Args = realProg, argv[1:]
+	h.Command, h.Args = prog, args
 	if f.Timeout != nil {
 		d := time.Duration(*f.Timeout)
 		if d <= 0 || d > MaxHookTimeout {
@@ -366,4 +301,100 @@ func hookProtected(d *Definition) []tools.Protected {
 		out = append(out, tools.Protected{Path: h.Command, Reason: "it is run by the agent's hook " + h.File})
 	}
 	return out
+}
+
+// hookCommand resolves a hook's command to an executable file inside the
+// agent folder (symlinks resolved first) and its arguments; bad says what
+// is wrong with the command key.
+func hookCommand(realAgent, agentDir string, cmd command, bad func(reason string) error) (string, []string, error) {
+	argv := cmd.Argv
+	if argv == nil && cmd.Shell != "" {
+		argv = []string{cmd.Shell}
+	}
+	if len(argv) == 0 || strings.TrimSpace(argv[0]) == "" {
+		return "", nil, bad("missing (the path of an executable in the agent folder, like ./hooks/guard.sh)")
+	}
+	prog := strings.TrimSpace(argv[0])
+	if cmd.Argv == nil && strings.ContainsAny(prog, " \t\n;|&$`") {
+		return "", nil, bad(fmt.Sprintf("%q is not a path: a hook runs an executable file in the agent folder, not a shell line (put the line in a script; give arguments as a list: [./hooks/guard.sh, --strict])", prog))
+	}
+	abs := prog
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(agentDir, abs)
+	}
+	realProg, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", nil, bad(fmt.Sprintf("%s: no such file in the agent folder %s", prog, agentDir))
+	}
+	if !within(realAgent, realProg) {
+		return "", nil, bad(fmt.Sprintf("%s is outside the agent folder %s; a hook runs only an executable inside it", prog, agentDir))
+	}
+	st, err := os.Stat(realProg)
+	switch {
+	case err != nil:
+		return "", nil, bad(err.Error())
+	case !st.Mode().IsRegular():
+		return "", nil, bad(prog + " is not a regular file")
+	case st.Mode().Perm()&0o111 == 0:
+		return "", nil, bad(prog + " is not executable (chmod +x it)")
+	}
+	return realProg, argv[1:], nil
+}
+
+// hookMatches checks a hook's tool-name globs: only tool events take them.
+func hookMatches(event string, match hookMatch, bad func(reason string) error) ([]string, error) {
+	if len(match) == 0 {
+		return nil, nil
+	}
+	if event != HookBeforeTool && event != HookAfterTool {
+		return nil, bad("only before_tool and after_tool hooks match tool names")
+	}
+	var out []string
+	for _, g := range match {
+		g = strings.TrimSpace(g)
+		if g == "" {
+			return nil, bad("an empty pattern (write bash|write_*, or leave match out to match every tool)")
+		}
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, bad(fmt.Sprintf("%q is not a valid glob: %v", g, err))
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// decodeHook reads a hook file's YAML: a mapping of known keys; lines
+// gives each key's line for the errors that follow.
+func decodeHook(b []byte, bad func(line int, key, reason string) error) (hookFile, map[string]int, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return hookFile{}, nil, bad(0, "", "not valid YAML: "+strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return hookFile{}, nil, bad(0, "", "a hook file must be a mapping with event and command")
+	}
+	doc := root.Content[0]
+	lines := map[string]int{}
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k := doc.Content[i]
+		known := false
+		for _, want := range hookKeys {
+			known = known || k.Value == want
+		}
+		if !known {
+			return hookFile{}, nil, bad(k.Line, k.Value, "unknown key (a hook file takes: "+strings.Join(hookKeys, ", ")+")")
+		}
+		lines[k.Value] = k.Line
+	}
+	var f hookFile
+	if err := doc.Decode(&f); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) && len(te.Errors) > 0 {
+			line, msg := splitLine(te.Errors[0])
+			key := keyAtLine(&root, line)
+			return hookFile{}, nil, bad(line, key, strings.TrimPrefix(msg, key+": "))
+		}
+		return hookFile{}, nil, bad(0, "", err.Error())
+	}
+	return f, lines, nil
 }
