@@ -19,6 +19,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/hooks"
+	"github.com/fastagent/fastagent/internal/delivery"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/store"
@@ -58,6 +59,9 @@ type Activities struct {
 	// Agent names the agent whose activities these are (its task queue;
 	// "" the default one): long-term memories are kept per agent.
 	Agent string
+	// Senders are the channels' senders the send_message and send_file
+	// tools deliver through (their credentials stay in the worker).
+	Senders delivery.Senders
 }
 
 // AgentName is the agent's name memories are kept under.

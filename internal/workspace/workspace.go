@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/delivery"
 	"github.com/fastagent/fastagent/internal/memory"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/toolrun"
@@ -380,6 +381,13 @@ func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.
 	}
 	if d.Config.Memory.Enabled {
 		for _, t := range memory.Tools(d.Config.Memory.ScopeOrDefault()) {
+			if _, taken := seen[t.Spec().Name]; !taken {
+				add(t, OriginBuiltin, OriginBuiltin)
+			}
+		}
+	}
+	if d.Config.Delivery.Enabled() {
+		for _, t := range delivery.Tools(d.Config.Delivery.Allowed(), protected) {
 			if _, taken := seen[t.Spec().Name]; !taken {
 				add(t, OriginBuiltin, OriginBuiltin)
 			}
