@@ -45,12 +45,12 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "delivery target not known",
 			yaml: "delivery:\n  allow: [\"slack:#ops\", \"email:me@example.com\"]\n",
-			want: []ConfigError{{Key: "delivery.allow.1", Reason: `unknown kind "email"`}},
+			want: []ConfigError{{Key: "delivery.allow.1", Reason: `"email:me@example.com": unknown kind "email"`}},
 		},
 		{
 			name: "delivery target malformed",
 			yaml: "delivery:\n  allow: [\"slack:ops\"]\n",
-			want: []ConfigError{{Key: "delivery.allow.0", Reason: "slack:#channel-name"}},
+			want: []ConfigError{{Key: "delivery.allow.0", Reason: `"slack:ops" is not a slack target: write slack:#channel-name`}},
 		},
 		{
 			name: "activity task queue with a space",

@@ -38,7 +38,7 @@ func failAfter(fake *fakeslack.Server, method string) {
 	})
 }
 
-func target(t *testing.T, s string) delivery.Target {
+func deliveryTarget(t *testing.T, s string) delivery.Target {
 	t.Helper()
 	tg, err := delivery.ParseTarget(s)
 	if err != nil {
@@ -61,14 +61,14 @@ func TestDeliverMessageOnce(t *testing.T) {
 	senders.Add(rp)
 	ctx := context.Background()
 	failAfter(fake, "chat.postMessage")
-	if _, err := delivery.Deliver(ctx, senders, st, target(t, "slack:#ops"), "s1", "send/e1", "deploy done", nil); err == nil || delivery.IsPermanent(err) {
+	if _, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:#ops"), "s1", "send/e1", "deploy done", nil); err == nil || delivery.IsPermanent(err) {
 		t.Fatalf("first attempt = %v, want a retryable failure", err)
 	}
-	ref, err := delivery.Deliver(ctx, senders, st, target(t, "slack:#ops"), "s1", "send/e1", "deploy done", nil)
+	ref, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:#ops"), "s1", "send/e1", "deploy done", nil)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	if _, err := delivery.Deliver(ctx, senders, st, target(t, "slack:#ops"), "s1", "send/e1", "deploy done", nil); err != nil {
+	if _, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:#ops"), "s1", "send/e1", "deploy done", nil); err != nil {
 		t.Fatal(err)
 	}
 	msgs := fake.Messages("C0OPS0001")
@@ -96,10 +96,10 @@ func TestDeliverDestinations(t *testing.T) {
 	senders := delivery.Senders{}
 	senders.Add(rp)
 	ctx := context.Background()
-	if _, err := delivery.Deliver(ctx, senders, st, target(t, "slack:C0ABC1234"), "s", "k1", "by id", nil); err != nil {
+	if _, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:C0ABC1234"), "s", "k1", "by id", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := delivery.Deliver(ctx, senders, st, target(t, "slack:U0ALICE01"), "s", "k2", "to you", nil); err != nil {
+	if _, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:U0ALICE01"), "s", "k2", "to you", nil); err != nil {
 		t.Fatal(err)
 	}
 	if m := fake.Messages("C0ABC1234"); len(m) != 1 || m[0].Text != "by id" {
@@ -108,12 +108,12 @@ func TestDeliverDestinations(t *testing.T) {
 	if m := fake.Messages("D0ALICE01"); len(m) != 1 || m[0].Text != "to you" {
 		t.Errorf("direct message: %+v", m)
 	}
-	_, err := delivery.Deliver(ctx, senders, st, target(t, "slack:#nope"), "s", "k3", "x", nil)
+	_, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:#nope"), "s", "k3", "x", nil)
 	if !delivery.IsPermanent(err) || !strings.Contains(err.Error(), "no channel named #nope") {
 		t.Errorf("unknown channel: %v", err)
 	}
 	fake.Fail("chat.postMessage", fakeslack.Failure{Error: "not_in_channel"})
-	if _, err := delivery.Deliver(ctx, senders, st, target(t, "slack:C0ABC1234"), "s", "k4", "x", nil); !delivery.IsPermanent(err) {
+	if _, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:C0ABC1234"), "s", "k4", "x", nil); !delivery.IsPermanent(err) {
 		t.Errorf("not_in_channel: %v, want a permanent failure", err)
 	}
 }
@@ -132,10 +132,10 @@ func TestDeliverFileOnce(t *testing.T) {
 	ctx := context.Background()
 	file := &delivery.File{Name: "report.csv", Data: []byte("a,b\n1,2\n")}
 	failAfter(fake, "files.completeUploadExternal")
-	if _, err := delivery.Deliver(ctx, senders, st, target(t, "slack:#ops"), "s", "send/f1", "", file); err == nil {
+	if _, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:#ops"), "s", "send/f1", "", file); err == nil {
 		t.Fatal("first attempt succeeded, want the injected failure")
 	}
-	ref, err := delivery.Deliver(ctx, senders, st, target(t, "slack:#ops"), "s", "send/f1", "", file)
+	ref, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:#ops"), "s", "send/f1", "", file)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
@@ -156,10 +156,10 @@ func TestDeliverFileOnce(t *testing.T) {
 	// An upload that stopped before its completion is finished by the
 	// retry, still as one file.
 	fake.Fail("files.completeUploadExternal", fakeslack.Failure{Error: "internal_error"})
-	if _, err := delivery.Deliver(ctx, senders, st, target(t, "slack:#ops"), "s", "send/f2", "", file); err == nil {
+	if _, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:#ops"), "s", "send/f2", "", file); err == nil {
 		t.Fatal("want the injected failure")
 	}
-	if _, err := delivery.Deliver(ctx, senders, st, target(t, "slack:#ops"), "s", "send/f2", "", file); err != nil {
+	if _, err := delivery.Deliver(ctx, senders, st, deliveryTarget(t, "slack:#ops"), "s", "send/f2", "", file); err != nil {
 		t.Fatal(err)
 	}
 	if ups := fake.Uploads(); len(ups) != 2 || !ups[1].Completed {
