@@ -181,6 +181,13 @@ func deliverAnswer(ctx workflow.Context, in FireInput, key string, rec FireRecor
 	err := workflow.ExecuteActivity(sctx, ActivityChannelSend, wire.SendInput{
 		Session: rec.Session, Key: "deliver/" + key, Targets: in.Deliver, Text: rec.Reply,
 	}).Get(ctx, &res)
+	if err != nil {
+		// The targets reached before the failure, when it says.
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.HasDetails() {
+			_ = app.Details(&res)
+		}
+	}
 	rec.Delivered = res.Delivered
 	if err != nil {
 		rec.DeliveryError = errorMessage(err)

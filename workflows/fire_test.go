@@ -145,6 +145,10 @@ func TestScheduleFireDelivers(t *testing.T) {
 		{name: "delivered", outcome: workflows.FireCompleted, reply: "7 open issues", wantSends: 1, wantDelivered: in.Deliver},
 		{name: "retried then reported", outcome: workflows.FireCompleted, reply: "7 open issues",
 			sendErr: errors.New("delivery failed: slack:#ops: internal_error"), wantSends: 8, wantError: "internal_error"},
+		{name: "partly delivered", outcome: workflows.FireCompleted, reply: "7 open issues",
+			sendErr: temporal.NewNonRetryableApplicationError("delivery failed: telegram:42: no telegram channel is configured", "invalid_command", nil,
+				wire.SendResult{Delivered: []string{"slack:#ops"}}),
+			wantSends: 1, wantDelivered: []string{"slack:#ops"}, wantError: "telegram:42"},
 		{name: "failed turn", outcome: workflows.FireFailed},
 		{name: "no text", outcome: workflows.FireCompleted, reply: "  ", wantError: "no text"},
 	}

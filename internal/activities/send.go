@@ -48,8 +48,13 @@ func (r *Replies) Send(ctx context.Context, in wire.SendInput) (wire.SendResult,
 	if ctx.Err() != nil {
 		return res, errors.Join(errors.New(msg), ctx.Err())
 	}
+	// The failure carries the targets reached (its details), so the
+	// workflow can record them when the retries are spent.
 	if retry {
-		return res, errors.New(msg)
+		return res, temporal.NewApplicationError(msg, SendFailed, res)
 	}
-	return res, temporal.NewNonRetryableApplicationError(msg, agent.CodeInvalidCommand, nil)
+	return res, temporal.NewNonRetryableApplicationError(msg, agent.CodeInvalidCommand, nil, res)
 }
+
+// SendFailed is the error type of a Channel.Send attempt a retry may fix.
+const SendFailed = "delivery_failed"
