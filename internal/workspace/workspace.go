@@ -379,18 +379,9 @@ func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.
 			}
 		}
 	}
-	if d.Config.Memory.Enabled {
-		for _, t := range memory.Tools(d.Config.Memory.ScopeOrDefault()) {
-			if _, taken := seen[t.Spec().Name]; !taken {
-				add(t, OriginBuiltin, OriginBuiltin)
-			}
-		}
-	}
-	if d.Config.Delivery.Enabled() {
-		for _, t := range delivery.Tools(d.Config.Delivery.Allowed(), protected) {
-			if _, taken := seen[t.Spec().Name]; !taken {
-				add(t, OriginBuiltin, OriginBuiltin)
-			}
+	for _, t := range configuredBuiltins(d, protected) {
+		if _, taken := seen[t.Spec().Name]; !taken {
+			add(t, OriginBuiltin, OriginBuiltin)
 		}
 	}
 	for _, name := range sortedKeys(d.Config.Tools) {
@@ -402,6 +393,20 @@ func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.
 			d.Diagnostics = append(d.Diagnostics, Diagnostic{File: file, Message: fmt.Sprintf("tools.%s: there is no tool named %q; these settings are unused", name, name)})
 		}
 	}
+}
+
+// configuredBuiltins are the built-in tools fastagent.yaml turns on by a
+// block of its own: memory's (memory.enabled) and delivery's
+// (delivery.allow), the latter reading files with protected.
+func configuredBuiltins(d *Definition, protected []tools.Protected) []agent.Tool {
+	var out []agent.Tool
+	if d.Config.Memory.Enabled {
+		out = append(out, memory.Tools(d.Config.Memory.ScopeOrDefault())...)
+	}
+	if d.Config.Delivery.Enabled() {
+		out = append(out, delivery.Tools(d.Config.Delivery.Allowed(), protected)...)
+	}
+	return out
 }
 
 // configure applies per-tool settings from the config.

@@ -56,7 +56,7 @@ func (r *Replier) create(ctx context.Context, idType, dest, msgType, content, uu
 		Body(larkim.NewCreateMessageReqBodyBuilder().ReceiveId(dest).MsgType(msgType).Content(content).Uuid(uuid).Build()).Build()
 	resp, err := r.api.Im.Message.Create(ctx, req)
 	if err := apiError("im message create", err, resp); err != nil {
-		return "", deliveryError(err, resp != nil && refusal(resp.CodeError.Code))
+		return "", deliveryError(err, resp != nil && refusal(resp.Code))
 	}
 	if resp.Data == nil || str(resp.Data.MessageId) == "" {
 		return "", errors.New("im message create: no message_id")
@@ -70,7 +70,7 @@ func (r *Replier) uploadFile(ctx context.Context, f *delivery.File) (string, err
 		FileType("stream").FileName(f.Name).File(bytes.NewReader(f.Data)).Build()).Build()
 	resp, err := r.api.Im.File.Create(ctx, req)
 	if err := apiError("im file create", err, resp); err != nil {
-		return "", deliveryError(err, resp != nil && refusal(resp.CodeError.Code))
+		return "", deliveryError(err, resp != nil && refusal(resp.Code))
 	}
 	if resp.Data == nil || str(resp.Data.FileKey) == "" {
 		return "", errors.New("im file create: no file_key")
