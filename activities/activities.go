@@ -5,13 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
+	"strings"
 
 	"github.com/tmc/langchaingo/llms"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/hooks"
 	iacts "github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/plugin"
 	"github.com/fastagent/fastagent/internal/serve"
 )
 
@@ -65,7 +71,10 @@ type Options struct {
 	// the same store.
 	Store string
 	// Feed is the live feed: "" (in process) or nats://host:4222 — what
-	// the agent's other workers and ingresses use.
+	// the agent's other workers and ingresses use. Register of the model
+	// or tools group alone needs it named: the session workers' NATS
+	// feed, or "inprocess" when they run in this very process (the
+	// activities' live events and aborts travel on it).
 	Feed string
 	// TaskQueue is the agent's task queue, where chat messages and
 	// schedule fires start sessions (default "fastagent").
@@ -81,9 +90,19 @@ type Options struct {
 	// (default os.Getenv).
 	Getenv func(string) string
 	// ControlPlane are host:port addresses tools must never reach even with
-	// the network on, beside loopback, link-local and private addresses:
-	// your Temporal frontend, for one.
+	// the network on, beside loopback, link-local and private addresses
+	// and the Temporal frontend of the worker running the tool calls
+	// (added by itself, however its client was made).
 	ControlPlane []string
+	// CodecKeys are the payload codec's keys — those of the agent's
+	// other workers: entries "id:base64key" separated by commas, the
+	// first encrypts, all decrypt (FASTAGENT_CODEC_KEYS and
+	// FASTAGENT_CODEC_KEY_FILE are read when it is empty). With keys, the
+	// set is also the Temporal plugin that puts the codec on a client:
+	// make the client of the workers you Register it on with it
+	// (client.Options.Plugins); Register refuses a worker whose client
+	// was not.
+	CodecKeys string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -91,9 +110,18 @@ type Options struct {
 // Set is the activity set of one agent, what the table in the package
 // documentation lists: register it, or some of its groups, with Register.
 // Make it with New; Close it when its workers stopped.
+//
+// Set is also a Temporal plugin (client.Plugin and worker.Plugin): on a
+// client it sets the payload codec of Options.CodecKeys (nothing without
+// keys), as the worker package's plugin does.
 type Set struct {
+	*temporal.SimplePlugin
+
 	impl  iacts.Set
 	parts *serve.Parts
+	guard *plugin.Guard
+	// feed is Options.Feed as given ("": not named).
+	feed string
 }
 
 // New opens what the activities use — the session store, the live feed,
@@ -104,13 +132,21 @@ type Set struct {
 // fastagent worker is: tool processes cannot read its memory or
 // environment.
 func New(ctx context.Context, opts Options) (*Set, error) {
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cdc, err := serve.CodecKeys(opts.CodecKeys, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("activities: %w", err)
+	}
 	// The runtime's worker role (non-dumpable, the definition checked),
 	// built as every fastagent worker is.
 	parts, err := serve.Assemble(ctx, serve.Config{
 		Roles: serve.Roles{Worker: true},
 		Dir:   opts.Dir, AgentDir: opts.AgentDir, StateDir: opts.StateDir, Store: opts.Store, Feed: opts.Feed,
 		TaskQueue: opts.TaskQueue, Tools: opts.Tools, Hooks: opts.Hooks, ModelClients: opts.Models,
-		Getenv: opts.Getenv, ControlPlane: opts.ControlPlane, Logger: opts.Logger,
+		Getenv: opts.Getenv, ControlPlane: opts.ControlPlane, Logger: opts.Logger, Codec: cdc,
 	}, serve.Components{})
 	if err != nil {
 		return nil, fmt.Errorf("activities: %w", err)
@@ -120,11 +156,29 @@ func New(ctx context.Context, opts Options) (*Set, error) {
 		parts.Close()
 		return nil, fmt.Errorf("activities: %w", err)
 	}
-	return newSet(impl, parts), nil
+	s, err := newSet(impl, parts)
+	if err != nil {
+		return nil, err
+	}
+	s.feed = opts.Feed
+	return s, nil
 }
 
-func newSet(impl iacts.Set, parts *serve.Parts) *Set {
-	return &Set{impl: impl, parts: parts}
+func newSet(impl iacts.Set, parts *serve.Parts) (*Set, error) {
+	var cdc *codec.Codec
+	if parts != nil {
+		cdc = parts.Config.Codec
+	}
+	g, err := plugin.NewGuard(cdc)
+	if err != nil {
+		if parts != nil {
+			parts.Close()
+		}
+		return nil, fmt.Errorf("activities: %w", err)
+	}
+	s := &Set{SimplePlugin: g.SimplePlugin, impl: impl, parts: parts, guard: g}
+	g.Alias(s)
+	return s, nil
 }
 
 // Close releases the store, the feed and the tool sandbox; later calls are
@@ -158,6 +212,47 @@ func Register(r Registry, set *Set, groups ...Group) error {
 		}
 		in[i] = ig
 	}
-	iacts.Register(r, set.impl, in...)
-	return nil
+	if set.parts != nil && set.feed == "" && apart(in) {
+		return fmt.Errorf("activities: Register of the %s group without the session workflows: %s; set Options.Feed to the NATS feed "+
+			"the session workers use (nats://host:4222), or to \"inprocess\" when they run in this very process", joinGroups(in), iacts.InProcessFeedApart)
+	}
+	var err error
+	first := true
+	iacts.Register(registrar(func(fn any, o activity.RegisterOptions) {
+		switch {
+		case err != nil:
+		case first && set.guard != nil:
+			// The first registration tells whether the worker's client
+			// carries the set's codec.
+			first = false
+			if e := set.guard.Registering(o.Name, func() { r.RegisterActivityWithOptions(fn, o) }); e != nil {
+				err = fmt.Errorf("activities: Register: %w", e)
+			}
+		default:
+			r.RegisterActivityWithOptions(fn, o)
+		}
+	}), set.impl, in...)
+	return err
+}
+
+// registrar is a function registering one activity.
+type registrar func(fn any, o activity.RegisterOptions)
+
+func (f registrar) RegisterActivityWithOptions(fn any, o activity.RegisterOptions) { f(fn, o) }
+
+// apart reports whether groups are the model or tools group without the
+// session's own (registered beside the workflows, the set is whole).
+func apart(groups []iacts.Group) bool {
+	if len(groups) == 0 || slices.Contains(groups, iacts.GroupSession) {
+		return false
+	}
+	return slices.ContainsFunc(groups, iacts.Group.Placeable)
+}
+
+func joinGroups(groups []iacts.Group) string {
+	s := make([]string, len(groups))
+	for i, g := range groups {
+		s[i] = string(g)
+	}
+	return strings.Join(s, ", ")
 }

@@ -27,13 +27,18 @@
 // worker's WorkerStopTimeout (worker.DefaultStopTimeout, as the plugin
 // does): the SDK's default cancels a running tool call the moment the
 // worker stops, and the model is told its outcome is unknown. With codec
-// keys, Register alone cannot serve the sessions — their payloads are
-// encrypted and only a client made with the fastagent plugin decodes them
-// — so use worker.Options.Activities on such a client instead. A worker
-// serving a group needs what the group's activities use: the agent's folder
-// (its definition, tools and secrets), the session store and the live feed
-// the session's workers use (a Postgres store and a NATS feed, once
-// workers run on several machines). Only the model and tools groups run
+// keys (Options.CodecKeys or the environment), the sessions' payloads are
+// encrypted: the set is then also the Temporal plugin that puts the codec
+// on a client — make the worker's client with it
+// (client.Options.Plugins: set) — and Register refuses a worker whose
+// client was not made with it. A worker serving a group needs what the
+// group's activities use: the agent's folder (its definition, tools and
+// secrets), the session store and the live feed the session's workers use
+// (a Postgres store and a NATS feed, once workers run on several
+// machines). The feed carries the group's live events and the aborts of
+// its running calls, so Register of the model or tools group alone needs
+// Options.Feed named: the NATS feed, or "inprocess" when the session's
+// workers run in this very process. Only the model and tools groups run
 // apart; the others run beside the workflows, on the session's own task
 // queue (most of them are local activities).
 //

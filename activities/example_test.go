@@ -65,7 +65,9 @@ func ExampleRegister() {
 
 	// The tools' worker: the activity set of the same agent, its tools
 	// group alone, on the task queue fastagent.yaml names.
-	set, err := activities.New(ctx, activities.Options{Dir: dir, Getenv: env, Tools: tools, Logger: exampleenv.Quiet})
+	// The session's worker runs in this same process, so the in-process
+	// feed reaches it; across machines, Feed names the NATS feed.
+	set, err := activities.New(ctx, activities.Options{Dir: dir, Getenv: env, Feed: "inprocess", Tools: tools, Logger: exampleenv.Quiet})
 	if err != nil {
 		fmt.Println("activities:", err)
 		return

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	iacts "github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -20,7 +21,11 @@ func (firer) Fire(context.Context, wire.FireRequest) (workflows.FireRecord, erro
 }
 
 func testSet() *Set {
-	return newSet(iacts.Set{Acts: &iacts.Activities{}, Replies: &iacts.Replies{}, Firer: firer{}}, nil)
+	s, err := newSet(iacts.Set{Acts: &iacts.Activities{}, Replies: &iacts.Replies{}, Firer: firer{}}, nil)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 type registry struct{ names []string }
@@ -75,5 +80,29 @@ func TestRegisterWithoutARegistry(t *testing.T) {
 	}()
 	if err := Register(nil, testSet(), GroupTools); err == nil || !strings.Contains(err.Error(), "worker") {
 		t.Fatalf("Register(nil, …) = %v, want an error asking for a worker", err)
+	}
+}
+
+// Register of the model or tools group alone, from a set whose feed was
+// not named (the in-process default), is refused before anything is
+// registered: the sessions in other processes would never see the
+// group's events nor reach it with an abort.
+func TestRegisterApartNeedsAFeed(t *testing.T) {
+	s := testSet()
+	s.parts, s.feed = &serve.Parts{}, ""
+	for _, g := range []Group{GroupTools, GroupModel} {
+		var r registry
+		if err := Register(&r, s, g); err == nil || !strings.Contains(err.Error(), "abort") || len(r.names) != 0 {
+			t.Errorf("Register of %s without a feed: %v, registered %v; want refused, nothing registered", g, err, r.names)
+		}
+	}
+	var whole registry
+	if err := Register(&whole, s); err != nil {
+		t.Errorf("Register of every group (the sessions' own worker): %v", err)
+	}
+	s.feed = "inprocess"
+	var tools registry
+	if err := Register(&tools, s, GroupTools); err != nil || len(tools.names) != 1 {
+		t.Errorf("Register of tools, feed inprocess: %v, %v", err, tools.names)
 	}
 }

@@ -37,7 +37,10 @@ type Options struct {
 	// agent uses the same store.
 	Store string
 	// Feed is the live feed: "" (in process) or nats://host:4222 when
-	// workers and ingresses run in different processes.
+	// workers and ingresses run in different processes. With Activities
+	// set it must be named: the session workers' NATS feed, or
+	// "inprocess" when they run in this very process (the activities'
+	// live events and aborts travel on it).
 	Feed string
 	// TaskQueue is the agent's task queue, where its sessions run (default
 	// "fastagent"). With Activities set, it is the task queue those
@@ -72,9 +75,11 @@ type Options struct {
 	// exports them by OTLP when the OTEL_EXPORTER_OTLP_* variables ask.
 	TracerProvider trace.TracerProvider
 	// ControlPlane are host:port addresses tools must never reach even with
-	// the network on, beside loopback, link-local and private addresses:
-	// your Temporal frontend (a Temporal Cloud endpoint is public), the
-	// store, the feed.
+	// the network on, beside loopback, link-local and private addresses,
+	// the store, the feed and the Temporal frontend: the frontend of every
+	// client made with the plugin, and of any client a worker running tool
+	// calls is on, is added by itself (a Temporal Cloud endpoint is
+	// public); name other addresses of your deployment here.
 	ControlPlane []string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -182,6 +187,10 @@ func (o Options) config() (serve.Config, error) {
 				"only the model and tools groups run on a worker of their own (leave Activities empty for the whole agent)", g)
 		}
 		cfg.ActivityGroups = append(cfg.ActivityGroups, ig)
+	}
+	if len(cfg.ActivityGroups) > 0 && o.Feed == "" {
+		return cfg, fmt.Errorf("worker: Options.Activities: %s; set Options.Feed to the NATS feed the session workers use "+
+			"(nats://host:4222), or to \"inprocess\" when they run in this very process", iacts.InProcessFeedApart)
 	}
 	var err error
 	if cfg.Codec, err = serve.CodecKeys(o.CodecKeys, getenv); err != nil {

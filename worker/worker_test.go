@@ -104,7 +104,7 @@ func TestRunActivitiesNeedATaskQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	err = worker.Run(context.Background(), c, worker.Options{Dir: dir, Getenv: env, Activities: []activities.Group{activities.GroupTools}, Logger: quiet})
+	err = worker.Run(context.Background(), c, worker.Options{Dir: dir, Getenv: env, Feed: "inprocess", Activities: []activities.Group{activities.GroupTools}, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "activities: {tools: {taskQueue:") {
 		t.Fatalf("Run = %v, want the activities: block named", err)
 	}
@@ -305,4 +305,28 @@ func TestIngressNeedsTheCodecOnTheClient(t *testing.T) {
 		t.Fatalf("New with the plugin's client: %v", err)
 	}
 	_ = h.Close()
+}
+
+// A plugin limited to the model or tools group runs apart from the
+// sessions: with the in-process feed (Feed unset) their live events and
+// aborts would never cross to the sessions' processes, so New refuses it,
+// naming the NATS feed; Feed "inprocess" says the sessions run here.
+func TestNewRefusesActivitiesApartWithoutAFeed(t *testing.T) {
+	dir, env, done := exampleAgent("activities:\n  tools: {taskQueue: tools}\n  model: {taskQueue: llm}\n")
+	defer done()
+	for _, g := range []activities.Group{activities.GroupTools, activities.GroupModel} {
+		p, err := worker.New(context.Background(), worker.Options{Dir: dir, Getenv: env, Activities: []activities.Group{g}, Logger: quiet})
+		if err == nil {
+			p.Close()
+			t.Errorf("New limited to the %s group without a feed: no error", g)
+		} else if !strings.Contains(err.Error(), "NATS") || !strings.Contains(err.Error(), "abort") {
+			t.Errorf("New limited to the %s group without a feed: %v, want it to say aborts need the NATS feed", g, err)
+		}
+		p, err = worker.New(context.Background(), worker.Options{Dir: dir, Getenv: env, Feed: "inprocess", Activities: []activities.Group{g}, Logger: quiet})
+		if err != nil {
+			t.Errorf("New limited to the %s group, Feed inprocess: %v", g, err)
+		} else {
+			p.Close()
+		}
+	}
 }

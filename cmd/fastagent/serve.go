@@ -242,6 +242,10 @@ func activityGroups(cmd *cobra.Command, names []string, cfg *serve.Config) error
 		}
 		cfg.ActivityGroups = append(cfg.ActivityGroups, grp)
 	}
+	if cfg.Feed == "" || cfg.Feed == "inprocess" {
+		return usageError("--activities %s: %s; configure the NATS feed the session workers and ingresses use (--feed nats://host:4222, FASTAGENT_FEED)",
+			strings.Join(names, ","), activities.InProcessFeedApart)
+	}
 	if !cmd.Flags().Changed("task-queue") && os.Getenv("FASTAGENT_TASK_QUEUE") == "" {
 		cfg.TaskQueue = "" // where fastagent.yaml places them
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/hooks"
@@ -62,6 +63,11 @@ type Activities struct {
 	// Senders are the channels' senders the send_message and send_file
 	// tools deliver through (their credentials stay in the worker).
 	Senders delivery.Senders
+	// ClientSeen, when set, is called before each tool runs with the
+	// Temporal client of the worker running the call: the runtime keeps
+	// tools from that client's frontend. An error fails the call, the
+	// tool not run.
+	ClientSeen func(ctx context.Context, c client.Client) error
 }
 
 // AgentName is the agent's name memories are kept under.

@@ -127,3 +127,9 @@ func in(groups []Group, g Group) bool {
 	}
 	return false
 }
+
+// InProcessFeedApart is the refusal of a worker serving the model or tools
+// group apart from the session workflows with the in-process feed.
+const InProcessFeedApart = "the model and tools activities running apart publish their live events (text, tool output) and receive " +
+	"aborts (stop notices) on the live feed, and an in-process feed is seen by this process alone: the sessions would never see " +
+	"their events, and an abort would not stop a running tool or model call before its next heartbeat"

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/fastagent/fastagent/internal/llm"
@@ -9,32 +10,38 @@ import (
 	"github.com/fastagent/fastagent/transcript"
 )
 
-// injectMemories adds the memories most relevant to the turn's prompt (the
-// branch's last user message) to the end of the system prompt, when
-// memory.inject asks for it: after the stable persona, context files and
-// skills, so that a cached prefix stays valid, and the same for every step
-// of a turn. A failed recall leaves the prompt as it is.
+// injectMemories puts the memories most relevant to the turn's prompt (the
+// branch's last user message) before that message's text, when
+// memory.inject asks for it: a delimited <memories> block of data in the
+// user's turn, never in the system prompt — a shared memory is text a model
+// wrote in someone else's session, and gets no authority from its place.
+// The block is in the request only (the stored message is untouched), at
+// the same place for every step of a turn, so the cached prefix up to it
+// stays valid. A failed recall leaves the prompt as it is.
 func (a *Activities) injectMemories(ctx context.Context, s modelStep, req *llm.Request) {
 	cfg := s.def.Config.Memory
 	if !cfg.Enabled || cfg.Inject.Count <= 0 {
 		return
 	}
-	query := ""
+	last := -1
 	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if m := req.Messages[i]; m.Role == transcript.RoleUser {
-			query = m.Text
+		if req.Messages[i].Role == transcript.RoleUser {
+			last = i
 			break
 		}
 	}
-	if strings.TrimSpace(query) == "" {
+	if last < 0 || strings.TrimSpace(req.Messages[last].Text) == "" {
 		return
 	}
-	block, err := memory.Inject(ctx, a.Store, a.AgentName(), s.call.Session, query, cfg.Inject.Count, cfg.InjectTokens())
+	block, err := memory.Inject(ctx, a.Store, a.AgentName(), s.call.Session, req.Messages[last].Text, cfg.Inject.Count, cfg.InjectTokens())
 	if err != nil {
 		a.log().Warn("memory: recall for the prompt failed; the step runs without memories", "session", s.call.Session, "error", err)
 		return
 	}
-	if block != "" {
-		req.System += "\n\n" + block + "\n"
+	if block == "" {
+		return
 	}
+	msgs := slices.Clone(req.Messages)
+	msgs[last].Text = block + "\n\n" + msgs[last].Text
+	req.Messages = msgs
 }

@@ -206,6 +206,13 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 			return agent.ToolResult{IsError: true, Content: fmt.Sprintf("The %s call was blocked: %s", spec.Name, reason)}, nil
 		}
 	}
+	if a.ClientSeen != nil && activity.IsActivity(ctx) {
+		// The frontend of the client this worker runs on is kept from
+		// the tools before one runs, however the client was made.
+		if err := a.ClientSeen(ctx, activity.GetClient(ctx)); err != nil {
+			return agent.ToolResult{IsError: true, Content: fmt.Sprintf("The %s call was not run: %s", spec.Name, err.Error())}, nil
+		}
+	}
 	runCtx := waketools.WithPending(ctx, waketools.Pending{IDs: call.PendingWakes, NextID: call.NextWakeID})
 	// A memory write is keyed by the call's result entry: a retried call
 	// stores nothing twice.

@@ -23,6 +23,16 @@ func modelToolResult(reqs []modelserver.Request, id string) string {
 	return ""
 }
 
+// lastUserMessage is the text of the last user message of r.
+func lastUserMessage(r modelserver.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
 // A memory alice's agent keeps in one session is recalled — by the recall
 // tool and in the prompt — in her next session, and never in bob's; the
 // worker's secret values never reach the store; GET /memories shows each
@@ -61,8 +71,12 @@ func TestMemoryAcrossSessionsOfOnePrincipal(t *testing.T) {
 	)
 	invoke("alice-token", "alice-2", "what is my favourite colour?")
 	reqs := e.kit.Model.Requests()
-	if sys := systemPrompt(reqs[before]); !strings.Contains(sys, "<memories>") || !strings.Contains(sys, "favourite colour is teal") {
-		t.Errorf("alice's new session's system prompt lacks her memory:\n%s", sys)
+	if user := lastUserMessage(reqs[before]); !strings.HasPrefix(user, "<memories>") || !strings.Contains(user, "favourite colour is teal") ||
+		!strings.HasSuffix(user, "</memories>\n\nwhat is my favourite colour?") {
+		t.Errorf("alice's new session's turn lacks her memory as a block before her prompt:\n%s", user)
+	}
+	if sys := systemPrompt(reqs[before]); strings.Contains(sys, "teal") {
+		t.Errorf("a memory reached the system prompt:\n%s", sys)
 	}
 	got := modelToolResult(reqs, "q1")
 	if !strings.Contains(got, "favourite colour is teal") || strings.Contains(got, secret) || !strings.Contains(got, "[redacted]") {
@@ -78,8 +92,8 @@ func TestMemoryAcrossSessionsOfOnePrincipal(t *testing.T) {
 	invoke("bob-token", "bob-1", "what is my favourite colour?")
 	reqs = e.kit.Model.Requests()
 	for _, r := range reqs[before:] {
-		if strings.Contains(systemPrompt(r), "teal") {
-			t.Errorf("bob's prompt holds alice's memory:\n%s", systemPrompt(r))
+		if strings.Contains(systemPrompt(r), "teal") || strings.Contains(lastUserMessage(r), "teal") {
+			t.Errorf("bob's prompt holds alice's memory:\n%s\n%s", systemPrompt(r), lastUserMessage(r))
 		}
 	}
 	if got := modelToolResult(reqs, "q2"); got != "No memories match." {

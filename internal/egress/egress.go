@@ -184,12 +184,15 @@ func ParsePrefixes(entries []string) ([]netip.Prefix, error) {
 // Proxy is the egress proxy. Serve it on as many listeners as needed (one
 // per sandboxed call inside its network namespace, or one on loopback).
 type Proxy struct {
+	// policy is replaced, never changed in place, under pmu (Deny).
+	pmu      sync.RWMutex
 	policy   Policy
 	log      *slog.Logger
 	resolver *net.Resolver
 	dialer   net.Dialer
 	srv      *http.Server
 	fwd      *httputil.ReverseProxy
+	tr       *http.Transport
 	// ownAddrs lists the addresses of this machine's interfaces (a test
 	// seam; localAddrs, cached).
 	ownAddrs func() []netip.Addr
@@ -245,6 +248,7 @@ func New(p Policy, log *slog.Logger) *Proxy {
 		IdleConnTimeout:       30 * time.Second,
 		ResponseHeaderTimeout: 2 * time.Minute,
 	}
+	x.tr = tr
 	x.fwd = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL = r.In.URL // absolute-form: the destination as the client named it
@@ -282,6 +286,45 @@ func (x *Proxy) Close() error {
 	return err
 }
 
+// Deny adds ds to the destinations the proxy never dials, from the next
+// dial on: a control-plane address learned after it started (the Temporal
+// frontend of a client given later). Destinations it has are skipped.
+func (x *Proxy) Deny(ds []Dest) {
+	x.pmu.Lock()
+	x.policy = x.policy.WithDeny(ds)
+	policy := x.policy
+	x.pmu.Unlock()
+	// What was dialed before is not dialed again: kept-alive connections
+	// of plain HTTP go, and so do open tunnels to a destination now denied.
+	x.tr.CloseIdleConnections()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for c := range x.conns {
+		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && policy.Check(ap.Addr(), ap.Port(), true) != nil {
+			_ = c.Close()
+		}
+	}
+}
+
+// WithDeny is p with ds added to Deny (those it has skipped); p's Deny is
+// not changed in place.
+func (p Policy) WithDeny(ds []Dest) Policy {
+	deny := slices.Clone(p.Deny)
+	for _, d := range ds {
+		if !slices.Contains(deny, d) {
+			deny = append(deny, d)
+		}
+	}
+	p.Deny = deny
+	return p
+}
+
+func (x *Proxy) currentPolicy() Policy {
+	x.pmu.RLock()
+	defer x.pmu.RUnlock()
+	return x.policy
+}
+
 // Dial resolves addr, refuses it when the policy says so, and otherwise
 // connects to the first permitted address.
 func (x *Proxy) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -289,8 +332,9 @@ func (x *Proxy) Dial(ctx context.Context, network, addr string) (net.Conn, error
 	if err != nil {
 		return nil, fmt.Errorf("egress: %q: %w", addr, err)
 	}
+	policy := x.currentPolicy()
 	pinned := false
-	if to, ok := x.policy.Hosts[strings.ToLower(host)]; ok {
+	if to, ok := policy.Hosts[strings.ToLower(host)]; ok {
 		pinned = true
 		if h, p, err := net.SplitHostPort(to); err == nil {
 			host, port = h, p
@@ -310,7 +354,7 @@ func (x *Proxy) Dial(ctx context.Context, network, addr string) (net.Conn, error
 	}
 	var refused error
 	for _, ip := range ips {
-		if err := x.policy.Check(ip, uint16(pn), pinned); err != nil {
+		if err := policy.Check(ip, uint16(pn), pinned); err != nil {
 			refused = err
 			continue
 		}

@@ -225,3 +225,44 @@ func TestProxyRefusesTheMachinesOwnAddresses(t *testing.T) {
 		t.Error("localAddrs found no address of this machine")
 	}
 }
+
+// A destination denied after the proxy started (a Temporal frontend
+// learned from a client given later) is refused from the next dial on,
+// even where the operator pinned a name to it.
+func TestProxyDenyLearnedLater(t *testing.T) {
+	t.Parallel()
+	frontend, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frontend.Close()
+	go func() {
+		for {
+			c, err := frontend.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	fe := netip.MustParseAddrPort(frontend.Addr().String())
+	x := New(Policy{Hosts: map[string]string{"temporal.example.test": fe.String()}}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := x.Dial(ctx, "tcp", "temporal.example.test:7233")
+	if err != nil {
+		t.Fatalf("before Deny, the pinned frontend: %v", err)
+	}
+	_ = c.Close()
+	x.Deny([]Dest{{Prefix: netip.PrefixFrom(fe.Addr(), 32), Port: fe.Port()}})
+	x.Deny([]Dest{{Prefix: netip.PrefixFrom(fe.Addr(), 32), Port: fe.Port()}}) // twice: kept once
+	if c, err := x.Dial(ctx, "tcp", "temporal.example.test:7233"); !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "control plane") {
+		if c != nil {
+			_ = c.Close()
+		}
+		t.Fatalf("after Deny, the frontend: %v, want refused as the control plane", err)
+	}
+	if n := len(x.currentPolicy().Deny); n != 1 {
+		t.Errorf("Deny holds %d destinations, want 1", n)
+	}
+}

@@ -89,3 +89,28 @@ func TestTokensLimitedToAgents(t *testing.T) {
 		}
 	}
 }
+
+// InvokeOff switches POST /invoke off at the root and under
+// /agents/<name>/ alike: 404 not_found with the reason, no turn started;
+// another agent keeps its own switch.
+func TestInvokeOffCoversTheAgentRoute(t *testing.T) {
+	t.Parallel()
+	main, other := &recorder{}, &recorder{}
+	hs, _ := authServer(t, func(s *ingress.Server) {
+		s.Agent, s.Control, s.Name = main, main, "main"
+		s.InvokeOff = "POST /invoke is off here"
+		s.Agents = map[string]*ingress.Server{"b": {Agent: other, Control: other, Tokens: s.Tokens}}
+	})
+	for _, path := range []string{"/invoke", "/agents/main/invoke"} {
+		resp, body := do(t, hs, call{http.MethodPost, path, `{"session":"s1","text":"hi"}`}, adminTok, nil)
+		if resp.StatusCode != http.StatusNotFound || codeOf(body) != "not_found" || !strings.Contains(body, "is off here") {
+			t.Errorf("POST %s switched off: %d %s, want 404 not_found with the reason", path, resp.StatusCode, body)
+		}
+	}
+	if got := main.took(); len(got) != 0 {
+		t.Errorf("a switched-off /invoke reached the agent: %v", got)
+	}
+	if resp, body := do(t, hs, call{http.MethodPost, "/agents/b/invoke", `{"session":"s1","text":"hi"}`}, adminTok, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("POST /agents/b/invoke (b keeps it): %d %s", resp.StatusCode, body)
+	}
+}

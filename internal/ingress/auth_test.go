@@ -534,3 +534,29 @@ func TestCompactRoute(t *testing.T) {
 		t.Errorf("calls %v, want one compact of s1", got)
 	}
 }
+
+// GET /health is public and minimal; GET /health?details (the tool
+// sandbox's status) answers only a valid token, whatever its rights.
+func TestHealthDetailsNeedAToken(t *testing.T) {
+	t.Parallel()
+	hs, _ := authServer(t, func(s *ingress.Server) {
+		s.Details = func() map[string]any { return map[string]any{"toolSandbox": "landlock-abi-6"} }
+	})
+	details := call{http.MethodGet, "/health?details", ""}
+	for _, tok := range []string{"", "wrong-token"} {
+		resp, body := do(t, hs, details, tok, nil)
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "landlock") {
+			t.Errorf("/health?details with token %q: %d %s, want 401 without the details", tok, resp.StatusCode, body)
+		}
+	}
+	for _, tok := range []string{approverTok, adminTok} {
+		resp, body := do(t, hs, details, tok, nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, "landlock-abi-6") {
+			t.Errorf("/health?details with a valid token: %d %s, want 200 with the details", resp.StatusCode, body)
+		}
+	}
+	resp, body := do(t, hs, call{http.MethodGet, "/health", ""}, "", nil)
+	if resp.StatusCode != http.StatusOK || body != "ok" {
+		t.Errorf("/health without a token: %d %q, want 200 ok", resp.StatusCode, body)
+	}
+}

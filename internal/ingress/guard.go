@@ -138,7 +138,8 @@ const principalKey = "fastagent.principal"
 func (s *Server) guard(rights ...Right) gin.HandlerFunc { return s.guardOn(true, rights) }
 
 // deploymentGuard is guard for a route of the whole deployment (metrics),
-// not of one agent: a token limited to some agents may use it.
+// not of one agent: a token limited to some agents may use it. Without
+// rights, any authenticated principal passes.
 func (s *Server) deploymentGuard(rights ...Right) gin.HandlerFunc { return s.guardOn(false, rights) }
 
 // guardOn is guard; an agent route (agentRoute) also answers 404
@@ -172,7 +173,7 @@ func (s *Server) guardOn(agentRoute bool, rights []Right) gin.HandlerFunc {
 			abort(c, CodeNoSuchAgent, noSuchAgent(named))
 			return
 		}
-		if !slices.ContainsFunc(rights, p.Has) {
+		if len(rights) > 0 && !slices.ContainsFunc(rights, p.Has) {
 			abort(c, CodeForbidden, fmt.Sprintf("principal %q lacks the %s right for this route", p.Name, joinRights(rights)))
 			return
 		}

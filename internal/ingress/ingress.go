@@ -133,8 +133,14 @@ type Server struct {
 	// limits.perPrincipal with 429 principal_limit (nil: no such limit).
 	PrincipalLimiter *PrincipalLimiter
 	// Details adds facts to GET /health?details (as JSON): the worker's tool
-	// sandbox, for one. nil: none.
+	// sandbox, for one. nil: none. Plain GET /health is public; ?details
+	// needs a valid token (any right).
 	Details func() map[string]any
+
+	// InvokeOff, when set, switches POST /invoke off — at the root and
+	// under /agents/<Name>/ alike: it answers 404 not_found with this
+	// reason (an agent with channels, say).
+	InvokeOff string
 
 	// Name is the agent this server serves (its task queue); its routes are
 	// also under /agents/<Name>/. A token limited to other agents gets 404
@@ -226,7 +232,7 @@ func (s *Server) Handler() http.Handler {
 // agentRoutes are the routes of one agent's sessions, at the root for the
 // main agent and under /agents/<name> for each.
 func (s *Server) agentRoutes(r gin.IRoutes) {
-	r.POST("/invoke", s.guard(RightInvoke), s.invoke)
+	r.POST("/invoke", s.invokeSwitch, s.guard(RightInvoke), s.invoke)
 	r.GET("/sessions/:id", s.guard(RightControl, RightApprove), s.state)
 	r.POST("/sessions/:id/abort", s.guard(RightControl), s.abort)
 	r.POST("/sessions/:id/steer", s.guard(RightControl), s.steer)
@@ -296,6 +302,13 @@ func noSuchAgent(name string) string {
 	return fmt.Sprintf("no agent %q is served here for this token (is the name right? a token may be limited to some agents)", name)
 }
 
+// invokeSwitch answers 404 for POST /invoke while InvokeOff says it is off.
+func (s *Server) invokeSwitch(c *gin.Context) {
+	if s.InvokeOff != "" {
+		abort(c, agent.CodeNotFound, s.InvokeOff)
+	}
+}
+
 func (s *Server) health(c *gin.Context) {
 	if s.isDraining() {
 		c.String(http.StatusServiceUnavailable, "draining")
@@ -312,6 +325,12 @@ func (s *Server) health(c *gin.Context) {
 		}
 	}
 	if _, ok := c.GetQuery("details"); ok {
+		// The details (the tool sandbox's mechanism, why tools cannot
+		// run) are for the deployment's principals, not for anyone who
+		// can reach a probe: any valid token, whatever its rights.
+		if s.deploymentGuard()(c); c.IsAborted() {
+			return
+		}
 		body := gin.H{"status": "ok"}
 		if s.Details != nil {
 			for k, v := range s.Details() {

@@ -47,7 +47,8 @@ func (s *Server) memories(c *gin.Context) bool {
 // listMemories serves GET /memories?q=&limit=&principal=: the caller's
 // memories and the shared ones, most relevant to q first (newest first
 // without q). An admin sees every principal's, or one principal's with
-// principal= ("shared" names the shared ones).
+// principal= ("shared" names the shared ones). Only an admin and a
+// memory's owner see the session it came from.
 func (s *Server) listMemories(c *gin.Context) {
 	if !s.memories(c) {
 		return
@@ -90,6 +91,16 @@ func (s *Server) listMemories(c *gin.Context) {
 	}
 	if ms == nil {
 		ms = []store.Memory{}
+	}
+	if !s.NoAuth && !p.Admin() {
+		// The session a memory came from is its owner's to know: a
+		// shared memory does not tell other principals which session
+		// (whose, named how) wrote it.
+		for i := range ms {
+			if ms[i].Owner != p.Name {
+				ms[i].Session = ""
+			}
+		}
 	}
 	c.JSON(http.StatusOK, MemoryList{Memories: ms})
 }

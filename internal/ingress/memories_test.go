@@ -127,3 +127,44 @@ func TestMemoryRoutesOwnAndShared(t *testing.T) {
 		t.Fatalf("alice still sees %q", got)
 	}
 }
+
+// GET /memories shows the session a memory came from to its owner and to
+// an admin only: another principal listing a shared memory does not learn
+// which session wrote it.
+func TestMemoryListHidesOthersSessions(t *testing.T) {
+	t.Parallel()
+	hs, _, st := memoryServer(t)
+	ctx := context.Background()
+	if _, err := st.Remember(ctx, store.Memory{Agent: "a", Text: "the team ships on friday", Session: "alice-private-plans"}, "shared-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Remember(ctx, store.Memory{Agent: "a", Owner: "bob", Text: "bob's own note", Session: "bob-session"}, "bob-2"); err != nil {
+		t.Fatal(err)
+	}
+	sessions := func(tok string) map[string]string {
+		t.Helper()
+		resp, body := do(t, hs, call{http.MethodGet, "/memories", ""}, tok, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /memories: %d %s", resp.StatusCode, body)
+		}
+		var l ingress.MemoryList
+		if err := json.Unmarshal([]byte(body), &l); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, m := range l.Memories {
+			out[m.Text] = m.Session
+		}
+		return out
+	}
+	bob := sessions(bobTok)
+	if s, ok := bob["the team ships on friday"]; !ok || s != "" {
+		t.Errorf("bob sees the shared memory's session %q (listed: %v), want it listed without one", s, ok)
+	}
+	if s := bob["bob's own note"]; s != "bob-session" {
+		t.Errorf("bob's own memory's session: %q, want bob-session", s)
+	}
+	if s := sessions(adminTok)["the team ships on friday"]; s != "alice-private-plans" {
+		t.Errorf("an admin sees the shared memory's session %q, want alice-private-plans", s)
+	}
+}

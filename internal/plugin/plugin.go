@@ -61,6 +61,10 @@ type Options struct {
 	// ClientEncoded says the workers' client was dialled with Codec already
 	// (the serving commands dial with it).
 	ClientEncoded bool
+	// Frontend is told the Temporal address (HostPort, the SDK's default
+	// when empty) of every client made with the plugin: the runtime keeps
+	// tools from it.
+	Frontend func(hostPort string)
 	// MetricsHandler is set on the clients made with the plugin that have
 	// none (the SDK's metrics).
 	MetricsHandler client.MetricsHandler
@@ -162,6 +166,13 @@ func (p *Plugin) Groups() []activities.Group { return p.opts.Groups }
 func (p *Plugin) configureClient(_ context.Context, o client.PluginConfigureClientOptions) error {
 	if o.ClientOptions.MetricsHandler == nil && p.opts.MetricsHandler != nil {
 		o.ClientOptions.MetricsHandler = p.opts.MetricsHandler
+	}
+	if p.opts.Frontend != nil {
+		hp := o.ClientOptions.HostPort
+		if hp == "" {
+			hp = client.DefaultHostPort
+		}
+		p.opts.Frontend(hp)
 	}
 	p.clientConfigured.Store(true)
 	return nil

@@ -260,6 +260,11 @@ func (h *helper) start(req *request, files []*os.File) {
 		_ = h.c.send(event{Op: "started", ID: req.ID, Err: "sandbox: a call needs stdin, stdout and stderr"})
 		return
 	}
+	if len(req.Deny) > 0 && h.proxy != nil {
+		// The control plane as the worker knows it now, before the tool
+		// can send anything.
+		h.proxy.Deny(req.Deny)
+	}
 	type result struct {
 		pid     int
 		cleanup []func()

@@ -48,6 +48,9 @@ type request struct {
 	Hidden    []string `json:"hidden,omitempty"`
 	Visible   []string `json:"visible,omitempty"`
 	Network   bool     `json:"network,omitempty"`
+	// Deny is the control plane as the worker knows it now (a network
+	// call's): the helper's proxy refuses it from this call on.
+	Deny []egress.Dest `json:"deny,omitempty"`
 	// signal (to the call's whole process group)
 	Signal int `json:"signal,omitempty"`
 }

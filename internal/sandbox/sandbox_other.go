@@ -28,6 +28,9 @@ func (s *Sandbox) Hidden() []string { return nil }
 // ControlPlane is empty: nothing runs.
 func (s *Sandbox) ControlPlane() []egress.Dest { return nil }
 
+// Deny does nothing: nothing runs.
+func (s *Sandbox) Deny([]egress.Dest) {}
+
 // Close does nothing.
 func (s *Sandbox) Close() error { return nil }
 

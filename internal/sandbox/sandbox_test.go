@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -469,6 +470,42 @@ func TestToolsInheritNoWorkerDescriptor(t *testing.T) {
 				if strings.HasPrefix(l, "open: ") && !strings.Contains(l, "/proc/") {
 					t.Errorf("a tool holds a descriptor beyond its standard streams: %s", l)
 				}
+			}
+		})
+	}
+}
+
+// A control-plane address learned after the sandbox opened (the Temporal
+// frontend of a client given later) is refused to tools from the next
+// call on, even where a name is pinned to it: the call carries the deny
+// list to the helper's proxy before the tool starts.
+func TestDenyLearnedAfterOpen(t *testing.T) {
+	frontend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "frontend-reached")
+	}))
+	defer frontend.Close()
+	fe := netip.MustParseAddrPort(strings.TrimPrefix(frontend.URL, "http://"))
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) {
+			b := sandbox.Open(sandbox.Config{Mode: m, Egress: egress.Policy{Hosts: map[string]string{"temporal.example.test": fe.String()}}})
+			defer b.Close()
+			if st := b.Status(); st.Mode != m {
+				if required() {
+					t.Fatalf("sandbox mode %s unavailable on this machine: %s", m, st.Error)
+				}
+				t.Skipf("sandbox mode %s unavailable here: %s", m, st.Error)
+			}
+			ws := workspace(t)
+			curl := `curl -sS --max-time 10 -w " status=%{http_code}" http://temporal.example.test:` + strconv.Itoa(int(fe.Port())) + `/`
+			if r := run(t, b, ws, curl, withNetwork); !strings.Contains(r.out, "frontend-reached") {
+				t.Fatalf("before Deny the pinned host is not reachable (the test cannot fail):\n%s", r.out)
+			}
+			b.Deny([]egress.Dest{{Prefix: netip.PrefixFrom(fe.Addr(), 32), Port: fe.Port()}})
+			if r := run(t, b, ws, curl, withNetwork); strings.Contains(r.out, "frontend-reached") || !strings.Contains(r.out, "status=403") {
+				t.Errorf("after Deny a tool reached the frontend, or was not refused by the proxy:\n%s", r.out)
+			}
+			if cp := b.ControlPlane(); !slices.Contains(cp, egress.Dest{Prefix: netip.PrefixFrom(fe.Addr(), 32), Port: fe.Port()}) {
+				t.Errorf("ControlPlane() = %v, want the denied frontend", cp)
 			}
 		})
 	}

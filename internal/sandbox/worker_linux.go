@@ -90,10 +90,23 @@ func (s *Sandbox) Status() Status { return s.status }
 // the worker's home): absolute, resolved.
 func (s *Sandbox) Hidden() []string { return append([]string(nil), s.hidden...) }
 
-// ControlPlane returns the deployment's own services (Config.Egress.Deny):
-// no tool and no remote MCP server is reached there.
+// ControlPlane returns the deployment's own services (Config.Egress.Deny
+// and what Deny added): no tool and no remote MCP server is reached there.
 func (s *Sandbox) ControlPlane() []egress.Dest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return append([]egress.Dest(nil), s.cfg.Egress.Deny...)
+}
+
+// Deny adds ds to the control plane no tool reaches, from the next call on:
+// an address learned after Open (the Temporal frontend of a client given
+// later). Each call carries the whole list to the helper, which adds it to
+// its proxy before it starts the tool; a restarted helper gets it with its
+// configuration.
+func (s *Sandbox) Deny(ds []egress.Dest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Egress = s.cfg.Egress.WithDeny(ds)
 }
 
 // Close stops the helper; every running tool process is killed with it.
@@ -493,8 +506,12 @@ func (s *Sandbox) request(c *Cmd) (*request, error) {
 	hidden := absClean(append(append([]string{}, c.Hidden...), secretenv.Files(os.Environ())...))
 	// What the helper hides from every call already needs no second cover.
 	hidden = slices.DeleteFunc(hidden, func(h string) bool { return slices.Contains(s.hidden, h) })
-	return &request{Op: "start", ID: s.nextID.Add(1), Path: path, Args: c.Args, Env: c.Env, Dir: c.Dir,
-		Writable: writable, Protected: protected, Hidden: hidden, Visible: visible, Network: c.Network}, nil
+	req := &request{Op: "start", ID: s.nextID.Add(1), Path: path, Args: c.Args, Env: c.Env, Dir: c.Dir,
+		Writable: writable, Protected: protected, Hidden: hidden, Visible: visible, Network: c.Network}
+	if c.Network {
+		req.Deny = s.ControlPlane()
+	}
+	return req, nil
 }
 
 // lookPath finds name in the PATH the tool will have (not the worker's).

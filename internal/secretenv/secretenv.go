@@ -4,6 +4,9 @@
 package secretenv
 
 import (
+	"encoding/base64"
+	"encoding/hex"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +110,47 @@ func Values(environ []string) []string {
 		out = append(out, val)
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// Encoded returns values (Values) with the common encodings of each
+// beside it, longest first, for Redact: standard and URL-safe base64
+// (padded or not, and the part of the encoding that does not depend on
+// where the value starts in a longer encoded string — the password of a
+// base64 "user:password"), lower- and upper-case hex, and URL escaping
+// (query and path). Other transformations (another encoding, a value
+// split, reversed, encrypted or encoded twice) are not recognised.
+func Encoded(values []string) []string {
+	var out []string
+	add := func(s string) {
+		if len(s) >= minSecretValue && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	for _, v := range values {
+		add(v)
+		b := []byte(v)
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			add(enc.EncodeToString(b))
+			raw := enc.WithPadding(base64.NoPadding)
+			// At each of the three offsets a value can start at within
+			// the 3-byte groups of a longer string, the characters that
+			// encode its bytes alone.
+			for off := range 3 {
+				e := raw.EncodeToString(append(make([]byte, off), b...))
+				from := (off*8 + 5) / 6
+				to := (off + len(b)) * 8 / 6
+				if to > from {
+					add(e[from:to])
+				}
+			}
+		}
+		add(hex.EncodeToString(b))
+		add(strings.ToUpper(hex.EncodeToString(b)))
+		add(url.QueryEscape(v))
+		add(url.PathEscape(v))
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
 }
 

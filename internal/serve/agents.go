@@ -201,6 +201,9 @@ func (p *Parts) authIngress(a agent.Agent, owners ingress.Owners, auth HTTPAuth)
 type agentDoors struct {
 	name  string
 	chans []*channels.Channel
+	// invokeOff: the agent has channels and its fastagent.yaml does not
+	// keep POST /invoke (http: {invoke: true}).
+	invokeOff bool
 }
 
 // loadAgentDoors reads the enabled channels (channels/*.yaml) of each of
@@ -216,12 +219,16 @@ func (p *Parts) loadAgentDoors(ctx context.Context) ([]agentDoors, error) {
 		}
 		loader.Getenv = getenv
 		chans, err := p.channelsOf(ctx, loader, name)
+		var def *workspace.Definition
+		if err == nil {
+			def, err = loader.Load(ctx)
+		}
 		loader.Close()
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", name, err)
 		}
 		if len(chans) > 0 {
-			out = append(out, agentDoors{name: name, chans: chans})
+			out = append(out, agentDoors{name: name, chans: chans, invokeOff: invokeOffFor(def, chans)})
 		}
 	}
 	return out, nil

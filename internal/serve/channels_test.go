@@ -120,34 +120,6 @@ func TestOpenBrokenChannel(t *testing.T) {
 	}
 }
 
-// With channel files, POST /invoke is off unless fastagent.yaml keeps it.
-func TestInvokeOffWithChannels(t *testing.T) {
-	t.Parallel()
-	ch, err := slack.New(nil, func(k string) string {
-		return map[string]string{"SLACK_SIGNING_SECRET": "sec", "SLACK_BOT_TOKEN": "xoxb"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	for _, tc := range []struct {
-		off  bool
-		want int
-	}{{true, http.StatusNotFound}, {false, http.StatusOK}} {
-		p := &Parts{Config: Config{Logger: slog.Default()}, Channels: []*channels.Channel{ch}, invokeOff: tc.off}
-		srv := httptest.NewServer(p.WithChannels(api, &fakeStarter{}))
-		resp, err := http.Post(srv.URL+"/invoke", "application/json", bytes.NewReader([]byte(`{}`)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		srv.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("invokeOff=%v: POST /invoke = %d, want %d", tc.off, resp.StatusCode, tc.want)
-		}
-	}
-}
-
 // Open turns /invoke off when channel files exist, and http.invoke keeps it.
 func TestOpenInvokeOffWithChannelFiles(t *testing.T) {
 	for _, tc := range []struct {

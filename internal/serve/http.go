@@ -73,6 +73,7 @@ func (p *Parts) OpenHTTP(ctx context.Context, c client.Client, auth HTTPAuth) (*
 		return nil, err
 	}
 	srv := p.agentIngresses(p.Agent(c), auth) //nolint:contextcheck // the Agent is long-lived; each Invoke takes its own context
+	p.switchInvoke(srv)
 	if p.Sandbox != nil {
 		srv.Details = func() map[string]any { return map[string]any{"toolSandbox": p.Sandbox.Status()} }
 	}
@@ -103,4 +104,20 @@ func (p *Parts) resolver() *channels.Resolver {
 		}
 	}
 	return ids
+}
+
+// switchInvoke switches POST /invoke off — at the root and under
+// /agents/<name>/ alike — for each agent served by srv (the main one and
+// its Agents) that has channels and does not keep it (http: {invoke: true}).
+func (p *Parts) switchInvoke(srv *ingress.Server) {
+	if p.invokeOff {
+		srv.InvokeOff = invokeOffReason
+		p.Config.Logger.Info("POST /invoke is off: the agent has channels; http: {invoke: true} keeps it")
+	}
+	for _, a := range p.agentDoors {
+		if o := srv.Agents[a.name]; o != nil && a.invokeOff {
+			o.InvokeOff = invokeOffReason
+			p.Config.Logger.Info("POST /invoke is off: the agent has channels; http: {invoke: true} keeps it", "agent", a.name)
+		}
+	}
 }

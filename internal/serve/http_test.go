@@ -52,6 +52,65 @@ func hookAgent(t *testing.T) string {
 	return dir
 }
 
+// hookAgentInvokeOff is hookAgent without http: {invoke: true}: with a
+// channel, its POST /invoke is off.
+func hookAgentInvokeOff(t *testing.T) string {
+	t.Helper()
+	dir := hookAgent(t)
+	if err := os.WriteFile(filepath.Join(dir, "fastagent.yaml"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// POST /invoke switched off (an agent with channels) is off at every
+// route that runs a turn of that agent: /invoke, /agents/<its task
+// queue>/invoke, and another agent's /agents/<name>/invoke when that
+// agent's own definition switches it off; an agent that keeps it serves it.
+func TestInvokeSwitchCoversEveryInvokeRoute(t *testing.T) {
+	t.Parallel()
+	getenv := func(k string) string { return map[string]string{"HOOK_SECRET": hookSecret}[k] }
+	p, err := Open(context.Background(), Config{Dir: hookAgentInvokeOff(t), TaskQueue: "orders", Getenv: getenv,
+		Agents: map[string]string{"billing": hookAgentInvokeOff(t), "support": hookAgent(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	toks := &ingress.Tokens{}
+	toks.AddToken("alice", "alice-token", ingress.RightInvoke)
+	h, err := p.OpenHTTP(context.Background(), starterClient{st: &fakeStarter{}}, HTTPAuth{Tokens: toks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	post := func(path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer alice-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var refusal struct{ Error, Code string }
+		_ = json.NewDecoder(resp.Body).Decode(&refusal)
+		return resp.StatusCode, refusal.Code + " " + refusal.Error
+	}
+	for _, path := range []string{"/invoke", "/agents/orders/invoke", "/agents/billing/invoke"} {
+		if code, body := post(path, `{"session":"s1","text":"hi"}`); code != http.StatusNotFound || !strings.Contains(body, "http: {invoke: true}") {
+			t.Errorf("POST %s with /invoke switched off: %d %s, want 404 saying how to keep it", path, code, body)
+		}
+	}
+	// support keeps POST /invoke: the route is there (a body without a
+	// session is refused before any turn starts).
+	if code, body := post("/agents/support/invoke", `{}`); code != http.StatusBadRequest {
+		t.Errorf("POST /agents/support/invoke of an agent keeping /invoke: %d %s", code, body)
+	}
+}
+
 // The ingress OpenHTTP builds, mounted under a prefix in a server of the
 // caller's, serves the API routes, the channels' webhook endpoints (the
 // main agent's and another agent's, by their signatures, not by the

@@ -209,6 +209,8 @@ const DefaultDetachGrace = 15 * time.Second
 // Parts are the opened backends.
 type Parts struct {
 	Config Config
+	// fronts are the Temporal frontends kept from tools (frontend.go).
+	fronts frontends
 	Store  store.Store
 	Feed   feed.Bus
 	Loader *workspace.Loader
@@ -286,6 +288,17 @@ func (cfg *Config) prepareStateDir() error {
 	return nil
 }
 
+// invokeOffFor says whether the agent of def, with channels chans, has
+// POST /invoke switched off: it has channels and fastagent.yaml does not
+// say http: {invoke: true}.
+func invokeOffFor(def *workspace.Definition, chans []*channels.Channel) bool {
+	h := def.Config.HTTP
+	return len(chans) > 0 && (h.Invoke == nil || !*h.Invoke)
+}
+
+// invokeOffReason is the 404's message of a switched-off POST /invoke.
+const invokeOffReason = "POST /invoke is off because this agent has channels (channels/*.yaml); set http: {invoke: true} in fastagent.yaml to keep it"
+
 // fromDefinition reads what the definition says about serving: its
 // channels (a broken enabled channel is an error naming its file) and
 // fastagent.yaml's http: block, which fills what flags and env left unset.
@@ -303,7 +316,7 @@ func (cfg *Config) fromDefinition(ctx context.Context, loader *workspace.Loader)
 		return nil, false, err
 	}
 	h := def.Config.HTTP
-	invokeOff = len(chans) > 0 && (h.Invoke == nil || !*h.Invoke)
+	invokeOff = invokeOffFor(def, chans)
 	cfg.fromHTTP(h)
 	if !cfg.PerPrincipal.Enabled() {
 		cfg.PerPrincipal = principalLimits(def.Config.Limits.PerPrincipal)
@@ -632,6 +645,7 @@ func (p *Parts) Plugin(ctx context.Context, c client.Client) (*plugin.Plugin, er
 		Placement:    p.placement,
 		Interceptors: icpt,
 		Codec:        cfg.Codec,
+		Frontend:     p.denyAddress,
 		Version:      buildinfo.Read().Version,
 		Logger:       cfg.Logger,
 	}
@@ -698,6 +712,10 @@ func (p *Parts) ActivitySet(ctx context.Context, c client.Client) (activities.Se
 	replies.TaskQueue, replies.Dir, replies.Senders = tq, cfg.Dir, senders
 	if c != nil {
 		replies.Starter = c
+	}
+	if p.Acts.ClientSeen == nil {
+		// Whichever client runs the tools, its frontend is denied to them.
+		p.Acts.ClientSeen = p.denyFrontend
 	}
 	return activities.Set{Acts: p.Acts, Replies: replies, Firer: schedules.NewFirer(c, p.Feed, p.Store, tq, cfg.Logger)}, nil
 }
@@ -808,12 +826,6 @@ func (p *Parts) WithChannels(h http.Handler, c channels.Starter) http.Handler {
 		return h
 	}
 	mux := http.NewServeMux()
-	if p.invokeOff {
-		mux.HandleFunc("POST /invoke", func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "POST /invoke is off because this agent has channels (channels/*.yaml); set http: {invoke: true} in fastagent.yaml to keep it", http.StatusNotFound)
-		})
-		p.Config.Logger.Info("POST /invoke is off: the agent has channels; http: {invoke: true} keeps it")
-	}
 	p.mountDoors(mux, c, agentDoors{chans: p.Channels})
 	for _, a := range p.agentDoors {
 		p.mountDoors(mux, c, a)

@@ -14,8 +14,13 @@ type MemoryConfig struct {
 	// Scope is principal (the default: each principal's memories are its
 	// own; shared ones are read too) or shared (remember writes team facts).
 	Scope string `yaml:"scope"`
-	// Inject adds the memories most relevant to the turn's prompt to the
-	// system prompt of each step (off unless count is set).
+	// OwnerlessWrites lets sessions without an owner (a channel's, a
+	// schedule's, a webhook's) write and forget shared memories under
+	// scope: shared; off (the default), they only read them.
+	OwnerlessWrites bool `yaml:"ownerlessWrites"`
+	// Inject adds the memories most relevant to the turn's prompt before
+	// it, as a delimited block of data, in each step (off unless count is
+	// set).
 	Inject MemoryInject `yaml:"inject"`
 }
 

@@ -401,7 +401,7 @@ func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.
 func configuredBuiltins(d *Definition, protected []tools.Protected) []agent.Tool {
 	var out []agent.Tool
 	if d.Config.Memory.Enabled {
-		out = append(out, memory.Tools(d.Config.Memory.ScopeOrDefault())...)
+		out = append(out, memory.Tools(d.Config.Memory.ScopeOrDefault(), d.Config.Memory.OwnerlessWrites)...)
 	}
 	if d.Config.Delivery.Enabled() {
 		out = append(out, delivery.Tools(d.Config.Delivery.Allowed(), protected)...)
