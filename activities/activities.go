@@ -30,7 +30,8 @@ type Group string
 const (
 	// GroupModel calls models: Model.Generate, Session.Compact, Session.Rewind.
 	GroupModel Group = "model"
-	// GroupTools runs tool calls: Tool.Execute.
+	// GroupTools runs tool calls and the agent's hooks: Tool.Execute,
+	// Hook.Run.
 	GroupTools Group = "tools"
 	// GroupSession keeps the session's books: Session.Open, Turn.Begin,
 	// Turn.Record, Wake.Next, Feed.Publish, Feed.Stop.

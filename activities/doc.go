@@ -57,6 +57,7 @@
 //	                                    + 30s
 //	  (a recorded result: an aborted, denied or lost call's)
 //	                  session    —      1m                        5s                     unlimited (1s…30s)
+//	Hook.Run          tools      —      5m                        retry.heartbeat (20s)  1 (a failure applies the hooks' onError)
 //	Session.Open      session    local  1m                        —                      unlimited (1s…30s)
 //	Turn.Begin        session    local  1m                        —                      unlimited (1s…30s)
 //	Turn.Record       session    —      1m                        5s                     unlimited (1s…30s)

@@ -42,7 +42,7 @@ func TestRegisterGroups(t *testing.T) {
 	if err := Register(&tools, s, GroupTools); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(tools.names, []string{workflows.ActivityToolExecute}) {
+	if !slices.Equal(tools.names, []string{workflows.ActivityToolExecute, workflows.ActivityHookRun}) {
 		t.Errorf("the tools group registered %v", tools.names)
 	}
 	var model registry
@@ -56,7 +56,7 @@ func TestRegisterGroups(t *testing.T) {
 	if err := Register(&all, s); err != nil {
 		t.Fatal(err)
 	}
-	if len(all.names) != 18 || !slices.Contains(all.names, workflows.ActivityChannelSend) || !slices.Contains(all.names, workflows.ActivityScheduleFire) || !slices.Contains(all.names, workflows.ActivityChatRoute) {
+	if len(all.names) != 19 || !slices.Contains(all.names, workflows.ActivityChannelSend) || !slices.Contains(all.names, workflows.ActivityScheduleFire) || !slices.Contains(all.names, workflows.ActivityChatRoute) {
 		t.Errorf("every group registered %d: %v", len(all.names), all.names)
 	}
 	if err := Register(&registry{}, s, Group("gpus")); err == nil || !strings.Contains(err.Error(), "tools") {
@@ -102,7 +102,7 @@ func TestRegisterApartNeedsAFeed(t *testing.T) {
 	}
 	s.feed = "inprocess"
 	var tools registry
-	if err := Register(&tools, s, GroupTools); err != nil || len(tools.names) != 1 {
+	if err := Register(&tools, s, GroupTools); err != nil || len(tools.names) != 2 { // Tool.Execute, Hook.Run
 		t.Errorf("Register of tools, feed inprocess: %v, %v", err, tools.names)
 	}
 }

@@ -30,6 +30,10 @@ const (
 	// sent again to a consumer that resumes; the sub-agent's answer is the
 	// call's tool_ended.
 	TypeDelegated = "delegated"
+	// TypeHook: a hook of the agent (hooks/<name>.yaml) ran at an event of
+	// the turn and decided (Decision), or failed (Error) and its onError
+	// default was applied.
+	TypeHook      = "hook"
 	TypeCompleted = "completed"
 	TypeFailed    = "failed"
 )
@@ -139,6 +143,15 @@ type Event struct {
 	Agent string
 	Sub   *Event
 
+	// hook: the hook (Hook, its file's name), the event it ran at
+	// (HookEvent), the tool call (ID) for before_tool and after_tool, what
+	// it decided (Decision: allow, deny, args, context, stop) and why
+	// (Reason); Error says it failed (then Decision is its onError).
+	Hook      string
+	HookEvent string
+	Decision  string
+	Error     string
+
 	// retrying
 	Attempt     int
 	MaxAttempts int
@@ -207,6 +220,13 @@ func QuestionAnswered(id, by string, timedOut bool) Event {
 func Delegated(id, agentName string, sub Event) Event {
 	sub.Seq = 0
 	return Event{Type: TypeDelegated, ID: id, Agent: agentName, Sub: &sub}
+}
+
+// HookRan returns a hook event: hook ran at event (for call id, "" when
+// not about a tool call) and decided; failure, when set, says what went
+// wrong (decision is then the hook's onError).
+func HookRan(hook, event, id, decision, reason, failure string) Event {
+	return Event{Type: TypeHook, Hook: hook, HookEvent: event, ID: id, Decision: decision, Reason: reason, Error: failure}
 }
 
 // Completed returns a completed terminal; data may be nil.
@@ -283,6 +303,16 @@ type wireDelegated struct {
 	Event *Event `json:"event"`
 }
 
+type wireHook struct {
+	Type     string `json:"type"`
+	Hook     string `json:"hook"`
+	Event    string `json:"event"`
+	ID       string `json:"id,omitempty"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
 type wireRetrying struct {
 	Type        string `json:"type"`
 	Step        int    `json:"step,omitempty"`
@@ -357,6 +387,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		return marshal(wireQuestionAnswered{e.Type, e.ID, e.By, e.TimedOut})
 	case TypeDelegated:
 		return marshal(wireDelegated{e.Type, e.ID, e.Agent, e.Sub})
+	case TypeHook:
+		return marshal(wireHook{e.Type, e.Hook, e.HookEvent, e.ID, e.Decision, e.Reason, e.Error})
 	case TypeRetrying:
 		return marshal(wireRetrying{e.Type, e.Step, e.Attempt, e.MaxAttempts, e.DelayMs, e.Reason})
 	case TypeCompleted:
@@ -405,6 +437,10 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		var w wireDelegated
 		err = json.Unmarshal(b, &w)
 		e.ID, e.Agent, e.Sub = w.ID, w.Agent, w.Event
+	case TypeHook:
+		var w wireHook
+		err = json.Unmarshal(b, &w)
+		e.Hook, e.HookEvent, e.ID, e.Decision, e.Reason, e.Error = w.Hook, w.Event, w.ID, w.Decision, w.Reason, w.Error
 	case TypeRetrying:
 		var w wireRetrying
 		err = json.Unmarshal(b, &w)

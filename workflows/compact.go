@@ -82,6 +82,14 @@ func (r *loopRuntime) generateWithin(call agentloop.ModelCall) (agentloop.ModelR
 		default:
 			return res, err
 		}
+		if skip, why := r.beforeCompact(call, reason); skip {
+			if overflow != nil {
+				return res, overflowFailure(overflow, "and a before_compact hook refused to compact it: "+why)
+			}
+			// Sent as it is; an overflow comes back here and fails.
+			call.CheckContext = false
+			continue
+		}
 		level++
 		leaf := call.Leaf
 		if n := len(call.Prepend); n > 0 {

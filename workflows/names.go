@@ -50,6 +50,9 @@ const (
 	ActivityModelGenerate = "Model.Generate"
 	// ActivityToolExecute runs (or records) one tool call.
 	ActivityToolExecute = "Tool.Execute"
+	// ActivityHookRun runs the agent's hooks (hooks/*.yaml) of one event of
+	// a turn, once: its decision is recorded, never run again.
+	ActivityHookRun = "Hook.Run"
 	// ActivitySessionOpen finds a session's leaf (seeding it from a parent).
 	ActivitySessionOpen = "Session.Open"
 	// ActivityWakeNext computes a recurring wake-up's next instant (local).

@@ -103,6 +103,17 @@ func TestReplayCoversPaths(t *testing.T) {
 			},
 		},
 		{
+			// Hook files: one Hook.Run per event with a hook (the turn's
+			// before_agent_start, a before_tool for each of three calls),
+			// never retried; the denied call recorded, the others run.
+			file: "file_hooks.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				a := activities(h)
+				return fmt.Sprintf("%d Hook.Run, %d Tool.Execute", a[workflows.ActivityHookRun], a[workflows.ActivityToolExecute]),
+					a[workflows.ActivityHookRun] == 4 && a[workflows.ActivityToolExecute] == 3
+			},
+		},
+		{
 			// A tool call, then a model step retried after a transient
 			// error (one activity, two attempts).
 			file: "tool_turn_with_retry.json",

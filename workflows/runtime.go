@@ -47,6 +47,11 @@ type loopRuntime struct {
 	spent    agent.Usage
 	reserved int64
 	toStart  int
+	// hookSteps counts the turn's hook steps (their activity IDs);
+	// hookStop is the reason a hook gave to end the turn after the
+	// running batch (its later calls are then not run).
+	hookSteps int
+	hookStop  string
 }
 
 var _ agentloop.Runtime = (*loopRuntime)(nil)
@@ -156,6 +161,7 @@ func (r *loopRuntime) Tools(calls []agentloop.ToolCall, sequential bool) ([]agen
 	outs := make([]agentloop.ToolOutcome, len(calls))
 	errs := make([]error, len(calls))
 	r.toStart = 0
+	r.hookStop = ""
 	if sequential {
 		for i, c := range calls {
 			outs[i], errs[i] = r.tool(r.ctx, c)
@@ -202,6 +208,23 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		// refusal, not run and not put up for approval.
 		c.Synthetic = &agent.ToolResult{IsError: true, Content: c.Call.Reused}
 	}
+	var hookStop string
+	if c.Synthetic == nil && (r.hookStop != "" || c.Call.BeforeHook != "") {
+		if r.hookStop != "" {
+			c.Synthetic = &agent.ToolResult{IsError: true, Content: "This call was not run: the turn was ended: " + r.hookStop}
+		} else if hookStop = r.beforeTool(ctx, &c); hookStop != "" {
+			r.hookStop = hookStop
+		}
+		if c.Synthetic == nil && r.aborted() {
+			if c.Call.Delegate != nil {
+				r.notStarting()
+			}
+			return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
+		}
+		if c.Synthetic != nil && c.Call.Delegate != nil {
+			r.notStarting() // refused by a hook: no sub-agent starts
+		}
+	}
 	if c.Synthetic == nil && c.Call.Ask {
 		res, err := r.askUser(ctx, c)
 		if err != nil {
@@ -235,7 +258,9 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		}
 	}
 	if c.Synthetic != nil {
-		return r.record(ctx, c, *c.Synthetic), nil
+		out := r.record(ctx, c, *c.Synthetic)
+		out.Stop = hookStop
+		return out, nil
 	}
 	set := r.settings()
 	attempts := 1
@@ -258,6 +283,12 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 	var out agentloop.ToolOutcome
 	err := workflow.ExecuteActivity(actx, ActivityToolExecute, c).Get(actx, &out)
 	if err == nil {
+		if c.Call.AfterHook != "" {
+			r.afterTool(ctx, c, &out)
+			if out.Stop != "" && r.hookStop == "" {
+				r.hookStop = out.Stop
+			}
+		}
 		if c.Call.Sequential {
 			// Later calls of a sequential batch see this one's wake-up.
 			r.s.applyWakes([]agentloop.ToolOutcome{out})

@@ -37,6 +37,7 @@ type infoReport struct {
 	ContextFiles []string               `json:"contextFiles"`
 	Skills       []infoSkill            `json:"skills"`
 	Tools        []infoTool             `json:"tools"`
+	Hooks        []infoHook             `json:"hooks"`
 	MCPServers   []infoMCPServer        `json:"mcpServers"`
 	Collisions   []workspace.Collision  `json:"collisions"`
 	Channels     []infoChannel          `json:"channels"`
@@ -44,6 +45,36 @@ type infoReport struct {
 	Diagnostics  []workspace.Diagnostic `json:"diagnostics"`
 	// Sandbox is how tool processes are confined on this machine.
 	Sandbox *sandbox.Status `json:"sandbox,omitempty"`
+}
+
+// infoHook is a hooks/<name>.yaml: when it runs, for which tools, what
+// it runs and what its failure means.
+type infoHook struct {
+	Name    string   `json:"name"`
+	File    string   `json:"file"`
+	Event   string   `json:"event"`
+	Match   []string `json:"match,omitempty"`
+	Command []string `json:"command"`
+	Timeout string   `json:"timeout"`
+	OnError string   `json:"onError"`
+	Network bool     `json:"network,omitempty"`
+}
+
+// hookLines are the hooks as `info` prints them.
+func hookLines(hooks []infoHook) []string {
+	var lines []string
+	for _, h := range hooks {
+		l := h.Name + "\t" + h.Event
+		if len(h.Match) > 0 {
+			l += " " + strings.Join(h.Match, "|")
+		}
+		l += " → " + strings.Join(h.Command, " ") + " (timeout " + h.Timeout + ", onError " + h.OnError
+		if h.Network {
+			l += ", network"
+		}
+		lines = append(lines, l+")")
+	}
+	return lines
 }
 
 // infoMCPServer is an mcpServers entry: how it is reached and, for a
@@ -199,7 +230,7 @@ func newInfo(g *globals) *cobra.Command {
 	var jsonOut bool
 	cmd := &cobra.Command{
 		Use:   "info",
-		Short: "Show what the agent is made of: model, folders, context files, skills, tools, channels, schedules, problems",
+		Short: "Show what the agent is made of: model, folders, context files, skills, tools, hooks, channels, schedules, problems",
 		Long:  "Loads the agent definition as the worker would. Exit 0 when it loads (diagnostics are listed), 1 when it does not.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -293,6 +324,7 @@ func buildInfo(def *workspace.Definition) infoReport {
 		ContextFiles: []string{},
 		Skills:       []infoSkill{},
 		Tools:        []infoTool{},
+		Hooks:        []infoHook{},
 		MCPServers:   mcpInfo(def),
 		Collisions:   append([]workspace.Collision{}, def.Collisions...),
 		Channels:     channelInfo(def.Workspace.Channels()),
@@ -311,6 +343,14 @@ func buildInfo(def *workspace.Definition) infoReport {
 	}
 	for _, s := range def.Skills {
 		r.Skills = append(r.Skills, infoSkill{Name: s.Name, Description: s.Description, Path: s.Path, Hidden: s.DisableModelInvocation})
+	}
+	for _, h := range def.Hooks {
+		cmd := h.Command
+		if rel, err := filepath.Rel(def.Workspace.AgentDir, cmd); err == nil && !strings.HasPrefix(rel, "..") {
+			cmd = "./" + filepath.ToSlash(rel)
+		}
+		r.Hooks = append(r.Hooks, infoHook{Name: h.Name, File: h.File, Event: h.Event, Match: h.Match,
+			Command: append([]string{cmd}, h.Args...), Timeout: h.Timeout.String(), OnError: h.OnError, Network: h.Network})
 	}
 	for _, e := range def.Tools {
 		s := e.Tool.Spec()
@@ -373,6 +413,7 @@ func printInfo(out io.Writer, r infoReport) {
 	section("context", r.ContextFiles)
 	section("skills", skillLines(r.Skills))
 	section("tools", toolLines(r.Tools))
+	section("hooks", hookLines(r.Hooks))
 	if len(r.MCPServers) > 0 {
 		section("mcp servers", mcpLines(r.MCPServers))
 	}

@@ -114,6 +114,15 @@ func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut
 					mark = "✗"
 				}
 				fmt.Fprintf(stderr, "%s %s\n", mark, firstLine(ev.Content, 200))
+			case agent.TypeHook:
+				// A hook that only allowed is not worth a line.
+				if ev.Decision != "allow" || ev.Error != "" {
+					if printedText {
+						fmt.Fprintln(stdout)
+						printedText = false
+					}
+					fmt.Fprintln(stderr, hookLine(ev))
+				}
 			case agent.TypeRetrying:
 				if printedText {
 					fmt.Fprintln(stdout)
@@ -286,6 +295,27 @@ type subAgentLines map[string]*subAgentLine
 type subAgentLine struct {
 	who  string
 	text strings.Builder
+}
+
+// hookLine is a hook event as invoke prints it: which hook, where, what it
+// decided and why, and whether it failed.
+func hookLine(ev agent.Event) string {
+	s := "⚑ hook " + ev.Hook
+	if ev.Hook == "" {
+		s = "⚑ hooks"
+	}
+	s += " (" + ev.HookEvent
+	if ev.ID != "" {
+		s += " " + ev.ID
+	}
+	s += "): " + ev.Decision
+	if ev.Reason != "" {
+		s += " — " + firstLine(ev.Reason, 200)
+	}
+	if ev.Error != "" {
+		s += " (failed: " + firstLine(ev.Error, 200) + ")"
+	}
+	return s
 }
 
 func (l subAgentLines) print(w io.Writer, ev agent.Event) {

@@ -41,3 +41,19 @@ func TestAgentBase(t *testing.T) {
 		}
 	}
 }
+
+// A hook event prints as which hook, where, what it decided and why.
+func TestHookLine(t *testing.T) {
+	for _, c := range []struct {
+		ev   agent.Event
+		want string
+	}{
+		{agent.HookRan("guard", "before_tool", "b1", "deny", "no rm -rf", ""), "⚑ hook guard (before_tool b1): deny — no rm -rf"},
+		{agent.HookRan("policy", "turn_end", "", "allow", "", "it timed out after 10s"), "⚑ hook policy (turn_end): allow (failed: it timed out after 10s)"},
+		{agent.HookRan("", "after_tool", "c2", "deny", "", "the after_tool hooks could not run"), "⚑ hooks (after_tool c2): deny (failed: the after_tool hooks could not run)"},
+	} {
+		if got := hookLine(c.ev); got != c.want {
+			t.Errorf("got  %q\nwant %q", got, c.want)
+		}
+	}
+}

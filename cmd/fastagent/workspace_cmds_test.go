@@ -249,6 +249,33 @@ func TestInfoText(t *testing.T) {
 	}
 }
 
+// info lists the hooks it loaded: name, event, match, command, timeout,
+// onError.
+func TestInfoListsHooks(t *testing.T) {
+	dir := initWorkspace(t)
+	t.Setenv("FASTAGENT_MODEL", "")
+	writeFile(t, filepath.Join(dir, "hooks", "guard.yaml"), "event: before_tool\nmatch: bash|write\ncommand: ./hooks/guard.sh\n")
+	writeFile(t, filepath.Join(dir, "hooks", "guard.sh"), "#!/bin/sh\necho '{}'\n")
+	if err := os.Chmod(filepath.Join(dir, "hooks", "guard.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := execute(t, "", "-C", dir, "info")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if want := "before_tool bash|write → ./hooks/guard.sh (timeout 10s, onError deny)"; !strings.Contains(out, want) || !strings.Contains(out, "guard ") {
+		t.Errorf("info lacks %q:\n%s", want, out)
+	}
+	out, _, _ = execute(t, "", "-C", dir, "info", "--json")
+	var r infoReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Hooks) != 1 || r.Hooks[0].Event != "before_tool" || r.Hooks[0].File != "hooks/guard.yaml" || r.Hooks[0].OnError != "deny" {
+		t.Errorf("hooks %+v", r.Hooks)
+	}
+}
+
 func TestInfoFailsOnBrokenDefinition(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -258,6 +285,8 @@ func TestInfoFailsOnBrokenDefinition(t *testing.T) {
 	}{
 		{name: "bad config", files: map[string]string{"fastagent.yaml": "codingTools: [read, grep]\n"}, stderr: `codingTools: unknown coding tool "grep"`},
 		{name: "missing agent dir", args: []string{"--agent-dir", "nowhere"}, stderr: "--agent-dir"},
+		{name: "bad hook", files: map[string]string{"hooks/guard.yaml": "event: before_tool\ncommand: /bin/sh\n"},
+			stderr: "hooks/guard.yaml:2: command: /bin/sh is outside the agent folder"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

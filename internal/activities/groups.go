@@ -20,7 +20,8 @@ type Group string
 const (
 	// GroupModel calls models: Model.Generate, Session.Compact, Session.Rewind.
 	GroupModel Group = "model"
-	// GroupTools runs tool calls: Tool.Execute.
+	// GroupTools runs tool calls and the agent's hooks: Tool.Execute,
+	// Hook.Run.
 	GroupTools Group = "tools"
 	// GroupSession keeps the session's books: Session.Open, Turn.Begin,
 	// Turn.Record, Wake.Next, Feed.Publish, Feed.Stop.
@@ -80,6 +81,7 @@ func (s Set) Entries() []Entry {
 			Entry{workflows.ActivityCompact, GroupModel, false, a.Compact},
 			Entry{workflows.ActivityRewind, GroupModel, false, a.Rewind},
 			Entry{workflows.ActivityToolExecute, GroupTools, false, a.Execute},
+			Entry{workflows.ActivityHookRun, GroupTools, false, a.Hook},
 			Entry{workflows.ActivitySessionOpen, GroupSession, true, a.Open},
 			Entry{workflows.ActivityTurnBegin, GroupSession, true, a.BeginTurn},
 			Entry{workflows.ActivityTurnRecord, GroupSession, false, a.Record},

@@ -309,6 +309,7 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 		IdempotencyWindow: time.Duration(def.Config.IdempotencyWindow),
 		ToolTaskQueue:     def.Config.Activities.Tools.TaskQueue,
 		ModelTaskQueue:    def.Config.Activities.Model.TaskQueue,
+		Hooks:             hookSettings(def),
 	}
 }
 
@@ -340,6 +341,8 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 			c.RequiresApproval = s.RequiresApproval
 			c.Timeout = s.Timeout
 			c.MaxAttempts = def.MaxAttempts(tc.Name)
+			c.BeforeHook = hookOnError(def, agentloop.HookBeforeTool, tc.Name)
+			c.AfterHook = hookOnError(def, agentloop.HookAfterTool, tc.Name)
 			if def.AskUser(tc.Name) {
 				c.Ask, c.Args = true, normArgs(tc.Args)
 				c.ApprovalTimeout, _ = def.Config.Approval(tc.Name)

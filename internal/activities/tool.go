@@ -147,8 +147,12 @@ func attemptOf(ctx context.Context) int {
 }
 
 // callArgs reads the call's arguments from the stored assistant reply, so
-// that they never travel through workflow history.
+// that they never travel through workflow history — unless a before_tool
+// hook replaced them (call.Args).
 func (a *Activities) callArgs(ctx context.Context, call agentloop.ToolCall) (json.RawMessage, error) {
+	if len(call.Args) > 0 {
+		return call.Args, nil
+	}
 	e, err := a.Store.Get(ctx, call.Session, call.AssistantEntryID)
 	if err != nil {
 		return nil, storeError(fmt.Errorf("read tool call %s: %w", call.Call.ID, err))

@@ -143,6 +143,10 @@ func TestHistories(t *testing.T) {
 func historyScenarios() []historyScenario {
 	return []historyScenario{
 		{name: "channel_deliveries", ownWorker: true, run: runChannelDeliveries},
+		// Hook files: before_agent_start context, a before_tool hook that
+		// denies one bash call and replaces another's arguments, a failed
+		// hook whose onError allows (one Hook.Run each).
+		{name: "file_hooks", setup: func(_ *testing.T, e *env) { writeHooks(e) }, run: runFileHooks},
 		// Deliveries queued behind a slow turn, carried across
 		// continue-as-new (two turns per run); two refused (no key, an
 		// @-key).

@@ -155,7 +155,7 @@ func TestPluginRegistersByTaskQueue(t *testing.T) {
 	if err := gpu.start(); err != nil {
 		t.Fatal(err)
 	}
-	sameSet(t, "the tools queue", gpu.names, []string{workflows.ActivityToolExecute})
+	sameSet(t, "the tools queue", gpu.names, []string{workflows.ActivityToolExecute, workflows.ActivityHookRun})
 
 	llm := newWorker(t, "llm", "llm", sdkworker.Options{}, p)
 	if err := llm.start(); err != nil {
@@ -185,7 +185,7 @@ func TestPluginLimitedToGroups(t *testing.T) {
 	if err := w.start(); err != nil {
 		t.Fatal(err)
 	}
-	sameSet(t, "a tools worker", w.names, []string{workflows.ActivityToolExecute})
+	sameSet(t, "a tools worker", w.names, []string{workflows.ActivityToolExecute, workflows.ActivityHookRun})
 	if _, err := New(Options{Activities: testSet(), Groups: []activities.Group{"gpus"}}); err == nil {
 		t.Error("an unknown group was accepted")
 	}

@@ -120,8 +120,7 @@ func (t *Tool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, 
 	if err := d.Validator.Validate(t.Spec(), call.Args); err != nil {
 		return errorResult("%s", err.Error()), nil
 	}
-	dir, err := tools.WorkDir(call.Dir)
-	if err != nil {
+	if _, err := tools.WorkDir(call.Dir); err != nil {
 		return agent.ToolResult{}, err
 	}
 	stdin := []byte("{}")
@@ -132,20 +131,43 @@ func (t *Tool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, 
 		}
 		stdin = buf.Bytes()
 	}
+	out, truncated, failed, err := t.Exec(ctx, call, stdin)
+	if err != nil {
+		return agent.ToolResult{}, err
+	}
+	if failed != "" {
+		return agent.ToolResult{Content: failed, IsError: true}, nil
+	}
+	if d.JSONOutput {
+		return parseJSONOutput(d.Name, out, truncated), nil
+	}
+	return textResult(out, truncated), nil
+}
+
+// Exec runs the command confined with stdin and returns what it printed
+// (its head, truncated when it printed more than the details limit).
+// failed, when set, says why it did not succeed — no sandbox, a refused
+// start, a timeout or abort, an exit status — with the tails of its stderr
+// and stdout; only an internal problem is an error.
+func (t *Tool) Exec(ctx context.Context, call agent.ToolCall, stdin []byte) (out string, truncated bool, failed string, err error) {
+	d := t.Def
+	dir, err := tools.WorkDir(call.Dir)
+	if err != nil {
+		return "", false, "", err
+	}
 	if t.Box == nil {
-		return errorResult("Tool %s cannot run: %v", d.Name, tools.ErrNoSandbox), nil
+		return "", false, fmt.Sprintf("Tool %s cannot run: %v", d.Name, tools.ErrNoSandbox), nil
 	}
 	cmd, err := t.command(dir, call)
 	if err != nil {
-		return agent.ToolResult{}, err
+		return "", false, "", err
 	}
 	cmd.Stdin = bytes.NewReader(stdin)
 	stdout := &headBuffer{max: tools.DefaultMaxDetailsBytes}
 	stderr := &tailBuffer{max: stderrKeep}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-
 	if ctx.Err() != nil {
-		return errorResult("Tool %s was aborted before it started.", d.Name), nil
+		return "", false, fmt.Sprintf("Tool %s was aborted before it started.", d.Name), nil
 	}
 	// The workspace tool runs under the one tool policy: the workspace
 	// writable but its rules, no secrets, the network only if it has it.
@@ -156,13 +178,12 @@ func (t *Tool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, 
 		if errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "permission denied") {
 			hint = " (is the script executable? chmod +x it)"
 		}
-		return errorResult("Tool %s could not start: %v%s", d.Name, err, hint), nil
+		return "", false, fmt.Sprintf("Tool %s could not start: %v%s", d.Name, err, hint), nil
 	}
 	// Whatever the tool leaves running is killed on every return.
 	defer proc.Kill()
 	stopped, waitErr := t.wait(ctx, proc)
-	out, truncated := stdout.result()
-
+	out, truncated = stdout.result()
 	status := stopped
 	if status == "" && waitErr != nil {
 		status = d.failure(waitErr)
@@ -175,12 +196,9 @@ func (t *Tool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolResult, 
 		if s := strings.TrimSpace(out); s != "" {
 			text += "\n\nstdout:\n" + tools.TruncateHead(s, stderrLines, stderrBytes).Content
 		}
-		return agent.ToolResult{Content: text, IsError: true}, nil
+		return out, truncated, text, nil
 	}
-	if d.JSONOutput {
-		return parseJSONOutput(d.Name, out, truncated), nil
-	}
-	return textResult(out, truncated), nil
+	return out, truncated, "", nil
 }
 
 // command is the process a call runs: the tool's argv (a relative program

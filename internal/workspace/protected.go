@@ -16,7 +16,7 @@ import (
 // agent may do: its configuration, tool manifests, channels, schedules,
 // state, secrets and version history. The agent's own tools never write
 // them (write and edit refuse; the tool sandbox keeps them read-only).
-var RulePaths = []string{ConfigFile, "tools", "channels", "schedules", ".fastagent", ".env", ".git"}
+var RulePaths = []string{ConfigFile, "tools", "hooks", "channels", "schedules", ".fastagent", ".env", ".git"}
 
 // SelfEditPaths are the paths, relative to the agent dir, that shape the
 // agent's prompt; they are writable by the agent only with selfEdit: true.
@@ -26,7 +26,7 @@ var SelfEditPaths = []string{"persona.md", "AGENTS.md", "skills"}
 // write in ws — the one list the write and edit tools and the tool sandbox
 // share:
 //   - what the loader reads (fastagent.yaml in the agent dir and the
-//     workspace, tools/, channels/, schedules/, and unless selfEdit is on
+//     workspace, tools/, hooks/, channels/, schedules/, and unless selfEdit is on
 //     persona.md, AGENTS.md, skills/, the workspace's AGENTS.md) and .git:
 //     protected whether or not they exist — the sandbox creates a missing
 //     one empty, so that no tool can create it;
@@ -52,7 +52,7 @@ func ProtectedPaths(ws Workspace, selfEdit bool) []tools.Protected {
 	// Read by the loader.
 	rule(agent, ConfigFile, false, false)
 	rule(ws.Dir, ConfigFile, false, false)
-	for _, d := range []string{ToolsDir, ChannelsDir, SchedulesDir} {
+	for _, d := range []string{ToolsDir, HooksDir, ChannelsDir, SchedulesDir} {
 		rule(agent, d, true, false)
 	}
 	rule(ws.Dir, ".git", true, false)
@@ -107,7 +107,7 @@ func ruleReason(rel string) string {
 	switch rel {
 	case ConfigFile:
 		return "it is the agent's configuration (models, approvals, tools, MCP servers)"
-	case "tools", "channels", "schedules":
+	case "tools", "hooks", "channels", "schedules":
 		return "it defines the agent's " + rel
 	case ".fastagent":
 		return "it is the runtime's state directory"

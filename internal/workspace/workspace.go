@@ -60,6 +60,8 @@ type Definition struct {
 	// Tools in precedence order: built-ins, then Go-registered, then MCP,
 	// then workspace tools, then search_tools. Earlier names win.
 	Tools []ToolEntry
+	// Hooks are hooks/*.yaml in file-name order.
+	Hooks []Hook
 	// Collisions lists tools skipped because an earlier one had their name
 	// (each is also a diagnostic).
 	Collisions  []Collision
@@ -172,6 +174,9 @@ func (l *Loader) protected(d *Definition) []tools.Protected {
 			seen[p.Path] = true
 			out = append(out, p)
 		}
+	}
+	for _, p := range hookProtected(d) {
+		add(p)
 	}
 	l.othersMu.Lock()
 	for _, p := range l.others {
@@ -286,7 +291,11 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 		}
 		d.Config.IdempotencyWindow = Duration(v)
 	}
+	if d.Hooks, err = loadHooks(ws.AgentDir); err != nil {
+		return nil, err
+	}
 	prot := l.protected(d)
+	l.armHooks(d, prot)
 	if b, ok := readPrompt(filepath.Join(ws.AgentDir, "persona.md"), prot, &d.Diagnostics); ok {
 		d.Persona = strings.TrimSpace(string(b))
 	}

@@ -67,6 +67,11 @@ type Settings struct {
 	// session's own task queue.
 	ToolTaskQueue  string `json:"toolTaskQueue,omitempty"`
 	ModelTaskQueue string `json:"modelTaskQueue,omitempty"`
+	// Hooks names the events the definition has hook files for, comma
+	// separated, each with ":deny" when one of its hooks fails closed
+	// (HookEntry; "" none): the loop runs a hook step only for those (tool
+	// calls say so themselves: Call.BeforeHook, Call.AfterHook).
+	Hooks string `json:"hooks,omitempty"`
 }
 
 // Limits are budgets the loop and the session enforce; zero means none.
@@ -188,6 +193,12 @@ type Call struct {
 	// used: approvals, results and feed markers are keyed by call ID, so
 	// a reused ID could let a decision about one call apply to another.
 	Reused string `json:"reused,omitempty"`
+	// BeforeHook and AfterHook say the definition has before_tool and
+	// after_tool hooks matching the call's tool — what they ask for when
+	// the hook step cannot run (deny, allow; "" no hook): the runtime runs
+	// them (HookRunner) before and after the call.
+	BeforeHook string `json:"beforeHook,omitempty"`
+	AfterHook  string `json:"afterHook,omitempty"`
 }
 
 // ToolCall asks the runtime to execute (or record) one call of a batch.
@@ -210,6 +221,9 @@ type ToolCall struct {
 	// session's self-scheduled wake-ups (set by the runtime just before the call).
 	PendingWakes []string `json:"pendingWakes,omitempty"`
 	NextWakeID   string   `json:"nextWakeId,omitempty"`
+	// Args, when set, are the arguments a before_tool hook gave the call in
+	// place of the model's (the tool runs with these).
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // ToolOutcome is what the loop learns from one executed call.
@@ -226,6 +240,11 @@ type ToolOutcome struct {
 	// Usage is what a delegated call's sub-agents spent: it counts toward
 	// the turn's usage and its token budget.
 	Usage *agent.Usage `json:"usage,omitempty"`
+	// Note is text a hook gave the model about the call (an after_tool
+	// hook's context or objection): the next model step reads it.
+	Note string `json:"note,omitempty"`
+	// Stop is the reason a hook gave to end the turn after this batch.
+	Stop string `json:"stop,omitempty"`
 }
 
 // Outcome ends a turn.
@@ -291,6 +310,12 @@ func Run(rt Runtime, session string, st *State, t Turn) (out Outcome) {
 	}
 	defer func() { out.Leaf = st.Leaf }()
 	r.maxSteps = st.Settings.MaxSteps
+	if r.maxSteps <= 0 {
+		r.maxSteps = DefaultMaxSteps
+	}
+	if r.beforeAgentStart() {
+		return r.out
+	}
 	for step := 1; ; step++ {
 		if done := r.step(step); done {
 			return r.out
@@ -354,15 +379,25 @@ func (r *run) step(step int) bool {
 			r.afterTools = false
 			return false
 		}
+		if len(steer) == 0 && r.turnEnd(step, res.EntryID) {
+			return false
+		}
 		r.out.Status = agent.TypeCompleted
 		r.out.Leftover = steer
 		return true
 	}
-	if err := r.tools(step, res); err != nil {
+	notes, stop, err := r.tools(step, res)
+	if err != nil {
 		return r.fail(err)
 	}
+	if stop != "" {
+		// A hook ended the turn: it is complete, the calls recorded.
+		r.out.Status = agent.TypeCompleted
+		r.out.Leftover = r.rt.Steering()
+		return true
+	}
 	r.afterTools = true
-	r.pending = steeringEntries(r.rt, r.rt.Steering())
+	r.pending = append(notes, steeringEntries(r.rt, r.rt.Steering())...)
 	return false
 }
 
@@ -393,8 +428,9 @@ func (r *run) model(step int) (ModelResult, error) {
 	return res, nil
 }
 
-// tools runs the tool batch of a model step.
-func (r *run) tools(step int, res ModelResult) error {
+// tools runs the tool batch of a model step; notes are what hooks said
+// about its calls, stop a hook's reason to end the turn.
+func (r *run) tools(step int, res ModelResult) (notes []transcript.Entry, stop string, err error) {
 	batch, sequential := toolBatch(r.rt, r.session, r.turn.ID, step, res, r.used)
 	parent := res.EntryID
 	if len(batch) > 0 {
@@ -409,7 +445,8 @@ func (r *run) tools(step int, res ModelResult) error {
 		}
 		r.addUsage(o.Usage)
 	}
-	return err
+	notes, stop = toolNotes(r.rt, outcomes)
+	return notes, stop, err
 }
 
 // addUsage counts u (nil: nothing) toward the turn's usage.
