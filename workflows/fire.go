@@ -69,6 +69,9 @@ type FireInput struct {
 	// occurrence from the latest one.
 	Cron string `json:"cron"`
 	TZ   string `json:"tz,omitempty"`
+	// Deliver are the targets ("slack:#ops"…) a completed fire's answer is
+	// sent to, once each.
+	Deliver []string `json:"deliver,omitempty"`
 }
 
 // FireRecord is the result of one fire: ScheduleFireWorkflow's result, listed
@@ -84,6 +87,11 @@ type FireRecord struct {
 	// ScheduledFor is the occurrence's nominal time (for a trigger, when it
 	// was triggered).
 	ScheduledFor time.Time `json:"scheduledFor,omitzero"`
+	// Delivered are the deliver: targets the answer was sent to.
+	Delivered []string `json:"delivered,omitempty"`
+	// DeliveryError says which deliver: targets the answer did not reach,
+	// and why, once the sends' retries are spent.
+	DeliveryError string `json:"deliveryError,omitempty"`
 }
 
 // Fire activity timing. A turn may run long (tools); a dead worker is found
@@ -94,10 +102,22 @@ const (
 	fireAttempts  = 10
 )
 
-// ScheduleFireWorkflow runs one occurrence of a schedule: its only step is
-// the ActivityScheduleFire activity, whose FireRecord is the result. A fire
-// whose activity gave up is recorded as failed rather than failing the
-// workflow, so every fire has a record.
+// Delivery of a fire's answer (the schedule's deliver: targets).
+const (
+	// changeFireDeliver versions the Channel.Send step a completed fire
+	// runs when its input names deliver: targets.
+	changeFireDeliver = "fire-deliver"
+	sendTimeout       = 2 * time.Minute
+	sendAttempts      = 8
+)
+
+// ScheduleFireWorkflow runs one occurrence of a schedule: the
+// ActivityScheduleFire activity, whose FireRecord is the result, then —
+// when the schedule names deliver: targets and the turn completed — the
+// ActivityChannelSend activity, which sends the answer to each target once.
+// A fire whose activity gave up is recorded as failed rather than failing
+// the workflow, so every fire has a record; a delivery that still fails
+// after its retries is recorded in the record's DeliveryError.
 func ScheduleFireWorkflow(ctx workflow.Context, in FireInput) (FireRecord, error) {
 	info := workflow.GetInfo(ctx)
 	req := wire.FireRequest{
@@ -133,7 +153,48 @@ func ScheduleFireWorkflow(ctx workflow.Context, in FireInput) (FireRecord, error
 			ScheduledFor: req.Nominal,
 		}, nil
 	}
+	if len(in.Deliver) > 0 && rec.Outcome == FireCompleted &&
+		workflow.GetVersion(ctx, changeFireDeliver, workflow.DefaultVersion, 1) >= 1 {
+		rec = deliverAnswer(ctx, in, req.Key, rec)
+	}
 	return rec, nil
+}
+
+// deliverAnswer sends a completed fire's answer to in.Deliver with
+// ActivityChannelSend under the fire's key, and records the outcome.
+func deliverAnswer(ctx workflow.Context, in FireInput, key string, rec FireRecord) FireRecord {
+	if strings.TrimSpace(rec.Reply) == "" {
+		rec.DeliveryError = "nothing delivered: the turn's answer has no text"
+		return rec
+	}
+	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: sendTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    sendAttempts,
+		},
+		Summary: "deliver to " + strings.Join(in.Deliver, ", "),
+	})
+	var res wire.SendResult
+	err := workflow.ExecuteActivity(sctx, ActivityChannelSend, wire.SendInput{
+		Session: rec.Session, Key: "deliver/" + key, Targets: in.Deliver, Text: rec.Reply,
+	}).Get(ctx, &res)
+	if err != nil {
+		// The targets reached before the failure, when it says.
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.HasDetails() {
+			_ = app.Details(&res)
+		}
+	}
+	rec.Delivered = res.Delivered
+	if err != nil {
+		rec.DeliveryError = errorMessage(err)
+		workflow.GetLogger(ctx).Error("schedule fire: delivering the answer failed", "schedule", in.Name,
+			"targets", in.Deliver, "error", rec.DeliveryError)
+	}
+	return rec
 }
 
 // nominalTime returns the scheduled time of a fire: the

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,7 @@ func TestScheduleFireWorkflow(t *testing.T) {
 			if !req.Nominal.Equal(tt.wantNominal) {
 				t.Errorf("nominal = %v, want %v", req.Nominal, tt.wantNominal)
 			}
-			if got := (workflows.FireInput{Name: req.Name, Prompt: req.Prompt, Cron: req.Cron, TZ: req.TZ}); got != in {
+			if got := (workflows.FireInput{Name: req.Name, Prompt: req.Prompt, Cron: req.Cron, TZ: req.TZ}); !reflect.DeepEqual(got, in) {
 				t.Errorf("input = %+v, want %+v", got, in)
 			}
 			if rec.Outcome != tt.wantOutcome || rec.Name != "daily" || rec.Session != "schedule:daily" {
@@ -125,6 +126,69 @@ func TestScheduleFireWorkflow(t *testing.T) {
 
 // A retryable failure is retried with the same request: the same key, so the
 // same turn.
+// A fire whose input names deliver: targets sends a completed turn's
+// answer with Channel.Send under the fire's key, and records where it went;
+// a send that still fails after its retries is recorded, not dropped; a
+// failed turn or an answer without text sends nothing.
+func TestScheduleFireDelivers(t *testing.T) {
+	in := workflows.FireInput{Name: "daily", Prompt: "Summarize.", Cron: "0 9 * * *", TZ: "UTC", Deliver: []string{"slack:#ops", "telegram:42"}}
+	const id = "schedule-fire:daily-2026-03-02T09:00:00Z"
+	tests := []struct {
+		name          string
+		outcome       string
+		reply         string
+		sendErr       error
+		wantSends     int
+		wantDelivered []string
+		wantError     string
+	}{
+		{name: "delivered", outcome: workflows.FireCompleted, reply: "7 open issues", wantSends: 1, wantDelivered: in.Deliver},
+		{name: "retried then reported", outcome: workflows.FireCompleted, reply: "7 open issues",
+			sendErr: errors.New("delivery failed: slack:#ops: internal_error"), wantSends: 8, wantError: "internal_error"},
+		{name: "partly delivered", outcome: workflows.FireCompleted, reply: "7 open issues",
+			sendErr: temporal.NewNonRetryableApplicationError("delivery failed: telegram:42: no telegram channel is configured", "invalid_command", nil,
+				wire.SendResult{Delivered: []string{"slack:#ops"}}),
+			wantSends: 1, wantDelivered: []string{"slack:#ops"}, wantError: "telegram:42"},
+		{name: "failed turn", outcome: workflows.FireFailed},
+		{name: "no text", outcome: workflows.FireCompleted, reply: "  ", wantError: "no text"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := fireEnv(t, id, func(_ context.Context, req wire.FireRequest) (workflows.FireRecord, error) {
+				return workflows.FireRecord{Name: req.Name, Session: workflows.ScheduleSession(req.Name), Outcome: tt.outcome, Reply: tt.reply}, nil
+			})
+			var sends []wire.SendInput
+			env.RegisterActivityWithOptions(func(_ context.Context, s wire.SendInput) (wire.SendResult, error) {
+				sends = append(sends, s)
+				if tt.sendErr != nil {
+					return wire.SendResult{}, tt.sendErr
+				}
+				return wire.SendResult{Delivered: s.Targets}, nil
+			}, activity.RegisterOptions{Name: workflows.ActivityChannelSend})
+			env.ExecuteWorkflow(workflows.ScheduleFireWorkflowType, in)
+			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+				t.Fatalf("workflow: %v", env.GetWorkflowError())
+			}
+			var rec workflows.FireRecord
+			if err := env.GetWorkflowResult(&rec); err != nil {
+				t.Fatal(err)
+			}
+			if len(sends) != tt.wantSends {
+				t.Fatalf("Channel.Send ran %d times, want %d", len(sends), tt.wantSends)
+			}
+			if len(sends) > 0 {
+				if s := sends[0]; s.Key != "deliver/"+id || s.Session != "schedule:daily" || s.Text != tt.reply || !reflect.DeepEqual(s.Targets, in.Deliver) {
+					t.Errorf("send = %+v", s)
+				}
+			}
+			if !reflect.DeepEqual(rec.Delivered, tt.wantDelivered) || !strings.Contains(rec.DeliveryError, tt.wantError) ||
+				(tt.wantError == "") != (rec.DeliveryError == "") {
+				t.Errorf("record delivered %v, error %q; want %v, %q", rec.Delivered, rec.DeliveryError, tt.wantDelivered, tt.wantError)
+			}
+		})
+	}
+}
+
 func TestScheduleFireRetriesWithSameKey(t *testing.T) {
 	var keys []string
 	env := fireEnv(t, "schedule-fire:daily-2026-03-02T09:00:00Z", func(_ context.Context, req wire.FireRequest) (workflows.FireRecord, error) {

@@ -69,6 +69,9 @@ const (
 	// ActivityChannelFetch resolves a channel turn's attachments (images to
 	// vision input, other files into the workspace) into its prompt.
 	ActivityChannelFetch = "Channel.Fetch"
+	// ActivityChannelSend sends a text to named places (a schedule's
+	// deliver: targets) exactly once each.
+	ActivityChannelSend = "Channel.Send"
 	// ActivityChatRoute (local) hands a chat turn to its session workflow
 	// with Signal-With-Start.
 	ActivityChatRoute = "Chat.Route"

@@ -472,6 +472,14 @@ func TestReplayCoversPaths(t *testing.T) {
 				return fmt.Sprintf("a %s workflow, %d Schedule.Fire", typ, n), typ == workflows.ScheduleFireWorkflowType && n == 1
 			},
 		},
+		{
+			// A fire with deliver: targets sends the answer after its turn.
+			file: "schedule_fire_deliver.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				fires, sends := activities(h)[workflows.ActivityScheduleFire], activities(h)[workflows.ActivityChannelSend]
+				return fmt.Sprintf("%d Schedule.Fire, %d Channel.Send", fires, sends), fires == 1 && sends == 1
+			},
+		},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			f := filepath.Join("testdata", "histories", tt.file)

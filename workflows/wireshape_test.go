@@ -68,6 +68,8 @@ var wireTypes = map[string][]any{
 	"RewindRequest":    {workflows.RewindRequest{}},
 	"RewindResult":     {workflows.RewindResult{}},
 	"RouteInput":       {wire.RouteInput{}},
+	"SendInput":        {wire.SendInput{}},
+	"SendResult":       {wire.SendResult{}},
 	"SessionInput":     {workflows.SessionInput{}},
 	"SessionView":      {workflows.SessionView{}},
 	"Snapshot":         {workflows.Snapshot{}},

@@ -283,6 +283,12 @@ func printFire(out, errw io.Writer, name string, rec workflows.FireRecord, jsonO
 	}
 	if !jsonOut {
 		fmt.Fprintln(out, strings.TrimRight(rec.Reply, "\n"))
+		if len(rec.Delivered) > 0 {
+			fmt.Fprintf(errw, "delivered to %s\n", strings.Join(rec.Delivered, ", "))
+		}
+	}
+	if rec.DeliveryError != "" {
+		return failure("fire %s: the answer was not delivered: %s", name, rec.DeliveryError)
 	}
 	return nil
 }
@@ -395,6 +401,8 @@ func printHistory(w io.Writer, fires []schedules.Fire, name string) {
 		text := rec.Reply
 		if rec.Outcome != workflows.FireCompleted {
 			text = rec.Error
+		} else if rec.DeliveryError != "" {
+			text = "not delivered: " + rec.DeliveryError
 		}
 		took := "-"
 		if rec.Outcome != "running" {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/hooks"
+	"github.com/fastagent/fastagent/internal/delivery"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/llm"
 	"github.com/fastagent/fastagent/internal/store"
@@ -59,6 +60,9 @@ type Activities struct {
 	// Agent names the agent whose activities these are (its task queue;
 	// "" the default one): long-term memories are kept per agent.
 	Agent string
+	// Senders are the channels' senders the send_message and send_file
+	// tools deliver through (their credentials stay in the worker).
+	Senders delivery.Senders
 	// ClientSeen, when set, is called before each tool runs with the
 	// Temporal client of the worker running the call: the runtime keeps
 	// tools from that client's frontend. An error fails the call, the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/delivery"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/store"
@@ -49,6 +50,8 @@ type Replies struct {
 	// Tick is how often Channel.Stream re-renders and heartbeats (default
 	// 500 ms).
 	Tick time.Duration
+	// Senders are the channels Channel.Send delivers through.
+	Senders delivery.Senders
 }
 
 // NewReplies returns the channel activities with repliers indexed by kind.

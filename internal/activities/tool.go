@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/delivery"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/memory"
 	"github.com/fastagent/fastagent/internal/relay"
@@ -220,9 +221,16 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 	// A memory write is keyed by the call's result entry: a retried call
 	// stores nothing twice.
 	runCtx = memory.WithEnv(runCtx, memory.Env{Store: a.Store, Agent: a.AgentName(), Session: call.Session, Key: call.Session + "/" + call.ResultEntryID})
+	// A send (send_message, send_file) is keyed by the call's result entry
+	// too: a retried call sends nothing twice.
+	runCtx = delivery.WithEnv(runCtx, delivery.Env{Senders: a.Senders, Refs: a.Store, Session: call.Session, Key: "send/" + call.ResultEntryID})
 	res, err = tool.Run(runCtx, tc)
 	if ctx.Err() != nil && err != nil {
 		return res, ctx.Err()
+	}
+	if err != nil && spec.Idempotent && delivery.IsRetryable(err) {
+		// The activity fails and its retry policy runs the call again.
+		return res, err
 	}
 	if err != nil {
 		res = agent.ToolResult{IsError: true, Content: err.Error()}

@@ -23,9 +23,11 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/agent/agenttest"
 	"github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/channels/telegram"
 	"github.com/fastagent/fastagent/internal/schedules"
 	"github.com/fastagent/fastagent/internal/serve"
+	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/internal/testsupport/wait"
@@ -665,6 +667,33 @@ func historyScenarios() []historyScenario {
 					t.Fatal(err)
 				}
 				if rec, err := schedules.Wait(ctx, e.client, ex); err != nil || rec.Outcome != workflows.FireCompleted || rec.Reply != "7 open issues" {
+					t.Fatalf("fire = %+v, %v", rec, err)
+				}
+				return ex.WorkflowID
+			},
+		},
+		{
+			// A schedule fire with deliver: sends the answer (Channel.Send,
+			// behind the fire-deliver change ID).
+			name: "schedule_fire_deliver", ownWorker: true,
+			run: func(t *testing.T, e *env, _ string) string {
+				fake := fakeslack.New()
+				t.Cleanup(fake.Close)
+				fake.AddChannel("C0OPS0001", "ops")
+				e.startWorker(withRepliers(slack.NewReplier("xoxb-history", fake.APIURL())))
+				name := scheduleName("history-deliver")
+				e.deleteScheduleAtEnd(name)
+				e.writeSchedule(name+".yaml", schedYAML("0 0 1 1 *", "UTC", "Count the open issues.")+"deliver: slack:#ops\n")
+				e.mustReconcile()
+				e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"7 open", " issues"}})
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				ex, err := schedules.Trigger(ctx, e.client, name, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rec, err := schedules.Wait(ctx, e.client, ex); err != nil || rec.Outcome != workflows.FireCompleted ||
+					strings.Join(rec.Delivered, ",") != "slack:#ops" {
 					t.Fatalf("fire = %+v, %v", rec, err)
 				}
 				return ex.WorkflowID

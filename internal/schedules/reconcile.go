@@ -293,7 +293,7 @@ func action(s Spec, taskQueue, digest string) *client.ScheduleWorkflowAction {
 	return &client.ScheduleWorkflowAction{
 		ID:        workflows.FireWorkflowID(s.Name),
 		Workflow:  workflows.ScheduleFireWorkflowType,
-		Args:      []any{workflows.FireInput{Name: s.Name, Prompt: s.Prompt, Cron: s.Cron, TZ: s.TZ}},
+		Args:      []any{workflows.FireInput{Name: s.Name, Prompt: s.Prompt, Cron: s.Cron, TZ: s.TZ, Deliver: []string(s.Deliver)}},
 		TaskQueue: taskQueue,
 		Memo:      map[string]any{MemoDigest: digest, MemoName: s.Name},
 		StaticSummary: fmt.Sprintf("schedule %s (%s %s) → session %s",
@@ -304,7 +304,12 @@ func action(s Spec, taskQueue, digest string) *client.ScheduleWorkflowAction {
 // Digest identifies the schedule built from s for taskQueue: equal digests
 // mean nothing to update.
 func Digest(s Spec, taskQueue string) string {
-	b, _ := json.Marshal([]any{digestVersion, s.Cron, s.TZ, s.Prompt, taskQueue, int32(Overlap), CatchupWindow.String()})
+	parts := []any{digestVersion, s.Cron, s.TZ, s.Prompt, taskQueue, int32(Overlap), CatchupWindow.String()}
+	if len(s.Deliver) > 0 {
+		// Only then: the digests of schedules without deliver: stay as they were.
+		parts = append(parts, []string(s.Deliver))
+	}
+	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

@@ -23,6 +23,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/fastagent/fastagent/internal/delivery"
 )
 
 // Dir is the folder of an agent dir that holds schedule files.
@@ -51,6 +53,30 @@ type Spec struct {
 	TZ string `yaml:"tz"`
 	// Prompt is the text of the turn each fire runs.
 	Prompt string `yaml:"prompt"`
+	// Deliver are the targets ("slack:#ops", delivery.ParseTarget) each
+	// completed fire's answer is sent to, once each: one target or a list.
+	Deliver Targets `yaml:"deliver"`
+}
+
+// Targets is deliver:'s value: one target or a list of them.
+type Targets []string
+
+// UnmarshalYAML implements yaml.Unmarshaler: a string or a list.
+func (t *Targets) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var one string
+		if err := n.Decode(&one); err != nil {
+			return err
+		}
+		*t = Targets{one}
+		return nil
+	}
+	var list []string
+	if err := n.Decode(&list); err != nil {
+		return fmt.Errorf("deliver: want a target such as slack:#ops, or a list of them")
+	}
+	*t = list
+	return nil
 }
 
 // FileError is a schedule file that cannot be used; it names the file.
@@ -179,7 +205,7 @@ func Parse(file string, b []byte) (Spec, error) {
 		if errors.Is(err, io.EOF) {
 			return fail("the file is empty; want cron, tz and prompt, e.g.\n  cron: \"0 9 * * 1-5\"\n  tz: Europe/Berlin\n  prompt: Summarize yesterday's issues.")
 		}
-		return fail("%s (keys: cron, tz, prompt)", strings.TrimPrefix(err.Error(), "yaml: "))
+		return fail("%s (keys: cron, tz, prompt, deliver)", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	s.File = file
 	s.Cron = strings.TrimSpace(s.Cron)
@@ -197,6 +223,19 @@ func Parse(file string, b []byte) (Spec, error) {
 		return fail("cron is required: 5 fields, minute hour day-of-month month day-of-week, e.g. \"0 9 * * 1-5\"")
 	}
 	var problems []string
+	seen := map[string]bool{}
+	for i, d := range s.Deliver {
+		t, err := delivery.ParseTarget(d)
+		if err != nil {
+			problems = append(problems, "deliver: "+err.Error())
+			continue
+		}
+		if seen[t.String()] {
+			problems = append(problems, fmt.Sprintf("deliver: %s is listed twice", t))
+		}
+		seen[t.String()] = true
+		s.Deliver[i] = t.String()
+	}
 	if _, err := ParseCron(s.Cron, "UTC"); err != nil {
 		problems = append(problems, err.Error())
 	}

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,13 @@ func TestParse(t *testing.T) {
 	}{
 		{name: "full", yaml: "cron: \"0 9 * * 1-5\"\ntz: Europe/Berlin\nprompt: Summarize the inbox.\n",
 			want: Spec{Cron: "0 9 * * 1-5", TZ: "Europe/Berlin", Prompt: "Summarize the inbox."}},
+		{name: "deliver one target", yaml: "cron: '0 9 * * *'\nprompt: x\ndeliver: slack:#Ops\n",
+			want: Spec{Cron: "0 9 * * *", TZ: "UTC", Prompt: "x", Deliver: Targets{"slack:#ops"}}},
+		{name: "deliver a list", yaml: "cron: '0 9 * * *'\nprompt: x\ndeliver: [\"slack:C0123ABCD\", \"telegram:-100123\"]\n",
+			want: Spec{Cron: "0 9 * * *", TZ: "UTC", Prompt: "x", Deliver: Targets{"slack:C0123ABCD", "telegram:-100123"}}},
+		{name: "deliver a bad target", yaml: "cron: '0 9 * * *'\nprompt: x\ndeliver: email:me@example.com\n", wantErr: `deliver: "email:me@example.com": unknown kind`},
+		{name: "deliver twice", yaml: "cron: '0 9 * * *'\nprompt: x\ndeliver: [slack:#ops, \"slack:#OPS\"]\n", wantErr: "slack:#ops is listed twice"},
+		{name: "deliver not a list", yaml: "cron: '0 9 * * *'\nprompt: x\ndeliver: {slack: ops}\n", wantErr: "deliver: want a target"},
 		{name: "tz defaults to UTC", yaml: "cron: '*/15 * * * *'\nprompt: ping\n",
 			want: Spec{Cron: "*/15 * * * *", TZ: "UTC", Prompt: "ping"}},
 		{name: "names and block prompt", yaml: "cron: 30 7 * JAN-MAR mon\ntz: America/New_York\nprompt: |\n  line one\n  line two\n",
@@ -64,7 +72,7 @@ func TestParse(t *testing.T) {
 				t.Fatalf("unexpected error: %v", err)
 			}
 			tt.want.File = "schedules/x.yaml"
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})

@@ -35,6 +35,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels/telegram" // registers the telegram kind
 	"github.com/fastagent/fastagent/internal/channels/webhook"  // registers channels/webhooks/
 	"github.com/fastagent/fastagent/internal/codec"
+	"github.com/fastagent/fastagent/internal/delivery"
 	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/egress"
 	"github.com/fastagent/fastagent/internal/feed"
@@ -695,9 +696,20 @@ func (p *Parts) ActivitySet(ctx context.Context, c client.Client) (activities.Se
 	}
 	cfg := p.Config
 	repliers = append(repliers, p.seams.Repliers...)
+	// The channels that can send to a named place serve send_message,
+	// send_file and schedules' deliver: lists.
+	senders := delivery.Senders{}
+	for _, rp := range repliers {
+		if s, ok := rp.(delivery.Sender); ok {
+			senders.Add(s)
+		}
+	}
+	if p.Acts != nil {
+		p.Acts.Senders = senders
+	}
 	tq := taskQueueOr(cfg.TaskQueue)
 	replies := activities.NewReplies(p.Store, p.Feed, repliers, cfg.Logger)
-	replies.TaskQueue, replies.Dir = tq, cfg.Dir
+	replies.TaskQueue, replies.Dir, replies.Senders = tq, cfg.Dir, senders
 	if c != nil {
 		replies.Starter = c
 	}

@@ -264,3 +264,20 @@ type FireRequest struct {
 	// FiredAt is when the fire workflow started.
 	FiredAt time.Time `json:"firedAt"`
 }
+
+// SendInput is the argument of ActivityChannelSend: a text to send to
+// targets ("slack:#ops"…, delivery.ParseTarget) exactly once each — the
+// platform references are kept in the session store under (Session,
+// Key + "/" + target), so a retried activity sends only what is still
+// unsent.
+type SendInput struct {
+	Session string   `json:"session"`
+	Key     string   `json:"key"`
+	Targets []string `json:"targets"`
+	Text    string   `json:"text"`
+}
+
+// SendResult is ActivityChannelSend's result: the targets sent to.
+type SendResult struct {
+	Delivered []string `json:"delivered"`
+}

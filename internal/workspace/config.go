@@ -107,6 +107,10 @@ type Config struct {
 	// Memory gives the agent long-term memory: remember, recall and
 	// forget, scoped by principal (docs/memory.md).
 	Memory MemoryConfig `yaml:"memory"`
+	// Delivery lets the agent send messages and files to chat channels,
+	// people and issues (send_message, send_file): the targets it may
+	// send to (docs/delivery.md).
+	Delivery DeliveryConfig `yaml:"delivery"`
 }
 
 // ActivitiesConfig is fastagent.yaml's activities: block, by group.
@@ -610,6 +614,9 @@ func (c Config) validateWith(custom map[string]bool) error {
 		return err
 	}
 	if err := c.Memory.validate(); err != nil {
+		return err
+	}
+	if err := c.Delivery.validate(); err != nil {
 		return err
 	}
 	return c.validateEnv()

@@ -43,6 +43,16 @@ func TestConfigErrors(t *testing.T) {
 			want: []ConfigError{{Key: "memory.inject.maxTokens", Reason: "100000 is out of range"}},
 		},
 		{
+			name: "delivery target not known",
+			yaml: "delivery:\n  allow: [\"slack:#ops\", \"email:me@example.com\"]\n",
+			want: []ConfigError{{Key: "delivery.allow.1", Reason: `"email:me@example.com": unknown kind "email"`}},
+		},
+		{
+			name: "delivery target malformed",
+			yaml: "delivery:\n  allow: [\"slack:ops\"]\n",
+			want: []ConfigError{{Key: "delivery.allow.0", Reason: `"slack:ops" is not a slack target: write slack:#channel-name`}},
+		},
+		{
 			name: "activity task queue with a space",
 			yaml: "activities:\n  tools:\n    taskQueue: my gpus\n",
 			want: []ConfigError{{Line: 3, Key: "activities.tools.taskQueue", Reason: `"my gpus" is not a task queue name`}},

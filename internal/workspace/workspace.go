@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/delivery"
 	"github.com/fastagent/fastagent/internal/memory"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/toolrun"
@@ -387,11 +388,9 @@ func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.
 			}
 		}
 	}
-	if d.Config.Memory.Enabled {
-		for _, t := range memory.Tools(d.Config.Memory.ScopeOrDefault(), d.Config.Memory.OwnerlessWrites) {
-			if _, taken := seen[t.Spec().Name]; !taken {
-				add(t, OriginBuiltin, OriginBuiltin)
-			}
+	for _, t := range configuredBuiltins(d, protected) {
+		if _, taken := seen[t.Spec().Name]; !taken {
+			add(t, OriginBuiltin, OriginBuiltin)
 		}
 	}
 	for _, name := range sortedKeys(d.Config.Tools) {
@@ -403,6 +402,20 @@ func (l *Loader) addTools(ctx context.Context, d *Definition, protected []tools.
 			d.Diagnostics = append(d.Diagnostics, Diagnostic{File: file, Message: fmt.Sprintf("tools.%s: there is no tool named %q; these settings are unused", name, name)})
 		}
 	}
+}
+
+// configuredBuiltins are the built-in tools fastagent.yaml turns on by a
+// block of its own: memory's (memory.enabled) and delivery's
+// (delivery.allow), the latter reading files with protected.
+func configuredBuiltins(d *Definition, protected []tools.Protected) []agent.Tool {
+	var out []agent.Tool
+	if d.Config.Memory.Enabled {
+		out = append(out, memory.Tools(d.Config.Memory.ScopeOrDefault(), d.Config.Memory.OwnerlessWrites)...)
+	}
+	if d.Config.Delivery.Enabled() {
+		out = append(out, delivery.Tools(d.Config.Delivery.Allowed(), protected)...)
+	}
+	return out
 }
 
 // configure applies per-tool settings from the config.

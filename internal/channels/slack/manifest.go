@@ -12,12 +12,14 @@ import (
 
 // BotScopes are the bot token scopes the Slack channel needs: mentions and
 // messages in DMs, channels and groups, posting and editing replies, files
-// in and out, assistant thread status, and user names.
+// in and out, assistant thread status, user names, and the channels'
+// names delivery looks up (slack:#name targets).
 func BotScopes() []string {
 	return []string{
 		"app_mentions:read", "chat:write",
 		"im:history", "im:read", "im:write",
 		"channels:history", "groups:history", "mpim:history",
+		"channels:read", "groups:read",
 		"files:read", "files:write",
 		"assistant:write", "users:read",
 	}

@@ -68,7 +68,7 @@ func TestManifest(t *testing.T) {
 				t.Fatalf("manifest is not YAML: %v\n%s", err, out)
 			}
 			for _, s := range []string{"app_mentions:read", "chat:write", "im:history", "im:read", "im:write", "channels:history",
-				"groups:history", "mpim:history", "files:read", "files:write", "assistant:write", "users:read"} {
+				"groups:history", "mpim:history", "channels:read", "groups:read", "files:read", "files:write", "assistant:write", "users:read"} {
 				if !slices.Contains(m.OAuth.Scopes.Bot, s) {
 					t.Errorf("scope %s missing: %v", s, m.OAuth.Scopes.Bot)
 				}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -80,6 +81,8 @@ type Replier struct {
 	// Logger logs ignored failures (assistant status, stream refusals);
 	// nil is slog.Default().
 	Logger *slog.Logger
+	// names caches the channel IDs of the names Deliver looked up.
+	names sync.Map
 }
 
 // NewReplier returns a replier with token; apiURL ("" = Slack's) overrides

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"mime/multipart"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -107,11 +110,39 @@ func (a *API) Call(ctx context.Context, method string, params, out any) error {
 	if err != nil {
 		return fmt.Errorf("telegram: %s: %w", method, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/bot"+a.token+"/"+method, bytes.NewReader(body))
+	return a.post(ctx, method, "application/json", bytes.NewReader(body), out)
+}
+
+// CallFile invokes method with params and one file (multipart/form-data),
+// as sendDocument takes it, and decodes its result into out (nil: ignored).
+func (a *API) CallFile(ctx context.Context, method string, params map[string]string, field, name string, data []byte, out any) error {
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if err := w.WriteField(k, params[k]); err != nil {
+			return fmt.Errorf("telegram: %s: %w", method, err)
+		}
+	}
+	fw, err := w.CreateFormFile(field, name)
+	if err == nil {
+		_, err = fw.Write(data)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("telegram: %s: %w", method, err)
+	}
+	return a.post(ctx, method, w.FormDataContentType(), &body, out)
+}
+
+// post sends one request body to method and decodes its answer.
+func (a *API) post(ctx context.Context, method, contentType string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/bot"+a.token+"/"+method, body)
 	if err != nil {
 		return fmt.Errorf("telegram: %s: bad API URL", method)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	resp, err := a.http.Do(req) //nolint:gosec // the URL is the configured Bot API
 	if err != nil {
 		return fmt.Errorf("telegram: %s: %w", method, scrub(err))

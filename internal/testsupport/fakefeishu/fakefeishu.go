@@ -9,10 +9,13 @@
 package fakefeishu
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -44,6 +47,14 @@ type Message struct {
 	Content  string
 	UUID     string
 	Patches  int
+	// ReceiveID and ReceiveIDType are where a created message went.
+	ReceiveID, ReceiveIDType string
+}
+
+// Upload is a file uploaded with im/v1/files.
+type Upload struct {
+	Key, Type, Name string
+	Data            []byte
 }
 
 // Card is a CardKit card entity.
@@ -92,6 +103,7 @@ type Server struct {
 	n        int
 	messages map[string]*Message
 	uuids    map[string]string
+	uploads  []Upload
 	cards    map[string]*Card
 	fail     map[string][]int
 	delay    map[string]time.Duration
@@ -259,6 +271,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		ans = apiErr(q[0], "injected failure")
 	} else if op == "im.resource" {
 		ans = s.resource(args, r.URL.Query().Get("type"))
+	} else if op == "im.file" {
+		ans = s.upload(r.Header.Get("Content-Type"), raw)
+	} else if op == "im.create" {
+		ans = s.answer(op, []string{r.URL.Query().Get("receive_id_type")}, raw)
 	} else {
 		ans = s.answer(op, args, raw)
 	}
@@ -277,6 +293,34 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(ans.status)
 	_ = json.NewEncoder(w).Encode(ans.body)
+}
+
+// upload keeps a file uploaded with im/v1/files (multipart); s.mu is held.
+func (s *Server) upload(contentType string, raw []byte) apiAnswer {
+	_, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return apiErr(234001, "not multipart")
+	}
+	form, err := multipart.NewReader(bytes.NewReader(raw), params["boundary"]).ReadForm(64 << 20)
+	if err != nil || len(form.File["file"]) == 0 || len(form.Value["file_type"]) == 0 || len(form.Value["file_name"]) == 0 {
+		return apiErr(234001, "no file")
+	}
+	f, err := form.File["file"][0].Open()
+	if err != nil {
+		return apiErr(234001, "unreadable file")
+	}
+	data, _ := io.ReadAll(f)
+	_ = f.Close()
+	up := Upload{Key: fmt.Sprintf("file_fake%d", len(s.uploads)+1), Type: form.Value["file_type"][0], Name: form.Value["file_name"][0], Data: data}
+	s.uploads = append(s.uploads, up)
+	return ok(map[string]any{"file_key": up.Key})
+}
+
+// Uploads returns the files uploaded, in order.
+func (s *Server) Uploads() []Upload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Upload(nil), s.uploads...)
 }
 
 // resource serves a message resource; s.mu is held.
@@ -328,6 +372,8 @@ func route(method, path string) (string, []string) {
 		return "im.get", []string{p[4]}
 	case method == http.MethodPost && len(p) == 4 && p[1] == "im" && p[3] == "messages":
 		return "im.create", nil
+	case method == http.MethodPost && len(p) == 4 && p[1] == "im" && p[3] == "files":
+		return "im.file", nil
 	case method == http.MethodPost && len(p) == 6 && p[1] == "im" && p[3] == "messages" && p[5] == "reply":
 		return "im.reply", []string{p[4]}
 	case method == http.MethodPatch && len(p) == 5 && p[1] == "im" && p[3] == "messages":
@@ -370,6 +416,8 @@ func (s *Server) answer(op string, args []string, raw []byte) apiAnswer {
 		if op == "im.reply" {
 			m.ReplyTo = args[0]
 			m.InThread, _ = body["reply_in_thread"].(bool)
+		} else {
+			m.ReceiveID, m.ReceiveIDType = get("receive_id"), args[0]
 		}
 		s.messages[m.ID] = m
 		if m.UUID != "" {

@@ -56,6 +56,15 @@ type Server struct {
 	socket http.Handler
 	// users are the members users.info describes, by ID.
 	users map[string]User
+	// channels are the channels conversations.list lists, by ID.
+	channels map[string]string
+}
+
+// AddChannel makes conversations.list list the channel id named name.
+func (s *Server) AddChannel(id, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.channels[id] = name
 }
 
 // User is a workspace member as users.info describes them.
@@ -87,7 +96,8 @@ type Failure struct {
 
 // New starts a fake with the default methods; it is closed by Close.
 func New() *Server {
-	s := &Server{handlers: map[string]Handler{}, fail: map[string][]Failure{}, files: newFiles(), users: map[string]User{}}
+	s := &Server{handlers: map[string]Handler{}, fail: map[string][]Failure{}, files: newFiles(), users: map[string]User{},
+		channels: map[string]string{}}
 	for _, set := range []map[string]Handler{defaults, fileMethods} {
 		for m, h := range set {
 			s.handlers[m] = h
@@ -233,6 +243,24 @@ var defaults = map[string]Handler{
 	},
 	"auth.test": func(_ *Server, _ Call) map[string]any {
 		return map[string]any{"user_id": "U0LAN0Z89", "team_id": "T061EG9R6", "bot_id": "B0BOT"}
+	},
+	"conversations.list": func(s *Server, _ Call) map[string]any {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		out := []map[string]any{}
+		for id, name := range s.channels {
+			out = append(out, map[string]any{"id": id, "name": name, "is_channel": true})
+		}
+		return map[string]any{"channels": out, "response_metadata": map[string]any{"next_cursor": ""}}
+	},
+	// conversations.open answers a user's direct message channel: "D" and
+	// the user ID without its first letter.
+	"conversations.open": func(_ *Server, c Call) map[string]any {
+		users := c.Get("users")
+		if users == "" || strings.Contains(users, ",") {
+			return map[string]any{"ok": false, "error": "invalid_arguments"}
+		}
+		return map[string]any{"channel": map[string]any{"id": "D" + users[1:], "is_im": true}}
 	},
 	"users.info": func(s *Server, c Call) map[string]any {
 		s.mu.Lock()

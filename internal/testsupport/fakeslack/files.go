@@ -173,6 +173,18 @@ var fileMethods = map[string]Handler{
 	"files.info": func(s *Server, c Call) map[string]any {
 		s.files.mu.Lock()
 		f, ok := s.files.byID[c.Get("file")]
+		for _, u := range s.files.uploads {
+			if !ok && u.ID == c.Get("file") {
+				// An uploaded file: shared in its channel once completed.
+				defer s.files.mu.Unlock()
+				chans := []string{}
+				if u.Completed {
+					chans = append(chans, u.Channel)
+				}
+				return map[string]any{"file": map[string]any{"id": u.ID, "name": u.Filename, "title": u.Title,
+					"size": len(u.Data), "channels": chans}, "comments": []any{}, "paging": map[string]any{}}
+			}
+		}
 		s.files.mu.Unlock()
 		if !ok {
 			return map[string]any{"ok": false, "error": "file_not_found"}

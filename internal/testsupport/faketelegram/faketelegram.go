@@ -1,5 +1,5 @@
 // Package faketelegram is a Telegram Bot API on loopback for tests: getMe,
-// sendMessage, editMessageText, answerCallbackQuery, getUpdates (long poll over a queue of
+// sendMessage, sendDocument, editMessageText, answerCallbackQuery, getUpdates (long poll over a queue of
 // pushed updates), getFile, file downloads, setWebhook and deleteWebhook.
 // It records every call, answers with real Bot API shapes (message_id per
 // chat, "message is not modified", 429 with parameters.retry_after when
@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -43,6 +44,10 @@ type Message struct {
 	ReplyTo   int64
 	Thread    int64
 	Edits     int
+	// Document is the file name of a sendDocument message, DocData its
+	// bytes.
+	Document string
+	DocData  []byte
 }
 
 // File is a file getFile and the download endpoint serve.
@@ -70,12 +75,35 @@ type Server struct {
 	throttle map[string]int
 	retry    int
 	fail     map[string]int
+	// drop carries out the next n calls of a method and then closes the
+	// connection without an answer.
+	drop map[string]int
+}
+
+// DropAnswer makes the next n calls of method (sendMessage, sendDocument)
+// take effect and then close the connection without answering: the
+// client cannot know whether they did.
+func (s *Server) DropAnswer(method string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drop[method] = n
+}
+
+// dropped reports (and counts) a call whose answer is to be dropped.
+func (s *Server) dropped(method string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drop[method] > 0 {
+		s.drop[method]--
+		return true
+	}
+	return false
 }
 
 // New starts a fake for bot token; it is closed by Close.
 func New(token string) *Server {
 	s := &Server{Token: token, nextID: map[int64]int64{}, files: map[string]File{}, notify: make(chan struct{}),
-		throttle: map[string]int{}, fail: map[string]int{}, retry: 1}
+		throttle: map[string]int{}, fail: map[string]int{}, drop: map[string]int{}, retry: 1}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -181,6 +209,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if download {
 		call.Method = "download"
 		call.Params["file_path"] = rest
+	} else if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		if err := r.ParseMultipartForm(64 << 20); err == nil {
+			for k := range r.MultipartForm.Value {
+				call.Params[k] = r.FormValue(k)
+			}
+			for k, fhs := range r.MultipartForm.File {
+				if f, err := fhs[0].Open(); err == nil {
+					data, _ := io.ReadAll(f)
+					_ = f.Close()
+					call.Params[k] = fileParam{Name: fhs[0].Filename, Data: data}
+				}
+			}
+		}
 	} else if r.Body != nil {
 		body, _ := io.ReadAll(r.Body)
 		if len(body) > 0 {
@@ -231,6 +272,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		write(w, http.StatusOK, answer{OK: true, Result: true})
 	case "sendMessage":
 		s.sendMessage(w, p)
+	case "sendDocument":
+		s.sendDocument(w, p)
 	case "editMessageText":
 		s.editMessageText(w, p)
 	case "getFile":
@@ -278,7 +321,35 @@ func (s *Server) sendMessage(w http.ResponseWriter, p map[string]any) {
 	}
 	s.messages = append(s.messages, m)
 	s.mu.Unlock()
+	if s.dropped("sendMessage") {
+		panic(http.ErrAbortHandler)
+	}
 	write(w, http.StatusOK, answer{OK: true, Result: map[string]any{"message_id": m.MessageID, "chat": map[string]any{"id": chat}, "date": time.Now().Unix(), "text": text}})
+}
+
+// fileParam is a file part of a multipart call.
+type fileParam struct {
+	Name string
+	Data []byte
+}
+
+func (s *Server) sendDocument(w http.ResponseWriter, p map[string]any) {
+	chat := num(p["chat_id"])
+	doc, ok := p["document"].(fileParam)
+	if chat == 0 || !ok || len(doc.Data) == 0 {
+		fail(w, http.StatusBadRequest, "Bad Request: there is no document in the request")
+		return
+	}
+	s.mu.Lock()
+	s.nextID[chat]++
+	m := &Message{ChatID: chat, MessageID: 1000 + s.nextID[chat], Document: doc.Name, DocData: doc.Data, Text: str(p["caption"])}
+	s.messages = append(s.messages, m)
+	s.mu.Unlock()
+	if s.dropped("sendDocument") {
+		panic(http.ErrAbortHandler)
+	}
+	write(w, http.StatusOK, answer{OK: true, Result: map[string]any{"message_id": m.MessageID, "chat": map[string]any{"id": chat},
+		"date": time.Now().Unix(), "document": map[string]any{"file_name": doc.Name}}})
 }
 
 func (s *Server) editMessageText(w http.ResponseWriter, p map[string]any) {
