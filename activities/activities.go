@@ -31,7 +31,7 @@ const (
 	GroupSession Group = "session"
 	// GroupChannels answers on chat platforms and routes chat messages:
 	// Channel.Reply, Channel.Stream, Channel.Fetch, Chat.Route, Chat.Drop,
-	// Chat.Stop.
+	// Chat.Stop, Chat.Command.
 	GroupChannels Group = "channels"
 	// GroupSchedules fires schedules: Schedule.Fire.
 	GroupSchedules Group = "schedules"

@@ -64,6 +64,7 @@
 //	Chat.Route        channels   —      30s                       —                      unlimited (200ms…30s)
 //	Chat.Drop         channels   local  30s                       —                      5 (200ms…10s)
 //	Chat.Stop         channels   local  30s                       —                      5 (200ms…10s)
+//	Chat.Command      channels   local  30s                       —                      5 (200ms…10s)
 //	Schedule.Fire     schedules  —      2h                        30s                    10 (1s…1m)
 //
 // The activities' arguments and results are fastagent's own protocol with

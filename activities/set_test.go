@@ -51,7 +51,7 @@ func TestRegisterGroups(t *testing.T) {
 	if err := Register(&all, s); err != nil {
 		t.Fatal(err)
 	}
-	if len(all.names) != 17 || !slices.Contains(all.names, workflows.ActivityScheduleFire) || !slices.Contains(all.names, workflows.ActivityChatRoute) {
+	if len(all.names) != 18 || !slices.Contains(all.names, workflows.ActivityScheduleFire) || !slices.Contains(all.names, workflows.ActivityChatRoute) {
 		t.Errorf("every group registered %d: %v", len(all.names), all.names)
 	}
 	if err := Register(&registry{}, s, Group("gpus")); err == nil || !strings.Contains(err.Error(), "tools") {

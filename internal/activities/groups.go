@@ -27,7 +27,7 @@ const (
 	GroupSession Group = "session"
 	// GroupChannels answers on chat platforms and routes chat messages:
 	// Channel.Reply, Channel.Stream, Channel.Fetch, Chat.Route, Chat.Drop,
-	// Chat.Stop.
+	// Chat.Stop, Chat.Command.
 	GroupChannels Group = "channels"
 	// GroupSchedules fires schedules: Schedule.Fire.
 	GroupSchedules Group = "schedules"
@@ -96,6 +96,7 @@ func (s Set) Entries() []Entry {
 			Entry{workflows.ActivityChatRoute, GroupChannels, true, r.Route},
 			Entry{workflows.ActivityChatDrop, GroupChannels, true, r.Drop},
 			Entry{workflows.ActivityChatStop, GroupChannels, true, r.Stop},
+			Entry{workflows.ActivityChatCommand, GroupChannels, true, r.Command},
 		)
 	}
 	if s.Firer != nil {

@@ -177,6 +177,7 @@ func (p *Parts) agentIngresses(d *durable.Agent, auth HTTPAuth) *ingress.Server 
 	for name := range p.Config.Agents {
 		od := *d
 		od.TaskQueue = name
+		od.WhileBusy = "" // the main agent's conversation.whileBusy is not this one's
 		sc := &scopedAgent{d: &od, name: name, prefix: name + "/"}
 		if s.Agents == nil {
 			s.Agents = map[string]*ingress.Server{}
@@ -238,6 +239,7 @@ func (p *Parts) channelsOf(ctx context.Context, loader *workspace.Loader, name s
 	if err != nil {
 		return nil, err
 	}
+	channels.DefaultWhileBusy(chans, def.Config.Conversation.WhileBusy)
 	if err := p.confineDoors(ctx, chans, name, def.Workspace); err != nil {
 		return nil, err
 	}

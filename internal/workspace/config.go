@@ -107,7 +107,23 @@ type Config struct {
 	// Memory gives the agent long-term memory: remember, recall and
 	// forget, scoped by principal (docs/memory.md).
 	Memory MemoryConfig `yaml:"memory"`
+	// Conversation tunes how a session takes messages that arrive while
+	// it is busy (docs/conversation.md).
+	Conversation ConversationConfig `yaml:"conversation"`
 }
+
+// ConversationConfig is fastagent.yaml's conversation: block.
+type ConversationConfig struct {
+	// WhileBusy is what a message does when its session is already
+	// running a turn: queue (the default: it runs next, as a turn of its
+	// own), steer (folded into the running turn), interrupt (the running
+	// turn is aborted, the message runs) or reject (refused as busy). A
+	// channel file's whileBusy, or an HTTP request's, overrides it.
+	WhileBusy string `yaml:"whileBusy"`
+}
+
+// WhileBusyModes are the values of conversation.whileBusy.
+var WhileBusyModes = []string{"queue", "steer", "interrupt", "reject"}
 
 // ActivitiesConfig is fastagent.yaml's activities: block, by group.
 type ActivitiesConfig struct {
@@ -611,6 +627,9 @@ func (c Config) validateWith(custom map[string]bool) error {
 	}
 	if err := c.Memory.validate(); err != nil {
 		return err
+	}
+	if w := c.Conversation.WhileBusy; w != "" && !slices.Contains(WhileBusyModes, w) {
+		return badKey(fmt.Sprintf("%q is not one of %s", w, strings.Join(WhileBusyModes, ", ")), "conversation", "whileBusy")
 	}
 	return c.validateEnv()
 }
