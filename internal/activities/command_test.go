@@ -127,3 +127,45 @@ func TestStatusText(t *testing.T) {
 		t.Errorf("idle status %q", got)
 	}
 }
+
+// reactingReplier is a fakeReplier with reactions.
+type reactingReplier struct {
+	fakeReplier
+	reacted []string
+}
+
+func (f *reactingReplier) React(_ context.Context, t wire.Target, stage string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reacted = append(f.reacted, t.Message+" "+stage)
+	return nil
+}
+
+// A settled answer marks the person's message answered once, however often
+// Channel.Reply is retried; a busy notice does not.
+func TestReplyReactsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rp := &reactingReplier{}
+	r := &activities.Replies{Store: st, Repliers: map[string]channels.Replier{"fake": rp}}
+	target := wire.ReplyTarget{Kind: "fake", Data: json.RawMessage(`{"chat":"42","message":"7"}`)}
+	out := agent.TypeCompleted
+	for range 2 {
+		in := wire.ReplyInput{Session: "s1", Turn: "k1", Reply: target}
+		in.Outcome.Status = out
+		if err := r.Reply(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Reply(ctx, wire.ReplyInput{Session: "s1", Turn: "k2", Reply: target, Busy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rp.reacted) != "[7 answered]" {
+		t.Errorf("reactions %q, want one answered", rp.reacted)
+	}
+}
