@@ -304,6 +304,17 @@ func TestConversationNew(t *testing.T) {
 			}
 		}
 	}
+	// /status and /help answer, about the fresh session.
+	s.send(privateUpdate(user, 4, "/status"))
+	s.send(privateUpdate(user, 5, "/help"))
+	waitFor(t, time.Minute, "the /status and /help answers", func() bool {
+		st, help := repliesTo(s.fake, user, 4), repliesTo(s.fake, user, 5)
+		return len(st) == 1 && strings.Contains(st[0].Text, "Nothing is running. Nothing is waiting.") && strings.Contains(st[0].Text, "Turns: 1.") &&
+			len(help) == 1 && strings.Contains(help[0].Text, "/stop") && strings.Contains(help[0].Text, "/new")
+	})
+	if n := s.e.kit.Model.Count(); n != 2 {
+		t.Errorf("model calls = %d, want 2: commands are never turns", n)
+	}
 	c := strconv.FormatInt(user, 10)
 	if !s.exists(workflows.WorkflowID(workflows.ChatSession(telegram.Kind, c, "") + "~1")) {
 		t.Errorf("no fresh session workflow")
