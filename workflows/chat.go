@@ -307,6 +307,9 @@ func (c *chat) admit(ctx workflow.Context, m wire.ChatMessage) bool {
 		c.see(ctx, "event:"+m.Event)
 	}
 	if m.Stop || m.Command != "" {
+		if !m.Stop && !c.addressed(m) {
+			return false // a command to nobody (group chatter): neither a turn nor context
+		}
 		// Chat commands (/stop, /new, /status, /help) answer in the
 		// chat; runs that took a Telegram /stop before them stop only.
 		if workflow.GetVersion(ctx, changeChatCommands, workflow.DefaultVersion, 1) >= 1 {
@@ -548,6 +551,12 @@ func (c *chat) renew(session string) {
 	if n := len(c.st.Fresh) - chatFreshLimit; n > 0 {
 		c.st.Fresh = append([]chatFresh(nil), c.st.Fresh[n:]...)
 	}
+}
+
+// addressed reports whether m speaks to the bot: a direct message, a
+// summons, or (context mode) a bare reply in a thread the bot owns.
+func (c *chat) addressed(m wire.ChatMessage) bool {
+	return m.Direct || m.Summoned || (m.Policy.GroupMode == wire.GroupContext && m.Root != "" && c.owned[m.Root] && !m.MentionsOthers)
 }
 
 // placeSession is the session a command m is about, before renewals: the

@@ -44,12 +44,18 @@ func TestChatCommands(t *testing.T) {
 	h.send(wire.ChatMessage{ID: "11.0", Root: "10.0", Summoned: true, Command: wire.CommandNew, Policy: thread})
 	h.send(wire.ChatMessage{ID: "12.0", Root: "10.0", Summoned: true, Text: "more", Policy: thread})
 	h.send(wire.ChatMessage{ID: "13.0", Summoned: true, Command: wire.CommandNew, Policy: thread})
+	// Context mode: a bare /status in a thread the bot owns is for it; in
+	// a thread it does not own, for nobody (not even context).
+	ctxMode := wire.ChatPolicy{GroupMode: wire.GroupContext}
+	h.send(wire.ChatMessage{ID: "20.0", Summoned: true, Text: "start", Policy: ctxMode})
+	h.send(wire.ChatMessage{ID: "21.0", Root: "20.0", Command: wire.CommandStatus, Text: "/status", Policy: ctxMode})
+	h.send(wire.ChatMessage{ID: "22.0", Root: "99.0", Command: wire.CommandStatus, Text: "/status", Policy: ctxMode})
 	st := h.run()
 
 	// A continuous DM's turns answer at the top level (thread "").
 	want := []string{
 		"slack:T1:C1||hello", "slack:T1:C1~1||again", "slack:T1:C1~2||third",
-		"slack:T1:C1:10.0|10.0|in a thread", "slack:T1:C1:10.0~1|10.0|more",
+		"slack:T1:C1:10.0|10.0|in a thread", "slack:T1:C1:10.0~1|10.0|more", "slack:T1:C1:20.0|20.0|start",
 	}
 	got := h.turns()
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -72,9 +78,13 @@ func TestChatCommands(t *testing.T) {
 		"help|slack:T1:C1~2||true",
 		"new|slack:T1:C1:10.0|slack:T1:C1:10.0~1|true",
 		"new|||true",
+		"status|slack:T1:C1:20.0||true",
 	}
 	if fmt.Sprint(cmds) != fmt.Sprint(wantCmds) {
 		t.Errorf("commands %q,\nwant %q", cmds, wantCmds)
+	}
+	if len(st.Buffers) != 0 {
+		t.Errorf("a command was buffered as context: %+v", st.Buffers)
 	}
 	if len(st.Fresh) != 2 {
 		t.Errorf("state keeps %d renewed places, want 2: %+v", len(st.Fresh), st.Fresh)

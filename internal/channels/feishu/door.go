@@ -246,7 +246,7 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wir
 		Summoned:  summoned,
 		// Mentions of people but not of the bot: their discussion.
 		MentionsOthers: !summoned && channels.MentionsOthers(mentioned, bot),
-		Command:        commandIf(direct || summoned, text),
+		Command:        commandIf(direct || summoned || d.Policy.GroupMode == wire.GroupContext, text),
 		User:           user,
 		UserName:       user,
 		Text:           text,

@@ -345,7 +345,7 @@ func (d *Door) chatMessage(team, eventID, bot string, msg message) (*wire.ChatMe
 		// Mentions of people but not of the bot: their discussion.
 		MentionsOthers: !msg.summoned && mentionsOthers(msg.text, bot),
 		// A command addressed to the bot (a DM, or after its mention).
-		Command:     commandIf(msg.direct || msg.summoned, text),
+		Command:     commandIf(msg.direct || msg.summoned || d.Policy.GroupMode == wire.GroupContext, text),
 		User:        msg.user,
 		UserName:    "<@" + msg.user + ">",
 		Text:        text,
