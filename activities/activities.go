@@ -38,7 +38,7 @@ const (
 	GroupSession Group = "session"
 	// GroupChannels answers on chat platforms and routes chat messages:
 	// Channel.Reply, Channel.Stream, Channel.Fetch, Chat.Route, Chat.Drop,
-	// Chat.Stop, Channel.Send.
+	// Chat.Stop, Chat.Command, Channel.Send.
 	GroupChannels Group = "channels"
 	// GroupSchedules fires schedules: Schedule.Fire.
 	GroupSchedules Group = "schedules"

@@ -12,7 +12,23 @@ const (
 	keySource
 	keyPrincipal
 	keyResume
+	keyWhileBusy
 )
+
+// WithWhileBusy says what the turn does when its session is already busy
+// with another: "queue" (the default: it runs next), "steer" (folded into
+// the running turn), "interrupt" (the running turn is aborted and this one
+// runs) or "reject" (refused with CodeTurnRunning). Engines that run one
+// turn at a time per session may ignore it.
+func WithWhileBusy(ctx context.Context, mode string) context.Context {
+	return context.WithValue(ctx, keyWhileBusy, mode)
+}
+
+// WhileBusy returns the mode set by WithWhileBusy, or "".
+func WhileBusy(ctx context.Context) string {
+	s, _ := ctx.Value(keyWhileBusy).(string)
+	return s
+}
 
 // WithIdempotencyKey attaches the caller's idempotency key to a turn: two
 // Invokes with the same key on the same session are one turn, and the second

@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -85,6 +86,16 @@ type chatState struct {
 	// Routes holds the last turns routed, oldest first, so a deletion of
 	// their message can drop them while they wait.
 	Routes []chatRoute `json:"routes,omitempty"`
+	// Fresh holds the places that started a fresh session (/new), oldest
+	// first: a session name and how many times it was renewed.
+	Fresh []chatFresh `json:"fresh,omitempty"`
+}
+
+// chatFresh is a session name renewed N times by /new: the place's turns
+// run in "<session>~<N>".
+type chatFresh struct {
+	Session string `json:"session"`
+	N       int    `json:"n"`
 }
 
 // chatRoute is one routed turn: its message, session, key and reply target.
@@ -295,8 +306,17 @@ func (c *chat) admit(ctx workflow.Context, m wire.ChatMessage) bool {
 	if m.Event != "" {
 		c.see(ctx, "event:"+m.Event)
 	}
-	if m.Stop {
-		c.stop(ctx, m)
+	if m.Stop || m.Command != "" {
+		if !m.Stop && !c.addressed(m) {
+			return false // a command to nobody (group chatter): neither a turn nor context
+		}
+		// Chat commands (/stop, /new, /status, /help) answer in the
+		// chat; runs that took a Telegram /stop before them stop only.
+		if workflow.GetVersion(ctx, changeChatCommands, workflow.DefaultVersion, 1) >= 1 {
+			c.command(ctx, m)
+		} else if m.Stop {
+			c.stop(ctx, m)
+		}
 		return false
 	}
 	return strings.TrimSpace(m.Text) != "" || len(m.Attachments) > 0
@@ -317,9 +337,9 @@ func (c *chat) placeTurn(m wire.ChatMessage) (turnPlace, bool) {
 	p := m.Policy
 	sessionOf := func(root string) string {
 		if m.UniqueIDs && root != "" {
-			return ScopedSession(c.in.Scope, m.Kind+":"+root)
+			return c.fresh(ScopedSession(c.in.Scope, m.Kind+":"+root))
 		}
-		return ScopedSession(c.in.Scope, ChatSession(m.Kind, m.Chat, root))
+		return c.fresh(ScopedSession(c.in.Scope, ChatSession(m.Kind, m.Chat, root)))
 	}
 	switch {
 	case m.Direct:
@@ -413,7 +433,8 @@ func (c *chat) delivery(m wire.ChatMessage, to turnPlace) (d wire.Delivery, fold
 	if err != nil {
 		return wire.Delivery{}, 0, err
 	}
-	return wire.Delivery{Key: key, Source: m.Kind, Prompt: prompt, Reply: &wire.ReplyTarget{Kind: m.Kind, Data: target}}, folded, nil
+	return wire.Delivery{Key: key, Source: m.Kind, Prompt: prompt, Reply: &wire.ReplyTarget{Kind: m.Kind, Data: target},
+		WhileBusy: m.Policy.WhileBusy}, folded, nil
 }
 
 // edited handles an edit of message m.ID: it never starts or re-runs a
@@ -494,6 +515,116 @@ func (c *chat) route(ctx workflow.Context, in wire.RouteInput) error {
 		Summary:             "route · turn " + in.Delivery.Key,
 	})
 	return workflow.ExecuteActivity(actx, ActivityChatRoute, in).Get(ctx, nil)
+}
+
+// changeChatCommands versions the chat commands: a stop message
+// (ChatMessage.Stop) runs Chat.Command, which answers in the chat, instead
+// of Chat.Stop, and /new, /status and /help are handled.
+const changeChatCommands = "chat-commands"
+
+// chatFreshLimit bounds chatState.Fresh (the oldest go first).
+const chatFreshLimit = 500
+
+// fresh is the session a place named session uses now: itself, or its
+// renewal "<session>~<n>" after /new.
+func (c *chat) fresh(session string) string {
+	for _, f := range c.st.Fresh {
+		if f.Session == session && f.N > 0 {
+			return session + "~" + strconv.Itoa(f.N)
+		}
+	}
+	return session
+}
+
+// renew makes the place named session use a fresh session from now on.
+func (c *chat) renew(session string) {
+	for i := range c.st.Fresh {
+		if c.st.Fresh[i].Session == session {
+			f := c.st.Fresh[i]
+			f.N++
+			// Most recently renewed last: the oldest go first.
+			c.st.Fresh = append(append(c.st.Fresh[:i:i], c.st.Fresh[i+1:]...), f)
+			return
+		}
+	}
+	c.st.Fresh = append(c.st.Fresh, chatFresh{Session: session, N: 1})
+	if n := len(c.st.Fresh) - chatFreshLimit; n > 0 {
+		c.st.Fresh = append([]chatFresh(nil), c.st.Fresh[n:]...)
+	}
+}
+
+// addressed reports whether m speaks to the bot: a direct message, a
+// summons, or (context mode) a bare reply in a thread the bot owns.
+func (c *chat) addressed(m wire.ChatMessage) bool {
+	return m.Direct || m.Summoned || (m.Policy.GroupMode == wire.GroupContext && m.Root != "" && c.owned[m.Root] && !m.MentionsOthers)
+}
+
+// placeSession is the session a command m is about, before renewals: the
+// conversation's continuous session, or its thread's; "" for a top-level
+// message where each one starts a session of its own.
+func (c *chat) placeSession(m wire.ChatMessage) string {
+	p := m.Policy
+	continuous := (m.Direct && p.DirectSession == wire.SessionContinuous) || (!m.Direct && p.GroupSession == wire.SessionContinuous)
+	var session string
+	switch {
+	case continuous:
+		session = ChatSession(m.Kind, m.Chat, "")
+	case m.Root != "" && m.UniqueIDs:
+		session = m.Kind + ":" + m.Root
+	case m.Root != "":
+		session = ChatSession(m.Kind, m.Chat, m.Root)
+	default:
+		return ""
+	}
+	return ScopedSession(c.in.Scope, session)
+}
+
+// command runs chat command m (a Telegram /stop without Command is
+// /stop) with Chat.Command, which answers where it was sent: /stop aborts
+// the running turn of its place's session (a second one finds nothing
+// running and says so), /new makes the place start a fresh session from
+// now on, /status and /help answer.
+func (c *chat) command(ctx workflow.Context, m wire.ChatMessage) {
+	cmd := m.Command
+	if cmd == "" {
+		cmd = wire.CommandStop
+	}
+	key := ChatTurnKey(m.Kind, m.Chat, m.ID)
+	if m.UniqueIDs {
+		key = m.Kind + ":" + m.ID
+	}
+	in := wire.CommandInput{Command: cmd, Key: key, Reason: "stopped by " + displayUser(m.UserName) + " in the chat"}
+	if cmd == wire.CommandStop && m.StopTurn != "" {
+		in.Turn = ChatTurnKey(m.Kind, m.Chat, m.StopTurn)
+		if m.UniqueIDs {
+			in.Turn = m.Kind + ":" + m.StopTurn
+		}
+	}
+	if base := c.placeSession(m); base != "" {
+		in.Session = c.fresh(base)
+		if cmd == wire.CommandNew {
+			c.renew(base)
+			in.Fresh = c.fresh(base)
+		}
+	}
+	// A struct without maps encodes the same bytes every time.
+	//workflowcheck:ignore
+	answerTo := m.ID
+	if m.StopTurn != "" {
+		answerTo = m.StopTurn // a button's click is no message: answer the turn's
+	}
+	target, err := json.Marshal(wire.Target{Chat: m.Chat, Thread: m.Root, Message: answerTo, User: m.User, Data: m.Data})
+	if err == nil {
+		in.Reply = &wire.ReplyTarget{Kind: m.Kind, Data: target}
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: chatRouteTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
+		Summary:             "/" + cmd,
+	})
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityChatCommand, in).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("chat: command failed", "command", cmd, "session", in.Session, "error", err)
+	}
 }
 
 // stop aborts the running turn of the session m would be routed to (the

@@ -228,20 +228,20 @@ func TestChatContinueAsNew(t *testing.T) {
 }
 
 // TestChatStop: a stop message (Telegram /stop) aborts the running turn of
-// the conversation's continuous session through Chat.Stop, once per
+// the conversation's continuous session through Chat.Command, once per
 // message, and is never a turn; a top-level stop under thread sessions
-// stops nothing.
+// names no session (the command answers that nothing runs there).
 func TestChatStop(t *testing.T) {
 	t.Parallel()
 	h := newChatHarness(t)
 	var mu sync.Mutex
 	var stops []string
-	h.env.RegisterActivityWithOptions(func(_ context.Context, in wire.StopInput) error {
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in wire.CommandInput) error {
 		mu.Lock()
 		defer mu.Unlock()
-		stops = append(stops, in.Session+"|"+in.Reason+"|"+in.Key)
+		stops = append(stops, in.Command+"|"+in.Session+"|"+in.Reason+"|"+in.Key)
 		return nil
-	}, activity.RegisterOptions{Name: workflows.ActivityChatStop})
+	}, activity.RegisterOptions{Name: workflows.ActivityChatCommand})
 	cont := wire.ChatPolicy{DirectSession: wire.SessionContinuous, GroupSession: wire.SessionContinuous}
 	h.send(wire.ChatMessage{ID: "1", Summoned: true, Text: "write an essay", Policy: cont})
 	h.send(wire.ChatMessage{ID: "2", Event: "u2", Summoned: true, Stop: true, UserName: "@ada", Policy: cont})
@@ -250,9 +250,10 @@ func TestChatStop(t *testing.T) {
 	h.run()
 	mu.Lock()
 	defer mu.Unlock()
-	// Keyed by the stop message, so a retried Chat.Stop is the same abort.
-	if len(stops) != 1 || stops[0] != "slack:T1:C1|stopped by @ada in the chat|slack:T1:C1:2" {
-		t.Errorf("stops %q, want one of the continuous session", stops)
+	// Keyed by the stop message, so a retried Chat.Command is the same abort.
+	want := []string{"stop|slack:T1:C1|stopped by @ada in the chat|slack:T1:C1:2", "stop||stopped by someone in the chat|slack:T1:C1:3"}
+	if fmt.Sprint(stops) != fmt.Sprint(want) {
+		t.Errorf("stops %q, want %q", stops, want)
 	}
 	if len(h.routed) != 1 || h.routed[0].Delivery.Prompt.Text != "write an essay" {
 		t.Errorf("routed %+v, want only the first message", h.routed)
@@ -268,12 +269,12 @@ func TestChatOfAnotherAgent(t *testing.T) {
 	h.scope = "reviewer"
 	var mu sync.Mutex
 	var stops []string
-	h.env.RegisterActivityWithOptions(func(_ context.Context, in wire.StopInput) error {
+	h.env.RegisterActivityWithOptions(func(_ context.Context, in wire.CommandInput) error {
 		mu.Lock()
 		defer mu.Unlock()
 		stops = append(stops, in.Session)
 		return nil
-	}, activity.RegisterOptions{Name: workflows.ActivityChatStop})
+	}, activity.RegisterOptions{Name: workflows.ActivityChatCommand})
 	ctxMode := wire.ChatPolicy{GroupMode: wire.GroupContext}
 	h.send(wire.ChatMessage{ID: "0.5", Text: "earlier talk", Policy: ctxMode})
 	h.send(wire.ChatMessage{ID: "1.0", Summoned: true, Text: "hi", Policy: ctxMode})

@@ -30,6 +30,14 @@ type Delivery struct {
 	// (a GitHub rule's template): what answers a waiting question ("":
 	// Prompt's text).
 	Answer string `json:"answer,omitempty"`
+	// WhileBusy is what the message does when it finds the session busy
+	// (WhileBusyQueue, "" too; WhileBusySteer, WhileBusyInterrupt,
+	// WhileBusyReject); an unknown mode queues.
+	WhileBusy string `json:"whileBusy,omitempty"`
+	// Command makes the delivery a chat command instead of a turn (a
+	// GitHub comment "/stop"): "stop", "new", "status" or "help"; it is
+	// answered where it came from.
+	Command string `json:"command,omitempty"`
 }
 
 // ReplyTarget is a platform reply target: the channel kind and its opaque

@@ -81,6 +81,9 @@ const (
 	// ActivityChatStop (local) aborts the running turn of a chat's session
 	// (a Telegram /stop).
 	ActivityChatStop = "Chat.Stop"
+	// ActivityChatCommand (local) runs a chat command (/stop, /new,
+	// /status, /help) and answers it in the chat.
+	ActivityChatCommand = "Chat.Command"
 	// ActivityCompact summarizes the older part of a session's branch and
 	// appends a compaction entry (Summary "compact · <session>").
 	ActivityCompact = "Session.Compact"
@@ -124,7 +127,7 @@ const MaxKeyBytes = 512
 
 // MetricTurnsRefused counts turns a session refused, tagged "reason"
 // (queue_full, window_full, too_large, no_key, internal_key, bad_key,
-// no_prompt) and
+// no_prompt, busy: whileBusy reject) and
 // "via" (deliver: a SignalDeliver; update: a turn update).
 const MetricTurnsRefused = "fastagent_turns_refused_total"
 

@@ -398,8 +398,24 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 			return
 		}
 	}
+	if d.Command != "" {
+		s.onCommand(ctx, d)
+		return
+	}
 	if s.answersQuestion(ctx, d) {
 		return
+	}
+	switch d.WhileBusy {
+	case WhileBusyReject:
+		if s.busy() {
+			s.refuseDeliveryAs(ctx, d, refusedBusy, agent.CodeTurnRunning, s.rejectBusyText())
+			return
+		}
+	case WhileBusySteer:
+		if s.steerable(d) {
+			s.steerDelivery(ctx, d)
+			return
+		}
 	}
 	now := workflow.Now(ctx)
 	ref := wire.ReplyRef(d.Key, now)
@@ -423,7 +439,11 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 	}
 	t := &pendingTurn{id: d.Key, req: TurnRequest{Prompt: d.Prompt, Source: d.Source}, reply: d.wireReply(), notify: d.Notify,
 		delivery: &d, at: now, ref: ref, size: size}
-	s.queue = append(s.queue, t)
+	interrupt := d.WhileBusy == WhileBusyInterrupt && s.running != nil && !s.rollover
+	s.enqueue(t, interrupt)
+	if interrupt {
+		s.interruptFor(ctx, d.Key)
+	}
 	// Waiting behind another turn: its reply mounts now, showing that —
 	// for the first few only (each is a running activity), and not while
 	// the run rolls over (the turn waits for the next run).
@@ -438,9 +458,15 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 // run rolls over the record and the reply are left to the next run: refusals that keep coming must not hold
 // continue-as-new, and with it the turns waiting, for as long as they come.
 func (s *session) refuseDelivery(ctx workflow.Context, d Delivery, reason, detail string) {
+	s.refuseDeliveryAs(ctx, d, reason, agent.CodeSessionBusy, detail)
+}
+
+// refuseDeliveryAs is refuseDelivery with the refusal's code
+// (agent.CodeTurnRunning for WhileBusyReject).
+func (s *session) refuseDeliveryAs(ctx workflow.Context, d Delivery, reason, code, detail string) {
 	workflow.GetLogger(ctx).Warn("delivery refused: "+detail, "session", s.in.Session, "key", d.Key, "reason", reason)
 	s.countRefusal(ctx, reason, "deliver")
-	out := agentloop.Outcome{Turn: d.Key, Status: agent.TypeFailed, Code: agent.CodeSessionBusy, Details: detail}
+	out := agentloop.Outcome{Turn: d.Key, Status: agent.TypeFailed, Code: code, Details: detail}
 	if reason != refusedWindowFull {
 		s.remember(ctx, d.Key, out)
 	}

@@ -163,6 +163,10 @@ const turnsPerRun = 200
 type TurnRequest struct {
 	Prompt agent.Prompt `json:"prompt"`
 	Source string       `json:"source,omitempty"`
+	// WhileBusy is what the turn does when it finds the session busy:
+	// WhileBusyQueue ("", the default), WhileBusyInterrupt or
+	// WhileBusyReject (WhileBusySteer is refused: send UpdateSteer).
+	WhileBusy string `json:"whileBusy,omitempty"`
 }
 
 // AbortRequest is the argument of UpdateAbort. An empty Turn means "the
@@ -187,6 +191,9 @@ type AbortResult struct {
 // SteerRequest is the argument of UpdateSteer.
 type SteerRequest struct {
 	Text string `json:"text"`
+	// Turn, when set, steers only that turn: the update is rejected with
+	// agent.CodeNoActiveRun unless it is the one running.
+	Turn string `json:"turn,omitempty"`
 }
 
 // SessionView is the result of QueryState.
@@ -211,6 +218,9 @@ type SessionView struct {
 	// webhook callbacks) that failed after their retries; each turn's
 	// outcome stays readable by re-attaching to it.
 	FailedReplies []FailedReply `json:"failedReplies,omitempty"`
+	// Steering counts the messages folded into the running turn that it
+	// has not read yet (UpdateSteer, WhileBusySteer).
+	Steering int `json:"steering,omitempty"`
 }
 
 // PendingApproval is a tool call waiting for a human: the full arguments
@@ -406,6 +416,10 @@ type session struct {
 	// deciding counts the decisions a sub-agent is applying.
 	subAgents map[string]*subAgent
 	deciding  int
+	// steerReply is where the follow-up of steering that came too late
+	// for its turn is answered: the reply target of the last delivery
+	// folded into the running turn (WhileBusySteer); nil: nowhere.
+	steerReply *ReplyTarget
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
@@ -633,6 +647,9 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 		return temporal.NewApplicationErrorWithOptions("this is a sub-agent's session: it runs only the task it was delegated; "+
 			"send turns to the delegating session", agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
+	if err := badWhileBusy(req.WhileBusy); err != nil {
+		return err
+	}
 	if info := workflow.GetCurrentUpdateInfo(ctx); info != nil {
 		if _, has, _ := s.recentKey(ctx, info.ID); has {
 			return nil
@@ -662,10 +679,13 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 			"session busy: it is moving to a fresh workflow history after its queued turns; retry in a moment",
 			agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 	}
+	if err := s.rejectTurnWhileBusy(ctx, req); err != nil {
+		return err
+	}
 	if n := s.waitingCallers(); n >= MaxQueuedTurns {
 		s.countRefusal(ctx, refusedQueueFull, "update")
 		return temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("session busy: %d turns are already waiting; retry later", n),
+			fmt.Sprintf("session busy: %d turns are already waiting, the most a session keeps for callers; this turn was not started — send it again once one has answered", n),
 			agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 	}
 	return nil
@@ -678,7 +698,11 @@ func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outco
 		return out, nil
 	}
 	t := &pendingTurn{id: id, req: req, span: ctx.Value(wire.TraceSpanKey{})}
-	s.queue = append(s.queue, t)
+	interrupt := req.WhileBusy == WhileBusyInterrupt && s.running != nil
+	s.enqueue(t, interrupt)
+	if interrupt {
+		s.interruptFor(ctx, id)
+	}
 	if err := workflow.Await(ctx, func() bool { return t.outcome != nil }); err != nil {
 		return agentloop.Outcome{}, err
 	}
@@ -702,6 +726,12 @@ func (s *session) validateAbort(ctx workflow.Context, req AbortRequest) error {
 	}
 	if s.running == nil && len(s.queue) == 0 {
 		return temporal.NewApplicationErrorWithOptions("no turn is running or waiting in this session",
+			agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if s.running != nil && (req.Turn == "" || req.Turn == s.running.id) && s.abortReason != "" {
+		// Already stopping (a second stop, a double click): it aborts
+		// nothing more.
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("turn %q is already stopping; nothing more to abort", s.running.id),
 			agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	if req.Turn == "" {
@@ -802,6 +832,10 @@ func (s *session) stopActivities(ctx workflow.Context, turn string) {
 }
 
 func (s *session) validateSteer(_ workflow.Context, req SteerRequest) error {
+	if req.Turn != "" && (s.running == nil || s.running.id != req.Turn) {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("turn %q is not running; send a new turn instead", req.Turn),
+			agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
 	if strings.TrimSpace(req.Text) == "" {
 		return temporal.NewApplicationErrorWithOptions("a steering message needs text", agent.CodeInvalidCommand,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
@@ -931,6 +965,7 @@ func (s *session) view() (SessionView, error) {
 	}
 	if s.running != nil {
 		v.Running = s.running.id
+		v.Steering = len(s.steering)
 	}
 	for _, t := range s.queue {
 		v.Queued = append(v.Queued, t.id)
@@ -1034,6 +1069,8 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 // the next turn, so an accepted message is never dropped silently (an abort
 // drops them: the caller asked to stop).
 func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
+	steerReply := s.steerReply
+	s.steerReply = nil
 	if len(out.Leftover) == 0 {
 		return
 	}
@@ -1044,6 +1081,12 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 	}
 	// Nobody waits on it: it can wait for the next run.
 	next.delivery = &Delivery{Key: id, Source: next.req.Source, Prompt: next.req.Prompt}
+	if steerReply != nil {
+		// A channel message folded into the turn (WhileBusySteer) came
+		// too late: its follow-up answers where it came from.
+		next.delivery.Reply = steerReply
+		next.reply = next.delivery.wireReply()
+	}
 	next.size = s.weigh(queuedTurn{Delivery: *next.delivery})
 	s.queue = append([]*pendingTurn{next}, s.queue...)
 }

@@ -39,6 +39,7 @@ var wireTypes = map[string][]any{
 	"ChatPolicy":       {wire.ChatPolicy{}},
 	"ChatRoute":        {workflows.ChatRoute{}},
 	"ChatState":        {workflows.ChatState{}},
+	"CommandInput":     {wire.CommandInput{}},
 	"CompactInput":     {wire.CompactInput{}},
 	"CompactRequest":   {workflows.CompactRequest{}},
 	"CompactResult":    {workflows.CompactResult{}},

@@ -28,7 +28,7 @@ const (
 	GroupSession Group = "session"
 	// GroupChannels answers on chat platforms and routes chat messages:
 	// Channel.Reply, Channel.Stream, Channel.Fetch, Chat.Route, Chat.Drop,
-	// Chat.Stop, Channel.Send.
+	// Chat.Stop, Chat.Command, Channel.Send.
 	GroupChannels Group = "channels"
 	// GroupSchedules fires schedules: Schedule.Fire.
 	GroupSchedules Group = "schedules"
@@ -99,6 +99,7 @@ func (s Set) Entries() []Entry {
 			Entry{workflows.ActivityChatDrop, GroupChannels, true, r.Drop},
 			Entry{workflows.ActivityChatStop, GroupChannels, true, r.Stop},
 			Entry{workflows.ActivityChannelSend, GroupChannels, false, r.Send},
+			Entry{workflows.ActivityChatCommand, GroupChannels, true, r.Command},
 		)
 	}
 	if s.Firer != nil {

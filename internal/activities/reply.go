@@ -27,6 +27,10 @@ import (
 // BusyText is the reply to a message that found its session's queue full.
 const BusyText = "I'm busy with earlier messages in this conversation and could not take this one. Please send it again in a moment."
 
+// BusyRejectText is the reply to a message refused because a turn was
+// running (whileBusy: reject).
+const BusyRejectText = "I'm still working on an earlier message, so I did not take this one. Send it again once I have answered, or send /stop to stop me first."
+
 // DroppedText settles a reply mounted for a turn (its "queued" state) that
 // was dropped because its message was deleted before it started.
 const DroppedText = "(The message was deleted before I started on it, so it is not answered.)"
@@ -129,6 +133,9 @@ func (r *Replies) saveRef(ctx context.Context, session, turn string, rd channels
 // posts twice. A busy notice is posted only when nothing was posted for
 // the turn.
 func (r *Replies) Reply(ctx context.Context, in wire.ReplyInput) error {
+	if in.Notice != "" {
+		return r.commandNotice(ctx, in)
+	}
 	key := refKey(in.Turn, in.Ref)
 	if in.Busy && in.Ref == "" {
 		// Nothing when the turn was answered; else the notice under a key
@@ -147,6 +154,9 @@ func (r *Replies) Reply(ctx context.Context, in wire.ReplyInput) error {
 	}
 	text := BusyText
 	status, code := agent.TypeFailed, agent.CodeSessionBusy
+	if in.Busy && in.Outcome.Code == agent.CodeTurnRunning {
+		text, code = BusyRejectText, agent.CodeTurnRunning
+	}
 	if in.Busy {
 		if ref != "" {
 			return nil
@@ -171,7 +181,36 @@ func (r *Replies) Reply(ctx context.Context, in wire.ReplyInput) error {
 		return err
 	}
 	r.log().Info("channel reply settled", "kind", in.Reply.Kind, "session", in.Session, "turn", in.Turn, "busy", in.Busy)
+	if !in.Busy {
+		r.react(ctx, in.Session, key, in.Reply, channels.ReactAnswered)
+	}
 	return nil
+}
+
+// react marks the person's message of a turn's reply target for stage
+// (channels.Reactor), best effort and once: a marker under the reply's
+// key in the session store (key#<stage>) says it was done, so a retried
+// activity does not react again.
+func (r *Replies) react(ctx context.Context, session, key string, rt wire.ReplyTarget, stage string) {
+	rx, ok := r.Repliers[rt.Kind].(channels.Reactor)
+	if !ok {
+		return
+	}
+	mark := key + "#" + stage
+	if ref, err := r.Store.Reply(ctx, session, mark); err == nil && ref != "" {
+		return
+	}
+	var target wire.Target
+	if err := json.Unmarshal(rt.Data, &target); err != nil || target.Message == "" {
+		return
+	}
+	if err := rx.React(ctx, target, stage); err != nil {
+		r.log().Warn("channel reaction not added", "kind", rt.Kind, "session", session, "stage", stage, "error", err)
+		return
+	}
+	if err := r.Store.SaveReply(ctx, session, mark, stage); err != nil {
+		r.log().Warn("channel reaction not remembered; a retry may add it again", "kind", rt.Kind, "session", session, "error", err)
+	}
 }
 
 // Stream renders in.Turn's answer live while the turn runs: it follows the
@@ -199,6 +238,7 @@ func (r *Replies) stream(ctx context.Context, in wire.StreamInput, stopped <-cha
 	if err != nil {
 		return err
 	}
+	r.react(ctx, in.Session, refKey(in.Turn, in.Ref), in.Reply, channels.ReactTaken)
 	sub, err := r.Feed.Subscribe(ctx, in.Session, in.Turn)
 	if err != nil {
 		return fmt.Errorf("stream: subscribe: %w", err)

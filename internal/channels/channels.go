@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"gopkg.in/yaml.v3"
@@ -57,6 +58,12 @@ type Delivery struct {
 	Answer string
 	// Reply is where the answer goes (nil: nowhere).
 	Reply *wire.Target
+	// WhileBusy is what the turn does while its session is busy
+	// (workflows.WhileBusyQueue, "" too, steer, interrupt, reject).
+	WhileBusy string
+	// Command is the chat command (wire.CommandStop…) the delivery is
+	// instead of a turn; the session runs and answers it.
+	Command string
 }
 
 // Key is the turn's idempotency key: "<kind>:<ID>".
@@ -177,6 +184,21 @@ type Asker interface {
 type Questioner interface {
 	Question(ctx context.Context, target wire.Target, ev agent.Event) (ref string, err error)
 }
+
+// Reactor is implemented by a Replier whose platform has reactions: React
+// marks the person's message of target (Target.Message) with the
+// platform's sign for stage — ReactTaken when its turn starts (or waits
+// behind another), ReactAnswered once it is answered. Best effort: the
+// caller ignores a failure, and calls it once per stage and turn.
+type Reactor interface {
+	React(ctx context.Context, target wire.Target, stage string) error
+}
+
+// Stages of Reactor.React.
+const (
+	ReactTaken    = "taken"
+	ReactAnswered = "answered"
+)
 
 // Fetcher is implemented by a Replier whose messages carry files: it
 // resolves target's attachments into the prompt — images the model can
@@ -417,6 +439,50 @@ func Decode(file []byte, v any) error {
 // group-session key ("groupSession" for Slack, "groupMessageSession" for
 // Feishu/Lark) in errors.
 func Policy(directSession, groupKey, groupSession, groupMode string) (wire.ChatPolicy, error) {
+	return PolicyWhileBusy(directSession, groupKey, groupSession, groupMode, "")
+}
+
+// PolicyWhileBusy is Policy with the file's whileBusy (what a message does
+// while its session is busy; "": the agent's conversation.whileBusy, else
+// queue).
+func PolicyWhileBusy(directSession, groupKey, groupSession, groupMode, whileBusy string) (wire.ChatPolicy, error) {
+	if err := CheckWhileBusy("whileBusy", whileBusy); err != nil {
+		return wire.ChatPolicy{}, err
+	}
+	p, err := policyOf(directSession, groupKey, groupSession, groupMode)
+	p.WhileBusy = whileBusy
+	return p, err
+}
+
+// CheckWhileBusy checks a whileBusy setting named key.
+func CheckWhileBusy(key, mode string) error {
+	if !workflows.ValidWhileBusy(mode) {
+		return fmt.Errorf("%s: %q is not one of %s", key, mode, strings.Join(workflows.WhileBusyModes, ", "))
+	}
+	return nil
+}
+
+// BusyDefaulter is implemented by a Door whose messages carry a whileBusy
+// mode: DefaultWhileBusy gives it the agent's (fastagent.yaml's
+// conversation.whileBusy), which applies unless its file set one.
+type BusyDefaulter interface {
+	DefaultWhileBusy(mode string)
+}
+
+// DefaultWhileBusy gives every door of chans that takes one the agent's
+// whileBusy mode (see BusyDefaulter); call it after Load.
+func DefaultWhileBusy(chans []*Channel, mode string) {
+	if mode == "" {
+		return
+	}
+	for _, ch := range chans {
+		if d, ok := ch.Door.(BusyDefaulter); ok {
+			d.DefaultWhileBusy(mode)
+		}
+	}
+}
+
+func policyOf(directSession, groupKey, groupSession, groupMode string) (wire.ChatPolicy, error) {
 	p := wire.ChatPolicy{DirectSession: directSession, GroupSession: groupSession, GroupMode: groupMode}
 	for _, o := range []struct{ key, val string }{{"directMessageSession", p.DirectSession}, {groupKey, p.GroupSession}} {
 		if o.val != "" && o.val != wire.SessionThread && o.val != wire.SessionContinuous {

@@ -319,7 +319,7 @@ func HandMessage(ctx context.Context, c Starter, taskQueue string, m wire.ChatMe
 
 // HandOff sends one direct delivery to its session workflow.
 func HandOff(ctx context.Context, c Starter, taskQueue string, d Delivery) error {
-	sig := wire.Delivery{Key: d.Key(), Source: d.Kind, Prompt: d.Prompt, Answer: d.Answer}
+	sig := wire.Delivery{Key: d.Key(), Source: d.Kind, Prompt: d.Prompt, Answer: d.Answer, WhileBusy: d.WhileBusy, Command: d.Command}
 	if d.Reply != nil {
 		data, err := json.Marshal(d.Reply)
 		if err != nil {

@@ -57,6 +57,12 @@ type Agent struct {
 	// not ask aborts its turn when it goes away (the Agent contract's
 	// consumer break).
 	DetachGrace time.Duration
+	// WhileBusy is the agent's conversation.whileBusy: what a turn whose
+	// caller chose no mode (agent.WithWhileBusy) does when its session is
+	// busy ("": queue). Steering is the door's to try (the ingress steers
+	// the running turn, UpdateSteer); a turn that reaches the session
+	// with steer queues.
+	WhileBusy string
 	// PinnedCheck is how long a turn's workflow task may wait for a worker
 	// before the agent checks whether the session is pinned to a build no
 	// worker runs (see unserved); 0 means DefaultPinnedCheck.
@@ -77,6 +83,7 @@ func (a *Agent) Invoke(ctx context.Context, scope agent.Scope, prompt agent.Prom
 			key = NewKey()
 		}
 		source := agent.Source(ctx)
+		ctx = agent.WithWhileBusy(ctx, a.whileBusy(ctx))
 		relay.Stream(ctx, a.Feed, scope.Session, key, a.streamOptions(ctx, scope.Session, key, true),
 			func(ctx context.Context) relay.Terminal {
 				return a.turn(ctx, scope, prompt, key, source)
@@ -173,7 +180,7 @@ func (a *Agent) updateTurnWith(ctx context.Context, scope agent.Scope, prompt ag
 		UpdateOptions: client.UpdateWorkflowOptions{
 			UpdateID:     key,
 			UpdateName:   workflows.UpdateTurn,
-			Args:         []any{workflows.TurnRequest{Prompt: prompt, Source: source}},
+			Args:         []any{workflows.TurnRequest{Prompt: prompt, Source: source, WhileBusy: agent.WhileBusy(ctx)}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
@@ -341,6 +348,28 @@ func (a *Agent) Abort(ctx context.Context, session, turn, reason string) (string
 	err := a.update(ctx, session, workflows.UpdateAbort, workflows.AbortRequest{Turn: turn, Reason: reason}, &res)
 	return res.Turn, err
 }
+
+// whileBusy is the mode a turn is sent with: the caller's, else the
+// agent's; steer (tried by the door already, or not possible) queues.
+func (a *Agent) whileBusy(ctx context.Context) string {
+	mode := agent.WhileBusy(ctx)
+	if mode == "" {
+		mode = a.WhileBusy
+	}
+	if mode == workflows.WhileBusySteer || mode == workflows.WhileBusyQueue {
+		return ""
+	}
+	return mode
+}
+
+// SteerTurn adds a message that turn reads after its current step, only
+// while turn is the one running (else agent.CodeNoActiveRun).
+func (a *Agent) SteerTurn(ctx context.Context, session, turn, text string) error {
+	return a.update(ctx, session, workflows.UpdateSteer, workflows.SteerRequest{Text: text, Turn: turn}, nil)
+}
+
+// DefaultWhileBusy is the agent's conversation.whileBusy ("": queue).
+func (a *Agent) DefaultWhileBusy() string { return a.WhileBusy }
 
 // Steer adds a message the running turn reads after its current step.
 func (a *Agent) Steer(ctx context.Context, session, text string) error {

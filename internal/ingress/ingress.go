@@ -352,6 +352,10 @@ type InvokeRequest struct {
 	BranchHints   []string      `json:"branchHints,omitempty"`
 	// FromEntry forks parentSession at this entry (any entry of its tree).
 	FromEntry string `json:"fromEntry,omitempty"`
+	// WhileBusy is what the turn does when the session is busy: queue,
+	// steer, interrupt or reject ("": the agent's conversation.whileBusy,
+	// else queue).
+	WhileBusy string `json:"whileBusy,omitempty"`
 }
 
 // errNeedFields is the contract's message for a body without session/text.
@@ -411,6 +415,11 @@ func (s *Server) invoke(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	whileBusy, err := parseWhileBusy(body)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	if max := limit(s.Limits.BranchHints, DefaultBranchHints); len(scope.BranchHints) > max {
 		abort(c, agent.CodeInvalidCommand, fmt.Sprintf("at most %d branchHints", max))
 		return
@@ -452,6 +461,22 @@ func (s *Server) invoke(c *gin.Context) {
 	ctx = agent.WithIdempotencyKey(ctx, key)
 	ctx = agent.WithResumeAfter(ctx, after)
 	ctx = agent.WithResumeWithin(ctx, within)
+	if lastKey == "" {
+		if whileBusy == "" {
+			whileBusy = s.defaultWhileBusy()
+		}
+		ctx = agent.WithWhileBusy(ctx, whileBusy)
+		switch whileBusy {
+		case workflows.WhileBusySteer:
+			if s.steerInstead(c, ctx, scope.Session, key, prompt) {
+				return
+			}
+		case workflows.WhileBusyReject:
+			if s.refuseBusy(c, ctx, scope.Session) {
+				return
+			}
+		}
+	}
 	// Only a resume of a turn that exists passes the limits: a made-up
 	// Last-Event-ID starts a new turn, counted like any other.
 	if lastKey == "" || !s.turnKnown(ctx, scope.Session, lastKey) {
@@ -973,5 +998,90 @@ func bindOptional(c *gin.Context, v any) bool {
 		abort(c, agent.CodeInvalidCommand, "invalid json")
 		return false
 	}
+	return true
+}
+
+// TurnSteerer is implemented by a Control that can steer one given turn:
+// SteerTurn adds text to turn only while turn runs (else an error coded
+// agent.CodeNoActiveRun). POST /invoke with whileBusy steer uses it.
+type TurnSteerer interface {
+	SteerTurn(ctx context.Context, session, turn, text string) error
+}
+
+// parseWhileBusy reads the whileBusy of a POST /invoke body (ParseInvoke
+// has checked the rest): "" or one of workflows.WhileBusyModes.
+func parseWhileBusy(body []byte) (string, error) {
+	var req struct {
+		WhileBusy string `json:"whileBusy"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if !workflows.ValidWhileBusy(req.WhileBusy) {
+		return "", agent.NewError(agent.CodeInvalidCommand, fmt.Sprintf("whileBusy %q is not one of %s", req.WhileBusy, strings.Join(workflows.WhileBusyModes, ", ")))
+	}
+	return req.WhileBusy, nil
+}
+
+// defaultWhileBusy is the agent's conversation.whileBusy, when the agent
+// says ("": queue).
+func (s *Server) defaultWhileBusy() string {
+	if d, ok := s.Agent.(interface{ DefaultWhileBusy() string }); ok {
+		return d.DefaultWhileBusy()
+	}
+	return ""
+}
+
+// refuseBusy answers 409 turn_running, starting nothing, when a turn of
+// session runs or waits (whileBusy reject). The session decides again when
+// the turn reaches it: a turn that started in between refuses this one
+// there (a failed event with the same code).
+func (s *Server) refuseBusy(c *gin.Context, ctx context.Context, session string) bool {
+	if s.Control == nil {
+		return false
+	}
+	v, err := s.Control.State(ctx, session)
+	if err != nil || (v.Running == "" && len(v.Queued) == 0) {
+		return false
+	}
+	running := v.Running
+	if running == "" {
+		running = v.Queued[0]
+	}
+	abort(c, agent.CodeTurnRunning, fmt.Sprintf("session busy: turn %q is running or waiting (%d waiting); this turn was not started (whileBusy: reject) — send it again once the session is idle, or abort the running turn",
+		running, len(v.Queued)))
+	return true
+}
+
+// steerInstead folds prompt into session's running turn (whileBusy
+// steer) and streams that turn — its events from the start, its answer,
+// under its own key (the Idempotency-Key header names it). It reports
+// false, having done nothing, when the prompt cannot steer (images, too
+// long, the turn's steering limit reached) or no turn runs: the prompt is
+// then a turn of its own.
+func (s *Server) steerInstead(c *gin.Context, ctx context.Context, session, key string, prompt agent.Prompt) bool {
+	st, ok := s.Control.(TurnSteerer)
+	if !ok || s.Attacher == nil || len(prompt.Images) > 0 || strings.TrimSpace(prompt.Text) == "" ||
+		len(prompt.Text) > limit(s.Limits.SteerBytes, DefaultSteerBytes) {
+		return false
+	}
+	v, err := s.Control.State(ctx, session)
+	if err != nil || v.Running == "" || v.Running == key {
+		return false
+	}
+	release, ok, err := s.reserveSteer(ctx, session)
+	if err != nil || !ok {
+		return false
+	}
+	if err := st.SteerTurn(ctx, session, v.Running, prompt.Text); err != nil {
+		release()
+		return false
+	}
+	s.log().Info("invoke steered the running turn", "session", session, "turn", v.Running, "key", key)
+	events, err := s.Attacher.Attach(agent.WithResumeAfter(ctx, 0), session, v.Running)
+	if err != nil {
+		c.JSON(http.StatusAccepted, gin.H{"steered": v.Running})
+		return true
+	}
+	c.Header("Fastagent-Steered", v.Running)
+	s.stream(c, ctx, v.Running, func(context.Context) iter.Seq[agent.Event] { return events })
 	return true
 }

@@ -177,6 +177,7 @@ func (p *Parts) agentIngresses(d *durable.Agent, auth HTTPAuth) *ingress.Server 
 	for name := range p.Config.Agents {
 		od := *d
 		od.TaskQueue = name
+		od.WhileBusy = p.agentWhileBusy(name) // its own conversation.whileBusy, not the main agent's
 		sc := &scopedAgent{d: &od, name: name, prefix: name + "/"}
 		if s.Agents == nil {
 			s.Agents = map[string]*ingress.Server{}
@@ -194,6 +195,22 @@ func (p *Parts) authIngress(a agent.Agent, owners ingress.Owners, auth HTTPAuth)
 	s.AllowedOrigins = p.Config.AllowedOrigins
 	s.AllowedHosts, s.AnyHost = p.Config.hostPolicy(auth.Host)
 	return s
+}
+
+// agentWhileBusy is the conversation.whileBusy of agent name's definition
+// ("" when it sets none or does not load: queue).
+func (p *Parts) agentWhileBusy(name string) string {
+	loader, err := workspace.NewLoader(p.Config.Agents[name], "")
+	if err != nil {
+		return ""
+	}
+	defer loader.Close()
+	loader.Getenv = p.getenv()
+	def, err := loader.Load(context.Background())
+	if err != nil {
+		return ""
+	}
+	return def.Config.Conversation.WhileBusy
 }
 
 // agentDoors are the channels of one agent on this ingress ("" name: the
@@ -245,6 +262,7 @@ func (p *Parts) channelsOf(ctx context.Context, loader *workspace.Loader, name s
 	if err != nil {
 		return nil, err
 	}
+	channels.DefaultWhileBusy(chans, def.Config.Conversation.WhileBusy)
 	if err := p.confineDoors(ctx, chans, name, def.Workspace); err != nil {
 		return nil, err
 	}

@@ -86,6 +86,14 @@ func (s *scopedAgent) Steer(ctx context.Context, session, text string) error {
 	return with(ctx, s, session, func(id string) error { return s.d.Steer(ctx, id, text) })
 }
 
+// DefaultWhileBusy is the agent's conversation.whileBusy.
+func (s *scopedAgent) DefaultWhileBusy() string { return s.d.WhileBusy }
+
+// SteerTurn implements ingress.TurnSteerer.
+func (s *scopedAgent) SteerTurn(ctx context.Context, session, turn, text string) error {
+	return with(ctx, s, session, func(id string) error { return s.d.SteerTurn(ctx, id, turn, text) })
+}
+
 // Approve implements ingress.Control.
 func (s *scopedAgent) Approve(ctx context.Context, session string, req workflows.ApproveRequest) error {
 	return with(ctx, s, session, func(id string) error { return s.d.Approve(ctx, id, req) })

@@ -315,6 +315,7 @@ func (cfg *Config) fromDefinition(ctx context.Context, loader *workspace.Loader)
 	if chans, err = channels.Load(def.Workspace.Channels(), getenv); err != nil {
 		return nil, false, err
 	}
+	channels.DefaultWhileBusy(chans, def.Config.Conversation.WhileBusy)
 	h := def.Config.HTTP
 	invokeOff = invokeOffFor(def, chans)
 	cfg.fromHTTP(h)
@@ -795,6 +796,12 @@ func (p *Parts) checkCurrentVersion(ctx context.Context, c client.Client) {
 // Agent returns the durable agent the ingress serves.
 func (p *Parts) Agent(c client.Client) *durable.Agent {
 	grace := p.Config.DetachGrace
+	whileBusy := ""
+	if p.Loader != nil {
+		if def, err := p.Loader.Load(context.Background()); err == nil {
+			whileBusy = def.Config.Conversation.WhileBusy
+		}
+	}
 	if grace == 0 {
 		if def, err := p.Loader.Load(context.Background()); err == nil && def.Config.HTTP.DetachGrace != nil {
 			grace = time.Duration(*def.Config.HTTP.DetachGrace)
@@ -810,7 +817,7 @@ func (p *Parts) Agent(c client.Client) *durable.Agent {
 		grace = 0
 	}
 	return &durable.Agent{Client: c, Feed: p.Feed, TaskQueue: p.Config.TaskQueue, Logger: p.Config.Logger,
-		Store: p.Store, DetachGrace: grace}
+		Store: p.Store, DetachGrace: grace, WhileBusy: whileBusy}
 }
 
 // Ingress returns the HTTP server for the durable agent (IngressFor(Agent(c))).

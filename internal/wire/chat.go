@@ -20,6 +20,11 @@ type ChatPolicy struct {
 	// "context" (bare replies in owned roots are turns too; other discussion
 	// is buffered and folded into the next answered turn).
 	GroupMode string `json:"groupMode,omitempty"`
+	// WhileBusy is what a message does when its session is busy
+	// (workflows.WhileBusyQueue, the default, steer, interrupt, reject):
+	// the channel file's whileBusy, else fastagent.yaml's
+	// conversation.whileBusy.
+	WhileBusy string `json:"whileBusy,omitempty"`
 }
 
 // Session and group policy values.
@@ -75,6 +80,13 @@ type ChatMessage struct {
 	// Stop asks to stop the running turn of the message's session (a
 	// Telegram /stop) instead of being a turn.
 	Stop bool `json:"stop,omitempty"`
+	// Command is a chat command the message is instead of a turn, handled
+	// before any model sees it: CommandStop, CommandNew, CommandStatus or
+	// CommandHelp ("": none).
+	Command string `json:"command,omitempty"`
+	// StopTurn is the message (ID) whose turn a stop button on its reply
+	// stops (Command is CommandStop): only that turn, running or waiting.
+	StopTurn string `json:"stopTurn,omitempty"`
 	// MentionsOthers is set when the message @mentions people but not the
 	// bot: in context mode it is discussion between them (buffered), not a
 	// turn, even as a bare reply in a thread the bot owns.
@@ -143,3 +155,54 @@ type StopInput struct {
 	// found running ("": a new ID per attempt).
 	Key string `json:"key,omitempty"`
 }
+
+// Chat commands (ChatMessage.Command): a message that is exactly one of
+// them, addressed to the bot, is handled by the chat workflow and never
+// reaches a model.
+const (
+	// CommandStop aborts the running turn of the message's session.
+	CommandStop = "stop"
+	// CommandNew makes the message's thread or chat start a fresh session
+	// from now on: earlier messages are no longer in the agent's context.
+	CommandNew = "new"
+	// CommandStatus answers with the session's running turn, queue and
+	// usage.
+	CommandStatus = "status"
+	// CommandHelp lists the commands.
+	CommandHelp = "help"
+)
+
+// CommandInput is the argument of ActivityChatCommand: run a chat command
+// for Session and answer it where the command was sent.
+type CommandInput struct {
+	Command string `json:"command"`
+	// Session is the session the command is about ("": the place has none,
+	// e.g. a top-level message where each one starts its own).
+	Session string `json:"session,omitempty"`
+	// Key is the command message's turn key: the stop's abort update ID
+	// and the notice's reply reference derive from it, so a retried
+	// command does its work and posts its answer once.
+	Key    string `json:"key"`
+	Reason string `json:"reason,omitempty"`
+	// Reply is where the command's answer goes.
+	Reply *ReplyTarget `json:"reply,omitempty"`
+	// Fresh is the session the place uses from now on (CommandNew).
+	Fresh string `json:"fresh,omitempty"`
+	// Turn, for a stop button, is the key of the turn it stops (only that
+	// one, while it runs or waits); "": the running turn.
+	Turn string `json:"turn,omitempty"`
+}
+
+// Notices a session posts for a delivered chat command (ReplyInput.Notice).
+const (
+	// NoticeNothingRunning answers a stop that found nothing running.
+	NoticeNothingRunning = "nothing-running"
+	// NoticeNew answers /new: the session's context starts afresh.
+	NoticeNew = "new"
+	// NoticeNewBusy answers /new while a turn runs or waits.
+	NoticeNewBusy = "new-busy"
+	// NoticeStatus answers /status with the session's state.
+	NoticeStatus = "status"
+	// NoticeHelp answers /help.
+	NoticeHelp = "help"
+)

@@ -77,6 +77,10 @@ type Delivery struct {
 	Reply  *ReplyTarget `json:"reply,omitempty"`
 	Notify string       `json:"notify,omitempty"`
 	Answer string       `json:"answer,omitempty"`
+	// WhileBusy is workflows.Delivery.WhileBusy.
+	WhileBusy string `json:"whileBusy,omitempty"`
+	// Command is workflows.Delivery.Command.
+	Command string `json:"command,omitempty"`
 }
 
 // ReplyTarget is workflows.ReplyTarget, a platform reply target (the
@@ -221,6 +225,9 @@ type ReplyInput struct {
 	// Ref is the key the reply's reference is kept under ("": Turn): one of
 	// this run of the turn (ReplyRef).
 	Ref string `json:"ref,omitempty"`
+	// Notice, when set, is posted instead (once, under Turn#notice): the
+	// answer to a delivered chat command.
+	Notice string `json:"notice,omitempty"`
 }
 
 // StreamInput is the argument of ActivityChannelStream.

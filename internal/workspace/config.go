@@ -111,7 +111,23 @@ type Config struct {
 	// people and issues (send_message, send_file): the targets it may
 	// send to (docs/delivery.md).
 	Delivery DeliveryConfig `yaml:"delivery"`
+	// Conversation tunes how a session takes messages that arrive while
+	// it is busy (docs/conversation.md).
+	Conversation ConversationConfig `yaml:"conversation"`
 }
+
+// ConversationConfig is fastagent.yaml's conversation: block.
+type ConversationConfig struct {
+	// WhileBusy is what a message does when its session is already
+	// running a turn: queue (the default: it runs next, as a turn of its
+	// own), steer (folded into the running turn), interrupt (the running
+	// turn is aborted, the message runs) or reject (refused as busy). A
+	// channel file's whileBusy, or an HTTP request's, overrides it.
+	WhileBusy string `yaml:"whileBusy"`
+}
+
+// WhileBusyModes are the values of conversation.whileBusy.
+var WhileBusyModes = []string{"queue", "steer", "interrupt", "reject"}
 
 // ActivitiesConfig is fastagent.yaml's activities: block, by group.
 type ActivitiesConfig struct {
@@ -618,6 +634,9 @@ func (c Config) validateWith(custom map[string]bool) error {
 	}
 	if err := c.Delivery.validate(); err != nil {
 		return err
+	}
+	if w := c.Conversation.WhileBusy; w != "" && !slices.Contains(WhileBusyModes, w) {
+		return badKey(fmt.Sprintf("%q is not one of %s", w, strings.Join(WhileBusyModes, ", ")), "conversation", "whileBusy")
 	}
 	return c.validateEnv()
 }

@@ -28,6 +28,11 @@ func TestConfigErrors(t *testing.T) {
 			want: []ConfigError{{Line: 2, Key: "activities.gpu", Reason: "unknown key (activities takes: tools, model)"}},
 		},
 		{
+			name: "whileBusy not known",
+			yaml: "conversation:\n  whileBusy: shout\n",
+			want: []ConfigError{{Key: "conversation.whileBusy", Reason: `"shout" is not one of queue, steer, interrupt, reject`}},
+		},
+		{
 			name: "memory scope not known",
 			yaml: "memory:\n  enabled: true\n  scope: team\n",
 			want: []ConfigError{{Key: "memory.scope", Reason: `"team" is not a scope`}},
@@ -345,6 +350,7 @@ selfEdit: true
 contextWindow: 32000
 compaction: {enabled: false, reserveTokens: 4000, keepRecentTokens: 8000}
 approvals: {timeout: 30m, approvers: [ops-lead]}
+conversation: {whileBusy: steer}
 activities:
   tools: {taskQueue: gpu}
   model:
@@ -356,6 +362,9 @@ activities:
 	c, err := LoadConfig(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Conversation.WhileBusy != "steer" {
+		t.Errorf("conversation.whileBusy %q", c.Conversation.WhileBusy)
 	}
 	if c.ThinkingLevel != "off" {
 		t.Errorf("thinkingLevel %q (YAML 1.1 would read off as false)", c.ThinkingLevel)

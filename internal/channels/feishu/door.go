@@ -46,6 +46,13 @@ type Door struct {
 	Now func() time.Time
 }
 
+// DefaultWhileBusy implements channels.BusyDefaulter.
+func (d *Door) DefaultWhileBusy(mode string) {
+	if d.Policy.WhileBusy == "" {
+		d.Policy.WhileBusy = mode
+	}
+}
+
 // Kind implements channels.Door.
 func (d *Door) Kind() string { return d.Profile.Kind }
 
@@ -239,6 +246,7 @@ func (d *Door) Message(ctx context.Context, ev *larkim.P2MessageReceiveV1) (*wir
 		Summoned:  summoned,
 		// Mentions of people but not of the bot: their discussion.
 		MentionsOthers: !summoned && channels.MentionsOthers(mentioned, bot),
+		Command:        commandIf(direct || summoned || d.Policy.GroupMode == wire.GroupContext, text),
 		User:           user,
 		UserName:       user,
 		Text:           text,
@@ -570,4 +578,13 @@ func (b *Bot) OpenID(_ context.Context) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.openID
+}
+
+// commandIf is the chat command text is when addressed to the bot ("" when
+// it is not one, or not addressed).
+func commandIf(addressed bool, text string) string {
+	if !addressed {
+		return ""
+	}
+	return channels.CommandOf(text)
 }

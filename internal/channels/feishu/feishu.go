@@ -82,11 +82,15 @@ type Config struct {
 	GroupMode string `yaml:"groupMode"`
 	// MaxFileBytes caps one file a message brings in (default 20 MB).
 	MaxFileBytes int64 `yaml:"maxFileBytes"`
+	// WhileBusy is what a message does while its session is busy: queue,
+	// steer, interrupt or reject ("": fastagent.yaml's
+	// conversation.whileBusy, else queue).
+	WhileBusy string `yaml:"whileBusy"`
 }
 
 // policy checks the file's session and group options.
 func (c Config) policy() (wire.ChatPolicy, error) {
-	p, err := channels.Policy(c.DirectMessageSession, "groupMessageSession", c.GroupMessageSession, c.GroupMode)
+	p, err := channels.PolicyWhileBusy(c.DirectMessageSession, "groupMessageSession", c.GroupMessageSession, c.GroupMode, c.WhileBusy)
 	if err != nil {
 		return p, err
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -555,3 +556,35 @@ func (l sdkLogger) Debug(_ context.Context, args ...interface{}) { l.log.Debug(f
 func (l sdkLogger) Info(_ context.Context, args ...interface{})  { l.log.Info(fmt.Sprint(args...)) }
 func (l sdkLogger) Warn(_ context.Context, args ...interface{})  { l.log.Warn(fmt.Sprint(args...)) }
 func (l sdkLogger) Error(_ context.Context, args ...interface{}) { l.log.Error(fmt.Sprint(args...)) }
+
+// Reactions of React (Feishu/Lark emoji types): OnIt once a message is
+// taken, DONE once answered.
+const (
+	ReactionTaken    = "OnIt"
+	ReactionAnswered = "DONE"
+)
+
+// React implements channels.Reactor: a reaction on the person's message
+// (im/v1/messages/:message_id/reactions).
+func (r *Replier) React(ctx context.Context, t wire.Target, stage string) error {
+	if t.Message == "" {
+		return fmt.Errorf("%s: react: no message to react to", r.kind)
+	}
+	emoji := ReactionTaken
+	if stage == channels.ReactAnswered {
+		emoji = ReactionAnswered
+	}
+	body := map[string]any{"reaction_type": map[string]string{"emoji_type": emoji}}
+	resp, err := r.api.Post(ctx, "/open-apis/im/v1/messages/"+url.PathEscape(t.Message)+"/reactions", body, larkcore.AccessTokenTypeTenant)
+	if err != nil {
+		return fmt.Errorf("%s: react: %w", r.kind, err)
+	}
+	var out struct {
+		Code int    `json:"code"`
+		Msg  string `json:"msg"`
+	}
+	if err := json.Unmarshal(resp.RawBody, &out); err != nil || out.Code != 0 {
+		return fmt.Errorf("%s: react: code %d: %s", r.kind, out.Code, out.Msg)
+	}
+	return nil
+}

@@ -85,6 +85,10 @@ type Config struct {
 	// "/approve <token>" or "/deny <token>" comments decide a tool call
 	// waiting for approval (default OWNER, MEMBER).
 	ApproverAssociation []string `yaml:"approverAssociation"`
+	// WhileBusy is what a comment does while its session is busy: queue,
+	// steer, interrupt or reject ("": fastagent.yaml's
+	// conversation.whileBusy, else queue).
+	WhileBusy string `yaml:"whileBusy"`
 }
 
 func init() { channels.Register(Kind, New) }
@@ -122,7 +126,10 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 			return nil, fmt.Errorf("github: approverAssociation: %q is not one of %s", a, strings.Join(authorAssociations, ", "))
 		}
 	}
-	door := &Door{Secret: []byte(secret), Policy: pol, ApproverAssociation: upper(cfg.ApproverAssociation)}
+	if err := channels.CheckWhileBusy("whileBusy", cfg.WhileBusy); err != nil {
+		return nil, fmt.Errorf("github: %w", err)
+	}
+	door := &Door{Secret: []byte(secret), Policy: pol, ApproverAssociation: upper(cfg.ApproverAssociation), WhileBusy: cfg.WhileBusy}
 	return &channels.Channel{Door: door, Replier: rp}, nil
 }
 
@@ -132,6 +139,16 @@ type Door struct {
 	Policy *Policy
 	// ApproverAssociation: see Config (nil: DefaultApproverAssociation).
 	ApproverAssociation []string
+	// WhileBusy is what a delivery does while its session is busy (see
+	// Config.WhileBusy).
+	WhileBusy string
+}
+
+// DefaultWhileBusy implements channels.BusyDefaulter.
+func (d *Door) DefaultWhileBusy(mode string) {
+	if d.WhileBusy == "" {
+		d.WhileBusy = mode
+	}
 }
 
 func upper(list []string) []string {
@@ -301,7 +318,12 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 			return ok, fmt.Errorf("github: reply data: %w", err)
 		}
 		dl := channels.Delivery{Kind: Kind, ID: id + ":" + strconv.Itoa(i), Session: in.Session,
-			Prompt: agent.Prompt{Text: in.Prompt}, Answer: d.Policy.answerText(ev.Comment)}
+			Prompt: agent.Prompt{Text: in.Prompt}, Answer: d.Policy.answerText(ev.Comment), WhileBusy: d.WhileBusy}
+		if ev.Comment != "" {
+			// A comment that is only "/stop" (or /new, /status, /help,
+			// perhaps after the bot's mention) is a command, not a turn.
+			dl.Command = channels.CommandOf(d.Policy.answerText(ev.Comment))
+		}
 		if ev.Repo != "" && ev.Number > 0 {
 			// Events without an issue or PR (push, release…) are answered
 			// nowhere.

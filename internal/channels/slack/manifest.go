@@ -12,11 +12,12 @@ import (
 
 // BotScopes are the bot token scopes the Slack channel needs: mentions and
 // messages in DMs, channels and groups, posting and editing replies, files
-// in and out, assistant thread status, user names, and the channels'
-// names delivery looks up (slack:#name targets).
+// in and out, assistant thread status, user names, the channels' names
+// delivery looks up (slack:#name targets), and the reactions marking a
+// message taken and answered.
 func BotScopes() []string {
 	return []string{
-		"app_mentions:read", "chat:write",
+		"app_mentions:read", "chat:write", "reactions:write",
 		"im:history", "im:read", "im:write",
 		"channels:history", "groups:history", "mpim:history",
 		"channels:read", "groups:read",

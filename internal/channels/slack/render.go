@@ -610,3 +610,28 @@ func (r *Replier) log() *slog.Logger {
 	}
 	return slog.Default()
 }
+
+// Reactions of React: :eyes: once a message is taken, :white_check_mark:
+// once answered.
+const (
+	ReactionTaken    = "eyes"
+	ReactionAnswered = "white_check_mark"
+)
+
+// React implements channels.Reactor with reactions.add; a reaction the
+// bot already added (a retry) is not an error.
+func (r *Replier) React(ctx context.Context, t wire.Target, stage string) error {
+	channel, err := channelOf(t)
+	if err != nil || t.Message == "" {
+		return fmt.Errorf("slack: react: no message to react to (%q in %q)", t.Message, t.Chat)
+	}
+	name := ReactionTaken
+	if stage == channels.ReactAnswered {
+		name = ReactionAnswered
+	}
+	err = r.api.AddReactionContext(ctx, name, slack.ItemRef{Channel: channel, Timestamp: t.Message})
+	if err != nil && strings.Contains(err.Error(), "already_reacted") {
+		return nil
+	}
+	return err
+}

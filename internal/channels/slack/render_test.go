@@ -393,3 +393,29 @@ func TestRenderStatusRefused(t *testing.T) {
 		t.Errorf("message = %+v", m)
 	}
 }
+
+// React marks the answered message: :eyes: when taken, :white_check_mark:
+// when answered; the same reaction again (a retry) is no error.
+func TestReact(t *testing.T) {
+	t.Parallel()
+	r, fake := replier(t)
+	ctx := context.Background()
+	for _, stage := range []string{channels.ReactTaken, channels.ReactTaken, channels.ReactAnswered} {
+		if err := r.React(ctx, target(thread), stage); err != nil {
+			t.Fatalf("%s: %v", stage, err)
+		}
+	}
+	var got []string
+	for _, c := range fake.Calls("reactions.add") {
+		if c.Get("channel") != channel || c.Get("timestamp") != thread {
+			t.Errorf("reaction on %s/%s", c.Get("channel"), c.Get("timestamp"))
+		}
+		got = append(got, c.Get("name"))
+	}
+	if strings.Join(got, ",") != "eyes,eyes,white_check_mark" {
+		t.Errorf("reactions %v", got)
+	}
+	if err := r.React(ctx, wire.Target{Chat: team + ":" + channel}, channels.ReactTaken); err == nil {
+		t.Error("a target without a message: no error")
+	}
+}

@@ -61,6 +61,10 @@ type Config struct {
 	GroupSession string `yaml:"groupSession"`
 	// GroupMode is "mentions" (default) or "context".
 	GroupMode string `yaml:"groupMode"`
+	// WhileBusy is what a message does while its session is busy: queue,
+	// steer, interrupt or reject ("": fastagent.yaml's
+	// conversation.whileBusy, else queue).
+	WhileBusy string `yaml:"whileBusy"`
 	// MaxFileBytes caps one file a message brings in or the agent sends
 	// (default DefaultMaxFileBytes, 20 MiB).
 	MaxFileBytes int64 `yaml:"maxFileBytes"`
@@ -68,7 +72,7 @@ type Config struct {
 
 // policy checks the file's session and group options.
 func (c Config) policy() (wire.ChatPolicy, error) {
-	p, err := channels.Policy(c.DirectMessageSession, "groupSession", c.GroupSession, c.GroupMode)
+	p, err := channels.PolicyWhileBusy(c.DirectMessageSession, "groupSession", c.GroupSession, c.GroupMode, c.WhileBusy)
 	if err != nil {
 		return p, err
 	}
@@ -154,6 +158,13 @@ type Door struct {
 	// Admins looks up whether a clicker is a workspace admin or owner, for
 	// calls whose approvers list AdminsRole; nil: no one is.
 	Admins *Admins
+}
+
+// DefaultWhileBusy implements channels.BusyDefaulter.
+func (d *Door) DefaultWhileBusy(mode string) {
+	if d.Policy.WhileBusy == "" {
+		d.Policy.WhileBusy = mode
+	}
 }
 
 // Kind implements channels.Door.
@@ -333,12 +344,14 @@ func (d *Door) chatMessage(team, eventID, bot string, msg message) (*wire.ChatMe
 		Summoned: msg.summoned,
 		// Mentions of people but not of the bot: their discussion.
 		MentionsOthers: !msg.summoned && mentionsOthers(msg.text, bot),
-		User:           msg.user,
-		UserName:       "<@" + msg.user + ">",
-		Text:           text,
-		Attachments:    msg.files,
-		Data:           data,
-		Policy:         d.Policy,
+		// A command addressed to the bot (a DM, or after its mention).
+		Command:     commandIf(msg.direct || msg.summoned || d.Policy.GroupMode == wire.GroupContext, text),
+		User:        msg.user,
+		UserName:    "<@" + msg.user + ">",
+		Text:        text,
+		Attachments: msg.files,
+		Data:        data,
+		Policy:      d.Policy,
 	}, nil
 }
 
@@ -431,4 +444,13 @@ func stripMention(text, bot string) string {
 		text = anyMention.ReplaceAllString(text, "")
 	}
 	return strings.TrimSpace(text)
+}
+
+// commandIf is the chat command text is when addressed to the bot ("" when
+// it is not one, or not addressed).
+func commandIf(addressed bool, text string) string {
+	if !addressed {
+		return ""
+	}
+	return channels.CommandOf(text)
 }

@@ -190,6 +190,10 @@ var AllowedUpdates = []string{"message", "edited_message", "callback_query"}
 func (c *Conn) read(ctx context.Context, log *slog.Logger, ups []Update) (p channels.Parsed, later bool) {
 	for _, u := range ups {
 		if u.CallbackQuery != nil {
+			if m, _ := c.Door.StopClick(u); m != nil {
+				p.Messages = append(p.Messages, *m)
+				continue
+			}
 			dec, err := c.Door.Decision(u)
 			if err != nil {
 				log.Warn("telegram: unreadable button press skipped", "update_id", u.UpdateID, "error", err)

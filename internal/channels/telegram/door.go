@@ -29,6 +29,13 @@ type Door struct {
 	Bot *Bot
 }
 
+// DefaultWhileBusy implements channels.BusyDefaulter.
+func (d *Door) DefaultWhileBusy(mode string) {
+	if d.Policy.WhileBusy == "" {
+		d.Policy.WhileBusy = mode
+	}
+}
+
 // Kind implements channels.Door.
 func (d *Door) Kind() string { return Kind }
 
@@ -62,6 +69,11 @@ func (d *Door) Parse(r channels.Request) (channels.Parsed, error) {
 		return ok, fmt.Errorf("telegram: update: %w", err)
 	}
 	if u.CallbackQuery != nil {
+		if m, ans := d.StopClick(u); m != nil {
+			ok.Messages = []wire.ChatMessage{*m}
+			ok.Answer = ans
+			return ok, nil
+		}
 		dec, err := d.Decision(u)
 		if err != nil || dec == nil {
 			return ok, err
@@ -115,7 +127,7 @@ func (d *Door) Message(ctx context.Context, u Update) (*wire.ChatMessage, error)
 	if s.Stop && !edited {
 		return &wire.ChatMessage{
 			Kind: Kind, Chat: chatID(msg), ID: strconv.FormatInt(msg.MessageID, 10), Event: strconv.FormatInt(u.UpdateID, 10),
-			Direct: s.Direct, Summoned: true, Stop: true, UserName: displayName(msg.From), User: strconv.FormatInt(msg.From.ID, 10), Policy: d.Policy,
+			Direct: s.Direct, Summoned: true, Stop: true, Command: wire.CommandStop, UserName: displayName(msg.From), User: strconv.FormatInt(msg.From.ID, 10), Policy: d.Policy,
 		}, nil
 	}
 	if !s.Direct && !s.Summoned && d.Policy.GroupMode != wire.GroupContext {
@@ -140,11 +152,13 @@ func (d *Door) Message(ctx context.Context, u Update) (*wire.ChatMessage, error)
 		// Mentions of people but not of the bot: their discussion.
 		MentionsOthers: s.MentionsOthers,
 		Edited:         edited,
-		User:           strconv.FormatInt(msg.From.ID, 10),
-		UserName:       displayName(msg.From),
-		Text:           s.Text,
-		Attachments:    files,
-		Policy:         d.Policy,
+		// /new, /status, /help (to this bot): commands, not turns.
+		Command:     command(s, edited),
+		User:        strconv.FormatInt(msg.From.ID, 10),
+		UserName:    displayName(msg.From),
+		Text:        s.Text,
+		Attachments: files,
+		Policy:      d.Policy,
 	}, nil
 }
 
@@ -414,4 +428,47 @@ func (b *Bot) Resolve(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// command is the chat command a message is ("" for none): one addressed
+// to this bot (in a private chat, or summoned), never an edit.
+func command(s Summons, edited bool) string {
+	if edited || !(s.Direct || s.Summoned) {
+		return ""
+	}
+	return channels.CommandOf(s.Text)
+}
+
+// dataStop prefixes the callback data of a live reply's stop button; the
+// user message whose turn it stops follows.
+const dataStop = "fa:stop:"
+
+// StopClick turns a press of a live reply's stop button into the stop
+// command for that message's turn (nil when u is no such press). The
+// answer acknowledges the press in the webhook's response (Telegram runs
+// the method it names); under polling the button's spinner times out by
+// itself. Pressed twice, the second press finds the turn stopped and the
+// chat says nothing is running.
+func (d *Door) StopClick(u Update) (*wire.ChatMessage, channels.Answer) {
+	q := u.CallbackQuery
+	ans := channels.Answer{Status: http.StatusOK}
+	if q == nil || !strings.HasPrefix(q.Data, dataStop) || q.From == nil || q.Message == nil || q.ID == "" || q.Message.Chat.ID == 0 {
+		return nil, ans
+	}
+	turn := strings.TrimPrefix(q.Data, dataStop)
+	if _, err := strconv.ParseInt(turn, 10, 64); err != nil {
+		return nil, ans
+	}
+	root := ""
+	if q.Message.IsTopicMessage && q.Message.MessageThreadID != 0 {
+		root = strconv.FormatInt(q.Message.MessageThreadID, 10)
+	}
+	m := &wire.ChatMessage{
+		Kind: Kind, Chat: chatID(q.Message), ID: "stop-click:" + q.ID, Event: strconv.FormatInt(u.UpdateID, 10), Root: root,
+		Direct: q.Message.Chat.Type == "private", Summoned: true, Command: wire.CommandStop, StopTurn: turn,
+		User: strconv.FormatInt(q.From.ID, 10), UserName: displayName(q.From), Policy: d.Policy,
+	}
+	body, _ := json.Marshal(map[string]any{"method": "answerCallbackQuery", "callback_query_id": q.ID, "text": "Stopping…"})
+	ans.ContentType, ans.Body = "application/json", body
+	return m, ans
 }

@@ -81,7 +81,7 @@ func TestParseFixtures(t *testing.T) {
 		{"group_chatter.json", wire.GroupContext, &wire.ChatMessage{Chat: "-1001234567890", ID: "16", Event: "815000105",
 			User: "434343", UserName: "@bob", Text: "the launch moves to Friday"}},
 		{"group_stop.json", wire.GroupMentions, &wire.ChatMessage{Chat: "-1001234567890", ID: "17", Event: "815000106",
-			Summoned: true, Stop: true, User: "424242", UserName: "@ada"}},
+			Summoned: true, Stop: true, Command: wire.CommandStop, User: "424242", UserName: "@ada"}},
 		{"photo.json", wire.GroupMentions, &wire.ChatMessage{Chat: "424242", ID: "15", Event: "815000104", Direct: true,
 			User: "424242", UserName: "@ada", Text: "what is in this picture?",
 			Attachments: []wire.Attachment{{ID: "AgACAgQAAxkBAAIBs2_large", Name: "photo-AQADs2_l.jpg", Mime: MimePhoto, Size: 60000}}}},
@@ -274,6 +274,40 @@ func TestPhotoSizeChoice(t *testing.T) {
 		got := attachments(&Message{Photo: sizes}, c.cap)
 		if len(got) != 1 || got[0].ID != c.want {
 			t.Errorf("cap %d: %+v, want size %s", c.cap, got, c.want)
+		}
+	}
+}
+
+// A press of a live reply's stop button is the stop command for that
+// message's turn, acknowledged in the webhook's answer; commands to the
+// bot are commands; a stop button's data naming no message is nothing.
+func TestParseStopClickAndCommands(t *testing.T) {
+	t.Parallel()
+	d := testDoor(wire.GroupMentions)
+	click := []byte(`{"update_id": 9, "callback_query": {"id": "q1", "from": {"id": 424242, "is_bot": false, "first_name": "Ada", "username": "ada"},
+		"message": {"message_id": 99, "chat": {"id": 424242, "type": "private"}, "date": 1, "text": "Once"}, "data": "fa:stop:11"}}`)
+	p, err := d.Parse(channels.Request{Body: click})
+	if err != nil || len(p.Messages) != 1 {
+		t.Fatalf("click: %v %+v", err, p)
+	}
+	m := p.Messages[0]
+	if m.Command != wire.CommandStop || m.StopTurn != "11" || m.Chat != "424242" || !m.Direct || m.ID != "stop-click:q1" {
+		t.Errorf("click message %+v", m)
+	}
+	if !strings.Contains(string(p.Answer.Body), `"answerCallbackQuery"`) || !strings.Contains(string(p.Answer.Body), `"q1"`) {
+		t.Errorf("click answer %s", p.Answer.Body)
+	}
+	bad := []byte(strings.Replace(string(click), "fa:stop:11", "fa:stop:eleven", 1))
+	if p, _ := d.Parse(channels.Request{Body: bad}); len(p.Messages)+len(p.Decisions) != 0 {
+		t.Errorf("a stop naming no message: %+v", p)
+	}
+	for text, want := range map[string]string{"/new": wire.CommandNew, "/status": wire.CommandStatus, "/help": wire.CommandHelp, "/new please": ""} {
+		body := []byte(`{"update_id": 10, "message": {"message_id": 12, "from": {"id": 424242, "is_bot": false, "first_name": "Ada"},
+			"chat": {"id": 424242, "type": "private"}, "date": 1, "text": "` + text + `",
+			"entities": [{"offset": 0, "length": 4, "type": "bot_command"}]}}`)
+		p, err := d.Parse(channels.Request{Body: body})
+		if err != nil || len(p.Messages) != 1 || p.Messages[0].Command != want {
+			t.Errorf("%q: %v %+v, want command %q", text, err, p.Messages, want)
 		}
 	}
 }

@@ -122,7 +122,20 @@ type render struct {
 	settled string
 	// sent counts the parts after the first already sent by Finish.
 	sent int
+	// keyboard is the reply_markup the preview is posted or edited with:
+	// the stop button while the turn runs, none once settled.
+	keyboard any
 }
+
+// stopKeyboard is the preview's stop button for the turn of user message
+// replyTo.
+func stopKeyboard(replyTo int64) any {
+	return map[string]any{"inline_keyboard": [][]map[string]string{{
+		{"text": "⏹ Stop", "callback_data": dataStop + strconv.FormatInt(replyTo, 10)}}}}
+}
+
+// noKeyboard removes the preview's buttons.
+var noKeyboard = map[string]any{"inline_keyboard": [][]map[string]string{}}
 
 // Ref implements channels.Render.
 func (m *render) Ref() string {
@@ -179,6 +192,9 @@ func (m *render) Show(ctx context.Context, v *channels.View) error {
 		return nil
 	}
 	var err error
+	if m.replyTo != 0 {
+		m.keyboard = stopKeyboard(m.replyTo)
+	}
 	if m.msgID == 0 {
 		err = m.send(ctx, text, "")
 	} else {
@@ -203,6 +219,10 @@ func (m *render) Finish(ctx context.Context, text string) error {
 		return nil
 	}
 	parts := Split(HTML(text), MaxText)
+	m.keyboard = nil
+	if m.msgID != 0 {
+		m.keyboard = noKeyboard // the stop button goes with the answer
+	}
 	if m.msgID == 0 {
 		if err := m.retry(ctx, func() error { return m.send(ctx, parts[0], "HTML") }); err != nil {
 			return err
@@ -310,6 +330,9 @@ func (m *render) post(ctx context.Context, text, mode string, reply bool) (int64
 	}
 	if reply {
 		params["reply_parameters"] = map[string]any{"message_id": m.replyTo, "allow_sending_without_reply": true}
+		if m.keyboard != nil {
+			params["reply_markup"] = m.keyboard
+		}
 	}
 	var out sentMessage
 	err := m.r.api.Call(ctx, "sendMessage", params, &out)
@@ -337,6 +360,9 @@ func (m *render) editID(ctx context.Context, id int64, text, mode string) error 
 	params := map[string]any{"chat_id": m.chat, "message_id": id, "text": text, "link_preview_options": map[string]any{"is_disabled": true}}
 	if mode != "" {
 		params["parse_mode"] = mode
+	}
+	if id == m.msgID && m.keyboard != nil {
+		params["reply_markup"] = m.keyboard
 	}
 	err := m.r.api.Call(ctx, "editMessageText", params, nil)
 	if mode != "" && badEntities(err) {
@@ -400,4 +426,28 @@ func (r *Replier) fetchOne(ctx context.Context, a wire.Attachment, in *channels.
 	}
 	sum := sha256.Sum256([]byte(a.ID))
 	return in.Add(hex.EncodeToString(sum[:6]), a.Name, data)
+}
+
+// Reactions of React: 👀 once a message is taken, 👌 once answered (a bot
+// sets one reaction, so the second replaces the first; ✅ is not among the
+// reactions Telegram allows).
+const (
+	ReactionTaken    = "👀"
+	ReactionAnswered = "👌"
+)
+
+// React implements channels.Reactor with setMessageReaction (idempotent:
+// it sets the message's reaction).
+func (r *Replier) React(ctx context.Context, t wire.Target, stage string) error {
+	id, err := strconv.ParseInt(t.Message, 10, 64)
+	chat, cerr := strconv.ParseInt(t.Chat, 10, 64)
+	if err != nil || cerr != nil {
+		return fmt.Errorf("telegram: react: no message to react to (%q in %q)", t.Message, t.Chat)
+	}
+	emoji := ReactionTaken
+	if stage == channels.ReactAnswered {
+		emoji = ReactionAnswered
+	}
+	params := map[string]any{"chat_id": chat, "message_id": id, "reaction": []map[string]string{{"type": "emoji", "emoji": emoji}}}
+	return r.api.Call(ctx, "setMessageReaction", params, nil)
 }

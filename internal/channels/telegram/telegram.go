@@ -61,6 +61,10 @@ type Config struct {
 	// MaxFileBytes caps one file a message brings in (default 20 MB, the
 	// Bot API's own download limit).
 	MaxFileBytes int64 `yaml:"maxFileBytes"`
+	// WhileBusy is what a message does while its session is busy: queue,
+	// steer, interrupt or reject ("": fastagent.yaml's
+	// conversation.whileBusy, else queue).
+	WhileBusy string `yaml:"whileBusy"`
 }
 
 // secretRe is the Bot API's alphabet of a webhook secret token.
@@ -94,7 +98,7 @@ func New(file []byte, getenv func(string) string, log *slog.Logger) (*channels.C
 		cfg.GroupMode = wire.GroupContext
 	}
 	// A Telegram chat has no threads: one session per chat.
-	policy, err := channels.Policy(wire.SessionContinuous, "groupSession", wire.SessionContinuous, cfg.GroupMode)
+	policy, err := channels.PolicyWhileBusy(wire.SessionContinuous, "groupSession", wire.SessionContinuous, cfg.GroupMode, cfg.WhileBusy)
 	if err != nil {
 		return nil, fmt.Errorf("telegram: %w", err)
 	}

@@ -235,6 +235,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 var defaults = map[string]Handler{
+	// reactions.add answers already_reacted to the same reaction on the
+	// same message, as Slack does.
+	"reactions.add": func(s *Server, c Call) map[string]any {
+		n := 0
+		for _, p := range s.Calls("reactions.add") {
+			if p.Get("channel") == c.Get("channel") && p.Get("timestamp") == c.Get("timestamp") && p.Get("name") == c.Get("name") {
+				n++
+			}
+		}
+		if n > 1 {
+			return map[string]any{"ok": false, "error": "already_reacted"}
+		}
+		return map[string]any{}
+	},
 	"chat.postMessage": func(s *Server, c Call) map[string]any {
 		return map[string]any{"channel": c.Get("channel"), "ts": s.NextTS(), "message": map[string]any{"text": c.Get("text")}}
 	},

@@ -48,6 +48,28 @@ type Message struct {
 	// bytes.
 	Document string
 	DocData  []byte
+	// Buttons are the callback data of the message's inline keyboard, as
+	// last sent or edited.
+	Buttons []string
+}
+
+// buttons reads the callback data of an inline keyboard reply_markup; ok
+// says p had one.
+func buttons(p map[string]any) (out []string, ok bool) {
+	rm, ok := p["reply_markup"].(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	rows, _ := rm["inline_keyboard"].([]any)
+	for _, row := range rows {
+		cells, _ := row.([]any)
+		for _, c := range cells {
+			if b, ok := c.(map[string]any); ok {
+				out = append(out, str(b["callback_data"]))
+			}
+		}
+	}
+	return out, true
 }
 
 // File is a file getFile and the download endpoint serve.
@@ -285,6 +307,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		write(w, http.StatusOK, answer{OK: true, Result: map[string]any{"file_id": str(p["file_id"]), "file_size": len(f.Data), "file_path": f.Path}})
+	case "setMessageReaction":
+		if num(p["chat_id"]) == 0 || num(p["message_id"]) == 0 {
+			fail(w, http.StatusBadRequest, "Bad Request: message to react not found")
+			return
+		}
+		write(w, http.StatusOK, answer{OK: true, Result: true})
 	case "answerCallbackQuery":
 		if str(p["callback_query_id"]) == "" {
 			fail(w, http.StatusBadRequest, "Bad Request: query is too old and response timeout expired or query ID is invalid")
@@ -319,6 +347,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, p map[string]any) {
 	if rp, ok := p["reply_parameters"].(map[string]any); ok {
 		m.ReplyTo = num(rp["message_id"])
 	}
+	m.Buttons, _ = buttons(p)
 	s.messages = append(s.messages, m)
 	s.mu.Unlock()
 	if s.dropped("sendMessage") {
@@ -371,6 +400,9 @@ func (s *Server) editMessageText(w http.ResponseWriter, p map[string]any) {
 				return
 			}
 			m.Text, m.ParseMode = text, str(p["parse_mode"])
+			if b, ok := buttons(p); ok {
+				m.Buttons = b
+			}
 			m.Edits++
 			write(w, http.StatusOK, answer{OK: true, Result: map[string]any{"message_id": id, "chat": map[string]any{"id": chat}, "text": text}})
 			return
