@@ -231,6 +231,26 @@ func (r *Replies) Stream(ctx context.Context, in wire.StreamInput) error {
 	return stoppedError(ctx, r.stream(ctx, in, stopped))
 }
 
+// relayed runs the relay of a turn's feed into a channel the reply reads;
+// cancel stops it.
+func (r *Replies) relayed(ctx context.Context, sub feed.Subscription, session string) (<-chan agent.Event, context.CancelFunc) {
+	events := make(chan agent.Event, 256)
+	rctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(events)
+		relay.Run(rctx, sub, nil, relay.Options{Stored: relay.StoreReader(r.Store, session), Logger: r.Logger, Follow: r.Feed.Subscribe},
+			func(ev agent.Event) bool {
+				select {
+				case events <- ev:
+					return true
+				case <-rctx.Done():
+					return false
+				}
+			})
+	}()
+	return events, cancel
+}
+
 // stream follows the turn's feed into the live reply until its end, or
 // until stopped is closed (feed.ErrStopped).
 func (r *Replies) stream(ctx context.Context, in wire.StreamInput, stopped <-chan struct{}) error {
@@ -244,21 +264,8 @@ func (r *Replies) stream(ctx context.Context, in wire.StreamInput, stopped <-cha
 		return fmt.Errorf("stream: subscribe: %w", err)
 	}
 	defer func() { _ = sub.Close() }()
-	events := make(chan agent.Event, 256)
-	rctx, cancel := context.WithCancel(ctx)
+	events, cancel := r.relayed(ctx, sub, in.Session)
 	defer cancel()
-	go func() {
-		defer close(events)
-		relay.Run(rctx, sub, nil, relay.Options{Stored: relay.StoreReader(r.Store, in.Session), Logger: r.Logger, Follow: r.Feed.Subscribe},
-			func(ev agent.Event) bool {
-				select {
-				case events <- ev:
-					return true
-				case <-rctx.Done():
-					return false
-				}
-			})
-	}()
 	tick := r.Tick
 	if tick <= 0 {
 		tick = 500 * time.Millisecond

@@ -424,20 +424,9 @@ func (s *Server) invoke(c *gin.Context) {
 		abort(c, agent.CodeInvalidCommand, fmt.Sprintf("at most %d branchHints", max))
 		return
 	}
-	key := c.GetHeader("Idempotency-Key")
-	lastKey, after, err := ParseLastEventID(c.GetHeader("Last-Event-ID"))
-	if err != nil {
-		abort(c, agent.CodeInvalidCommand, err.Error())
+	key, lastKey, after, ok := turnKeys(c)
+	if !ok {
 		return
-	}
-	switch {
-	case key == "" && lastKey != "":
-		key = lastKey
-	case key != "" && lastKey != "" && lastKey != key:
-		abort(c, agent.CodeInvalidCommand, "Last-Event-ID belongs to turn "+strconv.Quote(lastKey)+", not to Idempotency-Key "+strconv.Quote(key))
-		return
-	case key == "":
-		key = NewKey()
 	}
 	if subAgentSession(c, scope.Session) {
 		return
@@ -462,19 +451,9 @@ func (s *Server) invoke(c *gin.Context) {
 	ctx = agent.WithResumeAfter(ctx, after)
 	ctx = agent.WithResumeWithin(ctx, within)
 	if lastKey == "" {
-		if whileBusy == "" {
-			whileBusy = s.defaultWhileBusy()
-		}
-		ctx = agent.WithWhileBusy(ctx, whileBusy)
-		switch whileBusy {
-		case workflows.WhileBusySteer:
-			if s.steerInstead(c, ctx, scope.Session, key, prompt) {
-				return
-			}
-		case workflows.WhileBusyReject:
-			if s.refuseBusy(c, ctx, scope.Session) {
-				return
-			}
+		var answered bool
+		if ctx, answered = s.applyWhileBusy(c, ctx, scope.Session, key, prompt, whileBusy); answered {
+			return
 		}
 	}
 	// Only a resume of a turn that exists passes the limits: a made-up
@@ -498,6 +477,45 @@ func (s *Server) invoke(c *gin.Context) {
 		}()
 	}
 	s.stream(c, ctx, key, func(ctx context.Context) iter.Seq[agent.Event] { return s.Agent.Invoke(ctx, scope, prompt) })
+}
+
+// turnKeys reads the turn a request names: its Idempotency-Key (a new one
+// when it names none) and, for a resume, the Last-Event-ID's turn and the
+// event it saw last. Not ok: the request was answered with the error.
+func turnKeys(c *gin.Context) (key, lastKey string, after int64, ok bool) {
+	key = c.GetHeader("Idempotency-Key")
+	lastKey, after, err := ParseLastEventID(c.GetHeader("Last-Event-ID"))
+	if err != nil {
+		abort(c, agent.CodeInvalidCommand, err.Error())
+		return "", "", 0, false
+	}
+	switch {
+	case key == "" && lastKey != "":
+		key = lastKey
+	case key != "" && lastKey != "" && lastKey != key:
+		abort(c, agent.CodeInvalidCommand, "Last-Event-ID belongs to turn "+strconv.Quote(lastKey)+", not to Idempotency-Key "+strconv.Quote(key))
+		return "", "", 0, false
+	case key == "":
+		key = NewKey()
+	}
+	return key, lastKey, after, true
+}
+
+// applyWhileBusy carries a new turn's whileBusy mode (the request's, else
+// the agent's) on ctx; answered says the request was already answered:
+// steered into the running turn, or refused because one runs.
+func (s *Server) applyWhileBusy(c *gin.Context, ctx context.Context, session, key string, prompt agent.Prompt, mode string) (context.Context, bool) {
+	if mode == "" {
+		mode = s.defaultWhileBusy()
+	}
+	ctx = agent.WithWhileBusy(ctx, mode)
+	switch mode {
+	case workflows.WhileBusySteer:
+		return ctx, s.steerInstead(c, ctx, session, key, prompt)
+	case workflows.WhileBusyReject:
+		return ctx, s.refuseBusy(c, ctx, session)
+	}
+	return ctx, false
 }
 
 // MaxResumeWithin bounds the Resume-Within a request may ask for; the

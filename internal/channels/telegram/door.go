@@ -433,7 +433,7 @@ func (b *Bot) Resolve(ctx context.Context) error {
 // command is the chat command a message is ("" for none): one addressed
 // to this bot (in a private chat, or summoned), never an edit.
 func command(s Summons, edited bool) string {
-	if edited || !(s.Direct || s.Summoned) {
+	if edited || (!s.Direct && !s.Summoned) {
 		return ""
 	}
 	return channels.CommandOf(s.Text)
