@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"go.temporal.io/sdk/activity"
+
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/store"
@@ -100,15 +102,31 @@ func (a *Activities) RunHooks(ctx context.Context, call agentloop.HookCall) (age
 	if err != nil {
 		return agentloop.HookResult{}, err
 	}
+	// A hook runs in the tool sandbox like a tool: the frontend of the
+	// client this worker runs on is kept from it first, as from a tool
+	// (a hook step may be the first thing of this worker to run there).
+	// When it cannot be, no hook runs; each applies its onError.
+	unconfined := ""
+	if a.ClientSeen != nil && activity.IsActivity(ctx) {
+		if err := a.ClientSeen(ctx, activity.GetClient(ctx)); err != nil {
+			unconfined = "it was not run: " + err.Error()
+		}
+	}
 	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
 	defer pub.flush(ctx)
 	out := allow
 	var contexts []string
 	for _, h := range hooks {
 		in.Hook = h.Name
-		ans, failure, err := a.runHook(ctx, def, call, h, in)
-		if err != nil {
-			return agentloop.HookResult{}, err
+		var (
+			ans     hookAnswer
+			failure = unconfined
+		)
+		if failure == "" {
+			ans, failure, err = a.runHook(ctx, def, call, h, in)
+			if err != nil {
+				return agentloop.HookResult{}, err
+			}
 		}
 		decision := agentloop.HookAllow
 		switch {

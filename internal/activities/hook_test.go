@@ -1,12 +1,20 @@
 package activities_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+
 	"github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -154,5 +162,45 @@ func TestHooksChain(t *testing.T) {
 		if !strings.Contains(string(in), want) {
 			t.Errorf("the hook's input %s lacks %s", in, want)
 		}
+	}
+}
+
+// A hook runs in the tool sandbox like a tool, so the Temporal frontend
+// of the worker's client is kept from it before it runs, as from a tool
+// (Activities.ClientSeen): a hook step may be the first thing of a worker
+// to run in the sandbox (before_agent_start, a before_tool hook). When the
+// frontend cannot be learned, the hook does not run and its onError applies.
+func TestHookLearnsTheFrontendFirst(t *testing.T) {
+	t.Parallel()
+	kit := testkit.New(t)
+	bus := feed.NewInProcess()
+	t.Cleanup(func() { _ = bus.Close() })
+	acts := kit.Activities(bus)
+	var seen atomic.Int32
+	acts.ClientSeen = func(context.Context, client.Client) error {
+		seen.Add(1)
+		return errors.New("the frontend did not answer")
+	}
+	var suite testsuite.WorkflowTestSuite
+	act := suite.NewTestActivityEnvironment()
+	acts.Register(act)
+	e := &env{t: t, kit: kit, bus: bus, act: act}
+	const session = "s1"
+	tc := toolSetup(e, session, "bash", `{"command":"ls"}`)
+	e.writeFile("hooks/h.sh", "#!/bin/sh\ncat >/dev/null\ntouch hook-ran\n")
+	e.writeFile("hooks/h.yaml", "event: before_tool\ncommand: ./hooks/h.sh\nnetwork: on\n")
+	got, err := e.runHooks(agentloop.HookCall{Session: session, Turn: "t1", Step: 1, Event: "before_tool",
+		CallID: "c1", Tool: "bash", AssistantEntryID: tc.AssistantEntryID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen.Load() == 0 {
+		t.Errorf("the hook step did not learn the worker's Temporal frontend before the hook ran")
+	}
+	if _, err := os.Stat(filepath.Join(kit.Dir, "hook-ran")); err == nil {
+		t.Errorf("the hook ran although its worker's frontend could not be kept from it")
+	}
+	if got.Decision != "deny" || !strings.Contains(got.Reason, "the frontend did not answer") {
+		t.Errorf("got %+v, want the hook's onError (deny) saying why", got)
 	}
 }
