@@ -204,3 +204,29 @@ func TestHookLearnsTheFrontendFirst(t *testing.T) {
 		t.Errorf("got %+v, want the hook's onError (deny) saying why", got)
 	}
 }
+
+// A hook's reason travels through workflow history (the step's result,
+// the refused call's recorded result), like its arguments and context,
+// so it is bounded too: a denial with a reason of megabytes (a hook that
+// echoes a tool's output) stays a denial with a cut reason, instead of a
+// result too large for the history — which would fail the step and let
+// its onError (allow, say) decide in the hook's place.
+func TestHookReasonBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const session = "s1"
+	tc := toolSetup(e, session, "bash", `{"command":"ls"}`)
+	e.writeFile("hooks/h.sh", "#!/bin/sh\ncat >/dev/null\nprintf '{\"decision\":\"deny\",\"reason\":\"'\nhead -c 3000000 /dev/zero | tr '\\0' x\nprintf '\"}'\n")
+	e.writeFile("hooks/h.yaml", "event: before_tool\ncommand: ./hooks/h.sh\nonError: allow\n")
+	got, err := e.runHooks(agentloop.HookCall{Session: session, Turn: "t1", Step: 1, Event: "before_tool",
+		CallID: "c1", Tool: "bash", AssistantEntryID: tc.AssistantEntryID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Decision != "deny" || !strings.HasPrefix(got.Reason, "xxxx") {
+		t.Fatalf("got %s with a reason of %d bytes, want the hook's denial", got.Decision, len(got.Reason))
+	}
+	if len(got.Reason) > activities.MaxHookReason+len("…") {
+		t.Errorf("the reason is %d bytes, more than %d", len(got.Reason), activities.MaxHookReason)
+	}
+}
