@@ -108,13 +108,12 @@ func (s *Sandbox) ControlPlane() []egress.Dest {
 // before it starts, and a restarted helper gets it with its configuration.
 func (s *Sandbox) Deny(ds []egress.Dest) {
 	s.mu.Lock()
-	before := len(s.cfg.Egress.Deny)
 	s.cfg.Egress = s.cfg.Egress.WithDeny(ds)
 	deny := append([]egress.Dest(nil), s.cfg.Egress.Deny...)
 	h := s.h
 	s.mu.Unlock()
-	if h == nil || !h.alive() || len(deny) == before {
-		return // nothing new, or no helper yet (it gets the list when it starts)
+	if h == nil || !h.alive() || len(deny) == 0 {
+		return
 	}
 	id := s.nextID.Add(1)
 	ack := make(chan struct{})
