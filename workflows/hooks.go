@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -45,7 +47,7 @@ func (r *loopRuntime) runHook(ctx workflow.Context, call agentloop.HookCall) age
 	id := fmt.Sprintf("hook/%s/%d/%s", call.Turn, r.hookSteps, call.Event)
 	summary := "hook · " + call.Event
 	if call.CallID != "" {
-		id += "/" + call.CallID
+		id += "/" + hookCallName(call.CallID)
 		summary += " · " + call.Tool
 	}
 	set := r.settings()
@@ -77,6 +79,22 @@ func (r *loopRuntime) runHook(ctx workflow.Context, call agentloop.HookCall) age
 		return agentloop.HookResult{Decision: agentloop.HookDeny, Reason: reason + " (onError: deny)"}
 	}
 	return allow
+}
+
+// maxHookCallName bounds the call ID in a hook step's activity ID: the ID
+// is the model's (or its provider's), of any length, and Temporal refuses
+// an activity ID past its limit (1000 bytes by default) — the step could
+// not be scheduled and the session's workflow task would fail for good.
+const maxHookCallName = 200
+
+// hookCallName is how a hook step's activity ID names call ID id: as it is
+// (every history recorded so far has such IDs), or by its digest when long.
+func hookCallName(id string) string {
+	if len(id) <= maxHookCallName {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "sha256-" + hex.EncodeToString(sum[:16])
 }
 
 // beforeTool runs the call's before_tool hooks: a denial or a stop becomes
