@@ -346,3 +346,19 @@ func TestFileHooksLongCallID(t *testing.T) {
 		t.Errorf("the guard's denial of the long-ID call is not on the stream")
 	}
 }
+
+// The turn's ID is the caller's idempotency key, also of any length up to
+// what Temporal takes as an update ID: a hook step's activity ID, which
+// names the turn, must stay within the limit too, or a caller's long key
+// wedges the session with a workflow task that fails for good.
+func TestFileHooksLongTurnKey(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries)
+	e.write("hooks/intro.sh", "#!/bin/sh\ncat >/dev/null\necho '{\"context\":\"HOOK-CONTEXT\"}'\n")
+	e.write("hooks/intro.yaml", "event: before_agent_start\ncommand: ./hooks/intro.sh\n")
+	e.startWorker()
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"done"}})
+	ctx := agent.WithIdempotencyKey(context.Background(), "k"+strings.Repeat("x", 980))
+	evs := collect(t, e.agent, ctx, "long-turn-key", "hello")
+	must(t, evs, agent.TypeCompleted)
+}
