@@ -230,3 +230,39 @@ func TestHookReasonBounded(t *testing.T) {
 		t.Errorf("the reason is %d bytes, more than %d", len(got.Reason), activities.MaxHookReason)
 	}
 }
+
+// Tool.Execute does not run a call its definition's before_tool hooks
+// should have seen but did not: the model step that flags calls for their
+// hooks (Call.BeforeHook) ran on a definition without the hook — a hook
+// file added while the call waited for its approval, or a model worker
+// with a stale copy of the agent. The call is refused, not run unchecked.
+func TestExecuteRefusesCallsTheirHookDidNotSee(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const session = "s1"
+	tc := toolSetup(e, session, "bash", `{"command":"touch ran"}`)
+	tc.Call.Known = true
+	e.writeFile("hooks/guard.sh", "#!/bin/sh\ncat >/dev/null\necho '{\"decision\":\"deny\",\"reason\":\"no\"}'\n")
+	e.writeFile("hooks/guard.yaml", "event: before_tool\nmatch: bash\ncommand: ./hooks/guard.sh\n")
+	out, err := e.execute(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.kit.Dir, "ran")); err == nil {
+		t.Fatalf("the call ran without its before_tool hook (result %+v)", out)
+	}
+	got, ok := e.stored(session, tc.ResultEntryID)
+	if !ok || got.Message == nil || !got.Message.IsError || !strings.Contains(got.Message.Text, "hooks/guard.yaml") {
+		t.Errorf("the recorded result does not say the call was refused for its hook: %+v", got.Message)
+	}
+	// Flagged, as the model step does for the current definition (the
+	// hook step ran and allowed it), the call runs.
+	tc2 := toolSetup(e, "s2", "bash", `{"command":"touch ran"}`)
+	tc2.Call.Known, tc2.Call.BeforeHook = true, "deny"
+	if _, err := e.execute(tc2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.kit.Dir, "ran")); err != nil {
+		t.Errorf("a call flagged for its hook did not run: %v", err)
+	}
+}
