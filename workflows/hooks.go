@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -42,10 +44,10 @@ func (r *loopRuntime) runHook(ctx workflow.Context, call agentloop.HookCall) age
 		return allow
 	}
 	r.hookSteps++
-	id := fmt.Sprintf("hook/%s/%d/%s", call.Turn, r.hookSteps, call.Event)
+	id := fmt.Sprintf("hook/%s/%d/%s", hookIDPart(call.Turn), r.hookSteps, call.Event)
 	summary := "hook · " + call.Event
 	if call.CallID != "" {
-		id += "/" + call.CallID
+		id += "/" + hookIDPart(call.CallID)
 		summary += " · " + call.Tool
 	}
 	set := r.settings()
@@ -77,6 +79,24 @@ func (r *loopRuntime) runHook(ctx workflow.Context, call agentloop.HookCall) age
 		return agentloop.HookResult{Decision: agentloop.HookDeny, Reason: reason + " (onError: deny)"}
 	}
 	return allow
+}
+
+// maxHookIDPart bounds the turn and the call ID in a hook step's activity
+// ID: the turn's ID is the caller's idempotency key and the call's the
+// model's (or its provider's), of any length, and Temporal refuses an
+// activity ID past its limit (1000 bytes by default) — the step could not
+// be scheduled and the session's workflow task would fail for good.
+const maxHookIDPart = 200
+
+// hookIDPart is how a hook step's activity ID names a turn or a call ID:
+// as it is (every history recorded so far has such IDs), or by its digest
+// when long.
+func hookIDPart(id string) string {
+	if len(id) <= maxHookIDPart {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "sha256-" + hex.EncodeToString(sum[:16])
 }
 
 // beforeTool runs the call's before_tool hooks: a denial or a stop becomes

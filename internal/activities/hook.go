@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
@@ -20,6 +23,9 @@ import (
 const (
 	MaxHookArgs    = 64 << 10
 	MaxHookContext = 16 << 10
+	// MaxHookReason bounds the reason of a denial or a stop (longer is
+	// cut): it is recorded with the step's result and the refused call's.
+	MaxHookReason = 4 << 10
 )
 
 // HookInput is the JSON document a hook reads on stdin.
@@ -100,15 +106,31 @@ func (a *Activities) RunHooks(ctx context.Context, call agentloop.HookCall) (age
 	if err != nil {
 		return agentloop.HookResult{}, err
 	}
+	// A hook runs in the tool sandbox like a tool: the frontend of the
+	// client this worker runs on is kept from it first, as from a tool
+	// (a hook step may be the first thing of this worker to run there).
+	// When it cannot be, no hook runs; each applies its onError.
+	unconfined := ""
+	if a.ClientSeen != nil && activity.IsActivity(ctx) {
+		if err := a.ClientSeen(ctx, activity.GetClient(ctx)); err != nil {
+			unconfined = "it was not run: " + err.Error()
+		}
+	}
 	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
 	defer pub.flush(ctx)
 	out := allow
 	var contexts []string
 	for _, h := range hooks {
 		in.Hook = h.Name
-		ans, failure, err := a.runHook(ctx, def, call, h, in)
-		if err != nil {
-			return agentloop.HookResult{}, err
+		var (
+			ans     hookAnswer
+			failure = unconfined
+		)
+		if failure == "" {
+			ans, failure, err = a.runHook(ctx, def, call, h, in)
+			if err != nil {
+				return agentloop.HookResult{}, err
+			}
 		}
 		decision := agentloop.HookAllow
 		switch {
@@ -123,7 +145,8 @@ func (a *Activities) RunHooks(ctx context.Context, call agentloop.HookCall) (age
 		case ans.Context != nil && strings.TrimSpace(*ans.Context) != "":
 			decision = "context"
 		}
-		ev := agent.HookRan(h.Name, call.Event, call.CallID, decision, strings.TrimSpace(ans.Reason), failure)
+		reason := hookReason(ans.Reason)
+		ev := agent.HookRan(h.Name, call.Event, call.CallID, decision, reason, failure)
 		pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: agentloop.HookFeedStep(call), Event: &ev})
 		if failure != "" {
 			a.log().WarnContext(ctx, "a hook failed; its onError applies", "session", call.Session, "turn", call.Turn,
@@ -136,7 +159,7 @@ func (a *Activities) RunHooks(ctx context.Context, call agentloop.HookCall) (age
 		}
 		switch decision {
 		case agentloop.HookStop, agentloop.HookDeny:
-			return agentloop.HookResult{Decision: decision, Hook: h.Name, Reason: strings.TrimSpace(ans.Reason), Context: strings.Join(contexts, "\n\n")}, nil
+			return agentloop.HookResult{Decision: decision, Hook: h.Name, Reason: reason, Context: strings.Join(contexts, "\n\n")}, nil
 		}
 		if len(ans.Args) > 0 {
 			out.Args, out.ArgsHash = ans.Args, ArgsHash(ans.Args)
@@ -180,6 +203,20 @@ func (a *Activities) runHook(ctx context.Context, def *workspace.Definition, cal
 		return hookAnswer{}, fmt.Sprintf("its answer is not usable: the arguments of %s cannot be replaced by a hook", call.Tool), nil
 	}
 	return ans, "", nil
+}
+
+// hookReason is a hook's reason as recorded: trimmed, cut to MaxHookReason
+// bytes (at a character's boundary) with an ellipsis.
+func hookReason(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= MaxHookReason {
+		return s
+	}
+	cut := MaxHookReason
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // parseHookAnswer reads a hook's stdout: empty is allow; otherwise one

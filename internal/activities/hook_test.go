@@ -1,12 +1,20 @@
 package activities_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+
 	"github.com/fastagent/fastagent/internal/activities"
+	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -154,5 +162,107 @@ func TestHooksChain(t *testing.T) {
 		if !strings.Contains(string(in), want) {
 			t.Errorf("the hook's input %s lacks %s", in, want)
 		}
+	}
+}
+
+// A hook runs in the tool sandbox like a tool, so the Temporal frontend
+// of the worker's client is kept from it before it runs, as from a tool
+// (Activities.ClientSeen): a hook step may be the first thing of a worker
+// to run in the sandbox (before_agent_start, a before_tool hook). When the
+// frontend cannot be learned, the hook does not run and its onError applies.
+func TestHookLearnsTheFrontendFirst(t *testing.T) {
+	t.Parallel()
+	kit := testkit.New(t)
+	bus := feed.NewInProcess()
+	t.Cleanup(func() { _ = bus.Close() })
+	acts := kit.Activities(bus)
+	var seen atomic.Int32
+	acts.ClientSeen = func(context.Context, client.Client) error {
+		seen.Add(1)
+		return errors.New("the frontend did not answer")
+	}
+	var suite testsuite.WorkflowTestSuite
+	act := suite.NewTestActivityEnvironment()
+	acts.Register(act)
+	e := &env{t: t, kit: kit, bus: bus, act: act}
+	const session = "s1"
+	tc := toolSetup(e, session, "bash", `{"command":"ls"}`)
+	e.writeFile("hooks/h.sh", "#!/bin/sh\ncat >/dev/null\ntouch hook-ran\n")
+	e.writeFile("hooks/h.yaml", "event: before_tool\ncommand: ./hooks/h.sh\nnetwork: on\n")
+	got, err := e.runHooks(agentloop.HookCall{Session: session, Turn: "t1", Step: 1, Event: "before_tool",
+		CallID: "c1", Tool: "bash", AssistantEntryID: tc.AssistantEntryID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen.Load() == 0 {
+		t.Errorf("the hook step did not learn the worker's Temporal frontend before the hook ran")
+	}
+	if _, err := os.Stat(filepath.Join(kit.Dir, "hook-ran")); err == nil {
+		t.Errorf("the hook ran although its worker's frontend could not be kept from it")
+	}
+	if got.Decision != "deny" || !strings.Contains(got.Reason, "the frontend did not answer") {
+		t.Errorf("got %+v, want the hook's onError (deny) saying why", got)
+	}
+}
+
+// A hook's reason travels through workflow history (the step's result,
+// the refused call's recorded result), like its arguments and context,
+// so it is bounded too: a denial with a reason of megabytes (a hook that
+// echoes a tool's output) stays a denial with a cut reason, instead of a
+// result too large for the history — which would fail the step and let
+// its onError (allow, say) decide in the hook's place.
+func TestHookReasonBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const session = "s1"
+	tc := toolSetup(e, session, "bash", `{"command":"ls"}`)
+	e.writeFile("hooks/h.sh", "#!/bin/sh\ncat >/dev/null\nprintf '{\"decision\":\"deny\",\"reason\":\"'\nhead -c 3000000 /dev/zero | tr '\\0' x\nprintf '\"}'\n")
+	e.writeFile("hooks/h.yaml", "event: before_tool\ncommand: ./hooks/h.sh\nonError: allow\n")
+	got, err := e.runHooks(agentloop.HookCall{Session: session, Turn: "t1", Step: 1, Event: "before_tool",
+		CallID: "c1", Tool: "bash", AssistantEntryID: tc.AssistantEntryID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Decision != "deny" || !strings.HasPrefix(got.Reason, "xxxx") {
+		t.Fatalf("got %s with a reason of %d bytes, want the hook's denial", got.Decision, len(got.Reason))
+	}
+	if len(got.Reason) > activities.MaxHookReason+len("…") {
+		t.Errorf("the reason is %d bytes, more than %d", len(got.Reason), activities.MaxHookReason)
+	}
+}
+
+// Tool.Execute does not run a call its definition's before_tool hooks
+// should have seen but did not: the model step that flags calls for their
+// hooks (Call.BeforeHook) ran on a definition without the hook — a hook
+// file added while the call waited for its approval, or a model worker
+// with a stale copy of the agent. The call is refused, not run unchecked.
+func TestExecuteRefusesCallsTheirHookDidNotSee(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const session = "s1"
+	tc := toolSetup(e, session, "bash", `{"command":"touch ran"}`)
+	tc.Call.Known = true
+	e.writeFile("hooks/guard.sh", "#!/bin/sh\ncat >/dev/null\necho '{\"decision\":\"deny\",\"reason\":\"no\"}'\n")
+	e.writeFile("hooks/guard.yaml", "event: before_tool\nmatch: bash\ncommand: ./hooks/guard.sh\n")
+	out, err := e.execute(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.kit.Dir, "ran")); err == nil {
+		t.Fatalf("the call ran without its before_tool hook (result %+v)", out)
+	}
+	got, ok := e.stored(session, tc.ResultEntryID)
+	if !ok || got.Message == nil || !got.Message.IsError || !strings.Contains(got.Message.Text, "hooks/guard.yaml") {
+		t.Errorf("the recorded result does not say the call was refused for its hook: %+v", got.Message)
+	}
+	// Flagged, as the model step does for the current definition (the
+	// hook step ran and allowed it), the call runs.
+	tc2 := toolSetup(e, "s2", "bash", `{"command":"touch ran"}`)
+	tc2.Call.Known, tc2.Call.BeforeHook = true, "deny"
+	if _, err := e.execute(tc2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.kit.Dir, "ran")); err != nil {
+		t.Errorf("a call flagged for its hook did not run: %v", err)
 	}
 }

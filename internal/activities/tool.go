@@ -186,6 +186,9 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 	if res, refused := bindingRefusal(def, call.Call, args); refused {
 		return res, nil
 	}
+	if res, refused := unhookedRefusal(def, call.Call); refused {
+		return res, nil
+	}
 	if err := tools.ValidateArgs(spec, args); err != nil {
 		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("Invalid arguments for %s: %s", spec.Name, err.Error())}, nil
 	}
@@ -266,6 +269,24 @@ func bindingRefusal(def *workspace.Definition, c agentloop.Call, args json.RawMe
 			c.Name, c.DefinitionHash, now)}, true
 	}
 	return agent.ToolResult{}, false
+}
+
+// unhookedRefusal refuses a call that before_tool hooks of def match but
+// that was not flagged for them (Call.BeforeHook): the model step ran on a
+// definition without those hooks (a hook file added since, a model worker
+// with another copy of the agent), so no hook step saw the call. Run, it
+// would pass the guard unchecked.
+func unhookedRefusal(def *workspace.Definition, c agentloop.Call) (agent.ToolResult, bool) {
+	if c.BeforeHook != "" {
+		return agent.ToolResult{}, false
+	}
+	hooks := def.HooksFor(workspace.HookBeforeTool, c.Name)
+	if len(hooks) == 0 {
+		return agent.ToolResult{}, false
+	}
+	return agent.ToolResult{IsError: true, Content: fmt.Sprintf(
+		"The %s call was not run: the before_tool hook %s did not see it (the hook is newer than the call). "+
+			"Ask for the call again so the hook can check it.", c.Name, hooks[0].File)}, true
 }
 
 // activated reads the deferred tools a search_tools call switched on (its

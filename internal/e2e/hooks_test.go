@@ -318,3 +318,47 @@ func TestFileHooksBeforeCompact(t *testing.T) {
 		t.Errorf("the hook's log %q (%v), want the reason threshold", b, err)
 	}
 }
+
+// A tool call's ID is the model's (or the provider's) and can be long; the
+// hook step's activity ID names the call, and Temporal refuses an ID past
+// its limit (1000 bytes by default): the step could not be scheduled, the
+// session's workflow task failed on every retry and the turn never ended.
+// A long call ID is named by its digest instead; the hook runs and the turn
+// completes.
+func TestFileHooksLongCallID(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries)
+	e.write("hooks/guard.sh", guardHook)
+	e.write("hooks/guard.yaml", "event: before_tool\nmatch: bash\ncommand: ./hooks/guard.sh\n")
+	e.startWorker()
+	id := "call_" + strings.Repeat("x", 1200)
+	e.kit.Model.Enqueue(
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: id, Name: "bash", Args: `{"command":"rm -rf /tmp/precious"}`}}},
+		modelserver.Reply{Text: []string{"done"}},
+	)
+	evs := collect(t, e.agent, context.Background(), "long-call-id", "clean up")
+	must(t, evs, agent.TypeCompleted)
+	denied := false
+	for _, ev := range evs {
+		denied = denied || (ev.Type == agent.TypeHook && ev.ID == id && ev.Decision == "deny")
+	}
+	if !denied {
+		t.Errorf("the guard's denial of the long-ID call is not on the stream")
+	}
+}
+
+// The turn's ID is the caller's idempotency key, also of any length up to
+// what Temporal takes as an update ID: a hook step's activity ID, which
+// names the turn, must stay within the limit too, or a caller's long key
+// wedges the session with a workflow task that fails for good.
+func TestFileHooksLongTurnKey(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries)
+	e.write("hooks/intro.sh", "#!/bin/sh\ncat >/dev/null\necho '{\"context\":\"HOOK-CONTEXT\"}'\n")
+	e.write("hooks/intro.yaml", "event: before_agent_start\ncommand: ./hooks/intro.sh\n")
+	e.startWorker()
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"done"}})
+	ctx := agent.WithIdempotencyKey(context.Background(), "k"+strings.Repeat("x", 980))
+	evs := collect(t, e.agent, ctx, "long-turn-key", "hello")
+	must(t, evs, agent.TypeCompleted)
+}

@@ -138,8 +138,9 @@ type Server struct {
 	Details func() map[string]any
 
 	// InvokeOff, when set, switches POST /invoke off — at the root and
-	// under /agents/<Name>/ alike: it answers 404 not_found with this
-	// reason (an agent with channels, say).
+	// under /agents/<Name>/ alike, and POST /sessions/import with it (an
+	// imported session takes follow-ups): it answers 404 not_found with
+	// this reason (an agent with channels, say).
 	InvokeOff string
 
 	// Name is the agent this server serves (its task queue); its routes are
@@ -302,7 +303,8 @@ func noSuchAgent(name string) string {
 	return fmt.Sprintf("no agent %q is served here for this token (is the name right? a token may be limited to some agents)", name)
 }
 
-// invokeSwitch answers 404 for POST /invoke while InvokeOff says it is off.
+// invokeSwitch answers 404 for POST /invoke (and POST /sessions/import)
+// while InvokeOff says it is off.
 func (s *Server) invokeSwitch(c *gin.Context) {
 	if s.InvokeOff != "" {
 		abort(c, agent.CodeNotFound, s.InvokeOff)

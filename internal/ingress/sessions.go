@@ -88,7 +88,9 @@ type ImportRequest struct {
 
 func (s *Server) sessionRoutes(r gin.IRoutes) {
 	r.GET("/sessions", s.guard(RightControl, RightApprove), s.listSessions)
-	r.POST("/sessions/import", s.guard(RightInvoke), s.importSession)
+	// An imported session is the caller's, and takes follow-ups: with
+	// POST /invoke off, so is importing one.
+	r.POST("/sessions/import", s.invokeSwitch, s.guard(RightInvoke), s.importSession)
 	r.GET("/sessions/:id/transcript", s.guard(RightControl, RightApprove), s.transcript)
 	r.GET("/sessions/:id/export", s.guard(RightControl), s.export)
 	r.POST("/sessions/:id/rewind", s.guard(RightControl), s.rewind)

@@ -258,3 +258,27 @@ func TestDeleteSessionRunningTurn(t *testing.T) {
 		t.Errorf("the sub-agent session's deletion reached the engine: %v", got)
 	}
 }
+
+// With POST /invoke switched off (an agent with channels), importing a
+// session is off too: an imported session is the caller's own, and its
+// follow-ups would run the turns /invoke may not start. The refusal is
+// 404 not_found with the reason, and nothing is imported.
+func TestInvokeOffCoversImport(t *testing.T) {
+	t.Parallel()
+	var sr *sessionsRecorder
+	hs, rec := authServer(t, func(s *ingress.Server) {
+		sr = &sessionsRecorder{}
+		s.Sessions, s.Deleter = sr, sr
+		s.InvokeOff = "POST /invoke is off here"
+	})
+	sr.recorder = rec
+	for _, path := range []string{"/sessions/import"} {
+		resp, body := do(t, hs, call{http.MethodPost, path, importBody("imported", piFile)}, invokerTok, nil)
+		if resp.StatusCode != http.StatusNotFound || codeOf(body) != "not_found" || !strings.Contains(body, "is off here") {
+			t.Errorf("POST %s with /invoke off: %d %s, want 404 not_found with the reason", path, resp.StatusCode, body)
+		}
+	}
+	if got := rec.took(); len(got) != 0 {
+		t.Errorf("an import went through with /invoke off: %v", got)
+	}
+}

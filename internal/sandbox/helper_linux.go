@@ -247,6 +247,14 @@ func (h *helper) serve() {
 		case "signal":
 			closeAll(files)
 			h.signal(req.ID, syscall.Signal(req.Signal))
+		case "deny":
+			// The control plane grew (an address the worker learned): the
+			// proxy refuses it from now on, to the running calls too.
+			closeAll(files)
+			if h.proxy != nil {
+				h.proxy.Deny(req.Deny)
+			}
+			_ = h.c.send(event{Op: "denied", ID: req.ID})
 		default:
 			closeAll(files)
 		}

@@ -36,7 +36,7 @@ type helperConfig struct {
 
 // request is a worker → helper message.
 type request struct {
-	Op string `json:"op"` // "start" or "signal"
+	Op string `json:"op"` // "start", "signal" or "deny"
 	ID uint64 `json:"id"`
 	// start
 	Path      string   `json:"path,omitempty"`
@@ -57,7 +57,7 @@ type request struct {
 
 // event is a helper → worker message.
 type event struct {
-	Op string `json:"op"` // "ready", "started", "exited"
+	Op string `json:"op"` // "ready", "started", "exited", "denied"
 	ID uint64 `json:"id,omitempty"`
 	// ready: what the helper enforces; started: the tool's PID where the
 	// worker can see it (0 in namespaces mode).

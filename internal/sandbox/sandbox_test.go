@@ -1,9 +1,11 @@
 package sandbox_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -507,6 +509,75 @@ func TestDenyLearnedAfterOpen(t *testing.T) {
 			if cp := b.ControlPlane(); !slices.Contains(cp, egress.Dest{Prefix: netip.PrefixFrom(fe.Addr(), 32), Port: fe.Port()}) {
 				t.Errorf("ControlPlane() = %v, want the denied frontend", cp)
 			}
+		})
+	}
+}
+
+// A control-plane address learned while a networked call is already
+// running (a stdio MCP server started before the Temporal frontend was
+// known) is refused to that call too, from the moment Deny returns — not
+// only to the network calls started after it: Deny reaches the helper's
+// proxy at once, even when the next call has no network.
+func TestDenyReachesRunningCall(t *testing.T) {
+	frontend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "frontend-reached")
+	}))
+	defer frontend.Close()
+	fe := netip.MustParseAddrPort(strings.TrimPrefix(frontend.URL, "http://"))
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) {
+			b := sandbox.Open(sandbox.Config{Mode: m, Egress: egress.Policy{Hosts: map[string]string{"temporal.example.test": fe.String()}}})
+			defer b.Close()
+			if st := b.Status(); st.Mode != m {
+				if required() {
+					t.Fatalf("sandbox mode %s unavailable on this machine: %s", m, st.Error)
+				}
+				t.Skipf("sandbox mode %s unavailable here: %s", m, st.Error)
+			}
+			ws := workspace(t)
+			// A long-lived networked call: one request per line it reads.
+			script := `while read -r _; do curl -sS --max-time 10 -w " status=%{http_code}" http://temporal.example.test:` +
+				strconv.Itoa(int(fe.Port())) + `/ 2>&1; echo " END"; done`
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			c := &sandbox.Cmd{Path: "/bin/bash", Args: []string{"bash", "-c", script}, Dir: ws,
+				Env:   []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + os.Getenv("HOME"), "LANG=C"},
+				Stdin: inR, Stdout: outW, Stderr: outW, Writable: []string{ws}, Network: true, WaitDelay: time.Second}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			p, err := b.Start(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Kill()
+			lines := bufio.NewReader(outR)
+			ask := func() string {
+				t.Helper()
+				if _, err := io.WriteString(inW, "go\n"); err != nil {
+					t.Fatal(err)
+				}
+				var out string
+				for !strings.HasSuffix(out, " END\n") {
+					s, err := lines.ReadString('\n')
+					if err != nil {
+						t.Fatal(err)
+					}
+					out += s
+				}
+				return out
+			}
+			if out := ask(); !strings.Contains(out, "frontend-reached") {
+				t.Fatalf("before Deny the running call does not reach the frontend (the test cannot fail): %s", out)
+			}
+			b.Deny([]egress.Dest{{Prefix: netip.PrefixFrom(fe.Addr(), 32), Port: fe.Port()}})
+			// A call without network in between changes nothing for the proxy.
+			if r := run(t, b, ws, "true"); r.err != nil || r.code != 0 {
+				t.Fatalf("a call after Deny: %v (exit %d) %s", r.err, r.code, r.out)
+			}
+			if out := ask(); strings.Contains(out, "frontend-reached") || !strings.Contains(out, "status=403") {
+				t.Errorf("after Deny the running call still reached the frontend, or was not refused by the proxy: %s", out)
+			}
+			_ = inW.Close()
 		})
 	}
 }

@@ -46,6 +46,8 @@ type helperConn struct {
 	c    *conn
 	mu   sync.Mutex
 	wait map[uint64]*Process
+	// acks are the deny requests waiting for the helper's "denied".
+	acks map[uint64]chan struct{}
 	dead chan struct{}
 	err  error
 }
@@ -98,15 +100,41 @@ func (s *Sandbox) ControlPlane() []egress.Dest {
 	return append([]egress.Dest(nil), s.cfg.Egress.Deny...)
 }
 
-// Deny adds ds to the control plane no tool reaches, from the next call on:
-// an address learned after Open (the Temporal frontend of a client given
-// later). Each call carries the whole list to the helper, which adds it to
-// its proxy before it starts the tool; a restarted helper gets it with its
-// configuration.
+// Deny adds ds to the control plane no tool reaches: an address learned
+// after Open (the Temporal frontend of a client given later). The running
+// helper's proxy refuses it once Deny returns — to the calls running
+// already too (a networked stdio MCP server), and their open tunnels to it
+// are closed; each network call also carries the whole list to the helper
+// before it starts, and a restarted helper gets it with its configuration.
 func (s *Sandbox) Deny(ds []egress.Dest) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.cfg.Egress = s.cfg.Egress.WithDeny(ds)
+	deny := append([]egress.Dest(nil), s.cfg.Egress.Deny...)
+	h := s.h
+	s.mu.Unlock()
+	if h == nil || !h.alive() || len(deny) == 0 {
+		return
+	}
+	id := s.nextID.Add(1)
+	ack := make(chan struct{})
+	h.mu.Lock()
+	h.acks[id] = ack
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.acks, id)
+		h.mu.Unlock()
+	}()
+	if err := h.c.send(request{Op: "deny", ID: id, Deny: deny}); err != nil {
+		s.log.Warn("tool sandbox: the deny list could not reach the helper; it goes with the next network call", "error", err)
+		return
+	}
+	select {
+	case <-ack:
+	case <-h.dead: // a restarted helper gets the list with its configuration
+	case <-time.After(10 * time.Second):
+		s.log.Warn("tool sandbox: the helper did not confirm the deny list; it goes with the next network call")
+	}
 }
 
 // Close stops the helper; every running tool process is killed with it.
@@ -152,7 +180,7 @@ func (s *Sandbox) startHelper(m Mode) (*helperConn, Status, error) {
 		_ = cmd.Wait()
 		return nil, Status{}, err
 	}
-	h := &helperConn{cmd: cmd, c: c, wait: map[uint64]*Process{}, dead: make(chan struct{})}
+	h := &helperConn{cmd: cmd, c: c, wait: map[uint64]*Process{}, acks: map[uint64]chan struct{}{}, dead: make(chan struct{})}
 	st, err := awaitHelper(c, helperConfig{Mode: m, Hidden: s.hidden, Egress: s.cfg.Egress, Shell: shell, UID: os.Getuid(), GID: os.Getgid(),
 		LandlockABI: s.cfg.landlockABI})
 	if err != nil {
@@ -310,6 +338,14 @@ func (h *helperConn) read(log *slog.Logger) {
 			break
 		}
 		h.mu.Lock()
+		if ev.Op == "denied" {
+			if ack := h.acks[ev.ID]; ack != nil {
+				close(ack)
+				delete(h.acks, ev.ID)
+			}
+			h.mu.Unlock()
+			continue
+		}
 		p := h.wait[ev.ID]
 		if ev.Op == "exited" {
 			delete(h.wait, ev.ID)
