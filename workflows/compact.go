@@ -186,7 +186,7 @@ func (s *session) runCompaction(ctx workflow.Context, t *pendingTurn) {
 		job.result = CompactResult{Skipped: "the session has no messages yet"}
 		return
 	}
-	s.nonce = randomHex(ctx, 4)
+	s.nonce = turnNonce(ctx, s.snap.IDPrefix)
 	res, err := s.compact(ctx, wire.CompactInput{Session: s.in.Session, Leaf: s.snap.Loop.Leaf, EntryID: s.nextID(), Reason: wire.CompactManual})
 	if err != nil {
 		f := compactFailure(err)

@@ -58,7 +58,7 @@ func DelegateWorkflow(ctx workflow.Context, in DelegateInput) (agentloop.Outcome
 	decisions := s.listenDecisions(ctx)
 	deliveries := s.refuseDeliveries(ctx)
 	s.initStatus(ctx)
-	s.snap.IDPrefix = randomHex(ctx, 4)
+	s.snap.IDPrefix = chainPrefix(ctx)
 	// The turn's bookkeeping (records, results) survives a cancellation;
 	// the cancellation aborts the turn itself.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)

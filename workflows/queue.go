@@ -479,7 +479,7 @@ func (s *session) settleRefusal(ctx workflow.Context, r carriedRefusal) {
 	s.records++
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { s.records-- }()
-		s.recordTurn(gctx, r.Key, r.Outcome, time.Time{})
+		s.recordTurn(gctx, r.Key, r.Outcome, time.Time{}, false)
 	})
 	if r.Reply == nil {
 		return

@@ -80,7 +80,7 @@ func (s *session) onRewind(ctx workflow.Context, req RewindRequest) (RewindResul
 func (s *session) runRewind(ctx workflow.Context, t *pendingTurn) {
 	job := t.rewind
 	defer func() { job.done = true }()
-	s.nonce = randomHex(ctx, 4)
+	s.nonce = turnNonce(ctx, s.snap.IDPrefix)
 	in := wire.RewindInput{Session: s.in.Session, Leaf: s.snap.Loop.Leaf, Entry: job.req.Entry, EntryID: s.nextID()}
 	set := s.snap.Loop.Settings
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

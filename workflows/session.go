@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -379,7 +378,7 @@ type session struct {
 	// root is the workflow's own context; wake timers hang off it.
 	root       workflow.Context
 	wakeCancel map[string]workflow.CancelFunc
-	// nonce is the running turn's random ID part, recorded in history.
+	// nonce is the running turn's ID part (turnNonce).
 	nonce string
 	// deliveries is the SignalDeliver channel; replies counts busy replies
 	// still running, records refusals still being recorded (continue-as-new
@@ -420,9 +419,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		return err
 	}
 	if s.snap.IDPrefix == "" {
-		// Random, recorded once: a reset replays it and a session started
-		// again after a terminate draws a new one.
-		s.snap.IDPrefix = randomHex(ctx, 4)
+		// Once per chain: a reset replays it and a session started
+		// again after a terminate derives a new one.
+		s.snap.IDPrefix = chainPrefix(ctx)
 	}
 	if !s.snap.Opened {
 		if err := s.open(ctx); err != nil {
@@ -519,18 +518,22 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 	started := workflow.Now(ctx)
 	s.prepareChannelTurn(ctx, t)
 	out, refused := s.refuseOverDay(ctx, t)
-	if !refused {
-		s.setStatus(ctx, StatusRunning)
-		out = s.runTurn(ctx, t)
-	}
 	// Every turn is recorded, wake-ups included, so any turn can be
-	// attached to and a redelivered key is answered for a day.
-	record := !t.recorded
+	// attached to and a redelivered key is answered for a day: by the
+	// model step that ended it (the usual case: no action of its own),
+	// else here, over anything its steps recorded.
+	record, override := true, false
+	if !refused {
+		var stepRecorded bool
+		out, stepRecorded = s.runTurn(ctx, t, started)
+		// A step may have recorded it only if one ran.
+		record, override = !t.recorded && !stepRecorded, !t.recorded && out.Steps > 0
+	}
 	if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit || s.targetMoved(ctx)) {
 		// The run ends after this turn: record first, so that the
 		// outcome and continue-as-new share one workflow task and no
 		// turn is refused as busy in between.
-		s.recordTurn(ctx, t.id, out, started)
+		s.recordTurn(ctx, t.id, out, started, override)
 		record = false
 	}
 	t.outcome = &out
@@ -543,7 +546,7 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 		// The update handler returns the outcome in this same
 		// workflow task; the record follows, and the next turn
 		// (or continue-as-new) waits for it.
-		s.recordTurn(ctx, t.id, out, started)
+		s.recordTurn(ctx, t.id, out, started, override)
 	}
 	s.followUp(t, out)
 	s.replyTurn(ctx, t, out)
@@ -774,7 +777,7 @@ func (s *session) abort(ctx workflow.Context, req AbortRequest) (AbortResult, er
 			// "aborted" after continue-as-new too, and attaching to it
 			// gets this terminal. Continue-as-new waits for this handler,
 			// so the record is never lost.
-			s.recordTurn(ctx, t.id, out, time.Time{})
+			s.recordTurn(ctx, t.id, out, time.Time{}, false)
 			return AbortResult{Turn: t.id, Reply: t.ref}, nil
 		}
 	}
@@ -978,9 +981,10 @@ func (s *session) remember(ctx workflow.Context, key string, out agentloop.Outco
 	}
 }
 
-// runTurn runs one turn through the agent loop with a cancellable context, so
-// that an abort stops in-flight activities.
-func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcome {
+// runTurn runs one turn, begun at started, through the agent loop with a
+// cancellable context, so that an abort stops in-flight activities;
+// recorded says the turn's last model step recorded its outcome.
+func (s *session) runTurn(ctx workflow.Context, t *pendingTurn, started time.Time) (out agentloop.Outcome, recorded bool) {
 	s.running = t
 	s.abortReason = ""
 	tctx, cancel := workflow.WithCancel(ctx)
@@ -993,9 +997,9 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 		s.approvals = nil
 		s.questions = nil
 	}()
-	rt := &loopRuntime{s: s, ctx: tctx, root: ctx}
+	rt := &loopRuntime{s: s, ctx: tctx, root: ctx, started: started}
 	turn := agentloop.Turn{ID: t.id, Prompt: t.req.Prompt, Source: t.req.Source}
-	s.nonce = randomHex(ctx, 4)
+	s.nonce = turnNonce(ctx, s.snap.IDPrefix)
 	entry := agentloop.UserEntry(rt, turn)
 	entry.ParentID = s.snap.Loop.Leaf
 	entry.ID = promptID(t.id, entry)
@@ -1007,7 +1011,7 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 		if s.abortReason != "" {
 			out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
 		}
-		return out
+		return out, false
 	case rec != nil:
 		// Its follow-up (late steering) was queued when it first ran.
 		t.recorded = true
@@ -1017,17 +1021,18 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 			// session to before it): the next turn must see it.
 			s.snap.Loop.Leaf = rec.Leaf
 		}
-		return *rec
+		return *rec, false
 	}
 	turn.Entry = &entry
-	out := agentloop.Run(rt, s.in.Session, &s.snap.Loop, turn)
+	out = agentloop.Run(rt, s.in.Session, &s.snap.Loop, turn)
 	if s.abortReason != "" && out.Status == agent.TypeFailed {
 		out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
 		out.Leftover = nil
 	} else {
 		out.Leftover = append(out.Leftover, s.steering...)
 	}
-	return out
+	// The step's record is this outcome only if the turn ended with it.
+	return out, rt.recorded && out.Status == agent.TypeCompleted
 }
 
 // followUp runs steering messages that arrived too late for their turn as
@@ -1102,32 +1107,19 @@ func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcri
 
 // recordTurn keeps a finished turn in the session store, retrying until it
 // is stored, so the key is answered long after this run has ended.
-func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome, started time.Time) {
+// override replaces what the turn's own steps recorded (see
+// wire.RecordTurnInput.Override).
+func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome, started time.Time, override bool) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: recordResultTimeout,
 		HeartbeatTimeout:    recordHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · turn " + key,
 	})
-	in := wire.RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Started: started, Finished: workflow.Now(ctx)}
+	in := wire.RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Started: started, Finished: workflow.Now(ctx), Override: override}
 	if err := workflow.ExecuteActivity(actx, ActivityTurnRecord, in).Get(actx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording a turn failed", "turn", key, "error", err)
 	}
-}
-
-// randomHex returns n random bytes as hex, drawn once and recorded in
-// history (a side effect), so replays see the same value.
-func randomHex(ctx workflow.Context, n int) string {
-	var out string
-	enc := workflow.SideEffect(ctx, func(workflow.Context) any {
-		b := make([]byte, n)
-		_, _ = rand.Read(b)
-		return hex.EncodeToString(b)
-	})
-	if err := enc.Get(&out); err != nil {
-		panic(fmt.Sprintf("decode side effect: %v", err))
-	}
-	return out
 }
 
 // errAborted is what the loop runtime reports once the turn was cancelled.

@@ -251,7 +251,7 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w subAgentWait) {
 			// Never asked here: nothing to announce.
 			q.sub.held, q.closed = false, true
 			if !s.waitingApproval() {
-				s.setStatus(ctx, StatusRunning)
+				s.setStatus(ctx, StatusIdle)
 			}
 			return
 		}
@@ -263,7 +263,7 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w subAgentWait) {
 	}
 	s.announceWait(ctx, sa, ev)
 	if (ev.Type == agent.TypeApprovalResolved || ev.Type == agent.TypeQuestionAnswered) && !s.waitingApproval() {
-		s.setStatus(ctx, StatusRunning)
+		s.setStatus(ctx, StatusIdle)
 	}
 }
 
