@@ -172,6 +172,7 @@ func (s *session) validateCompact(_ workflow.Context, _ CompactRequest) error {
 func (s *session) onCompact(ctx workflow.Context, _ CompactRequest) (CompactResult, error) {
 	job := &compactJob{}
 	s.queue = append(s.queue, &pendingTurn{id: workflow.GetCurrentUpdateInfo(ctx).ID, compact: job})
+	s.noteDepth(ctx)
 	if err := workflow.Await(ctx, func() bool { return job.done }); err != nil {
 		return CompactResult{}, err
 	}

@@ -54,7 +54,6 @@ func DelegateWorkflow(ctx workflow.Context, in DelegateInput) (agentloop.Outcome
 	if err := s.register(ctx); err != nil {
 		return agentloop.Outcome{}, err
 	}
-	s.listenSubAgents(ctx)
 	decisions := s.listenDecisions(ctx)
 	deliveries := s.refuseDeliveries(ctx)
 	s.initStatus(ctx)

@@ -69,6 +69,7 @@ func (s *session) validateRewind(_ workflow.Context, req RewindRequest) error {
 func (s *session) onRewind(ctx workflow.Context, req RewindRequest) (RewindResult, error) {
 	job := &rewindJob{req: req}
 	s.queue = append(s.queue, &pendingTurn{id: workflow.GetCurrentUpdateInfo(ctx).ID, rewind: job})
+	s.noteDepth(ctx)
 	if err := workflow.Await(ctx, func() bool { return job.done }); err != nil {
 		return RewindResult{}, err
 	}

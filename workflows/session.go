@@ -391,8 +391,9 @@ type session struct {
 	// answeredAt is when this run first took a turn update; windowDue is
 	// set shortly before that leaves the idempotency window: the run then
 	// continues as new (see endRunWithinWindow).
-	answeredAt time.Time
-	windowDue  bool
+	answeredAt  time.Time
+	windowDue   bool
+	windowTimer workflow.Future
 	// resending are the turns whose failed reply UpdateResend is sending.
 	resending map[string]bool
 	// status is the session's AttrStatus as last set; searchable says the
@@ -405,6 +406,13 @@ type session struct {
 	// deciding counts the decisions a sub-agent is applying.
 	subAgents map[string]*subAgent
 	deciding  int
+	// subListening says the sub-agent waits' listener runs (addSubAgent).
+	subListening bool
+	// queueReporting turns noteDepth on; queueReported and queueLive are
+	// what it last reported, and whether live.
+	queueReporting bool
+	queueReported  int
+	queueLive      bool
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
@@ -429,11 +437,14 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		}
 	}
 	s.armWakes(ctx)
-	listenUpgrade(ctx)
 	for {
 		// A new current deployment version ends an idle run at once: the
 		// session's next turn then runs on the new version's workers.
-		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowDue }); err != nil {
+		s.armWindow()
+		if err := workflow.Await(ctx, func() bool {
+			s.noteDepth(ctx)
+			return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowReached()
+		}); err != nil {
 			return err
 		}
 		// Once the run is rolling over, turns that can be carried wait for
@@ -441,14 +452,8 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		if len(s.queue) > 0 && (!s.rollover || !s.carriesAll()) {
 			t := s.queue[0]
 			s.queue = s.queue[1:]
-			switch {
-			case t.rewind != nil:
-				s.runRewind(ctx, t)
-			case t.compact != nil:
-				s.runCompaction(ctx, t)
-			default:
-				s.serve(traced(ctx, t.span), t, s.limit())
-			}
+			s.noteDepth(ctx)
+			s.runApart(ctx, t)
 			if len(s.queue) == 0 {
 				s.setStatus(ctx, StatusIdle)
 			}
@@ -474,6 +479,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			if len(s.queue) == 0 || s.carriesAll() {
 				s.carryQueue()
 				s.fitSnapshot(ctx)
+				drainUpgrade(ctx)
 				return workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, SessionWorkflowType, SessionInput{
 					Session:           in.Session,
 					TurnsPerRun:       in.TurnsPerRun,
@@ -498,7 +504,6 @@ func (s *session) start(ctx workflow.Context) error {
 		return err
 	}
 	s.listenDeliveries(ctx)
-	s.listenSubAgents(ctx)
 	s.reportQueueDepth(ctx)
 	s.initStatus(ctx)
 	return nil
@@ -509,7 +514,7 @@ func (s *session) start(ctx workflow.Context) error {
 // target moved, or a turn update it took nears the end of the idempotency
 // window.
 func (s *session) runDone(ctx workflow.Context) bool {
-	return workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) || s.windowDue
+	return workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) || s.windowReached()
 }
 
 // serve runs one queued turn and settles it: recorded, remembered, followed
@@ -682,6 +687,7 @@ func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outco
 	}
 	t := &pendingTurn{id: id, req: req, span: ctx.Value(wire.TraceSpanKey{})}
 	s.queue = append(s.queue, t)
+	s.noteDepth(ctx)
 	if err := workflow.Await(ctx, func() bool { return t.outcome != nil }); err != nil {
 		return agentloop.Outcome{}, err
 	}
@@ -754,6 +760,7 @@ func (s *session) abort(ctx workflow.Context, req AbortRequest) (AbortResult, er
 	for i, t := range s.queue {
 		if t.id == req.Turn {
 			s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
+			s.noteDepth(ctx)
 			if t.rewind != nil {
 				t.rewind.err = temporal.NewApplicationErrorWithOptions("the rewind was aborted: "+reason, agent.CodeAborted,
 					temporal.ApplicationErrorOptions{NonRetryable: true})
@@ -1050,7 +1057,7 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 	// Nobody waits on it: it can wait for the next run.
 	next.delivery = &Delivery{Key: id, Source: next.req.Source, Prompt: next.req.Prompt}
 	next.size = s.weigh(queuedTurn{Delivery: *next.delivery})
-	s.queue = append([]*pendingTurn{next}, s.queue...)
+	s.queue = append([]*pendingTurn{next}, s.queue...) // noted by the main loop's wait
 }
 
 func (s *session) nextID() string {
@@ -1124,3 +1131,27 @@ func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Out
 
 // errAborted is what the loop runtime reports once the turn was cancelled.
 var errAborted = errors.New("aborted")
+
+// runApart runs queued turn t (a turn, a rewind or a compaction) on a
+// coroutine of its own and waits for it. The turn's deep calls (the agent
+// loop, encoding, scheduling) grow that coroutine's stack, which goes with
+// it; the main loop's stays small for as long as the session sits idle in
+// the worker's cache (a parked goroutine's stack shrinks only down to four
+// times what it uses). The wait ignores cancellation, as running the turn
+// inline did: the turn handles it.
+func (s *session) runApart(ctx workflow.Context, t *pendingTurn) {
+	done := false
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { done = true }()
+		switch {
+		case t.rewind != nil:
+			s.runRewind(ctx, t)
+		case t.compact != nil:
+			s.runCompaction(ctx, t)
+		default:
+			s.serve(traced(ctx, t.span), t, s.limit())
+		}
+	})
+	wait, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.Await(wait, func() bool { return done })
+}
