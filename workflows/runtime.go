@@ -75,6 +75,11 @@ func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, er
 		end := *call.End
 		end.Started = r.started
 		call.End = &end
+		// Until this step's result is heard, its turn may be over: a reply
+		// without tool calls records the turn and publishes its answer
+		// before the workflow learns of it (validateTurn).
+		r.s.ending = true
+		defer func() { r.s.ending = false }()
 	}
 	res, err := r.generateWithin(call)
 	r.recorded = err == nil && res.Recorded

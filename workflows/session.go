@@ -372,6 +372,10 @@ type session struct {
 	// rollover is set once continue-as-new is due: new turns are refused
 	// (session_busy) until the queue drains.
 	rollover bool
+	// ending says the running turn's model step that may end and record
+	// it (agentloop.ModelCall.End) is in flight: its answer may already be
+	// out, the workflow not yet knowing.
+	ending bool
 	// moved latches that the Worker Deployment's current version is no
 	// longer this run's (see targetMoved).
 	moved bool
@@ -655,12 +659,15 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 			return temporal.NewApplicationErrorWithOptions(s.windowFullText(), agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 		}
 	}
-	if s.rollover && s.running == nil && len(s.queue) == 0 {
-		// Nothing runs or waits: the run continues as new as soon as its
+	if s.rollover && (s.running == nil || s.ending) && len(s.queue) == 0 {
+		// Nothing waits, and nothing runs, or only a turn whose model step
+		// may have ended it: the run continues as new as soon as its
 		// handlers are done, often in this very workflow task. Its last
-		// turn has answered (a client may have the answer from the live
-		// feed before the update completes), so a client's next turn
-		// lands here; sent again, the next run takes it.
+		// turn has answered (a client has the answer from the live feed
+		// before the update completes; the step that ends a turn records
+		// it and publishes the answer before the workflow hears of that
+		// step), so a client's next turn lands here; sent again, the next
+		// run takes it.
 		return temporal.NewApplicationErrorWithOptions(
 			"session busy: it is moving to a fresh workflow history; send the turn again",
 			agent.CodeSessionBusy, temporal.ApplicationErrorOptions{Details: []any{RefusedContinuing}})
