@@ -180,6 +180,7 @@ func (s *session) validateCompact(_ workflow.Context, _ CompactRequest) error {
 func (s *session) onCompact(ctx workflow.Context, _ CompactRequest) (CompactResult, error) {
 	job := &compactJob{}
 	s.queue = append(s.queue, &pendingTurn{id: workflow.GetCurrentUpdateInfo(ctx).ID, compact: job})
+	s.noteDepth(ctx)
 	if err := workflow.Await(ctx, func() bool { return job.done }); err != nil {
 		return CompactResult{}, err
 	}
@@ -194,7 +195,7 @@ func (s *session) runCompaction(ctx workflow.Context, t *pendingTurn) {
 		job.result = CompactResult{Skipped: "the session has no messages yet"}
 		return
 	}
-	s.nonce = randomHex(ctx, 4)
+	s.nonce = turnNonce(ctx, s.snap.IDPrefix)
 	res, err := s.compact(ctx, wire.CompactInput{Session: s.in.Session, Leaf: s.snap.Loop.Leaf, EntryID: s.nextID(), Reason: wire.CompactManual})
 	if err != nil {
 		f := compactFailure(err)

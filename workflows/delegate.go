@@ -54,11 +54,10 @@ func DelegateWorkflow(ctx workflow.Context, in DelegateInput) (agentloop.Outcome
 	if err := s.register(ctx); err != nil {
 		return agentloop.Outcome{}, err
 	}
-	s.listenSubAgents(ctx)
 	decisions := s.listenDecisions(ctx)
 	deliveries := s.refuseDeliveries(ctx)
 	s.initStatus(ctx)
-	s.snap.IDPrefix = randomHex(ctx, 4)
+	s.snap.IDPrefix = chainPrefix(ctx)
 	// The turn's bookkeeping (records, results) survives a cancellation;
 	// the cancellation aborts the turn itself.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)

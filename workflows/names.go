@@ -137,9 +137,10 @@ const MetricTurnsRefused = "fastagent_turns_refused_total"
 const MetricRepliesFailed = "fastagent_channel_replies_failed_total"
 
 // RefusedContinuing is the detail of a session_busy refusal of a turn that
-// reached a run about to continue as new, with no turn running or waiting:
-// the turn never started, and sent again (same key) it reaches the next
-// run. A refusal without it means turns are waiting.
+// reached a run about to continue as new, with no turn waiting and none
+// running but one whose model step may have ended it (and published its
+// answer): the turn never started, and sent again (same key) it reaches the
+// next run. A refusal without it means turns are waiting or running.
 const RefusedContinuing = "continuing-as-new"
 
 // ErrStopped is the error type of an activity stopped by its turn's stop

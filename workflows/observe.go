@@ -14,27 +14,32 @@ func traced(ctx workflow.Context, span any) workflow.Context {
 	return workflow.WithValue(ctx, wire.TraceSpanKey{}, span)
 }
 
-// reportQueueDepth reports the session's queue length to
-// MetricTurnQueueDepth as a gauge tagged with the session (the worker's
-// metrics sum the sessions): on every change, and once a replay is over,
-// so a worker that took the session over from a crashed one, and heard
-// nothing while it replayed, reports the queue as it is. It issues no
-// command, so it is safe for running histories, and the SDK's metrics
-// handler drops what a replay reports.
+// reportQueueDepth turns on noteDepth, which reports the session's queue
+// length to MetricTurnQueueDepth tagged with the session (the worker's
+// metrics sum the sessions).
 func (s *session) reportQueueDepth(ctx workflow.Context) {
-	depth := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
+	s.queueReporting, s.queueReported = true, -1
+}
+
+// noteDepth reports the queue's length when it changed, and once a replay
+// is over, so a worker that took the session over from a crashed one, and
+// heard nothing while it replayed, reports the queue as it is. Every queue
+// change calls it, and so does the main loop's wait (which a live workflow
+// task evaluates): no listener coroutine, with its own goroutine stack,
+// waits for changes. It issues no command, so it is safe for running
+// histories, and the SDK's metrics handler drops what a replay reports.
+func (s *session) noteDepth(ctx workflow.Context) {
+	if !s.queueReporting {
+		return
+	}
+	live := !workflow.IsReplaying(ctx)
+	if len(s.queue) == s.queueReported && (s.queueLive || !live) {
+		return
+	}
+	s.queueReported, s.queueLive = len(s.queue), live
+	// The tagged gauge is made per report, not kept: a few per turn, and
+	// nothing held while the session sits in the worker's cache.
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
 		MetricSessionTag: workflow.GetInfo(ctx).WorkflowExecution.ID,
-	}).Gauge(MetricTurnQueueDepth)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		reported, live := -1, false
-		for {
-			if err := workflow.Await(ctx, func() bool {
-				return len(s.queue) != reported || (!live && !workflow.IsReplaying(ctx))
-			}); err != nil {
-				return
-			}
-			reported, live = len(s.queue), !workflow.IsReplaying(ctx)
-			depth.Update(float64(reported))
-		}
-	})
+	}).Gauge(MetricTurnQueueDepth).Update(float64(s.queueReported))
 }

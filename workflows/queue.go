@@ -304,29 +304,37 @@ func (s *session) carryQueue() {
 // run shortly before that update leaves the idempotency window. Temporal answers a repeated update ID from
 // the run's own history for as long as the run lasts, whatever the window:
 // a key sent again after the window must reach a run that has not seen it
-// (the snapshot's Recent knows the key only for the window).
+// (the snapshot's Recent knows the key only for the window). The first
+// turn of a new session arms it once the session opened (its window is
+// the definition's): the main loop does (armWindow).
 func (s *session) endRunWithinWindow(ctx workflow.Context) {
 	if !s.answeredAt.IsZero() {
 		return
 	}
 	s.answeredAt = workflow.Now(ctx)
+	s.armWindow()
+}
+
+// armWindow starts the window's timer once a turn update came and the
+// session opened. The timer is a plain future the main loop's wait polls
+// (windowReached), not a coroutine: each coroutine is a goroutine with its
+// own stack for as long as the session is cached.
+func (s *session) armWindow() {
+	if s.answeredAt.IsZero() || s.windowTimer != nil || !s.snap.Opened {
+		return
+	}
 	window := s.window()
-	workflow.Go(s.root, func(gctx workflow.Context) {
-		if !s.snap.Opened {
-			// The first turn of a new session: its window is the
-			// definition's, known once the session opened.
-			if err := workflow.Await(gctx, func() bool { return s.snap.Opened }); err != nil {
-				return
-			}
-			window = s.window()
-		}
-		due := window - min(time.Hour, window/10)
-		timer := workflow.NewTimerWithOptions(gctx, due, workflow.TimerOptions{
-			Summary: fmt.Sprintf("new run before the first turn key leaves the idempotency window (%s)", window)})
-		if err := timer.Get(gctx, nil); err == nil {
-			s.windowDue = true
-		}
-	})
+	due := window - min(time.Hour, window/10)
+	s.windowTimer = workflow.NewTimerWithOptions(s.root, due, workflow.TimerOptions{
+		Summary: fmt.Sprintf("new run before the first turn key leaves the idempotency window (%s)", window)})
+}
+
+// windowReached reports whether the window's timer fired.
+func (s *session) windowReached() bool {
+	if !s.windowDue && s.windowTimer != nil && s.windowTimer.IsReady() {
+		s.windowDue = s.windowTimer.Get(s.root, nil) == nil
+	}
+	return s.windowDue
 }
 
 // fitSnapshot sheds, before continue-as-new, what the snapshot need not
@@ -441,6 +449,7 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 		delivery: &d, at: now, ref: ref, size: size}
 	interrupt := d.WhileBusy == WhileBusyInterrupt && s.running != nil && !s.rollover
 	s.enqueue(t, interrupt)
+	s.noteDepth(ctx)
 	if interrupt {
 		s.interruptFor(ctx, d.Key)
 	}
@@ -505,7 +514,7 @@ func (s *session) settleRefusal(ctx workflow.Context, r carriedRefusal) {
 	s.records++
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { s.records-- }()
-		s.recordTurn(gctx, r.Key, r.Outcome, time.Time{})
+		s.recordTurn(gctx, r.Key, r.Outcome, time.Time{}, false)
 	})
 	if r.Reply == nil {
 		return

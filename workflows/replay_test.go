@@ -17,6 +17,7 @@ import (
 
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
 // historyFiles lists the recorded histories in testdata/histories.
@@ -94,12 +95,14 @@ func TestReplayCoversPaths(t *testing.T) {
 	}{
 		{
 			// A one-step text turn: the prompt stored by Turn.Begin, the
-			// model step, the turn's record, all on the session's queue.
+			// model step, which recorded the turn (no Turn.Record), on the
+			// session's queue.
 			file: "plain_turn.json",
 			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				a, la := activities(h), localActivities(t, h)
-				return fmt.Sprintf("%d Model.Generate, %d Turn.Record, %d Turn.Begin", a[workflows.ActivityModelGenerate], a[workflows.ActivityTurnRecord], la[workflows.ActivityTurnBegin]),
-					a[workflows.ActivityModelGenerate] == 1 && a[workflows.ActivityTurnRecord] == 1 && la[workflows.ActivityTurnBegin] == 1
+				_, byStep := recorded(t, h)
+				return fmt.Sprintf("%d Model.Generate (%d recording the turn), %d Turn.Record, %d Turn.Begin", a[workflows.ActivityModelGenerate], byStep, a[workflows.ActivityTurnRecord], la[workflows.ActivityTurnBegin]),
+					a[workflows.ActivityModelGenerate] == 1 && byStep == 1 && a[workflows.ActivityTurnRecord] == 0 && la[workflows.ActivityTurnBegin] == 1
 			},
 		},
 		{
@@ -141,19 +144,20 @@ func TestReplayCoversPaths(t *testing.T) {
 			},
 		},
 		{
-			// A failed turn, then one that completes.
+			// A failed turn (recorded by Turn.Record), then one that
+			// completes (recorded by its step).
 			file: "failed_then_ok.json",
-			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
-				n := activities(h)[workflows.ActivityTurnRecord]
-				return fmt.Sprintf("%d Turn.Record", n), n == 2
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				byRecord, byStep := recorded(t, h)
+				return fmt.Sprintf("%d Turn.Record, %d recorded by their step", byRecord, byStep), byRecord == 1 && byStep == 1
 			},
 		},
 		{
 			// Four turns, three per run: the run continues as new.
 			file: "continue_as_new.json",
-			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
-				n := activities(h)[workflows.ActivityTurnRecord]
-				return fmt.Sprintf("%d Turn.Record, continued as new %v", n, continuedAsNew(h)), n >= 3 && continuedAsNew(h)
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := turnsRecorded(t, h)
+				return fmt.Sprintf("%d turns recorded, continued as new %v", n, continuedAsNew(h)), n >= 3 && continuedAsNew(h)
 			},
 		},
 		{
@@ -217,11 +221,12 @@ func TestReplayCoversPaths(t *testing.T) {
 			// Two deliveries (the mention, the answer in the thread) and
 			// one turn of two model steps: the answer was the question's.
 			file: "slack_ask_user.json",
-			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				got, _ := signals(h)
 				a := activities(h)
-				return fmt.Sprintf("%d deliveries, %d Model.Generate, %d Turn.Record", got[workflows.SignalDeliver], a[workflows.ActivityModelGenerate], a[workflows.ActivityTurnRecord]),
-					got[workflows.SignalDeliver] == 2 && a[workflows.ActivityModelGenerate] == 2 && a[workflows.ActivityTurnRecord] == 1
+				n := turnsRecorded(t, h)
+				return fmt.Sprintf("%d deliveries, %d Model.Generate, %d turns recorded", got[workflows.SignalDeliver], a[workflows.ActivityModelGenerate], n),
+					got[workflows.SignalDeliver] == 2 && a[workflows.ActivityModelGenerate] == 2 && n == 1
 			},
 		},
 		{
@@ -242,28 +247,29 @@ func TestReplayCoversPaths(t *testing.T) {
 		{
 			// A queued turn aborted while another runs: recorded, never run.
 			file: "abort_queued_turn.json",
-			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				a, u := activities(h), updates(h)
-				return fmt.Sprintf("%d abort updates, %d Turn.Record, %d Model.Generate", u[workflows.UpdateAbort], a[workflows.ActivityTurnRecord], a[workflows.ActivityModelGenerate]),
-					u[workflows.UpdateAbort] == 1 && a[workflows.ActivityTurnRecord] == 2 && a[workflows.ActivityModelGenerate] == 1
+				n := turnsRecorded(t, h)
+				return fmt.Sprintf("%d abort updates, %d turns recorded, %d Model.Generate", u[workflows.UpdateAbort], n, a[workflows.ActivityModelGenerate]),
+					u[workflows.UpdateAbort] == 1 && n == 2 && a[workflows.ActivityModelGenerate] == 1
 			},
 		},
 		{
 			// Steering during a tool reaches the turn's next step.
 			file: "steering_during_tool.json",
-			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
-				u, a := updates(h), activities(h)
-				return fmt.Sprintf("%d steer updates, %d turns recorded", u[workflows.UpdateSteer], a[workflows.ActivityTurnRecord]),
-					u[workflows.UpdateSteer] == 1 && a[workflows.ActivityTurnRecord] == 1
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				u, n := updates(h), turnsRecorded(t, h)
+				return fmt.Sprintf("%d steer updates, %d turns recorded", u[workflows.UpdateSteer], n),
+					u[workflows.UpdateSteer] == 1 && n == 1
 			},
 		},
 		{
 			// Steering too late for its turn runs as the follow-up turn.
 			file: "late_steering_follow_up.json",
-			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
-				u, a := updates(h), activities(h)
-				return fmt.Sprintf("%d turn updates, %d steer updates, %d turns recorded", u[workflows.UpdateTurn], u[workflows.UpdateSteer], a[workflows.ActivityTurnRecord]),
-					u[workflows.UpdateTurn] == 1 && u[workflows.UpdateSteer] == 1 && a[workflows.ActivityTurnRecord] == 2
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				u, n := updates(h), turnsRecorded(t, h)
+				return fmt.Sprintf("%d turn updates, %d steer updates, %d turns recorded", u[workflows.UpdateTurn], u[workflows.UpdateSteer], n),
+					u[workflows.UpdateTurn] == 1 && u[workflows.UpdateSteer] == 1 && n == 2
 			},
 		},
 		{
@@ -296,8 +302,8 @@ func TestReplayCoversPaths(t *testing.T) {
 		{
 			// A one-shot wake-up: its timer fired and its turn ran.
 			file: "wake_one_shot.json",
-			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
-				n := activities(h)[workflows.ActivityTurnRecord]
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
+				n := turnsRecorded(t, h)
 				return fmt.Sprintf("%d timers fired, %d turns recorded", timersFired(h), n), timersFired(h) == 1 && n == 2
 			},
 		},
@@ -361,9 +367,9 @@ func TestReplayCoversPaths(t *testing.T) {
 		{
 			// A sub-agent's own turn.
 			file: "delegation_child.json",
-			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+			shows: func(t *testing.T, h *historypb.History) (string, bool) {
 				typ := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
-				n := activities(h)[workflows.ActivityTurnRecord]
+				n := turnsRecorded(t, h)
 				return fmt.Sprintf("a %s workflow, %d turns recorded", typ, n), typ == workflows.DelegateWorkflowType && n == 1
 			},
 		},
@@ -563,6 +569,40 @@ func activities(h *historypb.History) map[string]int {
 	return n
 }
 
+// recorded counts the turns a history recorded: by Turn.Record (scheduled)
+// and by the model step that ended them (a Model.Generate whose result says
+// Recorded).
+func recorded(t *testing.T, h *historypb.History) (byRecord, byStep int) {
+	t.Helper()
+	types := map[int64]string{}
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			types[ev.GetEventId()] = a.GetActivityType().GetName()
+			if a.GetActivityType().GetName() == workflows.ActivityTurnRecord {
+				byRecord++
+			}
+		}
+		c := ev.GetActivityTaskCompletedEventAttributes()
+		if c == nil || types[c.GetScheduledEventId()] != workflows.ActivityModelGenerate {
+			continue
+		}
+		var res agentloop.ModelResult
+		if err := converter.GetDefaultDataConverter().FromPayloads(c.GetResult(), &res); err != nil {
+			t.Fatalf("event %d: model result: %v", ev.GetEventId(), err)
+		}
+		if res.Recorded {
+			byStep++
+		}
+	}
+	return byRecord, byStep
+}
+
+// turnsRecorded is how many turns a history recorded, either way.
+func turnsRecorded(t *testing.T, h *historypb.History) int {
+	a, b := recorded(t, h)
+	return a + b
+}
+
 // localActivities counts a history's local activity markers by type.
 func localActivities(t *testing.T, h *historypb.History) map[string]int {
 	t.Helper()
@@ -582,11 +622,10 @@ func localActivities(t *testing.T, h *historypb.History) map[string]int {
 }
 
 // TestReplayUpsertsOnlyOnChange: in the recorded histories of sessions
-// started with the search attributes, FastAgentStatus is upserted only on
-// change — running at a turn's start, waiting_approval and back around an
-// approval, idle when no turn waits — never per step: no value twice in a
-// row, and at most two upserts a turn (every turn schedules Turn.Record
-// once) plus two an approval wait.
+// started with the search attributes, FastAgentStatus is upserted only
+// around the waits for a person — waiting_approval (or waiting_answer) when
+// one begins, idle when none is left — never per turn or per step: no
+// value twice in a row, no other value, and at most two upserts a wait.
 func TestReplayUpsertsOnlyOnChange(t *testing.T) {
 	searchable := 0
 	for _, f := range historyFiles(t) {
@@ -597,15 +636,8 @@ func TestReplayUpsertsOnlyOnChange(t *testing.T) {
 			continue
 		}
 		searchable++
-		var turns, approvals int
 		var statuses []string
 		for _, ev := range h.GetEvents() {
-			if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityTurnRecord {
-				turns++
-			}
-			if ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName() == workflows.UpdateApprove {
-				approvals++
-			}
 			// Only AttrStatus is counted (a workflow.GetVersion call
 			// upserts TemporalChangeVersion).
 			if p := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[workflows.AttrStatus]; p != nil {
@@ -616,20 +648,20 @@ func TestReplayUpsertsOnlyOnChange(t *testing.T) {
 				statuses = append(statuses, v)
 			}
 		}
-		// A wait that timed out had no decision: count the waits the
-		// history announced (approval_requested and _resolved each).
-		approvals = max(approvals, localActivities(t, h)[workflows.ActivityFeedPublish]/2)
+		// Each wait announces itself and its end (approval_requested and
+		// _resolved, question_asked and _answered) on the stream.
+		waits := localActivities(t, h)[workflows.ActivityFeedPublish] / 2
 		base := filepath.Base(f)
-		if len(statuses) > 2*turns+2*approvals {
-			t.Errorf("%s: %d status upserts for %d turns and %d approvals, want at most %d", base, len(statuses), turns, approvals, 2*turns+2*approvals)
+		if len(statuses) > 2*waits {
+			t.Errorf("%s: %d status upserts for %d waits for a person, want at most %d: %v", base, len(statuses), waits, 2*waits, statuses)
 		}
-		for i := 1; i < len(statuses); i++ {
-			if statuses[i] == statuses[i-1] {
-				t.Errorf("%s: status upserts %v set %s twice in a row", base, statuses, statuses[i])
+		for i, v := range statuses {
+			if v != workflows.StatusIdle && v != workflows.StatusWaiting && v != workflows.StatusAsking {
+				t.Errorf("%s: status upserts %v set %q", base, statuses, v)
 			}
-		}
-		if turns > 0 && (len(statuses) == 0 || statuses[0] != workflows.StatusRunning) {
-			t.Errorf("%s: status upserts %v, want the first turn to set running", base, statuses)
+			if i > 0 && v == statuses[i-1] {
+				t.Errorf("%s: status upserts %v set %s twice in a row", base, statuses, v)
+			}
 		}
 	}
 	if searchable < 5 {
@@ -655,8 +687,8 @@ func loadHistory(t *testing.T, f string) *historypb.History {
 // TestReplayCoversActivityQueues: histories without the setting schedule
 // every activity on the session's queue (plain_turn); with fastagent.yaml's
 // activities: block the tool call and the model calls are scheduled on
-// their groups' task queues, the turn's record on the session's own
-// (activity_queues).
+// their groups' task queues (activity_queues). Their turns' records were
+// made by their last model steps: no Turn.Record is scheduled at all.
 func TestReplayCoversActivityQueues(t *testing.T) {
 	for file, placed := range map[string]bool{"plain_turn.json": false, "activity_queues.json": true} {
 		f := filepath.Join("testdata", "histories", file)
@@ -668,7 +700,7 @@ func TestReplayCoversActivityQueues(t *testing.T) {
 				queues[a.GetActivityType().GetName()] = a.GetTaskQueue().GetName()
 			}
 		}
-		want := map[string]string{workflows.ActivityModelGenerate: own, workflows.ActivityTurnRecord: own}
+		want := map[string]string{workflows.ActivityModelGenerate: own, workflows.ActivityTurnRecord: ""}
 		if placed {
 			want[workflows.ActivityModelGenerate], want[workflows.ActivityToolExecute] = own+"-model", own+"-tools"
 		}

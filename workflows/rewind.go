@@ -69,6 +69,7 @@ func (s *session) validateRewind(_ workflow.Context, req RewindRequest) error {
 func (s *session) onRewind(ctx workflow.Context, req RewindRequest) (RewindResult, error) {
 	job := &rewindJob{req: req}
 	s.queue = append(s.queue, &pendingTurn{id: workflow.GetCurrentUpdateInfo(ctx).ID, rewind: job})
+	s.noteDepth(ctx)
 	if err := workflow.Await(ctx, func() bool { return job.done }); err != nil {
 		return RewindResult{}, err
 	}
@@ -80,7 +81,7 @@ func (s *session) onRewind(ctx workflow.Context, req RewindRequest) (RewindResul
 func (s *session) runRewind(ctx workflow.Context, t *pendingTurn) {
 	job := t.rewind
 	defer func() { job.done = true }()
-	s.nonce = randomHex(ctx, 4)
+	s.nonce = turnNonce(ctx, s.snap.IDPrefix)
 	in := wire.RewindInput{Session: s.in.Session, Leaf: s.snap.Loop.Leaf, Entry: job.req.Entry, EntryID: s.nextID()}
 	set := s.snap.Loop.Settings
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

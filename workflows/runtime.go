@@ -52,6 +52,11 @@ type loopRuntime struct {
 	// running batch (its later calls are then not run).
 	hookSteps int
 	hookStop  string
+	// started is when the turn began; recorded says its last model step
+	// ended it and recorded its outcome (agentloop.ModelCall.End), so the
+	// session runs no Turn.Record for it.
+	started  time.Time
+	recorded bool
 }
 
 var _ agentloop.Runtime = (*loopRuntime)(nil)
@@ -71,7 +76,18 @@ func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, er
 	if r.aborted() {
 		return agentloop.ModelResult{}, &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
 	}
+	if call.End != nil {
+		end := *call.End
+		end.Started = r.started
+		call.End = &end
+		// Until this step's result is heard, its turn may be over: a reply
+		// without tool calls records the turn and publishes its answer
+		// before the workflow learns of it (validateTurn).
+		r.s.ending = true
+		defer func() { r.s.ending = false }()
+	}
 	res, err := r.generateWithin(call)
+	r.recorded = err == nil && res.Recorded
 	if res.Usage != nil {
 		r.spent.Add(*res.Usage)
 	}
@@ -334,7 +350,7 @@ func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool,
 		return false, "", err
 	}
 	if !r.s.waitingApproval() {
-		r.s.setStatus(ctx, StatusRunning)
+		r.s.setStatus(ctx, StatusIdle)
 	}
 	if a.timedOut {
 		return false, "This tool call was not run: it needs a human's approval and " + a.reason +
@@ -419,7 +435,7 @@ func (r *loopRuntime) askUser(ctx workflow.Context, c agentloop.ToolCall) (agent
 	r.publish(ctx, c, agent.QuestionAnswered(q.view.Call, q.by, !answered))
 	q.closed = true
 	if !r.s.waitingApproval() {
-		r.s.setStatus(ctx, StatusRunning)
+		r.s.setStatus(ctx, StatusIdle)
 	}
 	if !answered {
 		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("No answer came within %s (approvals.timeout); go on without it, "+

@@ -21,15 +21,16 @@ const (
 	AttrChannel = "FastAgentChannel"
 	// AttrParent is the session that started this one (delegation).
 	AttrParent = "FastAgentParent"
-	// AttrStatus is the session's coarse status: StatusIdle, StatusRunning,
-	// StatusWaiting or StatusAsking.
+	// AttrStatus says whether the session waits for a person: StatusWaiting
+	// or StatusAsking while it does, StatusIdle otherwise (a turn may be
+	// running: that changes every few seconds and would cost two upserts,
+	// billed actions, per turn; the session's state query shows it).
 	AttrStatus = "FastAgentStatus"
 )
 
 // Values of AttrStatus.
 const (
 	StatusIdle    = "idle"
-	StatusRunning = "running"
 	StatusWaiting = "waiting_approval"
 	// StatusAsking: the running turn waits for the answer to a question
 	// it asked (ask_user).
@@ -77,8 +78,8 @@ func (a SessionAttrs) SearchAttributes() temporal.SearchAttributes {
 }
 
 // initStatus reads the run's start-time status: a run started with it
-// keeps its status up to date (searchable: AttrStatus upserted at a turn's
-// start, an approval wait, a turn's end); a run started without the
+// keeps its status up to date (searchable: AttrStatus upserted when a wait
+// for a person begins and when it ends); a run started without the
 // attributes upserts nothing.
 //
 // Every run starts idle (SessionAttrs.SearchAttributes; continue-as-new

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -383,13 +382,17 @@ type session struct {
 	// rollover is set once continue-as-new is due: new turns are refused
 	// (session_busy) until the queue drains.
 	rollover bool
+	// ending says the running turn's model step that may end and record
+	// it (agentloop.ModelCall.End) is in flight: its answer may already be
+	// out, the workflow not yet knowing.
+	ending bool
 	// moved latches that the Worker Deployment's current version is no
 	// longer this run's (see targetMoved).
 	moved bool
 	// root is the workflow's own context; wake timers hang off it.
 	root       workflow.Context
 	wakeCancel map[string]workflow.CancelFunc
-	// nonce is the running turn's random ID part, recorded in history.
+	// nonce is the running turn's ID part (turnNonce).
 	nonce string
 	// deliveries is the SignalDeliver channel; replies counts busy replies
 	// still running, records refusals still being recorded (continue-as-new
@@ -402,8 +405,9 @@ type session struct {
 	// answeredAt is when this run first took a turn update; windowDue is
 	// set shortly before that leaves the idempotency window: the run then
 	// continues as new (see endRunWithinWindow).
-	answeredAt time.Time
-	windowDue  bool
+	answeredAt  time.Time
+	windowDue   bool
+	windowTimer workflow.Future
 	// resending are the turns whose failed reply UpdateResend is sending.
 	resending map[string]bool
 	// status is the session's AttrStatus as last set; searchable says the
@@ -420,6 +424,13 @@ type session struct {
 	// for its turn is answered: the reply target of the last delivery
 	// folded into the running turn (WhileBusySteer); nil: nowhere.
 	steerReply *ReplyTarget
+	// subListening says the sub-agent waits' listener runs (addSubAgent).
+	subListening bool
+	// queueReporting turns noteDepth on; queueReported and queueLive are
+	// what it last reported, and whether live.
+	queueReporting bool
+	queueReported  int
+	queueLive      bool
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
@@ -434,9 +445,9 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		return err
 	}
 	if s.snap.IDPrefix == "" {
-		// Random, recorded once: a reset replays it and a session started
-		// again after a terminate draws a new one.
-		s.snap.IDPrefix = randomHex(ctx, 4)
+		// Once per chain: a reset replays it and a session started
+		// again after a terminate derives a new one.
+		s.snap.IDPrefix = chainPrefix(ctx)
 	}
 	if !s.snap.Opened {
 		if err := s.open(ctx); err != nil {
@@ -444,11 +455,14 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		}
 	}
 	s.armWakes(ctx)
-	listenUpgrade(ctx)
 	for {
 		// A new current deployment version ends an idle run at once: the
 		// session's next turn then runs on the new version's workers.
-		if err := workflow.Await(ctx, func() bool { return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowDue }); err != nil {
+		s.armWindow()
+		if err := workflow.Await(ctx, func() bool {
+			s.noteDepth(ctx)
+			return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowReached()
+		}); err != nil {
 			return err
 		}
 		// Once the run is rolling over, turns that can be carried wait for
@@ -456,14 +470,8 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		if len(s.queue) > 0 && (!s.rollover || !s.carriesAll()) {
 			t := s.queue[0]
 			s.queue = s.queue[1:]
-			switch {
-			case t.rewind != nil:
-				s.runRewind(ctx, t)
-			case t.compact != nil:
-				s.runCompaction(ctx, t)
-			default:
-				s.serve(traced(ctx, t.span), t, s.limit())
-			}
+			s.noteDepth(ctx)
+			s.runApart(ctx, t)
 			if len(s.queue) == 0 {
 				s.setStatus(ctx, StatusIdle)
 			}
@@ -489,6 +497,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			if len(s.queue) == 0 || s.carriesAll() {
 				s.carryQueue()
 				s.fitSnapshot(ctx)
+				drainUpgrade(ctx)
 				return workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, SessionWorkflowType, SessionInput{
 					Session:           in.Session,
 					TurnsPerRun:       in.TurnsPerRun,
@@ -513,7 +522,6 @@ func (s *session) start(ctx workflow.Context) error {
 		return err
 	}
 	s.listenDeliveries(ctx)
-	s.listenSubAgents(ctx)
 	s.reportQueueDepth(ctx)
 	s.initStatus(ctx)
 	return nil
@@ -524,7 +532,7 @@ func (s *session) start(ctx workflow.Context) error {
 // target moved, or a turn update it took nears the end of the idempotency
 // window.
 func (s *session) runDone(ctx workflow.Context) bool {
-	return workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) || s.windowDue
+	return workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun >= s.limit() || s.targetMoved(ctx) || s.windowReached()
 }
 
 // serve runs one queued turn and settles it: recorded, remembered, followed
@@ -533,18 +541,22 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 	started := workflow.Now(ctx)
 	s.prepareChannelTurn(ctx, t)
 	out, refused := s.refuseOverDay(ctx, t)
-	if !refused {
-		s.setStatus(ctx, StatusRunning)
-		out = s.runTurn(ctx, t)
-	}
 	// Every turn is recorded, wake-ups included, so any turn can be
-	// attached to and a redelivered key is answered for a day.
-	record := !t.recorded
+	// attached to and a redelivered key is answered for a day: by the
+	// model step that ended it (the usual case: no action of its own),
+	// else here, over anything its steps recorded.
+	record, override := true, false
+	if !refused {
+		var stepRecorded bool
+		out, stepRecorded = s.runTurn(ctx, t, started)
+		// A step may have recorded it only if one ran.
+		record, override = !t.recorded && !stepRecorded, !t.recorded && out.Steps > 0
+	}
 	if record && (s.rollover || workflow.GetInfo(ctx).GetContinueAsNewSuggested() || s.turnsThisRun+1 >= limit || s.targetMoved(ctx)) {
 		// The run ends after this turn: record first, so that the
 		// outcome and continue-as-new share one workflow task and no
 		// turn is refused as busy in between.
-		s.recordTurn(ctx, t.id, out, started)
+		s.recordTurn(ctx, t.id, out, started, override)
 		record = false
 	}
 	t.outcome = &out
@@ -557,7 +569,7 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 		// The update handler returns the outcome in this same
 		// workflow task; the record follows, and the next turn
 		// (or continue-as-new) waits for it.
-		s.recordTurn(ctx, t.id, out, started)
+		s.recordTurn(ctx, t.id, out, started, override)
 	}
 	s.followUp(t, out)
 	s.replyTurn(ctx, t, out)
@@ -664,12 +676,15 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 			return temporal.NewApplicationErrorWithOptions(s.windowFullText(), agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 		}
 	}
-	if s.rollover && s.running == nil && len(s.queue) == 0 {
-		// Nothing runs or waits: the run continues as new as soon as its
+	if s.rollover && (s.running == nil || s.ending) && len(s.queue) == 0 {
+		// Nothing waits, and nothing runs, or only a turn whose model step
+		// may have ended it: the run continues as new as soon as its
 		// handlers are done, often in this very workflow task. Its last
-		// turn has answered (a client may have the answer from the live
-		// feed before the update completes), so a client's next turn
-		// lands here; sent again, the next run takes it.
+		// turn has answered (a client has the answer from the live feed
+		// before the update completes; the step that ends a turn records
+		// it and publishes the answer before the workflow hears of that
+		// step), so a client's next turn lands here; sent again, the next
+		// run takes it.
 		return temporal.NewApplicationErrorWithOptions(
 			"session busy: it is moving to a fresh workflow history; send the turn again",
 			agent.CodeSessionBusy, temporal.ApplicationErrorOptions{Details: []any{RefusedContinuing}})
@@ -700,6 +715,7 @@ func (s *session) onTurn(ctx workflow.Context, req TurnRequest) (agentloop.Outco
 	t := &pendingTurn{id: id, req: req, span: ctx.Value(wire.TraceSpanKey{})}
 	interrupt := req.WhileBusy == WhileBusyInterrupt && s.running != nil
 	s.enqueue(t, interrupt)
+	s.noteDepth(ctx)
 	if interrupt {
 		s.interruptFor(ctx, id)
 	}
@@ -781,6 +797,7 @@ func (s *session) abort(ctx workflow.Context, req AbortRequest) (AbortResult, er
 	for i, t := range s.queue {
 		if t.id == req.Turn {
 			s.queue = append(s.queue[:i:i], s.queue[i+1:]...)
+			s.noteDepth(ctx)
 			if t.rewind != nil {
 				t.rewind.err = temporal.NewApplicationErrorWithOptions("the rewind was aborted: "+reason, agent.CodeAborted,
 					temporal.ApplicationErrorOptions{NonRetryable: true})
@@ -804,7 +821,7 @@ func (s *session) abort(ctx workflow.Context, req AbortRequest) (AbortResult, er
 			// "aborted" after continue-as-new too, and attaching to it
 			// gets this terminal. Continue-as-new waits for this handler,
 			// so the record is never lost.
-			s.recordTurn(ctx, t.id, out, time.Time{})
+			s.recordTurn(ctx, t.id, out, time.Time{}, false)
 			return AbortResult{Turn: t.id, Reply: t.ref}, nil
 		}
 	}
@@ -1013,9 +1030,10 @@ func (s *session) remember(ctx workflow.Context, key string, out agentloop.Outco
 	}
 }
 
-// runTurn runs one turn through the agent loop with a cancellable context, so
-// that an abort stops in-flight activities.
-func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcome {
+// runTurn runs one turn, begun at started, through the agent loop with a
+// cancellable context, so that an abort stops in-flight activities;
+// recorded says the turn's last model step recorded its outcome.
+func (s *session) runTurn(ctx workflow.Context, t *pendingTurn, started time.Time) (out agentloop.Outcome, recorded bool) {
 	s.running = t
 	s.abortReason = ""
 	tctx, cancel := workflow.WithCancel(ctx)
@@ -1028,9 +1046,9 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 		s.approvals = nil
 		s.questions = nil
 	}()
-	rt := &loopRuntime{s: s, ctx: tctx, root: ctx}
+	rt := &loopRuntime{s: s, ctx: tctx, root: ctx, started: started}
 	turn := agentloop.Turn{ID: t.id, Prompt: t.req.Prompt, Source: t.req.Source}
-	s.nonce = randomHex(ctx, 4)
+	s.nonce = turnNonce(ctx, s.snap.IDPrefix)
 	entry := agentloop.UserEntry(rt, turn)
 	entry.ParentID = s.snap.Loop.Leaf
 	entry.ID = promptID(t.id, entry)
@@ -1042,7 +1060,7 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 		if s.abortReason != "" {
 			out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
 		}
-		return out
+		return out, false
 	case rec != nil:
 		// Its follow-up (late steering) was queued when it first ran.
 		t.recorded = true
@@ -1052,17 +1070,18 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn) agentloop.Outcom
 			// session to before it): the next turn must see it.
 			s.snap.Loop.Leaf = rec.Leaf
 		}
-		return *rec
+		return *rec, false
 	}
 	turn.Entry = &entry
-	out := agentloop.Run(rt, s.in.Session, &s.snap.Loop, turn)
+	out = agentloop.Run(rt, s.in.Session, &s.snap.Loop, turn)
 	if s.abortReason != "" && out.Status == agent.TypeFailed {
 		out.Details, out.Code, out.Retryable = s.abortReason, agent.CodeAborted, false
 		out.Leftover = nil
 	} else {
 		out.Leftover = append(out.Leftover, s.steering...)
 	}
-	return out
+	// The step's record is this outcome only if the turn ended with it.
+	return out, rt.recorded && out.Status == agent.TypeCompleted
 }
 
 // followUp runs steering messages that arrived too late for their turn as
@@ -1088,7 +1107,7 @@ func (s *session) followUp(t *pendingTurn, out agentloop.Outcome) {
 		next.reply = next.delivery.wireReply()
 	}
 	next.size = s.weigh(queuedTurn{Delivery: *next.delivery})
-	s.queue = append([]*pendingTurn{next}, s.queue...)
+	s.queue = append([]*pendingTurn{next}, s.queue...) // noted by the main loop's wait
 }
 
 func (s *session) nextID() string {
@@ -1145,33 +1164,44 @@ func (s *session) beginTurn(ctx workflow.Context, t *pendingTurn, entry transcri
 
 // recordTurn keeps a finished turn in the session store, retrying until it
 // is stored, so the key is answered long after this run has ended.
-func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome, started time.Time) {
+// override replaces what the turn's own steps recorded (see
+// wire.RecordTurnInput.Override).
+func (s *session) recordTurn(ctx workflow.Context, key string, out agentloop.Outcome, started time.Time, override bool) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: recordResultTimeout,
 		HeartbeatTimeout:    recordHeartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 		Summary:             "record · turn " + key,
 	})
-	in := wire.RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Started: started, Finished: workflow.Now(ctx)}
+	in := wire.RecordTurnInput{Session: s.in.Session, Key: key, Outcome: out, Started: started, Finished: workflow.Now(ctx), Override: override}
 	if err := workflow.ExecuteActivity(actx, ActivityTurnRecord, in).Get(actx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("recording a turn failed", "turn", key, "error", err)
 	}
 }
 
-// randomHex returns n random bytes as hex, drawn once and recorded in
-// history (a side effect), so replays see the same value.
-func randomHex(ctx workflow.Context, n int) string {
-	var out string
-	enc := workflow.SideEffect(ctx, func(workflow.Context) any {
-		b := make([]byte, n)
-		_, _ = rand.Read(b)
-		return hex.EncodeToString(b)
-	})
-	if err := enc.Get(&out); err != nil {
-		panic(fmt.Sprintf("decode side effect: %v", err))
-	}
-	return out
-}
-
 // errAborted is what the loop runtime reports once the turn was cancelled.
 var errAborted = errors.New("aborted")
+
+// runApart runs queued turn t (a turn, a rewind or a compaction) on a
+// coroutine of its own and waits for it. The turn's deep calls (the agent
+// loop, encoding, scheduling) grow that coroutine's stack, which goes with
+// it; the main loop's stays small for as long as the session sits idle in
+// the worker's cache (a parked goroutine's stack shrinks only down to four
+// times what it uses). The wait ignores cancellation, as running the turn
+// inline did: the turn handles it.
+func (s *session) runApart(ctx workflow.Context, t *pendingTurn) {
+	done := false
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		defer func() { done = true }()
+		switch {
+		case t.rewind != nil:
+			s.runRewind(ctx, t)
+		case t.compact != nil:
+			s.runCompaction(ctx, t)
+		default:
+			s.serve(traced(ctx, t.span), t, s.limit())
+		}
+	})
+	wait, _ := workflow.NewDisconnectedContext(ctx)
+	_ = workflow.Await(wait, func() bool { return done })
+}

@@ -106,6 +106,46 @@ func TestSessionContinueAsNew(t *testing.T) {
 		equalSlice(t, "snapshot.Recent keys", recentKeys(t, in.Snapshot), []string{"t1", "t2", "t3"})
 	})
 
+	// The step that ends a turn records it and publishes its answer before
+	// the workflow hears of that step: a client that sends its next turn on
+	// the answer reaches a run still running the last turn it will take.
+	// That turn is refused as continuing (the caller sends it again to the
+	// next run), not as busy behind waiting turns.
+	t.Run("a turn sent while the run's last turn may be ending is refused as continuing", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		gates := map[string]chan struct{}{"t1": make(chan struct{}), "t2": make(chan struct{})}
+		h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+			if err := waitGate(gates[call.Turn]); err != nil {
+				return agentloop.ModelResult{}, err
+			}
+			return reply(call), nil
+		}
+		u1, u2, u3 := h.turn(ms, "t1", "one"), &update{}, &update{}
+		// t2 comes while t1 runs, before the run is due to end: it runs.
+		h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
+			h.sendNow(u2, workflows.UpdateTurn, "t2", workflows.TurnRequest{Prompt: agent.Prompt{Text: "two"}})
+		})
+		h.when(u2.isAccepted, func() { close(gates["t1"]) })
+		// t3 comes during t2's last step, the run due to end after t2.
+		h.when(func() bool { return h.modelStarted("t2", 1) }, func() {
+			h.sendNow(u3, workflows.UpdateTurn, "t3", workflows.TurnRequest{Prompt: agent.Prompt{Text: "three"}})
+		})
+		h.when(u3.finished, func() { close(gates["t2"]) })
+		h.run(workflows.SessionInput{Session: "s1", TurnsPerRun: 1})
+
+		in := canInput(t, h)
+		requireOutcome(t, h.outcome(u1), "t1", agent.TypeCompleted, "", false)
+		requireOutcome(t, h.outcome(u2), "t2", agent.TypeCompleted, "", false)
+		app := h.requireRejected(u3, agent.CodeSessionBusy)
+		var why string
+		if !app.HasDetails() || app.Details(&why) != nil || why != workflows.RefusedContinuing {
+			t.Errorf("t3 refused with %v (details %q), want the detail %q", app, why, workflows.RefusedContinuing)
+		}
+		equalSlice(t, "prompts the model saw", h.prompts(), []string{"one", "two"})
+		equalSlice(t, "snapshot.Recent keys", recentKeys(t, in.Snapshot), []string{"t1", "t2"})
+	})
+
 	t.Run("when the server suggests it", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)

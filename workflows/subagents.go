@@ -130,10 +130,16 @@ func isWaitEvent(ev agent.Event) bool {
 }
 
 // addSubAgent records a delegation of the running turn before its child
-// starts, so that the child's waits are recognised.
+// starts, so that the child's waits are recognised. The run's first one
+// starts the listener of those waits: a session that never delegates keeps
+// no coroutine (a goroutine with its own stack) for them.
 func (s *session) addSubAgent(child string, sa *subAgent) {
 	if s.subAgents == nil {
 		s.subAgents = map[string]*subAgent{}
+	}
+	if !s.subListening {
+		s.subListening = true
+		s.listenSubAgents(s.root)
 	}
 	s.subAgents[child] = sa
 }
@@ -174,7 +180,8 @@ func (s *session) stopSubAgents(ctx workflow.Context) {
 }
 
 // listenSubAgents receives the waits of the running turn's sub-agents for
-// the whole run.
+// the rest of the run (from its first delegation: a child signals only
+// after it started).
 func (s *session) listenSubAgents(ctx workflow.Context) {
 	ch := workflow.GetSignalChannel(ctx, wire.SignalSubAgentWait)
 	workflow.Go(ctx, func(gctx workflow.Context) {
@@ -251,7 +258,7 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w subAgentWait) {
 			// Never asked here: nothing to announce.
 			q.sub.held, q.closed = false, true
 			if !s.waitingApproval() {
-				s.setStatus(ctx, StatusRunning)
+				s.setStatus(ctx, StatusIdle)
 			}
 			return
 		}
@@ -263,7 +270,7 @@ func (s *session) onSubAgentWait(ctx workflow.Context, w subAgentWait) {
 	}
 	s.announceWait(ctx, sa, ev)
 	if (ev.Type == agent.TypeApprovalResolved || ev.Type == agent.TypeQuestionAnswered) && !s.waitingApproval() {
-		s.setStatus(ctx, StatusRunning)
+		s.setStatus(ctx, StatusIdle)
 	}
 }
 

@@ -31,15 +31,14 @@ func (s *session) limit() int {
 	return turnsPerRun
 }
 
-// listenUpgrade consumes SignalUpgrade. The signal's only purpose is the
-// workflow task it causes, on which the server reports a moved target;
-// consuming it keeps it from being carried (or dropped with a warning) at
-// continue-as-new.
-func listenUpgrade(ctx workflow.Context) {
+// drainUpgrade consumes the SignalUpgrades this run received. The signal's
+// only purpose is the workflow task it causes, on which the server reports a
+// moved target; consuming it just before continue-as-new keeps it from being
+// carried (or dropped with a warning). No listener coroutine waits for it:
+// each is a goroutine with its own stack for as long as the session is
+// cached.
+func drainUpgrade(ctx workflow.Context) {
 	ch := workflow.GetSignalChannel(ctx, SignalUpgrade)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for {
-			ch.Receive(ctx, nil)
-		}
-	})
+	for ch.ReceiveAsync(nil) {
+	}
 }

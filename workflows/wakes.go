@@ -74,6 +74,7 @@ func (s *session) fire(ctx workflow.Context, id string) {
 		req:  TurnRequest{Prompt: agent.Prompt{Text: wakes.Envelope(w.ID, w.Prompt)}, Source: "wake"},
 		wake: w.ID,
 	})
+	s.noteDepth(ctx)
 	if !w.Recurring() {
 		s.removeWake(id)
 		return

@@ -131,7 +131,7 @@ func runBench(args []string) error {
 	fs.IntVar(&f.idle, "idle", 10000, "idle sessions (one turn each) in the memory figure")
 	fs.IntVar(&f.idleConc, "idle-concurrency", 32, "concurrent turns while creating idle sessions")
 	fs.IntVar(&f.coldSessions, "cold", 20, "turns on cold sessions after the worker restart")
-	fs.IntVar(&f.history, "history", 500, "turns of the history-growth session (compares turn 5 with the last)")
+	fs.IntVar(&f.history, "history", 500, "turns of the history-growth session (compares turns 5–24 with the last 20)")
 	fs.IntVar(&f.coldRuns, "coldstart", 5, "fastagent dev cold starts (median)")
 	fs.IntVar(&f.slackN, "slack-n", 50, "measured webhook deliveries (distinct threads) in the Slack figure")
 	fs.IntVar(&f.webhookN, "webhook-n", 200, "measured signed deliveries in the webhook figure (no worker running)")

@@ -48,14 +48,14 @@ func newSession(g *globals) *cobra.Command {
 			"With --channel, --status, --principal or --parent the list comes from Temporal visibility,\n" +
 			"by the sessions' search attributes (FastAgentAgent, FastAgentChannel, FastAgentStatus,\n" +
 			"FastAgentPrincipal, FastAgentParent), newest first; it lags a moment behind the sessions.\n" +
-			"Example: fastagent session list --channel slack --status running",
+			"Example: fastagent session list --channel slack --status waiting_approval",
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error { return sc.list() },
 	}
 	list.Flags().IntVar(&sc.limit, "limit", 0, "sessions per page (default 50)")
 	list.Flags().StringVar(&sc.cursor, "cursor", "", "continue a listing (the cursor the last page printed)")
 	list.Flags().StringVar(&sc.filter.channel, "channel", "", "only sessions created by this channel: http, schedule, slack, feishu, telegram, github, hook:<name>, …")
-	list.Flags().StringVar(&sc.filter.status, "status", "", "only sessions in this status: idle, running, waiting_approval, waiting_answer")
+	list.Flags().StringVar(&sc.filter.status, "status", "", "only sessions in this status: waiting_approval, waiting_answer (waiting for a person) or idle")
 	list.Flags().StringVar(&sc.filter.principal, "principal", "", "only sessions this API principal created")
 	list.Flags().StringVar(&sc.filter.parent, "parent", "", "only sessions started by this session")
 	transcript := sessionCommand("transcript <session>", "Print the session's current branch (--tree: every entry) as JSON", sc.transcript, 1)

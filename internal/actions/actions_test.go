@@ -17,8 +17,8 @@ import (
 // documentation with the number, or find the action a guarantee does not
 // need.
 const (
-	firstTurnActions    = 8 // start + a one-step turn (with its two status upserts) + the run's window timer
-	oneStepTurnActions  = 6 // a one-step text turn in a running session
+	firstTurnActions    = 5 // start + a one-step turn + the run's window timer
+	oneStepTurnActions  = 3 // a one-step text turn in a running session: update, markers, Model.Generate
 	scheduleFireActions = 4 // the fire workflow (3 for the Schedule's start) + its activity
 )
 
@@ -132,10 +132,13 @@ func TestToolStep(t *testing.T) {
 			t.Errorf("%s: %d model steps, %d tool calls, %d retries; want %d, %d, %d: %s", tc.history,
 				models, tools, k["retry_activity"], tc.models, tc.tools, tc.retry, kinds(as))
 		}
-		// start, update, markers, the run's window timer, Turn.Record and
-		// the status upserts, then one action per model step, tool call
-		// and retry.
-		base := 5 + k["upsert_workflow_search_attributes"]
+		// start, update, markers, the run's window timer, then one action
+		// per model step (the last one records the turn), tool call and
+		// retry: no Turn.Record, no status upsert.
+		base := 4
+		if k["upsert_workflow_search_attributes"] != 0 || k["schedule_activity"] != models+tools {
+			t.Errorf("%s: status upserts or activities besides the steps' and calls': %s", tc.history, kinds(as))
+		}
 		if n := Total(as); n != base+models+tools+tc.retry {
 			t.Errorf("%s costs %d actions, want %d: %s", tc.history, n, base+models+tools+tc.retry, kinds(as))
 		}

@@ -6,7 +6,7 @@ import "testing"
 // (docs/load-and-sizing.md): the decision's update, the two workflow tasks
 // that publish approval_requested and approval_resolved (a local-activity
 // marker each), the deadline's timer, and the status upserts to
-// waiting_approval and back to running.
+// waiting_approval and back to idle.
 const approvalWaitActions = 6
 
 // A one-step turn with one tool call approved in time costs the documented

@@ -9,11 +9,11 @@ import "testing"
 // publishes its tool_started, a Feed.Publish marker shared by the calls of
 // one step), and delegationChildActions what the child's own history costs
 // for a one-step answer (its first workflow task's markers, the timer of
-// its own deadline (delegation.timeout), the model step, Turn.Record, the
-// status upserts to running and idle); its start is billed to the parent.
+// its own deadline (delegation.timeout), the model step, which records the
+// turn); its start is billed to the parent.
 const (
 	delegationParentActions = 4
-	delegationChildActions  = 6
+	delegationChildActions  = 3
 )
 
 func TestDelegation(t *testing.T) {

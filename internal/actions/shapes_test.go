@@ -3,37 +3,19 @@ package actions
 import (
 	"testing"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/converter"
 )
 
 // The costs of the other turn shapes docs/load-and-sizing.md states, each
 // read from a recorded history.
 const (
-	channelTurnActions      = 9 // the session's side of a chat turn with its live reply
+	channelTurnActions      = 6 // the session's side of a chat turn with its live reply
 	chatRoutingActions      = 3 // the chat workflow's side: the message, its routing, the turn's end
-	wakeActions             = 6 // the wake's timer and the turn it runs
-	manualCompactionActions = 3 // the update, its markers, Session.Compact
-	abortActions            = 5 // the abort's update, the stop notice, the call's record, Turn.Record, status idle
+	wakeActions             = 3 // the wake's timer and the turn it runs
+	manualCompactionActions = 2 // the update, Session.Compact
+	abortActions            = 4 // the abort's update, the stop notice, the call's record, Turn.Record
 )
-
-// status is the FastAgentStatus value the upsert event id sets.
-func status(t *testing.T, h *historypb.History, id int64) string {
-	t.Helper()
-	for _, ev := range h.GetEvents() {
-		if ev.GetEventId() != id {
-			continue
-		}
-		var v string
-		p := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()["FastAgentStatus"]
-		if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
-			t.Fatalf("event %d: %v", id, err)
-		}
-		return v
-	}
-	t.Fatalf("no event %d", id)
-	return ""
-}
 
 // lastDelivery is the event of the last "deliver" signal in h.
 func lastDelivery(t *testing.T, h *historypb.History) int64 {
@@ -51,28 +33,17 @@ func lastDelivery(t *testing.T, h *historypb.History) int64 {
 }
 
 // A chat turn (Slack, Feishu, Telegram, GitHub) in a running session: the
-// delivery's signal, the turn's markers, its status upserts, the live reply
-// (Channel.Stream), Model.Generate, Turn.Record, the live reply's settle
-// timer and the final Channel.Reply. The chat workflow adds the message's
-// signal, Chat.Route and the turn-done signal.
+// delivery's signal, the turn's markers, the live reply (Channel.Stream),
+// Model.Generate (which records the turn), the live reply's settle timer
+// and the final Channel.Reply. The chat workflow adds the message's signal,
+// Chat.Route and the turn-done signal.
 func TestChannelTurn(t *testing.T) {
 	h := load(t, "channel_deliveries")
 	as := Between(Count(h), lastDelivery(t, h), 1<<62)
-	// A status upsert to idle before the turn's first one (to running) is
-	// the previous turn's return to idle, when the delivery came before
-	// it: it is that turn's.
-	for i, a := range as {
-		if a.Kind != "upsert_workflow_search_attributes" {
-			continue
-		}
-		if status(t, h, a.EventID) == "idle" {
-			as = append(as[:i:i], as[i+1:]...)
-		}
-		break
-	}
 	k := ByKind(as)
-	if k["signal_workflow"] != 1 || k["start_timer"] != 1 || k["schedule_activity"] != 4 {
-		t.Errorf("a chat turn: %d signals, %d timers, %d activities; want 1, 1, 4: %s", k["signal_workflow"], k["start_timer"], k["schedule_activity"], kinds(as))
+	if k["signal_workflow"] != 1 || k["start_timer"] != 1 || k["schedule_activity"] != 3 || k["upsert_workflow_search_attributes"] != 0 {
+		t.Errorf("a chat turn: %d signals, %d timers, %d activities, %d upserts; want 1, 1, 3, 0: %s",
+			k["signal_workflow"], k["start_timer"], k["schedule_activity"], k["upsert_workflow_search_attributes"], kinds(as))
 	}
 	if n := Total(as); n != channelTurnActions {
 		t.Errorf("a chat turn costs %d actions in its session, documented %d: %s", n, channelTurnActions, kinds(as))
@@ -85,31 +56,30 @@ func TestChannelTurn(t *testing.T) {
 }
 
 // A wake-up the agent set (wake tool): its durable timer, then a one-step
-// turn without an update (the turn's markers, Model.Generate, Turn.Record
-// and the two status upserts).
+// turn without an update (the turn's markers and Model.Generate, which
+// records it).
 func TestWake(t *testing.T) {
-	as := Count(load(t, "wake_one_shot"))
-	var timer int64
+	h := load(t, "wake_one_shot")
+	as := Count(h)
+	var timer, fired int64
 	for _, a := range as {
 		if a.Kind == "start_timer" {
 			timer = a.EventID
 		}
 	}
-	if timer == 0 {
-		t.Fatalf("no timer: %s", kinds(as))
-	}
-	var turnEnd int64 // the first turn's Turn.Record; the wake's turn follows
-	for _, a := range as {
-		if a.What == "Turn.Record" && a.EventID > timer && turnEnd == 0 {
-			turnEnd = a.EventID
+	for _, ev := range h.GetEvents() {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_FIRED && ev.GetEventId() > timer {
+			fired = ev.GetEventId()
 		}
 	}
-	wake := append(Between(as, timer, timer), Between(as, turnEnd+1, 1<<62)...)
-	if k := ByKind(wake); k["accept_workflow_update"] != 0 || k["schedule_activity"] != 2 {
+	if timer == 0 || fired == 0 {
+		t.Fatalf("no wake timer started and fired: %s", kinds(as))
+	}
+	wake := append(Between(as, timer, timer), Between(as, fired, 1<<62)...)
+	if k := ByKind(wake); k["accept_workflow_update"] != 0 || k["schedule_activity"] != 1 {
 		t.Errorf("the wake's turn: %s", kinds(wake))
 	}
-	// The first turn's status back to idle comes after its Turn.Record.
-	if n := Total(wake) - 1; n != wakeActions {
+	if n := Total(wake); n != wakeActions {
 		t.Errorf("a wake costs %d actions, documented %d: %s", n, wakeActions, kinds(wake))
 	}
 }
@@ -118,17 +88,7 @@ func TestWake(t *testing.T) {
 func TestCompactionAndAbort(t *testing.T) {
 	h := load(t, "compaction")
 	turns := PerTurn(h)
-	compact, before := turns[len(turns)-1], turns[len(turns)-2]
-	// The compaction came while the turn before it was being recorded:
-	// that turn's return to idle waited for it, and is that turn's.
-	if ByKind(before)["upsert_workflow_search_attributes"] == 0 {
-		for i, a := range compact {
-			if a.Kind == "upsert_workflow_search_attributes" && status(t, h, a.EventID) == "idle" {
-				compact = append(compact[:i:i], compact[i+1:]...)
-				break
-			}
-		}
-	}
+	compact := turns[len(turns)-1]
 	if n := Total(compact); n != manualCompactionActions {
 		t.Errorf("a manual compaction costs %d actions, documented %d: %s", n, manualCompactionActions, kinds(compact))
 	}

@@ -62,7 +62,13 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		settings: settingsOf(def), marker: ModelMarker(call.Turn, call.Step)}
 
 	if prev, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && prev.Message != nil {
-		return step.done(ctx, prev.Message), nil
+		// This attempt shows the stored reply's text: a relay that saw the
+		// attempt's restart discards what an earlier one streamed.
+		if prev.Message.Text != "" {
+			ev := agent.Text(prev.Message.Text)
+			pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
+		}
+		return a.endTurn(ctx, call, step.done(ctx, prev.Message))
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return agentloop.ModelResult{}, storeError(err)
 	}
@@ -91,7 +97,29 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 	if err := a.storeReply(ctx, step, &msg); err != nil {
 		return agentloop.ModelResult{}, err
 	}
-	return step.done(ctx, &msg), nil
+	return a.endTurn(ctx, call, step.done(ctx, &msg))
+}
+
+// endTurn records the turn when res, the step's reply, ends it and the
+// workflow asked the step to (call.End): the outcome the loop will return
+// (agentloop.TurnEnd.Ended) is stored under the turn's key and published
+// as the turn's last feed message, exactly as Turn.Record would, which the
+// workflow then does not run. Not once the turn was stopped: its workflow
+// records what the abort made of it.
+func (a *Activities) endTurn(ctx context.Context, call agentloop.ModelCall, res agentloop.ModelResult) (agentloop.ModelResult, error) {
+	if call.End == nil || !res.EndsTurn() {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return res, nil //nolint:nilerr // a stopped turn is recorded by its workflow, from what the abort made of it
+	}
+	in := wire.RecordTurnInput{Session: call.Session, Key: call.Turn, Outcome: call.End.Ended(call, res),
+		Finished: time.Now().UTC(), Started: call.End.Started}
+	if err := a.RecordTurn(ctx, in); err != nil {
+		return agentloop.ModelResult{}, err
+	}
+	res.Recorded = true
+	return res, nil
 }
 
 // modelStep is what RunModel's parts share about the step being run.

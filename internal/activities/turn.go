@@ -83,7 +83,7 @@ func (a *Activities) RecordTurn(ctx context.Context, in wire.RecordTurnInput) er
 	if err != nil {
 		return fmt.Errorf("record turn %q: %w", in.Key, err)
 	}
-	rec := store.TurnRecord{Key: in.Key, Outcome: data, Finished: in.Finished, Replaces: in.Started}
+	rec := store.TurnRecord{Key: in.Key, Outcome: data, Finished: in.Finished, Replaces: in.Replaces()}
 	if err := a.Store.RecordTurn(ctx, in.Session, rec); err != nil {
 		return storeError(err)
 	}

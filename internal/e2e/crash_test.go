@@ -294,11 +294,12 @@ func waitForFile(t *testing.T, path string) {
 
 func describe(evs []agent.Event) string { return lab.Describe(evs) }
 
-// A worker process is SIGKILLed between turns: the first turn has answered
-// and its record (Turn.Record, run by the worker that finished the turn) is
-// not yet stored when the worker dies. A new worker starts, and the next
-// turn answers within seconds — the dead worker's record is noticed and run
-// again without waiting out a long activity timeout.
+// A worker process is SIGKILLed after a turn's reply was stored and
+// before its record (which the model step that ended the turn writes, then
+// publishes the outcome): the store refuses the record until the worker is
+// dead. The turn is not answered before it is recorded; a new worker
+// retries the step, which finds the stored reply (the model is not called
+// again) and records the turn; the next turn then answers as usual.
 func TestWorkerKilledBetweenTurns(t *testing.T) {
 	e := newProcessEnv(t)
 	// The NATS feed outlives test runs: names unique to this run.
@@ -312,39 +313,45 @@ func TestWorkerKilledBetweenTurns(t *testing.T) {
 	must(t, collect(t, e.agent, context.Background(), session, "warm up"), agent.TypeCompleted)
 	t.Logf("%s warm-up answered", time.Now().Format("15:04:05.000"))
 
-	// The store's write lock, taken the moment the first turn's reply is
-	// stored, holds its record back until the worker is dead.
-	lock := lockStoreAfterReply(t, e, session, key)
-	first := collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), key), session, "first turn")
-	must(t, first, agent.TypeCompleted)
-	if got := agent.AnswerText(first); got != "first answer" {
-		t.Fatalf("first turn's text = %q", got)
+	hold := holdTurnRecord(t, e, key)
+	ended := stepEnded(t, e, session, key)
+	firstDone := make(chan []agent.Event, 1)
+	go func() {
+		firstDone <- collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), key), session, "first turn")
+	}()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first turn's model step never ended")
 	}
-	t.Logf("%s first turn answered", time.Now().Format("15:04:05.000"))
-	if !lock.taken() {
-		t.Fatal("the store's write lock was never taken: the kill would not land before the record")
-	}
-	if _, err := e.kit.Store.Turn(context.Background(), session, key); err == nil {
-		t.Fatal("the first turn's record was stored before the kill")
+	t.Logf("%s first turn's reply stored, its record refused", time.Now().Format("15:04:05.000"))
+	select {
+	case evs := <-firstDone:
+		t.Fatalf("the first turn answered before it was recorded: %s", describe(evs))
+	default:
 	}
 	w1.kill(t)
-	lock.release()
+	hold.release()
 	e.startWorkerProcess(t)
 	t.Logf("%s worker killed, another started", time.Now().Format("15:04:05.000"))
 
-	start := time.Now()
+	var first []agent.Event
+	select {
+	case first = <-firstDone:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the first turn did not answer after the worker was replaced")
+	}
+	must(t, first, agent.TypeCompleted)
+	if got, stored := agent.AnswerText(first), recordedAnswer(t, e, session, key); got != "first answer" || stored != "first answer" {
+		t.Errorf("first turn's text = %q, stored answer %q; want both %q", got, stored, "first answer")
+	}
+	if n := e.kit.Model.Count(); n != 2 {
+		t.Errorf("the model was called %d times for the warm-up and the first turn, want 2 (the retried step reuses the stored reply)", n)
+	}
 	second := collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "second-turn"), session, "second turn")
-	took := time.Since(start)
-	t.Logf("next turn after the worker was killed between turns: %s", took.Round(100*time.Millisecond))
 	must(t, second, agent.TypeCompleted)
 	if got, stored := agent.AnswerText(second), recordedAnswer(t, e, session, "second-turn"); got != "second answer" || got != stored {
 		t.Errorf("second turn's text = %q, stored answer %q; want both %q", got, stored, "second answer")
-	}
-	if stored := recordedAnswer(t, e, session, key); stored != "first answer" {
-		t.Errorf("the first turn's stored answer = %q, want %q", stored, "first answer")
-	}
-	if took > 20*time.Second {
-		t.Errorf("the next turn took %s (want well under 20 s)", took.Round(100*time.Millisecond))
 	}
 	if t.Failed() {
 		id := workflows.WorkflowID(session)
@@ -356,83 +363,61 @@ func TestWorkerKilledBetweenTurns(t *testing.T) {
 	}
 }
 
-// storeLock is a write transaction a test holds on the env's SQLite store.
-type storeLock struct {
-	t    *testing.T
-	db   *sql.DB
-	conn *sql.Conn
-	mu   sync.Mutex
-	done chan struct{}
-}
-
-// lockStoreAfterReply takes the SQLite store's write lock as soon as the
-// feed says the model's reply of turn key (step 1) is stored, and holds it
-// until release: the turn still answers, but nothing more is written.
-func lockStoreAfterReply(t *testing.T, e *env, session, key string) *storeLock {
+// stepEnded is closed when the turn's first model step has ended on the
+// feed (its reply stored).
+func stepEnded(t *testing.T, e *env, session, key string) <-chan struct{} {
 	t.Helper()
 	sub, err := e.bus.Subscribe(context.Background(), session, key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan struct{})
+	marker := activities.ModelMarker(key, 1)
+	go func() {
+		defer sub.Close()
+		for m := range sub.C() {
+			if m.Kind == feed.KindEnd && m.Marker == marker {
+				close(done)
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// recordHold makes the env's SQLite store refuse the record of one turn key
+// (a trigger) until released.
+type recordHold struct {
+	t  *testing.T
+	db *sql.DB
+}
+
+func holdTurnRecord(t *testing.T, e *env, key string) *recordHold {
+	t.Helper()
 	path := filepath.Join(e.kit.Dir, ".fastagent", "sessions.db")
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &storeLock{t: t, db: db, done: make(chan struct{})}
-	t.Cleanup(l.release)
-	marker := activities.ModelMarker(key, 1)
-	go func() {
-		defer close(l.done)
-		defer sub.Close()
-		for m := range sub.C() {
-			if m.Kind != feed.KindEnd || m.Marker != marker {
-				continue
-			}
-			ctx := context.Background()
-			conn, err := db.Conn(ctx)
-			if err == nil {
-				if _, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-					_ = conn.Close()
-				}
-			}
-			if err != nil {
-				t.Errorf("take the store's write lock: %v", err)
-				return
-			}
-			l.mu.Lock()
-			l.conn = conn
-			l.mu.Unlock()
-			t.Logf("%s store locked", time.Now().Format("15:04:05.000"))
-			return
-		}
-	}()
-	return l
+	if _, err := db.Exec(`CREATE TRIGGER hold_record BEFORE INSERT ON turns WHEN NEW.key = '` + key + `'
+BEGIN SELECT RAISE(ABORT, 'record held by the test'); END`); err != nil {
+		t.Fatalf("hold the record: %v", err)
+	}
+	h := &recordHold{t: t, db: db}
+	t.Cleanup(h.release)
+	return h
 }
 
-func (l *storeLock) taken() bool {
-	select {
-	case <-l.done:
-	case <-time.After(5 * time.Second):
+// release drops the trigger.
+func (h *recordHold) release() {
+	if h.db == nil {
+		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.conn != nil
-}
-
-// release rolls the transaction back and closes the connection.
-func (l *storeLock) release() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.conn != nil {
-		_, _ = l.conn.ExecContext(context.Background(), "ROLLBACK")
-		_ = l.conn.Close()
-		l.conn = nil
+	if _, err := h.db.Exec(`DROP TRIGGER IF EXISTS hold_record`); err != nil {
+		h.t.Errorf("release the record: %v", err)
 	}
-	if l.db != nil {
-		_ = l.db.Close()
-		l.db = nil
-	}
+	_ = h.db.Close()
+	h.db = nil
 }
 
 // timeline is a run's history, one event a line: seconds since the first

@@ -59,8 +59,9 @@ func (e *env) searchUntil(t *testing.T, f sessionstart.Filter, want ...string) {
 
 // Sessions can be found by their search attributes: two HTTP sessions of
 // two token principals and one Slack session, each query returning
-// exactly its sessions; a running turn shows FastAgentStatus running, then
-// idle; GET /sessions and `fastagent session list` filter the same way.
+// exactly its sessions; a running turn leaves FastAgentStatus idle (only
+// a wait for a person changes it), and a status no session has is refused;
+// GET /sessions and `fastagent session list` filter the same way.
 func TestSessionSearchAttributes(t *testing.T) {
 	e := newEnv(t)
 	e.startWorker()
@@ -85,21 +86,28 @@ func TestSessionSearchAttributes(t *testing.T) {
 	e.searchUntil(t, sessionstart.Filter{Principal: "alice"}, "sa-alice")
 	e.searchUntil(t, sessionstart.Filter{Principal: "bob"}, "sa-bob")
 	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusIdle}, "sa-alice", "sa-bob", "sa-slack")
-	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusRunning})
 
-	// A held turn: running while it runs, idle once it ended.
+	// A running turn does not change the status (only a wait for a person
+	// does): the session stays idle while the turn runs and after.
 	hold := make(chan struct{})
 	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"slow"}, Hold: hold})
+	calls := e.kit.Model.Count()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		send(t, http.MethodPost, hs.URL+"/invoke", "alice-token", `{"session":"sa-alice","text":"take your time"}`, nil)
 	}()
-	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusRunning}, "sa-alice")
+	waitFor(t, 30*time.Second, "the held model call to start", func() bool { return e.kit.Model.Count() > calls })
+	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusIdle, Principal: "alice"}, "sa-alice")
 	close(hold)
 	<-done
-	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusRunning})
 	e.searchUntil(t, sessionstart.Filter{Status: workflows.StatusIdle, Principal: "alice"}, "sa-alice")
+
+	// A status no session has is refused, saying which there are.
+	if st, body, _ := send(t, http.MethodGet, hs.URL+"/sessions?status=running", "admin-token", "", nil); st != http.StatusBadRequest ||
+		!strings.Contains(body, "waiting_approval") {
+		t.Errorf("GET /sessions?status=running = %d %s, want 400 naming the statuses", st, body)
+	}
 
 	// Over HTTP: an admin filters by channel; bob asking for every http
 	// session gets only his own.

@@ -173,6 +173,10 @@ func (s *Server) listSessions(c *gin.Context) {
 		q.Owner = p.Name
 	}
 	if f, ok := searchFilter(c); ok {
+		if err := f.Check(); err != nil {
+			abort(c, agent.CodeInvalidCommand, err.Error())
+			return
+		}
 		if q.Owner != "" {
 			f.Principal = q.Owner
 		}

@@ -217,6 +217,8 @@ func (r *runtime) attempts() int {
 func (r *runtime) Model(call agentloop.ModelCall) (agentloop.ModelResult, error) {
 	attempts := r.attempts()
 	call.MaxAttempts = attempts
+	// This agent records its turns itself, once it has their outcome.
+	call.End = nil
 	var res agentloop.ModelResult
 	err := r.retry(attempts, func(attempt int) error {
 		var err error

@@ -57,10 +57,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		}
 	case workflows.ActivityTurnRecord:
 		if ri, ok := arg[wire.RecordTurnInput](in); ok && err == nil {
-			m.turnsFinished.WithLabelValues(ri.Outcome.Status, ri.Outcome.Code).Inc()
-			if t, ok := a.w.finished(ri.Session + "\x00" + ri.Key); ok {
-				m.turnLatency.WithLabelValues(ri.Outcome.Status).Observe(time.Since(t).Seconds())
-			}
+			a.turnFinished(ri.Session, ri.Key, ri.Outcome)
 		}
 	case workflows.ActivityModelGenerate:
 		outcome := "ok"
@@ -68,6 +65,12 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 			outcome = "error"
 		}
 		m.modelLatency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+		// A step that ended its turn recorded it (no Turn.Record runs).
+		if r, ok := res.(agentloop.ModelResult); ok && err == nil && r.Recorded {
+			if call, ok := arg[agentloop.ModelCall](in); ok && call.End != nil {
+				a.turnFinished(call.Session, call.Turn, call.End.Ended(call, r))
+			}
+		}
 	case workflows.ActivityToolExecute:
 		if tc, ok := arg[agentloop.ToolCall](in); ok && tc.Synthetic == nil {
 			outcome := "ok"
@@ -84,6 +87,15 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		}
 	}
 	return res, err
+}
+
+// turnFinished counts a recorded turn and its latency.
+func (a *activityInbound) turnFinished(session, key string, out agentloop.Outcome) {
+	m := a.w.m
+	m.turnsFinished.WithLabelValues(out.Status, out.Code).Inc()
+	if t, ok := a.w.finished(session + "\x00" + key); ok {
+		m.turnLatency.WithLabelValues(out.Status).Observe(time.Since(t).Seconds())
+	}
 }
 
 // toolLabel is the tool label of a call: the tool's name when the agent

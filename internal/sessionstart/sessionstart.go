@@ -122,6 +122,16 @@ type Filter struct {
 	Agent, Principal, Channel, Status, Parent string
 }
 
+// Check refuses a status no session has, saying which ones there are.
+func (f Filter) Check() error {
+	switch f.Status {
+	case "", workflows.StatusIdle, workflows.StatusWaiting, workflows.StatusAsking:
+		return nil
+	}
+	return fmt.Errorf("status %q: a session's status is %s, %s or %s (whether a turn is running right now is not searchable: "+
+		"see the session's state, `fastagent session show`)", f.Status, workflows.StatusIdle, workflows.StatusWaiting, workflows.StatusAsking)
+}
+
 // quote makes s a visibility query string literal.
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"

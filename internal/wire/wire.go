@@ -146,6 +146,24 @@ type RecordTurnInput struct {
 	// finished before it (outside the idempotency window, or the turn
 	// would not have run) is replaced, not kept.
 	Started time.Time `json:"started,omitempty"`
+	// Override replaces whatever this turn's own model steps recorded of
+	// the key (a step that ended the turn may have recorded it just as the
+	// turn was aborted): the workflow's outcome is the truth.
+	Override bool `json:"override,omitempty"`
+}
+
+// overrideSlack is how much later than a record's Finished a record of the
+// same key by one of the turn's steps may say it finished (the worker's
+// clock against the workflow's).
+const overrideSlack = time.Hour
+
+// Replaces is the instant before which a stored record of the key gives
+// way to this one (zero: none does; see store.TurnRecord.Replaces).
+func (in RecordTurnInput) Replaces() time.Time {
+	if in.Override {
+		return in.Finished.Add(overrideSlack)
+	}
+	return in.Started
 }
 
 // PublishInput is the argument of ActivityFeedPublish: an event of a

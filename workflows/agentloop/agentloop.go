@@ -122,6 +122,46 @@ type ModelCall struct {
 	// the context first and, when it is over the compaction threshold,
 	// answers ModelResult.Compact instead of calling the model.
 	CheckContext bool `json:"checkContext,omitempty"`
+	// End, when set, lets the step record the turn: a reply that calls no
+	// tools ends the turn (Outcome.Ended), so the step stores that outcome
+	// under the turn's key and publishes it, as a separate record would,
+	// and says so (ModelResult.Recorded). Steering that arrives meanwhile
+	// becomes the next turn (Outcome.Leftover).
+	End *TurnEnd `json:"end,omitempty"`
+}
+
+// TurnEnd is what a model step needs to record the turn it may end: the
+// turn's first entry, its usage before the step and when it began (a
+// record of the key older than that is replaced: the key ran again after
+// its idempotency window).
+type TurnEnd struct {
+	First   string       `json:"first,omitempty"`
+	Usage   *agent.Usage `json:"usage,omitempty"`
+	Started time.Time    `json:"started,omitzero"`
+}
+
+// Ended is the outcome of a turn that call's step ended with reply res
+// (no tool calls): what the loop returns then, Leftover aside. The step
+// records it; the loop computes the same.
+func (e TurnEnd) Ended(call ModelCall, res ModelResult) Outcome {
+	out := Outcome{Turn: call.Turn, Status: agent.TypeCompleted, Steps: call.Step, First: e.First,
+		Leaf: res.EntryID, Marker: res.Marker}
+	for _, u := range []*agent.Usage{e.Usage, res.Usage} {
+		if u != nil {
+			if out.Usage == nil {
+				out.Usage = &agent.Usage{}
+			}
+			out.Usage.Add(*u)
+		}
+	}
+	return out
+}
+
+// EndsTurn reports whether res, the reply of a step, ends the turn: it
+// calls no tools, did not fail and asks for no compaction.
+func (res ModelResult) EndsTurn() bool {
+	return len(res.Calls) == 0 && res.Compact == nil && res.EntryID != "" &&
+		res.StopReason != transcript.StopError && res.StopReason != transcript.StopAborted
 }
 
 // ContextReport sizes a context that is over the compaction threshold.
@@ -151,6 +191,9 @@ type ModelResult struct {
 	// model was not called: the context must be compacted first. EntryID is
 	// then empty.
 	Compact *ContextReport `json:"compact,omitempty"`
+	// Recorded says the step ended the turn and recorded its outcome
+	// (ModelCall.End): the turn ends here, whatever steering came.
+	Recorded bool `json:"recorded,omitempty"`
 }
 
 // Call is a tool call annotated with what the definition says about its tool.
@@ -374,7 +417,7 @@ func (r *run) step(step int) bool {
 	}
 	if len(res.Calls) == 0 {
 		steer := r.rt.Steering()
-		if len(steer) > 0 && step < r.maxSteps {
+		if len(steer) > 0 && step < r.maxSteps && !res.Recorded {
 			r.pending = steeringEntries(r.rt, steer)
 			r.afterTools = false
 			return false
@@ -405,6 +448,11 @@ func (r *run) step(step int) bool {
 // leaf, the feed marker and the definition's latest settings.
 func (r *run) model(step int) (ModelResult, error) {
 	chain(r.pending, r.leaf)
+	var usage *agent.Usage
+	if r.out.Usage != nil {
+		u := *r.out.Usage
+		usage = &u
+	}
 	res, err := r.rt.Model(ModelCall{
 		Session:    r.session,
 		Turn:       r.turn.ID,
@@ -414,6 +462,7 @@ func (r *run) model(step int) (ModelResult, error) {
 		EntryID:    r.rt.NewID(),
 		Activated:  r.st.Activated,
 		AfterTools: r.afterTools,
+		End:        &TurnEnd{First: r.out.First, Usage: usage},
 	})
 	if err != nil {
 		return res, err
