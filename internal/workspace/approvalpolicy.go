@@ -183,7 +183,7 @@ func globRegexp(g string) (*regexp.Regexp, error) {
 		return nil, fmt.Errorf("a glob is relative to the workspace and stays inside it (no leading /, no ..)")
 	}
 	if _, err := filepath.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {
-		return nil, fmt.Errorf("not a valid glob: %v", err)
+		return nil, fmt.Errorf("not a valid glob: %w", err)
 	}
 	var b strings.Builder
 	b.WriteString("^")
