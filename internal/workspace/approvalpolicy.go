@@ -3,6 +3,7 @@ package workspace
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -165,12 +166,65 @@ func pathMatches(globs []*regexp.Regexp, p, dir string) bool {
 	if p == "." || p == ".." || strings.HasPrefix(p, "../") || strings.HasPrefix(p, "/") {
 		return false
 	}
+	if !anyMatch(globs, p) {
+		return false
+	}
+	// A symlink on the way may lead elsewhere: where the path really
+	// leads (as far as it exists) must match too. A workspace this
+	// process cannot see (the model step on another machine) is judged
+	// by the path as written.
+	if dir == "" {
+		return true
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return true
+	}
+	real, ok := resolveExisting(filepath.Join(realDir, filepath.FromSlash(p)))
+	if !ok {
+		return false
+	}
+	rel, err := filepath.Rel(realDir, real)
+	if err != nil {
+		return false
+	}
+	rel = filepath.ToSlash(rel)
+	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return false
+	}
+	return anyMatch(globs, rel)
+}
+
+func anyMatch(globs []*regexp.Regexp, p string) bool {
 	for _, g := range globs {
 		if g.MatchString(p) {
 			return true
 		}
 	}
 	return false
+}
+
+// resolveExisting resolves the symlinks of the longest existing prefix of
+// p and appends the rest (which does not exist yet); false when p cannot
+// be resolved.
+func resolveExisting(p string) (string, bool) {
+	rest := ""
+	for cur := p; ; {
+		if real, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(real, rest), true
+		} else if !os.IsNotExist(err) {
+			return "", false
+		}
+		if _, err := os.Lstat(cur); err == nil {
+			return "", false // a dangling symlink: where it leads is unknown
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return "", false
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
 }
 
 // globRegexp compiles a workspace glob: * and ? within a path segment,

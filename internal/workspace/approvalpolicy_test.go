@@ -164,3 +164,41 @@ func TestApprovalSettingErrors(t *testing.T) {
 		}
 	}
 }
+
+// A symlink inside the workspace that leads out of the globs (or out of
+// the workspace) does not match; a real directory and a path not created
+// yet do.
+func TestApprovalUnlessPathSymlinks(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	for _, d := range []string{"notes", "src"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		"notes/to-src":     filepath.Join(ws, "src"),
+		"notes/to-outside": outside,
+		"notes/main.go":    filepath.Join(ws, "src", "main.go"),
+	} {
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := loadPolicy(t, "tools:\n  write:\n    requiresApproval: {unless: {path: [\"notes/**\"]}}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := c.Tools["write"].RequiresApproval.Unless
+	for p, want := range map[string]bool{
+		"notes/a.txt":            true,
+		"notes/new/dir/b.txt":    true,
+		"notes/to-src/main.go":   false,
+		"notes/to-outside/x.txt": false,
+		"notes/main.go":          false,
+		"src/main.go":            false,
+	} {
+		if got := u.Waives(argsJSON(t, "path", p), ws); got != want {
+			t.Errorf("%q waived = %v, want %v", p, got, want)
+		}
+	}
+}
