@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -267,7 +269,7 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		if c.Call.RequiresApproval {
 			// tools.delegate.requiresApproval: decided like any gated call,
 			// before the sub-agent starts.
-			ok, denial, err := r.approve(ctx, c)
+			ok, denial, err := r.approve(ctx, &c)
 			if err != nil {
 				r.notStarting()
 				return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
@@ -280,7 +282,7 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 		return r.delegated(ctx, c)
 	}
 	if c.Synthetic == nil && c.Call.RequiresApproval {
-		ok, denial, err := r.approve(ctx, c)
+		ok, denial, err := r.approve(ctx, &c)
 		if err != nil {
 			return r.record(ctx, c, abortedResult(r.s.abortReason)), errAborted
 		}
@@ -335,7 +337,12 @@ func (r *loopRuntime) tool(ctx workflow.Context, c agentloop.ToolCall) (agentloo
 
 // approve waits durably for an UpdateApprove decision (or the call's
 // deadline); a call not approved gets the result the model reads.
-func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool, string, error) {
+//
+// An approval with edits (ApproveRequest.Args) makes the edited arguments
+// the call's: what it runs with (c.Args), what the tool activity checks
+// the approval against (c.Call.ArgsHash), and an ApprovalEdit the result
+// tells the model about.
+func (r *loopRuntime) approve(ctx workflow.Context, c *agentloop.ToolCall) (bool, string, error) {
 	view := PendingApproval{Turn: c.Turn, Call: c.Call.ID, Tool: c.Call.Name, Args: c.Call.Args,
 		ArgsHash: c.Call.ArgsHash, DefinitionHash: c.Call.DefinitionHash}
 	if len(view.Args) == 0 && c.Call.ArgsPreview != "" {
@@ -343,14 +350,23 @@ func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool,
 		// encoder's type cache, not the output).
 		view.Args, _ = json.Marshal(c.Call.ArgsPreview) //workflowcheck:ignore
 	}
-	a := &approval{view: view}
+	a := &approval{view: view, noEdit: noEditReason(c.Call)}
 	r.s.approvals = append(r.s.approvals, a)
 	r.s.setStatus(ctx, StatusWaiting)
-	if err := r.awaitDecision(ctx, c, a); err != nil {
+	if err := r.awaitDecision(ctx, *c, a); err != nil {
 		return false, "", err
 	}
 	if !r.s.waitingApproval() {
 		r.s.setStatus(ctx, StatusIdle)
+	}
+	if a.approved && len(a.edited) > 0 && workflow.GetVersion(ctx, changeApprovalEdits, workflow.DefaultVersion, 1) >= 1 {
+		from := c.Call.Args
+		if len(c.Args) > 0 {
+			from = c.Args
+		}
+		c.Edit = &agentloop.ApprovalEdit{By: a.by, From: from}
+		c.Args, c.Call.Args, c.Call.ArgsHash = a.edited, a.edited, argsHash(a.edited)
+		c.Call.ArgsPreview = argsPreview(string(a.edited))
 	}
 	if a.timedOut {
 		return false, "This tool call was not run: it needs a human's approval and " + a.reason +
@@ -361,6 +377,30 @@ func (r *loopRuntime) approve(ctx workflow.Context, c agentloop.ToolCall) (bool,
 		msg += " Reason: " + a.reason
 	}
 	return a.approved, msg, nil
+}
+
+// changeApprovalEdits marks runs that apply an approver's edited
+// arguments to the call (ApproveRequest.Args). The marker is recorded only
+// where an approval carried edits, which no earlier history has.
+const changeApprovalEdits = "approval-edits"
+
+// noEditReason says why a call's arguments cannot be edited at approval
+// ("" they can): a delegation was resolved from the model's arguments.
+func noEditReason(c agentloop.Call) string {
+	if c.Delegate != nil {
+		return "a delegation is decided as the model asked for it; approve or deny it"
+	}
+	return ""
+}
+
+// argsHash is the digest an approval binds a call's arguments to (as the
+// activities compute it: sha256 over the arguments, "{}" when empty).
+func argsHash(args json.RawMessage) string {
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	sum := sha256.Sum256(args)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // awaitDecision announces the wait on the turn's stream, waits for a

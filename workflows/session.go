@@ -275,6 +275,51 @@ type ApproveRequest struct {
 	// that the door checked By belongs to: a call listing the role may be
 	// decided by By. Only a role of the door's own kind counts.
 	Role string `json:"role,omitempty"`
+	// Args, with Approve, are the arguments the call runs with in place of
+	// the model's (approve with edits): a JSON object the tool's schema
+	// must accept. The decision then binds these arguments, the tool runs
+	// them once, and the model is told what changed.
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// maxEditedArgsBytes bounds the arguments an approver may send.
+const maxEditedArgsBytes = 256 << 10
+
+// checkEdit refuses edited arguments that cannot apply: given with a
+// denial, not one JSON object, too large, or for a call recorded before
+// approvals carried full arguments.
+func checkEdit(req ApproveRequest, a *approval) error {
+	if len(req.Args) == 0 {
+		return nil
+	}
+	bad := func(msg string) error {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("tool call %q: %s; it was not decided and still waits", req.Call, msg),
+			agent.CodeInvalidCommand, temporal.ApplicationErrorOptions{NonRetryable: true})
+	}
+	if !req.Approve {
+		return bad("edited arguments go with an approval, not a denial")
+	}
+	if len(req.Args) > maxEditedArgsBytes {
+		return bad(fmt.Sprintf("the edited arguments are %d bytes, more than %d", len(req.Args), maxEditedArgsBytes))
+	}
+	if !isJSONObject(req.Args) {
+		return bad("the edited arguments must be one JSON object (the tool's arguments)")
+	}
+	if a.view.ArgsHash == "" {
+		return bad("this call was put up for approval without its full arguments, so it cannot be edited")
+	}
+	if a.noEdit != "" {
+		return bad("its arguments cannot be edited: " + a.noEdit)
+	}
+	return nil
+}
+
+// isJSONObject reports whether b is one JSON object.
+func isJSONObject(b json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	// Deterministic: decoding bytes the update carried (workflowcheck
+	// flags the decoder's type cache, not the result).
+	return json.Unmarshal(b, &m) == nil && m != nil //workflowcheck:ignore
 }
 
 // approverListed reports whether req's decider is one of approvers: by
@@ -363,6 +408,10 @@ type approval struct {
 	reason   string
 	by       string
 	timedOut bool
+	// edited are the arguments the approver gave the call (nil: none);
+	// noEdit, when set, is why the call's arguments cannot be edited.
+	edited json.RawMessage
+	noEdit string
 	// sub is set for a sub-agent's call (see subagents.go).
 	sub *subWait
 }
@@ -894,7 +943,7 @@ func (s *session) validateApprove(_ workflow.Context, req ApproveRequest) error 
 					"than the ones sent (argsHash %s, definitionHash %s); it was not decided — look at it again and decide on what it is now",
 					req.Call, a.view.ArgsHash, a.view.DefinitionHash), agent.CodeCallChanged, temporal.ApplicationErrorOptions{NonRetryable: true})
 			}
-			return nil
+			return checkEdit(req, a)
 		}
 	}
 	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("no tool call %q is waiting for approval", req.Call),
@@ -960,9 +1009,19 @@ func (s *session) onApprove(ctx workflow.Context, req ApproveRequest) error {
 				return s.forwardApproval(ctx, a, req, workflow.GetCurrentUpdateInfo(ctx).ID)
 			}
 			a.decided, a.approved, a.reason, a.by = true, req.Approve, req.Reason, req.By
+			a.edited = editedArgs(req)
 		}
 	}
 	return nil
+}
+
+// editedArgs are the arguments an approval replaces the call's with (nil:
+// none).
+func editedArgs(req ApproveRequest) json.RawMessage {
+	if !req.Approve || len(req.Args) == 0 {
+		return nil
+	}
+	return req.Args
 }
 
 func (s *session) view() (SessionView, error) {

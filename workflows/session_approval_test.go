@@ -2,6 +2,8 @@ package workflows_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -378,4 +380,57 @@ func TestSessionAskUser(t *testing.T) {
 		kinds = append(kinds, p.Event.Type+":"+p.Event.ID+":"+p.Event.By)
 	}
 	equalSlice(t, "published", kinds, []string{"question_asked:t1-q:", "question_answered:t1-q:alice", "question_asked:t2-q:", "question_answered:t2-q:"})
+}
+
+// TestSessionApprovalWithEdits: an approver changes the waiting call's
+// arguments; the tool runs once with exactly the edited ones, bound to
+// their digest, and the result tells the model what changed. Edits that
+// cannot apply (with a denial, not an object) are refused and the call
+// keeps waiting; an edit after the decision finds nothing waiting.
+func TestSessionApprovalWithEdits(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		if call.Step == 1 {
+			return reply(call, gatedDeploy(time.Hour)), nil
+		}
+		return reply(call), nil
+	}
+	edited := json.RawMessage(`{"env":"staging"}`)
+	u := h.turn(ms, "t1", "ship it")
+	withDenial := h.send(time.Minute, workflows.UpdateApprove, "e-deny", workflows.ApproveRequest{Call: "c1", Args: edited})
+	notObject := h.send(time.Minute+time.Second, workflows.UpdateApprove, "e-list", workflows.ApproveRequest{Call: "c1", Approve: true, Args: json.RawMessage(`["staging"]`)})
+	var still workflows.SessionView
+	h.at(2*time.Minute, func() { still = h.state() })
+	ok := h.send(3*time.Minute, workflows.UpdateApprove, "e-ok", workflows.ApproveRequest{Call: "c1", Approve: true, By: "alice", Args: edited})
+	late := h.send(time.Hour, workflows.UpdateApprove, "e-late", workflows.ApproveRequest{Call: "c1", Approve: true, Args: json.RawMessage(`{"env":"dev"}`)})
+	h.run(workflows.SessionInput{Session: "s1"})
+	h.requireCancelled()
+
+	h.requireRejected(withDenial, agent.CodeInvalidCommand)
+	h.requireRejected(notObject, agent.CodeInvalidCommand)
+	equal(t, "pending after refused edits", len(still.Approvals), 1)
+	equal(t, "args shown while waiting", string(still.Approvals[0].Args), `{"env":"prod"}`)
+	h.requireOK(ok, "the approval with edits")
+	h.requireRejected(late, agent.CodeNotFound)
+	requireOutcome(t, h.outcome(u), "t1", agent.TypeCompleted, "", false)
+	c1 := h.toolCallsFor("c1")
+	if len(c1) != 1 {
+		t.Fatalf("c1: Tool.Execute called %d times, want 1", len(c1))
+	}
+	got := c1[0]
+	if got.Synthetic != nil {
+		t.Fatalf("edited call recorded %+v instead of running", got.Synthetic)
+	}
+	equal(t, "runs with", string(got.Args), string(edited))
+	equal(t, "bound to", got.Call.ArgsHash, "sha256:"+sha256Hex(edited))
+	equal(t, "Call.Args", string(got.Call.Args), string(edited))
+	if got.Edit == nil || got.Edit.By != "alice" || string(got.Edit.From) != `{"env":"prod"}` {
+		t.Fatalf("Edit = %+v, want alice's edit from the model's arguments", got.Edit)
+	}
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

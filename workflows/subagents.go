@@ -565,10 +565,14 @@ func (s *session) applyDecision(ctx workflow.Context, req ApproveRequest, id str
 				"than the ones sent (argsHash %s, definitionHash %s); it was not decided", req.Call, a.view.ArgsHash, a.view.DefinitionHash),
 				agent.CodeCallChanged, temporal.ApplicationErrorOptions{NonRetryable: true})
 		}
+		if err := checkEdit(req, a); err != nil {
+			return err
+		}
 		if a.sub != nil {
 			return s.forwardApproval(ctx, a, req, id)
 		}
 		a.decided, a.approved, a.reason, a.by = true, req.Approve, req.Reason, req.By
+		a.edited = editedArgs(req)
 		return nil
 	}
 	return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("no tool call %q is waiting for approval", req.Call),

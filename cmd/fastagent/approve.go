@@ -81,13 +81,19 @@ func newSessionApprovals(c *approvalClient) *cobra.Command {
 // sends the hashes of what it showed (or of what --args-hash and
 // --definition-hash name), so a call that changed meanwhile is refused.
 func newSessionApprove(c *approvalClient) *cobra.Command {
-	var argsHash, defHash string
+	var argsHash, defHash, edited string
 	cmd := &cobra.Command{
 		Use:   "approve <session> <call>",
 		Short: "Approve a tool call waiting for approval (shows it; refused if it is no longer the call shown)",
 		Args:  exactArgs(2, "approve <session> <call>"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, callID := args[0], args[1]
+			var editedArgs map[string]json.RawMessage
+			if edited != "" {
+				if err := json.Unmarshal([]byte(edited), &editedArgs); err != nil || editedArgs == nil {
+					return usageError("--args must be the call's arguments as one JSON object, e.g. --args '{\"command\":\"ls\"}'")
+				}
+			}
 			ps, err := c.pending(id)
 			if err != nil {
 				return err
@@ -111,16 +117,25 @@ func newSessionApprove(c *approvalClient) *cobra.Command {
 			if defHash != "" {
 				req["definitionHash"] = defHash
 			}
+			if editedArgs != nil {
+				req["args"] = editedArgs
+				fmt.Fprintf(out, "with edited arguments:\n    %s\n", edited)
+			}
 			b, _ := json.Marshal(req)
 			if _, err := c.call(http.MethodPost, c.sessionURL(id, "/approvals/"+url.PathEscape(callID)), string(b)); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "approved %s\n", callID)
+			if editedArgs != nil {
+				fmt.Fprintf(out, "approved %s with edits\n", callID)
+			} else {
+				fmt.Fprintf(out, "approved %s\n", callID)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&argsHash, "args-hash", "", "approve only if the call's arguments still have this hash (as `session approvals` showed it)")
 	cmd.Flags().StringVar(&defHash, "definition-hash", "", "approve only if the tool's definition still has this hash")
+	cmd.Flags().StringVar(&edited, "args", "", "approve with edits: run the call with these arguments (one JSON object, in place of the model's); the model is told what changed")
 	return cmd
 }
 

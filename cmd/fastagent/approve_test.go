@@ -77,9 +77,19 @@ func TestSessionApproveSendsShownHashes(t *testing.T) {
 	if _, errOut, code = execute(t, "", "session", "--url", srv.URL, "approve", "s1", "c9"); code == 0 || !strings.Contains(errOut, `"c9"`) {
 		t.Errorf("approve of a call not waiting: exit %d, %q", code, errOut)
 	}
+	// --args approves with edits; arguments that are not an object are
+	// refused before anything is sent.
+	out, errOut, code = execute(t, "", "session", "--url", srv.URL, "approve", "s1", "c1", "--args", `{"env":"staging"}`)
+	if code != 0 || !strings.Contains(out, "approved c1 with edits") {
+		t.Errorf("approve --args: exit %d, %q %q", code, out, errOut)
+	}
+	if _, errOut, code = execute(t, "", "session", "--url", srv.URL, "approve", "s1", "c1", "--args", `["staging"]`); code == 0 || !strings.Contains(errOut, "JSON object") {
+		t.Errorf("approve --args with a list: exit %d, %q", code, errOut)
+	}
 	want := []map[string]any{
 		{"approve": true, "argsHash": "sha256:aaa", "definitionHash": "sha256:ddd"},
 		{"approve": true, "argsHash": "sha256:seen-before", "definitionHash": "sha256:ddd"},
+		{"approve": true, "args": map[string]any{"env": "staging"}, "argsHash": "sha256:aaa", "definitionHash": "sha256:ddd"},
 	}
 	if got, _ := json.Marshal(fake.posted); string(got) != mustJSON(t, want) {
 		t.Errorf("posted %s, want %s", got, mustJSON(t, want))

@@ -367,6 +367,12 @@ func resultOf(def *workspace.Definition, id string, msg *transcript.Message, set
 			c.Idempotent = s.Idempotent
 			c.Sequential = s.Sequential
 			c.RequiresApproval = s.RequiresApproval
+			if c.RequiresApproval && def.ApprovalWaived(tc.Name, normArgs(tc.Args)) {
+				// tools.<name>.requiresApproval.unless matched: decided
+				// here and recorded with the step's result, so a replay
+				// never decides again under a changed fastagent.yaml.
+				c.RequiresApproval, c.ApprovalWaived = false, true
+			}
 			c.Timeout = s.Timeout
 			c.MaxAttempts = def.MaxAttempts(tc.Name)
 			c.BeforeHook = hookOnError(def, agentloop.HookBeforeTool, tc.Name)

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,6 +76,9 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 		res, err = a.execute(ctx, call, args)
 		if err != nil {
 			return agentloop.ToolOutcome{}, err
+		}
+		if call.Edit != nil {
+			res.Content = EditNote(call.Edit, args) + "\n\n" + res.Content
 		}
 	}
 	msg := transcript.Message{
@@ -303,4 +309,53 @@ func activated(tool string, details json.RawMessage) []string {
 		return nil
 	}
 	return d.Activated
+}
+
+// editValueLen bounds each value an edit note quotes.
+const editValueLen = 200
+
+// EditNote tells the model how an approver changed its call's arguments:
+// "Approved with edits by alice: command changed from "rm -rf x" to "rm x"."
+func EditNote(e *agentloop.ApprovalEdit, args json.RawMessage) string {
+	var from, to map[string]json.RawMessage
+	_ = json.Unmarshal(e.From, &from)
+	_ = json.Unmarshal(args, &to)
+	show := func(v json.RawMessage) string {
+		s := strings.Join(strings.Fields(string(v)), " ")
+		if len(s) > editValueLen {
+			s = s[:editValueLen] + "…"
+		}
+		return s
+	}
+	var changes []string
+	for _, k := range slices.Sorted(maps.Keys(to)) {
+		old, had := from[k]
+		switch {
+		case !had:
+			changes = append(changes, fmt.Sprintf("%s set to %s", k, show(to[k])))
+		case !jsonEqual(old, to[k]):
+			changes = append(changes, fmt.Sprintf("%s changed from %s to %s", k, show(old), show(to[k])))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(from)) {
+		if _, kept := to[k]; !kept {
+			changes = append(changes, k+" removed")
+		}
+	}
+	by := ""
+	if e.By != "" {
+		by = " by " + e.By
+	}
+	if len(changes) == 0 {
+		return fmt.Sprintf("[Approved with edits%s: the arguments were rewritten with the same values.]", by)
+	}
+	return fmt.Sprintf("[Approved with edits%s: %s. The call ran with the edited arguments.]", by, strings.Join(changes, "; "))
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return string(a) == string(b)
+	}
+	return reflect.DeepEqual(x, y)
 }

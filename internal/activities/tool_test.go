@@ -289,3 +289,66 @@ func TestGenerateRefusesDuplicateCallIDs(t *testing.T) {
 		t.Errorf("refusal %q does not name the ID", res.Calls[0].Refused)
 	}
 }
+
+// A call matching its tool's requiresApproval.unless is recorded by the
+// model step as needing no person; one that chains a command still waits.
+func TestGenerateWaivesApprovalUnless(t *testing.T) {
+	t.Parallel()
+	const session = "s1"
+	e := newEnv(t)
+	if err := e.kit.WriteConfig("tools:\n  counter:\n    requiresApproval: {unless: {command: \"^(git status|ls)( |$)\"}}\n"); err != nil {
+		t.Fatal(err)
+	}
+	e.store(session,
+		message("u1", "", transcript.Message{Role: transcript.RoleUser, Text: "count"}),
+		message("a1", "u1", transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopToolUse,
+			ToolCalls: []transcript.ToolCall{
+				{ID: "c1", Name: testkit.CounterName, Args: json.RawMessage(`{"command":"git status"}`)},
+				{ID: "c2", Name: testkit.CounterName, Args: json.RawMessage(`{"command":"ls; rm x"}`)},
+				{ID: "c3", Name: testkit.CounterName, Args: json.RawMessage(`{"command":"rm x"}`)},
+			}}),
+	)
+	res, err := e.generate(agentloop.ModelCall{Session: session, Turn: "t1", Step: 1, EntryID: "a1", Leaf: "u1"})
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	for i, waived := range []bool{true, false, false} {
+		c := res.Calls[i]
+		if c.ApprovalWaived != waived || c.RequiresApproval == waived || (c.ArgsHash != "") == waived {
+			t.Errorf("%s: waived %v, requiresApproval %v, argsHash %q; want waived %v", c.ID, c.ApprovalWaived, c.RequiresApproval, c.ArgsHash, waived)
+		}
+	}
+}
+
+// A call an approver edited runs the edited arguments, and its result
+// starts with what changed.
+func TestExecuteEditedCall(t *testing.T) {
+	t.Parallel()
+	const session = "s1"
+	e := newEnv(t)
+	call := toolSetup(e, session, testkit.CounterName, `{"note":"from the model"}`)
+	call.Args = json.RawMessage(`{"note":"from the approver"}`)
+	call.Call.ArgsHash = activities.ArgsHash(call.Args)
+	call.Edit = &agentloop.ApprovalEdit{By: "alice", From: json.RawMessage(`{"note":"from the model"}`)}
+	if _, err := e.execute(call); err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if got := e.kit.Counter.Runs(session); got != 1 {
+		t.Errorf("counter ran %d times, want 1", got)
+	}
+	stored, _ := e.stored(session, "r1")
+	want := `[Approved with edits by alice: note changed from "from the model" to "from the approver". The call ran with the edited arguments.]`
+	if stored.Message == nil || !strings.HasPrefix(stored.Message.Text, want) || !strings.Contains(stored.Message.Text, "count=1") {
+		t.Errorf("result = %+v, want it to start with %q", stored.Message, want)
+	}
+}
+
+func TestEditNote(t *testing.T) {
+	t.Parallel()
+	e := &agentloop.ApprovalEdit{From: json.RawMessage(`{"command":"rm -rf x","timeout":5,"keep":1}`)}
+	got := activities.EditNote(e, json.RawMessage(`{"command":"rm x","keep":1.0,"dir":"a"}`))
+	want := `[Approved with edits: command changed from "rm -rf x" to "rm x"; dir set to "a"; timeout removed. The call ran with the edited arguments.]`
+	if got != want {
+		t.Errorf("note = %s\nwant   %s", got, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -59,15 +60,33 @@ func TestApproveSendsHashes(t *testing.T) {
 		{`{"approve":true,"argsHash":"sha256:other"}`, http.StatusConflict,
 			workflows.ApproveRequest{Call: "c1", Approve: true, ArgsHash: "sha256:other"}},
 		{`{"approve":false,"reason":"no"}`, http.StatusOK, workflows.ApproveRequest{Call: "c1", Reason: "no"}},
+		{`{"decision":"approve","args":{ "command" : "ls -la" }}`, http.StatusOK,
+			workflows.ApproveRequest{Call: "c1", Approve: true, Args: json.RawMessage(`{"command":"ls -la"}`)}},
+		{`{"decision":"deny","reason":"no"}`, http.StatusOK, workflows.ApproveRequest{Call: "c1", Reason: "no"}},
 	}
 	for _, c := range cases {
 		ctl.got = nil
 		st, v := post(c.body)
-		if st != c.want || len(ctl.got) != 1 || ctl.got[0] != c.req {
+		if st != c.want || len(ctl.got) != 1 || !reflect.DeepEqual(ctl.got[0], c.req) {
 			t.Errorf("%s: %d %v, sent %+v; want %d and %+v", c.body, st, v, ctl.got, c.want, c.req)
 		}
 		if c.want == http.StatusConflict && v["code"] != agent.CodeCallChanged {
 			t.Errorf("%s: code %v, want %s", c.body, v["code"], agent.CodeCallChanged)
+		}
+	}
+	// Edits that cannot apply are refused at the door: nothing is sent.
+	for _, body := range []string{
+		`{"approve":false,"args":{"command":"ls"}}`,
+		`{"decision":"deny","args":{"command":"ls"}}`,
+		`{"approve":true,"args":"ls"}`,
+		`{"approve":true,"args":["ls"]}`,
+		`{"decision":"maybe"}`,
+		`{"decision":"approve","approve":false}`,
+	} {
+		ctl.got = nil
+		st, v := post(body)
+		if st != http.StatusBadRequest || len(ctl.got) != 0 || v["code"] != agent.CodeInvalidCommand {
+			t.Errorf("%s: %d %v, sent %+v; want 400 invalid_command and nothing sent", body, st, v, ctl.got)
 		}
 	}
 }

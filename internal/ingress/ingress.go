@@ -10,6 +10,7 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -921,17 +922,48 @@ func (s *Server) approve(c *gin.Context) {
 		return
 	}
 	var req struct {
-		Approve        *bool  `json:"approve"`
-		Reason         string `json:"reason"`
-		ArgsHash       string `json:"argsHash"`
-		DefinitionHash string `json:"definitionHash"`
+		Approve        *bool           `json:"approve"`
+		Decision       string          `json:"decision"`
+		Reason         string          `json:"reason"`
+		ArgsHash       string          `json:"argsHash"`
+		DefinitionHash string          `json:"definitionHash"`
+		Args           json.RawMessage `json:"args"`
 	}
 	if !bindOptional(c, &req) {
 		return
 	}
-	if req.Approve == nil {
-		abort(c, agent.CodeInvalidCommand, `need { "approve": true|false, "reason"?: string, "argsHash"?: string, "definitionHash"?: string }`)
+	const usage = `need { "approve": true|false (or "decision": "approve"|"deny"), "reason"?: string, "argsHash"?: string, "definitionHash"?: string, "args"?: {…} }`
+	switch req.Decision {
+	case "":
+	case "approve", "deny":
+		yes := req.Decision == "approve"
+		if req.Approve != nil && *req.Approve != yes {
+			abort(c, agent.CodeInvalidCommand, `"approve" and "decision" disagree; `+usage)
+			return
+		}
+		req.Approve = &yes
+	default:
+		abort(c, agent.CodeInvalidCommand, fmt.Sprintf("decision %q is not approve or deny; %s", req.Decision, usage))
 		return
+	}
+	if req.Approve == nil {
+		abort(c, agent.CodeInvalidCommand, usage)
+		return
+	}
+	if string(req.Args) == "null" {
+		req.Args = nil
+	}
+	if len(req.Args) > 0 {
+		// Edited arguments: one JSON object, sent with an approval.
+		var obj map[string]json.RawMessage
+		if !*req.Approve || json.Unmarshal(req.Args, &obj) != nil || obj == nil {
+			abort(c, agent.CodeInvalidCommand, `"args" are the call's edited arguments, one JSON object, sent with an approval; `+usage)
+			return
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, req.Args); err == nil {
+			req.Args = buf.Bytes()
+		}
 	}
 	// The session's owner and admins decide; another principal (with the
 	// approve right) only a call that lists them as an approver — anything
@@ -947,11 +979,15 @@ func (s *Server) approve(c *gin.Context) {
 		return
 	}
 	if err := s.Control.Approve(c.Request.Context(), c.Param("id"), workflows.ApproveRequest{Call: c.Param("call"), Approve: *req.Approve,
-		Reason: req.Reason, ArgsHash: req.ArgsHash, DefinitionHash: req.DefinitionHash, By: p.Name, Listed: !owns}); err != nil {
+		Reason: req.Reason, ArgsHash: req.ArgsHash, DefinitionHash: req.DefinitionHash, By: p.Name, Listed: !owns, Args: req.Args}); err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"call": c.Param("call"), "approved": *req.Approve})
+	out := gin.H{"call": c.Param("call"), "approved": *req.Approve}
+	if len(req.Args) > 0 {
+		out["edited"] = true
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 // Answerer answers questions the agent asked (ask_user); the durable agent

@@ -251,11 +251,13 @@ const DefaultFallbackAfter = 30 * time.Second
 
 // ToolConfig overrides one tool's runtime settings.
 type ToolConfig struct {
-	Timeout          Duration `yaml:"timeout"`
-	MaxAttempts      int      `yaml:"maxAttempts"`
-	Idempotent       *bool    `yaml:"idempotent"`
-	RequiresApproval *bool    `yaml:"requiresApproval"`
-	Deferred         *bool    `yaml:"deferred"`
+	Timeout     Duration `yaml:"timeout"`
+	MaxAttempts int      `yaml:"maxAttempts"`
+	Idempotent  *bool    `yaml:"idempotent"`
+	// RequiresApproval is true, false or {unless: {command, path}}
+	// (ApprovalSetting).
+	RequiresApproval *ApprovalSetting `yaml:"requiresApproval"`
+	Deferred         *bool            `yaml:"deferred"`
 	// Network overrides tools.network for this tool.
 	Network *OnOff `yaml:"network" json:",omitempty"`
 	// ApprovalTimeout and Approvers override approvals: for this tool.
@@ -616,6 +618,11 @@ func (c Config) validateWith(custom map[string]bool) error {
 		}
 		if err := validateApproval(t.ApprovalTimeout, t.Approvers, "tools", name, "approvalTimeout", "approvers"); err != nil {
 			return err
+		}
+		if ra := t.RequiresApproval; ra != nil && ra.Unless != nil {
+			if err := ra.Unless.compile("tools", name, "requiresApproval", "unless"); err != nil {
+				return err
+			}
 		}
 	}
 	for _, name := range sortedKeys(c.MCPServers) {

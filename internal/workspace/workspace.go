@@ -446,7 +446,7 @@ func (c configuredTool) Spec() agent.ToolSpec {
 		s.Idempotent = *c.cfg.Idempotent
 	}
 	if c.cfg.RequiresApproval != nil {
-		s.RequiresApproval = *c.cfg.RequiresApproval
+		s.RequiresApproval = c.cfg.RequiresApproval.On
 	}
 	if c.cfg.Deferred != nil {
 		s.Deferred = *c.cfg.Deferred

@@ -198,15 +198,19 @@ type ModelResult struct {
 
 // Call is a tool call annotated with what the definition says about its tool.
 type Call struct {
-	ID               string        `json:"id"`
-	Name             string        `json:"name"`
-	ArgsPreview      string        `json:"argsPreview,omitempty"`
-	Known            bool          `json:"known"`
-	Idempotent       bool          `json:"idempotent,omitempty"`
-	Sequential       bool          `json:"sequential,omitempty"`
-	RequiresApproval bool          `json:"requiresApproval,omitempty"`
-	Timeout          time.Duration `json:"timeout,omitempty"`
-	MaxAttempts      int           `json:"maxAttempts,omitempty"`
+	ID               string `json:"id"`
+	Name             string `json:"name"`
+	ArgsPreview      string `json:"argsPreview,omitempty"`
+	Known            bool   `json:"known"`
+	Idempotent       bool   `json:"idempotent,omitempty"`
+	Sequential       bool   `json:"sequential,omitempty"`
+	RequiresApproval bool   `json:"requiresApproval,omitempty"`
+	// ApprovalWaived says the tool requires approval but this call matched
+	// its requiresApproval.unless condition, so it runs without a person
+	// (decided by the model step, which records it).
+	ApprovalWaived bool          `json:"approvalWaived,omitempty"`
+	Timeout        time.Duration `json:"timeout,omitempty"`
+	MaxAttempts    int           `json:"maxAttempts,omitempty"`
 	// Args, ArgsHash and DefinitionHash are set for calls that require
 	// approval: the full arguments a human approves, their digest, and the
 	// digest of the tool's definition (workspace.Definition.ToolHash) when
@@ -267,6 +271,16 @@ type ToolCall struct {
 	// Args, when set, are the arguments a before_tool hook gave the call in
 	// place of the model's (the tool runs with these).
 	Args json.RawMessage `json:"args,omitempty"`
+	// Edit, when set, says an approver changed the call's arguments (Args
+	// are the edited ones): the result tells the model what changed.
+	Edit *ApprovalEdit `json:"edit,omitempty"`
+}
+
+// ApprovalEdit is an approval with edits: who approved and the arguments
+// the call had before.
+type ApprovalEdit struct {
+	By   string          `json:"by,omitempty"`
+	From json.RawMessage `json:"from"`
 }
 
 // ToolOutcome is what the loop learns from one executed call.
