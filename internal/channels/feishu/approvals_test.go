@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -189,7 +190,7 @@ func TestClickParse(t *testing.T) {
 	want := workflows.ApproveRequest{Call: "call_1", ArgsHash: "sha256:a", DefinitionHash: "sha256:d", By: "feishu:" + clicker, Door: feishu.KindFeishu,
 		Reason: "denied in Feishu by " + clicker}
 	if err != nil || dec == nil || dec.Session != "feishu:om_p2p0000000000000000000000000001" || dec.ID != "feishu:f7984f25108f8137722bb63cee927e66" ||
-		dec.Request != want || dec.Notify == nil || toast == nil {
+		!reflect.DeepEqual(dec.Request, want) || dec.Notify == nil || toast == nil {
 		t.Fatalf("deny click: %+v, %v; want %+v", dec, err, want)
 	}
 	if r := toast.Response(); r.Toast.Content != "Denied." {

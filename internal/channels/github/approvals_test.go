@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestDecisionComments(t *testing.T) {
 			t.Errorf("%s: decision %+v, is %v; want decision %v, is %v", tc.name, dec, isDecision, tc.decision, tc.isDecision)
 			continue
 		}
-		if dec != nil && (dec.Request != tc.want || dec.Session != "github:octo/app#7" || dec.ID != "github:body-1") {
+		if dec != nil && (!reflect.DeepEqual(dec.Request, tc.want) || dec.Session != "github:octo/app#7" || dec.ID != "github:body-1") {
 			t.Errorf("%s: %+v, want %+v in github:octo/app#7", tc.name, dec, tc.want)
 		}
 	}

@@ -3,6 +3,7 @@ package slack
 import (
 	"encoding/json"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestDoorParsesApprovalClicks(t *testing.T) {
 	dec := p.Decisions[0]
 	want := workflows.ApproveRequest{Call: "call_1", ArgsHash: "sha256:a", DefinitionHash: "sha256:d", By: "slack:U1", Door: Kind,
 		Reason: "denied in Slack by <@U1>"}
-	if dec.Session != "slack:T1:C1:1.0" || dec.ID != "slack:T1:U1:1700.1" || dec.Request != want || dec.Notify == nil {
+	if dec.Session != "slack:T1:C1:1.0" || dec.ID != "slack:T1:U1:1700.1" || !reflect.DeepEqual(dec.Request, want) || dec.Notify == nil {
 		t.Errorf("decision %+v, want session, click ID, %+v and a note to hooks.slack.com", dec, want)
 	}
 	for name, tc := range map[string]struct {

@@ -3,6 +3,7 @@ package telegram
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestDecisionOfAPress(t *testing.T) {
 	from := &User{ID: 7, FirstName: "Ada"}
 	dec, err := d.Decision(Update{CallbackQuery: &CallbackQuery{ID: "q1", From: from, Message: msg, Data: dataDeny}})
 	want := workflows.ApproveRequest{Call: "c1", By: "telegram:7", Door: Kind, Reason: "denied in Telegram by Ada"}
-	if err != nil || dec == nil || dec.Session != "telegram:42" || dec.ID != "telegram:q1" || dec.Request != want {
+	if err != nil || dec == nil || dec.Session != "telegram:42" || dec.ID != "telegram:q1" || !reflect.DeepEqual(dec.Request, want) {
 		t.Fatalf("deny press: %+v, %v; want %+v in telegram:42", dec, err, want)
 	}
 	if dec, err := d.Decision(Update{CallbackQuery: &CallbackQuery{ID: "q2", From: from, Message: msg, Data: "other"}}); dec != nil || err != nil {
