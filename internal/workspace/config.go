@@ -611,19 +611,8 @@ func (c Config) validateWith(custom map[string]bool) error {
 	if err := validateApproval(c.Approvals.Timeout, c.Approvals.Approvers, "approvals", "timeout", "approvers"); err != nil {
 		return err
 	}
-	for _, name := range sortedKeys(c.Tools) {
-		t := c.Tools[name]
-		if t.MaxAttempts < 0 || t.MaxAttempts > 100 {
-			return badKey(fmt.Sprintf("%d is out of range 1..100", t.MaxAttempts), "tools", name, "maxAttempts")
-		}
-		if err := validateApproval(t.ApprovalTimeout, t.Approvers, "tools", name, "approvalTimeout", "approvers"); err != nil {
-			return err
-		}
-		if ra := t.RequiresApproval; ra != nil && ra.Unless != nil {
-			if err := ra.Unless.compile("tools", name, "requiresApproval", "unless"); err != nil {
-				return err
-			}
-		}
+	if err := c.validateTools(); err != nil {
+		return err
 	}
 	for _, name := range sortedKeys(c.MCPServers) {
 		if err := c.MCPServers[name].validate(name); err != nil {
@@ -646,6 +635,26 @@ func (c Config) validateWith(custom map[string]bool) error {
 		return badKey(fmt.Sprintf("%q is not one of %s", w, strings.Join(WhileBusyModes, ", ")), "conversation", "whileBusy")
 	}
 	return c.validateEnv()
+}
+
+// validateTools checks each tool's settings: attempts, approval timeouts and
+// approvers, the unless of a conditional approval.
+func (c Config) validateTools() error {
+	for _, name := range sortedKeys(c.Tools) {
+		t := c.Tools[name]
+		if t.MaxAttempts < 0 || t.MaxAttempts > 100 {
+			return badKey(fmt.Sprintf("%d is out of range 1..100", t.MaxAttempts), "tools", name, "maxAttempts")
+		}
+		if err := validateApproval(t.ApprovalTimeout, t.Approvers, "tools", name, "approvalTimeout", "approvers"); err != nil {
+			return err
+		}
+		if ra := t.RequiresApproval; ra != nil && ra.Unless != nil {
+			if err := ra.Unless.compile("tools", name, "requiresApproval", "unless"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // validateLimits checks the turn and session budgets and the limits per
