@@ -129,10 +129,18 @@ func (s *session) enqueue(t *pendingTurn, first bool) {
 	s.queue = append(s.queue, t)
 }
 
+// changeSteerLate: a delivery that comes while the running turn may be
+// ending (lateToSteer) is queued as its own turn instead of folded in.
+const changeSteerLate = "steer-late"
+
 // steerable reports whether delivery d can be folded into the running
-// turn: a turn runs (not a compaction or rewind), and d is text only.
-func (s *session) steerable(d Delivery) bool {
+// turn: a turn runs (not a compaction or rewind) between its steps (not
+// lateToSteer), and d is text only.
+func (s *session) steerable(ctx workflow.Context, d Delivery) bool {
 	if s.running == nil || len(d.Prompt.Images) > 0 || strings.TrimSpace(d.Prompt.Text) == "" {
+		return false
+	}
+	if s.lateToSteer() && workflow.GetVersion(ctx, changeSteerLate, workflow.DefaultVersion, 1) >= 1 {
 		return false
 	}
 	if d.Reply != nil {

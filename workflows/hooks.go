@@ -29,6 +29,11 @@ const hookStepTimeout = 5 * time.Minute
 
 // Hook runs a hook step of the loop (before_agent_start, turn_end).
 func (r *loopRuntime) Hook(call agentloop.HookCall) agentloop.HookResult {
+	if call.Event == agentloop.HookTurnEnd {
+		// The turn's last reply is in: steering now could only follow it.
+		r.s.closing = true
+		defer func() { r.s.closing = false }()
+	}
 	return r.runHook(r.ctx, call)
 }
 

@@ -143,6 +143,12 @@ const MetricRepliesFailed = "fastagent_channel_replies_failed_total"
 // next run. A refusal without it means turns are waiting or running.
 const RefusedContinuing = "continuing-as-new"
 
+// RefusedSteerLate is the detail of the refusal of a steering message
+// that came while the running turn may be ending (a model step that may
+// end it in flight, or its turn_end hooks running): sent as a turn of its
+// own, it is answered on its own.
+const RefusedSteerLate = "turn-ending"
+
 // ErrStopped is the error type of an activity stopped by its turn's stop
 // notice (ActivityFeedStop); never retried.
 const ErrStopped = "stopped"

@@ -420,7 +420,7 @@ func (s *session) onDelivery(ctx workflow.Context, d Delivery) {
 			return
 		}
 	case WhileBusySteer:
-		if s.steerable(d) {
+		if s.steerable(ctx, d) {
 			s.steerDelivery(ctx, d)
 			return
 		}

@@ -435,6 +435,9 @@ type session struct {
 	// it (agentloop.ModelCall.End) is in flight: its answer may already be
 	// out, the workflow not yet knowing.
 	ending bool
+	// closing says the running turn's turn_end hooks run: its last reply
+	// is in (see lateToSteer).
+	closing bool
 	// moved latches that the Worker Deployment's current version is no
 	// longer this run's (see targetMoved).
 	moved bool
@@ -910,7 +913,20 @@ func (s *session) validateSteer(_ workflow.Context, req SteerRequest) error {
 		return temporal.NewApplicationErrorWithOptions("no turn is running to steer; send a new turn instead",
 			agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
+	if s.lateToSteer() {
+		return temporal.NewApplicationErrorWithOptions("the running turn may be ending (its model step is answering); send the message as a new turn instead",
+			agent.CodeNoActiveRun, temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{RefusedSteerLate}})
+	}
 	return nil
+}
+
+// lateToSteer says a steering message could no longer fold into the
+// running turn: a model step that may end it is in flight (its answer may
+// be out already), or its turn_end hooks run. The message is then a turn
+// of its own, so its sender gets its own answer; a message steers only
+// while the turn is between steps (its tools run, it waits for a person).
+func (s *session) lateToSteer() bool {
+	return s.ending || s.closing
 }
 
 func (s *session) onSteer(_ workflow.Context, req SteerRequest) error {

@@ -139,17 +139,23 @@ func TestSessionOwnTurnIDsAreReserved(t *testing.T) {
 	gate := make(chan struct{})
 	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
 		res := reply(call)
-		res.Settings = agentloop.Settings{MaxSteps: 1}
 		if call.Turn == "t1" {
-			if err := waitGate(gate); err != nil {
-				return agentloop.ModelResult{}, err
-			}
+			res = reply(call, known("c1", "bash"))
 		}
+		res.Settings = agentloop.Settings{MaxSteps: 1}
 		return res, nil
+	}
+	// The steer comes while t1's tool runs; t1 then stops (maxSteps), so
+	// the steering runs as its follow-up.
+	h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+		if err := waitGate(gate); err != nil {
+			return agentloop.ToolOutcome{}, err
+		}
+		return okTool(call), nil
 	}
 	u1 := h.turn(ms, "t1", "first")
 	st := &update{then: func() { close(gate) }}
-	h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
+	h.when(func() bool { return h.toolStarted("c1") }, func() {
 		h.sendNow(st, workflows.UpdateSteer, "steer-1", workflows.SteerRequest{Text: "late steer"})
 	})
 	caller := h.turn(time.Hour, "t1-steer", "a caller's own key")
@@ -158,7 +164,7 @@ func TestSessionOwnTurnIDsAreReserved(t *testing.T) {
 		Loop: agentloop.State{Leaf: "leaf-0", Settings: agentloop.Settings{MaxSteps: 1}}}})
 	h.requireCancelled()
 
-	requireOutcome(t, h.outcome(u1), "t1", agent.TypeCompleted, "", false)
+	requireOutcome(t, h.outcome(u1), "t1", agent.TypeFailed, agent.CodeMaxSteps, false)
 	requireOutcome(t, h.outcome(caller), "t1-steer", agent.TypeCompleted, "", false)
 	var ran []string
 	for _, c := range h.modelCalls() {

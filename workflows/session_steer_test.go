@@ -64,7 +64,7 @@ func TestSessionSteer(t *testing.T) {
 		}
 	})
 
-	t.Run("during the last model call adds a step", func(t *testing.T) {
+	t.Run("during a model step that may end the turn is refused as too late", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		gate := make(chan struct{})
@@ -77,28 +77,23 @@ func TestSessionSteer(t *testing.T) {
 			return reply(call), nil
 		}
 		u := h.turn(ms, "t1", "tell me a joke")
-		st := &update{then: func() { close(gate) }}
+		st := &update{}
 		h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
 			h.sendNow(st, workflows.UpdateSteer, "steer-1", workflows.SteerRequest{Text: "make it short"})
 		})
+		h.when(st.finished, func() { close(gate) })
 		h.run(workflows.SessionInput{Session: "s1"})
 		h.requireCancelled()
 
+		app := h.requireRejected(st, agent.CodeNoActiveRun)
+		var why string
+		if !app.HasDetails() || app.Details(&why) != nil || why != workflows.RefusedSteerLate {
+			t.Errorf("steer refused with %v (details %q), want the detail %q", app, why, workflows.RefusedSteerLate)
+		}
 		out := h.outcome(u)
 		requireOutcome(t, out, "t1", agent.TypeCompleted, "", false)
-		equal(t, "outcome.Steps", out.Steps, 2)
-		models := h.modelCalls()
-		if len(models) != 2 {
-			t.Fatalf("model called %d times, want 2", len(models))
-		}
-		m2 := models[1]
-		equal(t, "step2.Leaf", m2.Leaf, models[0].EntryID)
-		if len(m2.Prepend) != 1 || m2.Prepend[0].Message == nil {
-			t.Fatalf("step2.Prepend = %+v, want one steering entry", m2.Prepend)
-		}
-		equal(t, "steer.Text", m2.Prepend[0].Message.Text, "make it short")
-		equal(t, "steer.Source", m2.Prepend[0].Message.Source, "steer")
-		equal(t, "steer.ParentID", m2.Prepend[0].ParentID, models[0].EntryID)
+		equal(t, "outcome.Steps", out.Steps, 1)
+		equal(t, "model calls", len(h.modelCalls()), 1)
 	})
 
 	t.Run("runs as a follow-up turn when the turn fails", func(t *testing.T) {
@@ -106,17 +101,22 @@ func TestSessionSteer(t *testing.T) {
 		h := newHarness(t)
 		gate := make(chan struct{})
 		h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+			res := reply(call)
 			if call.Turn == "t1" {
-				if err := waitGate(gate); err != nil {
-					return agentloop.ModelResult{}, err
-				}
-				return agentloop.ModelResult{EntryID: call.EntryID, StopReason: transcript.StopError, ErrorMessage: "boom"}, nil
+				res = reply(call, known("c1", "bash"))
 			}
-			return reply(call), nil
+			res.Settings = agentloop.Settings{MaxSteps: 1}
+			return res, nil
+		}
+		h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+			if err := waitGate(gate); err != nil {
+				return agentloop.ToolOutcome{}, err
+			}
+			return okTool(call), nil
 		}
 		u1 := h.turn(ms, "t1", "first")
 		st := &update{then: func() { close(gate) }}
-		h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
+		h.when(func() bool { return h.toolStarted("c1") }, func() {
 			h.sendNow(st, workflows.UpdateSteer, "steer-1", workflows.SteerRequest{Text: "late steer"})
 		})
 		u2 := h.turn(time.Hour, "t2", "second")
@@ -125,8 +125,7 @@ func TestSessionSteer(t *testing.T) {
 
 		h.requireOK(st, "steer")
 		out1 := h.outcome(u1)
-		requireOutcome(t, out1, "t1", agent.TypeFailed, "", true)
-		equal(t, "t1.Details", out1.Details, "model error: boom")
+		requireOutcome(t, out1, "t1", agent.TypeFailed, agent.CodeMaxSteps, false)
 		requireOutcome(t, h.outcome(u2), "t2", agent.TypeCompleted, "", false)
 		models := h.modelCalls()
 		if len(models) != 3 {
@@ -179,8 +178,9 @@ func TestSessionSteer(t *testing.T) {
 }
 
 // A steering message that arrives during the last allowed step does not turn
-// a finished answer into max_steps; it runs as the next turn instead.
-func TestSessionSteerAtLastStepBecomesFollowUp(t *testing.T) {
+// a finished answer into max_steps: it is refused as too late (its sender
+// sends it as a turn of its own), and the answer stays completed.
+func TestSessionSteerAtLastStepIsRefused(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	gate := make(chan struct{})
@@ -195,17 +195,17 @@ func TestSessionSteerAtLastStepBecomesFollowUp(t *testing.T) {
 		return res, nil
 	}
 	u1 := h.turn(ms, "t1", "first")
-	st := &update{then: func() { close(gate) }}
+	st := &update{}
 	h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
 		h.sendNow(st, workflows.UpdateSteer, "steer-1", workflows.SteerRequest{Text: "one more thing"})
 	})
+	h.when(st.finished, func() { close(gate) })
 	h.at(time.Hour, func() { h.env.CancelWorkflow() })
 	h.run(workflows.SessionInput{Session: "s1", Snapshot: &workflows.Snapshot{Opened: true, IDPrefix: "p",
 		Loop: agentloop.State{Settings: agentloop.Settings{MaxSteps: 1}}}})
-	h.requireOK(st, "steer")
+	h.requireRejected(st, agent.CodeNoActiveRun)
 	requireOutcome(t, h.outcome(u1), "t1", agent.TypeCompleted, "", false)
-	models := h.modelCalls()
-	if p, _ := h.userEntry(models[len(models)-1]); len(models) != 2 || models[1].Turn != "@steer:t1" || p.Message == nil || p.Message.Text != "one more thing" {
-		t.Fatalf("model calls = %+v, want t1 then the follow-up with the steering text", models)
+	if models := h.modelCalls(); len(models) != 1 {
+		t.Fatalf("model calls = %+v, want t1's only", models)
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/wire"
-	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -59,6 +58,24 @@ func foldedSignals(h *harness, gate chan struct{}) (done func() []workflows.Turn
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]workflows.TurnDone(nil), got...)
+	}
+}
+
+// toolGated makes turn's first step call a tool that runs until gate
+// closes (a message steers a turn only between its steps), and every
+// other step answer.
+func toolGated(h *harness, turn string, gate chan struct{}) {
+	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+		if call.Turn == turn && call.Step == 1 {
+			return reply(call, known("c1", "bash")), nil
+		}
+		return reply(call), nil
+	}
+	h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+		if err := waitGate(gate); err != nil {
+			return agentloop.ToolOutcome{}, err
+		}
+		return okTool(call), nil
 	}
 }
 
@@ -207,17 +224,10 @@ func TestWhileBusyTurns(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		gate := make(chan struct{})
-		h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
-			if call.Turn == "t1" && call.Step == 1 {
-				if err := waitGate(gate); err != nil {
-					return agentloop.ModelResult{}, err
-				}
-			}
-			return reply(call), nil
-		}
+		toolGated(h, "t1", gate)
 		u1 := h.turn(ms, "t1", "first")
 		wrong, right := &update{}, &update{then: func() { close(gate) }}
-		h.when(func() bool { return h.modelStarted("t1", 1) }, func() {
+		h.when(func() bool { return h.toolStarted("c1") }, func() {
 			h.sendNow(wrong, workflows.UpdateSteer, "s-1", workflows.SteerRequest{Text: "not you", Turn: "t0"})
 			h.sendNow(right, workflows.UpdateSteer, "s-2", workflows.SteerRequest{Text: "you", Turn: "t1"})
 		})
@@ -281,10 +291,10 @@ func TestWhileBusyDeliveries(t *testing.T) {
 		h := newHarness(t)
 		replies := withReplies(h)
 		gate := make(chan struct{})
-		gated(h, "k1", gate)
+		toolGated(h, "k1", gate)
 		done := foldedSignals(h, gate)
 		h.at(ms, func() { h.deliver(busyDelivery("k1", "write a poem", workflows.WhileBusySteer)) })
-		h.when(func() bool { return h.modelStarted("k1", 1) }, func() {
+		h.when(func() bool { return h.toolStarted("c1") }, func() {
 			d := busyDelivery("k2", "about the sea", workflows.WhileBusySteer)
 			d.Notify = "chat:slack:T1:C1"
 			h.deliver(d)
@@ -333,27 +343,45 @@ func TestWhileBusyDeliveries(t *testing.T) {
 		equal(t, "k2 replied", ok, true)
 	})
 
+	t.Run("steer during a step that may end the turn queues as its own turn", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		replies := withReplies(h)
+		gate := make(chan struct{})
+		gated(h, "k1", gate)
+		h.at(ms, func() { h.deliver(busyDelivery("k1", "first", workflows.WhileBusySteer)) })
+		h.when(func() bool { return h.modelStarted("k1", 1) }, func() {
+			h.deliver(busyDelivery("k2", "and also this", workflows.WhileBusySteer))
+		})
+		h.when(func() bool { return len(h.state().Queued) == 1 }, func() { close(gate) })
+		h.run(workflows.SessionInput{Session: "s1"})
+		h.requireCancelled()
+		equalSlice(t, "prompts", h.prompts(), []string{"first", "and also this"})
+		for _, k := range []string{"k1", "k2"} {
+			r, ok := replyFor(replies, k)
+			equal(t, k+" replied", ok, true)
+			equal(t, k+" status", r.Outcome.Status, agent.TypeCompleted)
+		}
+	})
+
 	t.Run("steer that comes too late is answered where it came from", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		replies := withReplies(h)
 		gate := make(chan struct{})
-		// k1's only step ends without reading the steering message:
-		// the model has answered by the time it arrives (the gate opens
-		// only after the delivery was taken), and a failed step reads
-		// no steering.
-		h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
-			if call.Turn == "k1" {
-				if err := waitGate(gate); err != nil {
-					return agentloop.ModelResult{}, err
-				}
-				return agentloop.ModelResult{EntryID: call.EntryID, StopReason: transcript.StopError, ErrorMessage: "boom"}, nil
-			}
-			return reply(call), nil
+		// The steering message is taken while k1's tool runs, but k1 may
+		// take no further step (maxSteps 1): it stops, and the message
+		// runs as its follow-up.
+		toolGated(h, "k1", gate)
+		model := h.model
+		h.model = func(ctx context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
+			res, err := model(ctx, call)
+			res.Settings = agentloop.Settings{MaxSteps: 1}
+			return res, err
 		}
 		foldedSignals(h, gate)
 		h.at(ms, func() { h.deliver(busyDelivery("k1", "first", workflows.WhileBusySteer)) })
-		h.when(func() bool { return h.modelStarted("k1", 1) }, func() {
+		h.when(func() bool { return h.toolStarted("c1") }, func() {
 			d := busyDelivery("k2", "and also this", workflows.WhileBusySteer)
 			d.Notify = "chat:slack:T1:C1"
 			h.deliver(d)

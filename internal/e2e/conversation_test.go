@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,9 +128,21 @@ func TestConversationWhileBusy(t *testing.T) {
 		}
 		hold := make(chan struct{})
 		first, second := "first message "+mode, "second message "+mode
-		s.e.kit.Model.EnqueueFor(first, modelserver.Reply{Text: []string{"working on the first"}, Hold: hold})
+		session := workflows.ChatSession(telegram.Kind, strconv.FormatInt(user, 10), "")
+		if mode == workflows.WhileBusySteer {
+			// A message steers only while the turn is between steps: the
+			// first turn's tool runs (held) when the second comes.
+			release := s.e.kit.Counter.Hold("held " + mode)
+			go func() { <-hold; release() }()
+			s.e.kit.Model.EnqueueFor(first, modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "call_held", Name: "counter", Args: `{"note":"held ` + mode + `"}`}}})
+		} else {
+			s.e.kit.Model.EnqueueFor(first, modelserver.Reply{Text: []string{"working on the first"}, Hold: hold})
+		}
 		send(privateUpdate(user, 1, first))
 		waitFor(t, time.Minute, mode+": the first turn's model call", func() bool { return modelSaw(s.e.kit.Model, first) })
+		if mode == workflows.WhileBusySteer {
+			waitFor(t, time.Minute, "steer: the first turn's tool runs", func() bool { return s.e.kit.Counter.Started(session) == 1 })
+		}
 		send(privateUpdate(user, 2, second))
 
 		switch mode {
@@ -159,6 +172,27 @@ func TestConversationWhileBusy(t *testing.T) {
 			}
 			if n := len(repliesTo(s.fake, user, 2)); n != 0 {
 				t.Errorf("steer: %d replies to the second message, want none (the first's answer is its answer)", n)
+			}
+			// A message that comes while the turn's last model step runs
+			// is too late to steer it: it runs as the next turn, answered.
+			third, fourth := "third message steer", "fourth message steer"
+			hold3 := make(chan struct{})
+			s.e.kit.Model.EnqueueFor(third, modelserver.Reply{Text: []string{"working on the third"}, Hold: hold3})
+			send(privateUpdate(user, 3, third))
+			waitFor(t, time.Minute, "steer: the third turn's model call", func() bool { return modelSaw(s.e.kit.Model, third) })
+			send(privateUpdate(user, 4, fourth))
+			waitFor(t, time.Minute, "steer: the late message waits as a turn", func() bool { return len(s.sessionView(user).Queued) == 1 })
+			if v := s.sessionView(user); v.Steering != 0 {
+				t.Errorf("steer: the late message steered the ending turn (%d steering)", v.Steering)
+			}
+			close(hold3)
+			waitFor(t, time.Minute, "steer: the late message answered as its own turn", func() bool {
+				o3, ok3 := s.chatTurn(user, 3, 0)
+				o4, ok4 := s.chatTurn(user, 4, 0)
+				return ok3 && ok4 && o3.Status == agent.TypeCompleted && o4.Status == agent.TypeCompleted && len(repliesTo(s.fake, user, 4)) > 0
+			})
+			if o, _ := s.chatTurn(user, 3, 0); o.Steps != 1 {
+				t.Errorf("steer: the third turn took %d steps, want 1 (the late message is not its)", o.Steps)
 			}
 		case workflows.WhileBusyInterrupt:
 			waitFor(t, time.Minute, "interrupt: the first aborted, the second answered", func() bool {
@@ -397,10 +431,10 @@ func TestInvokeWhileBusy(t *testing.T) {
 		t.Errorf("the refused turn reached the model")
 	}
 
-	// Steer: a held turn reads the text after its step; the steering
-	// request streams that turn.
-	hold2 := make(chan struct{})
-	e.kit.Model.EnqueueFor("another long one", modelserver.Reply{Text: []string{"part"}, Hold: hold2})
+	// Steer: a turn whose tool runs (held) reads the text after the tool;
+	// the steering request streams that turn.
+	hold2 := e.kit.Counter.Hold("held")
+	e.kit.Model.EnqueueFor("another long one", modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "call_held", Name: "counter", Args: `{"note":"held"}`}}})
 	go func() {
 		resp, err := post(context.Background(), "k5", map[string]any{"session": session, "text": "another long one"})
 		if err == nil {
@@ -408,7 +442,7 @@ func TestInvokeWhileBusy(t *testing.T) {
 			_ = resp.Body.Close()
 		}
 	}()
-	waitFor(t, time.Minute, "the third turn's model call", func() bool { return modelSaw(e.kit.Model, "another long one") })
+	waitFor(t, time.Minute, "the third turn's tool", func() bool { return e.kit.Counter.Started(session) == 1 })
 	steered := make(chan *http.Response, 1)
 	go func() {
 		resp, err := post(context.Background(), "k6", map[string]any{"session": session, "text": "and mention whales", "whileBusy": "steer"})
@@ -421,7 +455,7 @@ func TestInvokeWhileBusy(t *testing.T) {
 		v, err = e.agent.State(context.Background(), session)
 		return err == nil && v.Steering == 1
 	})
-	close(hold2)
+	hold2()
 	select {
 	case resp := <-steered:
 		b, _ := io.ReadAll(resp.Body)
@@ -434,6 +468,48 @@ func TestInvokeWhileBusy(t *testing.T) {
 	}
 	if !modelSaw(e.kit.Model, "and mention whales") {
 		t.Errorf("the model never read the steering text")
+	}
+
+	// Too late to steer: the text comes while the turn's last model step
+	// runs (its answer may be out). It runs as a turn of its own, which
+	// the request streams: its answer is not lost.
+	hold3 := make(chan struct{})
+	e.kit.Model.EnqueueFor("a last long one", modelserver.Reply{Text: []string{"last"}, Hold: hold3})
+	go func() {
+		resp, err := post(context.Background(), "k7", map[string]any{"session": session, "text": "a last long one"})
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+	}()
+	waitFor(t, time.Minute, "the fourth turn's model call", func() bool { return modelSaw(e.kit.Model, "a last long one") })
+	late := make(chan *http.Response, 1)
+	go func() {
+		resp, err := post(context.Background(), "k8", map[string]any{"session": session, "text": "and mention dolphins", "whileBusy": "steer"})
+		if err == nil {
+			late <- resp
+		}
+	}()
+	waitFor(t, time.Minute, "the late message queued as a turn", func() bool {
+		v, err = e.agent.State(context.Background(), session)
+		return err == nil && slices.Contains(v.Queued, "k8")
+	})
+	if v.Steering != 0 {
+		t.Errorf("the late message steered the ending turn (%d steering)", v.Steering)
+	}
+	close(hold3)
+	select {
+	case resp := <-late:
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.Header.Get("Fastagent-Steered") != "" || resp.Header.Get("Idempotency-Key") != "k8" || !strings.Contains(string(b), `"type":"completed"`) {
+			t.Errorf("late steer: steered %q, key %q, body %s; want its own turn k8 completed", resp.Header.Get("Fastagent-Steered"), resp.Header.Get("Idempotency-Key"), b)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the late steering request never answered")
+	}
+	if !modelSaw(e.kit.Model, "and mention dolphins") {
+		t.Errorf("the model never read the late message")
 	}
 }
 

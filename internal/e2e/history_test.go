@@ -399,28 +399,28 @@ func historyScenarios() []historyScenario {
 			},
 		},
 		{
-			// Steering that arrives during the only step maxSteps allows
+			// Steering taken while the only step maxSteps allows runs its
+			// tool comes too late for the turn (it stops at maxSteps): it
 			// runs as the follow-up turn "@steer:<key>".
 			name:   "late_steering_follow_up",
 			config: "maxSteps: 1\n",
 			run: func(t *testing.T, e *env, s string) string {
-				slow := make([]string, 10)
-				for i := range slow {
-					slow[i] = fmt.Sprintf("a%d ", i)
-				}
+				release := e.kit.Counter.Hold("held")
+				defer release()
 				e.kit.Model.Enqueue(
-					modelserver.Reply{Text: slow, ChunkDelay: 200 * time.Millisecond},
+					modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: `{"note":"held"}`}}},
 					modelserver.Reply{Text: []string{"follow-up answer"}},
 				)
 				done := make(chan []agent.Event, 1)
 				go func() {
 					done <- collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), "late-key"), s, "talk")
 				}()
-				waitRunning(t, e, s)
+				waitFor(t, time.Minute, "the tool runs", func() bool { return e.kit.Counter.Started(s) == 1 })
 				if err := e.agent.Steer(context.Background(), s, "and one more thing"); err != nil {
 					t.Fatalf("steer: %v", err)
 				}
-				must(t, <-done, agent.TypeCompleted)
+				release()
+				must(t, <-done, agent.TypeFailed)
 				waitIdle(t, e, s, 2)
 				reqs := e.kit.Model.Requests()
 				if len(reqs) != 2 || reqs[1].LastUserText() != "and one more thing" {

@@ -353,17 +353,19 @@ func (e *env) startIngressProcessProc(t *testing.T) ingressProc {
 	return ingressProc{p: e.lastProc, base: base}
 }
 
-// Steering that arrives too late for its turn (here: during the only step
-// maxSteps allows) runs as a follow-up turn "@steer:<key>"; GET
-// /sessions/{id} names it and its output can be attached to, from the start.
+// Steering that arrives too late for its turn (here: while the tool of the
+// only step maxSteps allows runs) runs as a follow-up turn "@steer:<key>";
+// GET /sessions/{id} names it and its output can be attached to, from the
+// start.
 func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	e := newEnv(t)
 	e.writeConfig("maxSteps: 1\n")
 	e.startWorker()
 	hs := e.ingress()
-	slow, _ := chunks(10, "a%d ")
+	release := e.kit.Counter.Hold("held")
+	defer release()
 	e.kit.Model.Enqueue(
-		modelserver.Reply{Text: slow, ChunkDelay: 100 * time.Millisecond},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: `{"note":"held"}`}}},
 		modelserver.Reply{Text: []string{"follow", "-up ", "answer"}, ChunkDelay: 400 * time.Millisecond},
 	)
 	const session, key = "late-steer", "late-key"
@@ -371,7 +373,7 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	go func() {
 		done <- collect(t, e.agent, agent.WithIdempotencyKey(context.Background(), key), session, "talk")
 	}()
-	waitRunning(t, e, session)
+	waitFor(t, time.Minute, "the tool runs", func() bool { return e.kit.Counter.Started(session) == 1 })
 	resp, err := http.Post(hs.URL+"/sessions/"+session+"/steer", "application/json", strings.NewReader(`{"text":"and one more thing"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +382,8 @@ func TestLateSteeringFollowUpCanBeAttached(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("steer: %s", resp.Status)
 	}
-	if term := agenttest.CheckTerminal(t, <-done); term.Type != agent.TypeCompleted {
+	release()
+	if term := agenttest.CheckTerminal(t, <-done); term.Type != agent.TypeFailed || term.Code != agent.CodeMaxSteps {
 		t.Fatalf("first turn: %+v", term)
 	}
 	follow := workflows.InternalKeyPrefix + "steer:" + key

@@ -1111,8 +1111,10 @@ func (s *Server) refuseBusy(c *gin.Context, ctx context.Context, session string)
 // steer) and streams that turn — its events from the start, its answer,
 // under its own key (the Idempotency-Key header names it). It reports
 // false, having done nothing, when the prompt cannot steer (images, too
-// long, the turn's steering limit reached) or no turn runs: the prompt is
-// then a turn of its own.
+// long, the turn's steering limit reached), no turn runs, or the running
+// turn refuses it as too late (workflows.RefusedSteerLate: its model step,
+// maybe its last, is answering): the prompt is then a turn of its own,
+// which the caller streams, so its answer is never another turn's.
 func (s *Server) steerInstead(c *gin.Context, ctx context.Context, session, key string, prompt agent.Prompt) bool {
 	st, ok := s.Control.(TurnSteerer)
 	if !ok || s.Attacher == nil || len(prompt.Images) > 0 || strings.TrimSpace(prompt.Text) == "" ||

@@ -467,6 +467,12 @@ func (r *run) model(step int) (ModelResult, error) {
 		u := *r.out.Usage
 		usage = &u
 	}
+	// A step may end and record the turn itself, unless turn_end hooks
+	// must hear of its end first (they may give the model more to do).
+	end := &TurnEnd{First: r.out.First, Usage: usage}
+	if _, ok := r.runsHook(HookTurnEnd); ok {
+		end = nil
+	}
 	res, err := r.rt.Model(ModelCall{
 		Session:    r.session,
 		Turn:       r.turn.ID,
@@ -476,7 +482,7 @@ func (r *run) model(step int) (ModelResult, error) {
 		EntryID:    r.rt.NewID(),
 		Activated:  r.st.Activated,
 		AfterTools: r.afterTools,
-		End:        &TurnEnd{First: r.out.First, Usage: usage},
+		End:        end,
 	})
 	if err != nil {
 		return res, err

@@ -134,14 +134,21 @@ func (h HookResult) StopReason() string {
 	return fmt.Sprintf("%s (hook %s)", reason, h.Hook)
 }
 
+// runsHook reports whether the runtime runs hooks and the settings name
+// event, and gives the runtime's hook runner.
+func (r *run) runsHook(event string) (HookRunner, bool) {
+	hr, can := r.rt.(HookRunner)
+	return hr, can && r.st.Settings.HookOnError(event) != ""
+}
+
 // runHook runs the event's hooks when the runtime runs hooks and the
 // settings name the event; ok is false when none ran.
 func (r *run) runHook(call HookCall) (res HookResult, ok bool) {
-	hr, can := r.rt.(HookRunner)
-	onError := r.st.Settings.HookOnError(call.Event)
-	if !can || onError == "" {
+	hr, can := r.runsHook(call.Event)
+	if !can {
 		return HookResult{Decision: HookAllow}, false
 	}
+	onError := r.st.Settings.HookOnError(call.Event)
 	call.Session, call.Turn, call.OnError = r.session, r.turn.ID, onError
 	return hr.Hook(call), true
 }

@@ -65,6 +65,9 @@ func TestHookDecisions(t *testing.T) {
 		if out.Status != agent.TypeCompleted || len(rt.hooks) != 0 {
 			t.Fatalf("status %s, hook steps %q; want completed with none", out.Status, hookEvents(rt.hooks))
 		}
+		if rt.models[0].End == nil {
+			t.Errorf("the step cannot end the turn (End nil) though no turn_end hook runs")
+		}
 	})
 
 	t.Run("before_agent_start context", func(t *testing.T) {
@@ -117,6 +120,11 @@ func TestHookDecisions(t *testing.T) {
 		}
 		if hookEvents(rt.hooks) != "turn_end,turn_end,turn_end" {
 			t.Errorf("hook steps %q", hookEvents(rt.hooks))
+		}
+		for i, m := range rt.models {
+			if m.End != nil {
+				t.Errorf("step %d may end the turn (End %+v): its turn_end hooks must hear of the end first", i+1, m.End)
+			}
 		}
 		if rt.hooks[0].EntryID != rt.models[0].EntryID {
 			t.Errorf("turn_end told about %q, want the reply %q", rt.hooks[0].EntryID, rt.models[0].EntryID)

@@ -276,6 +276,22 @@ type CounterTool struct {
 	// Idempotent declares the tool safe to retry, which it is not: tests set
 	// it to build an engine that wrongly retries a side-effecting tool.
 	Idempotent bool
+	// holds are the calls Hold keeps running, by note.
+	holds map[string]chan struct{}
+}
+
+// Hold makes calls whose note argument is note run until release is
+// called (or their context ends): a test acts while the tool runs.
+func (c *CounterTool) Hold(note string) (release func()) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	if c.holds == nil {
+		c.holds = map[string]chan struct{}{}
+	}
+	c.holds[note] = ch
+	c.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
 }
 
 // Spec describes the tool.
@@ -296,7 +312,19 @@ func (c *CounterTool) Run(ctx context.Context, call agent.ToolCall) (agent.ToolR
 		c.started = map[string]int{}
 	}
 	c.started[call.Session]++
+	var args struct {
+		Note string `json:"note"`
+	}
+	_ = json.Unmarshal(call.Args, &args)
+	hold := c.holds[args.Note]
 	c.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-ctx.Done():
+			return agent.ToolResult{}, ctx.Err()
+		case <-hold:
+		}
+	}
 	if c.Delay > 0 {
 		select {
 		case <-ctx.Done():
