@@ -202,3 +202,65 @@ func TestApprovalUnlessPathSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// An unanchored expression still matches only from the command's start:
+// `git status` must not waive `rm -rf / # git status`.
+func TestApprovalUnlessCommandAnchoredAtStart(t *testing.T) {
+	c, err := loadPolicy(t, "tools:\n  bash:\n    requiresApproval: {unless: {command: \"git status\"}}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := c.Tools["bash"].RequiresApproval.Unless
+	for cmd, want := range map[string]bool{
+		"git status":             true,
+		"git status --short":     true,
+		"rm -rf / # git status":  false,
+		"echo git status":        false,
+		"FOO=x git status":       false,
+		" git status":            false,
+		"rm -rf ~ #\tgit status": false,
+	} {
+		if got := u.Waives(argsJSON(t, "command", cmd), "/ws"); got != want {
+			t.Errorf("%q waived = %v, want %v", cmd, got, want)
+		}
+	}
+}
+
+// The tools decode arguments with encoding/json, which takes a key in any
+// case and the last of duplicates: a second "Command"/"PATH" key (or a
+// repeated one) must not let the condition judge one value while the tool
+// runs another.
+func TestApprovalUnlessRefusesAmbiguousKeys(t *testing.T) {
+	c, err := loadPolicy(t, `tools:
+  bash:
+    requiresApproval: {unless: {command: "^ls( |$)"}}
+  write:
+    requiresApproval: {unless: {path: ["notes/**"]}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, path := c.Tools["bash"].RequiresApproval.Unless, c.Tools["write"].RequiresApproval.Unless
+	for _, args := range []string{
+		`{"command":"ls","Command":"rm -rf ~"}`,
+		`{"COMMAND":"rm -rf ~","command":"ls"}`,
+		`{"command":"rm -rf ~","command":"ls"}`,
+		`{"command":"ls","command":"rm -rf ~"}`,
+	} {
+		if cmd.Waives(json.RawMessage(args), "/ws") {
+			t.Errorf("bash %s waived, want a person", args)
+		}
+	}
+	for _, args := range []string{
+		`{"path":"notes/a.md","Path":".env","content":"x"}`,
+		`{"path":"notes/a.md","path":".env","content":"x"}`,
+		`{"pAth":".env","path":"notes/a.md","content":"x"}`,
+	} {
+		if path.Waives(json.RawMessage(args), "/ws") {
+			t.Errorf("write %s waived, want a person", args)
+		}
+	}
+	if !cmd.Waives(json.RawMessage(`{"command":"ls","timeout":3}`), "/ws") || !path.Waives(json.RawMessage(`{"path":"notes/a.md","content":"x"}`), "/ws") {
+		t.Error("plain calls no longer waived")
+	}
+}
