@@ -296,23 +296,26 @@ func TestGenerateWaivesApprovalUnless(t *testing.T) {
 	t.Parallel()
 	const session = "s1"
 	e := newEnv(t)
-	if err := e.kit.WriteConfig("tools:\n  counter:\n    requiresApproval: {unless: {command: \"^(git status|ls)( |$)\"}}\n"); err != nil {
+	if err := e.kit.WriteConfig("tools:\n  bash:\n    requiresApproval: {unless: {command: \"^(git status|ls)( |$)\"}}\n  counter:\n    requiresApproval: {unless: {command: \"^(git status|ls)( |$)\"}}\n"); err != nil {
 		t.Fatal(err)
 	}
 	e.store(session,
 		message("u1", "", transcript.Message{Role: transcript.RoleUser, Text: "count"}),
 		message("a1", "u1", transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopToolUse,
 			ToolCalls: []transcript.ToolCall{
-				{ID: "c1", Name: testkit.CounterName, Args: json.RawMessage(`{"command":"git status"}`)},
-				{ID: "c2", Name: testkit.CounterName, Args: json.RawMessage(`{"command":"ls; rm x"}`)},
-				{ID: "c3", Name: testkit.CounterName, Args: json.RawMessage(`{"command":"rm x"}`)},
+				{ID: "c1", Name: "bash", Args: json.RawMessage(`{"command":"git status"}`)},
+				{ID: "c2", Name: "bash", Args: json.RawMessage(`{"command":"ls; rm x"}`)},
+				{ID: "c3", Name: "bash", Args: json.RawMessage(`{"command":"rm x"}`)},
+				// The counter takes no command: one beside its arguments
+				// does not waive it.
+				{ID: "c4", Name: testkit.CounterName, Args: json.RawMessage(`{"note":"x","command":"git status"}`)},
 			}}),
 	)
 	res, err := e.generate(agentloop.ModelCall{Session: session, Turn: "t1", Step: 1, EntryID: "a1", Leaf: "u1"})
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	for i, waived := range []bool{true, false, false} {
+	for i, waived := range []bool{true, false, false, false} {
 		c := res.Calls[i]
 		if c.ApprovalWaived != waived || c.RequiresApproval == waived || (c.ArgsHash != "") == waived {
 			t.Errorf("%s: waived %v, requiresApproval %v, argsHash %q; want waived %v", c.ID, c.ApprovalWaived, c.RequiresApproval, c.ArgsHash, waived)

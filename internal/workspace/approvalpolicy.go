@@ -325,5 +325,29 @@ func (d *Definition) ApprovalWaived(name string, args json.RawMessage) bool {
 	if !ok || tc.RequiresApproval == nil || !tc.RequiresApproval.On || tc.RequiresApproval.Unless == nil {
 		return false
 	}
-	return tc.RequiresApproval.Unless.Waives(args, d.Workspace.Dir)
+	u := tc.RequiresApproval.Unless
+	// The condition judges arguments the tool takes: a "command" the model
+	// adds to a tool without that parameter says nothing of what it runs.
+	t, ok := d.Tool(name)
+	if !ok {
+		return false
+	}
+	params := t.Spec().Parameters
+	if (u.Command != "" && !declares(params, "command")) || (len(u.Path) > 0 && !declares(params, "path")) {
+		return false
+	}
+	return u.Waives(args, d.Workspace.Dir)
+}
+
+// declares reports whether a tool's parameters schema lists key among its
+// properties.
+func declares(params json.RawMessage, key string) bool {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(params, &s) != nil {
+		return false
+	}
+	_, ok := s.Properties[key]
+	return ok
 }

@@ -1,8 +1,11 @@
 package workspace
 
 import (
+	"context"
+
 	"encoding/json"
 	"errors"
+	"github.com/fastagent/fastagent/agent"
 	"os"
 	"path/filepath"
 	"strings"
@@ -262,5 +265,43 @@ func TestApprovalUnlessRefusesAmbiguousKeys(t *testing.T) {
 	}
 	if !cmd.Waives(json.RawMessage(`{"command":"ls","timeout":3}`), "/ws") || !path.Waives(json.RawMessage(`{"path":"notes/a.md","content":"x"}`), "/ws") {
 		t.Error("plain calls no longer waived")
+	}
+}
+
+type paramTool struct{ params string }
+
+func (t paramTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: "deploy", Parameters: json.RawMessage(t.params), RequiresApproval: true}
+}
+
+func (paramTool) Run(context.Context, agent.ToolCall) (agent.ToolResult, error) {
+	return agent.ToolResult{}, nil
+}
+
+// A condition judges an argument the tool takes: a tool without a
+// "command" (or "path") parameter is not waived by a "command" the model
+// adds beside the arguments it does run with.
+func TestApprovalWaivedOnlyOnDeclaredArguments(t *testing.T) {
+	c, err := loadPolicy(t, `tools:
+  deploy:
+    requiresApproval: {unless: {command: "^ls( |$)", path: ["notes/**"]}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := func(params string) *Definition {
+		return &Definition{Config: c, Tools: []ToolEntry{{Tool: paramTool{params}}}}
+	}
+	args := json.RawMessage(`{"env":"prod","command":"ls","path":"notes/a"}`)
+	for params, want := range map[string]bool{
+		`{"type":"object","properties":{"env":{"type":"string"}}}`:                                         false,
+		`{"type":"object","properties":{"env":{"type":"string"},"command":{"type":"string"}}}`:             false,
+		`{"type":"object","properties":{"command":{"type":"string"},"path":{"type":"string"}}}`:            true,
+		`{"type":"object","properties":{"command":{},"path":{}},"additionalProperties":{"type":"string"}}`: true,
+		``: false,
+	} {
+		if got := def(params).ApprovalWaived("deploy", args); got != want {
+			t.Errorf("params %s: waived = %v, want %v", params, got, want)
+		}
 	}
 }
