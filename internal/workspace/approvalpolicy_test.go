@@ -227,6 +227,19 @@ func TestApprovalUnlessCommandAnchoredAtStart(t *testing.T) {
 			t.Errorf("%q waived = %v, want %v", cmd, got, want)
 		}
 	}
+	// An alternation anchored in its first branch only ("^a|b") is
+	// anchored as a whole.
+	c, err = loadPolicy(t, "tools:
+  bash:
+    requiresApproval: {unless: {command: \"^git status|ls\"}}
+")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u = c.Tools["bash"].RequiresApproval.Unless
+	if u.Waives(argsJSON(t, "command", "rm -rf / # ls"), "/ws") || !u.Waives(argsJSON(t, "command", "ls -la"), "/ws") {
+		t.Error(`"^git status|ls" is not anchored as a whole`)
+	}
 }
 
 // The tools decode arguments with encoding/json, which takes a key in any
