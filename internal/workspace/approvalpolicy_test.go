@@ -229,10 +229,7 @@ func TestApprovalUnlessCommandAnchoredAtStart(t *testing.T) {
 	}
 	// An alternation anchored in its first branch only ("^a|b") is
 	// anchored as a whole.
-	c, err = loadPolicy(t, "tools:
-  bash:
-    requiresApproval: {unless: {command: \"^git status|ls\"}}
-")
+	c, err = loadPolicy(t, "tools:\n  bash:\n    requiresApproval: {unless: {command: \"^git status|ls\"}}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
