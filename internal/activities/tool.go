@@ -195,6 +195,15 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 	if res, refused := unhookedRefusal(def, call.Call); refused {
 		return res, nil
 	}
+	if call.Call.ApprovalWaived && spec.RequiresApproval && !def.ApprovalWaived(call.Call.Name, args) {
+		// requiresApproval.unless is judged again where the call runs: a
+		// symlink made on its path since the model step (or a model step
+		// that could not see this workspace) must not carry it elsewhere.
+		return agent.ToolResult{IsError: true, Content: fmt.Sprintf(
+			"The %s call was not run: it went without approval because it matched tools.%s.requiresApproval.unless "+
+				"when it was asked for, but it no longer does (its path now leads elsewhere, or the condition changed). "+
+				"Ask for it again: it will wait for a human's approval.", spec.Name, spec.Name)}, nil
+	}
 	if err := tools.ValidateArgs(spec, args); err != nil {
 		return agent.ToolResult{IsError: true, Content: fmt.Sprintf("Invalid arguments for %s: %s", spec.Name, err.Error())}, nil
 	}

@@ -2,6 +2,8 @@ package activities_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -296,23 +298,26 @@ func TestGenerateWaivesApprovalUnless(t *testing.T) {
 	t.Parallel()
 	const session = "s1"
 	e := newEnv(t)
-	if err := e.kit.WriteConfig("tools:\n  counter:\n    requiresApproval: {unless: {command: \"^(git status|ls)( |$)\"}}\n"); err != nil {
+	if err := e.kit.WriteConfig("tools:\n  bash:\n    requiresApproval: {unless: {command: \"^(git status|ls)( |$)\"}}\n  counter:\n    requiresApproval: {unless: {command: \"^(git status|ls)( |$)\"}}\n"); err != nil {
 		t.Fatal(err)
 	}
 	e.store(session,
 		message("u1", "", transcript.Message{Role: transcript.RoleUser, Text: "count"}),
 		message("a1", "u1", transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopToolUse,
 			ToolCalls: []transcript.ToolCall{
-				{ID: "c1", Name: testkit.CounterName, Args: json.RawMessage(`{"command":"git status"}`)},
-				{ID: "c2", Name: testkit.CounterName, Args: json.RawMessage(`{"command":"ls; rm x"}`)},
-				{ID: "c3", Name: testkit.CounterName, Args: json.RawMessage(`{"command":"rm x"}`)},
+				{ID: "c1", Name: "bash", Args: json.RawMessage(`{"command":"git status"}`)},
+				{ID: "c2", Name: "bash", Args: json.RawMessage(`{"command":"ls; rm x"}`)},
+				{ID: "c3", Name: "bash", Args: json.RawMessage(`{"command":"rm x"}`)},
+				// The counter takes no command: one beside its arguments
+				// does not waive it.
+				{ID: "c4", Name: testkit.CounterName, Args: json.RawMessage(`{"note":"x","command":"git status"}`)},
 			}}),
 	)
 	res, err := e.generate(agentloop.ModelCall{Session: session, Turn: "t1", Step: 1, EntryID: "a1", Leaf: "u1"})
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	for i, waived := range []bool{true, false, false} {
+	for i, waived := range []bool{true, false, false, false} {
 		c := res.Calls[i]
 		if c.ApprovalWaived != waived || c.RequiresApproval == waived || (c.ArgsHash != "") == waived {
 			t.Errorf("%s: waived %v, requiresApproval %v, argsHash %q; want waived %v", c.ID, c.ApprovalWaived, c.RequiresApproval, c.ArgsHash, waived)
@@ -350,5 +355,38 @@ func TestEditNote(t *testing.T) {
 	want := `[Approved with edits: command changed from "rm -rf x" to "rm x"; dir set to "a"; timeout removed. The call ran with the edited arguments.]`
 	if got != want {
 		t.Errorf("note = %s\nwant   %s", got, want)
+	}
+}
+
+// A call the model step let through under requiresApproval.unless is judged
+// again where it runs: a symlink made on its path since (by a call run in
+// between) must not carry a waived write outside the glob (here to the
+// workspace's top, where fastagent.yaml and .git/ are).
+func TestExecuteRechecksWaivedPath(t *testing.T) {
+	t.Parallel()
+	const session = "s1"
+	e := newEnv(t)
+	if err := e.kit.WriteConfig("tools:\n  write:\n    requiresApproval: {unless: {path: [\"notes/**\"]}}\n"); err != nil {
+		t.Fatal(err)
+	}
+	outside := e.kit.Dir
+	if err := os.MkdirAll(filepath.Join(e.kit.Dir, "notes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	call := toolSetup(e, session, "write", `{"path":"notes/link/x.txt","content":"pwned"}`)
+	call.Call.Known, call.Call.ApprovalWaived = true, true
+	// The model step saw notes/link as nothing yet; now it leads to the top.
+	if err := os.Symlink(outside, filepath.Join(e.kit.Dir, "notes", "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.execute(call); err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x.txt")); err == nil {
+		t.Error("the waived write went through the symlink, outside notes/")
+	}
+	stored, _ := e.stored(session, "r1")
+	if stored.Message == nil || !stored.Message.IsError || !strings.Contains(stored.Message.Text, "requiresApproval") {
+		t.Errorf("result = %+v, want an error saying the call needs approval now", stored.Message)
 	}
 }

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -26,8 +27,8 @@ type ApprovalSetting struct {
 }
 
 // ApprovalUnless is the condition of a conditional approval. Command is a
-// regular expression over a call's command argument (anchor it as you
-// mean it); Path is a list of globs over a call's path argument, relative
+// regular expression over a call's command argument, matched from its start
+// (anchor its end as you mean it); Path is a list of globs over a call's path argument, relative
 // to the workspace (* within one segment, ** across segments). A call
 // matches when every condition set matches.
 type ApprovalUnless struct {
@@ -91,7 +92,12 @@ func (u *ApprovalUnless) compile(path ...string) error {
 		return badKey("unless needs command (a regular expression) or path (globs)", path...)
 	}
 	if u.Command != "" {
-		re, err := regexp.Compile(u.Command)
+		if _, err := regexp.Compile(u.Command); err != nil {
+			return badKey(fmt.Sprintf("%q is not a valid regular expression: %v", u.Command, err), at("command")...)
+		}
+		// Matched from the command's start however it is written: an
+		// unanchored "git status" must not waive "rm -rf / # git status".
+		re, err := regexp.Compile(`\A(?:` + u.Command + `)`)
 		if err != nil {
 			return badKey(fmt.Sprintf("%q is not a valid regular expression: %v", u.Command, err), at("command")...)
 		}
@@ -122,7 +128,7 @@ func (u *ApprovalUnless) Waives(args json.RawMessage, dir string) bool {
 		return false
 	}
 	var a map[string]any
-	if json.Unmarshal(args, &a) != nil {
+	if json.Unmarshal(args, &a) != nil || ambiguousKeys(args) {
 		return false
 	}
 	if u.command != nil {
@@ -138,6 +144,40 @@ func (u *ApprovalUnless) Waives(args json.RawMessage, dir string) bool {
 		}
 	}
 	return true
+}
+
+// ambiguousKeys reports whether args repeat a key or spell "command" or
+// "path" in another case: encoding/json (which the tools decode with)
+// takes a key in any case and the last of duplicates, another decoder the
+// first, so the condition could judge one value and the tool run another.
+func ambiguousKeys(args json.RawMessage) bool {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return true
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return true
+		}
+		k, _ := t.(string)
+		for _, name := range []string{"command", "path"} {
+			// EqualFold as encoding/json matches names (Unicode folding).
+			if strings.EqualFold(k, name) && k != name {
+				return true
+			}
+		}
+		if seen[k] {
+			return true
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func commandMatches(re *regexp.Regexp, cmd string) bool {
@@ -285,5 +325,29 @@ func (d *Definition) ApprovalWaived(name string, args json.RawMessage) bool {
 	if !ok || tc.RequiresApproval == nil || !tc.RequiresApproval.On || tc.RequiresApproval.Unless == nil {
 		return false
 	}
-	return tc.RequiresApproval.Unless.Waives(args, d.Workspace.Dir)
+	u := tc.RequiresApproval.Unless
+	// The condition judges arguments the tool takes: a "command" the model
+	// adds to a tool without that parameter says nothing of what it runs.
+	t, ok := d.Tool(name)
+	if !ok {
+		return false
+	}
+	params := t.Spec().Parameters
+	if (u.Command != "" && !declares(params, "command")) || (len(u.Path) > 0 && !declares(params, "path")) {
+		return false
+	}
+	return u.Waives(args, d.Workspace.Dir)
+}
+
+// declares reports whether a tool's parameters schema lists key among its
+// properties.
+func declares(params json.RawMessage, key string) bool {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(params, &s) != nil {
+		return false
+	}
+	_, ok := s.Properties[key]
+	return ok
 }

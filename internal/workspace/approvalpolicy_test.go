@@ -1,8 +1,11 @@
 package workspace
 
 import (
+	"context"
+
 	"encoding/json"
 	"errors"
+	"github.com/fastagent/fastagent/agent"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,6 +202,116 @@ func TestApprovalUnlessPathSymlinks(t *testing.T) {
 	} {
 		if got := u.Waives(argsJSON(t, "path", p), ws); got != want {
 			t.Errorf("%q waived = %v, want %v", p, got, want)
+		}
+	}
+}
+
+// An unanchored expression still matches only from the command's start:
+// `git status` must not waive `rm -rf / # git status`.
+func TestApprovalUnlessCommandAnchoredAtStart(t *testing.T) {
+	c, err := loadPolicy(t, "tools:\n  bash:\n    requiresApproval: {unless: {command: \"git status\"}}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := c.Tools["bash"].RequiresApproval.Unless
+	for cmd, want := range map[string]bool{
+		"git status":             true,
+		"git status --short":     true,
+		"rm -rf / # git status":  false,
+		"echo git status":        false,
+		"FOO=x git status":       false,
+		" git status":            false,
+		"rm -rf ~ #\tgit status": false,
+	} {
+		if got := u.Waives(argsJSON(t, "command", cmd), "/ws"); got != want {
+			t.Errorf("%q waived = %v, want %v", cmd, got, want)
+		}
+	}
+	// An alternation anchored in its first branch only ("^a|b") is
+	// anchored as a whole.
+	c, err = loadPolicy(t, "tools:\n  bash:\n    requiresApproval: {unless: {command: \"^git status|ls\"}}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u = c.Tools["bash"].RequiresApproval.Unless
+	if u.Waives(argsJSON(t, "command", "rm -rf / # ls"), "/ws") || !u.Waives(argsJSON(t, "command", "ls -la"), "/ws") {
+		t.Error(`"^git status|ls" is not anchored as a whole`)
+	}
+}
+
+// The tools decode arguments with encoding/json, which takes a key in any
+// case and the last of duplicates: a second "Command"/"PATH" key (or a
+// repeated one) must not let the condition judge one value while the tool
+// runs another.
+func TestApprovalUnlessRefusesAmbiguousKeys(t *testing.T) {
+	c, err := loadPolicy(t, `tools:
+  bash:
+    requiresApproval: {unless: {command: "^ls( |$)"}}
+  write:
+    requiresApproval: {unless: {path: ["notes/**"]}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, path := c.Tools["bash"].RequiresApproval.Unless, c.Tools["write"].RequiresApproval.Unless
+	for _, args := range []string{
+		`{"command":"ls","Command":"rm -rf ~"}`,
+		`{"COMMAND":"rm -rf ~","command":"ls"}`,
+		`{"command":"rm -rf ~","command":"ls"}`,
+		`{"command":"ls","command":"rm -rf ~"}`,
+	} {
+		if cmd.Waives(json.RawMessage(args), "/ws") {
+			t.Errorf("bash %s waived, want a person", args)
+		}
+	}
+	for _, args := range []string{
+		`{"path":"notes/a.md","Path":".env","content":"x"}`,
+		`{"path":"notes/a.md","path":".env","content":"x"}`,
+		`{"pAth":".env","path":"notes/a.md","content":"x"}`,
+	} {
+		if path.Waives(json.RawMessage(args), "/ws") {
+			t.Errorf("write %s waived, want a person", args)
+		}
+	}
+	if !cmd.Waives(json.RawMessage(`{"command":"ls","timeout":3}`), "/ws") || !path.Waives(json.RawMessage(`{"path":"notes/a.md","content":"x"}`), "/ws") {
+		t.Error("plain calls no longer waived")
+	}
+}
+
+type paramTool struct{ params string }
+
+func (t paramTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: "deploy", Parameters: json.RawMessage(t.params), RequiresApproval: true}
+}
+
+func (paramTool) Run(context.Context, agent.ToolCall) (agent.ToolResult, error) {
+	return agent.ToolResult{}, nil
+}
+
+// A condition judges an argument the tool takes: a tool without a
+// "command" (or "path") parameter is not waived by a "command" the model
+// adds beside the arguments it does run with.
+func TestApprovalWaivedOnlyOnDeclaredArguments(t *testing.T) {
+	c, err := loadPolicy(t, `tools:
+  deploy:
+    requiresApproval: {unless: {command: "^ls( |$)", path: ["notes/**"]}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := func(params string) *Definition {
+		return &Definition{Config: c, Tools: []ToolEntry{{Tool: paramTool{params}}}}
+	}
+	args := json.RawMessage(`{"env":"prod","command":"ls","path":"notes/a"}`)
+	for params, want := range map[string]bool{
+		`{"type":"object","properties":{"env":{"type":"string"}}}`:                                         false,
+		`{"type":"object","properties":{"env":{"type":"string"},"command":{"type":"string"}}}`:             false,
+		`{"type":"object","properties":{"command":{"type":"string"},"path":{"type":"string"}}}`:            true,
+		`{"type":"object","properties":{"command":{},"path":{}},"additionalProperties":{"type":"string"}}`: true,
+		``: false,
+	} {
+		if got := def(params).ApprovalWaived("deploy", args); got != want {
+			t.Errorf("params %s: waived = %v, want %v", params, got, want)
 		}
 	}
 }

@@ -23,9 +23,11 @@ const maxDocument = 50 << 20
 // The Bot API has no idempotency key and no way to read a chat back, so a
 // send whose outcome is unknown — the request went out and no answer came
 // back (a timeout, a reset connection) — is not sent again: it is kept as
-// unknown, and the send fails saying so rather than risk a second copy. A
-// send refused before it went out (the connection could not be made) or
-// answered with an error is retried.
+// unknown, and the send fails saying so rather than risk a second copy;
+// so is one an attempt began (its mark is kept before the request goes
+// out) and never finished (the worker died). A send refused before it went
+// out (the connection could not be made) or answered with an error is
+// retried.
 func (r *Replier) Deliver(ctx context.Context, req delivery.Request) (string, error) {
 	var chat any = req.Dest
 	if id, err := strconv.ParseInt(req.Dest, 10, 64); err == nil {
@@ -48,9 +50,39 @@ func (r *Replier) Deliver(ctx context.Context, req delivery.Request) (string, er
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
+		// Each attempt marks the send before making it and clears the
+		// mark when it fails in a way that sent nothing: a mark left
+		// without its clearing is an attempt that may have sent (its
+		// worker died before keeping the message_id), so no more.
+		try := 1
+		for ; ; try++ {
+			_, err := req.Refs.Reply(ctx, req.Session, partKey+"#try"+strconv.Itoa(try))
+			if errors.Is(err, store.ErrNotFound) {
+				break
+			} else if err != nil {
+				return "", err
+			}
+			switch _, err := req.Refs.Reply(ctx, req.Session, partKey+"#clear"+strconv.Itoa(try)); {
+			case errors.Is(err, store.ErrNotFound):
+				return "", delivery.Permanent(errors.New("telegram: an earlier attempt stopped after sending and before keeping what it sent; " +
+					"the message may have arrived, so it is not sent again"))
+			case err != nil:
+				return "", err
+			}
+		}
+		if err := req.Refs.SaveReply(context.WithoutCancel(ctx), req.Session, partKey+"#try"+strconv.Itoa(try), "sending"); err != nil {
+			return "", err
+		}
 		id, err := f()
 		if err != nil {
-			return "", r.sendError(ctx, req, unsure, err)
+			serr := r.sendError(ctx, req, unsure, err)
+			if nothingSent(err) {
+				// Telegram refused it, or it never went out: a retry may.
+				if cerr := req.Refs.SaveReply(context.WithoutCancel(ctx), req.Session, partKey+"#clear"+strconv.Itoa(try), "nothing sent"); cerr != nil {
+					return "", errors.Join(serr, cerr)
+				}
+			}
+			return "", serr
 		}
 		ref := strconv.FormatInt(id, 10)
 		if err := req.Refs.SaveReply(context.WithoutCancel(ctx), req.Session, partKey, ref); err != nil {
@@ -95,6 +127,14 @@ func (r *Replier) post(ctx context.Context, chat any, text string) (int64, error
 		err = errors.New("telegram: sendMessage: no message_id")
 	}
 	return out.MessageID, err
+}
+
+// nothingSent reports whether a failed send certainly sent nothing:
+// Telegram answered with an error, or the connection was never made.
+func nothingSent(err error) bool {
+	var te *Error
+	var op *net.OpError
+	return errors.As(err, &te) || (errors.As(err, &op) && op.Op == "dial")
 }
 
 // sendError classifies a failed send: Telegram's refusals a retry cannot

@@ -2,6 +2,7 @@ package telegram
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,5 +79,44 @@ func TestDeliverDocument(t *testing.T) {
 	msgs := fake.Messages(42)
 	if len(msgs) != 1 || msgs[0].Document != "report.csv" || string(msgs[0].DocData) != "a,b\n" {
 		t.Fatalf("messages = %+v, want the document once", msgs)
+	}
+}
+
+// failingRefs fails the first SaveReply of a key with suffix, as a worker
+// that dies after Telegram answered and before the message_id is kept.
+type failingRefs struct {
+	delivery.Refs
+	suffix string
+	failed bool
+}
+
+func (f *failingRefs) SaveReply(ctx context.Context, session, key, ref string) error {
+	if !f.failed && strings.HasSuffix(key, f.suffix) {
+		f.failed = true
+		return errors.New("worker lost before the reference was kept")
+	}
+	return f.Refs.SaveReply(ctx, session, key, ref)
+}
+
+// TestDeliverNotTwiceAfterLostReference: a message Telegram took whose
+// message_id was never kept (the worker died in between) is not sent again
+// by the retry: the Bot API cannot be asked whether it arrived.
+func TestDeliverNotTwiceAfterLostReference(t *testing.T) {
+	t.Parallel()
+	rp, fake := newTestReplier(t)
+	refs := &failingRefs{Refs: refStore(t), suffix: "#part0"}
+	senders := delivery.Senders{}
+	senders.Add(rp)
+	tg, _ := delivery.ParseTarget("telegram:42")
+	ctx := context.Background()
+	if _, err := delivery.Deliver(ctx, senders, refs, tg, "s", "send/e9", "once", nil); err == nil {
+		t.Fatal("first attempt succeeded, want the lost reference's error")
+	}
+	_, err := delivery.Deliver(ctx, senders, refs, tg, "s", "send/e9", "once", nil)
+	if !delivery.IsPermanent(err) {
+		t.Errorf("retry = %v, want a permanent failure (the outcome is unknown)", err)
+	}
+	if msgs := fake.Messages(42); len(msgs) != 1 {
+		t.Errorf("messages = %d, want 1", len(msgs))
 	}
 }
