@@ -87,7 +87,7 @@ TZ=$tz date '+%Y-%m-%d %H:%M:%S %Z (%A)'
 	{path: "fastagent.yaml", mode: 0o644, content: `# Settings of this agent. Every key is optional; unknown keys are errors, so
 # a typo stops the start with the file, the key and the reason.
 
-# The model as provider/model (openai, anthropic or ollama). FASTAGENT_MODEL
+# The model as provider/model (openai, anthropic, ollama, gemini, bedrock… docs/providers.md). FASTAGENT_MODEL
 # overrides it; API keys come from the environment (OPENAI_API_KEY, …).
 # model: openai/gpt-4o-mini
 

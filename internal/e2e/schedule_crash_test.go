@@ -3,10 +3,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fastagent/fastagent/internal/schedules"
+	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/workflows"
 )
@@ -75,5 +80,92 @@ func TestScheduleFireSurvivesWorkerKill(t *testing.T) {
 	}
 	if n := e.kit.Model.Count(); n != 2 {
 		t.Errorf("model called %d times, want 2 (the killed stream and its retry)", n)
+	}
+}
+
+// A schedule with deliver: slack:#ops fires; the worker process running
+// its Channel.Send activity is SIGKILLed after Slack has posted the answer
+// but before Slack's response reached the worker (the fake holds the
+// chat.postMessage response until the kill). Another worker retries the
+// send: it finds the message already posted, the channel holds the answer
+// exactly once, and the fire's record says it was delivered.
+func TestScheduleDeliveryExactlyOnceAcrossWorkerKill(t *testing.T) {
+	e := newProcessEnv(t)
+	fake := fakeslack.New()
+	t.Cleanup(fake.Close)
+	fake.AddChannel("C0OPS0001", "ops")
+	posted := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	fake.Wrap("chat.postMessage", func(h fakeslack.Handler) fakeslack.Handler {
+		return func(s *fakeslack.Server, c fakeslack.Call) map[string]any {
+			out := h(s, c)
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(posted)
+				<-release // the worker dies waiting for this answer
+			}
+			return out
+		}
+	})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+
+	if err := os.MkdirAll(filepath.Join(e.kit.Dir, "channels"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.kit.Dir, "channels", "slack.yaml"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.extraEnv = []string{"SLACK_SIGNING_SECRET=" + slackSecret, "SLACK_BOT_TOKEN=xoxb-e2e-deliver-kill", "SLACK_API_URL=" + fake.APIURL()}
+
+	name := scheduleName("deliver-kill")
+	e.deleteScheduleAtEnd(name)
+	const prompt = "Count the open incidents."
+	e.writeSchedule(name+".yaml", schedYAML("0 9 1 1 *", "UTC", prompt)+"deliver: slack:#ops\n") // fires only when triggered
+	e.mustReconcile()
+	e.kit.Model.EnqueueFor("Count the open incidents", modelserver.Reply{Text: []string{"2 open", " incidents"}})
+	w1 := e.startWorkerProcess(t)
+
+	// Channel.Send has no heartbeat: the retry starts when its 2-minute
+	// start-to-close timeout has passed.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ex, err := schedules.Trigger(ctx, e.client, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-posted:
+	case <-ctx.Done():
+		t.Fatal("the answer was never posted to Slack")
+	}
+	w1.kill(t) // Slack posted; the activity has not completed
+	unblock()
+	e.startWorkerProcess(t)
+
+	rec, err := schedules.Wait(ctx, e.client, ex)
+	if err != nil {
+		t.Fatalf("fire %s: %v", ex.WorkflowID, err)
+	}
+	if rec.Outcome != workflows.FireCompleted || rec.Reply != "2 open incidents" ||
+		strings.Join(rec.Delivered, ",") != "slack:#ops" || rec.DeliveryError != "" {
+		t.Fatalf("fire = %+v, want completed and delivered to slack:#ops", rec)
+	}
+	msgs := fake.Messages("C0OPS0001")
+	if len(msgs) != 1 || msgs[0].Text != "2 open incidents" {
+		t.Fatalf("messages in #ops = %+v, want the answer exactly once", msgs)
+	}
+	if n := len(fake.Calls("chat.postMessage")); n != 1 {
+		t.Errorf("chat.postMessage called %d times, want 1", n)
+	}
+	// The retried attempt looked for the earlier post and found it.
+	if n := len(fake.Calls("conversations.history")); n != 2 {
+		t.Errorf("conversations.history called %d times, want 2 (one per attempt)", n)
+	}
+	if n := e.kit.Model.Count(); n != 1 {
+		t.Errorf("model called %d times, want 1 (the kill came after the turn)", n)
 	}
 }

@@ -484,7 +484,14 @@ func typeError(n *yaml.Node, msg string) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", n.Line, msg)}}
 }
 
-var modelSpec = regexp.MustCompile(`^(openai|anthropic|ollama)/\S+$`)
+// modelSpec matches provider/model for every provider internal/llm serves
+// (docs/providers.md).
+var modelSpec = regexp.MustCompile(`^(openai|anthropic|ollama|azure|gemini|vertex|bedrock|mistral|openrouter|vllm|lmstudio|openai-compatible)/\S+$`)
+
+// badModelSpec is the reason a model string is refused.
+func badModelSpec(spec string) string {
+	return fmt.Sprintf("%q is not provider/model with provider openai, anthropic, ollama, azure, gemini, vertex, bedrock, mistral, openrouter, vllm, lmstudio or openai-compatible (e.g. openai/gpt-4o-mini)", spec)
+}
 
 // ConfigError is one problem in a config file: the file, the line (0 when
 // unknown), the key as a dotted path (http.port, tools.deploy.timeout) and
@@ -708,11 +715,11 @@ func (c Config) Approval(name string) (time.Duration, []string) {
 func (c Config) validateModels(custom map[string]bool) error {
 	known := func(spec string) bool { return modelSpec.MatchString(spec) || custom[spec] }
 	if c.Model != "" && !known(c.Model) {
-		return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", c.Model), "model")
+		return badKey(badModelSpec(c.Model), "model")
 	}
 	for _, k := range []struct{ key, spec string }{{"chatModel", c.ChatModel}, {"toolModel", c.ToolModel}} {
 		if k.spec != "" && !known(k.spec) {
-			return badKey(fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", k.spec), k.key)
+			return badKey(badModelSpec(k.spec), k.key)
 		}
 	}
 	if len(c.Models) > maxModels {
@@ -721,7 +728,7 @@ func (c Config) validateModels(custom map[string]bool) error {
 	for i, spec := range c.Models {
 		if !known(spec) {
 			return &keyError{path: []string{"models"}, item: i + 1,
-				reason: fmt.Sprintf("%q is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)", spec)}
+				reason: badModelSpec(spec)}
 		}
 	}
 	return nil

@@ -74,8 +74,8 @@ func TestConfigErrors(t *testing.T) {
 		},
 		{
 			name: "bad toolModel",
-			yaml: "toolModel: mistral/large\n",
-			want: []ConfigError{{Line: 1, Key: "toolModel", Reason: `"mistral/large" is not provider/model`}},
+			yaml: "toolModel: nosuch/large\n",
+			want: []ConfigError{{Line: 1, Key: "toolModel", Reason: `"nosuch/large" is not provider/model`}},
 		},
 		{
 			name: "bad fallback in models",
@@ -185,7 +185,7 @@ func TestConfigErrors(t *testing.T) {
 		{
 			name: "bad model",
 			yaml: "model: gpt-4o\n",
-			want: []ConfigError{{Line: 1, Key: "model", Reason: `"gpt-4o" is not provider/model with provider openai, anthropic or ollama (e.g. openai/gpt-4o-mini)`}},
+			want: []ConfigError{{Line: 1, Key: "model", Reason: `"gpt-4o" is not provider/model with provider openai, anthropic, ollama, azure, gemini, vertex, bedrock, mistral, openrouter, vllm, lmstudio or openai-compatible (e.g. openai/gpt-4o-mini)`}},
 		},
 		{
 			name: "mcp server with command and url",
