@@ -112,10 +112,14 @@ func TestToolProgress(t *testing.T) {
 			t.Fatalf("the silent call sent %d tool_progress events", n)
 		}
 	}
+	// Workflow task events are left out of the comparison: a loaded
+	// machine can time one out and schedule it again, progress or not.
 	types := func(session string) []string {
 		var out []string
 		for _, ev := range rawHistory(t, e, session).Events {
-			out = append(out, ev.GetEventType().String())
+			if name := ev.GetEventType().String(); !strings.Contains(name, "WorkflowTask") {
+				out = append(out, name)
+			}
 		}
 		return out
 	}
@@ -124,7 +128,7 @@ func TestToolProgress(t *testing.T) {
 		t.Fatalf("history of the 50-line call (%d events) differs from the silent one's (%d):\n%s\n%s",
 			len(hc), len(hq), strings.Join(hc, " "), strings.Join(hq, " "))
 	}
-	t.Logf("history events per turn with a 50-line tool call: %d (the same without output)", len(hc))
+	t.Logf("history events (workflow tasks aside) of a turn with a 50-line tool call: %d, the same as without output", len(hc))
 }
 
 // TestSlackShowsToolProgress: while bash runs in a Slack turn, the live
