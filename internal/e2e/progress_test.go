@@ -106,10 +106,14 @@ func TestToolProgress(t *testing.T) {
 		if term := agenttest.CheckTerminal(t, evs); term.Type != agent.TypeCompleted {
 			t.Fatalf("turn of %s: %s", c.session, describe(evs))
 		}
-		if n := len(progressOf(t, evs, "call_h", "bash")); c.session == chatty && n < 2 {
+		n := len(progressOf(t, evs, "call_h", "bash"))
+		switch {
+		case c.session == chatty && n < 2:
 			t.Fatalf("the 50-line call sent %d tool_progress events, want at least 2: %s", n, describe(evs))
-		} else if c.session == quiet && n != 0 {
+		case c.session == quiet && n != 0:
 			t.Fatalf("the silent call sent %d tool_progress events", n)
+		case c.session == chatty:
+			t.Logf("the 50-line call sent %d tool_progress events (throttled)", n)
 		}
 	}
 	// Workflow task events are left out of the comparison: a loaded
