@@ -14,7 +14,12 @@ const (
 	TypeThinking    = "thinking"
 	TypeToolStarted = "tool_started"
 	TypeToolEnded   = "tool_ended"
-	TypeRetrying    = "retrying"
+	// TypeToolProgress: a running tool call (ID, tool Name) reported how it
+	// is getting on (Content is its message; Progress of Total when it
+	// counts). Live only, like delegated: it has no Seq, is throttled to
+	// about one a second per call, and never enters the turn's record.
+	TypeToolProgress = "tool_progress"
+	TypeRetrying     = "retrying"
 	// TypeApprovalRequested: a tool call waits for a person's decision.
 	TypeApprovalRequested = "approval_requested"
 	// TypeApprovalResolved: the waiting call was approved, denied or timed out.
@@ -117,6 +122,10 @@ type Event struct {
 	Args    json.RawMessage
 	IsError bool
 	Content string
+	// tool_progress: ID, Name, Content (the message) and these; Total 0
+	// when unknown.
+	Progress float64
+	Total    float64
 
 	// approval_requested (ID, Name, Args and these), approval_resolved
 	// (ID, Approved, By, Reason, TimedOut).
@@ -260,6 +269,15 @@ type wireToolEnded struct {
 	Content string `json:"content"`
 }
 
+type wireToolProgress struct {
+	Type     string  `json:"type"`
+	CallID   string  `json:"callId"`
+	Tool     string  `json:"tool"`
+	Message  string  `json:"message"`
+	Progress float64 `json:"progress,omitempty"`
+	Total    float64 `json:"total,omitempty"`
+}
+
 type wireApprovalRequested struct {
 	Type           string          `json:"type"`
 	ID             string          `json:"id"`
@@ -373,6 +391,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		return marshal(wireToolStarted{e.Type, e.ID, e.Name, args})
 	case TypeToolEnded:
 		return marshal(wireToolEnded{e.Type, e.ID, e.IsError, e.Content})
+	case TypeToolProgress:
+		return marshal(wireToolProgress{e.Type, e.ID, e.Name, e.Content, e.Progress, e.Total})
 	case TypeApprovalRequested:
 		args := e.Args
 		if len(args) == 0 {
@@ -431,6 +451,10 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		var w wireToolEnded
 		err = json.Unmarshal(b, &w)
 		e.ID, e.IsError, e.Content = w.ID, w.IsError, w.Content
+	case TypeToolProgress:
+		var w wireToolProgress
+		err = json.Unmarshal(b, &w)
+		e.ID, e.Name, e.Content, e.Progress, e.Total = w.CallID, w.Tool, w.Message, w.Progress, w.Total
 	case TypeApprovalRequested, TypeApprovalResolved, TypeQuestionAsked, TypeQuestionAnswered:
 		err = e.decodeWait(b)
 	case TypeDelegated:

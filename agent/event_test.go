@@ -22,6 +22,9 @@ func TestEventWireFormat(t *testing.T) {
 		{agent.ToolStarted("c1", "bash", json.RawMessage(`{"command":"ls"}`)), `{"type":"tool_started","id":"c1","name":"bash","args":{"command":"ls"}}`},
 		{agent.ToolStarted("c1", "bash", nil), `{"type":"tool_started","id":"c1","name":"bash","args":{}}`},
 		{agent.ToolEnded("c1", false, "ok"), `{"type":"tool_ended","id":"c1","isError":false,"content":"ok"}`},
+		{agent.ToolProgress("c1", "bash", agent.Progress{Message: "step 2"}), `{"type":"tool_progress","callId":"c1","tool":"bash","message":"step 2"}`},
+		{agent.ToolProgress("c1", "fetch", agent.Progress{Message: "rows", Progress: 3, Total: 10}),
+			`{"type":"tool_progress","callId":"c1","tool":"fetch","message":"rows","progress":3,"total":10}`},
 		{agent.Event{Type: agent.TypeRetrying, Attempt: 2, MaxAttempts: 6, DelayMs: 1500, Reason: "429"}, `{"type":"retrying","attempt":2,"maxAttempts":6,"delayMs":1500,"reason":"429"}`},
 		{agent.ApprovalRequested("c1", "deploy", json.RawMessage(`{"env":"prod"}`), "sha256:a", "sha256:d", []string{"alice"},
 			time.Date(2026, 12, 2, 17, 0, 0, 0, time.UTC)),
@@ -176,5 +179,16 @@ func TestStepOnTheWire(t *testing.T) {
 	b, _ := json.Marshal(agent.Event{Type: agent.TypeText, Delta: "x", Seq: 9})
 	if string(b) != `{"type":"text","delta":"x"}` {
 		t.Errorf("text without step or seq on the wire: %s", b)
+	}
+}
+
+func TestReportProgress(t *testing.T) {
+	t.Parallel()
+	agent.ReportProgress(t.Context(), agent.Progress{Message: "nobody listens"}) // no-op
+	var got []agent.Progress
+	ctx := agent.WithProgress(t.Context(), func(p agent.Progress) { got = append(got, p) })
+	agent.ReportProgress(ctx, agent.Progress{Message: "half", Progress: 1, Total: 2})
+	if len(got) != 1 || got[0].Message != "half" || got[0].Total != 2 {
+		t.Fatalf("reported %+v", got)
 	}
 }

@@ -107,6 +107,8 @@ func runInvoke(ctx context.Context, a agent.Agent, session, text string, jsonOut
 				fmt.Fprintf(stderr, "→ %s %s\n", ev.Name, compact(ev.Args, 200))
 			case agent.TypeDelegated:
 				subs.print(stderr, ev)
+			case agent.TypeToolProgress:
+				fmt.Fprintf(stderr, "  … %s\n", firstLine(ev.Content, 200))
 			case agent.TypeToolEnded:
 				subs.flush(stderr, ev.ID)
 				mark := "✓"

@@ -54,6 +54,9 @@ type Activities struct {
 	// HeartbeatEvery is how often running activities heartbeat (default:
 	// half their heartbeat timeout).
 	HeartbeatEvery time.Duration
+	// ProgressEvery is the least time between two tool_progress events of
+	// one tool call (default: toolprogress.DefaultEvery, one second).
+	ProgressEvery time.Duration
 	// Observer, when set, receives what each model call measured (time to
 	// first token, tokens by model) for metrics.
 	Observer ModelObserver
@@ -119,7 +122,17 @@ func (a *Activities) Generate(ctx context.Context, call agentloop.ModelCall) (ag
 // (Synthetic: an aborted, denied or lost call's result) is not stoppable:
 // it is how an aborted turn keeps its record.
 func (a *Activities) Execute(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
-	stop := a.heartbeat(ctx)
+	// The heartbeats carry the call's last progress report as their
+	// details (no history event: a heartbeat is not one).
+	var progress progressSlot
+	ctx = withProgressSlot(ctx, &progress)
+	stop := a.heartbeatWith(ctx, func() (any, bool) {
+		p := progress.Load()
+		if p == nil {
+			return nil, false
+		}
+		return *p, true
+	})
 	defer stop()
 	if call.Synthetic == nil {
 		var done func()
@@ -153,6 +166,12 @@ func (a *Activities) Open(ctx context.Context, in wire.OpenInput) (wire.OpenResu
 // the timeout; an abort does not wait for one (stoppable), so a call
 // shorter than half the timeout sends none.
 func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
+	return a.heartbeatWith(ctx, nil)
+}
+
+// heartbeatWith is heartbeat with details: each heartbeat records what
+// details returns, when it has something.
+func (a *Activities) heartbeatWith(ctx context.Context, details func() (any, bool)) (stop func()) {
 	every := a.HeartbeatEvery
 	if every <= 0 {
 		every = heartbeatEvery(ctx)
@@ -171,6 +190,12 @@ func (a *Activities) heartbeat(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				if details != nil {
+					if d, ok := details(); ok {
+						activity.RecordHeartbeat(ctx, d)
+						continue
+					}
+				}
 				activity.RecordHeartbeat(ctx)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -20,6 +21,7 @@ import (
 	"github.com/fastagent/fastagent/internal/memory"
 	"github.com/fastagent/fastagent/internal/relay"
 	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/internal/toolprogress"
 	"github.com/fastagent/fastagent/internal/tools"
 	"github.com/fastagent/fastagent/internal/waketools"
 	"github.com/fastagent/fastagent/internal/workspace"
@@ -73,7 +75,17 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 	case call.Synthetic != nil:
 		res = *call.Synthetic
 	default:
-		res, err = a.execute(ctx, call, args)
+		// What the tool reports about itself goes on the live feed,
+		// throttled; it never enters the workflow's history.
+		progress := toolprogress.New(a.ProgressEvery, func(p agent.Progress) {
+			ev := agent.ToolProgress(call.Call.ID, call.Call.Name, p)
+			pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Event: &ev})
+			if slot := progressSlotOf(ctx); slot != nil {
+				slot.Store(&p)
+			}
+		})
+		res, err = a.execute(agent.WithProgress(ctx, progress.Report), call, args)
+		progress.Close()
 		if err != nil {
 			return agentloop.ToolOutcome{}, err
 		}
@@ -106,6 +118,22 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 		msg = *stored.Message
 	}
 	return finish(msg), nil
+}
+
+// progressSlot holds a running call's last progress report for its
+// activity's heartbeats (their details), where the Web UI and describe
+// show it.
+type progressSlot = atomic.Pointer[agent.Progress]
+
+type progressSlotKey struct{}
+
+func withProgressSlot(ctx context.Context, s *progressSlot) context.Context {
+	return context.WithValue(ctx, progressSlotKey{}, s)
+}
+
+func progressSlotOf(ctx context.Context) *progressSlot {
+	s, _ := ctx.Value(progressSlotKey{}).(*progressSlot)
+	return s
 }
 
 // AnswerReadAttempts is how many attempts of a delegate call's record try

@@ -3,6 +3,7 @@ package channels
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/fastagent/fastagent/agent"
@@ -34,6 +35,9 @@ type ToolView struct {
 	Name string
 	// Status is "running", "done" or "error".
 	Status string
+	// Progress is the latest line the running call reported about itself
+	// (tool_progress), "" when none; a chat shows it under the call.
+	Progress string
 }
 
 // Tool statuses.
@@ -103,6 +107,10 @@ func (v *View) Apply(ev agent.Event) bool {
 		if !found {
 			v.Tools = append(v.Tools, ToolView{ID: ev.ID, Name: ev.Name, Status: st})
 		}
+	case agent.TypeToolProgress:
+		if !v.progress(ev) {
+			return false
+		}
 	case agent.TypeDelegated:
 		if !v.delegated(ev) {
 			return false
@@ -147,6 +155,42 @@ func (v *View) delegated(ev agent.Event) bool {
 		return true
 	}
 	return false
+}
+
+// progress shows a running call's latest report on its line: the message,
+// with "(progress/total)" when it counts.
+func (v *View) progress(ev agent.Event) bool {
+	line := ev.Content
+	if ev.Total > 0 {
+		line = strings.TrimSpace(fmt.Sprintf("%s (%g/%g)", line, ev.Progress, ev.Total))
+	} else if line == "" && ev.Progress > 0 {
+		line = fmt.Sprintf("%g", ev.Progress)
+	}
+	for i := range v.Tools {
+		t := &v.Tools[i]
+		if t.ID != ev.ID || t.Status != ToolRunning {
+			continue
+		}
+		if t.Progress == line {
+			return false
+		}
+		t.Progress = line
+		return true
+	}
+	return false
+}
+
+// ProgressLine is how a chat shows a running call's progress under it: the
+// line, cut to progressLen characters (keeping its end), or "" when there
+// is none.
+func (t ToolView) ProgressLine() string {
+	if t.Status != ToolRunning || t.Progress == "" {
+		return ""
+	}
+	if r := []rune(t.Progress); len(r) > progressLen {
+		return "…" + string(r[len(r)-progressLen:])
+	}
+	return t.Progress
 }
 
 // step returns the index of step n (1-based; 0 means the last one),

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
 	"github.com/fastagent/fastagent/internal/tools"
 )
@@ -60,6 +61,26 @@ type conn struct {
 	listSem chan struct{}
 	defs    []toolDef
 	listed  bool
+
+	// calls maps the progress token of each running call to the context
+	// it runs with (notifications/progress become its progress reports).
+	calls     sync.Map // string → context.Context
+	nextToken atomic.Int64
+}
+
+// progress passes a server's notifications/progress to the call whose
+// token it names, as its progress report; other tokens are ignored.
+func (cn *conn) progress(p *sdk.ProgressNotificationParams) {
+	if p == nil {
+		return
+	}
+	token, ok := p.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	if ctx, ok := cn.calls.Load(token); ok {
+		agent.ReportProgress(ctx.(context.Context), agent.Progress{Message: p.Message, Progress: p.Progress, Total: p.Total})
+	}
 }
 
 func newClient(m *Manager, s Server) *client {
@@ -263,6 +284,9 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			cn.stale.Store(true)
 		},
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			cn.progress(req.Params)
+		},
 	})
 	var transport sdk.Transport
 	if c.srv.URL != "" {
@@ -424,7 +448,14 @@ func (c *client) call(ctx context.Context, cn *conn, name string, args any) (*sd
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.m.ctx, cancel)() //nolint:contextcheck // the call also ends when the manager closes
-	return cn.session.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	params := &sdk.CallToolParams{Name: name, Arguments: args}
+	// The call's progress token: the server may report progress under it
+	// (notifications/progress), and the reports reach the call's consumers.
+	token := fmt.Sprintf("fastagent-%d", cn.nextToken.Add(1))
+	cn.calls.Store(token, ctx)
+	defer cn.calls.Delete(token)
+	params.SetProgressToken(token)
+	return cn.session.CallTool(ctx, params)
 }
 
 // isProtocolError reports whether err is an error response of the server

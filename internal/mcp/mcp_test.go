@@ -107,6 +107,19 @@ func newEchoServer(logPath string) *sdk.Server {
 				return nil, nil, ctx.Err()
 			}
 		})
+	sdk.AddTool(s, &sdk.Tool{Name: "progress", Description: "Reports three steps, then waits to be cancelled"},
+		func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			token := req.Params.GetProgressToken()
+			if token == nil {
+				return text("no progress token"), nil, nil
+			}
+			for i := 1; i <= 3; i++ {
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
+					ProgressToken: token, Message: fmt.Sprintf("step %d", i), Progress: float64(i), Total: 3})
+			}
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
+		})
 	sdk.AddTool(s, &sdk.Tool{Name: "env", Description: "Reads an environment variable"},
 		func(_ context.Context, _ *sdk.CallToolRequest, in struct {
 			Name string `json:"name"`
@@ -271,7 +284,7 @@ func TestToolsListsServerTools(t *testing.T) {
 	srv, _ := echoServer(t, "echo")
 	srv.Deferred = true
 	tools := mustTools(t, m, srv)
-	want := []string{"add", "addtool", "crash", "echo", "env", "fail", "flaky", "image", "slow"}
+	want := []string{"add", "addtool", "crash", "echo", "env", "fail", "flaky", "image", "progress", "slow"}
 	got := names(tools)
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
@@ -655,4 +668,32 @@ func TestResultTruncated(t *testing.T) {
 	if err := json.Unmarshal(res.Details, &d); err != nil || d.FullOutput != big {
 		t.Fatalf("details hold %d bytes (err %v), want the full %d", len(d.FullOutput), err, len(big))
 	}
+}
+
+// A server's notifications/progress for a call reach the call's context as
+// its progress reports (agent.ReportProgress), message and numbers.
+func TestProgressNotifications(t *testing.T) {
+	m := newManager(t)
+	srv, _ := echoServer(t, "echo")
+	tl := toolNamed(t, mustTools(t, m, srv), "progress")
+	reports := make(chan agent.Progress, 10)
+	ctx, cancel := context.WithCancel(agent.WithProgress(context.Background(), func(p agent.Progress) { reports <- p }))
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = tl.Run(ctx, agent.ToolCall{ID: "c1", Name: "progress", Args: json.RawMessage(`{}`)})
+	}()
+	for i := 1; i <= 3; i++ {
+		select {
+		case p := <-reports:
+			if want := fmt.Sprintf("step %d", i); p.Message != want || p.Progress != float64(i) || p.Total != 3 {
+				t.Fatalf("report %d = %+v, want %s (%d/3)", i, p, want, i)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("report %d did not arrive", i)
+		}
+	}
+	cancel()
+	<-done
 }

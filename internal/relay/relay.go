@@ -131,6 +131,14 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 	// Sub-agents' events are live progress: a consumer that resumes is
 	// not sent them again (they have no position).
 	live := func(ev agent.Event) bool { return opt.After > 0 || yield(ev) }
+	r.progress = func(ev agent.Event) bool {
+		// A tool's progress has no position either; a consumer that
+		// resumes gets what comes after its cursor in the log.
+		if opt.After > 0 && Position(r.cur, r.shown[r.cur]) < opt.After {
+			return true
+		}
+		return yield(ev)
+	}
 	subs := newSubAgents(ctx, opt.Follow)
 	defer subs.close()
 	setTerm := func(t Terminal) {
@@ -207,6 +215,13 @@ func (r *state) show(m feed.Message, subs *subAgents, emit, live func(agent.Even
 				return false
 			}
 		}
+		if ev.Type == agent.TypeToolProgress {
+			ev.Seq = 0
+			if !r.progress(ev) {
+				return false
+			}
+			continue
+		}
 		ev.Seq = r.position(m.Step)
 		if !emit(ev) {
 			return false
@@ -244,6 +259,8 @@ type state struct {
 	ended         map[string]bool
 	markers       map[string]bool
 	approvals     map[string]bool // approval event type + call ID → shown
+	// progress shows a tool_progress event (live, without a position).
+	progress func(agent.Event) bool
 }
 
 func newState() *state {
@@ -455,6 +472,10 @@ func (r *state) admit(m feed.Message, ev *agent.Event) bool {
 			return false
 		}
 		r.started[ev.ID] = true
+	case agent.TypeToolProgress:
+		if r.ended[ev.ID] {
+			return false // a late report of a call that has ended
+		}
 	case agent.TypeToolEnded:
 		if r.ended[ev.ID] {
 			return false

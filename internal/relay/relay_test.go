@@ -590,3 +590,73 @@ func TestRelayFollowsSubAgents(t *testing.T) {
 	same(t, types(resumed), []string{"tool_ended", "completed"})
 	same(t, types(relayLog(t, bus, term, relay.Options{})), []string{"tool_started", "tool_ended", "completed"})
 }
+
+// A tool's progress is relayed live, in order, without a position (no SSE
+// id, the positions of the other events unchanged); a late report after
+// the call's end is dropped; a consumer resuming after a cursor gets only
+// the reports that follow it in the log.
+func TestRelayToolProgress(t *testing.T) {
+	t.Parallel()
+	prog := func(msg string) *agent.Event {
+		return ev(agent.ToolProgress("c1", "bash", agent.Progress{Message: msg}))
+	}
+	msgs := []feed.Message{
+		{Kind: feed.KindAttempt, Step: 1, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 1, Attempt: 1, Event: ev(agent.Text("Running it."))},
+		{Kind: feed.KindEnd, Step: 1, Marker: "t1/m1"},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolStarted("c1", "bash", nil))},
+		{Kind: feed.KindEvent, Step: 1, Event: prog("step 1")},
+		{Kind: feed.KindEvent, Step: 1, Event: prog("step 2")},
+		{Kind: feed.KindEvent, Step: 1, Event: ev(agent.ToolEnded("c1", false, "done"))},
+		{Kind: feed.KindEvent, Step: 1, Event: prog("step 3")}, // late
+		{Kind: feed.KindEnd, Marker: "t1/t/c1"},
+		{Kind: feed.KindAttempt, Step: 2, Attempt: 1},
+		{Kind: feed.KindEvent, Step: 2, Attempt: 1, Event: ev(agent.Text("Done."))},
+		{Kind: feed.KindEnd, Step: 2, Marker: "t1/m2"},
+	}
+	got := relayLog(t, turnLog(t, msgs), completed(2, "t1/m2"), relay.Options{})
+	var shown []string
+	var seqs []int64
+	for _, e := range got {
+		s := e.Type
+		if e.Type == agent.TypeToolProgress {
+			s += ":" + e.Content
+			if e.Seq != 0 {
+				t.Fatalf("tool_progress has Seq %d, want none", e.Seq)
+			}
+		} else {
+			seqs = append(seqs, e.Seq)
+		}
+		shown = append(shown, s)
+	}
+	same(t, shown, []string{"text", "tool_started", "tool_progress:step 1", "tool_progress:step 2", "tool_ended", "text", "completed"})
+	quiet := append(append([]feed.Message{}, msgs[:4]...), msgs[6]) // without any report
+	quiet = append(quiet, msgs[8:]...)
+	withoutProgress := relayLog(t, turnLog(t, quiet), completed(2, "t1/m2"), relay.Options{})
+	if len(withoutProgress) != len(seqs) {
+		t.Fatalf("without progress the relay shows %s", types(withoutProgress))
+	}
+	for i, e := range withoutProgress {
+		if e.Seq != seqs[i] {
+			t.Fatalf("event %d (%s) has Seq %d with progress in the log, %d without", i, e.Type, seqs[i], e.Seq)
+		}
+	}
+
+	// Resumed after tool_started: the reports after it are shown again.
+	after := seqs[1]
+	resumed := relayLog(t, turnLog(t, msgs), completed(2, "t1/m2"), relay.Options{After: after})
+	var progress []string
+	for _, e := range resumed {
+		if e.Type == agent.TypeToolProgress {
+			progress = append(progress, e.Content)
+		}
+	}
+	same(t, progress, []string{"step 1", "step 2"})
+	// Resumed after tool_ended: none are.
+	resumed = relayLog(t, turnLog(t, msgs), completed(2, "t1/m2"), relay.Options{After: seqs[2]})
+	for _, e := range resumed {
+		if e.Type == agent.TypeToolProgress {
+			t.Fatalf("a consumer resuming after the call's end was sent %q", e.Content)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/sandbox"
+	"github.com/fastagent/fastagent/internal/toolprogress"
 )
 
 // outputDrain is how long bash waits for the output pipe to close after the
@@ -99,7 +100,9 @@ func (t *bashTool) wait(ctx context.Context, proc *sandbox.Process, pr *os.File,
 	out = &tailBuffer{max: t.opts.MaxDetailsBytes}
 	readDone := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(out, pr)
+		// The output is read as it comes; its last line is the call's
+		// progress (agent.ReportProgress; the runtime throttles it).
+		_, _ = io.Copy(io.MultiWriter(out, &lineProgress{ctx: ctx}), pr)
 		close(readDone)
 	}()
 	waitDone := make(chan error, 1)
@@ -200,6 +203,28 @@ func (t *bashTool) env() []string {
 
 func fmtSeconds(d time.Duration) string {
 	return fmt.Sprintf("%gs", d.Seconds())
+}
+
+// progressTail bounds the output lineProgress looks at for the last line.
+const progressTail = 4 << 10
+
+// lineProgress reports the last line of what is written to it so far as
+// the call's progress.
+type lineProgress struct {
+	ctx  context.Context
+	tail []byte
+}
+
+func (w *lineProgress) Write(p []byte) (int, error) {
+	w.tail = append(w.tail, p...)
+	if len(w.tail) > 2*progressTail {
+		n := copy(w.tail, w.tail[len(w.tail)-progressTail:])
+		w.tail = w.tail[:n]
+	}
+	if line := toolprogress.LastLine(w.tail); line != "" {
+		agent.ReportProgress(w.ctx, agent.Progress{Message: line})
+	}
+	return len(p), nil
 }
 
 // tailBuffer keeps the last max bytes written to it (at least; it trims

@@ -10,10 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
@@ -296,5 +298,50 @@ func TestBashEnvAllowlist(t *testing.T) {
 	}
 	if home := os.Getenv("HOME"); home != "" && !strings.Contains(env, "\nHOME="+home+"\n") {
 		t.Errorf("HOME missing:\n%s", r.Content)
+	}
+}
+
+// TestBashReportsLastLine: while the command runs, the last line of its
+// output so far is reported as the call's progress — each one before the
+// command has printed the next (it waits for a file the test writes).
+func TestBashReportsLastLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var got []string
+	ctx := agent.WithProgress(context.Background(), func(p agent.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) == 0 || got[len(got)-1] != p.Message {
+			got = append(got, p.Message)
+		}
+	})
+	last := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) == 0 {
+			return ""
+		}
+		return got[len(got)-1]
+	}
+	// Each step waits for the test to release it, so a report of
+	// "step N" can only come from output read while the command runs.
+	cmd := `for i in 1 2 3; do echo "step $i"; while [ ! -e go$i ]; do sleep 0.02; done; done; printf '10%%\r50%%\r'; while [ ! -e go4 ]; do sleep 0.02; done`
+	done := make(chan agent.ToolResult, 1)
+	go func() { done <- runCtx(t, ctx, testTools(Options{})[NameBash], dir, map[string]any{"command": cmd}) }()
+	for i, want := range []string{"step 1", "step 2", "step 3", "50%"} {
+		wait.For(t, 10*time.Second, "progress "+want, func() bool { return last() == want })
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("go%d", i+1)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := <-done; r.IsError {
+		t.Fatalf("command failed: %s", r.Content)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got = slices.DeleteFunc(got, func(s string) bool { return s == "10%" }) // when read apart from 50%
+	if !slices.Equal(got, []string{"step 1", "step 2", "step 3", "50%"}) {
+		t.Fatalf("reported %q", got)
 	}
 }

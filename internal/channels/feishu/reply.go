@@ -221,17 +221,20 @@ func (m *render) seq() int {
 // preview is what the card shows while the turn runs.
 func preview(v *channels.View) string {
 	text := v.Text()
-	var tools []string
+	var tools, progress []string
 	for _, t := range v.Tools {
 		if t.Status == channels.ToolRunning {
 			tools = append(tools, "`"+t.Name+"`")
+			if p := t.ProgressLine(); p != "" {
+				progress = append(progress, "\n↳ `"+strings.ReplaceAll(p, "`", "'")+"`")
+			}
 		}
 	}
 	switch {
 	case len(tools) > 0 && text != "":
-		return text + "\n\n_Using " + strings.Join(tools, ", ") + "…_"
+		return text + "\n\n_Using " + strings.Join(tools, ", ") + "…_" + strings.Join(progress, "")
 	case len(tools) > 0:
-		return "_Using " + strings.Join(tools, ", ") + "…_"
+		return "_Using " + strings.Join(tools, ", ") + "…_" + strings.Join(progress, "")
 	case text == "" && v.Thinking:
 		return "_Thinking…_"
 	case text == "" && v.Queued:

@@ -175,7 +175,7 @@ type render struct {
 	// shrunk is set when the view's text stopped extending appended (a
 	// retried step); text appends stop and Finish settles the message.
 	shrunk bool
-	// tasks is the status sent per tool call ID.
+	// tasks is the status and progress line sent per tool call ID.
 	tasks map[string]string
 	// refused is set when Slack refused to start a stream.
 	refused bool
@@ -526,10 +526,11 @@ func (m *render) find(ctx context.Context) (string, error) {
 func (m *render) taskChunks(tools []channels.ToolView) []slack.StreamChunk {
 	var out []slack.StreamChunk
 	for _, t := range tools {
-		if m.tasks[t.ID] == t.Status {
+		if m.tasks[t.ID] == t.Status+"\x00"+t.ProgressLine() {
 			continue
 		}
 		c := slack.NewTaskUpdateChunk(t.ID, t.Name)
+		c.Details = t.ProgressLine()
 		switch t.Status {
 		case channels.ToolDone:
 			c.Status = slack.TaskCardStatusComplete
@@ -549,11 +550,11 @@ func (m *render) sent(chunks []slack.StreamChunk) {
 		if t, ok := c.(slack.TaskUpdateChunk); ok {
 			switch t.Status {
 			case slack.TaskCardStatusComplete:
-				m.tasks[t.ID] = channels.ToolDone
+				m.tasks[t.ID] = channels.ToolDone + "\x00"
 			case slack.TaskCardStatusError:
-				m.tasks[t.ID] = channels.ToolError
+				m.tasks[t.ID] = channels.ToolError + "\x00"
 			default:
-				m.tasks[t.ID] = channels.ToolRunning
+				m.tasks[t.ID] = channels.ToolRunning + "\x00" + t.Details
 			}
 		}
 	}

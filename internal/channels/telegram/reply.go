@@ -148,17 +148,20 @@ func (m *render) Ref() string {
 // preview is the plain text the preview message shows while the turn runs.
 func preview(v *channels.View) string {
 	text := v.Text()
-	var tools []string
+	var tools, progress []string
 	for _, t := range v.Tools {
 		if t.Status == channels.ToolRunning {
 			tools = append(tools, t.Name)
+			if p := t.ProgressLine(); p != "" {
+				progress = append(progress, "\n↳ "+p)
+			}
 		}
 	}
 	switch {
 	case len(tools) > 0 && text != "":
-		text += "\n\n🔧 " + strings.Join(tools, ", ") + "…"
+		text += "\n\n🔧 " + strings.Join(tools, ", ") + "…" + strings.Join(progress, "")
 	case len(tools) > 0:
-		text = "🔧 " + strings.Join(tools, ", ") + "…"
+		text = "🔧 " + strings.Join(tools, ", ") + "…" + strings.Join(progress, "")
 	case text == "" && v.Thinking:
 		text = "💭 Thinking…"
 	case text == "" && v.Queued:

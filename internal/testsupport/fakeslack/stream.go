@@ -45,6 +45,8 @@ type Task struct {
 	ID     string `json:"id"`
 	Title  string `json:"title"`
 	Status string `json:"status"`
+	// Details is the line shown under the task (a running tool's progress).
+	Details string `json:"details,omitempty"`
 }
 
 // Status is one assistant.threads.setStatus call.
