@@ -334,6 +334,7 @@
       const turn = new Turn(this, el('div', 'turn'));
       this.log.append(turn.box);
       this.setRunning(true, resp.headers.get('Idempotency-Key') || '');
+      refreshSessions(); // a new session is listed as soon as its turn starts
       try {
         await readSSE(resp, (ev) => turn.handle(ev));
       } catch (e) {
