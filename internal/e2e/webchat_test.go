@@ -36,8 +36,9 @@ func chromiumPath(t *testing.T) string {
 // in its address; a prompt streams the model's answer; a tool call that
 // needs approval shows Approve/Deny inline and runs once approved; the
 // turn completes with the rest of the answer, and the session is listed.
-// With FASTAGENT_WEBCHAT_SCREENSHOT=<file.png> it saves the page as it
-// waits for the approval (docs/web-chat.png).
+// A second turn's call is denied and never runs. With
+// FASTAGENT_WEBCHAT_SCREENSHOT=<file.png> it saves the page as the second
+// call waits for its approval (docs/web-chat.png).
 func TestWebChatInBrowser(t *testing.T) {
 	browser := chromiumPath(t)
 	e := newEnv(t)
@@ -47,6 +48,8 @@ func TestWebChatInBrowser(t *testing.T) {
 	e.kit.Model.Enqueue(
 		modelserver.Reply{Text: []string{"Let me count ", "that for you."}, ToolCalls: []modelserver.ToolCall{{ID: "w1", Name: "counter", Args: `{"note":"from the web chat"}`}}},
 		modelserver.Reply{Text: []string{"Counted once. ", "All done."}},
+		modelserver.Reply{Text: []string{"Once more, then."}, ToolCalls: []modelserver.ToolCall{{ID: "w2", Name: "counter", Args: `{"note":"again"}`}}},
+		modelserver.Reply{Text: []string{"Fine, ", "not counting."}},
 	)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -95,17 +98,6 @@ func TestWebChatInBrowser(t *testing.T) {
 	if n := e.kit.Counter.Runs(session); n != 0 {
 		t.Fatalf("the counter ran %d times before its approval", n)
 	}
-	if out := os.Getenv("FASTAGENT_WEBCHAT_SCREENSHOT"); out != "" {
-		png, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(out, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s: %d bytes", out, len(png))
-	}
-
 	if err := chromedp.Do(bctx,
 		chromedp.Click(chromedp.CSS(".box.approval button.approve")),
 		chromedp.WaitVisible(chromedp.CSS(".turn .status.done")),
@@ -126,6 +118,45 @@ func TestWebChatInBrowser(t *testing.T) {
 	}
 	if listed := text(t, bctx, "#sessions li button"); !strings.HasPrefix(listed, session) {
 		t.Errorf("sessions list shows %q, want %s", listed, session)
+	}
+	if tool := text(t, bctx, ".turn details.tool summary"); tool != "✓ counter" {
+		t.Errorf("the tool call's summary %q, want ✓ counter", tool)
+	}
+
+	// A second turn in the same session: its call is denied, and never runs.
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.ID("prompt"), "and once more"),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.CSS(".turn:nth-of-type(4) .box.approval button.deny")),
+	); err != nil {
+		t.Fatalf("second prompt: %v", err)
+	}
+	if out := os.Getenv("FASTAGENT_WEBCHAT_SCREENSHOT"); out != "" {
+		png, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(out, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot %s: %d bytes", out, len(png))
+	}
+
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(".turn:nth-of-type(4) .box.approval button.deny")),
+		chromedp.WaitVisible(chromedp.CSS(".turn:nth-of-type(4) .status.done")),
+	); err != nil {
+		t.Fatalf("deny and wait for the turn to complete: %v", err)
+	}
+	if st := text(t, bctx, ".turn:nth-of-type(4) .box.approval .status"); !strings.HasPrefix(st, "Denied by alice") {
+		t.Errorf("second approval status %q, want denied by alice", st)
+	}
+	second, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.turn:nth-of-type(4) .msg.assistant'), e => e.textContent)`))
+	if err != nil || len(second) != 2 || second[1] != "Fine, not counting." {
+		t.Errorf("second turn's texts %q (%v), want it to end %q", second, err, "Fine, not counting.")
+	}
+	if n := e.kit.Counter.Runs(session); n != 1 {
+		t.Errorf("after the denial the counter ran %d times, want 1", n)
 	}
 }
 

@@ -342,6 +342,7 @@
       }
       if (!turn.done) turn.status('the stream ended before the turn did', 'status');
       this.setRunning(false);
+      if (current === this) $('title').textContent = this.id;
       refreshSessions();
     }
 
@@ -457,7 +458,7 @@
       b.type = 'button';
       b.dataset.session = s.session;
       b.title = s.session;
-      b.append(el('span', 'when', when(s.updated) + (s.turns ? ' · ' + s.turns + ' turns' : '')));
+      b.append(el('span', 'when', when(s.updated) + (s.turns ? ' · ' + s.turns + (s.turns === 1 ? ' turn' : ' turns') : '')));
       if (current && current.id === s.session) b.classList.add('current');
       b.addEventListener('click', () => open(s.session, false));
       li.append(b);
