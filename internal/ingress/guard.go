@@ -198,7 +198,8 @@ func (s *Server) authenticate(c *gin.Context) (Principal, bool) {
 	if s.NoAuth {
 		return Principal{Name: "", Rights: []Right{RightAdmin}}, true
 	}
-	if p, handled := s.cookiePrincipal(c); handled {
+	p, handled, badCookie := s.cookiePrincipal(c)
+	if handled {
 		return p, !c.IsAborted()
 	}
 	var auth Authenticator = s.Tokens
@@ -206,6 +207,9 @@ func (s *Server) authenticate(c *gin.Context) (Principal, bool) {
 		auth = s.Principals
 	}
 	p, err := auth.Authenticate(c.Request)
+	if err != nil && badCookie != nil {
+		err = badCookie
+	}
 	if err == nil && p.Name == "" {
 		// Sessions belong to principals by name: a nameless one owns nothing.
 		err = errors.New("no principal: the request was not signed in")

@@ -222,31 +222,32 @@ func changes(method string) bool {
 
 // cookiePrincipal authenticates a request by the chat session cookie,
 // when the gate is on, the request carries no Authorization header and
-// does carry the cookie (ok false: not such a request). A bad cookie, or a
-// changing request without the CSRF token, is refused here.
-func (s *Server) cookiePrincipal(c *gin.Context) (p Principal, handled bool) {
+// does carry the cookie (handled false: not such a request; then bad is
+// why a chat cookie it carries does not count, for the refusal's message
+// should nothing else authenticate it). A changing request without the
+// CSRF token is refused here.
+func (s *Server) cookiePrincipal(c *gin.Context) (p Principal, handled bool, bad error) {
 	if s.Chat == nil || c.GetHeader("Authorization") != "" {
-		return Principal{}, false
+		return Principal{}, false, nil
 	}
 	ck, err := c.Request.Cookie(ChatCookie)
 	if err != nil {
-		return Principal{}, false
+		return Principal{}, false, nil
 	}
 	claims, err := s.Chat.principal(ck.Value)
 	if err != nil {
-		c.Header("WWW-Authenticate", bearerRealm)
-		abort(c, CodeUnauthorized, "the web chat session is not valid ("+err.Error()+"); open a new link from `fastagent chat-link`")
-		return Principal{}, true
+		return Principal{}, false, &Refusal{Message: "the web chat session is not valid (" + err.Error() + "); open a new link from `fastagent chat-link`",
+			Scheme: bearerRealm}
 	}
 	if changes(c.Request.Method) {
 		got := c.GetHeader(ChatCSRFHeader)
 		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.Chat.csrf(claims.Nonce))) != 1 {
 			abort(c, CodeForbidden, "a request of the web chat that changes something needs the "+ChatCSRFHeader+" header (the "+ChatCSRFCookie+" cookie's value)")
-			return Principal{}, true
+			return Principal{}, true, nil
 		}
 	}
 	c.Set(chatSessionKey, claims)
-	return Principal{Name: claims.Name, Rights: claims.Rights, Agents: claims.Agents}, true
+	return Principal{Name: claims.Name, Rights: claims.Rights, Agents: claims.Agents}, true, nil
 }
 
 const chatSessionKey = "fastagent.chat"
