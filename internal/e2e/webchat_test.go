@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,6 +51,9 @@ func TestWebChatInBrowser(t *testing.T) {
 		modelserver.Reply{Text: []string{"Counted once. ", "All done."}},
 		modelserver.Reply{Text: []string{"Once more, then."}, ToolCalls: []modelserver.ToolCall{{ID: "w2", Name: "counter", Args: `{"note":"again"}`}}},
 		modelserver.Reply{Text: []string{"Fine, ", "not counting."}},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "w3", Name: "bash", Args: fmt.Sprintf(`{"command":%q}`, stepsCommand)}}},
+		modelserver.Reply{Text: []string{"Ran the steps."}},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "w4", Name: "bash", Args: `{"command":"echo waiting; sleep 60"}`}}},
 	)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -157,6 +161,48 @@ func TestWebChatInBrowser(t *testing.T) {
 	}
 	if n := e.kit.Counter.Runs(session); n != 1 {
 		t.Errorf("after the denial the counter ran %d times, want 1", n)
+	}
+
+	// A third turn runs bash (no approval): its progress lines show under
+	// the call while it runs (recorded as the page shows them), then its
+	// result replaces them.
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`window.seen = []; new MutationObserver(() => {
+			for (const p of document.querySelectorAll('.progress')) if (p.textContent && !window.seen.includes(p.textContent)) window.seen.push(p.textContent);
+		}).observe(document.getElementById('logs'), {subtree: true, childList: true, characterData: true}); true`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.ID("prompt"), "run the steps"),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.CSS(".turn:nth-of-type(6) .status.done")),
+	); err != nil {
+		t.Fatalf("third prompt: %v", err)
+	}
+	seen, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`window.seen`))
+	if err != nil || len(seen) == 0 || !strings.HasPrefix(seen[0], "step ") {
+		t.Errorf("progress lines shown %q (%v), want the command's step lines", seen, err)
+	}
+	if got := text(t, bctx, ".turn:nth-of-type(6) details.tool summary"); got != "✓ bash" {
+		t.Errorf("bash call summary %q", got)
+	}
+	if res, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('.turn:nth-of-type(6) details.tool .result').textContent`)); err != nil || !strings.Contains(res, "step 3") {
+		t.Errorf("bash result %q (%v), want its output", res, err)
+	}
+	t.Logf("progress lines the page showed: %q", seen)
+
+	// Stop ends a running turn.
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.ID("prompt"), "wait a minute"),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.CSS(".turn:nth-of-type(8) details.tool")),
+		chromedp.Click(chromedp.ID("stop")),
+		chromedp.WaitVisible(chromedp.CSS(".turn:nth-of-type(8) .status.done")),
+		chromedp.WaitNotVisible(chromedp.ID("stop")),
+	); err != nil {
+		t.Fatalf("stop a running turn: %v", err)
+	}
+	if st := text(t, bctx, ".turn:nth-of-type(8) .status.done"); st != "stopped" {
+		t.Errorf("stopped turn's status %q, want stopped", st)
 	}
 }
 
