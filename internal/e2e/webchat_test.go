@@ -6,14 +6,18 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 )
 
 // chromiumPath is the headless browser the web chat test drives. Absent,
@@ -224,4 +228,97 @@ func pageSession(t *testing.T, bctx context.Context) string {
 		t.Fatalf("the page's session: %q %v", id, err)
 	}
 	return id
+}
+
+// `fastagent dev` prints a web chat link for its token's principal, and
+// `fastagent chat-link` asks the running server for more: each opens once
+// (a second open is refused and sets no cookie), and a link made by a
+// `dev` that has since restarted does not open on the new one.
+func TestWebChatLinksFromDev(t *testing.T) {
+	kit := testkit.New(t)
+	srv, err := devserver.Find(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := devserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(kit.ProcessEnv(), devserver.EnvBinary+"="+srv, "FASTAGENT_API_TOKEN="+e2eToken)
+	startDev := func() *lab.Proc {
+		tport, err := devserver.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := lab.StartProc(fastagentBinary(t), []string{"dev", "--dir", kit.Dir, "--port", strconv.Itoa(port),
+			"--temporal-port", strconv.Itoa(tport), "--no-ui", "--log-level", "warn"}, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			p.Stop(15 * time.Second)
+			if t.Failed() {
+				t.Logf("fastagent dev output:\n%s", p.Output())
+			}
+		})
+		if err := p.WaitOutput("fastagent dev ready", 3*time.Minute); err != nil {
+			t.Fatalf("fastagent dev: %v\n%s", err, p.Output())
+		}
+		return p
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	dev := startDev()
+	printed := ""
+	for _, line := range strings.Split(dev.Output(), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "Chat "); ok {
+			printed = strings.TrimSpace(rest)
+		}
+	}
+	if !strings.HasPrefix(printed, base+"/chat/login?t=") {
+		t.Fatalf("dev printed no chat link:\n%s", dev.Output())
+	}
+	cli := func() string {
+		t.Helper()
+		out, err := exec.Command(fastagentBinary(t), "chat-link", "--url", base, "--ttl", "2m").Output() //nolint:gosec // the test's own binary
+		if err != nil {
+			t.Fatalf("fastagent chat-link: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	cmd := exec.Command(fastagentBinary(t), "chat-link", "--url", base)
+	cmd.Env = append(os.Environ(), "FASTAGENT_API_TOKEN=wrong")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "not valid") {
+		t.Errorf("chat-link with a wrong token: %v %s", err, out)
+	}
+	t.Setenv("FASTAGENT_API_TOKEN", e2eToken)
+	made := cli()
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	open := func(link string) (int, int) {
+		t.Helper()
+		resp, err := noFollow.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, len(resp.Cookies())
+	}
+	for name, link := range map[string]string{"printed by dev": printed, "made by chat-link": made} {
+		if st, n := open(link); st != http.StatusSeeOther || n != 2 {
+			t.Errorf("%s: first open %d with %d cookies, want 303 and 2", name, st, n)
+		}
+		if st, n := open(link); st != http.StatusForbidden || n != 0 {
+			t.Errorf("%s: second open %d with %d cookies, want 403 and none", name, st, n)
+		}
+	}
+
+	// A restart: links made before it do not open.
+	unused := cli()
+	dev.Stop(15 * time.Second)
+	startDev()
+	if st, n := open(unused); st != http.StatusForbidden || n != 0 {
+		t.Errorf("a link from before the restart: %d with %d cookies, want 403 and none", st, n)
+	}
+	if st, _ := open(cli()); st != http.StatusSeeOther {
+		t.Errorf("a link from after the restart: %d", st)
+	}
 }
