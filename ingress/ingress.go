@@ -17,8 +17,10 @@
 // and import, rewind, follow-ups), GET /health, the webhook endpoints and
 // chat platforms' doors of the agent's channels/ folder (Slack, Feishu and
 // Lark, Telegram, GitHub, channels/webhooks/) with their long connections,
-// the routes of other agents under /agents/<name>/ (Options.Agents), and,
-// when configured, the codec server and GET /metrics. Every route but
+// the routes of other agents under /agents/<name>/ (Options.Agents), the
+// web chat page (/chat/, signed in by one-time links a principal asks for
+// at POST /chat/links; docs/web-chat.md), and, when configured, the codec
+// server and GET /metrics. Every route but
 // /health is authenticated: by Options.Principals (or the API tokens), or,
 // for channel doors, by the platform's signature. Paths the handler writes
 // into its answers (a follow-up's or a webhook's events route) start with
