@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,6 +208,22 @@ func TestWebChatInBrowser(t *testing.T) {
 	}
 	if st := text(t, bctx, ".turn:nth-of-type(8) .status.done"); st != "stopped" {
 		t.Errorf("stopped turn's status %q, want stopped", st)
+	}
+
+	// Reloaded (the cookie stays), the page lists the session and shows its
+	// stored transcript: the prompts, the answers, the tool calls folded.
+	if err := chromedp.Do(bctx,
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS("#sessions li button")),
+		chromedp.Click(chromedp.CSS("#sessions li button")),
+		chromedp.WaitVisible(chromedp.CSS(`.log[data-session="`+session+`"] details.tool`)),
+	); err != nil {
+		t.Fatalf("reload and open the session: %v", err)
+	}
+	shown, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#logs .msg.user, #logs .msg.assistant, #logs details.tool summary'), e => e.textContent)`))
+	if err != nil || !slices.Contains(shown, "count once, please") || !slices.Contains(shown, "Counted once. All done.") ||
+		!slices.Contains(shown, "✓ counter") || !slices.Contains(shown, "✓ bash") || !slices.Contains(shown, "wait a minute") {
+		t.Errorf("the stored session shows %q (%v)", shown, err)
 	}
 }
 
