@@ -100,6 +100,10 @@ type Options struct {
 	// "*"), any Host — the handler does not know your server's address.
 	AllowedHosts []string
 
+	// NoWebChat leaves out the web chat (GET /chat/, POST /chat/links and
+	// their cookie sessions; docs/web-chat.md), which is served by default.
+	NoWebChat bool
+
 	// DetachGrace is the longest a turn whose client went away keeps
 	// running for it to come back, when the request asked (Resume-Within);
 	// default fastagent.yaml's http.detachGrace, else 15 s; negative: never.
@@ -217,7 +221,7 @@ func (o Options) config() (serve.Config, error) {
 		Roles: serve.Roles{Ingress: true},
 		Dir:   o.Dir, AgentDir: o.AgentDir, StateDir: o.StateDir, Store: o.Store, Feed: o.Feed,
 		TaskQueue: o.TaskQueue, Namespace: o.Namespace, Agents: o.Agents,
-		AllowedOrigins: o.AllowedOrigins, AllowedHosts: o.AllowedHosts,
+		AllowedOrigins: o.AllowedOrigins, AllowedHosts: o.AllowedHosts, NoWebChat: o.NoWebChat,
 		DetachGrace: o.DetachGrace, Getenv: o.Getenv, Logger: o.Logger,
 		CodecOrigins: o.CodecOrigins, Metrics: metrics.Default(), TracerProvider: o.TracerProvider,
 	}
