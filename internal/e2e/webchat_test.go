@@ -52,7 +52,7 @@ func TestWebChatInBrowser(t *testing.T) {
 	e.startWorker()
 	hs := e.authIngress(func(s *ingress.Server) { s.Chat = ingress.NewChatGate() })
 	e.kit.Model.Enqueue(
-		modelserver.Reply{Text: []string{"Let me count ", "that for you."}, ToolCalls: []modelserver.ToolCall{{ID: "w1", Name: "counter", Args: `{"note":"from the web chat"}`}}},
+		modelserver.Reply{Text: []string{"Let me count ", "<img src=x onerror=window.pwned=1>that for you."}, ToolCalls: []modelserver.ToolCall{{ID: "w1", Name: "counter", Args: `{"note":"from the web chat"}`}}},
 		modelserver.Reply{Text: []string{"Counted once. ", "All done."}},
 		modelserver.Reply{Text: []string{"Once more, then."}, ToolCalls: []modelserver.ToolCall{{ID: "w2", Name: "counter", Args: `{"note":"again"}`}}},
 		modelserver.Reply{Text: []string{"Fine, ", "not counting."}},
@@ -97,8 +97,12 @@ func TestWebChatInBrowser(t *testing.T) {
 		t.Fatalf("send a prompt and wait for the approval: %v", err)
 	}
 	answer := text(t, bctx, ".turn .msg.assistant")
-	if answer != "Let me count that for you." {
+	if answer != "Let me count <img src=x onerror=window.pwned=1>that for you." {
 		t.Errorf("streamed answer %q", answer)
+	}
+	// The model's markup is text: no element made of it, no script run.
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#logs img').length + (window.pwned ? 100 : 0)`)); err != nil || n != 0 {
+		t.Errorf("the model's markup became elements or ran (%d, %v)", n, err)
 	}
 	if box := text(t, bctx, ".box.approval"); !strings.Contains(box, "counter") || !strings.Contains(box, "from the web chat") {
 		t.Errorf("approval box %q, want the tool and its arguments", box)
