@@ -266,12 +266,14 @@ func TestWebChatLinksFromDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := append(kit.ProcessEnv(), devserver.EnvBinary+"="+srv, "FASTAGENT_API_TOKEN="+e2eToken)
+	// Each run has a state dir of its own: the restarted one shares
+	// nothing with the first but the port and the token.
 	startDev := func() *lab.Proc {
 		tport, err := devserver.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := lab.StartProc(fastagentBinary(t), []string{"dev", "--dir", kit.Dir, "--port", strconv.Itoa(port),
+		p, err := lab.StartProc(fastagentBinary(t), []string{"dev", "--dir", kit.Dir, "--state-dir", t.TempDir(), "--port", strconv.Itoa(port),
 			"--temporal-port", strconv.Itoa(tport), "--no-ui", "--log-level", "warn"}, env)
 		if err != nil {
 			t.Fatal(err)
