@@ -42,13 +42,15 @@ func chromiumPath(t *testing.T) string {
 // in its address; a prompt streams the model's answer; a tool call that
 // needs approval shows Approve/Deny inline and runs once approved; the
 // turn completes with the rest of the answer, and the session is listed.
-// A second turn's call is denied and never runs. With
+// A second turn's call is denied and never runs; a third shows bash's
+// progress lines live; Stop ends a fourth; a fifth asks a question,
+// answered in place; reloaded, the page shows the stored session. With
 // FASTAGENT_WEBCHAT_SCREENSHOT=<file.png> it saves the page as the second
 // call waits for its approval (docs/web-chat.png).
 func TestWebChatInBrowser(t *testing.T) {
 	browser := chromiumPath(t)
 	e := newEnv(t)
-	e.writeConfig("tools:\n  counter: {requiresApproval: true}\n")
+	e.writeConfig("askUser: true\ntools:\n  counter: {requiresApproval: true}\n")
 	e.startWorker()
 	hs := e.authIngress(func(s *ingress.Server) { s.Chat = ingress.NewChatGate() })
 	e.kit.Model.Enqueue(
@@ -59,6 +61,8 @@ func TestWebChatInBrowser(t *testing.T) {
 		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "w3", Name: "bash", Args: fmt.Sprintf(`{"command":%q}`, stepsCommand)}}},
 		modelserver.Reply{Text: []string{"Ran the steps."}},
 		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "w4", Name: "bash", Args: `{"command":"echo waiting; sleep 60"}`}}},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "w5", Name: "ask_user", Args: `{"question":"Which colour?"}`}}},
+		modelserver.Reply{Text: []string{"Blue it is."}},
 	)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -212,6 +216,24 @@ func TestWebChatInBrowser(t *testing.T) {
 	}
 	if st := text(t, bctx, ".turn:nth-of-type(8) .status.done"); st != "stopped" {
 		t.Errorf("stopped turn's status %q, want stopped", st)
+	}
+
+	// A question the agent asks is answered in place.
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.ID("prompt"), "ask me something"),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.CSS(".turn:nth-of-type(10) .box.question input")),
+		chromedp.SendKeys(chromedp.CSS(".turn:nth-of-type(10) .box.question input"), "blue"),
+		chromedp.Click(chromedp.CSS(".turn:nth-of-type(10) .box.question button")),
+		chromedp.WaitVisible(chromedp.CSS(".turn:nth-of-type(10) .status.done")),
+	); err != nil {
+		t.Fatalf("answer a question: %v", err)
+	}
+	if q := text(t, bctx, ".turn:nth-of-type(10) .box.question"); !strings.Contains(q, "Which colour?") || !strings.Contains(q, "Answered: blue") {
+		t.Errorf("question box %q", q)
+	}
+	if a, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.turn:nth-of-type(10) .msg.assistant'), e => e.textContent)`)); err != nil || !slices.Contains(a, "Blue it is.") {
+		t.Errorf("answer after the question %q (%v)", a, err)
 	}
 
 	// Reloaded (the cookie stays), the page lists the session and shows its
