@@ -38,6 +38,9 @@ const (
 const (
 	refStream  = "stream:"
 	refMessage = "msg:"
+	// refControl separates a stream's ts from the ts of the message
+	// holding its Stop button: "stream:<ts>+<control ts>".
+	refControl = "+"
 )
 
 // ThinkingStatus is the assistant thread status shown before the first text.
@@ -122,13 +125,14 @@ func (r *Replier) Render(_ context.Context, t wire.Target, ref string) (channels
 		}
 	}
 	m := &render{r: r, channel: channel, thread: t.Thread, team: d.Team, user: t.User, tasks: map[string]string{},
-		turn: t.Turn, after: t.Message}
+		turn: t.Turn, after: t.Message, button: stopButton(d.Team, t.Thread, t.Message, t.User)}
 	switch {
 	case ref == "":
 	case strings.HasPrefix(ref, refStream):
 		// What a resumed stream shows is unknown: open is set so the
 		// next call finds out from Slack, known stays false.
-		m.mode, m.ts, m.open = modeStream, strings.TrimPrefix(ref, refStream), true
+		m.mode, m.open = modeStream, true
+		m.ts, m.control, _ = strings.Cut(strings.TrimPrefix(ref, refStream), refControl)
 	case strings.HasPrefix(ref, refMessage):
 		m.mode, m.ts = modeMessage, strings.TrimPrefix(ref, refMessage)
 	case !strings.Contains(ref, ":"):
@@ -187,12 +191,24 @@ type render struct {
 	shownAt, sentAt time.Time
 	// wait is when a rate limit lets the next live update go.
 	wait time.Time
+	// button is the Stop button of the turn (nil: none). A message reply
+	// carries it while the turn runs; a stream cannot hold one (Slack
+	// takes no blocks while streaming), so it goes in a small message of
+	// its own under the stream: control, deleted when the turn ends.
+	button slack.Block
+	// buttoned is set once this renderer showed the button on the
+	// message; controlTried once it tried to post the control message.
+	buttoned, controlTried bool
+	control                string
 }
 
 // Ref implements channels.Render: "stream:<ts>" or "msg:<ts>".
 func (m *render) Ref() string {
 	switch m.mode {
 	case modeStream:
+		if m.control != "" {
+			return refStream + m.ts + refControl + m.control
+		}
 		return refStream + m.ts
 	case modeMessage:
 		return refMessage + m.ts
@@ -287,6 +303,7 @@ func (m *render) start(ctx context.Context, text string, tools []channels.ToolVi
 	}
 	m.mode, m.ts, m.open, m.known, m.appended, m.sentAt = modeStream, ts, true, true, head, now
 	m.sent(chunks)
+	m.postControl(ctx)
 	if head != text {
 		return m.appendText(ctx, text[len(head):], nil)
 	}
@@ -368,11 +385,40 @@ func (m *render) edit(ctx context.Context, text string, now time.Time) error {
 	if m.mode != modeNone && now.Sub(m.shownAt) < m.r.EditEvery {
 		return nil
 	}
-	if err := m.put(ctx, text); err != nil {
+	if err := m.put(ctx, text, true); err != nil {
 		return err
 	}
 	m.shownAt = now
 	return nil
+}
+
+// postControl posts, once, the message holding the Stop button under the
+// stream just started. It is a courtesy: a failure is logged.
+func (m *render) postControl(ctx context.Context) {
+	if m.button == nil || m.controlTried || m.thread == "" {
+		return
+	}
+	m.controlTried = true
+	_, ts, err := m.r.api.PostMessageContext(ctx, m.channel, slack.MsgOptionTS(m.thread),
+		slack.MsgOptionText("Stop this turn", false), slack.MsgOptionBlocks(m.button))
+	if err != nil {
+		m.r.log().Warn("slack: stop button not posted", "channel", m.channel, "thread", m.thread, "error", err)
+		return
+	}
+	m.control = ts
+}
+
+// dropControl deletes the Stop button's message once the turn ended; one
+// already gone is fine, and a failure is logged (the reply matters more).
+func (m *render) dropControl(ctx context.Context) {
+	if m.control == "" {
+		return
+	}
+	_, _, err := m.r.api.DeleteMessageContext(ctx, m.channel, m.control)
+	if err != nil && !strings.Contains(err.Error(), "message_not_found") {
+		m.r.log().Warn("slack: stop button not removed", "channel", m.channel, "ts", m.control, "error", err)
+	}
+	m.control = ""
 }
 
 // Finish implements channels.Render: an open stream is stopped (with the
@@ -399,6 +445,14 @@ func (m *render) Finish(ctx context.Context, text string) error {
 }
 
 func (m *render) finish(ctx context.Context, text string) error {
+	if err := m.settle(ctx, text); err != nil {
+		return err
+	}
+	m.dropControl(ctx)
+	return nil
+}
+
+func (m *render) settle(ctx context.Context, text string) error {
 	if m.mode == modeStream && m.open {
 		last := ""
 		if m.known && !m.shrunk && strings.HasPrefix(text, m.appended) {
@@ -415,21 +469,25 @@ func (m *render) finish(ctx context.Context, text string) error {
 		}
 		m.shown = ""
 	}
-	if m.mode != modeNone && m.shown == text {
+	if m.mode != modeNone && m.shown == text && !m.buttoned {
 		return nil
 	}
-	return m.put(ctx, text)
+	return m.put(ctx, text, false)
 }
 
 // put posts text (no message yet) or sets the message to it: as
 // markdown_text on a stream's message (as it was streamed), as text
-// otherwise.
-func (m *render) put(ctx context.Context, text string) error {
+// otherwise. A live message (not a stream's) carries the Stop button;
+// the final one loses it.
+func (m *render) put(ctx context.Context, text string, live bool) error {
 	if err := m.adopt(ctx); err != nil {
 		return err
 	}
 	if m.mode == modeNone {
 		opts := []slack.MsgOption{slack.MsgOptionText(fit(text), false)}
+		if live && m.button != nil {
+			opts = append(opts, slack.MsgOptionBlocks(withButton(fit(text), m.button)...))
+		}
 		if m.thread != "" {
 			opts = append(opts, slack.MsgOptionTS(m.thread))
 		}
@@ -441,18 +499,48 @@ func (m *render) put(ctx context.Context, text string) error {
 		if err != nil {
 			return fmt.Errorf("slack: chat.postMessage: %w", err)
 		}
-		m.mode, m.ts, m.shown = modeMessage, ts, text
+		m.mode, m.ts, m.shown, m.buttoned = modeMessage, ts, text, live && m.button != nil
 		return nil
 	}
-	opt := slack.MsgOptionText(fit(text), false)
-	if m.mode == modeStream && utf8.RuneCountInString(text) <= markdownLimit {
-		opt = slack.MsgOptionMarkdownText(text)
+	opts := []slack.MsgOption{slack.MsgOptionText(fit(text), false)}
+	switch {
+	case m.mode == modeStream && utf8.RuneCountInString(text) <= markdownLimit:
+		opts = []slack.MsgOption{slack.MsgOptionMarkdownText(text)}
+	case m.mode == modeStream:
+	case live && m.button != nil:
+		opts = append(opts, slack.MsgOptionBlocks(withButton(fit(text), m.button)...))
+	case m.button != nil:
+		// The turn ended: blocks=[] removes the Stop button (an update
+		// without blocks would keep the message's earlier ones).
+		opts = append(opts, slack.MsgOptionBlocks())
 	}
-	if _, _, _, err := m.r.api.UpdateMessageContext(ctx, m.channel, m.ts, opt); err != nil {
+	if _, _, _, err := m.r.api.UpdateMessageContext(ctx, m.channel, m.ts, opts...); err != nil {
 		return fmt.Errorf("slack: chat.update: %w", err)
 	}
-	m.shown = text
+	m.shown, m.buttoned = text, live && m.button != nil && m.mode == modeMessage
 	return nil
+}
+
+// sectionLimit is the most characters one section block's text takes.
+const sectionLimit = 3000
+
+// withButton is a live message's blocks: its text in sections (blocks
+// replace the text on screen), then the Stop button.
+func withButton(text string, button slack.Block) []slack.Block {
+	var out []slack.Block
+	for rest := text; rest != ""; {
+		var head string
+		head, rest = cutRunes(rest, sectionLimit)
+		if rest != "" {
+			// Cut at the last line break of the piece, if it has one late
+			// enough, so a line is not split.
+			if i := strings.LastIndexByte(head, '\n'); i > len(head)/2 {
+				head, rest = head[:i+1], head[i+1:]+rest
+			}
+		}
+		out = append(out, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, head, false, false), nil, nil))
+	}
+	return append(out, button)
 }
 
 // adopt looks, once, for a message marked with the turn when none is

@@ -65,6 +65,10 @@ type Config struct {
 	// steer, interrupt or reject ("": fastagent.yaml's
 	// conversation.whileBusy, else queue).
 	WhileBusy string `yaml:"whileBusy"`
+	// Admins are Slack user IDs (U…) who may stop anyone's turn with the
+	// Stop button of its live reply; the person who started a turn may
+	// always stop it.
+	Admins []string `yaml:"admins"`
 	// MaxFileBytes caps one file a message brings in or the agent sends
 	// (default DefaultMaxFileBytes, 20 MiB).
 	MaxFileBytes int64 `yaml:"maxFileBytes"`
@@ -122,7 +126,7 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 		return nil, fmt.Errorf("slack: botTokenEnv: environment variable %s is not set", cfg.BotTokenEnv)
 	}
 	apiURL := getenv(APIURLEnv)
-	door := &Door{BotUserID: cfg.BotUserID, Policy: policy, APIURL: apiURL, Admins: NewAdmins(token, apiURL)}
+	door := &Door{BotUserID: cfg.BotUserID, Policy: policy, APIURL: apiURL, Admins: NewAdmins(token, apiURL), TurnAdmins: cfg.Admins}
 	rp := NewReplier(token, apiURL)
 	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	ch := &channels.Channel{Door: door, Replier: rp, Tools: []agent.Tool{rp.SendFileTool()}}
@@ -158,6 +162,8 @@ type Door struct {
 	// Admins looks up whether a clicker is a workspace admin or owner, for
 	// calls whose approvers list AdminsRole; nil: no one is.
 	Admins *Admins
+	// TurnAdmins are the user IDs who may stop anyone's turn (Config.Admins).
+	TurnAdmins []string
 }
 
 // DefaultWhileBusy implements channels.BusyDefaulter.

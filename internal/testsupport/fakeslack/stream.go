@@ -36,6 +36,9 @@ type Message struct {
 	// Metadata is the message's metadata as posted or updated (JSON, ""
 	// for none).
 	Metadata string
+	// Blocks are the message's blocks as last posted or updated (JSON, ""
+	// for none; an update without blocks keeps them, as Slack does).
+	Blocks string
 	// seq orders the messages by creation.
 	seq int
 }
@@ -72,7 +75,7 @@ func registerStream(s *Server) {
 		if ts, _ := out["ts"].(string); ts != "" {
 			s.mu.Lock()
 			s.msgs[ts] = &Message{Channel: c.Get("channel"), TS: ts, Thread: c.Get("thread_ts"), Text: textOf(c),
-				Metadata: c.Get("metadata"), seq: len(s.msgs)}
+				Metadata: c.Get("metadata"), Blocks: c.Get("blocks"), seq: s.nextSeqLocked()}
 			s.mu.Unlock()
 		}
 		return out
@@ -89,6 +92,9 @@ func registerStream(s *Server) {
 		if md := c.Get("metadata"); md != "" {
 			m.Metadata = md
 		}
+		if _, ok := c.Params["blocks"]; ok {
+			m.Blocks = c.Get("blocks")
+		}
 		s.mu.Unlock()
 		return update(s, c)
 	}
@@ -103,7 +109,7 @@ func registerStream(s *Server) {
 		ts := s.NextTS()
 		s.mu.Lock()
 		s.msgs[ts] = &Message{Channel: c.Get("channel"), TS: ts, Thread: c.Get("thread_ts"), Text: text, Tasks: tasks,
-			Stream: true, Streaming: true, seq: len(s.msgs)}
+			Stream: true, Streaming: true, seq: s.nextSeqLocked()}
 		s.mu.Unlock()
 		return map[string]any{"channel": c.Get("channel"), "ts": ts}
 	}
@@ -131,6 +137,18 @@ func registerStream(s *Server) {
 			}
 			return map[string]any{"channel": m.Channel, "ts": m.TS}
 		}
+	}
+	// chat.delete removes a message (Deleted lists it).
+	s.handlers["chat.delete"] = func(s *Server, c Call) map[string]any {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		m := s.msgs[c.Get("ts")]
+		if m == nil || m.Channel != c.Get("channel") {
+			return map[string]any{"ok": false, "error": "message_not_found"}
+		}
+		delete(s.msgs, m.TS)
+		s.deleted = append(s.deleted, *m)
+		return map[string]any{"channel": m.Channel, "ts": m.TS}
 	}
 	s.handlers["chat.appendStream"] = streamCall(false)
 	s.handlers["chat.stopStream"] = streamCall(true)
@@ -241,6 +259,20 @@ func (s *Server) Messages(channel string) []Message {
 	}
 	slices.SortFunc(out, func(a, b Message) int { return strings.Compare(a.TS, b.TS) })
 	return out
+}
+
+// Deleted returns the messages chat.delete removed, in order.
+func (s *Server) Deleted() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.deleted...)
+}
+
+// nextSeqLocked orders a new message after every earlier one (deleted
+// ones included).
+func (s *Server) nextSeqLocked() int {
+	s.msgSeq++
+	return s.msgSeq
 }
 
 // Statuses returns the assistant.threads.setStatus calls received.
