@@ -95,7 +95,11 @@ func TestSlackStreams(t *testing.T) {
 			t.Errorf("%s carried the tool's arguments: %s", c.Method, c.Raw)
 		}
 	}
-	if st := s.fake.srv.Statuses(); len(st) > 1 {
-		t.Errorf("assistant statuses = %+v, want at most one", st)
+	waitFor(t, 30*time.Second, "the assistant status cleared", func() bool {
+		st := s.fake.srv.Statuses()
+		return len(st) > 0 && st[len(st)-1].Status == ""
+	})
+	if st := s.fake.srv.Statuses(); st[0].Status != slack.ThinkingStatus {
+		t.Errorf("assistant statuses = %+v, want thinking first", st)
 	}
 }

@@ -86,6 +86,9 @@ type Replier struct {
 	Logger *slog.Logger
 	// names caches the channel IDs of the names Deliver looked up.
 	names sync.Map
+	// noStatus holds the workspaces (team IDs) whose app Slack does not
+	// let set assistant statuses.
+	noStatus sync.Map
 }
 
 // NewReplier returns a replier with token; apiURL ("" = Slack's) overrides
@@ -125,7 +128,7 @@ func (r *Replier) Render(_ context.Context, t wire.Target, ref string) (channels
 		}
 	}
 	m := &render{r: r, channel: channel, thread: t.Thread, team: d.Team, user: t.User, tasks: map[string]string{},
-		turn: t.Turn, after: t.Message, button: stopButton(d.Team, t.Thread, t.Message, t.User)}
+		turn: t.Turn, after: t.Message, button: stopButton(d.Team, t.Thread, t.Message, t.User), statusShown: statusUnknown}
 	switch {
 	case ref == "":
 	case strings.HasPrefix(ref, refStream):
@@ -183,8 +186,10 @@ type render struct {
 	tasks map[string]string
 	// refused is set when Slack refused to start a stream.
 	refused bool
-	// statusSet is set once the assistant status was attempted.
-	statusSet bool
+	// statusShown is the assistant status last sent (statusUnknown before
+	// any); statusOff is set when Slack refused this thread's status.
+	statusShown string
+	statusOff   bool
 	// shown is the text the message was last set to by an edit or post
 	// ("" when unknown); shownAt is when; sentAt is the last append.
 	shown           string
@@ -233,11 +238,11 @@ func (m *render) Show(ctx context.Context, v *channels.View) error {
 
 func (m *render) show(ctx context.Context, v *channels.View, now time.Time) error {
 	text := v.Text()
+	m.status(ctx, liveStatus(v))
 	switch {
 	case m.mode == modeNone && text == "" && (len(v.Tools) == 0 || m.thread == "" || m.refused):
 		// Nothing to show yet (a message shows no tools): the model is
 		// thinking.
-		m.setStatus(ctx)
 		return nil
 	case m.mode == modeNone && m.thread != "" && !m.refused:
 		return m.start(ctx, text, v.Tools, now)
@@ -258,18 +263,19 @@ func (m *render) show(ctx context.Context, v *channels.View, now time.Time) erro
 	}
 }
 
-// setStatus sets the thread's assistant status once. Failures are logged
-// and ignored: many apps lack the scope, and the status is a courtesy.
-func (m *render) setStatus(ctx context.Context) {
-	if m.statusSet || m.thread == "" {
-		return
+// liveStatus is the assistant status of a running turn: the tool that
+// runs, else thinking.
+func liveStatus(v *channels.View) string {
+	var running []string
+	for _, t := range v.Tools {
+		if t.Status == channels.ToolRunning {
+			running = append(running, t.Name)
+		}
 	}
-	m.statusSet = true
-	err := m.r.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
-		ChannelID: m.channel, ThreadTS: m.thread, Status: ThinkingStatus})
-	if err != nil {
-		m.r.log().Debug("slack: assistant status not set", "channel", m.channel, "thread", m.thread, "error", err)
+	if len(running) > 0 {
+		return fmt.Sprintf(runningStatus, strings.Join(running, ", "))
 	}
+	return ThinkingStatus
 }
 
 // start opens the native stream with the text and tool updates so far. A
@@ -449,6 +455,7 @@ func (m *render) finish(ctx context.Context, text string) error {
 		return err
 	}
 	m.dropControl(ctx)
+	m.status(ctx, noStatus)
 	return nil
 }
 
@@ -717,6 +724,11 @@ func (r *Replier) React(ctx context.Context, t wire.Target, stage string) error 
 	name := ReactionTaken
 	if stage == channels.ReactAnswered {
 		name = ReactionAnswered
+	} else if t.Thread != "" {
+		// The turn starts: its thread's assistant status says so.
+		var d targetData
+		_ = json.Unmarshal(t.Data, &d)
+		r.sendStatus(ctx, d.Team, channel, t.Thread, ThinkingStatus)
 	}
 	err = r.api.AddReactionContext(ctx, name, slack.ItemRef{Channel: channel, Timestamp: t.Message})
 	if err != nil && strings.Contains(err.Error(), "already_reacted") {

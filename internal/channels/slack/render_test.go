@@ -123,8 +123,17 @@ func TestRenderStream(t *testing.T) {
 		t.Fatalf("Finish again: %v", err)
 	}
 
-	if st := fake.Statuses(); len(st) != 1 || st[0].Status != slack.ThinkingStatus || st[0].Thread != thread || st[0].Channel != channel {
-		t.Errorf("statuses = %+v, want one %q in the thread", st, slack.ThinkingStatus)
+	var statuses []string
+	for _, st := range fake.Statuses() {
+		if st.Thread != thread || st.Channel != channel {
+			t.Errorf("status %+v, want it in the thread", st)
+		}
+		statuses = append(statuses, st.Status)
+	}
+	// Thinking, the tool, thinking again, cleared once finished (the
+	// second Finish changes nothing).
+	if want := []string{slack.ThinkingStatus, "is running search…", slack.ThinkingStatus, ""}; strings.Join(statuses, "|") != strings.Join(want, "|") {
+		t.Errorf("statuses = %q, want %q", statuses, want)
 	}
 	starts := fake.Calls("chat.startStream")
 	if len(starts) != 1 {

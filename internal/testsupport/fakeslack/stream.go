@@ -186,6 +186,16 @@ func registerStream(s *Server) {
 	}
 	s.handlers["conversations.replies"] = listing(true)
 	s.handlers["conversations.history"] = listing(false)
+	// assistant.threads.setSuggestedPrompts and setTitle (Prompts, Titles)
+	// need the thread.
+	thread := func(s *Server, c Call) map[string]any {
+		if c.Get("channel_id") == "" || c.Get("thread_ts") == "" {
+			return map[string]any{"ok": false, "error": "invalid_arguments"}
+		}
+		return map[string]any{}
+	}
+	s.handlers["assistant.threads.setSuggestedPrompts"] = thread
+	s.handlers["assistant.threads.setTitle"] = thread
 	s.handlers["assistant.threads.setStatus"] = func(s *Server, c Call) map[string]any {
 		if c.Get("channel_id") == "" || c.Get("thread_ts") == "" {
 			return map[string]any{"ok": false, "error": "invalid_arguments"}
@@ -280,6 +290,33 @@ func (s *Server) Statuses() []Status {
 	var out []Status
 	for _, c := range s.Calls("assistant.threads.setStatus") {
 		out = append(out, Status{Channel: c.Get("channel_id"), Thread: c.Get("thread_ts"), Status: c.Get("status")})
+	}
+	return out
+}
+
+// Prompts is one assistant.threads.setSuggestedPrompts call.
+type Prompts struct {
+	Channel, Thread, Title string
+	Prompts                []struct{ Title, Message string }
+}
+
+// SuggestedPrompts returns the assistant.threads.setSuggestedPrompts calls
+// received.
+func (s *Server) SuggestedPrompts() []Prompts {
+	var out []Prompts
+	for _, c := range s.Calls("assistant.threads.setSuggestedPrompts") {
+		p := Prompts{Channel: c.Get("channel_id"), Thread: c.Get("thread_ts"), Title: c.Get("title")}
+		_ = json.Unmarshal([]byte(c.Get("prompts")), &p.Prompts)
+		out = append(out, p)
+	}
+	return out
+}
+
+// Titles returns the assistant.threads.setTitle calls received.
+func (s *Server) Titles() []Status {
+	var out []Status
+	for _, c := range s.Calls("assistant.threads.setTitle") {
+		out = append(out, Status{Channel: c.Get("channel_id"), Thread: c.Get("thread_ts"), Status: c.Get("title")})
 	}
 	return out
 }
