@@ -79,8 +79,14 @@ type Replier struct {
 	// (Slack's chat.update is Tier 3); default 3 s.
 	EditEvery time.Duration
 	// AppendEvery is the least interval between two text appends to a
-	// native stream (tool updates go at once); default 1 s.
+	// native stream (tool status changes go at once); default 1 s.
 	AppendEvery time.Duration
+	// DetailsEvery is the least interval between two updates of a stream
+	// that only change a running tool's details (its progress line); the
+	// latest line wins. Default 3 s.
+	DetailsEvery time.Duration
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
 	// Logger logs ignored failures (assistant status, stream refusals);
 	// nil is slog.Default().
 	Logger *slog.Logger
@@ -94,7 +100,7 @@ type Replier struct {
 // NewReplier returns a replier with token; apiURL ("" = Slack's) overrides
 // the Web API base URL.
 func NewReplier(token, apiURL string) *Replier {
-	r := &Replier{token: token, EditEvery: 3 * time.Second, AppendEvery: time.Second}
+	r := &Replier{token: token, EditEvery: 3 * time.Second, AppendEvery: time.Second, DetailsEvery: 3 * time.Second}
 	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Timeout: HTTPTimeout})}
 	if apiURL != "" {
 		base := strings.TrimSuffix(apiURL, "/") + "/"
@@ -182,8 +188,10 @@ type render struct {
 	// shrunk is set when the view's text stopped extending appended (a
 	// retried step); text appends stop and Finish settles the message.
 	shrunk bool
-	// tasks is the status and progress line sent per tool call ID.
-	tasks map[string]string
+	// tasks is the status and progress line sent per tool call ID;
+	// detailsAt is when an update that only changed details was last sent.
+	tasks     map[string]string
+	detailsAt time.Time
 	// refused is set when Slack refused to start a stream.
 	refused bool
 	// statusShown is the assistant status last sent (statusUnknown before
@@ -221,10 +229,17 @@ func (m *render) Ref() string {
 	return ""
 }
 
+func (r *Replier) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
 // Show implements channels.Render. Rate limits are honoured by skipping
 // updates until Retry-After has passed.
 func (m *render) Show(ctx context.Context, v *channels.View) error {
-	now := time.Now()
+	now := m.r.now()
 	if now.Before(m.wait) {
 		return nil
 	}
@@ -289,7 +304,7 @@ func (m *render) start(ctx context.Context, text string, tools []channels.ToolVi
 		return m.edit(ctx, text, now)
 	}
 	head, _ := cutRunes(text, markdownLimit)
-	chunks := m.taskChunks(tools)
+	chunks, _ := m.taskChunks(tools, now)
 	opts := []slack.MsgOption{slack.MsgOptionTS(m.thread)}
 	if m.team != "" {
 		opts = append(opts, slack.MsgOptionRecipientTeamID(m.team))
@@ -308,10 +323,10 @@ func (m *render) start(ctx context.Context, text string, tools []channels.ToolVi
 		return m.edit(ctx, text, now)
 	}
 	m.mode, m.ts, m.open, m.known, m.appended, m.sentAt = modeStream, ts, true, true, head, now
-	m.sent(chunks)
+	m.sent(chunks, now)
 	m.postControl(ctx)
 	if head != text {
-		return m.appendText(ctx, text[len(head):], nil)
+		return m.appendText(ctx, text[len(head):], nil, now)
 	}
 	return nil
 }
@@ -327,17 +342,25 @@ func (m *render) appendView(ctx context.Context, text string, tools []channels.T
 	if !m.shrunk {
 		suffix = text[len(m.appended):]
 	}
-	chunks := m.taskChunks(tools)
-	if len(chunks) == 0 && (suffix == "" || now.Sub(m.sentAt) < m.r.AppendEvery) {
+	chunks, statusChanged := m.taskChunks(tools, now)
+	textDue := suffix != "" && now.Sub(m.sentAt) >= m.r.AppendEvery
+	if !textDue && !statusChanged && (len(chunks) == 0 || now.Sub(m.detailsAt) < m.r.DetailsEvery) {
+		// Nothing due: details-only changes wait for their interval (the
+		// latest line goes then).
 		return nil
 	}
-	m.sentAt = now
-	return m.appendText(ctx, suffix, chunks)
+	if !statusChanged && now.Sub(m.detailsAt) < m.r.DetailsEvery {
+		chunks = nil // text goes now; the details wait
+	}
+	if textDue || len(chunks) > 0 {
+		m.sentAt = now
+	}
+	return m.appendText(ctx, suffix, chunks, now)
 }
 
 // appendText appends suffix in pieces Slack accepts, chunks with the last.
 // A stream Slack says is closed turns into an edited message.
-func (m *render) appendText(ctx context.Context, suffix string, chunks []slack.StreamChunk) error {
+func (m *render) appendText(ctx context.Context, suffix string, chunks []slack.StreamChunk, now time.Time) error {
 	for first := true; first || suffix != ""; first = false {
 		piece, rest := cutRunes(suffix, markdownLimit)
 		var send []slack.StreamChunk
@@ -356,7 +379,7 @@ func (m *render) appendText(ctx context.Context, suffix string, chunks []slack.S
 			return fmt.Errorf("slack: chat.appendStream: %w", err)
 		}
 		m.appended += piece
-		m.sent(send)
+		m.sent(send, now)
 		suffix = rest
 	}
 	return nil
@@ -615,17 +638,33 @@ func (m *render) find(ctx context.Context) (string, error) {
 	return "", nil
 }
 
-// taskChunks returns task updates for the tools whose status changed
-// since the last one sent: the tool's name and status, never its
-// arguments.
-func (m *render) taskChunks(tools []channels.ToolView) []slack.StreamChunk {
-	var out []slack.StreamChunk
+// detailsEscaper keeps a task's details as text: Slack reads &, < and >
+// as its own markup (mentions, links, entities).
+var detailsEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// taskKey is what a tool's task shows: its status and, while it runs, its
+// escaped progress line.
+func taskKey(t channels.ToolView) (status, details string) {
+	return t.Status, detailsEscaper.Replace(t.ProgressLine())
+}
+
+// taskChunks returns task updates for the tools whose task changed since
+// the last one sent: the tool's name, status and progress line, never its
+// arguments. statusChanged is set when a status changed (such updates go
+// at once); otherwise only details changed, and the caller sends them at
+// most every DetailsEvery.
+func (m *render) taskChunks(tools []channels.ToolView, _ time.Time) (out []slack.StreamChunk, statusChanged bool) {
 	for _, t := range tools {
-		if m.tasks[t.ID] == t.Status+"\x00"+t.ProgressLine() {
+		status, details := taskKey(t)
+		sent, seen := m.tasks[t.ID]
+		if seen && sent == status+"\x00"+details {
 			continue
 		}
+		if sentStatus, _, _ := strings.Cut(sent, "\x00"); !seen || sentStatus != status {
+			statusChanged = true
+		}
 		c := slack.NewTaskUpdateChunk(t.ID, t.Name)
-		c.Details = t.ProgressLine()
+		c.Details = details
 		switch t.Status {
 		case channels.ToolDone:
 			c.Status = slack.TaskCardStatusComplete
@@ -636,11 +675,11 @@ func (m *render) taskChunks(tools []channels.ToolView) []slack.StreamChunk {
 		}
 		out = append(out, c)
 	}
-	return out
+	return out, statusChanged
 }
 
-// sent records the task updates Slack accepted.
-func (m *render) sent(chunks []slack.StreamChunk) {
+// sent records the task updates Slack accepted at now.
+func (m *render) sent(chunks []slack.StreamChunk, now time.Time) {
 	for _, c := range chunks {
 		if t, ok := c.(slack.TaskUpdateChunk); ok {
 			switch t.Status {
@@ -651,6 +690,7 @@ func (m *render) sent(chunks []slack.StreamChunk) {
 			default:
 				m.tasks[t.ID] = channels.ToolRunning + "\x00" + t.Details
 			}
+			m.detailsAt = now
 		}
 	}
 }
