@@ -108,6 +108,21 @@ func TestConfigErrors(t *testing.T) {
 			want: []ConfigError{{Line: 3, Key: "limits.perPrincipal.tokensPerDay", Reason: "unknown key (limits.perPrincipal takes: concurrentTurns, turnsPerMinute, exemptAdmins, exempt)"}},
 		},
 		{
+			name: "idle TTL below the default idempotency window",
+			yaml: "sessions:\n  idleTTL: 1h\n",
+			want: []ConfigError{{Line: 2, Key: "sessions.idleTTL", Reason: "1h0m0s is shorter than the idempotency window (24h0m0s): the minimum is 24h0m0s"}},
+		},
+		{
+			name: "idle TTL below a configured idempotency window",
+			yaml: "idempotencyWindow: 2h\nsessions:\n  idleTTL: 90m\n",
+			want: []ConfigError{{Line: 3, Key: "sessions.idleTTL", Reason: "1h30m0s is shorter than the idempotency window (2h0m0s): the minimum is 2h0m0s"}},
+		},
+		{
+			name: "negative idle TTL",
+			yaml: "sessions:\n  idleTTL: -1h\n",
+			want: []ConfigError{{Line: 2, Key: "sessions.idleTTL", Reason: `"-1h" is not a duration`}},
+		},
+		{
 			name: "approval timeout out of range",
 			yaml: "approvals:\n  timeout: 500ms\n",
 			want: []ConfigError{{Key: "approvals.timeout", Reason: "500ms is out of range 1s..720h"}},
