@@ -251,6 +251,9 @@ type PerPrincipalConfig struct {
 	ConcurrentTurns int `yaml:"concurrentTurns"`
 	// TurnsPerMinute bounds the turns the principal starts in any minute.
 	TurnsPerMinute int `yaml:"turnsPerMinute"`
+	// TokensPerDay bounds the tokens (input + output) of the principal's
+	// turns per UTC day, checked before each new turn.
+	TokensPerDay int64 `yaml:"tokensPerDay"`
 	// ExemptAdmins leaves admin principals unlimited (default true).
 	ExemptAdmins *bool `yaml:"exemptAdmins"`
 	// Exempt are principals never limited (service accounts, for one).
@@ -712,7 +715,7 @@ func (c Config) validateLimits() error {
 	if l := c.Limits; l.TurnTokens < 0 || l.SessionTokensPerDay < 0 || l.TurnTime < 0 {
 		return badKey("budgets must not be negative (0 or unset: no limit)", "limits")
 	}
-	if p := c.Limits.PerPrincipal; p.ConcurrentTurns < 0 || p.TurnsPerMinute < 0 {
+	if p := c.Limits.PerPrincipal; p.ConcurrentTurns < 0 || p.TurnsPerMinute < 0 || p.TokensPerDay < 0 {
 		return badKey("limits must not be negative (0 or unset: no limit)", "limits", "perPrincipal")
 	}
 	return nil
