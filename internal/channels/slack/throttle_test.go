@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,4 +149,60 @@ func TestRenderEscapesTaskDetails(t *testing.T) {
 	if n := len(appendsOf(fake)); n != 1 {
 		t.Errorf("appends = %d, want 1: the escaped line was already sent", n)
 	}
+}
+
+// A live message reply (top level, or a stream Slack refused) carries the
+// Stop button under its text, bound to the turn's message and starter;
+// the final text removes it (blocks=[]). A native stream cannot hold one:
+// its button is a message of its own under the stream, deleted at the end,
+// also by a renderer resumed from the stored reference.
+func TestRenderStopButton(t *testing.T) {
+	t.Parallel()
+	t.Run("message", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		rd := open(t, r, target(""), "")
+		var v channels.View
+		step(t, rd, &v, text("Hello", 1))
+		m := onlyMessage(t, fake)
+		if !strings.Contains(m.Blocks, `"action_id":"fastagent_stop"`) || !strings.Contains(m.Blocks, `"text":"Hello"`) {
+			t.Fatalf("live message blocks %s, want its text and the Stop button", m.Blocks)
+		}
+		if !strings.Contains(m.Blocks, `\"u\":\"`+user+`\"`) || !strings.Contains(m.Blocks, `\"m\":\"`+thread+`\"`) {
+			t.Errorf("Stop button %s, want it bound to the message and its starter", m.Blocks)
+		}
+		step(t, rd, &v, text(" world", 1))
+		if err := rd.Finish(context.Background(), "Hello world"); err != nil {
+			t.Fatal(err)
+		}
+		if m := onlyMessage(t, fake); m.Blocks != "[]" || m.Text != "Hello world" {
+			t.Errorf("settled message %+v, want the text and no blocks", m)
+		}
+	})
+	t.Run("stream", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		rd := open(t, r, target(thread), "")
+		var v channels.View
+		step(t, rd, &v, text("Hello", 1))
+		var control fakeslack.Message
+		for _, m := range fake.Messages("") {
+			if isControl(m.Blocks) {
+				control = m
+			}
+		}
+		if control.TS == "" || control.Thread != thread || !strings.Contains(rd.Ref(), "+"+control.TS) {
+			t.Fatalf("messages %+v, ref %q: want the Stop button's message in the thread, in the reference", fake.Messages(""), rd.Ref())
+		}
+		// The final reply is settled by another renderer, from the ref.
+		if err := open(t, r, target(thread), rd.Ref()).Finish(context.Background(), "Hello"); err != nil {
+			t.Fatal(err)
+		}
+		if d := fake.Deleted(); len(d) != 1 || d[0].TS != control.TS {
+			t.Errorf("deleted %+v, want the Stop button's message", d)
+		}
+		if m := onlyMessage(t, fake); m.Streaming || m.Text != "Hello" {
+			t.Errorf("reply %+v, want the stopped stream", m)
+		}
+	})
 }
