@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 )
 
@@ -203,6 +204,75 @@ func TestRenderStopButton(t *testing.T) {
 		}
 		if m := onlyMessage(t, fake); m.Streaming || m.Text != "Hello" {
 			t.Errorf("reply %+v, want the stopped stream", m)
+		}
+	})
+}
+
+// statusCalls are the assistant statuses sent, in order.
+func statusCalls(fake *fakeslack.Server) []string {
+	var out []string
+	for _, st := range fake.Statuses() {
+		out = append(out, st.Status)
+	}
+	return out
+}
+
+// A status call that fails without Slack's answer (an HTTP 503, as a
+// network failure) is sent again at the next change; Slack refusing the
+// method (not an AI app, missing scope) turns statuses off for the
+// workspace, in every reply of the process; a refusal of one thread only
+// stops that reply's.
+func TestRenderStatusFailures(t *testing.T) {
+	t.Parallel()
+	running := agent.ToolStarted("c1", "bash", nil)
+	t.Run("network", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		fake.Fail("assistant.threads.setStatus", fakeslack.Failure{Status: 503})
+		rd := open(t, r, target(thread), "")
+		var v channels.View
+		step(t, rd, &v, agent.Event{Type: agent.TypeThinking, Delta: "hm"}) // thinking: fails
+		step(t, rd, &v, agent.Event{Type: agent.TypeThinking, Delta: "m"})  // no change: not sent again
+		step(t, rd, &v, running)                                            // a change: sent
+		if got := statusCalls(fake); strings.Join(got, "|") != slack.ThinkingStatus+"|is running bash…" {
+			t.Errorf("statuses %q, want the failed thinking, then bash at the next change", got)
+		}
+	})
+	t.Run("method refused", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		fake.Fail("assistant.threads.setStatus", fakeslack.Failure{Error: "not_allowed"})
+		rd := open(t, r, target(thread), "")
+		var v channels.View
+		step(t, rd, &v, agent.Event{Type: agent.TypeThinking, Delta: "hm"})
+		step(t, rd, &v, running)
+		if err := rd.Finish(context.Background(), "done"); err != nil {
+			t.Fatal(err)
+		}
+		// Another reply in the same workspace, and the turn-start status.
+		if err := r.React(context.Background(), target(thread), channels.ReactTaken); err != nil {
+			t.Fatal(err)
+		}
+		rd2 := open(t, r, target(thread), "")
+		var v2 channels.View
+		step(t, rd2, &v2, running)
+		if n := len(fake.Statuses()); n != 1 {
+			t.Errorf("%d status calls, want only the refused one", n)
+		}
+	})
+	t.Run("thread refused", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		fake.Fail("assistant.threads.setStatus", fakeslack.Failure{Error: "invalid_thread_ts"})
+		rd := open(t, r, target(thread), "")
+		var v channels.View
+		step(t, rd, &v, agent.Event{Type: agent.TypeThinking, Delta: "hm"})
+		step(t, rd, &v, running)
+		rd2 := open(t, r, target(thread), "")
+		var v2 channels.View
+		step(t, rd2, &v2, running)
+		if got := statusCalls(fake); strings.Join(got, "|") != slack.ThinkingStatus+"|is running bash…" {
+			t.Errorf("statuses %q, want the refused one, then only the other reply's", got)
 		}
 	})
 }
