@@ -69,7 +69,7 @@ func NewPrincipalLimiter(l PrincipalLimits) *PrincipalLimiter {
 // limited reports whether principal p (admin: whether it is an admin) is
 // under the limits.
 func (l *PrincipalLimiter) limited(p string, admin bool) bool {
-	return l != nil && l.limits.Enabled() && !(admin && l.limits.ExemptAdmins) && !slices.Contains(l.limits.Exempt, p)
+	return l != nil && l.limits.Enabled() && (!admin || !l.limits.ExemptAdmins) && !slices.Contains(l.limits.Exempt, p)
 }
 
 // rollDay starts a new UTC day's token counts; l.mu is held.
