@@ -145,10 +145,19 @@ func (s *session) expireIdle(ctx workflow.Context) (done bool, err error) {
 	}
 	workflow.GetLogger(ctx).Info("idle session deleted", "session", s.in.Session, "idleTTL", res.IdleTTL,
 		"entries", res.Entries, "subSessions", res.SubSessions)
-	if err := workflow.Await(ctx, func() bool {
-		return workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && s.replies == 0 && s.records == 0
-	}); err != nil {
-		return true, err
+	for {
+		// In a run that drains deliveries on demand, nothing else reads
+		// them while this waits: the wait drains them itself.
+		if err := workflow.Await(ctx, func() bool {
+			return s.deliveryWaiting() ||
+				workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && !s.draining && s.replies == 0 && s.records == 0
+		}); err != nil {
+			return true, err
+		}
+		if !s.deliveryWaiting() {
+			break
+		}
+		s.drainDeliveries()
 	}
 	if len(s.queue) == 0 {
 		return true, nil

@@ -93,6 +93,10 @@ type snapshot struct {
 	// IdleSince is when the session last finished a turn, while the
 	// definition sets sessions.idleTTL (see idle.go).
 	IdleSince time.Time `json:"idleSince,omitzero"`
+	// DrainOnDemand says the run drains SignalDeliver from its main loop's
+	// waits (changeDrainDeliveries); carried, so later runs need no
+	// version marker for it.
+	DrainOnDemand bool `json:"drainOnDemand,omitempty"`
 }
 
 // recentTurn is one remembered key: when it was answered and, for the
@@ -455,6 +459,8 @@ type session struct {
 	deliveries workflow.ReceiveChannel
 	replies    int
 	records    int
+	// draining says a drainDeliveries coroutine runs.
+	draining bool
 	// refusalBytes weighs snapshot.Refusals, encoded.
 	refusalBytes int
 	// answeredAt is when this run first took a turn update; windowDue is
@@ -522,9 +528,13 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		s.armIdle(ctx)
 		if err := workflow.Await(ctx, func() bool {
 			s.noteDepth(ctx)
-			return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowReached() || s.idleReached()
+			return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowReached() || s.idleReached() || s.deliveryWaiting()
 		}); err != nil {
 			return err
+		}
+		if s.deliveryWaiting() {
+			s.drainDeliveries()
+			continue
 		}
 		// Once the run is rolling over, turns that can be carried wait for
 		// the next run.
@@ -554,11 +564,17 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			// turns still waiting go along in the snapshot, their live
 			// replies stopped first (none may write after the next run's).
 			s.stopCarriedLive(ctx)
-			if err := workflow.Await(ctx, func() bool {
-				return (len(s.queue) > 0 && !s.carriesAll()) ||
-					workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && s.replies == 0 && s.records == 0
-			}); err != nil {
-				return err
+			for {
+				if err := workflow.Await(ctx, func() bool {
+					return (len(s.queue) > 0 && !s.carriesAll()) || s.deliveryWaiting() ||
+						workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && !s.draining && s.replies == 0 && s.records == 0
+				}); err != nil {
+					return err
+				}
+				if !s.deliveryWaiting() {
+					break
+				}
+				s.drainDeliveries()
 			}
 			if len(s.queue) == 0 || s.carriesAll() {
 				s.carryQueue()
@@ -1295,5 +1311,11 @@ func (s *session) runApart(ctx workflow.Context, t *pendingTurn) {
 		}
 	})
 	wait, _ := workflow.NewDisconnectedContext(ctx)
-	_ = workflow.Await(wait, func() bool { return done })
+	for {
+		_ = workflow.Await(wait, func() bool { return done || s.deliveryWaiting() })
+		if done {
+			return
+		}
+		s.drainDeliveries()
+	}
 }

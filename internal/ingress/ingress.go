@@ -139,6 +139,12 @@ type Server struct {
 	// needs a valid token (any right).
 	Details func() map[string]any
 
+	// Chat, when set, serves the web chat (GET /chat/, its one-time login
+	// links and session cookies; see ChatGate) and accepts its session
+	// cookie on every route. Handler gives the main agent's gate to its
+	// Agents.
+	Chat *ChatGate
+
 	// InvokeOff, when set, switches POST /invoke off — at the root and
 	// under /agents/<Name>/ alike, and POST /sessions/import with it (an
 	// imported session takes follow-ups): it answers 404 not_found with
@@ -210,8 +216,14 @@ func (s *Server) Handler() http.Handler {
 	if s.Name != "" {
 		s.agentRoutes(r.Group("/agents/" + s.Name))
 	}
+	if s.Chat != nil {
+		s.chatRoutes(r)
+	}
 	for name, o := range s.Agents {
 		o.Name = name
+		if o.Chat == nil {
+			o.Chat = s.Chat
+		}
 		o.agentRoutes(r.Group("/agents/" + name))
 	}
 	s.codecRoutes(r)

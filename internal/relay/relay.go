@@ -174,18 +174,7 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 				msgs = nil
 				continue
 			}
-			if m.Kind == feed.KindAttach {
-				if m.Attach == r.self {
-					r.selfSeen = true
-				} else if r.selfSeen {
-					r.attachedAfter = true
-				}
-			} else {
-				r.seen = true // consumers attaching say nothing about the turn
-			}
-			if m.Kind == feed.KindOutcome {
-				r.outcomeSeen = true
-			}
+			r.observe(m)
 			if m.Kind == feed.KindOutcome && term == nil {
 				var o agentloop.Outcome
 				if json.Unmarshal(m.Outcome, &o) == nil {
@@ -205,6 +194,26 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 				return false, r
 			}
 		}
+	}
+}
+
+// observe records what message m tells about the log: whether this
+// consumer's attach message was read, whether another consumer attached
+// after it, whether the turn has said anything, and whether its outcome
+// was read.
+func (r *state) observe(m feed.Message) {
+	switch {
+	case m.Kind == feed.KindAttach && m.Attach == r.self:
+		r.selfSeen = true
+	case m.Kind == feed.KindAttach:
+		if r.selfSeen {
+			r.attachedAfter = true
+		}
+	default:
+		r.seen = true // consumers attaching say nothing about the turn
+	}
+	if m.Kind == feed.KindOutcome {
+		r.outcomeSeen = true
 	}
 }
 
