@@ -96,9 +96,10 @@ func (l *PrincipalLimiter) overTokens(p string, now time.Time) error {
 	l.rollDay(now)
 	if used := l.tokens[p]; used >= max {
 		principalRefused.WithLabelValues(p, "tokens_per_day").Inc()
-		return &principalRefusal{wait: untilMidnight(now), msg: fmt.Sprintf(
-			"principal %q used %d tokens today (UTC), the most limits.perPrincipal.tokensPerDay (%d) allows; new turns are refused until 00:00 UTC",
-			p, used, max)}
+		wait := untilMidnight(now)
+		return &principalRefusal{wait: wait, msg: fmt.Sprintf(
+			"principal %q used %d tokens today (UTC), the most limits.perPrincipal.tokensPerDay (%d) allows; new turns are refused until 00:00 UTC (in %s)",
+			p, used, max, wait.Truncate(time.Minute))}
 	}
 	return nil
 }
