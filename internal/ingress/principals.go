@@ -53,6 +53,7 @@ type PrincipalLimiter struct {
 	day     string
 	tokens  map[string]int64
 	charged map[string]time.Time
+	pruned  time.Time
 }
 
 // chargedFor is how long a charged turn run is remembered, so that its
@@ -129,9 +130,12 @@ func (l *PrincipalLimiter) Charge(p string, admin bool, r turnusage.Report) {
 	if _, ok := l.charged[id]; ok {
 		return
 	}
-	for k, at := range l.charged {
-		if now.Sub(at) > chargedFor {
-			delete(l.charged, k)
+	if now.Sub(l.pruned) > time.Hour {
+		l.pruned = now
+		for k, at := range l.charged {
+			if now.Sub(at) > chargedFor {
+				delete(l.charged, k)
+			}
 		}
 	}
 	l.charged[id] = now
