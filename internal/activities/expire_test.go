@@ -63,7 +63,7 @@ func TestExpire(t *testing.T) {
 	if err := e.kit.WriteConfig("sessions:\n  idleTTL: 72h\n"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := expire(48*time.Hour); err != nil || res.Deleted || res.IdleTTL != 72*time.Hour {
+	if res, err := expire(48 * time.Hour); err != nil || res.Deleted || res.IdleTTL != 72*time.Hour {
 		t.Fatalf("idle 48h under a 72h TTL: %+v %v, want nothing deleted and the TTL", res, err)
 	}
 	if entries("s1") != 1 || entries(sub) != 1 {
