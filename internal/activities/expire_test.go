@@ -69,6 +69,23 @@ func TestExpire(t *testing.T) {
 	if entries("s1") != 1 || entries(sub) != 1 {
 		t.Fatal("data deleted before the session was due")
 	}
+	// Idle time is measured on the workflow's clock: a worker whose clock
+	// lags the server's by an hour still finds the session due.
+	{
+		server := time.Now().Add(time.Hour)
+		var res wire.ExpireResult
+		v, err := e.act.ExecuteActivity(workflows.ActivitySessionExpire,
+			wire.ExpireInput{Session: "other", IdleSince: server.Add(-72*time.Hour - time.Minute), Now: server})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Get(&res); err != nil || !res.Deleted {
+			t.Fatalf("due on the workflow's clock, behind on the worker's: %+v %v, want deleted", res, err)
+		}
+		if err := e.kit.Store.Append(ctx, "other", message("u-other", "", transcript.Message{Role: transcript.RoleUser, Text: "hi"})); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Due: deleted, sub-agent session too; another session kept.
 	res, err := expire(73 * time.Hour)
 	if err != nil || !res.Deleted || res.Entries != 2 || len(res.SubSessions) != 1 || res.SubSessions[0] != sub {
