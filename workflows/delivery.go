@@ -59,15 +59,54 @@ func (d Delivery) wireReply() *wire.ReplyTarget {
 // replyTimeout bounds one Channel.Reply attempt.
 const replyTimeout = time.Minute
 
+// changeDrainDeliveries: SignalDeliver is no longer received by a listener
+// coroutine that lives as long as the run (a parked goroutine, with its
+// stack, for as long as the session sits in the worker's cache); the main
+// loop's waits notice a pending delivery and start a drain coroutine that
+// ends once the channel is empty (drainDeliveries).
+const changeDrainDeliveries = "drain-deliveries"
+
 // listenDeliveries receives SignalDeliver for the whole run and queues a
 // turn per new key (onDelivery); Turn.Begin answers keys the store
-// recorded (no run, no reply).
+// recorded (no run, no reply). A run continued from one that drained on
+// demand does so without asking GetVersion again (the snapshot says so),
+// so an idle run's first workflow task records no marker.
 func (s *session) listenDeliveries(ctx workflow.Context) {
 	s.deliveries = workflow.GetSignalChannel(ctx, SignalDeliver)
+	if s.snap.DrainOnDemand || workflow.GetVersion(ctx, changeDrainDeliveries, workflow.DefaultVersion, 1) >= 1 {
+		s.snap.DrainOnDemand = true
+		return
+	}
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			var d Delivery
 			if !s.deliveries.Receive(gctx, &d) {
+				return
+			}
+			s.onDelivery(gctx, d)
+		}
+	})
+}
+
+// deliveryWaiting reports, in a run that drains on demand, that a delivery
+// waits and no drain coroutine runs: the main loop's waits return then and
+// call drainDeliveries.
+func (s *session) deliveryWaiting() bool {
+	return s.snap.DrainOnDemand && !s.draining && s.deliveries.Len() > 0
+}
+
+// drainDeliveries starts a coroutine that handles the deliveries waiting,
+// one after another as the listener did, and ends once none is left.
+func (s *session) drainDeliveries() {
+	if !s.deliveryWaiting() {
+		return
+	}
+	s.draining = true
+	workflow.Go(s.root, func(gctx workflow.Context) {
+		defer func() { s.draining = false }()
+		for {
+			var d Delivery
+			if !s.deliveries.ReceiveAsync(&d) {
 				return
 			}
 			s.onDelivery(gctx, d)

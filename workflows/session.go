@@ -90,6 +90,13 @@ type snapshot struct {
 	Usage agent.Usage `json:"usage"`
 	// Today sums them for the current UTC day (limits.sessionTokensPerDay).
 	Today DayUsage `json:"today,omitzero"`
+	// IdleSince is when the session last finished a turn, while the
+	// definition sets sessions.idleTTL (see idle.go).
+	IdleSince time.Time `json:"idleSince,omitzero"`
+	// DrainOnDemand says the run drains SignalDeliver from its main loop's
+	// waits (changeDrainDeliveries); carried, so later runs need no
+	// version marker for it.
+	DrainOnDemand bool `json:"drainOnDemand,omitempty"`
 }
 
 // recentTurn is one remembered key: when it was answered and, for the
@@ -452,6 +459,8 @@ type session struct {
 	deliveries workflow.ReceiveChannel
 	replies    int
 	records    int
+	// draining says a drainDeliveries coroutine runs.
+	draining bool
 	// refusalBytes weighs snapshot.Refusals, encoded.
 	refusalBytes int
 	// answeredAt is when this run first took a turn update; windowDue is
@@ -483,13 +492,18 @@ type session struct {
 	queueReporting bool
 	queueReported  int
 	queueLive      bool
+	// runStart is when this run began; idleTimer is the armed idle timer
+	// (sessions.idleTTL) and expiring says Session.Expire runs.
+	runStart  time.Time
+	idleTimer workflow.Future
+	expiring  bool
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
 // "session:<id>"). It accepts turns through UpdateTurn and runs them one at a
 // time, in arrival order, each as the pi agent loop over activities.
 func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
-	s := &session{in: in, root: ctx}
+	s := &session{in: in, root: ctx, runStart: workflow.Now(ctx)}
 	if in.Snapshot != nil {
 		s.snap = *in.Snapshot
 	}
@@ -511,22 +525,19 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		// A new current deployment version ends an idle run at once: the
 		// session's next turn then runs on the new version's workers.
 		s.armWindow()
+		s.armIdle(ctx)
 		if err := workflow.Await(ctx, func() bool {
 			s.noteDepth(ctx)
-			return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowReached()
+			return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowReached() || s.idleReached() || s.deliveryWaiting()
 		}); err != nil {
 			return err
 		}
-		// Once the run is rolling over, turns that can be carried wait for
-		// the next run.
-		if len(s.queue) > 0 && (!s.rollover || !s.carriesAll()) {
-			t := s.queue[0]
-			s.queue = s.queue[1:]
-			s.noteDepth(ctx)
-			s.runApart(ctx, t)
-			if len(s.queue) == 0 {
-				s.setStatus(ctx, StatusIdle)
-			}
+		if s.deliveryWaiting() {
+			s.drainDeliveries()
+			continue
+		}
+		if done, err := s.step(ctx); done {
+			return err
 		}
 
 		if s.runDone(ctx) {
@@ -540,11 +551,17 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			// turns still waiting go along in the snapshot, their live
 			// replies stopped first (none may write after the next run's).
 			s.stopCarriedLive(ctx)
-			if err := workflow.Await(ctx, func() bool {
-				return (len(s.queue) > 0 && !s.carriesAll()) ||
-					workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && s.replies == 0 && s.records == 0
-			}); err != nil {
-				return err
+			for {
+				if err := workflow.Await(ctx, func() bool {
+					return (len(s.queue) > 0 && !s.carriesAll()) || s.deliveryWaiting() ||
+						workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && !s.draining && s.replies == 0 && s.records == 0
+				}); err != nil {
+					return err
+				}
+				if !s.deliveryWaiting() {
+					break
+				}
+				s.drainDeliveries()
 			}
 			if len(s.queue) == 0 || s.carriesAll() {
 				s.carryQueue()
@@ -560,6 +577,29 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			}
 		}
 	}
+}
+
+// step runs the next queued turn or, with nothing to run and the idle
+// timer fired, the session's expiry (idle.go); done says the run ends
+// with err.
+func (s *session) step(ctx workflow.Context) (done bool, err error) {
+	// Once the run is rolling over, turns that can be carried wait for
+	// the next run.
+	if len(s.queue) > 0 && (!s.rollover || !s.carriesAll()) {
+		t := s.queue[0]
+		s.queue = s.queue[1:]
+		s.noteDepth(ctx)
+		s.runApart(ctx, t)
+		s.noteActive(ctx)
+		if len(s.queue) == 0 {
+			s.setStatus(ctx, StatusIdle)
+		}
+		return false, nil
+	}
+	if s.idleReached() && !s.rollover {
+		return s.expireIdle(ctx)
+	}
+	return false, nil
 }
 
 // start restores what the previous run carried, then registers the
@@ -727,6 +767,9 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 			s.countRefusal(ctx, refusedWindowFull, "update")
 			return temporal.NewApplicationErrorWithOptions(s.windowFullText(), agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 		}
+	}
+	if err := s.refuseExpiring(); err != nil {
+		return err
 	}
 	if s.rollover && (s.running == nil || s.ending) && len(s.queue) == 0 {
 		// Nothing waits, and nothing runs, or only a turn whose model step
@@ -1278,5 +1321,11 @@ func (s *session) runApart(ctx workflow.Context, t *pendingTurn) {
 		}
 	})
 	wait, _ := workflow.NewDisconnectedContext(ctx)
-	_ = workflow.Await(wait, func() bool { return done })
+	for {
+		_ = workflow.Await(wait, func() bool { return done || s.deliveryWaiting() })
+		if done {
+			return
+		}
+		s.drainDeliveries()
+	}
 }

@@ -74,6 +74,9 @@ func TestSessionContinueAsNew(t *testing.T) {
 		equal(t, "snapshot.IDPrefix", s.IDPrefix, h.openCalls()[0].IDPrefix)
 		equal(t, "snapshot.Turns", s.Turns, int64(2))
 		equalSlice(t, "snapshot.Recent keys", recentKeys(t, s), []string{"t1", "t2"})
+		// The run drained deliveries on demand (drain-deliveries) and
+		// tells the next one, which then asks GetVersion no more.
+		equal(t, "snapshot.DrainOnDemand", s.DrainOnDemand, true)
 	})
 
 	t.Run("not while turns wait", func(t *testing.T) {

@@ -39,6 +39,7 @@ type benchFlags struct {
 	turns        int
 	idle         int
 	idleConc     int
+	idleHeapProf string
 	coldSessions int
 	history      int
 	coldRuns     int
@@ -64,7 +65,7 @@ type benchFlags struct {
 }
 
 // sections in the order they run.
-var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "coldstart", "slack", "feishu", "webhook", "actions"}
+var benchSections = []string{"overhead", "steps", "ttft", "history", "throughput", "idle", "idleheap", "coldstart", "slack", "feishu", "webhook", "actions"}
 
 // row is one line of the table.
 type row struct {
@@ -129,6 +130,7 @@ func runBench(args []string) error {
 	fs.IntVar(&f.sessions, "sessions", 100, "concurrent sessions in the throughput figure")
 	fs.IntVar(&f.turns, "turns", 10, "turns per session in the throughput figure")
 	fs.IntVar(&f.idle, "idle", 10000, "idle sessions (one turn each) in the memory figure")
+	fs.StringVar(&f.idleHeapProf, "idle-heapprofile", "", "write the heap profile (inuse_space) after the idleheap figure's sessions to this file")
 	fs.IntVar(&f.idleConc, "idle-concurrency", 32, "concurrent turns while creating idle sessions")
 	fs.IntVar(&f.coldSessions, "cold", 20, "turns on cold sessions after the worker restart")
 	fs.IntVar(&f.history, "history", 500, "turns of the history-growth session (compares turns 5–24 with the last 20)")
@@ -192,6 +194,8 @@ func runBench(args []string) error {
 			err = b.throughput()
 		case "idle":
 			err = b.idleSessions()
+		case "idleheap":
+			err = b.idleHeap()
 		case "coldstart":
 			err = b.coldStart()
 		case "slack":
@@ -306,6 +310,8 @@ func sectionLabel(name string) string {
 		return "5 throughput"
 	case "idle":
 		return "6 idle sessions"
+	case "idleheap":
+		return "6b idle sessions, live heap"
 	case "coldstart":
 		return "7 cold start"
 	case "slack":

@@ -34,9 +34,10 @@ const (
 // server's own "action" metric, and internal/actions reading the recorded
 // history by Temporal Cloud's rules. Turns run in a namespace of their own,
 // so nothing else the suite does is counted. A one-step turn, a second
-// one-step turn, a turn with a tool step and a 3 s streamed answer (whose
-// heartbeats, if it sent any, only the server would see), each compared
-// separately.
+// one-step turn, a turn with a tool step, a 3 s streamed answer (whose
+// heartbeats, if it sent any, only the server would see) and a turn with
+// three tool steps — the rows of `make bench ARGS="-only actions"` —, each
+// compared separately.
 func TestActionsCountedTwoWays(t *testing.T) {
 	e := newEnvInNamespace(t, fmt.Sprintf("actions-%d", time.Now().UnixNano()))
 	e.startWorker()
@@ -47,10 +48,15 @@ func TestActionsCountedTwoWays(t *testing.T) {
 		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "counter", Args: `{}`}}},
 		modelserver.Reply{Text: []string{"counted"}},
 		modelserver.Reply{Text: strings.Fields("a three second answer streamed in ten pieces to show heartbeats"), ChunkDelay: 300 * time.Millisecond},
+		// The bench's "turn with 3 tool steps": three steps of one call each.
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c2", Name: "counter", Args: `{}`}}},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c3", Name: "counter", Args: `{}`}}},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c4", Name: "counter", Args: `{}`}}},
+		modelserver.Reply{Text: []string{"counted thrice"}},
 	)
 	id := workflows.WorkflowID(session)
 	var deltas []map[string]int64
-	prompts := []string{"first", "second", "count once", "stream slowly"}
+	prompts := []string{"first", "second", "count once", "stream slowly", "count thrice"}
 	for _, prompt := range prompts {
 		before := server.Actions(e.namespace)
 		if term := agenttest.CheckTerminal(t, collect(t, e.agent, context.Background(), session, prompt)); term.Type != agent.TypeCompleted {
@@ -93,7 +99,7 @@ func TestActionsCountedTwoWays(t *testing.T) {
 		// workflow task's markers, the run's window timer, Model.Generate),
 		// a later text turn (the update, the markers, Model.Generate), a
 		// tool step (+ Tool.Execute + Model.Generate).
-		if want := []int{firstTurnActions, textTurnActions, textTurnActions + toolStepActions, textTurnActions}[i]; actions.Total(turn) != want {
+		if want := []int{firstTurnActions, textTurnActions, textTurnActions + toolStepActions, textTurnActions, textTurnActions + 3*toolStepActions}[i]; actions.Total(turn) != want {
 			t.Errorf("turn %d (%s) costs %d actions, documented %d: %s", i+1, prompts[i], actions.Total(turn), want, actions.Format(fromHistory))
 		}
 		// Heartbeats serve only crash detection (an abort reaches the stream

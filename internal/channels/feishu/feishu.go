@@ -86,6 +86,10 @@ type Config struct {
 	// steer, interrupt or reject ("": fastagent.yaml's
 	// conversation.whileBusy, else queue).
 	WhileBusy string `yaml:"whileBusy"`
+	// Admins are open_ids (ou_…) who may stop anyone's turn with the Stop
+	// button of its live reply; the person who started a turn may always
+	// stop it.
+	Admins []string `yaml:"admins"`
 }
 
 // policy checks the file's session and group options.
@@ -96,6 +100,11 @@ func (c Config) policy() (wire.ChatPolicy, error) {
 	}
 	if c.MaxFileBytes < 0 {
 		return p, fmt.Errorf("maxFileBytes: %d is negative", c.MaxFileBytes)
+	}
+	for i, a := range c.Admins {
+		if !isOpenID(a) {
+			return p, fmt.Errorf("admins[%d]: %q is not an open_id (ou_…)", i, a)
+		}
 	}
 	return p, nil
 }
@@ -180,7 +189,8 @@ func New(p Profile, file []byte, getenv func(string) string, log *slog.Logger) (
 		log.Warn(p.Kind+": the webhook has no Encrypt Key: approval cards have no buttons and card clicks are refused (decide with fastagent session approve); "+
 			"set "+p.Env("ENCRYPT_KEY")+" (Events & Callbacks → Encryption Strategy) to decide in the chat", "file", p.Kind+".yaml")
 	}
-	door := &Door{Profile: p, Token: token, EncryptKey: key, Policy: policy, Webhook: webhook, Bot: NewBot(cfg.BotOpenID, rp.BotOpenID)}
+	door := &Door{Profile: p, Token: token, EncryptKey: key, Policy: policy, Webhook: webhook, Bot: NewBot(cfg.BotOpenID, rp.BotOpenID),
+		Admins: cfg.Admins}
 	// The runtime serving the door resolves the bot's open_id from
 	// startup, retried until known: group messages are refused (pushed
 	// again) until then.
