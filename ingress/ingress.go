@@ -17,8 +17,10 @@
 // and import, rewind, follow-ups), GET /health, the webhook endpoints and
 // chat platforms' doors of the agent's channels/ folder (Slack, Feishu and
 // Lark, Telegram, GitHub, channels/webhooks/) with their long connections,
-// the routes of other agents under /agents/<name>/ (Options.Agents), and,
-// when configured, the codec server and GET /metrics. Every route but
+// the routes of other agents under /agents/<name>/ (Options.Agents), the
+// web chat page (/chat/, signed in by one-time links a principal asks for
+// at POST /chat/links; docs/web-chat.md), and, when configured, the codec
+// server and GET /metrics. Every route but
 // /health is authenticated: by Options.Principals (or the API tokens), or,
 // for channel doors, by the platform's signature. Paths the handler writes
 // into its answers (a follow-up's or a webhook's events route) start with
@@ -97,6 +99,10 @@ type Options struct {
 	// fastagent.yaml's http.allowedHosts; when both are empty (or list
 	// "*"), any Host — the handler does not know your server's address.
 	AllowedHosts []string
+
+	// NoWebChat leaves out the web chat (GET /chat/, POST /chat/links and
+	// their cookie sessions; docs/web-chat.md), which is served by default.
+	NoWebChat bool
 
 	// DetachGrace is the longest a turn whose client went away keeps
 	// running for it to come back, when the request asked (Resume-Within);
@@ -215,7 +221,7 @@ func (o Options) config() (serve.Config, error) {
 		Roles: serve.Roles{Ingress: true},
 		Dir:   o.Dir, AgentDir: o.AgentDir, StateDir: o.StateDir, Store: o.Store, Feed: o.Feed,
 		TaskQueue: o.TaskQueue, Namespace: o.Namespace, Agents: o.Agents,
-		AllowedOrigins: o.AllowedOrigins, AllowedHosts: o.AllowedHosts,
+		AllowedOrigins: o.AllowedOrigins, AllowedHosts: o.AllowedHosts, NoWebChat: o.NoWebChat,
 		DetachGrace: o.DetachGrace, Getenv: o.Getenv, Logger: o.Logger,
 		CodecOrigins: o.CodecOrigins, Metrics: metrics.Default(), TracerProvider: o.TracerProvider,
 	}

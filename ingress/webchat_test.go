@@ -69,3 +69,19 @@ func TestWebChatMounted(t *testing.T) {
 		t.Errorf("forged cookie: %d %s", resp.StatusCode, b)
 	}
 }
+
+// Options.NoWebChat leaves the web chat out: its routes are not found.
+func TestWebChatOff(t *testing.T) {
+	t.Parallel()
+	h, err := ingress.New(noClient{}, ingress.Options{Dir: t.TempDir(), APIToken: "tok-admin", NoWebChat: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	hs := mounted(t, h)
+	for _, c := range []struct{ method, path string }{{http.MethodGet, "/agent/chat/"}, {http.MethodPost, "/agent/chat/links"}} {
+		if resp, _ := send(t, hs, c.method, c.path, "", http.Header{"Authorization": {"Bearer tok-admin"}}); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s %s with the web chat off: %d", c.method, c.path, resp.StatusCode)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/tclient"
 )
@@ -87,6 +88,10 @@ func printDevReady(out io.Writer, run *serve.Running, started time.Time) error {
 		}
 		fmt.Fprintf(out, "  Web UI    %s\n            (opens once; `fastagent ui-link` makes another)\n", link)
 	}
+	if link := devChatLink(run); link != "" {
+		fmt.Fprintf(out, "  Chat      %s\n            (web chat; opens once, within %s; `fastagent chat-link` makes another)\n",
+			link, ingress.DefaultChatLinkTTL)
+	}
 	stateDir := run.StateDir()
 	fmt.Fprintf(out, "  Temporal  %s   (namespace %s; every call needs the key in %s)\n",
 		srv.Frontend, srv.Namespace, filepath.Join(stateDir, tclient.DevTokenFile))
@@ -94,4 +99,22 @@ func printDevReady(out io.Writer, run *serve.Running, started time.Time) error {
 	printToken(out, run)
 	fmt.Fprintf(out, "Try: fastagent invoke \"hello\" --session s1 --url %s\n", api)
 	return nil
+}
+
+// devChatLink is a one-time web chat link for the principal of the run's
+// token (the generated one, or FASTAGENT_API_TOKEN); "" when there is none.
+func devChatLink(run *serve.Running) string {
+	if run.Ingress == nil || run.Ingress.Chat == nil || run.URL == "" {
+		return ""
+	}
+	tok := run.Token
+	if tok == "" {
+		tok = os.Getenv("FASTAGENT_API_TOKEN")
+	}
+	p, ok := run.Ingress.Tokens.Lookup(tok)
+	if !ok {
+		return ""
+	}
+	link, _ := run.Ingress.Chat.Link(p, "", ingress.DefaultChatLinkTTL)
+	return run.URL + "/chat/login?t=" + link
 }

@@ -6,14 +6,19 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/fastagent/fastagent/internal/devserver"
 	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/testsupport/lab"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 )
 
 // chromiumPath is the headless browser the web chat test drives. Absent,
@@ -37,23 +42,27 @@ func chromiumPath(t *testing.T) string {
 // in its address; a prompt streams the model's answer; a tool call that
 // needs approval shows Approve/Deny inline and runs once approved; the
 // turn completes with the rest of the answer, and the session is listed.
-// A second turn's call is denied and never runs. With
+// A second turn's call is denied and never runs; a third shows bash's
+// progress lines live; Stop ends a fourth; a fifth asks a question,
+// answered in place; reloaded, the page shows the stored session. With
 // FASTAGENT_WEBCHAT_SCREENSHOT=<file.png> it saves the page as the second
 // call waits for its approval (docs/web-chat.png).
 func TestWebChatInBrowser(t *testing.T) {
 	browser := chromiumPath(t)
 	e := newEnv(t)
-	e.writeConfig("tools:\n  counter: {requiresApproval: true}\n")
+	e.writeConfig("askUser: true\ntools:\n  counter: {requiresApproval: true}\n")
 	e.startWorker()
 	hs := e.authIngress(func(s *ingress.Server) { s.Chat = ingress.NewChatGate() })
 	e.kit.Model.Enqueue(
-		modelserver.Reply{Text: []string{"Let me count ", "that for you."}, ToolCalls: []modelserver.ToolCall{{ID: "w1", Name: "counter", Args: `{"note":"from the web chat"}`}}},
+		modelserver.Reply{Text: []string{"Let me count ", "<img src=x onerror=window.pwned=1>that for you."}, ToolCalls: []modelserver.ToolCall{{ID: "w1", Name: "counter", Args: `{"note":"from the web chat"}`}}},
 		modelserver.Reply{Text: []string{"Counted once. ", "All done."}},
 		modelserver.Reply{Text: []string{"Once more, then."}, ToolCalls: []modelserver.ToolCall{{ID: "w2", Name: "counter", Args: `{"note":"again"}`}}},
 		modelserver.Reply{Text: []string{"Fine, ", "not counting."}},
 		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "w3", Name: "bash", Args: fmt.Sprintf(`{"command":%q}`, stepsCommand)}}},
 		modelserver.Reply{Text: []string{"Ran the steps."}},
 		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "w4", Name: "bash", Args: `{"command":"echo waiting; sleep 60"}`}}},
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "w5", Name: "ask_user", Args: `{"question":"Which colour?"}`}}},
+		modelserver.Reply{Text: []string{"Blue it is."}},
 	)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -92,8 +101,12 @@ func TestWebChatInBrowser(t *testing.T) {
 		t.Fatalf("send a prompt and wait for the approval: %v", err)
 	}
 	answer := text(t, bctx, ".turn .msg.assistant")
-	if answer != "Let me count that for you." {
+	if answer != "Let me count <img src=x onerror=window.pwned=1>that for you." {
 		t.Errorf("streamed answer %q", answer)
+	}
+	// The model's markup is text: no element made of it, no script run.
+	if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#logs img').length + (window.pwned ? 100 : 0)`)); err != nil || n != 0 {
+		t.Errorf("the model's markup became elements or ran (%d, %v)", n, err)
 	}
 	if box := text(t, bctx, ".box.approval"); !strings.Contains(box, "counter") || !strings.Contains(box, "from the web chat") {
 		t.Errorf("approval box %q, want the tool and its arguments", box)
@@ -204,6 +217,40 @@ func TestWebChatInBrowser(t *testing.T) {
 	if st := text(t, bctx, ".turn:nth-of-type(8) .status.done"); st != "stopped" {
 		t.Errorf("stopped turn's status %q, want stopped", st)
 	}
+
+	// A question the agent asks is answered in place.
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.ID("prompt"), "ask me something"),
+		chromedp.Click(chromedp.ID("send")),
+		chromedp.WaitVisible(chromedp.CSS(".turn:nth-of-type(10) .box.question input")),
+		chromedp.SendKeys(chromedp.CSS(".turn:nth-of-type(10) .box.question input"), "blue"),
+		chromedp.Click(chromedp.CSS(".turn:nth-of-type(10) .box.question button")),
+		chromedp.WaitVisible(chromedp.CSS(".turn:nth-of-type(10) .status.done")),
+	); err != nil {
+		t.Fatalf("answer a question: %v", err)
+	}
+	if q := text(t, bctx, ".turn:nth-of-type(10) .box.question"); !strings.Contains(q, "Which colour?") || !strings.Contains(q, "Answered: blue") {
+		t.Errorf("question box %q", q)
+	}
+	if a, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.turn:nth-of-type(10) .msg.assistant'), e => e.textContent)`)); err != nil || !slices.Contains(a, "Blue it is.") {
+		t.Errorf("answer after the question %q (%v)", a, err)
+	}
+
+	// Reloaded (the cookie stays), the page lists the session and shows its
+	// stored transcript: the prompts, the answers, the tool calls folded.
+	if err := chromedp.Do(bctx,
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS("#sessions li button")),
+		chromedp.Click(chromedp.CSS("#sessions li button")),
+		chromedp.WaitVisible(chromedp.CSS(`.log[data-session="`+session+`"] details.tool`)),
+	); err != nil {
+		t.Fatalf("reload and open the session: %v", err)
+	}
+	shown, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#logs .msg.user, #logs .msg.assistant, #logs details.tool summary'), e => e.textContent)`))
+	if err != nil || !slices.Contains(shown, "count once, please") || !slices.Contains(shown, "Counted once. All done.") ||
+		!slices.Contains(shown, "✓ counter") || !slices.Contains(shown, "✓ bash") || !slices.Contains(shown, "wait a minute") {
+		t.Errorf("the stored session shows %q (%v)", shown, err)
+	}
 }
 
 // text is the text of the first element matching the CSS selector sel.
@@ -224,4 +271,99 @@ func pageSession(t *testing.T, bctx context.Context) string {
 		t.Fatalf("the page's session: %q %v", id, err)
 	}
 	return id
+}
+
+// `fastagent dev` prints a web chat link for its token's principal, and
+// `fastagent chat-link` asks the running server for more: each opens once
+// (a second open is refused and sets no cookie), and a link made by a
+// `dev` that has since restarted does not open on the new one.
+func TestWebChatLinksFromDev(t *testing.T) {
+	kit := testkit.New(t)
+	srv, err := devserver.Find(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := devserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(kit.ProcessEnv(), devserver.EnvBinary+"="+srv, "FASTAGENT_API_TOKEN="+e2eToken)
+	// Each run has a state dir of its own: the restarted one shares
+	// nothing with the first but the port and the token.
+	startDev := func() *lab.Proc {
+		tport, err := devserver.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := lab.StartProc(fastagentBinary(t), []string{"dev", "--dir", kit.Dir, "--state-dir", t.TempDir(), "--port", strconv.Itoa(port),
+			"--temporal-port", strconv.Itoa(tport), "--no-ui", "--log-level", "warn"}, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			p.Stop(15 * time.Second)
+			if t.Failed() {
+				t.Logf("fastagent dev output:\n%s", p.Output())
+			}
+		})
+		if err := p.WaitOutput("fastagent dev ready", 3*time.Minute); err != nil {
+			t.Fatalf("fastagent dev: %v\n%s", err, p.Output())
+		}
+		return p
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	dev := startDev()
+	printed := ""
+	for _, line := range strings.Split(dev.Output(), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "Chat "); ok {
+			printed = strings.TrimSpace(rest)
+		}
+	}
+	if !strings.HasPrefix(printed, base+"/chat/login?t=") {
+		t.Fatalf("dev printed no chat link:\n%s", dev.Output())
+	}
+	cli := func() string {
+		t.Helper()
+		out, err := exec.Command(fastagentBinary(t), "chat-link", "--url", base, "--ttl", "2m").Output() //nolint:gosec // the test's own binary
+		if err != nil {
+			t.Fatalf("fastagent chat-link: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	cmd := exec.Command(fastagentBinary(t), "chat-link", "--url", base)
+	cmd.Env = append(os.Environ(), "FASTAGENT_API_TOKEN=wrong")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "not valid") {
+		t.Errorf("chat-link with a wrong token: %v %s", err, out)
+	}
+	t.Setenv("FASTAGENT_API_TOKEN", e2eToken)
+	made := cli()
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	open := func(link string) (int, int) {
+		t.Helper()
+		resp, err := noFollow.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, len(resp.Cookies())
+	}
+	for name, link := range map[string]string{"printed by dev": printed, "made by chat-link": made} {
+		if st, n := open(link); st != http.StatusSeeOther || n != 2 {
+			t.Errorf("%s: first open %d with %d cookies, want 303 and 2", name, st, n)
+		}
+		if st, n := open(link); st != http.StatusForbidden || n != 0 {
+			t.Errorf("%s: second open %d with %d cookies, want 403 and none", name, st, n)
+		}
+	}
+
+	// A restart: links made before it do not open.
+	unused := cli()
+	dev.Stop(15 * time.Second)
+	startDev()
+	if st, n := open(unused); st != http.StatusForbidden || n != 0 {
+		t.Errorf("a link from before the restart: %d with %d cookies, want 403 and none", st, n)
+	}
+	if st, _ := open(cli()); st != http.StatusSeeOther {
+		t.Errorf("a link from after the restart: %d", st)
+	}
 }

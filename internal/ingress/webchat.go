@@ -232,7 +232,7 @@ func (s *Server) cookiePrincipal(c *gin.Context) (p Principal, handled bool, bad
 	}
 	ck, err := c.Request.Cookie(ChatCookie)
 	if err != nil {
-		return Principal{}, false, nil
+		return Principal{}, false, nil //nolint:nilerr // http.ErrNoCookie: not a chat request, no failure
 	}
 	claims, err := s.Chat.principal(ck.Value)
 	if err != nil {
@@ -326,8 +326,10 @@ func (s *Server) chatLogin(c *gin.Context) {
 	}
 	cookie, csrf, exp := s.Chat.session(claims)
 	secure, path := secureRequest(c.Request), cookiePath(c.Request)
-	http.SetCookie(c.Writer, &http.Cookie{Name: ChatCookie, Value: cookie, Path: path, Expires: exp, HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
-	http.SetCookie(c.Writer, &http.Cookie{Name: ChatCSRFCookie, Value: csrf, Path: path, Expires: exp, Secure: secure, SameSite: http.SameSiteStrictMode})
+	// Secure only over TLS: `fastagent dev` serves plain HTTP on loopback.
+	// The CSRF cookie is read by the page (that is the double submit).
+	http.SetCookie(c.Writer, &http.Cookie{Name: ChatCookie, Value: cookie, Path: path, Expires: exp, HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode}) //nolint:gosec // G124: Secure when the request came over TLS
+	http.SetCookie(c.Writer, &http.Cookie{Name: ChatCSRFCookie, Value: csrf, Path: path, Expires: exp, Secure: secure, SameSite: http.SameSiteStrictMode})               //nolint:gosec // G124: read by the page by design; Secure over TLS
 	s.log().Info("web chat signed in", "principal", claims.Name)
 	loc := "./"
 	if claims.Agent != "" {
@@ -406,7 +408,8 @@ func (s *Server) chatLogout(c *gin.Context) {
 	s.Chat.revoke(claims)
 	path := cookiePath(c.Request)
 	for _, n := range []string{ChatCookie, ChatCSRFCookie} {
-		http.SetCookie(c.Writer, &http.Cookie{Name: n, Value: "", Path: path, MaxAge: -1, HttpOnly: n == ChatCookie, Secure: secureRequest(c.Request), SameSite: http.SameSiteStrictMode})
+		http.SetCookie(c.Writer, &http.Cookie{Name: n, Value: "", Path: path, MaxAge: -1, HttpOnly: n == ChatCookie, //nolint:gosec // G124: clears the cookies login set
+			Secure: secureRequest(c.Request), SameSite: http.SameSiteStrictMode})
 	}
 	c.JSON(http.StatusOK, gin.H{"signedOut": true})
 }

@@ -288,6 +288,13 @@ func TestChatPage(t *testing.T) {
 			t.Errorf("%s: CSP %q", path, csp)
 		}
 	}
+	// The script never parses data as HTML.
+	_, js := do(t, hs, call{http.MethodGet, "/chat/app.js", ""}, "", nil)
+	for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"} {
+		if strings.Contains(js, sink) {
+			t.Errorf("app.js uses %s", sink)
+		}
+	}
 	if r, _ := do(t, hs, call{http.MethodGet, "/chat/", ""}, "", map[string]string{"Host": "evil.example"}); r.StatusCode != http.StatusMisdirectedRequest {
 		t.Errorf("page for another Host: %d", r.StatusCode)
 	}

@@ -99,6 +99,8 @@ type Config struct {
 	// http.allowedHosts of fastagent.yaml).
 	AllowedOrigins []string
 	AllowedHosts   []string
+	// NoWebChat leaves out the web chat (GET /chat/ and its login links).
+	NoWebChat bool
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
 	// Agents are other agents' folders served beside this one, by name:
