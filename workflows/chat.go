@@ -607,6 +607,16 @@ func (c *chat) command(ctx workflow.Context, m wire.ChatMessage) {
 			in.Fresh = c.fresh(base)
 		}
 	}
+	if cmd == wire.CommandStop && m.StopTurn != "" {
+		// A stop button names its turn's message: the session that turn
+		// was routed to is the one to stop, whatever the click's place
+		// says (a renewed place, a platform whose click cannot tell a
+		// direct chat from a group).
+		if s := c.routedSession(m.StopTurn); s != "" && s != in.Session &&
+			workflow.GetVersion(ctx, changeStopRoute, workflow.DefaultVersion, 1) >= 1 {
+			in.Session = s
+		}
+	}
 	// A struct without maps encodes the same bytes every time.
 	//workflowcheck:ignore
 	answerTo := m.ID
@@ -627,6 +637,21 @@ func (c *chat) command(ctx workflow.Context, m wire.ChatMessage) {
 	if err := workflow.ExecuteLocalActivity(lctx, ActivityChatCommand, in).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("chat: command failed", "command", cmd, "session", in.Session, "error", err)
 	}
+}
+
+// changeStopRoute: a stop button's command acts on the session its turn
+// was routed to (chat.routedSession) rather than the click's place.
+const changeStopRoute = "stop-route"
+
+// routedSession is the session message id's turn was routed to ("" when
+// it is no longer, or never was, among the routes kept).
+func (c *chat) routedSession(id string) string {
+	for i := len(c.st.Routes) - 1; i >= 0; i-- {
+		if c.st.Routes[i].ID == id {
+			return c.st.Routes[i].Session
+		}
+	}
+	return ""
 }
 
 // stop aborts the running turn of the session m would be routed to (the

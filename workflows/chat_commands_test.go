@@ -44,6 +44,13 @@ func TestChatCommands(t *testing.T) {
 	h.send(wire.ChatMessage{ID: "11.0", Root: "10.0", Summoned: true, Command: wire.CommandNew, Policy: thread})
 	h.send(wire.ChatMessage{ID: "12.0", Root: "10.0", Summoned: true, Text: "more", Policy: thread})
 	h.send(wire.ChatMessage{ID: "13.0", Summoned: true, Command: wire.CommandNew, Policy: thread})
+	// A stop button's click acts on the session its turn was routed to:
+	// the click cannot tell the direct chat (continuous) from a group
+	// (threads), nor see that the place was renewed since.
+	h.send(wire.ChatMessage{ID: "30.0", Direct: true, Text: "dm turn", Policy: wire.ChatPolicy{DirectSession: wire.SessionContinuous}})
+	h.send(wire.ChatMessage{ID: "stop-click:a", Summoned: true, Command: wire.CommandStop, StopTurn: "30.0",
+		Policy: wire.ChatPolicy{DirectSession: wire.SessionContinuous}})
+	h.send(wire.ChatMessage{ID: "stop-click:b", Root: "10.0", Summoned: true, Command: wire.CommandStop, StopTurn: "10.0", Policy: thread})
 	// Context mode: a bare /status in a thread the bot owns is for it; in
 	// a thread it does not own, for nobody (not even context).
 	ctxMode := wire.ChatPolicy{GroupMode: wire.GroupContext}
@@ -55,7 +62,7 @@ func TestChatCommands(t *testing.T) {
 	// A continuous DM's turns answer at the top level (thread "").
 	want := []string{
 		"slack:T1:C1||hello", "slack:T1:C1~1||again", "slack:T1:C1~2||third",
-		"slack:T1:C1:10.0|10.0|in a thread", "slack:T1:C1:10.0~1|10.0|more", "slack:T1:C1:20.0|20.0|start",
+		"slack:T1:C1:10.0|10.0|in a thread", "slack:T1:C1:10.0~1|10.0|more", "slack:T1:C1~2||dm turn", "slack:T1:C1:20.0|20.0|start",
 	}
 	got := h.turns()
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -78,6 +85,8 @@ func TestChatCommands(t *testing.T) {
 		"help|slack:T1:C1~2||true",
 		"new|slack:T1:C1:10.0|slack:T1:C1:10.0~1|true",
 		"new|||true",
+		"stop|slack:T1:C1~2||true",
+		"stop|slack:T1:C1:10.0||true",
 		"status|slack:T1:C1:20.0||true",
 	}
 	if fmt.Sprint(cmds) != fmt.Sprint(wantCmds) {

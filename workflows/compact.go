@@ -162,6 +162,9 @@ func compactFailure(err error) *agent.Failure {
 
 // validateCompact admits a manual compaction on the same terms as a turn.
 func (s *session) validateCompact(_ workflow.Context, _ CompactRequest) error {
+	if err := s.refuseExpiring(); err != nil {
+		return err
+	}
 	if s.rollover {
 		return temporal.NewApplicationErrorWithOptions(
 			"session busy: it is moving to a fresh workflow history after its queued turns; retry in a moment",

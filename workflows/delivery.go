@@ -114,6 +114,24 @@ func (s *session) drainDeliveries() {
 	})
 }
 
+// awaitSettled waits until every handler has finished, no delivery waits
+// or is being handled and no busy reply or refusal record runs; in a run
+// that drains on demand it drains the deliveries that come meanwhile.
+func (s *session) awaitSettled(ctx workflow.Context) error {
+	for {
+		if err := workflow.Await(ctx, func() bool {
+			return s.deliveryWaiting() ||
+				workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && !s.draining && s.replies == 0 && s.records == 0
+		}); err != nil {
+			return err
+		}
+		if !s.deliveryWaiting() {
+			return nil
+		}
+		s.drainDeliveries()
+	}
+}
+
 // replyTurn posts a finished channel turn's answer, unless the store had
 // already recorded the turn (it was answered then).
 func (s *session) replyTurn(ctx workflow.Context, t *pendingTurn, out agentloop.Outcome) {

@@ -96,6 +96,10 @@ const (
 	// ActivityFeedStop (local) tells every worker that a turn's running
 	// activities must stop now (an abort), ahead of their next heartbeat.
 	ActivityFeedStop = "Feed.Stop"
+	// ActivitySessionExpire deletes an idle session's stored data once its
+	// sessions.idleTTL (re-read from the definition) has passed (an
+	// ExpireInput; the result is an ExpireResult).
+	ActivitySessionExpire = "Session.Expire"
 	// ActivityTurnRecord keeps a finished turn's outcome in the session store
 	// under its idempotency key.
 	ActivityTurnRecord = "Turn.Record"

@@ -44,6 +44,9 @@ type rewindJob struct {
 // validateRewind admits a rewind only between turns: a running or queued
 // turn is CodeTurnRunning (the caller waits or aborts it first).
 func (s *session) validateRewind(_ workflow.Context, req RewindRequest) error {
+	if err := s.refuseExpiring(); err != nil {
+		return err
+	}
 	if strings.TrimSpace(req.Entry) == "" {
 		return temporal.NewApplicationErrorWithOptions(`need { "entry": string }`, agent.CodeInvalidCommand,
 			temporal.ApplicationErrorOptions{NonRetryable: true})

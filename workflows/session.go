@@ -90,6 +90,9 @@ type snapshot struct {
 	Usage agent.Usage `json:"usage"`
 	// Today sums them for the current UTC day (limits.sessionTokensPerDay).
 	Today DayUsage `json:"today,omitzero"`
+	// IdleSince is when the session last finished a turn, while the
+	// definition sets sessions.idleTTL (see idle.go).
+	IdleSince time.Time `json:"idleSince,omitzero"`
 	// DrainOnDemand says the run drains SignalDeliver from its main loop's
 	// waits (changeDrainDeliveries); carried, so later runs need no
 	// version marker for it.
@@ -489,13 +492,18 @@ type session struct {
 	queueReporting bool
 	queueReported  int
 	queueLive      bool
+	// runStart is when this run began; idleTimer is the armed idle timer
+	// (sessions.idleTTL) and expiring says Session.Expire runs.
+	runStart  time.Time
+	idleTimer workflow.Future
+	expiring  bool
 }
 
 // SessionWorkflow is the long-lived workflow of one session (ID
 // "session:<id>"). It accepts turns through UpdateTurn and runs them one at a
 // time, in arrival order, each as the pi agent loop over activities.
 func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
-	s := &session{in: in, root: ctx}
+	s := &session{in: in, root: ctx, runStart: workflow.Now(ctx)}
 	if in.Snapshot != nil {
 		s.snap = *in.Snapshot
 	}
@@ -517,9 +525,10 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 		// A new current deployment version ends an idle run at once: the
 		// session's next turn then runs on the new version's workers.
 		s.armWindow()
+		s.armIdle(ctx)
 		if err := workflow.Await(ctx, func() bool {
 			s.noteDepth(ctx)
-			return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowReached() || s.deliveryWaiting()
+			return len(s.queue) > 0 || s.targetMoved(ctx) || s.windowReached() || s.idleReached() || s.deliveryWaiting()
 		}); err != nil {
 			return err
 		}
@@ -534,8 +543,13 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			s.queue = s.queue[1:]
 			s.noteDepth(ctx)
 			s.runApart(ctx, t)
+			s.noteActive(ctx)
 			if len(s.queue) == 0 {
 				s.setStatus(ctx, StatusIdle)
+			}
+		} else if s.idleReached() && !s.rollover {
+			if done, err := s.expireIdle(ctx); done {
+				return err
 			}
 		}
 
@@ -743,6 +757,9 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 			s.countRefusal(ctx, refusedWindowFull, "update")
 			return temporal.NewApplicationErrorWithOptions(s.windowFullText(), agent.CodeSessionBusy, temporal.ApplicationErrorOptions{})
 		}
+	}
+	if err := s.refuseExpiring(); err != nil {
+		return err
 	}
 	if s.rollover && (s.running == nil || s.ending) && len(s.queue) == 0 {
 		// Nothing waits, and nothing runs, or only a turn whose model step

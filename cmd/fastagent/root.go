@@ -45,7 +45,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.stateDir, "state-dir", os.Getenv("FASTAGENT_STATE_DIR"), "machine state (default <dir>/.fastagent) [FASTAGENT_STATE_DIR]")
 	pf.StringVar(&g.logLevel, "log-level", envOr("FASTAGENT_LOG_LEVEL", "info"), "debug, info, warn or error [FASTAGENT_LOG_LEVEL]")
 
-	root.AddCommand(newInvoke(g), newChat(g), newInit(g), newAdd(g), newInfo(g), newTool(g), newSession(g), newMemory(g), newToken(), newVersion(), newCodecServer(g), newUILink(g), newHook(g), newSearchAttributes(g), newDeploy(g), newDoctor(g), newMCP(g))
+	root.AddCommand(newInvoke(g), newChat(g), newInit(g), newAdd(g), newInfo(g), newTool(g), newSession(g), newMemory(g), newToken(), newVersion(), newCodecServer(g), newUILink(g), newChatLink(g), newHook(g), newSearchAttributes(g), newDeploy(g), newDoctor(g), newMCP(g))
 	root.AddCommand(serveCommands(g)...)
 	return root
 }

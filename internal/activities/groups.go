@@ -85,6 +85,7 @@ func (s Set) Entries() []Entry {
 			Entry{workflows.ActivitySessionOpen, GroupSession, true, a.Open},
 			Entry{workflows.ActivityTurnBegin, GroupSession, true, a.BeginTurn},
 			Entry{workflows.ActivityTurnRecord, GroupSession, false, a.Record},
+			Entry{workflows.ActivitySessionExpire, GroupSession, false, a.Expire},
 			Entry{workflows.ActivityWakeNext, GroupSession, true, a.NextWake},
 			Entry{workflows.ActivityFeedPublish, GroupSession, true, a.Publish},
 			Entry{workflows.ActivityFeedStop, GroupSession, true, a.StopTurn},

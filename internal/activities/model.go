@@ -335,6 +335,7 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 			SessionTokensPerDay: def.Config.Limits.SessionTokensPerDay,
 		},
 		IdempotencyWindow: time.Duration(def.Config.IdempotencyWindow),
+		IdleTTL:           time.Duration(def.Config.Sessions.IdleTTL),
 		ToolTaskQueue:     def.Config.Activities.Tools.TaskQueue,
 		ModelTaskQueue:    def.Config.Activities.Model.TaskQueue,
 		Hooks:             hookSettings(def),

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/durable"
 	"github.com/fastagent/fastagent/internal/store"
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/transcript"
@@ -116,4 +117,32 @@ func (a *Activities) openLeaf(ctx context.Context, in wire.OpenInput) (wire.Open
 // wake-up after the given time, in the wake-up's own time zone.
 func (a *Activities) NextWake(ctx context.Context, in wire.NextWakeInput) (time.Time, error) {
 	return wakes.Next(in.Cron, in.TZ, in.After)
+}
+
+// Expire is the Session.Expire activity: it deletes an idle session's
+// stored data — transcript, turn records, replies, head, and its sub-agent
+// sessions' — through the same code as DELETE /sessions/{id}
+// (durable.DeleteStored), and logs an audit line. It first re-reads the
+// definition's sessions.idleTTL: when that is now unset, or longer than
+// the session has been idle, it deletes nothing and returns the TTL, so
+// the session waits again (a lengthened or removed TTL wins). A definition
+// that does not load deletes nothing (non-retryable error).
+func (a *Activities) Expire(ctx context.Context, in wire.ExpireInput) (wire.ExpireResult, error) {
+	def, err := a.Definitions.Load(ctx)
+	if err != nil {
+		return wire.ExpireResult{}, temporal.NewNonRetryableApplicationError(
+			"session "+in.Session+" kept: the definition does not load, so its idle TTL is unknown: "+err.Error(), "definition", err)
+	}
+	ttl := time.Duration(def.Config.Sessions.IdleTTL)
+	idle := time.Since(in.IdleSince)
+	if ttl <= 0 || idle < ttl {
+		return wire.ExpireResult{IdleTTL: ttl}, nil
+	}
+	entries, subs, err := durable.DeleteStored(ctx, a.Store, in.Session, nil)
+	if err != nil {
+		return wire.ExpireResult{}, storeError(err)
+	}
+	a.log().Info("session deleted", "audit", true, "session", in.Session, "reason", "idle",
+		"idleTTL", ttl.String(), "idleSince", in.IdleSince, "entries", entries, "subSessions", subs)
+	return wire.ExpireResult{Deleted: true, Entries: entries, SubSessions: subs, IdleTTL: ttl}, nil
 }

@@ -318,20 +318,42 @@ func (a *Agent) Delete(ctx context.Context, session string, opts DeleteOptions) 
 			return out, err
 		}
 	}
+	n, removed, err := deleteStored(ctx, a.Store, session, subs, opts.Keep)
+	out.Entries += n
+	out.SubSessions = append(out.SubSessions, removed...)
+	return out, err
+}
+
+// DeleteStored removes what the store keeps of session — its transcript
+// (images included), turn records, replies and head — and of its sub-agent
+// sessions (except those starting with one of keep), and returns how many
+// entries it removed and the sub-agent sessions it removed. It touches no
+// workflow: Delete ends them first; a session workflow closing itself
+// after its idle TTL calls it from its own activity.
+func DeleteStored(ctx context.Context, st store.Store, session string, keep []string) (int64, []string, error) {
+	subs, err := st.SubSessions(ctx, session)
+	if err != nil {
+		return 0, nil, err
+	}
+	return deleteStored(ctx, st, session, subs, keep)
+}
+
+func deleteStored(ctx context.Context, st store.Store, session string, subs, keep []string) (int64, []string, error) {
+	var entries int64
+	removed := []string{}
 	for _, sub := range subs {
-		if !subAgentOf(session, sub) || slices.ContainsFunc(opts.Keep, func(p string) bool { return strings.HasPrefix(sub, p) }) {
+		if !subAgentOf(session, sub) || slices.ContainsFunc(keep, func(p string) bool { return strings.HasPrefix(sub, p) }) {
 			continue
 		}
-		n, err := a.Store.DeleteSession(ctx, sub)
+		n, err := st.DeleteSession(ctx, sub)
 		if err != nil {
-			return out, err
+			return entries, removed, err
 		}
-		out.Entries += n
-		out.SubSessions = append(out.SubSessions, sub)
+		entries += n
+		removed = append(removed, sub)
 	}
-	n, err := a.Store.DeleteSession(ctx, session)
-	out.Entries += n
-	return out, err
+	n, err := st.DeleteSession(ctx, session)
+	return entries + n, removed, err
 }
 
 // terminate ends workflow id and, after it, the children it had running

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -104,4 +105,71 @@ func TestPrincipalLimits(t *testing.T) {
 	if modelSaw("fourth in a minute") {
 		t.Error("the model was called for the turn past turnsPerMinute")
 	}
+}
+
+// TestPrincipalTokensPerDay: limits.perPrincipal.tokensPerDay through a
+// worker on the dev server, the scripted model reporting 600 tokens per
+// turn. Alice's first turn is charged when it ends; the same key sent
+// again is answered, not charged; her second turn (600 of 1000 used)
+// runs and is charged; her third is 429 principal_limit with Retry-After
+// until 00:00 UTC and starts nothing (no model call, no session). Bob is
+// not held back.
+func TestPrincipalTokensPerDay(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries)
+	e.kit.Model.Handle(func(req modelserver.Request) modelserver.Reply {
+		return modelserver.Reply{Text: []string{"answer to " + req.LastUserText()}, Usage: &modelserver.Usage{PromptTokens: 500, CompletionTokens: 100}}
+	})
+	e.startWorker()
+	srv := e.runtime(func(cfg *serve.Config, _ *serve.Components) {
+		cfg.PerPrincipal = ingress.PrincipalLimits{TokensPerDay: 1000, ExemptAdmins: true}
+	}).IngressFor(e.agent)
+	toks := &ingress.Tokens{}
+	toks.AddToken("alice", "alice-token", ingress.RightInvoke, ingress.RightControl)
+	toks.AddToken("bob", "bob-token", ingress.RightInvoke, ingress.RightControl)
+	srv.Tokens, srv.Owners = toks, serve.NewOwners(e.kit.Store, e.agent)
+	srv.SetReady(true)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	invoke := func(tok, session, key, text string) (int, string, http.Header) {
+		t.Helper()
+		return send(t, http.MethodPost, hs.URL+"/invoke", tok, `{"session":"`+session+`","text":"`+text+`"}`,
+			map[string]string{"Idempotency-Key": key})
+	}
+	completed := func(what string, st int, body string) {
+		t.Helper()
+		if st != http.StatusOK || !strings.Contains(body, `"type":"completed"`) || !strings.Contains(body, `"input":500`) {
+			t.Fatalf("%s: %d %s, want completed with its usage", what, st, body)
+		}
+	}
+	st, body, _ := invoke("alice-token", "tpd-1", "tpd-k1", "one")
+	completed("alice's first turn", st, body)
+	st, body, _ = invoke("alice-token", "tpd-1", "tpd-k1", "one")
+	completed("alice's first key again", st, body)
+	calls := len(e.kit.Model.Requests())
+	if calls != 1 {
+		t.Fatalf("the model was called %d times for one turn and its key sent again", calls)
+	}
+	st, body, _ = invoke("alice-token", "tpd-1", "tpd-k2", "two")
+	completed("alice's second turn (600 of 1000 tokens used: the repeated key was not charged)", st, body)
+
+	now := time.Now().UTC()
+	st, body, hdr := invoke("alice-token", "tpd-2", "tpd-k3", "three")
+	if st != http.StatusTooManyRequests || !strings.Contains(body, ingress.CodePrincipalLimit) || !strings.Contains(body, "1200 tokens") ||
+		!strings.Contains(body, "tokensPerDay") {
+		t.Fatalf("alice past her day's tokens: %d %s, want 429 principal_limit counting 1200 tokens", st, body)
+	}
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	want := int(midnight.Sub(now).Seconds())
+	if ra, err := strconv.Atoi(hdr.Get("Retry-After")); err != nil || ra < want-5 || ra > want+5 {
+		t.Errorf("Retry-After %q, want about %d s (until 00:00 UTC)", hdr.Get("Retry-After"), want)
+	}
+	if n := len(e.kit.Model.Requests()); n != 2 {
+		t.Errorf("the model was called %d times, want 2: the refused turn reached it", n)
+	}
+	if _, err := e.client.DescribeWorkflowExecution(context.Background(), "session:tpd-2", ""); err == nil {
+		t.Error("the refused turn started its session's workflow")
+	}
+	st, body, _ = invoke("bob-token", "tpd-b", "tpd-b1", "bob's")
+	completed("bob's turn", st, body)
 }

@@ -68,8 +68,10 @@ func TestSlackStreams(t *testing.T) {
 	if n := len(s.fake.srv.Calls("chat.stopStream")); n < 1 {
 		t.Errorf("chat.stopStream calls = %d, want at least 1", n)
 	}
-	if n := len(s.fake.srv.Calls("chat.postMessage")); n != 0 {
-		t.Errorf("chat.postMessage calls = %d, want 0 (the reply is the stream)", n)
+	for _, c := range s.fake.srv.Calls("chat.postMessage") {
+		if !strings.Contains(c.Get("blocks"), "fastagent_stop") {
+			t.Errorf("chat.postMessage %v, want none but the Stop button's (the reply is the stream)", c.Params)
+		}
 	}
 	replies := s.fake.replies("")
 	if len(replies) != 1 {
@@ -93,7 +95,11 @@ func TestSlackStreams(t *testing.T) {
 			t.Errorf("%s carried the tool's arguments: %s", c.Method, c.Raw)
 		}
 	}
-	if st := s.fake.srv.Statuses(); len(st) > 1 {
-		t.Errorf("assistant statuses = %+v, want at most one", st)
+	waitFor(t, 30*time.Second, "the assistant status cleared", func() bool {
+		st := s.fake.srv.Statuses()
+		return len(st) > 0 && st[len(st)-1].Status == ""
+	})
+	if st := s.fake.srv.Statuses(); st[0].Status != slack.ThinkingStatus {
+		t.Errorf("assistant statuses = %+v, want thinking first", st)
 	}
 }

@@ -55,6 +55,9 @@ func newFakeSlack(t *testing.T) *fakeSlack {
 func (f *fakeSlack) posts(method string) []slackCall {
 	var out []slackCall
 	for _, c := range f.srv.Calls(method) {
+		if c.Method == "chat.postMessage" && isStopControl(c.Get("blocks")) {
+			continue // the Stop button's own message under a stream: not a reply
+		}
 		text := c.Get("markdown_text")
 		if text == "" {
 			text = c.Get("text")
@@ -62,6 +65,12 @@ func (f *fakeSlack) posts(method string) []slackCall {
 		out = append(out, slackCall{Method: c.Method, Channel: c.Get("channel"), Text: text, ThreadTS: c.Get("thread_ts"), TS: c.Get("ts")})
 	}
 	return out
+}
+
+// isStopControl reports whether blocks are those of the message holding a
+// stream's Stop button (deleted when the turn ends).
+func isStopControl(blocks string) bool {
+	return strings.Contains(blocks, "fastagent_stop") && !strings.Contains(blocks, `"section"`)
 }
 
 // replies are the reply messages in channel ("" for all): one per

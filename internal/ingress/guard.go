@@ -150,7 +150,8 @@ func (s *Server) guardOn(agentRoute bool, rights []Right) gin.HandlerFunc {
 			abort(c, CodeMisdirected, "this server does not answer for host "+fmt.Sprintf("%q", c.Request.Host)+" (configure http.allowedHosts)")
 			return
 		}
-		if o := c.GetHeader("Origin"); o != "" && !slices.Contains(s.AllowedOrigins, strings.TrimRight(o, "/")) {
+		if o := c.GetHeader("Origin"); o != "" && !slices.Contains(s.AllowedOrigins, strings.TrimRight(o, "/")) &&
+			(s.Chat == nil || !sameOrigin(c.Request, o)) {
 			abort(c, CodeForbiddenOrigin, "requests from origin "+fmt.Sprintf("%q", o)+" are not allowed (configure http.allowedOrigins)")
 			return
 		}
@@ -197,11 +198,18 @@ func (s *Server) authenticate(c *gin.Context) (Principal, bool) {
 	if s.NoAuth {
 		return Principal{Name: "", Rights: []Right{RightAdmin}}, true
 	}
+	p, handled, badCookie := s.cookiePrincipal(c)
+	if handled {
+		return p, !c.IsAborted()
+	}
 	var auth Authenticator = s.Tokens
 	if s.Principals != nil {
 		auth = s.Principals
 	}
 	p, err := auth.Authenticate(c.Request)
+	if err != nil && badCookie != nil {
+		err = badCookie
+	}
 	if err == nil && p.Name == "" {
 		// Sessions belong to principals by name: a nameless one owns nothing.
 		err = errors.New("no principal: the request was not signed in")

@@ -32,6 +32,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/turnusage"
 	"github.com/fastagent/fastagent/workflows"
 )
 
@@ -138,6 +139,12 @@ type Server struct {
 	// needs a valid token (any right).
 	Details func() map[string]any
 
+	// Chat, when set, serves the web chat (GET /chat/, its one-time login
+	// links and session cookies; see ChatGate) and accepts its session
+	// cookie on every route. Handler gives the main agent's gate to its
+	// Agents.
+	Chat *ChatGate
+
 	// InvokeOff, when set, switches POST /invoke off — at the root and
 	// under /agents/<Name>/ alike, and POST /sessions/import with it (an
 	// imported session takes follow-ups): it answers 404 not_found with
@@ -209,8 +216,14 @@ func (s *Server) Handler() http.Handler {
 	if s.Name != "" {
 		s.agentRoutes(r.Group("/agents/" + s.Name))
 	}
+	if s.Chat != nil {
+		s.chatRoutes(r)
+	}
 	for name, o := range s.Agents {
 		o.Name = name
+		if o.Chat == nil {
+			o.Chat = s.Chat
+		}
 		o.agentRoutes(r.Group("/agents/" + name))
 	}
 	s.codecRoutes(r)
@@ -453,7 +466,12 @@ func (s *Server) invoke(c *gin.Context) {
 	ctx = agent.WithIdempotencyKey(ctx, key)
 	ctx = agent.WithResumeAfter(ctx, after)
 	ctx = agent.WithResumeWithin(ctx, within)
+	ctx = s.withCharge(c, ctx)
 	if lastKey == "" {
+		// Over its daily tokens the principal may not steer either.
+		if s.refuseOverTokens(c) {
+			return
+		}
 		var answered bool
 		if ctx, answered = s.applyWhileBusy(c, ctx, scope.Session, key, prompt, whileBusy); answered {
 			return
@@ -600,6 +618,33 @@ func (s *Server) admitTurn(c *gin.Context) (release func(), ok bool) {
 			r()
 		}
 	}, true
+}
+
+// withCharge returns ctx carrying the charge of the turn's tokens to the
+// caller's principal (limits.perPrincipal.tokensPerDay), made by the
+// engine when the turn ends — also when its client has gone.
+func (s *Server) withCharge(c *gin.Context, ctx context.Context) context.Context {
+	if s.PrincipalLimiter == nil || s.PrincipalLimiter.limits.TokensPerDay <= 0 {
+		return ctx
+	}
+	p := principalOf(c)
+	admin, lim := s.NoAuth || p.Admin(), s.PrincipalLimiter
+	return turnusage.WithSink(ctx, func(r turnusage.Report) { lim.Charge(p.Name, admin, r) })
+}
+
+// refuseOverTokens answers 429 principal_limit when the caller's
+// principal used its limits.perPrincipal.tokensPerDay today; it reports
+// whether it did. Nothing is started or steered.
+func (s *Server) refuseOverTokens(c *gin.Context) bool {
+	if s.PrincipalLimiter == nil {
+		return false
+	}
+	p := principalOf(c)
+	if err := s.PrincipalLimiter.CheckTokens(p.Name, s.NoAuth || p.Admin()); err != nil {
+		refuseWith(c, CodePrincipalLimit, "this turn was not started: ", err)
+		return true
+	}
+	return false
 }
 
 // refuseOverloaded answers a turn admission control refused: 429, a
@@ -853,6 +898,9 @@ func (s *Server) steer(c *gin.Context) {
 		return
 	}
 	if !s.access(c, c.Param("id"), false) {
+		return
+	}
+	if s.refuseOverTokens(c) {
 		return
 	}
 	release, ok, err := s.reserveSteer(c.Request.Context(), c.Param("id"))

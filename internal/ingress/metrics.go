@@ -11,5 +11,5 @@ var sessionsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 // Collectors are the ingress's Prometheus collectors.
 func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{sessionsDeleted, principalRunning, principalRefused}
+	return []prometheus.Collector{sessionsDeleted, principalRunning, principalRefused, principalTokens}
 }

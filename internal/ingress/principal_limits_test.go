@@ -6,6 +6,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/turnusage"
 )
 
 // value reads a counter's or a gauge's value.
@@ -101,5 +104,27 @@ func TestPrincipalLimiter(t *testing.T) {
 	var nilLimiter *PrincipalLimiter
 	if done, err := nilLimiter.Take("x", false); err != nil || done == nil {
 		t.Errorf("a nil limiter: %v", err)
+	}
+}
+
+// Tokens count per UTC day: a principal refused late in the day is told
+// to wait until 00:00 UTC, and is admitted once the day changed.
+func TestPrincipalTokensNextDay(t *testing.T) {
+	now := time.Date(2026, 1, 1, 23, 0, 0, 0, time.FixedZone("UTC+9", 9*3600))
+	l := NewPrincipalLimiter(PrincipalLimits{TokensPerDay: 10})
+	l.now = func() time.Time { return now }
+	before := value(t, principalTokens.WithLabelValues("day-p"))
+	l.Charge("day-p", false, turnusage.Report{Turn: "k", Usage: agent.Usage{Input: 7, Output: 5}})
+	if got := value(t, principalTokens.WithLabelValues("day-p")) - before; got != 12 {
+		t.Errorf("tokens metric: %v, want 12", got)
+	}
+	_, err := l.Take("day-p", false)
+	rd, ok := err.(interface{ RetryDelay() time.Duration })
+	if !ok || rd.RetryDelay() != 10*time.Hour {
+		t.Fatalf("over the day's tokens at 14:00 UTC: %v, want a refusal retrying in 10h", err)
+	}
+	now = now.Add(10 * time.Hour)
+	if _, err := l.Take("day-p", false); err != nil {
+		t.Errorf("the next UTC day: %v", err)
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fastagent/fastagent/internal/turnusage"
 )
 
 // CodePrincipalLimit is the refusal when the caller's principal reached its own limit of
-// concurrent turns or turns per minute (limits.perPrincipal); 429 with
+// concurrent turns, turns per minute or tokens per day (limits.perPrincipal); 429 with
 // Retry-After, and nothing was started.
 const CodePrincipalLimit = "principal_limit"
 
@@ -20,6 +22,10 @@ type PrincipalLimits struct {
 	ConcurrentTurns int
 	// TurnsPerMinute bounds the turns it starts in any minute.
 	TurnsPerMinute int
+	// TokensPerDay bounds the tokens (input + output) of the principal's
+	// turns per UTC day: checked before a turn starts, charged when it
+	// ends, so the turn that crosses it runs to its end (a soft limit).
+	TokensPerDay int64
 	// ExemptAdmins leaves admin principals unlimited.
 	ExemptAdmins bool
 	// Exempt are the principals never limited.
@@ -27,11 +33,14 @@ type PrincipalLimits struct {
 }
 
 // Enabled reports whether any limit is set.
-func (l PrincipalLimits) Enabled() bool { return l.ConcurrentTurns > 0 || l.TurnsPerMinute > 0 }
+func (l PrincipalLimits) Enabled() bool {
+	return l.ConcurrentTurns > 0 || l.TurnsPerMinute > 0 || l.TokensPerDay > 0
+}
 
-// PrincipalLimiter counts each principal's running turns and the turns it
-// started in the last minute, in this process; one is shared by every
-// agent's routes of a deployment. Safe for concurrent use.
+// PrincipalLimiter counts each principal's running turns, the turns it
+// started in the last minute and the tokens its turns used today (UTC), in
+// this process; one is shared by every agent's routes of a deployment.
+// Safe for concurrent use.
 type PrincipalLimiter struct {
 	limits PrincipalLimits
 	now    func() time.Time
@@ -39,11 +48,96 @@ type PrincipalLimiter struct {
 	mu      sync.Mutex
 	running map[string]int
 	started map[string][]time.Time
+	// day is the UTC date tokens counts for; charged the turn runs
+	// already charged (turnusage.Report.ID) and when, kept chargedFor.
+	day     string
+	tokens  map[string]int64
+	charged map[string]time.Time
 }
+
+// chargedFor is how long a charged turn run is remembered, so that its
+// outcome answered again (the same Idempotency-Key, re-attaching) is not
+// charged twice: longer than the default idempotency window.
+const chargedFor = 48 * time.Hour
 
 // NewPrincipalLimiter returns a limiter enforcing l.
 func NewPrincipalLimiter(l PrincipalLimits) *PrincipalLimiter {
-	return &PrincipalLimiter{limits: l, now: time.Now, running: map[string]int{}, started: map[string][]time.Time{}}
+	return &PrincipalLimiter{limits: l, now: time.Now, running: map[string]int{}, started: map[string][]time.Time{},
+		tokens: map[string]int64{}, charged: map[string]time.Time{}}
+}
+
+// limited reports whether principal p (admin: whether it is an admin) is
+// under the limits.
+func (l *PrincipalLimiter) limited(p string, admin bool) bool {
+	return l != nil && l.limits.Enabled() && !(admin && l.limits.ExemptAdmins) && !slices.Contains(l.limits.Exempt, p)
+}
+
+// rollDay starts a new UTC day's token counts; l.mu is held.
+func (l *PrincipalLimiter) rollDay(now time.Time) {
+	if day := now.UTC().Format(time.DateOnly); day != l.day {
+		l.day = day
+		clear(l.tokens)
+	}
+}
+
+// untilMidnight is how long from now until the next 00:00 UTC.
+func untilMidnight(now time.Time) time.Duration {
+	u := now.UTC()
+	return time.Date(u.Year(), u.Month(), u.Day()+1, 0, 0, 0, 0, time.UTC).Sub(u)
+}
+
+// overTokens refuses a turn of p once its tokens today reached
+// TokensPerDay; l.mu is held.
+func (l *PrincipalLimiter) overTokens(p string, now time.Time) error {
+	max := l.limits.TokensPerDay
+	if max <= 0 {
+		return nil
+	}
+	l.rollDay(now)
+	if used := l.tokens[p]; used >= max {
+		principalRefused.WithLabelValues(p, "tokens_per_day").Inc()
+		return &principalRefusal{wait: untilMidnight(now), msg: fmt.Sprintf(
+			"principal %q used %d tokens today (UTC), the most limits.perPrincipal.tokensPerDay (%d) allows; new turns are refused until 00:00 UTC",
+			p, used, max)}
+	}
+	return nil
+}
+
+// CheckTokens refuses principal p (admin: whether it is an admin) once its
+// turns used limits.perPrincipal.tokensPerDay today; it counts nothing
+// (steering messages are checked this way: the turn they join is charged).
+func (l *PrincipalLimiter) CheckTokens(p string, admin bool) error {
+	if !l.limited(p, admin) {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.overTokens(p, l.now())
+}
+
+// Charge counts an ended turn run's tokens against principal p today,
+// once per run (a remembered outcome answered again is not charged).
+func (l *PrincipalLimiter) Charge(p string, admin bool, r turnusage.Report) {
+	if !l.limited(p, admin) || l.limits.TokensPerDay <= 0 {
+		return
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := r.ID()
+	if _, ok := l.charged[id]; ok {
+		return
+	}
+	for k, at := range l.charged {
+		if now.Sub(at) > chargedFor {
+			delete(l.charged, k)
+		}
+	}
+	l.charged[id] = now
+	l.rollDay(now)
+	n := r.Usage.Tokens()
+	l.tokens[p] += n
+	principalTokens.WithLabelValues(p).Add(float64(n))
 }
 
 // principalRefusal says why a principal's turn was refused and when to
@@ -62,7 +156,7 @@ func (r *principalRefusal) RetryDelay() time.Duration { return r.wait }
 // counted.
 func (l *PrincipalLimiter) Take(p string, admin bool) (done func(), refusal error) {
 	noop := func() {}
-	if l == nil || !l.limits.Enabled() || (admin && l.limits.ExemptAdmins) || slices.Contains(l.limits.Exempt, p) {
+	if !l.limited(p, admin) {
 		return noop, nil
 	}
 	now := l.now()
@@ -75,6 +169,9 @@ func (l *PrincipalLimiter) Take(p string, admin bool) (done func(), refusal erro
 		}
 	}
 	l.started[p] = recent
+	if err := l.overTokens(p, now); err != nil {
+		return nil, err
+	}
 	if max := l.limits.ConcurrentTurns; max > 0 && l.running[p] >= max {
 		principalRefused.WithLabelValues(p, "concurrent_turns").Inc()
 		return nil, &principalRefusal{wait: time.Second, msg: fmt.Sprintf(
@@ -112,6 +209,12 @@ var (
 	// principalRefused counts the turns refused by limits.perPrincipal.
 	principalRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fastagent_principal_turns_refused_total",
-		Help: "New turns refused by limits.perPrincipal, by principal and limit (concurrent_turns, turns_per_minute).",
+		Help: "New turns refused by limits.perPrincipal, by principal and limit (concurrent_turns, turns_per_minute, tokens_per_day).",
 	}, []string{"principal", "limit"})
+	// principalTokens counts the tokens charged to each principal
+	// (limits.perPrincipal.tokensPerDay).
+	principalTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fastagent_principal_tokens_total",
+		Help: "Tokens (input + output) of the turns of each principal under limits.perPrincipal.tokensPerDay, charged when each turn ends.",
+	}, []string{"principal"})
 )

@@ -375,7 +375,7 @@ func (s *Server) followUp(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.holdUntilEnd(context.WithoutCancel(c.Request.Context()), c.Param("id"), key, release)
+	s.holdUntilEnd(s.withCharge(c, context.WithoutCancel(c.Request.Context())), c.Param("id"), key, release)
 	c.Header("Idempotency-Key", key)
 	c.JSON(http.StatusAccepted, gin.H{"turn": key, "events": EventsPath(s.basePath(c), c.Param("id"), key)})
 }

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -285,7 +286,7 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 			cn.stale.Store(true)
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
-			cn.progress(req.Params)
+			cn.progress(req.Params) //nolint:contextcheck // the report belongs to the call's context, found by its token
 		},
 	})
 	var transport sdk.Transport
@@ -451,7 +452,9 @@ func (c *client) call(ctx context.Context, cn *conn, name string, args any) (*sd
 	params := &sdk.CallToolParams{Name: name, Arguments: args}
 	// The call's progress token: the server may report progress under it
 	// (notifications/progress), and the reports reach the call's consumers.
-	token := fmt.Sprintf("fastagent-%d", cn.nextToken.Add(1))
+	// Unguessable, so a token names one call only, whatever else the
+	// server has seen.
+	token := fmt.Sprintf("fastagent-%d-%s", cn.nextToken.Add(1), rand.Text())
 	cn.calls.Store(token, ctx)
 	defer cn.calls.Delete(token)
 	params.SetProgressToken(token)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/feed"
+	"github.com/fastagent/fastagent/internal/turnusage"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -52,6 +53,9 @@ type Terminal struct {
 	// Stored reads the turn's stored answer, one text per model step; nil
 	// when there is no store to ask.
 	Stored func(ctx context.Context) ([]string, error)
+	// Outcome is the outcome the terminal describes (nil: none, such as a
+	// failure to learn it).
+	Outcome *agentloop.Outcome
 }
 
 // FromOutcome describes a finished turn to the relay.
@@ -62,6 +66,7 @@ func FromOutcome(o agentloop.Outcome, stored func(ctx context.Context) ([]string
 		Steps:     o.Steps,
 		Completed: o.Status == agent.TypeCompleted,
 		Stored:    stored,
+		Outcome:   &o,
 	}
 }
 
@@ -92,6 +97,8 @@ type Options struct {
 	// came from the feed (KindOutcome) rather than from the caller.
 	Stored func(ctx context.Context, o agentloop.Outcome) ([]string, error)
 	Logger *slog.Logger
+	// OnTerminal, when set, is called with the terminal before it is sent.
+	OnTerminal func(Terminal)
 	// Follow, when set, subscribes to another turn's log: the relay then
 	// shows the progress of the sub-agents the turn delegated to, as
 	// delegated events (Stream sets it to the bus's Subscribe).
@@ -167,18 +174,7 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 				msgs = nil
 				continue
 			}
-			if m.Kind == feed.KindAttach {
-				if m.Attach == r.self {
-					r.selfSeen = true
-				} else if r.selfSeen {
-					r.attachedAfter = true
-				}
-			} else {
-				r.seen = true // consumers attaching say nothing about the turn
-			}
-			if m.Kind == feed.KindOutcome {
-				r.outcomeSeen = true
-			}
+			r.observe(m)
 			if m.Kind == feed.KindOutcome && term == nil {
 				var o agentloop.Outcome
 				if json.Unmarshal(m.Outcome, &o) == nil {
@@ -198,6 +194,26 @@ func relayTurn(ctx context.Context, sub feed.Subscription, outcome <-chan Termin
 				return false, r
 			}
 		}
+	}
+}
+
+// observe records what message m tells about the log: whether this
+// consumer's attach message was read, whether another consumer attached
+// after it, whether the turn has said anything, and whether its outcome
+// was read.
+func (r *state) observe(m feed.Message) {
+	switch {
+	case m.Kind == feed.KindAttach && m.Attach == r.self:
+		r.selfSeen = true
+	case m.Kind == feed.KindAttach:
+		if r.selfSeen {
+			r.attachedAfter = true
+		}
+	default:
+		r.seen = true // consumers attaching say nothing about the turn
+	}
+	if m.Kind == feed.KindOutcome {
+		r.outcomeSeen = true
 	}
 }
 
@@ -334,6 +350,9 @@ func (r *state) position(s int) int64 {
 // of the stream (resending the key re-attaches), never as a cut-off answer
 // that looks complete.
 func (r *state) finish(ctx context.Context, t Terminal, opt Options, emit func(agent.Event) bool) bool {
+	if opt.OnTerminal != nil {
+		opt.OnTerminal(t)
+	}
 	atStep, atN := SplitPosition(opt.After)
 	if missing := r.missing(t); len(missing) > 0 && t.Steps > 0 {
 		texts, err := readStored(ctx, t)
@@ -574,7 +593,16 @@ func Stream(ctx context.Context, bus feed.Bus, session, turn string, opt StreamO
 		<-done
 		ended()
 	}
-	ok, r := relayTurn(ctx, sub, outcome, opt.withFollow(bus), me, yield)
+	// The turn's usage is reported (turnusage) before its terminal is
+	// sent, so a door that charges it sees the charge before the caller
+	// can send its next turn.
+	ropt := opt.withFollow(bus)
+	ropt.OnTerminal = func(t Terminal) {
+		if t.Outcome != nil {
+			turnusage.Send(ctx, session, turn, *t.Outcome)
+		}
+	}
+	ok, r := relayTurn(ctx, sub, outcome, ropt, me, yield)
 	if ok {
 		_ = sub.Close()
 		settle(0)

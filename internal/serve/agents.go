@@ -174,6 +174,9 @@ func (p *Parts) agentIngresses(d *durable.Agent, auth HTTPAuth) *ingress.Server 
 		serving, owners = sc, scopedOwners{owners: owners, scope: sc}
 	}
 	s := p.authIngress(serving, owners, auth)
+	// The web chat (GET /chat/): its links and cookies are signed with a
+	// key of this process, shared by every agent's routes.
+	s.Chat = ingress.NewChatGate()
 	for name := range p.Config.Agents {
 		od := *d
 		od.TaskQueue = name

@@ -297,7 +297,7 @@ func (p *Parts) IngressFor(a agent.Agent) *ingress.Server {
 	if lim := p.Config.PerPrincipal; lim.Enabled() {
 		if p.principals == nil {
 			p.principals = ingress.NewPrincipalLimiter(lim)
-			p.Config.Logger.Info("per-principal limits on", "concurrent_turns", lim.ConcurrentTurns, "turns_per_minute", lim.TurnsPerMinute,
+			p.Config.Logger.Info("per-principal limits on", "concurrent_turns", lim.ConcurrentTurns, "turns_per_minute", lim.TurnsPerMinute, "tokens_per_day", lim.TokensPerDay,
 				"exempt_admins", lim.ExemptAdmins, "exempt", lim.Exempt)
 		}
 		s.PrincipalLimiter = p.principals

@@ -1003,7 +1003,7 @@ func ensureGitignore(stateDir string) {
 // principalLimits converts fastagent.yaml's limits.perPrincipal block
 // (admins are exempt unless exemptAdmins: false).
 func principalLimits(c workspace.PerPrincipalConfig) ingress.PrincipalLimits {
-	return ingress.PrincipalLimits{ConcurrentTurns: c.ConcurrentTurns, TurnsPerMinute: c.TurnsPerMinute,
+	return ingress.PrincipalLimits{ConcurrentTurns: c.ConcurrentTurns, TurnsPerMinute: c.TurnsPerMinute, TokensPerDay: c.TokensPerDay,
 		ExemptAdmins: c.ExemptAdmins == nil || *c.ExemptAdmins, Exempt: c.Exempt}
 }
 

@@ -5,6 +5,7 @@
 package toolprogress
 
 import (
+	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -52,9 +53,12 @@ func New(every time.Duration, send func(agent.Progress)) *Throttle {
 	}}
 }
 
-// Report offers p; it never waits for the interval.
+// Report offers p; it never waits for the interval. Counts that are not
+// finite or are negative are dropped (a tool's bug must not break the
+// heartbeat or the stream that carry them).
 func (t *Throttle) Report(p agent.Progress) {
 	p.Message = Clean(p.Message)
+	p.Progress, p.Total = count(p.Progress), count(p.Total)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -73,6 +77,14 @@ func (t *Throttle) Report(p agent.Progress) {
 		return
 	}
 	t.flush()
+}
+
+// count is n when it is a finite, non-negative number, else 0 (unknown).
+func count(n float64) float64 {
+	if math.IsNaN(n) || math.IsInf(n, 0) || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // fire sends the report that waited for the interval.
@@ -118,12 +130,15 @@ func (t *Throttle) Close() {
 
 // Clean makes a message one line for people: control characters (an
 // escape sequence's ESC, a carriage return, a tab) become spaces, runs of
-// spaces one, and a message longer than MaxMessage keeps its end.
+// spaces one, invisible format characters go, and a message longer than MaxMessage keeps its end.
 func Clean(s string) string {
 	s = ansi.ReplaceAllString(s, "")
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || r == unicode.ReplacementChar {
 			return ' '
+		}
+		if unicode.Is(unicode.Cf, r) {
+			return -1 // bidi overrides, zero-width joiners: invisible, and can disguise the line
 		}
 		return r
 	}, s)

@@ -1,6 +1,8 @@
 package toolprogress
 
 import (
+	"encoding/json"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -151,6 +153,31 @@ func TestThrottleRate(t *testing.T) {
 	}
 }
 
+// TestThrottleCounts: counts that cannot be encoded (NaN, ±Inf) or make no
+// sense (negative) reach consumers as unknown, never as themselves.
+func TestThrottleCounts(t *testing.T) {
+	t.Parallel()
+	c := &fakeClock{now: time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)}
+	var got []agent.Progress
+	th := New(time.Second, func(p agent.Progress) { got = append(got, p) })
+	th.now, th.afterFunc = c.Now, c.afterFunc
+	nan, inf := math.NaN(), math.Inf(1)
+	th.Report(agent.Progress{Message: "a", Progress: nan, Total: inf})
+	c.advance(time.Second)
+	th.Report(agent.Progress{Message: "b", Progress: -1, Total: -inf})
+	c.advance(time.Second)
+	th.Report(agent.Progress{Message: "c", Progress: 2, Total: 5})
+	want := []agent.Progress{{Message: "a"}, {Message: "b"}, {Message: "c", Progress: 2, Total: 5}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sent %+v, want %+v", got, want)
+	}
+	for _, p := range got {
+		if _, err := json.Marshal(p); err != nil {
+			t.Errorf("report %+v does not encode: %v", p, err)
+		}
+	}
+}
+
 func TestClean(t *testing.T) {
 	t.Parallel()
 	long := ""
@@ -162,6 +189,7 @@ func TestClean(t *testing.T) {
 		"  step 1\t of  3 ":         "step 1 of 3",
 		"\x1b[32mgreen\x1b[0m done": "green done",
 		"a\x00b":                    "a b",
+		"safe\u202egnp.exe":         "safegnp.exe",
 		long:                        "…" + long[len(long)-MaxMessage+1:],
 		"":                          "",
 	}

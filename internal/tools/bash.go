@@ -208,6 +208,9 @@ func fmtSeconds(d time.Duration) string {
 // progressTail bounds the output lineProgress looks at for the last line.
 const progressTail = 4 << 10
 
+// progressScan is how much of the tail each write scans for the last line.
+const progressScan = 1 << 10
+
 // lineProgress reports the last line of what is written to it so far as
 // the call's progress.
 type lineProgress struct {
@@ -221,7 +224,10 @@ func (w *lineProgress) Write(p []byte) (int, error) {
 		n := copy(w.tail, w.tail[len(w.tail)-progressTail:])
 		w.tail = w.tail[:n]
 	}
-	if line := toolprogress.LastLine(w.tail); line != "" {
+	// The last line is in the last KiB: a longer line is cut to its end
+	// by Clean anyway, and each write then costs the same however much
+	// the tail holds.
+	if line := toolprogress.LastLine(w.tail[max(0, len(w.tail)-progressScan):]); line != "" {
 		agent.ReportProgress(w.ctx, agent.Progress{Message: line})
 	}
 	return len(p), nil

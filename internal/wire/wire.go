@@ -113,6 +113,23 @@ type OpenResult struct {
 	Settings agentloop.Settings `json:"settings"`
 }
 
+// ExpireInput is the argument of ActivitySessionExpire: the session, and
+// since when it has been idle.
+type ExpireInput struct {
+	Session   string    `json:"session"`
+	IdleSince time.Time `json:"idleSince"`
+}
+
+// ExpireResult says what ActivitySessionExpire did: Deleted with what it
+// removed, or (not Deleted) the definition's current sessions.idleTTL,
+// which no longer makes the session due (0: sessions no longer expire).
+type ExpireResult struct {
+	Deleted     bool          `json:"deleted"`
+	Entries     int64         `json:"entries,omitempty"`
+	SubSessions []string      `json:"subSessions,omitempty"`
+	IdleTTL     time.Duration `json:"idleTTL,omitempty"`
+}
+
 // BeginTurnInput is the argument of ActivityTurnBegin.
 type BeginTurnInput struct {
 	Session string `json:"session"`

@@ -114,6 +114,45 @@ type Config struct {
 	// Conversation tunes how a session takes messages that arrive while
 	// it is busy (docs/conversation.md).
 	Conversation ConversationConfig `yaml:"conversation"`
+	// Sessions tunes the lifecycle of sessions (idleTTL).
+	Sessions SessionsConfig `yaml:"sessions"`
+}
+
+// SessionsConfig is fastagent.yaml's sessions: block.
+type SessionsConfig struct {
+	// IdleTTL closes a session that stayed idle this long — no turn
+	// running or queued, no wake-up pending — and deletes its transcript
+	// and turn records (0 or unset: sessions live until deleted). It may
+	// not be shorter than the idempotency window.
+	IdleTTL Duration `yaml:"idleTTL"`
+}
+
+// DefaultIdempotencyWindow is idempotencyWindow's default.
+const DefaultIdempotencyWindow = 24 * time.Hour
+
+// Window is the idempotency window in effect: idempotencyWindow, else
+// DefaultIdempotencyWindow.
+func (c Config) Window() time.Duration {
+	if c.IdempotencyWindow > 0 {
+		return time.Duration(c.IdempotencyWindow)
+	}
+	return DefaultIdempotencyWindow
+}
+
+// ValidateIdleTTL refuses a sessions.idleTTL shorter than the idempotency
+// window: deleting a session deletes its turn records, and a key retried
+// inside the window would then run its turn a second time.
+func (c Config) ValidateIdleTTL() error {
+	ttl := time.Duration(c.Sessions.IdleTTL)
+	switch {
+	case ttl < 0:
+		return badKey("must not be negative (0 or unset: sessions never expire)", "sessions", "idleTTL")
+	case ttl > 0 && ttl < c.Window():
+		return badKey(fmt.Sprintf("%s is shorter than the idempotency window (%s): the minimum is %s — deleting a session deletes "+
+			"its turn records, so a request retried with the same Idempotency-Key inside the window would run again "+
+			"(shorten idempotencyWindow: to allow a shorter idleTTL)", ttl, c.Window(), c.Window()), "sessions", "idleTTL")
+	}
+	return nil
 }
 
 // ConversationConfig is fastagent.yaml's conversation: block.
@@ -212,6 +251,9 @@ type PerPrincipalConfig struct {
 	ConcurrentTurns int `yaml:"concurrentTurns"`
 	// TurnsPerMinute bounds the turns the principal starts in any minute.
 	TurnsPerMinute int `yaml:"turnsPerMinute"`
+	// TokensPerDay bounds the tokens (input + output) of the principal's
+	// turns per UTC day, checked before each new turn.
+	TokensPerDay int64 `yaml:"tokensPerDay"`
 	// ExemptAdmins leaves admin principals unlimited (default true).
 	ExemptAdmins *bool `yaml:"exemptAdmins"`
 	// Exempt are principals never limited (service accounts, for one).
@@ -641,6 +683,9 @@ func (c Config) validateWith(custom map[string]bool) error {
 	if w := c.Conversation.WhileBusy; w != "" && !slices.Contains(WhileBusyModes, w) {
 		return badKey(fmt.Sprintf("%q is not one of %s", w, strings.Join(WhileBusyModes, ", ")), "conversation", "whileBusy")
 	}
+	if err := c.ValidateIdleTTL(); err != nil {
+		return err
+	}
 	return c.validateEnv()
 }
 
@@ -670,7 +715,7 @@ func (c Config) validateLimits() error {
 	if l := c.Limits; l.TurnTokens < 0 || l.SessionTokensPerDay < 0 || l.TurnTime < 0 {
 		return badKey("budgets must not be negative (0 or unset: no limit)", "limits")
 	}
-	if p := c.Limits.PerPrincipal; p.ConcurrentTurns < 0 || p.TurnsPerMinute < 0 {
+	if p := c.Limits.PerPrincipal; p.ConcurrentTurns < 0 || p.TurnsPerMinute < 0 || p.TokensPerDay < 0 {
 		return badKey("limits must not be negative (0 or unset: no limit)", "limits", "perPrincipal")
 	}
 	return nil

@@ -104,8 +104,23 @@ func TestConfigErrors(t *testing.T) {
 		},
 		{
 			name: "unknown per-principal key",
-			yaml: "limits:\n  perPrincipal:\n    tokensPerDay: 3\n",
-			want: []ConfigError{{Line: 3, Key: "limits.perPrincipal.tokensPerDay", Reason: "unknown key (limits.perPrincipal takes: concurrentTurns, turnsPerMinute, exemptAdmins, exempt)"}},
+			yaml: "limits:\n  perPrincipal:\n    tokensPerHour: 3\n",
+			want: []ConfigError{{Line: 3, Key: "limits.perPrincipal.tokensPerHour", Reason: "unknown key (limits.perPrincipal takes: concurrentTurns, turnsPerMinute, tokensPerDay, exemptAdmins, exempt)"}},
+		},
+		{
+			name: "idle TTL below the default idempotency window",
+			yaml: "sessions:\n  idleTTL: 1h\n",
+			want: []ConfigError{{Line: 2, Key: "sessions.idleTTL", Reason: "1h0m0s is shorter than the idempotency window (24h0m0s): the minimum is 24h0m0s"}},
+		},
+		{
+			name: "idle TTL below a configured idempotency window",
+			yaml: "idempotencyWindow: 2h\nsessions:\n  idleTTL: 90m\n",
+			want: []ConfigError{{Line: 3, Key: "sessions.idleTTL", Reason: "1h30m0s is shorter than the idempotency window (2h0m0s): the minimum is 2h0m0s"}},
+		},
+		{
+			name: "negative idle TTL",
+			yaml: "sessions:\n  idleTTL: -1h\n",
+			want: []ConfigError{{Line: 2, Key: "sessions.idleTTL", Reason: `"-1h" is not a duration`}},
 		},
 		{
 			name: "approval timeout out of range",
@@ -344,7 +359,7 @@ allowSecretEnv: [GITHUB_TOKEN, OPENAI_API_KEY]
 mcpServers:
   gh: {command: gh-mcp, env: {TOKEN: "${GITHUB_TOKEN}", KEY: "${OPENAI_API_KEY}", HOME: "${HOME}"}}
 http: {host: 0.0.0.0, port: 9000, admission: {maxInFlight: 200, maxBacklog: 50, maxBacklogAge: 500ms, retryAfter: 3s}}
-limits: {perPrincipal: {concurrentTurns: 2, turnsPerMinute: 20, exemptAdmins: false, exempt: [ci-bot]}}
+limits: {perPrincipal: {concurrentTurns: 2, turnsPerMinute: 20, tokensPerDay: 50000, exemptAdmins: false, exempt: [ci-bot]}}
 selfSchedule: true
 selfEdit: true
 contextWindow: 32000
@@ -382,7 +397,7 @@ activities:
 		time.Duration(*a.MaxBacklogAge) != 500*time.Millisecond || a.RetryAfter == nil || time.Duration(*a.RetryAfter) != 3*time.Second {
 		t.Errorf("http.admission %+v", a)
 	}
-	if pp := c.Limits.PerPrincipal; pp.ConcurrentTurns != 2 || pp.TurnsPerMinute != 20 || pp.ExemptAdmins == nil || *pp.ExemptAdmins || len(pp.Exempt) != 1 || pp.Exempt[0] != "ci-bot" {
+	if pp := c.Limits.PerPrincipal; pp.ConcurrentTurns != 2 || pp.TurnsPerMinute != 20 || pp.TokensPerDay != 50000 || pp.ExemptAdmins == nil || *pp.ExemptAdmins || len(pp.Exempt) != 1 || pp.Exempt[0] != "ci-bot" {
 		t.Errorf("limits.perPrincipal %+v", pp)
 	}
 	if c.ContextWindow != 32000 || c.Compaction.On() || c.Compaction.ReserveTokens != 4000 || c.Compaction.KeepRecentTokens != 8000 {

@@ -290,6 +290,9 @@ func (l *Loader) Load(ctx context.Context) (*Definition, error) {
 			return nil, fmt.Errorf("FASTAGENT_IDEMPOTENCY_WINDOW: %q is not a positive duration like 24h or 90m", w)
 		}
 		d.Config.IdempotencyWindow = Duration(v)
+		if err := d.Config.ValidateIdleTTL(); err != nil {
+			return nil, fmt.Errorf("FASTAGENT_IDEMPOTENCY_WINDOW: %s: %w", d.ConfigPath, err)
+		}
 	}
 	if d.Hooks, err = loadHooks(ws.AgentDir); err != nil {
 		return nil, err

@@ -61,6 +61,9 @@ type Settings struct {
 	// IdempotencyWindow is the definition's idempotencyWindow (0: the
 	// default): how long the session answers a finished turn's key.
 	IdempotencyWindow time.Duration `json:"idempotencyWindow,omitempty"`
+	// IdleTTL is the definition's sessions.idleTTL (0: none): how long the
+	// session stays idle before it closes itself and deletes its data.
+	IdleTTL time.Duration `json:"idleTTL,omitempty"`
 	// ToolTaskQueue and ModelTaskQueue are where the session schedules tool
 	// calls, and model calls with compactions and rewinds (fastagent.yaml
 	// activities.tools.taskQueue, activities.model.taskQueue); "" is the

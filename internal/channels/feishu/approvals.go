@@ -43,6 +43,11 @@ type buttonValue struct {
 	ArgsHash       string `json:"a,omitempty"`
 	DefinitionHash string `json:"d,omitempty"`
 	Chat           string `json:"chat,omitempty"`
+	// A Stop button's: the answered message (its turn), who started the
+	// turn, and the thread its session lives in.
+	Message string `json:"m,omitempty"`
+	User    string `json:"u,omitempty"`
+	Root    string `json:"r,omitempty"`
 }
 
 // Toast types of a callback's answer.
@@ -161,9 +166,15 @@ func (d *Door) parseCardAction(plain []byte) (channels.Parsed, error) {
 	if err := json.Unmarshal(plain, &ev); err != nil {
 		return ok, fmt.Errorf("%s: %s: %w", d.Profile.Kind, EventCardAction, err)
 	}
-	dec, toast, err := d.Click(&ev)
-	if err != nil || toast == nil {
+	stop, toast, err := d.StopClick(&ev)
+	if err != nil {
 		return ok, err
+	}
+	var dec *channels.Decision
+	if toast == nil {
+		if dec, toast, err = d.Click(&ev); err != nil || toast == nil {
+			return ok, err
+		}
 	}
 	if d.EncryptKey == "" {
 		// Only the Verification Token vouches for a plaintext request,
@@ -173,6 +184,11 @@ func (d *Door) parseCardAction(plain []byte) (channels.Parsed, error) {
 			d.Profile.Env("ENCRYPT_KEY")+" (Events & Callbacks → Encryption Strategy) or use the long connection",
 			"event", eventIDOf(ev.EventV2Base))
 		ok.Answer = newToast(toastError, d.unverifiedClick()).answer()
+		return ok, nil
+	}
+	if stop != nil {
+		ok.Messages = []wire.ChatMessage{*stop}
+		ok.Answer = toast.answer()
 		return ok, nil
 	}
 	if dec == nil {

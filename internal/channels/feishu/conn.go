@@ -135,6 +135,21 @@ func (c *Conn) Run(ctx context.Context, hand func(context.Context, channels.Pars
 // its toast; a click that decides nothing is answered empty.
 func (c *Conn) click(ctx context.Context, log *slog.Logger, hand func(context.Context, channels.Parsed) error,
 	ev *callback.CardActionTriggerEvent) (*callback.CardActionTriggerResponse, error) {
+	if stop, toast, err := c.Door.StopClick(ev); err != nil || toast != nil {
+		if err != nil {
+			log.Warn("feishu: unreadable stop click acknowledged", "error", err)
+			return &callback.CardActionTriggerResponse{}, nil
+		}
+		if stop != nil {
+			hctx, cancel := context.WithTimeout(ctx, handTimeout)
+			defer cancel()
+			if err := hand(hctx, channels.Parsed{Messages: []wire.ChatMessage{*stop}}); err != nil {
+				log.Error("feishu: hand-off of a stop click failed", "id", stop.ID, "error", err)
+				return nil, fmt.Errorf("feishu: hand-off: %w", err)
+			}
+		}
+		return toast.Response(), nil
+	}
 	dec, toast, err := c.Door.Click(ev)
 	switch {
 	case err != nil:

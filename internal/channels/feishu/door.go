@@ -44,6 +44,8 @@ type Door struct {
 	Bot *Bot
 	// Now is the clock (tests); nil = time.Now.
 	Now func() time.Time
+	// Admins are the open_ids who may stop anyone's turn (Config.Admins).
+	Admins []string
 }
 
 // DefaultWhileBusy implements channels.BusyDefaulter.

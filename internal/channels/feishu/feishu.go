@@ -86,6 +86,10 @@ type Config struct {
 	// steer, interrupt or reject ("": fastagent.yaml's
 	// conversation.whileBusy, else queue).
 	WhileBusy string `yaml:"whileBusy"`
+	// Admins are open_ids (ou_…) who may stop anyone's turn with the Stop
+	// button of its live reply; the person who started a turn may always
+	// stop it.
+	Admins []string `yaml:"admins"`
 }
 
 // policy checks the file's session and group options.
@@ -180,7 +184,8 @@ func New(p Profile, file []byte, getenv func(string) string, log *slog.Logger) (
 		log.Warn(p.Kind+": the webhook has no Encrypt Key: approval cards have no buttons and card clicks are refused (decide with fastagent session approve); "+
 			"set "+p.Env("ENCRYPT_KEY")+" (Events & Callbacks → Encryption Strategy) to decide in the chat", "file", p.Kind+".yaml")
 	}
-	door := &Door{Profile: p, Token: token, EncryptKey: key, Policy: policy, Webhook: webhook, Bot: NewBot(cfg.BotOpenID, rp.BotOpenID)}
+	door := &Door{Profile: p, Token: token, EncryptKey: key, Policy: policy, Webhook: webhook, Bot: NewBot(cfg.BotOpenID, rp.BotOpenID),
+		Admins: cfg.Admins}
 	// The runtime serving the door resolves the bot's open_id from
 	// startup, retried until known: group messages are refused (pushed
 	// again) until then.

@@ -112,8 +112,21 @@ func (r *Replier) Render(_ context.Context, t wire.Target, ref string) (channels
 	if t.Chat == "" || t.Message == "" {
 		return nil, fmt.Errorf("%s: reply target needs chat and message, got %q / %q", r.kind, t.Chat, t.Message)
 	}
-	sum := sha256.Sum256([]byte(r.kind + "\x00" + t.Chat + "\x00" + t.Message))
+	seed := r.kind + "\x00" + t.Chat + "\x00" + t.Message
+	if t.Turn != "" && !strings.HasPrefix(t.Turn, r.kind+":"+t.Message) {
+		// The answer of a command sent by a button (a second Stop click:
+		// its key names the click, not the message) answers the turn's
+		// message too, but is a message of its own, never the turn's
+		// reply.
+		seed += "\x00" + t.Turn
+	}
+	sum := sha256.Sum256([]byte(seed))
 	m := &render{r: r, target: t, uuid: hex.EncodeToString(sum[:])[:40], turn: t.Turn}
+	if !r.NoButtons {
+		// Clicks are verified (an Encrypt Key, or the long connection):
+		// the live reply carries a Stop button.
+		m.stop = stopValue(t)
+	}
 	if m.turn == "" {
 		m.turn = r.kind + ":" + t.Message
 	}
@@ -165,6 +178,9 @@ type render struct {
 	// parts holds the message IDs of the answer's later parts this
 	// attempt posted or found, by part number (2, 3, …).
 	parts map[int]string
+	// stop is the value of the live reply's Stop button (nil: none); the
+	// settled reply has none.
+	stop *buttonValue
 }
 
 func (m *render) parseRef(ref string) error {
@@ -226,7 +242,8 @@ func preview(v *channels.View) string {
 		if t.Status == channels.ToolRunning {
 			tools = append(tools, "`"+t.Name+"`")
 			if p := t.ProgressLine(); p != "" {
-				progress = append(progress, "\n↳ `"+strings.ReplaceAll(p, "`", "'")+"`")
+				// A tool's output: text, never tags or entities.
+				progress = append(progress, "\n↳ "+markdownEscaper.Replace(p))
 			}
 		}
 	}
@@ -270,11 +287,11 @@ func (m *render) show(ctx context.Context, text string, now time.Time) error {
 		if err := m.createCard(ctx, text, now); err != nil {
 			m.cardFailed = true
 			m.r.log.Warn("feishu: streaming card unavailable, replying with a card message", "kind", m.r.kind, "error", err)
-			return m.postMessage(ctx, text)
+			return m.postMessage(ctx, text, true)
 		}
 		return nil
 	case m.mode == "":
-		return m.postMessage(ctx, text)
+		return m.postMessage(ctx, text, true)
 	case m.mode == modeCard && m.msgID == "":
 		if err := m.postCard(ctx); err != nil {
 			return err
@@ -293,7 +310,7 @@ func (m *render) show(ctx context.Context, text string, now time.Time) error {
 		if now.Sub(m.shownAt) < m.r.PatchEvery {
 			return nil
 		}
-		if err := m.patch(ctx, text); err != nil {
+		if err := m.patch(ctx, text, true); err != nil {
 			return err
 		}
 		m.shownAt = now
@@ -325,11 +342,11 @@ func (m *render) Finish(ctx context.Context, text string) error {
 			}
 		}
 	case modeMsg:
-		if err := m.patch(ctx, parts[0]); err != nil {
+		if err := m.patch(ctx, parts[0], false); err != nil {
 			return err
 		}
 	default:
-		if err := m.postMessage(ctx, parts[0]); err != nil {
+		if err := m.postMessage(ctx, parts[0], false); err != nil {
 			return err
 		}
 	}
@@ -409,7 +426,11 @@ func clip(text string) string {
 const moreMark = "\n\n…"
 
 // cardJSON is a card (JSON 2.0) with one Markdown element.
-func cardJSON(text string, streaming bool) string {
+func cardJSON(text string, streaming bool) string { return liveCardJSON(text, streaming, nil) }
+
+// liveCardJSON is cardJSON with, when stop is set, the turn's Stop button
+// under the text.
+func liveCardJSON(text string, streaming bool, stop *buttonValue) string {
 	text = clip(text)
 	summary := text
 	if r := []rune(summary); len(r) > 60 {
@@ -418,6 +439,10 @@ func cardJSON(text string, streaming bool) string {
 	if streaming {
 		summary = "…"
 	}
+	elements := []any{map[string]any{"tag": "markdown", "element_id": answerElement, "content": text}}
+	if stop != nil {
+		elements = append(elements, stopButton(stop))
+	}
 	card := map[string]any{
 		"schema": "2.0",
 		"config": map[string]any{
@@ -425,9 +450,7 @@ func cardJSON(text string, streaming bool) string {
 			"update_multi":   true,
 			"summary":        map[string]any{"content": summary},
 		},
-		"body": map[string]any{
-			"elements": []any{map[string]any{"tag": "markdown", "element_id": answerElement, "content": text}},
-		},
+		"body": map[string]any{"elements": elements},
 	}
 	b, _ := json.Marshal(card) // a map of strings and bools: cannot fail
 	return string(b)
@@ -435,7 +458,7 @@ func cardJSON(text string, streaming bool) string {
 
 func (m *render) createCard(ctx context.Context, text string, now time.Time) error {
 	req := larkcardkit.NewCreateCardReqBuilder().
-		Body(larkcardkit.NewCreateCardReqBodyBuilder().Type("card_json").Data(cardJSON(text, true)).Build()).Build()
+		Body(larkcardkit.NewCreateCardReqBodyBuilder().Type("card_json").Data(liveCardJSON(text, true, m.stop)).Build()).Build()
 	resp, err := m.r.api.Cardkit.V1.Card.Create(ctx, req)
 	if err := apiError("cardkit card create", err, resp); err != nil {
 		return err
@@ -486,9 +509,14 @@ func (m *render) settleCard(ctx context.Context, text string) error {
 	return nil
 }
 
-// postMessage replies with a card message holding text.
-func (m *render) postMessage(ctx context.Context, text string) error {
-	id, err := m.reply(ctx, cardJSON(text, false), m.uuid)
+// postMessage replies with a card message holding text (and, live, the
+// Stop button).
+func (m *render) postMessage(ctx context.Context, text string, live bool) error {
+	var stop *buttonValue
+	if live {
+		stop = m.stop
+	}
+	id, err := m.reply(ctx, liveCardJSON(text, false, stop), m.uuid)
 	if err != nil {
 		return err
 	}
@@ -496,8 +524,12 @@ func (m *render) postMessage(ctx context.Context, text string) error {
 	return nil
 }
 
-func (m *render) patch(ctx context.Context, text string) error {
-	if err := m.patchID(ctx, m.msgID, cardJSON(text, false)); err != nil {
+func (m *render) patch(ctx context.Context, text string, live bool) error {
+	var stop *buttonValue
+	if live {
+		stop = m.stop
+	}
+	if err := m.patchID(ctx, m.msgID, liveCardJSON(text, false, stop)); err != nil {
 		return err
 	}
 	m.shown = text

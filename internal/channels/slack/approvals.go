@@ -49,7 +49,8 @@ type buttonValue struct {
 func isInteraction(body []byte) bool { return bytes.HasPrefix(body, []byte("payload=")) }
 
 // parseInteraction turns a block_actions interaction on an approval
-// message into a decision; other interactions are acknowledged and
+// message into a decision, a click on a live reply's Stop button into the
+// stop command (stop.go); other interactions are acknowledged and
 // dropped.
 func (d *Door) parseInteraction(body []byte) (channels.Parsed, error) {
 	ok := channels.Parsed{Answer: channels.Answer{Status: http.StatusOK}}
@@ -72,6 +73,16 @@ func (d *Door) parseCallback(ctx context.Context, payload []byte) (channels.Pars
 		return ok, nil
 	}
 	for _, a := range cb.ActionCallback.BlockActions {
+		if a.ActionID == actionStop {
+			m, err := d.stopClick(ctx, &cb, a)
+			if err != nil {
+				return ok, err
+			}
+			if m != nil {
+				ok.Messages = append(ok.Messages, *m)
+			}
+			continue
+		}
 		if a.ActionID != actionApprove && a.ActionID != actionDeny {
 			continue
 		}

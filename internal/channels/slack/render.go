@@ -38,6 +38,9 @@ const (
 const (
 	refStream  = "stream:"
 	refMessage = "msg:"
+	// refControl separates a stream's ts from the ts of the message
+	// holding its Stop button: "stream:<ts>+<control ts>".
+	refControl = "+"
 )
 
 // ThinkingStatus is the assistant thread status shown before the first text.
@@ -76,19 +79,28 @@ type Replier struct {
 	// (Slack's chat.update is Tier 3); default 3 s.
 	EditEvery time.Duration
 	// AppendEvery is the least interval between two text appends to a
-	// native stream (tool updates go at once); default 1 s.
+	// native stream (tool status changes go at once); default 1 s.
 	AppendEvery time.Duration
+	// DetailsEvery is the least interval between two updates of a stream
+	// that only change a running tool's details (its progress line); the
+	// latest line wins. Default 3 s.
+	DetailsEvery time.Duration
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
 	// Logger logs ignored failures (assistant status, stream refusals);
 	// nil is slog.Default().
 	Logger *slog.Logger
 	// names caches the channel IDs of the names Deliver looked up.
 	names sync.Map
+	// noStatus holds the workspaces (team IDs) whose app Slack does not
+	// let set assistant statuses.
+	noStatus sync.Map
 }
 
 // NewReplier returns a replier with token; apiURL ("" = Slack's) overrides
 // the Web API base URL.
 func NewReplier(token, apiURL string) *Replier {
-	r := &Replier{token: token, EditEvery: 3 * time.Second, AppendEvery: time.Second}
+	r := &Replier{token: token, EditEvery: 3 * time.Second, AppendEvery: time.Second, DetailsEvery: 3 * time.Second}
 	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Timeout: HTTPTimeout})}
 	if apiURL != "" {
 		base := strings.TrimSuffix(apiURL, "/") + "/"
@@ -122,13 +134,14 @@ func (r *Replier) Render(_ context.Context, t wire.Target, ref string) (channels
 		}
 	}
 	m := &render{r: r, channel: channel, thread: t.Thread, team: d.Team, user: t.User, tasks: map[string]string{},
-		turn: t.Turn, after: t.Message}
+		turn: t.Turn, after: t.Message, button: stopButton(d.Team, t.Thread, t.Message, t.User), statusShown: statusUnknown}
 	switch {
 	case ref == "":
 	case strings.HasPrefix(ref, refStream):
 		// What a resumed stream shows is unknown: open is set so the
 		// next call finds out from Slack, known stays false.
-		m.mode, m.ts, m.open = modeStream, strings.TrimPrefix(ref, refStream), true
+		m.mode, m.open = modeStream, true
+		m.ts, m.control, _ = strings.Cut(strings.TrimPrefix(ref, refStream), refControl)
 	case strings.HasPrefix(ref, refMessage):
 		m.mode, m.ts = modeMessage, strings.TrimPrefix(ref, refMessage)
 	case !strings.Contains(ref, ":"):
@@ -175,24 +188,40 @@ type render struct {
 	// shrunk is set when the view's text stopped extending appended (a
 	// retried step); text appends stop and Finish settles the message.
 	shrunk bool
-	// tasks is the status and progress line sent per tool call ID.
-	tasks map[string]string
+	// tasks is the status and progress line sent per tool call ID;
+	// detailsAt is when an update that only changed details was last sent.
+	tasks     map[string]string
+	detailsAt time.Time
 	// refused is set when Slack refused to start a stream.
 	refused bool
-	// statusSet is set once the assistant status was attempted.
-	statusSet bool
+	// statusShown is the assistant status last sent (statusUnknown before
+	// any); statusOff is set when Slack refused this thread's status.
+	statusShown string
+	statusOff   bool
 	// shown is the text the message was last set to by an edit or post
 	// ("" when unknown); shownAt is when; sentAt is the last append.
 	shown           string
 	shownAt, sentAt time.Time
 	// wait is when a rate limit lets the next live update go.
 	wait time.Time
+	// button is the Stop button of the turn (nil: none). A message reply
+	// carries it while the turn runs; a stream cannot hold one (Slack
+	// takes no blocks while streaming), so it goes in a small message of
+	// its own under the stream: control, deleted when the turn ends.
+	button slack.Block
+	// buttoned is set once this renderer showed the button on the
+	// message; controlTried once it tried to post the control message.
+	buttoned, controlTried bool
+	control                string
 }
 
 // Ref implements channels.Render: "stream:<ts>" or "msg:<ts>".
 func (m *render) Ref() string {
 	switch m.mode {
 	case modeStream:
+		if m.control != "" {
+			return refStream + m.ts + refControl + m.control
+		}
 		return refStream + m.ts
 	case modeMessage:
 		return refMessage + m.ts
@@ -200,10 +229,17 @@ func (m *render) Ref() string {
 	return ""
 }
 
+func (r *Replier) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
 // Show implements channels.Render. Rate limits are honoured by skipping
 // updates until Retry-After has passed.
 func (m *render) Show(ctx context.Context, v *channels.View) error {
-	now := time.Now()
+	now := m.r.now()
 	if now.Before(m.wait) {
 		return nil
 	}
@@ -217,11 +253,11 @@ func (m *render) Show(ctx context.Context, v *channels.View) error {
 
 func (m *render) show(ctx context.Context, v *channels.View, now time.Time) error {
 	text := v.Text()
+	m.status(ctx, liveStatus(v))
 	switch {
 	case m.mode == modeNone && text == "" && (len(v.Tools) == 0 || m.thread == "" || m.refused):
 		// Nothing to show yet (a message shows no tools): the model is
 		// thinking.
-		m.setStatus(ctx)
 		return nil
 	case m.mode == modeNone && m.thread != "" && !m.refused:
 		return m.start(ctx, text, v.Tools, now)
@@ -242,18 +278,19 @@ func (m *render) show(ctx context.Context, v *channels.View, now time.Time) erro
 	}
 }
 
-// setStatus sets the thread's assistant status once. Failures are logged
-// and ignored: many apps lack the scope, and the status is a courtesy.
-func (m *render) setStatus(ctx context.Context) {
-	if m.statusSet || m.thread == "" {
-		return
+// liveStatus is the assistant status of a running turn: the tool that
+// runs, else thinking.
+func liveStatus(v *channels.View) string {
+	var running []string
+	for _, t := range v.Tools {
+		if t.Status == channels.ToolRunning {
+			running = append(running, t.Name)
+		}
 	}
-	m.statusSet = true
-	err := m.r.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
-		ChannelID: m.channel, ThreadTS: m.thread, Status: ThinkingStatus})
-	if err != nil {
-		m.r.log().Debug("slack: assistant status not set", "channel", m.channel, "thread", m.thread, "error", err)
+	if len(running) > 0 {
+		return fmt.Sprintf(runningStatus, strings.Join(running, ", "))
 	}
+	return ThinkingStatus
 }
 
 // start opens the native stream with the text and tool updates so far. A
@@ -267,7 +304,7 @@ func (m *render) start(ctx context.Context, text string, tools []channels.ToolVi
 		return m.edit(ctx, text, now)
 	}
 	head, _ := cutRunes(text, markdownLimit)
-	chunks := m.taskChunks(tools)
+	chunks, _ := m.taskChunks(tools, now)
 	opts := []slack.MsgOption{slack.MsgOptionTS(m.thread)}
 	if m.team != "" {
 		opts = append(opts, slack.MsgOptionRecipientTeamID(m.team))
@@ -286,9 +323,10 @@ func (m *render) start(ctx context.Context, text string, tools []channels.ToolVi
 		return m.edit(ctx, text, now)
 	}
 	m.mode, m.ts, m.open, m.known, m.appended, m.sentAt = modeStream, ts, true, true, head, now
-	m.sent(chunks)
+	m.sent(chunks, now)
+	m.postControl(ctx)
 	if head != text {
-		return m.appendText(ctx, text[len(head):], nil)
+		return m.appendText(ctx, text[len(head):], nil, now)
 	}
 	return nil
 }
@@ -304,17 +342,25 @@ func (m *render) appendView(ctx context.Context, text string, tools []channels.T
 	if !m.shrunk {
 		suffix = text[len(m.appended):]
 	}
-	chunks := m.taskChunks(tools)
-	if len(chunks) == 0 && (suffix == "" || now.Sub(m.sentAt) < m.r.AppendEvery) {
+	chunks, statusChanged := m.taskChunks(tools, now)
+	textDue := suffix != "" && now.Sub(m.sentAt) >= m.r.AppendEvery
+	if !textDue && !statusChanged && (len(chunks) == 0 || now.Sub(m.detailsAt) < m.r.DetailsEvery) {
+		// Nothing due: details-only changes wait for their interval (the
+		// latest line goes then).
 		return nil
 	}
-	m.sentAt = now
-	return m.appendText(ctx, suffix, chunks)
+	if !statusChanged && now.Sub(m.detailsAt) < m.r.DetailsEvery {
+		chunks = nil // text goes now; the details wait
+	}
+	if textDue || len(chunks) > 0 {
+		m.sentAt = now
+	}
+	return m.appendText(ctx, suffix, chunks, now)
 }
 
 // appendText appends suffix in pieces Slack accepts, chunks with the last.
 // A stream Slack says is closed turns into an edited message.
-func (m *render) appendText(ctx context.Context, suffix string, chunks []slack.StreamChunk) error {
+func (m *render) appendText(ctx context.Context, suffix string, chunks []slack.StreamChunk, now time.Time) error {
 	for first := true; first || suffix != ""; first = false {
 		piece, rest := cutRunes(suffix, markdownLimit)
 		var send []slack.StreamChunk
@@ -333,7 +379,7 @@ func (m *render) appendText(ctx context.Context, suffix string, chunks []slack.S
 			return fmt.Errorf("slack: chat.appendStream: %w", err)
 		}
 		m.appended += piece
-		m.sent(send)
+		m.sent(send, now)
 		suffix = rest
 	}
 	return nil
@@ -368,11 +414,40 @@ func (m *render) edit(ctx context.Context, text string, now time.Time) error {
 	if m.mode != modeNone && now.Sub(m.shownAt) < m.r.EditEvery {
 		return nil
 	}
-	if err := m.put(ctx, text); err != nil {
+	if err := m.put(ctx, text, true); err != nil {
 		return err
 	}
 	m.shownAt = now
 	return nil
+}
+
+// postControl posts, once, the message holding the Stop button under the
+// stream just started. It is a courtesy: a failure is logged.
+func (m *render) postControl(ctx context.Context) {
+	if m.button == nil || m.controlTried || m.thread == "" {
+		return
+	}
+	m.controlTried = true
+	_, ts, err := m.r.api.PostMessageContext(ctx, m.channel, slack.MsgOptionTS(m.thread),
+		slack.MsgOptionText("Stop this turn", false), slack.MsgOptionBlocks(m.button))
+	if err != nil {
+		m.r.log().Warn("slack: stop button not posted", "channel", m.channel, "thread", m.thread, "error", err)
+		return
+	}
+	m.control = ts
+}
+
+// dropControl deletes the Stop button's message once the turn ended; one
+// already gone is fine, and a failure is logged (the reply matters more).
+func (m *render) dropControl(ctx context.Context) {
+	if m.control == "" {
+		return
+	}
+	_, _, err := m.r.api.DeleteMessageContext(ctx, m.channel, m.control)
+	if err != nil && !strings.Contains(err.Error(), "message_not_found") {
+		m.r.log().Warn("slack: stop button not removed", "channel", m.channel, "ts", m.control, "error", err)
+	}
+	m.control = ""
 }
 
 // Finish implements channels.Render: an open stream is stopped (with the
@@ -399,6 +474,15 @@ func (m *render) Finish(ctx context.Context, text string) error {
 }
 
 func (m *render) finish(ctx context.Context, text string) error {
+	if err := m.settle(ctx, text); err != nil {
+		return err
+	}
+	m.dropControl(ctx)
+	m.status(ctx, noStatus)
+	return nil
+}
+
+func (m *render) settle(ctx context.Context, text string) error {
 	if m.mode == modeStream && m.open {
 		last := ""
 		if m.known && !m.shrunk && strings.HasPrefix(text, m.appended) {
@@ -415,21 +499,25 @@ func (m *render) finish(ctx context.Context, text string) error {
 		}
 		m.shown = ""
 	}
-	if m.mode != modeNone && m.shown == text {
+	if m.mode != modeNone && m.shown == text && !m.buttoned {
 		return nil
 	}
-	return m.put(ctx, text)
+	return m.put(ctx, text, false)
 }
 
 // put posts text (no message yet) or sets the message to it: as
 // markdown_text on a stream's message (as it was streamed), as text
-// otherwise.
-func (m *render) put(ctx context.Context, text string) error {
+// otherwise. A live message (not a stream's) carries the Stop button;
+// the final one loses it.
+func (m *render) put(ctx context.Context, text string, live bool) error {
 	if err := m.adopt(ctx); err != nil {
 		return err
 	}
 	if m.mode == modeNone {
 		opts := []slack.MsgOption{slack.MsgOptionText(fit(text), false)}
+		if live && m.button != nil {
+			opts = append(opts, slack.MsgOptionBlocks(withButton(fit(text), m.button)...))
+		}
 		if m.thread != "" {
 			opts = append(opts, slack.MsgOptionTS(m.thread))
 		}
@@ -441,18 +529,48 @@ func (m *render) put(ctx context.Context, text string) error {
 		if err != nil {
 			return fmt.Errorf("slack: chat.postMessage: %w", err)
 		}
-		m.mode, m.ts, m.shown = modeMessage, ts, text
+		m.mode, m.ts, m.shown, m.buttoned = modeMessage, ts, text, live && m.button != nil
 		return nil
 	}
-	opt := slack.MsgOptionText(fit(text), false)
-	if m.mode == modeStream && utf8.RuneCountInString(text) <= markdownLimit {
-		opt = slack.MsgOptionMarkdownText(text)
+	opts := []slack.MsgOption{slack.MsgOptionText(fit(text), false)}
+	switch {
+	case m.mode == modeStream && utf8.RuneCountInString(text) <= markdownLimit:
+		opts = []slack.MsgOption{slack.MsgOptionMarkdownText(text)}
+	case m.mode == modeStream:
+	case live && m.button != nil:
+		opts = append(opts, slack.MsgOptionBlocks(withButton(fit(text), m.button)...))
+	case m.button != nil:
+		// The turn ended: blocks=[] removes the Stop button (an update
+		// without blocks would keep the message's earlier ones).
+		opts = append(opts, slack.MsgOptionBlocks())
 	}
-	if _, _, _, err := m.r.api.UpdateMessageContext(ctx, m.channel, m.ts, opt); err != nil {
+	if _, _, _, err := m.r.api.UpdateMessageContext(ctx, m.channel, m.ts, opts...); err != nil {
 		return fmt.Errorf("slack: chat.update: %w", err)
 	}
-	m.shown = text
+	m.shown, m.buttoned = text, live && m.button != nil && m.mode == modeMessage
 	return nil
+}
+
+// sectionLimit is the most characters one section block's text takes.
+const sectionLimit = 3000
+
+// withButton is a live message's blocks: its text in sections (blocks
+// replace the text on screen), then the Stop button.
+func withButton(text string, button slack.Block) []slack.Block {
+	var out []slack.Block
+	for rest := text; rest != ""; {
+		var head string
+		head, rest = cutRunes(rest, sectionLimit)
+		if rest != "" {
+			// Cut at the last line break of the piece, if it has one late
+			// enough, so a line is not split.
+			if i := strings.LastIndexByte(head, '\n'); i > len(head)/2 {
+				head, rest = head[:i+1], head[i+1:]+rest
+			}
+		}
+		out = append(out, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, head, false, false), nil, nil))
+	}
+	return append(out, button)
 }
 
 // adopt looks, once, for a message marked with the turn when none is
@@ -520,17 +638,33 @@ func (m *render) find(ctx context.Context) (string, error) {
 	return "", nil
 }
 
-// taskChunks returns task updates for the tools whose status changed
-// since the last one sent: the tool's name and status, never its
-// arguments.
-func (m *render) taskChunks(tools []channels.ToolView) []slack.StreamChunk {
-	var out []slack.StreamChunk
+// detailsEscaper keeps a task's details as text: Slack reads &, < and >
+// as its own markup (mentions, links, entities).
+var detailsEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// taskKey is what a tool's task shows: its status and, while it runs, its
+// escaped progress line.
+func taskKey(t channels.ToolView) (status, details string) {
+	return t.Status, detailsEscaper.Replace(t.ProgressLine())
+}
+
+// taskChunks returns task updates for the tools whose task changed since
+// the last one sent: the tool's name, status and progress line, never its
+// arguments. statusChanged is set when a status changed (such updates go
+// at once); otherwise only details changed, and the caller sends them at
+// most every DetailsEvery.
+func (m *render) taskChunks(tools []channels.ToolView, _ time.Time) (out []slack.StreamChunk, statusChanged bool) {
 	for _, t := range tools {
-		if m.tasks[t.ID] == t.Status+"\x00"+t.ProgressLine() {
+		status, details := taskKey(t)
+		sent, seen := m.tasks[t.ID]
+		if seen && sent == status+"\x00"+details {
 			continue
 		}
+		if sentStatus, _, _ := strings.Cut(sent, "\x00"); !seen || sentStatus != status {
+			statusChanged = true
+		}
 		c := slack.NewTaskUpdateChunk(t.ID, t.Name)
-		c.Details = t.ProgressLine()
+		c.Details = details
 		switch t.Status {
 		case channels.ToolDone:
 			c.Status = slack.TaskCardStatusComplete
@@ -541,11 +675,11 @@ func (m *render) taskChunks(tools []channels.ToolView) []slack.StreamChunk {
 		}
 		out = append(out, c)
 	}
-	return out
+	return out, statusChanged
 }
 
-// sent records the task updates Slack accepted.
-func (m *render) sent(chunks []slack.StreamChunk) {
+// sent records the task updates Slack accepted at now.
+func (m *render) sent(chunks []slack.StreamChunk, now time.Time) {
 	for _, c := range chunks {
 		if t, ok := c.(slack.TaskUpdateChunk); ok {
 			switch t.Status {
@@ -556,6 +690,7 @@ func (m *render) sent(chunks []slack.StreamChunk) {
 			default:
 				m.tasks[t.ID] = channels.ToolRunning + "\x00" + t.Details
 			}
+			m.detailsAt = now
 		}
 	}
 }
@@ -629,6 +764,11 @@ func (r *Replier) React(ctx context.Context, t wire.Target, stage string) error 
 	name := ReactionTaken
 	if stage == channels.ReactAnswered {
 		name = ReactionAnswered
+	} else if t.Thread != "" {
+		// The turn starts: its thread's assistant status says so.
+		var d targetData
+		_ = json.Unmarshal(t.Data, &d)
+		r.sendStatus(ctx, d.Team, channel, t.Thread, ThinkingStatus)
 	}
 	err = r.api.AddReactionContext(ctx, name, slack.ItemRef{Channel: channel, Timestamp: t.Message})
 	if err != nil && strings.Contains(err.Error(), "already_reacted") {

@@ -70,11 +70,35 @@ func tsOf(ref string) string {
 // onlyMessage returns the one message the fake holds, failing otherwise.
 func onlyMessage(t *testing.T, fake *fakeslack.Server) fakeslack.Message {
 	t.Helper()
-	ms := fake.Messages("")
+	var ms []fakeslack.Message
+	for _, m := range fake.Messages("") {
+		if !isControl(m.Blocks) {
+			ms = append(ms, m)
+		}
+	}
 	if len(ms) != 1 {
 		t.Fatalf("messages = %+v, want exactly one", ms)
 	}
 	return ms[0]
+}
+
+// isControl reports whether blocks are the Stop button's own message
+// (posted under a stream, deleted when the turn ends).
+func isControl(blocks string) bool {
+	return strings.Contains(blocks, "fastagent_stop") && !strings.Contains(blocks, `"section"`)
+}
+
+// replyCalls are the calls of methods, without the posts of the Stop
+// button's own message.
+func replyCalls(fake *fakeslack.Server, methods ...string) []fakeslack.Call {
+	var out []fakeslack.Call
+	for _, c := range fake.Calls(methods...) {
+		if c.Method == "chat.postMessage" && isControl(c.Get("blocks")) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func TestRenderStream(t *testing.T) {
@@ -83,7 +107,7 @@ func TestRenderStream(t *testing.T) {
 	rd := open(t, r, target(thread), "")
 	var v channels.View
 	step(t, rd, &v, agent.Event{Type: agent.TypeThinking, Delta: "secret chain of thought"})
-	if n := len(fake.Calls("chat.startStream", "chat.postMessage")); n != 0 || rd.Ref() != "" {
+	if n := len(replyCalls(fake, "chat.startStream", "chat.postMessage")); n != 0 || rd.Ref() != "" {
 		t.Fatalf("while thinking: %d messages, ref %q; want none", n, rd.Ref())
 	}
 	step(t, rd, &v, text("Hello", 1))
@@ -99,8 +123,17 @@ func TestRenderStream(t *testing.T) {
 		t.Fatalf("Finish again: %v", err)
 	}
 
-	if st := fake.Statuses(); len(st) != 1 || st[0].Status != slack.ThinkingStatus || st[0].Thread != thread || st[0].Channel != channel {
-		t.Errorf("statuses = %+v, want one %q in the thread", st, slack.ThinkingStatus)
+	var statuses []string
+	for _, st := range fake.Statuses() {
+		if st.Thread != thread || st.Channel != channel {
+			t.Errorf("status %+v, want it in the thread", st)
+		}
+		statuses = append(statuses, st.Status)
+	}
+	// Thinking, the tool, thinking again, cleared once finished (the
+	// second Finish changes nothing).
+	if want := []string{slack.ThinkingStatus, "is running search…", slack.ThinkingStatus, ""}; strings.Join(statuses, "|") != strings.Join(want, "|") {
+		t.Errorf("statuses = %q, want %q", statuses, want)
 	}
 	starts := fake.Calls("chat.startStream")
 	if len(starts) != 1 {
@@ -127,7 +160,7 @@ func TestRenderStream(t *testing.T) {
 	if n := len(fake.Calls("chat.stopStream")); n != 1 {
 		t.Errorf("stopStream calls = %d, want 1 (Finish is idempotent)", n)
 	}
-	if n := len(fake.Calls("chat.update", "chat.postMessage")); n != 0 {
+	if n := len(replyCalls(fake, "chat.update", "chat.postMessage")); n != 0 {
 		t.Errorf("%d update/post calls, want none: the stream already shows the answer", n)
 	}
 	m := onlyMessage(t, fake)
@@ -167,7 +200,7 @@ func TestRenderFinishFromStoredRef(t *testing.T) {
 	if u := fake.Calls("chat.update"); len(u) == 0 || u[0].Get("markdown_text") != final {
 		t.Errorf("updates = %+v, want markdown_text %q", u, final)
 	}
-	if n := len(fake.Calls("chat.postMessage")); n != 0 {
+	if n := len(replyCalls(fake, "chat.postMessage")); n != 0 {
 		t.Errorf("postMessage calls = %d, want 0", n)
 	}
 }
@@ -202,7 +235,7 @@ func TestRenderFallback(t *testing.T) {
 			if m.Stream || m.Text != "one two three" || m.Thread != c.thread || rd.Ref() != "msg:"+m.TS {
 				t.Errorf("message = %+v ref %q", m, rd.Ref())
 			}
-			if n := len(fake.Calls("chat.postMessage")); n != 1 {
+			if n := len(replyCalls(fake, "chat.postMessage")); n != 1 {
 				t.Errorf("postMessage calls = %d, want 1", n)
 			}
 			if n := len(fake.Calls("chat.update")); n != 2 {
@@ -272,7 +305,7 @@ func TestRenderResume(t *testing.T) {
 			if m.Text != final || m.Streaming || tsOf(rd.Ref()) != m.TS {
 				t.Errorf("message = %+v ref %q, want %q", m, rd.Ref(), final)
 			}
-			if n := len(fake.Calls("chat.startStream", "chat.postMessage")); n != 1 {
+			if n := len(replyCalls(fake, "chat.startStream", "chat.postMessage")); n != 1 {
 				t.Errorf("%d start/post calls, want 1", n)
 			}
 		})

@@ -65,6 +65,13 @@ type Config struct {
 	// steer, interrupt or reject ("": fastagent.yaml's
 	// conversation.whileBusy, else queue).
 	WhileBusy string `yaml:"whileBusy"`
+	// Admins are Slack user IDs (U…) who may stop anyone's turn with the
+	// Stop button of its live reply; the person who started a turn may
+	// always stop it.
+	Admins []string `yaml:"admins"`
+	// Assistant is what an AI app's assistant threads show: suggested
+	// prompts when one starts.
+	Assistant AssistantConfig `yaml:"assistant"`
 	// MaxFileBytes caps one file a message brings in or the agent sends
 	// (default DefaultMaxFileBytes, 20 MiB).
 	MaxFileBytes int64 `yaml:"maxFileBytes"`
@@ -79,7 +86,12 @@ func (c Config) policy() (wire.ChatPolicy, error) {
 	if c.MaxFileBytes < 0 {
 		return p, fmt.Errorf("maxFileBytes: %d is negative", c.MaxFileBytes)
 	}
-	return p, nil
+	for i, a := range c.Admins {
+		if strings.TrimSpace(a) == "" || strings.ContainsAny(a, " <>@") {
+			return p, fmt.Errorf("admins[%d]: %q is not a Slack user ID (U…)", i, a)
+		}
+	}
+	return p, c.Assistant.check()
 }
 
 func init() { channels.Register(Kind, New) }
@@ -122,7 +134,8 @@ func New(file []byte, getenv func(string) string) (*channels.Channel, error) {
 		return nil, fmt.Errorf("slack: botTokenEnv: environment variable %s is not set", cfg.BotTokenEnv)
 	}
 	apiURL := getenv(APIURLEnv)
-	door := &Door{BotUserID: cfg.BotUserID, Policy: policy, APIURL: apiURL, Admins: NewAdmins(token, apiURL)}
+	door := &Door{BotUserID: cfg.BotUserID, Policy: policy, APIURL: apiURL, Admins: NewAdmins(token, apiURL), TurnAdmins: cfg.Admins,
+		Assistant: NewAssistant(token, apiURL, cfg.Assistant)}
 	rp := NewReplier(token, apiURL)
 	rp.Files.MaxFileBytes = cfg.MaxFileBytes
 	ch := &channels.Channel{Door: door, Replier: rp, Tools: []agent.Tool{rp.SendFileTool()}}
@@ -158,6 +171,11 @@ type Door struct {
 	// Admins looks up whether a clicker is a workspace admin or owner, for
 	// calls whose approvers list AdminsRole; nil: no one is.
 	Admins *Admins
+	// TurnAdmins are the user IDs who may stop anyone's turn (Config.Admins).
+	TurnAdmins []string
+	// Assistant serves assistant threads (suggested prompts, titles); nil:
+	// their events are dropped.
+	Assistant *Assistant
 }
 
 // DefaultWhileBusy implements channels.BusyDefaulter.
@@ -258,6 +276,11 @@ func (d *Door) callback(ev slackevents.EventsAPIEvent) (*wire.ChatMessage, error
 	case *slackevents.AppMentionEvent:
 		msg = message{user: e.User, bot: e.BotID, text: e.Text, ts: e.TimeStamp, thread: e.ThreadTimeStamp, channel: e.Channel, summoned: true}
 		msg.files = attachments(e.Files)
+	case *slackevents.AssistantThreadStartedEvent:
+		if d.Assistant != nil {
+			d.Assistant.started(e)
+		}
+		return nil, nil
 	case *slackevents.MessageEvent:
 		switch e.SubType {
 		case "message_deleted":
@@ -271,6 +294,10 @@ func (d *Door) callback(ev slackevents.EventsAPIEvent) (*wire.ChatMessage, error
 	}
 	if !msg.fromHuman(bot) || (!msg.direct && !msg.summoned && d.Policy.GroupMode != wire.GroupContext) {
 		return nil, nil
+	}
+	if d.Assistant != nil && msg.direct && msg.thread != "" && msg.thread != msg.ts {
+		// The first message of an assistant thread titles it.
+		d.Assistant.message(msg.channel, msg.thread, stripMention(msg.text, bot))
 	}
 	return d.chatMessage(ev.TeamID, eventID, bot, msg)
 }

@@ -95,7 +95,8 @@ func (s *Socket) Run(ctx context.Context, hand func(context.Context, channels.Pa
 			case socketmode.EventTypeEventsAPI:
 				s.envelope(ctx, sm, evt.Request, hand, log)
 			case socketmode.EventTypeInteractive:
-				// Approval buttons: the same decisions as on the HTTP route.
+				// Approval and Stop buttons: the same decisions and stop
+				// commands as on the HTTP route.
 				s.interactive(ctx, sm, evt.Request, hand, log)
 			case socketmode.EventTypeSlashCommand:
 				// Not served: acknowledge so Slack does not retry them.
@@ -117,7 +118,7 @@ func (s *Socket) interactive(ctx context.Context, sm *socketmode.Client, req *so
 	parsed, err := s.Door.parseCallback(ctx, req.Payload)
 	if err != nil {
 		log.Warn("slack: unparsable interaction acknowledged", "envelope", req.EnvelopeID, "error", err)
-	} else if len(parsed.Decisions) > 0 {
+	} else if len(parsed.Decisions) > 0 || len(parsed.Messages) > 0 {
 		if err := hand(ctx, parsed); err != nil {
 			log.Error("slack: decision hand-off failed; envelope not acknowledged (Slack redelivers it)",
 				"envelope", req.EnvelopeID, "error", err)

@@ -251,3 +251,37 @@ func TestSocketRefusedToken(t *testing.T) {
 	default:
 	}
 }
+
+// A Stop click over Socket Mode is handed off as the stop command, then
+// acknowledged (as on the HTTP route).
+func TestSocketStopClick(t *testing.T) {
+	t.Parallel()
+	fake := fakeslack.New()
+	t.Cleanup(fake.Close)
+	sock := fake.Socket()
+	st := newStarter(sock)
+	r := run(t, socketChannel(t, fake).Conn, st)
+	ctx := waitCtx(t)
+	if err := sock.WaitConnected(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(`{"type":"block_actions","team":{"id":"T1"},"user":{"id":"U1"},"channel":{"id":"C1"},` +
+		`"actions":[{"action_id":"fastagent_stop","block_id":"fastagent_stop","type":"button","action_ts":"1800.1",` +
+		`"value":"{\"m\":\"1700.1\",\"r\":\"1700.1\",\"u\":\"U1\",\"t\":\"T1\"}"}]}`)
+	if err := sock.SendInteractive("env-stop", payload); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-st.called:
+		if c.msg.Command != wire.CommandStop || c.msg.StopTurn != "1700.1" || c.msg.Chat != "T1:C1" || len(c.acked) != 0 {
+			t.Errorf("handed off %+v (acked before: %v), want the stop command before the ack", c.msg, c.acked)
+		}
+	case <-ctx.Done():
+		t.Fatal("the stop click was not handed off")
+	}
+	if err := sock.WaitAck(ctx, "env-stop"); err != nil {
+		t.Fatalf("the stop click was not acknowledged: %v", err)
+	}
+	r.cancel()
+	<-r.done
+}

@@ -63,6 +63,8 @@ type Card struct {
 	Streaming bool
 	// Text is the answer element's content.
 	Text string
+	// Data is the card JSON as last created or replaced (its buttons).
+	Data string
 	// Seqs are the sequence numbers of the card's updates, in order.
 	Seqs    []int
 	Updates int
@@ -446,7 +448,7 @@ func (s *Server) answer(op string, args []string, raw []byte) apiAnswer {
 			return apiErr(300301, err.Error())
 		}
 		id := fmt.Sprintf("card_fake%d", len(s.cards)+1)
-		s.cards[id] = &Card{ID: id, Streaming: streaming, Text: text}
+		s.cards[id] = &Card{ID: id, Streaming: streaming, Text: text, Data: get("data")}
 		return ok(map[string]any{"card_id": id})
 	case "cardkit.content":
 		c, found := s.cards[args[0]]
@@ -476,7 +478,7 @@ func (s *Server) answer(op string, args []string, raw []byte) apiAnswer {
 		if err != nil {
 			return apiErr(300301, err.Error())
 		}
-		c.Text, c.Streaming = text, streaming
+		c.Text, c.Streaming, c.Data = text, streaming, data
 		c.Updates++
 		return ok(map[string]any{})
 	case "cardkit.settings":

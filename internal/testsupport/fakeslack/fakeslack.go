@@ -50,6 +50,10 @@ type Server struct {
 	fail map[string][]Failure
 	// msgs are the messages posted or streamed, by ts (stream.go).
 	msgs map[string]*Message
+	// deleted are the messages chat.delete removed; msgSeq numbers the
+	// messages in creation order.
+	deleted []Message
+	msgSeq  int
 	// files serves files.* and the download and upload URLs (files.go).
 	files *files
 	// socket serves the Socket Mode websocket path once Socket is called.

@@ -172,6 +172,16 @@ func (k *Socket) SendEvent(envelope string, payload []byte, retryAttempt int) er
 		"accepts_response_payload": false, "retry_attempt": retryAttempt, "retry_reason": ""})
 }
 
+// SendInteractive sends an interactive envelope (a button click) with
+// payload, the interaction's JSON.
+func (k *Socket) SendInteractive(envelope string, payload []byte) error {
+	if !json.Valid(payload) {
+		return errors.New("fakeslack: payload is not JSON")
+	}
+	return k.send(map[string]any{"type": "interactive", "envelope_id": envelope, "payload": json.RawMessage(payload),
+		"accepts_response_payload": false})
+}
+
 // Disconnect sends Slack's disconnect request; the client reconnects.
 func (k *Socket) Disconnect() error {
 	return k.send(map[string]any{"type": "disconnect", "reason": "refresh_requested",

@@ -36,6 +36,9 @@ type Message struct {
 	// Metadata is the message's metadata as posted or updated (JSON, ""
 	// for none).
 	Metadata string
+	// Blocks are the message's blocks as last posted or updated (JSON, ""
+	// for none; an update without blocks keeps them, as Slack does).
+	Blocks string
 	// seq orders the messages by creation.
 	seq int
 }
@@ -72,7 +75,7 @@ func registerStream(s *Server) {
 		if ts, _ := out["ts"].(string); ts != "" {
 			s.mu.Lock()
 			s.msgs[ts] = &Message{Channel: c.Get("channel"), TS: ts, Thread: c.Get("thread_ts"), Text: textOf(c),
-				Metadata: c.Get("metadata"), seq: len(s.msgs)}
+				Metadata: c.Get("metadata"), Blocks: c.Get("blocks"), seq: s.nextSeqLocked()}
 			s.mu.Unlock()
 		}
 		return out
@@ -89,6 +92,9 @@ func registerStream(s *Server) {
 		if md := c.Get("metadata"); md != "" {
 			m.Metadata = md
 		}
+		if _, ok := c.Params["blocks"]; ok {
+			m.Blocks = c.Get("blocks")
+		}
 		s.mu.Unlock()
 		return update(s, c)
 	}
@@ -103,7 +109,7 @@ func registerStream(s *Server) {
 		ts := s.NextTS()
 		s.mu.Lock()
 		s.msgs[ts] = &Message{Channel: c.Get("channel"), TS: ts, Thread: c.Get("thread_ts"), Text: text, Tasks: tasks,
-			Stream: true, Streaming: true, seq: len(s.msgs)}
+			Stream: true, Streaming: true, seq: s.nextSeqLocked()}
 		s.mu.Unlock()
 		return map[string]any{"channel": c.Get("channel"), "ts": ts}
 	}
@@ -131,6 +137,18 @@ func registerStream(s *Server) {
 			}
 			return map[string]any{"channel": m.Channel, "ts": m.TS}
 		}
+	}
+	// chat.delete removes a message (Deleted lists it).
+	s.handlers["chat.delete"] = func(s *Server, c Call) map[string]any {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		m := s.msgs[c.Get("ts")]
+		if m == nil || m.Channel != c.Get("channel") {
+			return map[string]any{"ok": false, "error": "message_not_found"}
+		}
+		delete(s.msgs, m.TS)
+		s.deleted = append(s.deleted, *m)
+		return map[string]any{"channel": m.Channel, "ts": m.TS}
 	}
 	s.handlers["chat.appendStream"] = streamCall(false)
 	s.handlers["chat.stopStream"] = streamCall(true)
@@ -168,6 +186,16 @@ func registerStream(s *Server) {
 	}
 	s.handlers["conversations.replies"] = listing(true)
 	s.handlers["conversations.history"] = listing(false)
+	// assistant.threads.setSuggestedPrompts and setTitle (Prompts, Titles)
+	// need the thread.
+	thread := func(s *Server, c Call) map[string]any {
+		if c.Get("channel_id") == "" || c.Get("thread_ts") == "" {
+			return map[string]any{"ok": false, "error": "invalid_arguments"}
+		}
+		return map[string]any{}
+	}
+	s.handlers["assistant.threads.setSuggestedPrompts"] = thread
+	s.handlers["assistant.threads.setTitle"] = thread
 	s.handlers["assistant.threads.setStatus"] = func(s *Server, c Call) map[string]any {
 		if c.Get("channel_id") == "" || c.Get("thread_ts") == "" {
 			return map[string]any{"ok": false, "error": "invalid_arguments"}
@@ -243,11 +271,52 @@ func (s *Server) Messages(channel string) []Message {
 	return out
 }
 
+// Deleted returns the messages chat.delete removed, in order.
+func (s *Server) Deleted() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.deleted...)
+}
+
+// nextSeqLocked orders a new message after every earlier one (deleted
+// ones included).
+func (s *Server) nextSeqLocked() int {
+	s.msgSeq++
+	return s.msgSeq
+}
+
 // Statuses returns the assistant.threads.setStatus calls received.
 func (s *Server) Statuses() []Status {
 	var out []Status
 	for _, c := range s.Calls("assistant.threads.setStatus") {
 		out = append(out, Status{Channel: c.Get("channel_id"), Thread: c.Get("thread_ts"), Status: c.Get("status")})
+	}
+	return out
+}
+
+// Prompts is one assistant.threads.setSuggestedPrompts call.
+type Prompts struct {
+	Channel, Thread, Title string
+	Prompts                []struct{ Title, Message string }
+}
+
+// SuggestedPrompts returns the assistant.threads.setSuggestedPrompts calls
+// received.
+func (s *Server) SuggestedPrompts() []Prompts {
+	var out []Prompts
+	for _, c := range s.Calls("assistant.threads.setSuggestedPrompts") {
+		p := Prompts{Channel: c.Get("channel_id"), Thread: c.Get("thread_ts"), Title: c.Get("title")}
+		_ = json.Unmarshal([]byte(c.Get("prompts")), &p.Prompts)
+		out = append(out, p)
+	}
+	return out
+}
+
+// Titles returns the assistant.threads.setTitle calls received.
+func (s *Server) Titles() []Status {
+	var out []Status
+	for _, c := range s.Calls("assistant.threads.setTitle") {
+		out = append(out, Status{Channel: c.Get("channel_id"), Thread: c.Get("thread_ts"), Status: c.Get("title")})
 	}
 	return out
 }

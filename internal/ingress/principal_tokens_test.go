@@ -1,0 +1,169 @@
+package ingress_test
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/ingress"
+	"github.com/fastagent/fastagent/internal/turnusage"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// spendingSessions is a session client whose every turn uses 600 tokens,
+// reported as the engine does (turnusage.Send) when the turn ends; a key
+// answered again reports the same run (same First and Leaf).
+type spendingSessions struct {
+	*sessionsRecorder
+}
+
+func (s spendingSessions) outcome(key string) agentloop.Outcome {
+	return agentloop.Outcome{Turn: key, Status: agent.TypeCompleted, First: "u-" + key, Leaf: "a-" + key,
+		Usage: &agent.Usage{Input: 500, Output: 100}}
+}
+
+func (s spendingSessions) Invoke(ctx context.Context, scope agent.Scope, _ agent.Prompt) iter.Seq[agent.Event] {
+	key := agent.IdempotencyKey(ctx)
+	s.record("invoke " + scope.Session + " " + key)
+	return func(yield func(agent.Event) bool) {
+		out := s.outcome(key)
+		turnusage.Send(ctx, scope.Session, key, out)
+		yield(out.Event())
+	}
+}
+
+func (s spendingSessions) Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error) {
+	return func(yield func(agent.Event) bool) {
+		out := s.outcome(key)
+		turnusage.Send(ctx, session, key, out)
+		yield(out.Event())
+	}, nil
+}
+
+// TestPrincipalTokensPerDay: limits.perPrincipal.tokensPerDay. Alice's
+// turns are charged their usage when they end (a key answered again is
+// not charged twice); once she used her day's tokens, a new invoke, a
+// follow-up, a steer and an invoke with whileBusy steer are refused 429
+// principal_limit with Retry-After until 00:00 UTC, before anything is
+// started (the session client sees none of them); bob and an admin are
+// not held back.
+func TestPrincipalTokensPerDay(t *testing.T) {
+	t.Parallel()
+	rec := spendingSessions{&sessionsRecorder{recorder: &recorder{}}}
+	s := &ingress.Server{Agent: rec, Control: rec, Attacher: rec, Sessions: rec, Principals: headerAuth{},
+		PrincipalLimiter: ingress.NewPrincipalLimiter(ingress.PrincipalLimits{TokensPerDay: 1000, ExemptAdmins: true})}
+	s.SetReady(true)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	user := func(name string, rights ...string) map[string]string {
+		return map[string]string{"X-User": name, "X-Rights": strings.Join(append(rights, "invoke", "control"), ",")}
+	}
+	alice, bob, admin := user("tok-alice"), user("tok-bob"), user("tok-root", "admin")
+	invoke := func(hdr map[string]string, session, key, extra string) (*http.Response, string) {
+		t.Helper()
+		h := map[string]string{}
+		for k, v := range hdr {
+			h[k] = v
+		}
+		if key != "" {
+			h["Idempotency-Key"] = key
+		}
+		return do(t, hs, call{http.MethodPost, "/invoke", `{"session":"` + session + `","text":"hi"` + extra + `}`}, "", h)
+	}
+
+	if resp, body := invoke(alice, "tok-a", "k1", ""); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"completed"`) {
+		t.Fatalf("alice's first turn: %d %s", resp.StatusCode, body)
+	}
+	// The same key answered again is the same run: not charged twice, so
+	// alice (600 of 1000) may still start a turn.
+	if resp, body := invoke(alice, "tok-a", "k1", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice's key again: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := invoke(alice, "tok-a", "k2", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("alice's second turn (600 tokens used of 1000): %d %s", resp.StatusCode, body)
+	}
+	before := len(rec.took())
+
+	// 1200 of 1000: refused until midnight UTC, nothing started.
+	refused := []struct {
+		name string
+		c    call
+		key  string
+	}{
+		{"invoke", call{http.MethodPost, "/invoke", `{"session":"tok-a","text":"more"}`}, "k3"},
+		{"invoke while busy: steer", call{http.MethodPost, "/invoke", `{"session":"tok-a","text":"more","whileBusy":"steer"}`}, "k4"},
+		{"follow-up", call{http.MethodPost, "/sessions/tok-a/followup", `{"text":"more"}`}, "k5"},
+		{"steer", call{http.MethodPost, "/sessions/tok-a/steer", `{"text":"more"}`}, ""},
+	}
+	for _, r := range refused {
+		h := map[string]string{"Idempotency-Key": r.key}
+		for k, v := range alice {
+			h[k] = v
+		}
+		now := time.Now().UTC()
+		resp, body := do(t, hs, r.c, "", h)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("%s over the day's tokens: %d %s, want 429", r.name, resp.StatusCode, body)
+			continue
+		}
+		var msg struct{ Error, Code string }
+		if err := json.Unmarshal([]byte(body), &msg); err != nil || msg.Code != ingress.CodePrincipalLimit ||
+			!strings.Contains(msg.Error, "limits.perPrincipal.tokensPerDay") || !strings.Contains(msg.Error, "1200 tokens") {
+			t.Errorf("%s: body %s, want code %q naming the limit and the tokens used", r.name, body, ingress.CodePrincipalLimit)
+		}
+		midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+		want := int(midnight.Sub(now).Seconds())
+		if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < want-2 || ra > want+2 {
+			t.Errorf("%s: Retry-After %q, want about %d (seconds to 00:00 UTC)", r.name, resp.Header.Get("Retry-After"), want)
+		}
+	}
+	if got := rec.took()[before:]; len(got) != 0 {
+		t.Errorf("refused requests reached the session client: %v", got)
+	}
+	// Others are not held back.
+	if resp, body := invoke(bob, "tok-b", "b1", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("bob: %d %s", resp.StatusCode, body)
+	}
+	for i := range 3 {
+		if resp, body := invoke(admin, "tok-r", "r"+strconv.Itoa(i), ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("an exempt admin's turn %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+}
+
+// The limiter charges each turn run once, counts per UTC day and refuses
+// until the next midnight.
+func TestPrincipalLimiterTokens(t *testing.T) {
+	t.Parallel()
+	l := ingress.NewPrincipalLimiter(ingress.PrincipalLimits{TokensPerDay: 100})
+	r := turnusage.Report{Session: "s", Turn: "k", First: "u1", Leaf: "a1", Usage: agent.Usage{Input: 60, Output: 50}}
+	if err := l.CheckTokens("lt-p", false); err != nil {
+		t.Fatal(err)
+	}
+	l.Charge("lt-p", false, r)
+	l.Charge("lt-p", false, r) // the same run answered again
+	if err := l.CheckTokens("lt-other", false); err != nil {
+		t.Errorf("another principal: %v", err)
+	}
+	if err := l.CheckTokens("lt-p", false); err == nil || !strings.Contains(err.Error(), "used 110 tokens") {
+		t.Errorf("after 110 of 100 tokens: %v, want a refusal counting 110 (charged once)", err)
+	}
+	if _, err := l.Take("lt-p", false); err == nil {
+		t.Error("Take admitted a turn over the day's tokens")
+	}
+	// The same key run anew (another First/Leaf) is charged.
+	l2 := ingress.NewPrincipalLimiter(ingress.PrincipalLimits{TokensPerDay: 200})
+	l2.Charge("lt-q", false, r)
+	r.First, r.Leaf = "u2", "a2"
+	l2.Charge("lt-q", false, r)
+	if err := l2.CheckTokens("lt-q", false); err == nil {
+		t.Error("a key run again as a new turn was not charged")
+	}
+}
