@@ -110,7 +110,7 @@ func (s *session) expireIdle(ctx workflow.Context) (done bool, err error) {
 	if ttl <= 0 {
 		return false, nil
 	}
-	if len(s.queue) > 0 || s.running != nil || len(s.snap.Wakes) > 0 || s.deliveries.Len() > 0 || s.draining ||
+	if len(s.queue) > 0 || s.running != nil || len(s.snap.Wakes) > 0 || s.waitingDeliveries() > 0 || s.draining ||
 		s.replies > 0 || s.records > 0 || !workflow.AllHandlersFinished(ctx) {
 		// Busy, or a wake-up is pending (it will run a turn): a whole TTL
 		// again from now.

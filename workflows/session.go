@@ -591,7 +591,7 @@ func (s *session) awaitRollover(ctx workflow.Context) error {
 	for {
 		if err := workflow.Await(ctx, func() bool {
 			return (len(s.queue) > 0 && !s.carriesAll()) || s.deliveryWaiting() ||
-				workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && !s.draining && s.replies == 0 && s.records == 0
+				workflow.AllHandlersFinished(ctx) && s.waitingDeliveries() == 0 && !s.draining && s.replies == 0 && s.records == 0
 		}); err != nil {
 			return err
 		}
