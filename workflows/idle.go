@@ -129,7 +129,7 @@ func (s *session) expireIdle(ctx workflow.Context) (done bool, err error) {
 		Summary: "expire · idle since " + since.UTC().Format(time.RFC3339),
 	})
 	var res wire.ExpireResult
-	err = workflow.ExecuteActivity(actx, ActivitySessionExpire, wire.ExpireInput{Session: s.in.Session, IdleSince: since}).Get(ctx, &res)
+	err = workflow.ExecuteActivity(actx, ActivitySessionExpire, wire.ExpireInput{Session: s.in.Session, IdleSince: since, Now: now}).Get(ctx, &res)
 	if err != nil {
 		s.expiring = false
 		s.snap.IdleSince = workflow.Now(ctx)

@@ -536,21 +536,8 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			s.drainDeliveries()
 			continue
 		}
-		// Once the run is rolling over, turns that can be carried wait for
-		// the next run.
-		if len(s.queue) > 0 && (!s.rollover || !s.carriesAll()) {
-			t := s.queue[0]
-			s.queue = s.queue[1:]
-			s.noteDepth(ctx)
-			s.runApart(ctx, t)
-			s.noteActive(ctx)
-			if len(s.queue) == 0 {
-				s.setStatus(ctx, StatusIdle)
-			}
-		} else if s.idleReached() && !s.rollover {
-			if done, err := s.expireIdle(ctx); done {
-				return err
-			}
+		if done, err := s.step(ctx); done {
+			return err
 		}
 
 		if s.runDone(ctx) {
@@ -600,6 +587,29 @@ func (s *session) awaitRollover(ctx workflow.Context) error {
 		}
 		s.drainDeliveries()
 	}
+}
+
+// step runs the next queued turn or, with nothing to run and the idle
+// timer fired, the session's expiry (idle.go); done says the run ends
+// with err.
+func (s *session) step(ctx workflow.Context) (done bool, err error) {
+	// Once the run is rolling over, turns that can be carried wait for
+	// the next run.
+	if len(s.queue) > 0 && (!s.rollover || !s.carriesAll()) {
+		t := s.queue[0]
+		s.queue = s.queue[1:]
+		s.noteDepth(ctx)
+		s.runApart(ctx, t)
+		s.noteActive(ctx)
+		if len(s.queue) == 0 {
+			s.setStatus(ctx, StatusIdle)
+		}
+		return false, nil
+	}
+	if s.idleReached() && !s.rollover {
+		return s.expireIdle(ctx)
+	}
+	return false, nil
 }
 
 // start restores what the previous run carried, then registers the

@@ -15,6 +15,7 @@ import (
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // expireFake is a fake Session.Expire: it records each call's mock time
@@ -200,5 +201,37 @@ func TestSessionIdleTTLMessageDuringExpiry(t *testing.T) {
 	s := in.Snapshot
 	if in.Session != "s" || s.Opened || s.Turns != 0 || s.IDP != "" || len(s.Queue) != 1 || s.Queue[0].Delivery.Key != "d1" {
 		t.Errorf("the next run's input %+v, want a fresh session holding only delivery d1", in)
+	}
+}
+
+// A pending wake-up keeps an idle session open: it expires only a TTL
+// after the turn the wake-up ran.
+func TestSessionIdleTTLWaitsForAWakeUp(t *testing.T) {
+	t.Parallel()
+	r := newWakeRigWith(t, func(now time.Time, id string) *wakes.Wake {
+		return &wakes.Wake{ID: id, Prompt: "check later", FireAt: now.Add(5 * time.Hour)}
+	}, agentloop.Settings{IdleTTL: idleTTL})
+	var (
+		mu sync.Mutex
+		at []time.Time
+	)
+	r.env.RegisterActivityWithOptions(func(context.Context, wire.ExpireInput) (wire.ExpireResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, r.env.Now())
+		return wire.ExpireResult{Deleted: true, IdleTTL: idleTTL}, nil
+	}, activity.RegisterOptions{Name: workflows.ActivitySessionExpire})
+	start := r.env.Now()
+	r.turn(t, time.Second, "t1", "set a wake-up")
+	r.env.RegisterDelayedCallback(r.env.CancelWorkflow, 20*time.Hour)
+	r.env.ExecuteWorkflow(workflows.SessionWorkflowType, workflows.SessionInput{Session: "s"})
+	if err := r.env.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow error %v, want it completed", err)
+	}
+	if len(r.woken()) != 1 {
+		t.Fatalf("woken %q: the wake-up must fire before the session expires", r.woken())
+	}
+	if len(at) != 1 || at[0].Sub(start) < 5*time.Hour+idleTTL || at[0].Sub(start) > 5*time.Hour+idleTTL+10*time.Minute {
+		t.Errorf("Session.Expire ran at %v after the start, want once, the TTL after the wake-up's turn (7h)", since(start, at))
 	}
 }

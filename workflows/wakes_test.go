@@ -32,13 +32,18 @@ type wakeRig struct {
 }
 
 func newWakeRig(t *testing.T, wake func(now time.Time, id string) *wakes.Wake) *wakeRig {
+	return newWakeRigWith(t, wake, agentloop.Settings{})
+}
+
+// newWakeRigWith is newWakeRig whose Session.Open answers settings.
+func newWakeRigWith(t *testing.T, wake func(now time.Time, id string) *wakes.Wake, settings agentloop.Settings) *wakeRig {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))))
 	r := &wakeRig{env: suite.NewTestWorkflowEnvironment(), wake: wake}
 	r.env.SetTestTimeout(30 * time.Second)
 	r.env.RegisterWorkflowWithOptions(workflows.SessionWorkflow, workflow.RegisterOptions{Name: workflows.SessionWorkflowType})
 	r.env.RegisterActivityWithOptions(func(context.Context, wire.OpenInput) (wire.OpenResult, error) {
-		return wire.OpenResult{}, nil
+		return wire.OpenResult{Settings: settings}, nil
 	}, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
 	users := map[string]string{} // user entry ID → text, as Turn.Begin stored them
 	r.env.RegisterActivityWithOptions(func(_ context.Context, in wire.BeginTurnInput) (wire.BeginTurnResult, error) {

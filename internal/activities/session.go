@@ -134,7 +134,14 @@ func (a *Activities) Expire(ctx context.Context, in wire.ExpireInput) (wire.Expi
 			"session "+in.Session+" kept: the definition does not load, so its idle TTL is unknown: "+err.Error(), "definition", err)
 	}
 	ttl := time.Duration(def.Config.Sessions.IdleTTL)
-	idle := time.Since(in.IdleSince)
+	now := in.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	// The workflow's clock: a worker whose clock lags the server's would
+	// otherwise find the session not yet due at every timer, and the
+	// session would ask again every second until the clocks agree.
+	idle := now.Sub(in.IdleSince)
 	if ttl <= 0 || idle < ttl {
 		return wire.ExpireResult{IdleTTL: ttl}, nil
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/serve"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/testkit"
 	"github.com/fastagent/fastagent/internal/testsupport/wait"
 )
 
@@ -172,4 +174,55 @@ func TestPrincipalTokensPerDay(t *testing.T) {
 	}
 	st, body, _ = invoke("bob-token", "tpd-b", "tpd-b1", "bob's")
 	completed("bob's turn", st, body)
+}
+
+// TestPrincipalTokensChargedAfterDisconnect: a turn whose client went away
+// is still charged when it ends — aborted, it is charged what its finished
+// model call used — and the principal's next turn is refused.
+func TestPrincipalTokensChargedAfterDisconnect(t *testing.T) {
+	e := newEnv(t)
+	e.writeConfig(fastRetries)
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	e.kit.Model.EnqueueFor("walk away",
+		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: `{"note":"x"}`}},
+			Usage: &modelserver.Usage{PromptTokens: 500, CompletionTokens: 100}},
+		modelserver.Reply{Text: []string{"never"}, Hold: hold})
+	e.startWorker()
+	srv := e.runtime(func(cfg *serve.Config, _ *serve.Components) {
+		cfg.PerPrincipal = ingress.PrincipalLimits{TokensPerDay: 500, ExemptAdmins: true}
+	}).IngressFor(e.agent)
+	toks := &ingress.Tokens{}
+	toks.AddToken("alice", "alice-token", ingress.RightInvoke, ingress.RightControl)
+	srv.Tokens, srv.Owners = toks, serve.NewOwners(e.kit.Store, e.agent)
+	srv.SetReady(true)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/invoke", strings.NewReader(`{"session":"tpd-gone","text":"walk away"}`))
+	req.Header.Set("Authorization", "Bearer alice-token")
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	wait.For(t, time.Minute, "the turn's second model call", func() bool { return len(e.kit.Model.Requests()) >= 2 })
+	cancel() // the client goes away during the second model call
+	<-done
+	wait.For(t, time.Minute, "the aborted turn to be charged", func() bool {
+		return srv.PrincipalLimiter.CheckTokens("alice", false) != nil
+	})
+	err := srv.PrincipalLimiter.CheckTokens("alice", false)
+	if !strings.Contains(err.Error(), "used 600 tokens") {
+		t.Errorf("charged: %v, want the 600 tokens of the finished model call", err)
+	}
+	st, body, _ := send(t, http.MethodPost, hs.URL+"/invoke", "alice-token", `{"session":"tpd-gone","text":"again"}`, nil)
+	if st != http.StatusTooManyRequests || !strings.Contains(body, ingress.CodePrincipalLimit) {
+		t.Errorf("the next turn: %d %s, want 429 principal_limit", st, body)
+	}
 }

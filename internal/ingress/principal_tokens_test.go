@@ -167,3 +167,34 @@ func TestPrincipalLimiterTokens(t *testing.T) {
 		t.Error("a key run again as a new turn was not charged")
 	}
 }
+
+// In the web chat (a principal signed in by a link) a message past the
+// principal's day's tokens is refused with the same 429 principal_limit,
+// whose message — what the page shows the sender — says why and until
+// when; nothing is started.
+func TestPrincipalTokensPerDayInWebChat(t *testing.T) {
+	t.Parallel()
+	var rec spendingSessions
+	hs, _ := authServer(t, func(s *ingress.Server) {
+		g := ingress.NewChatGate()
+		s.Chat = g
+		rec = spendingSessions{&sessionsRecorder{recorder: s.Agent.(*recorder)}}
+		s.Agent, s.Attacher = rec, rec
+		s.PrincipalLimiter = ingress.NewPrincipalLimiter(ingress.PrincipalLimits{TokensPerDay: 500, ExemptAdmins: true})
+	})
+	sess, csrf := signIn(t, hs, aliceTok)
+	hdr := map[string]string{ingress.ChatCSRFHeader: csrf, "Origin": hs.URL}
+	if r, b := withCookie(t, hs, call{http.MethodPost, "/invoke", `{"session":"chat-tok","text":"hi"}`}, sess, hdr); r.StatusCode != http.StatusOK {
+		t.Fatalf("the first chat message: %d %s", r.StatusCode, b)
+	}
+	before := len(rec.took())
+	r, b := withCookie(t, hs, call{http.MethodPost, "/invoke", `{"session":"chat-tok","text":"again"}`}, sess, hdr)
+	var msg struct{ Error, Code string }
+	if r.StatusCode != http.StatusTooManyRequests || json.Unmarshal([]byte(b), &msg) != nil || msg.Code != ingress.CodePrincipalLimit ||
+		!strings.Contains(msg.Error, "used 600 tokens today (UTC)") || !strings.Contains(msg.Error, "until 00:00 UTC (in ") {
+		t.Fatalf("a chat message past the day's tokens: %d %s, want 429 principal_limit saying why and until when", r.StatusCode, b)
+	}
+	if got := rec.took()[before:]; len(got) != 0 {
+		t.Errorf("the refused chat message reached the session client: %v", got)
+	}
+}

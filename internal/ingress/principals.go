@@ -53,6 +53,7 @@ type PrincipalLimiter struct {
 	day     string
 	tokens  map[string]int64
 	charged map[string]time.Time
+	pruned  time.Time
 }
 
 // chargedFor is how long a charged turn run is remembered, so that its
@@ -69,7 +70,7 @@ func NewPrincipalLimiter(l PrincipalLimits) *PrincipalLimiter {
 // limited reports whether principal p (admin: whether it is an admin) is
 // under the limits.
 func (l *PrincipalLimiter) limited(p string, admin bool) bool {
-	return l != nil && l.limits.Enabled() && !(admin && l.limits.ExemptAdmins) && !slices.Contains(l.limits.Exempt, p)
+	return l != nil && l.limits.Enabled() && (!admin || !l.limits.ExemptAdmins) && !slices.Contains(l.limits.Exempt, p)
 }
 
 // rollDay starts a new UTC day's token counts; l.mu is held.
@@ -96,9 +97,10 @@ func (l *PrincipalLimiter) overTokens(p string, now time.Time) error {
 	l.rollDay(now)
 	if used := l.tokens[p]; used >= max {
 		principalRefused.WithLabelValues(p, "tokens_per_day").Inc()
-		return &principalRefusal{wait: untilMidnight(now), msg: fmt.Sprintf(
-			"principal %q used %d tokens today (UTC), the most limits.perPrincipal.tokensPerDay (%d) allows; new turns are refused until 00:00 UTC",
-			p, used, max)}
+		wait := untilMidnight(now)
+		return &principalRefusal{wait: wait, msg: fmt.Sprintf(
+			"principal %q used %d tokens today (UTC), the most limits.perPrincipal.tokensPerDay (%d) allows; new turns are refused until 00:00 UTC (in %s)",
+			p, used, max, wait.Truncate(time.Minute))}
 	}
 	return nil
 }
@@ -128,9 +130,12 @@ func (l *PrincipalLimiter) Charge(p string, admin bool, r turnusage.Report) {
 	if _, ok := l.charged[id]; ok {
 		return
 	}
-	for k, at := range l.charged {
-		if now.Sub(at) > chargedFor {
-			delete(l.charged, k)
+	if now.Sub(l.pruned) > time.Hour {
+		l.pruned = now
+		for k, at := range l.charged {
+			if now.Sub(at) > chargedFor {
+				delete(l.charged, k)
+			}
 		}
 	}
 	l.charged[id] = now

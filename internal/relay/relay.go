@@ -545,6 +545,18 @@ func (o StreamOptions) withFollow(bus feed.Bus) Options {
 	return o.Options
 }
 
+// reporting returns o reporting the turn's usage (turnusage) before its
+// terminal is sent, so a door that charges it sees the charge before the
+// caller can send its next turn.
+func reporting(ctx context.Context, o Options, session, turn string) Options {
+	o.OnTerminal = func(t Terminal) {
+		if t.Outcome != nil {
+			turnusage.Send(ctx, session, turn, *t.Outcome)
+		}
+	}
+	return o
+}
+
 // abortSettle bounds the wait for a turn's run to return after an abort.
 const abortSettle = 30 * time.Second
 
@@ -593,16 +605,7 @@ func Stream(ctx context.Context, bus feed.Bus, session, turn string, opt StreamO
 		<-done
 		ended()
 	}
-	// The turn's usage is reported (turnusage) before its terminal is
-	// sent, so a door that charges it sees the charge before the caller
-	// can send its next turn.
-	ropt := opt.withFollow(bus)
-	ropt.OnTerminal = func(t Terminal) {
-		if t.Outcome != nil {
-			turnusage.Send(ctx, session, turn, *t.Outcome)
-		}
-	}
-	ok, r := relayTurn(ctx, sub, outcome, ropt, me, yield)
+	ok, r := relayTurn(ctx, sub, outcome, reporting(ctx, opt.withFollow(bus), session, turn), me, yield)
 	if ok {
 		_ = sub.Close()
 		settle(0)

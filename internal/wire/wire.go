@@ -114,10 +114,13 @@ type OpenResult struct {
 }
 
 // ExpireInput is the argument of ActivitySessionExpire: the session, and
-// since when it has been idle.
+// since when it has been idle, on the workflow's clock (Now: when the
+// workflow asked; the activity measures the idle time with it, not with
+// the worker's wall clock, which may lag the server's timers).
 type ExpireInput struct {
 	Session   string    `json:"session"`
 	IdleSince time.Time `json:"idleSince"`
+	Now       time.Time `json:"now,omitzero"`
 }
 
 // ExpireResult says what ActivitySessionExpire did: Deleted with what it

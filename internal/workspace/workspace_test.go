@@ -367,3 +367,32 @@ func symlink(target, link string) error { return os.Symlink(target, link) }
 func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), d)
 }
+
+// sessions.idleTTL may not be shorter than the idempotency window in
+// effect: FASTAGENT_IDEMPOTENCY_WINDOW, which overrides the file's, is
+// checked too, and the error names the minimum.
+func TestIdleTTLAgainstTheWindowFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"fastagent.yaml": "idempotencyWindow: 1h\nsessions:\n  idleTTL: 2h\n"}
+	if d := load(t, files, nil); time.Duration(d.Config.Sessions.IdleTTL) != 2*time.Hour {
+		t.Fatalf("idleTTL %v", d.Config.Sessions.IdleTTL)
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, files)
+	l, err := NewLoader(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Sandbox = sandboxtest.Box()
+	l.Getenv = func(k string) string {
+		if k == "FASTAGENT_IDEMPOTENCY_WINDOW" {
+			return "3h"
+		}
+		return ""
+	}
+	_, err = l.Load(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "FASTAGENT_IDEMPOTENCY_WINDOW") || !strings.Contains(err.Error(), "sessions.idleTTL") ||
+		!strings.Contains(err.Error(), "the minimum is 3h0m0s") {
+		t.Errorf("idleTTL 2h under a 3h window from the environment: err = %v", err)
+	}
+}

@@ -101,6 +101,11 @@ func (c Config) policy() (wire.ChatPolicy, error) {
 	if c.MaxFileBytes < 0 {
 		return p, fmt.Errorf("maxFileBytes: %d is negative", c.MaxFileBytes)
 	}
+	for i, a := range c.Admins {
+		if !isOpenID(a) {
+			return p, fmt.Errorf("admins[%d]: %q is not an open_id (ou_…)", i, a)
+		}
+	}
 	return p, nil
 }
 

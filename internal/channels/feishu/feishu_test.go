@@ -67,6 +67,13 @@ func TestNew(t *testing.T) {
 			"FEISHU_VERIFICATION_TOKEN": "tok", "FEISHU_BASE_URL": "open.feishu.cn"}, wantErr: "FEISHU_BASE_URL"},
 		{name: "unknown key", profile: feishu.Feishu(), file: "groupSession: thread\n", env: feishuEnv, wantErr: "groupSession"},
 		{name: "bad transport", profile: feishu.Feishu(), file: "transport: grpc\n", env: feishuEnv, wantErr: "transport"},
+		{name: "admins", profile: feishu.Feishu(), file: "admins: [ou_84aad35d084aa403a838cf73ee18467]\n", env: feishuEnv,
+			check: func(t *testing.T, ch *channels.Channel) {
+				if d := ch.Door.(*feishu.Door); len(d.Admins) != 1 || d.Admins[0] != "ou_84aad35d084aa403a838cf73ee18467" {
+					t.Errorf("door admins %q", d.Admins)
+				}
+			}},
+		{name: "an admin that is no open_id", profile: feishu.Feishu(), file: "admins: ['<at id=all></at>']\n", env: feishuEnv, wantErr: "admins[0]"},
 		{name: "bad group mode", profile: feishu.Feishu(), file: "groupMode: all\n", env: feishuEnv, wantErr: "groupMode"},
 		{name: "bad session", profile: feishu.Feishu(), file: "directMessageSession: forever\n", env: feishuEnv, wantErr: "directMessageSession"},
 		{name: "webhook without token", profile: feishu.Feishu(), env: map[string]string{"FEISHU_APP_ID": "cli_1", "FEISHU_APP_SECRET": "s"},

@@ -1,13 +1,16 @@
 package feishu_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher/callback"
 
+	"github.com/fastagent/fastagent/internal/channels"
 	"github.com/fastagent/fastagent/internal/channels/feishu"
+	"github.com/fastagent/fastagent/internal/testsupport/fakefeishu"
 	"github.com/fastagent/fastagent/internal/wire"
 )
 
@@ -61,4 +64,62 @@ func TestStopClick(t *testing.T) {
 	if m, toast, err := d.StopClick(&ev); m != nil || toast != nil || err != nil {
 		t.Errorf("an approval click as a stop: %+v, %v, %v", m, toast, err)
 	}
+}
+
+// The live card carries the Stop button, bound to the turn's message, its
+// starter and chat; the settled card has none; an app whose clicks cannot
+// be verified (webhook without an Encrypt Key) shows none at all. A card
+// message (CardKit unavailable) carries it too while live.
+func TestLiveCardStopButton(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name             string
+		noButtons, cards bool
+	}{{"streaming card", false, true}, {"card message", false, false}, {"no verified clicks", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r, fake := newReplier(t)
+			r.NoButtons = c.noButtons
+			if !c.cards {
+				fake.Fail("cardkit.create", 99991672)
+			}
+			rd := render(t, r, target(userMsg), "")
+			var v channels.View
+			stream(t, rd, &v, "Hello", " world")
+			live := liveContent(t, fake)
+			if has := strings.Contains(live, `"fa":"stop"`); has == c.noButtons {
+				t.Fatalf("live card %s: Stop button %v, want %v", live, has, !c.noButtons)
+			}
+			if !c.noButtons && (!strings.Contains(live, `"u":"ou_user"`) || !strings.Contains(live, `"m":"`+userMsg+`"`)) {
+				t.Errorf("live card %s, want the button bound to the message and its starter", live)
+			}
+			if err := rd.Finish(context.Background(), "Hello world"); err != nil {
+				t.Fatal(err)
+			}
+			if settled := liveContent(t, fake); strings.Contains(settled, `"fa":"stop"`) {
+				t.Errorf("settled card %s still has its Stop button", settled)
+			}
+		})
+	}
+}
+
+// liveContent is the card JSON the one reply shows now: the CardKit card's,
+// or the card message's.
+func liveContent(t *testing.T, fake *fakefeishu.Server) string {
+	t.Helper()
+	msgs := fake.Messages()
+	if len(msgs) != 1 {
+		t.Fatalf("messages %+v, want one", msgs)
+	}
+	if strings.Contains(msgs[0].Content, `"card_id"`) {
+		var ref struct {
+			Data struct {
+				CardID string `json:"card_id"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal([]byte(msgs[0].Content), &ref)
+		c, _ := fake.Card(ref.Data.CardID)
+		return c.Data
+	}
+	return msgs[0].Content
 }

@@ -144,7 +144,8 @@ func (a *Assistant) message(channel, thread, text string) {
 	a.background(func(ctx context.Context) error { return a.api.SetAssistantThreadsTitleContext(ctx, p) }, "title", channel, thread)
 }
 
-// background runs call off the event's acknowledgement path.
+// background runs call off the event's acknowledgement path, with a
+// context of its own: the call outlives the event's handling.
 func (a *Assistant) background(call func(context.Context) error, what, channel, thread string) {
 	a.wg.Add(1)
 	go func() {

@@ -478,7 +478,11 @@ func (m *render) finish(ctx context.Context, text string) error {
 		return err
 	}
 	m.dropControl(ctx)
-	m.status(ctx, noStatus)
+	if !strings.Contains(m.turn, "#") {
+		// A turn's answer ends its status; a command's answer or a busy
+		// notice (keys with '#') leaves the running turn's alone.
+		m.status(ctx, noStatus)
+	}
 	return nil
 }
 

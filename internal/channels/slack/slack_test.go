@@ -162,6 +162,11 @@ func TestNewFromFile(t *testing.T) {
 		}, "SLACK_SIGNING_SECRET"},
 		{"missing token", "botTokenEnv: NOPE\n", getenv, "NOPE"},
 		{"unknown key", "signingSecret: inline\n", getenv, "signingSecret"},
+		{"admins and assistant prompts", "admins: [U024BE7LH]\nassistant:\n  title: Try\n  prompts:\n    - {title: A, message: a}\n", getenv, ""},
+		{"an admin that is no user ID", "admins: ['<@U1>']\n", getenv, "admins[0]"},
+		{"a prompt without its message", "assistant:\n  prompts:\n    - {title: A}\n", getenv, "assistant.prompts[0]"},
+		{"five prompts", "assistant:\n  prompts: [{title: A, message: a}, {title: B, message: b}, {title: C, message: c}, {title: D, message: d}, {title: E, message: e}]\n",
+			getenv, "at most 4"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -136,7 +136,7 @@ func (s *Socket) envelope(ctx context.Context, sm *socketmode.Client, req *socke
 	if req == nil {
 		return
 	}
-	parsed, err := s.Door.parsePayload(req.Payload)
+	parsed, err := s.Door.parsePayload(req.Payload) //nolint:contextcheck // assistant thread calls outlive the envelope on purpose
 	if err != nil {
 		log.Warn("slack: unparsable envelope acknowledged", "envelope", req.EnvelopeID, "error", err)
 		s.ack(ctx, sm, req.EnvelopeID, log)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/channels"
+	"github.com/fastagent/fastagent/internal/channels/slack"
 	"github.com/fastagent/fastagent/internal/testsupport/fakeslack"
 )
 
@@ -148,4 +150,129 @@ func TestRenderEscapesTaskDetails(t *testing.T) {
 	if n := len(appendsOf(fake)); n != 1 {
 		t.Errorf("appends = %d, want 1: the escaped line was already sent", n)
 	}
+}
+
+// A live message reply (top level, or a stream Slack refused) carries the
+// Stop button under its text, bound to the turn's message and starter;
+// the final text removes it (blocks=[]). A native stream cannot hold one:
+// its button is a message of its own under the stream, deleted at the end,
+// also by a renderer resumed from the stored reference.
+func TestRenderStopButton(t *testing.T) {
+	t.Parallel()
+	t.Run("message", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		rd := open(t, r, target(""), "")
+		var v channels.View
+		step(t, rd, &v, text("Hello", 1))
+		m := onlyMessage(t, fake)
+		if !strings.Contains(m.Blocks, `"action_id":"fastagent_stop"`) || !strings.Contains(m.Blocks, `"text":"Hello"`) {
+			t.Fatalf("live message blocks %s, want its text and the Stop button", m.Blocks)
+		}
+		if !strings.Contains(m.Blocks, `\"u\":\"`+user+`\"`) || !strings.Contains(m.Blocks, `\"m\":\"`+thread+`\"`) {
+			t.Errorf("Stop button %s, want it bound to the message and its starter", m.Blocks)
+		}
+		step(t, rd, &v, text(" world", 1))
+		if err := rd.Finish(context.Background(), "Hello world"); err != nil {
+			t.Fatal(err)
+		}
+		if m := onlyMessage(t, fake); m.Blocks != "[]" || m.Text != "Hello world" {
+			t.Errorf("settled message %+v, want the text and no blocks", m)
+		}
+	})
+	t.Run("stream", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		rd := open(t, r, target(thread), "")
+		var v channels.View
+		step(t, rd, &v, text("Hello", 1))
+		var control fakeslack.Message
+		for _, m := range fake.Messages("") {
+			if isControl(m.Blocks) {
+				control = m
+			}
+		}
+		if control.TS == "" || control.Thread != thread || !strings.Contains(rd.Ref(), "+"+control.TS) {
+			t.Fatalf("messages %+v, ref %q: want the Stop button's message in the thread, in the reference", fake.Messages(""), rd.Ref())
+		}
+		// The final reply is settled by another renderer, from the ref.
+		if err := open(t, r, target(thread), rd.Ref()).Finish(context.Background(), "Hello"); err != nil {
+			t.Fatal(err)
+		}
+		if d := fake.Deleted(); len(d) != 1 || d[0].TS != control.TS {
+			t.Errorf("deleted %+v, want the Stop button's message", d)
+		}
+		if m := onlyMessage(t, fake); m.Streaming || m.Text != "Hello" {
+			t.Errorf("reply %+v, want the stopped stream", m)
+		}
+	})
+}
+
+// statusCalls are the assistant statuses sent, in order.
+func statusCalls(fake *fakeslack.Server) []string {
+	var out []string
+	for _, st := range fake.Statuses() {
+		out = append(out, st.Status)
+	}
+	return out
+}
+
+// A status call that fails without Slack's answer (an HTTP 503, as a
+// network failure) is sent again at the next change; Slack refusing the
+// method (not an AI app, missing scope) turns statuses off for the
+// workspace, in every reply of the process; a refusal of one thread only
+// stops that reply's.
+func TestRenderStatusFailures(t *testing.T) {
+	t.Parallel()
+	running := agent.ToolStarted("c1", "bash", nil)
+	t.Run("network", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		fake.Fail("assistant.threads.setStatus", fakeslack.Failure{Status: 503})
+		rd := open(t, r, target(thread), "")
+		var v channels.View
+		step(t, rd, &v, agent.Event{Type: agent.TypeThinking, Delta: "hm"}) // thinking: fails
+		step(t, rd, &v, agent.Event{Type: agent.TypeThinking, Delta: "m"})  // no change: not sent again
+		step(t, rd, &v, running)                                            // a change: sent
+		if got := statusCalls(fake); strings.Join(got, "|") != slack.ThinkingStatus+"|is running bash…" {
+			t.Errorf("statuses %q, want the failed thinking, then bash at the next change", got)
+		}
+	})
+	t.Run("method refused", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		fake.Fail("assistant.threads.setStatus", fakeslack.Failure{Error: "not_allowed"})
+		rd := open(t, r, target(thread), "")
+		var v channels.View
+		step(t, rd, &v, agent.Event{Type: agent.TypeThinking, Delta: "hm"})
+		step(t, rd, &v, running)
+		if err := rd.Finish(context.Background(), "done"); err != nil {
+			t.Fatal(err)
+		}
+		// Another reply in the same workspace, and the turn-start status.
+		if err := r.React(context.Background(), target(thread), channels.ReactTaken); err != nil {
+			t.Fatal(err)
+		}
+		rd2 := open(t, r, target(thread), "")
+		var v2 channels.View
+		step(t, rd2, &v2, running)
+		if n := len(fake.Statuses()); n != 1 {
+			t.Errorf("%d status calls, want only the refused one", n)
+		}
+	})
+	t.Run("thread refused", func(t *testing.T) {
+		t.Parallel()
+		r, fake := replier(t)
+		fake.Fail("assistant.threads.setStatus", fakeslack.Failure{Error: "invalid_thread_ts"})
+		rd := open(t, r, target(thread), "")
+		var v channels.View
+		step(t, rd, &v, agent.Event{Type: agent.TypeThinking, Delta: "hm"})
+		step(t, rd, &v, running)
+		rd2 := open(t, r, target(thread), "")
+		var v2 channels.View
+		step(t, rd2, &v2, running)
+		if got := statusCalls(fake); strings.Join(got, "|") != slack.ThinkingStatus+"|is running bash…" {
+			t.Errorf("statuses %q, want the refused one, then only the other reply's", got)
+		}
+	})
 }
