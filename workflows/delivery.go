@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,11 +73,13 @@ const changeDrainDeliveries = "drain-deliveries"
 // demand does so without asking GetVersion again (the snapshot says so),
 // so an idle run's first workflow task records no marker.
 func (s *session) listenDeliveries(ctx workflow.Context) {
-	s.deliveries = workflow.GetSignalChannel(ctx, SignalDeliver)
 	if s.snap.DrainOnDemand || workflow.GetVersion(ctx, changeDrainDeliveries, workflow.DefaultVersion, 1) >= 1 {
+		// The channel is asked for once a delivery came (queuedDeliveries):
+		// a session that never gets one keeps no channel object.
 		s.snap.DrainOnDemand = true
 		return
 	}
+	s.deliveries = workflow.GetSignalChannel(ctx, SignalDeliver)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			var d Delivery
@@ -92,7 +95,21 @@ func (s *session) listenDeliveries(ctx workflow.Context) {
 // waits and no drain coroutine runs: the main loop's waits return then and
 // call drainDeliveries.
 func (s *session) deliveryWaiting() bool {
-	return s.snap.DrainOnDemand && !s.draining && s.deliveries.Len() > 0
+	return s.snap.DrainOnDemand && !s.draining && s.waitingDeliveries() > 0
+}
+
+// waitingDeliveries is how many SignalDeliver wait to be handled. A run that
+// drains on demand takes the signal channel only once one came (the SDK
+// makes the channel when a signal arrives; GetUnhandledSignalNames names
+// the channels holding one).
+func (s *session) waitingDeliveries() int {
+	if s.deliveries == nil {
+		if !slices.Contains(workflow.GetUnhandledSignalNames(s.root), SignalDeliver) {
+			return 0
+		}
+		s.deliveries = workflow.GetSignalChannel(s.root, SignalDeliver)
+	}
+	return s.deliveries.Len()
 }
 
 // drainDeliveries starts a coroutine that handles the deliveries waiting,
@@ -106,12 +123,30 @@ func (s *session) drainDeliveries() {
 		defer func() { s.draining = false }()
 		for {
 			var d Delivery
-			if !s.deliveries.ReceiveAsync(&d) {
+			if s.waitingDeliveries() == 0 || !s.deliveries.ReceiveAsync(&d) {
 				return
 			}
 			s.onDelivery(gctx, d)
 		}
 	})
+}
+
+// awaitSettled waits until every handler has finished, no delivery waits
+// or is being handled and no busy reply or refusal record runs; in a run
+// that drains on demand it drains the deliveries that come meanwhile.
+func (s *session) awaitSettled(ctx workflow.Context) error {
+	for {
+		if err := workflow.Await(ctx, func() bool {
+			return s.deliveryWaiting() ||
+				workflow.AllHandlersFinished(ctx) && s.waitingDeliveries() == 0 && !s.draining && s.replies == 0 && s.records == 0
+		}); err != nil {
+			return err
+		}
+		if !s.deliveryWaiting() {
+			return nil
+		}
+		s.drainDeliveries()
+	}
 }
 
 // replyTurn posts a finished channel turn's answer, unless the store had

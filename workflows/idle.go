@@ -110,7 +110,7 @@ func (s *session) expireIdle(ctx workflow.Context) (done bool, err error) {
 	if ttl <= 0 {
 		return false, nil
 	}
-	if len(s.queue) > 0 || s.running != nil || len(s.snap.Wakes) > 0 || s.deliveries.Len() > 0 ||
+	if len(s.queue) > 0 || s.running != nil || len(s.snap.Wakes) > 0 || s.waitingDeliveries() > 0 || s.draining ||
 		s.replies > 0 || s.records > 0 || !workflow.AllHandlersFinished(ctx) {
 		// Busy, or a wake-up is pending (it will run a turn): a whole TTL
 		// again from now.
@@ -145,19 +145,8 @@ func (s *session) expireIdle(ctx workflow.Context) (done bool, err error) {
 	}
 	workflow.GetLogger(ctx).Info("idle session deleted", "session", s.in.Session, "idleTTL", res.IdleTTL,
 		"entries", res.Entries, "subSessions", res.SubSessions)
-	for {
-		// In a run that drains deliveries on demand, nothing else reads
-		// them while this waits: the wait drains them itself.
-		if err := workflow.Await(ctx, func() bool {
-			return s.deliveryWaiting() ||
-				workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && !s.draining && s.replies == 0 && s.records == 0
-		}); err != nil {
-			return true, err
-		}
-		if !s.deliveryWaiting() {
-			break
-		}
-		s.drainDeliveries()
+	if err := s.awaitSettled(ctx); err != nil {
+		return true, err
 	}
 	if len(s.queue) == 0 {
 		return true, nil

@@ -551,17 +551,8 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 			// turns still waiting go along in the snapshot, their live
 			// replies stopped first (none may write after the next run's).
 			s.stopCarriedLive(ctx)
-			for {
-				if err := workflow.Await(ctx, func() bool {
-					return (len(s.queue) > 0 && !s.carriesAll()) || s.deliveryWaiting() ||
-						workflow.AllHandlersFinished(ctx) && s.deliveries.Len() == 0 && !s.draining && s.replies == 0 && s.records == 0
-				}); err != nil {
-					return err
-				}
-				if !s.deliveryWaiting() {
-					break
-				}
-				s.drainDeliveries()
+			if err := s.awaitRollover(ctx); err != nil {
+				return err
 			}
 			if len(s.queue) == 0 || s.carriesAll() {
 				s.carryQueue()
@@ -576,6 +567,25 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 				})
 			}
 		}
+	}
+}
+
+// awaitRollover waits until the run can continue as new — every handler
+// finished, no delivery waiting or being handled, no busy reply or refusal
+// record running — or a turn came that cannot be carried. In a run that
+// drains deliveries on demand it drains those that come meanwhile.
+func (s *session) awaitRollover(ctx workflow.Context) error {
+	for {
+		if err := workflow.Await(ctx, func() bool {
+			return (len(s.queue) > 0 && !s.carriesAll()) || s.deliveryWaiting() ||
+				workflow.AllHandlersFinished(ctx) && s.waitingDeliveries() == 0 && !s.draining && s.replies == 0 && s.records == 0
+		}); err != nil {
+			return err
+		}
+		if !s.deliveryWaiting() {
+			return nil
+		}
+		s.drainDeliveries()
 	}
 }
 

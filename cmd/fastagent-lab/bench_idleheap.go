@@ -78,6 +78,7 @@ func (b *bench) idleHeap() error {
 	if failed.Load() > 0 {
 		return fmt.Errorf("%d of %d first turns failed; first: %v", failed.Load(), N, firstErr.Load())
 	}
+	settleGoroutines(before.goroutines+N, 30*time.Second)
 	after := heapNow()
 	harness := (harnessBytes() - harness0) / float64(N)
 	if b.f.idleHeapProf != "" {
@@ -157,6 +158,21 @@ func harnessStack(pcs []uintptr) bool {
 		}
 		if !more {
 			return false
+		}
+	}
+}
+
+// settleGoroutines waits until the process runs at most want goroutines
+// (one per idle session), or until the count has not fallen for two
+// seconds, or for at most limit: the last turns' workflow tasks and update
+// handlers may still be finishing when their callers have their answers.
+func settleGoroutines(want int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	last, since := runtime.NumGoroutine(), time.Now()
+	for time.Now().Before(deadline) && last > want && time.Since(since) < 2*time.Second {
+		time.Sleep(100 * time.Millisecond)
+		if n := runtime.NumGoroutine(); n < last {
+			last, since = n, time.Now()
 		}
 	}
 }
