@@ -40,8 +40,9 @@ func chromiumPath(t *testing.T) string {
 }
 
 // The web chat in a real browser: a one-time link (what `fastagent
-// chat-link` asks for) signs alice in and leaves the page without the link
-// in its address; a prompt streams the model's answer; a tool call that
+// chat-link` asks for) shows a sign-in page naming alice and sets no
+// cookie; its button signs her in, leaves the page without the link in its
+// address, and the header names her; a prompt streams the model's answer; a tool call that
 // needs approval shows Approve/Deny inline and runs once approved; the
 // turn completes with the rest of the answer, and the session is listed.
 // A second turn's call is denied and never runs; a third shows bash's
@@ -292,8 +293,9 @@ func pageSession(t *testing.T, bctx context.Context) string {
 }
 
 // `fastagent dev` prints a web chat link for its token's principal, and
-// `fastagent chat-link` asks the running server for more: each opens once
-// (a second open is refused and sets no cookie), and a link made by a
+// `fastagent chat-link` asks the running server for more: each signs in
+// once, through its sign-in page (a second open is refused and sets no
+// cookie), and a link made by a
 // `dev` that has since restarted does not open on the new one.
 func TestWebChatLinksFromDev(t *testing.T) {
 	kit := testkit.New(t)
