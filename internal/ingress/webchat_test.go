@@ -393,6 +393,12 @@ func TestChatLoginPageSpendsNothing(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || strings.Contains(body, "<img") || !strings.Contains(body, "as &lt;img src=x&gt;&#34;") {
 		t.Errorf("page for an odd name: %d\n%s", resp.StatusCode, body)
 	}
+	// A browser signed in as bob is told that alice's link replaces him.
+	bobSess, _ := signIn(t, hs, bobTok)
+	if r, b := withCookie(t, hs, call{http.MethodGet, "/chat/login?t=" + tok, ""}, bobSess, nil); r.StatusCode != http.StatusOK ||
+		!strings.Contains(b, "signed in as <strong>bob</strong> now") || r.Header.Get("Set-Cookie") != "" {
+		t.Errorf("the page with bob's cookie: %d\n%s", r.StatusCode, b)
+	}
 	// The link still signs in, once.
 	if r, cs := openLink(t, l.URL); r.StatusCode != http.StatusSeeOther || len(cs) != 2 {
 		t.Fatalf("sign in after the GETs: %d %v", r.StatusCode, cs)
