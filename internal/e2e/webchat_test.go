@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -38,8 +40,9 @@ func chromiumPath(t *testing.T) string {
 }
 
 // The web chat in a real browser: a one-time link (what `fastagent
-// chat-link` asks for) signs alice in and leaves the page without the link
-// in its address; a prompt streams the model's answer; a tool call that
+// chat-link` asks for) shows a sign-in page naming alice and sets no
+// cookie; its button signs her in, leaves the page without the link in its
+// address, and the header names her; a prompt streams the model's answer; a tool call that
 // needs approval shows Approve/Deny inline and runs once approved; the
 // turn completes with the rest of the answer, and the session is listed.
 // A second turn's call is denied and never runs; a third shows bash's
@@ -82,14 +85,30 @@ func TestWebChatInBrowser(t *testing.T) {
 	bctx, bcancel := chromedp.NewContext(actx)
 	defer bcancel()
 
+	// The link shows who it signs in, and signs in only when asked to.
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(link.URL),
-		chromedp.WaitVisible(chromedp.ID("prompt")),
+		chromedp.WaitVisible(chromedp.ID("signin")),
 	); err != nil {
 		t.Fatalf("open the link: %v", err)
 	}
+	if title := text(t, bctx, "#signin-title"); !strings.HasPrefix(title, "Sign in to ") || !strings.HasSuffix(title, " as alice") {
+		t.Errorf("sign-in page says %q, want Sign in to <agent> as alice", title)
+	}
+	if ck, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.cookie`)); err != nil || ck != "" {
+		t.Errorf("the sign-in page set cookies %q (%v) before its button was pressed", ck, err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.ID("signin")),
+		chromedp.WaitVisible(chromedp.ID("prompt")),
+	); err != nil {
+		t.Fatalf("press Sign in: %v", err)
+	}
 	if where, err := chromedp.Run(bctx, chromedp.Location()); err != nil || where != hs.URL+"/chat/" {
 		t.Fatalf("after the link the page is at %q (%v), want %s/chat/ (the link out of the address)", where, err, hs.URL)
+	}
+	if who, err := chromedp.Run(bctx, chromedp.Poll[string](`document.getElementById('who').textContent`)); err != nil || who != "signed in as alice" {
+		t.Errorf("the header names %q (%v), want signed in as alice", who, err)
 	}
 
 	if err := chromedp.Do(bctx,
@@ -274,8 +293,9 @@ func pageSession(t *testing.T, bctx context.Context) string {
 }
 
 // `fastagent dev` prints a web chat link for its token's principal, and
-// `fastagent chat-link` asks the running server for more: each opens once
-// (a second open is refused and sets no cookie), and a link made by a
+// `fastagent chat-link` asks the running server for more: each signs in
+// once, through its sign-in page (a second open is refused and sets no
+// cookie), and a link made by a
 // `dev` that has since restarted does not open on the new one.
 func TestWebChatLinksFromDev(t *testing.T) {
 	kit := testkit.New(t)
@@ -338,9 +358,36 @@ func TestWebChatLinksFromDev(t *testing.T) {
 	t.Setenv("FASTAGENT_API_TOKEN", e2eToken)
 	made := cli()
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// open opens a link as the browser does: its sign-in page (which sets
+	// no cookie), then the page's button, posted from the server's origin.
 	open := func(link string) (int, int) {
 		t.Helper()
 		resp, err := noFollow.Get(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if len(resp.Cookies()) != 0 {
+			t.Errorf("the sign-in page set cookies %v", resp.Cookies())
+		}
+		if resp.StatusCode != http.StatusOK {
+			return resp.StatusCode, 0
+		}
+		if !strings.Contains(string(page), " as "+ingress.AdminPrincipal+"</h1>") {
+			t.Errorf("the sign-in page does not name %s:\n%s", ingress.AdminPrincipal, page)
+		}
+		u, err := url.Parse(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest(http.MethodPost, base+"/chat/login", strings.NewReader(url.Values{"t": {u.Query().Get("t")}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", base)
+		resp, err = noFollow.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -31,8 +32,12 @@ import (
 // under the gate's key. The key is drawn at random when the process starts
 // and never leaves it, so links and sessions die with the process: after a
 // restart every link and every chat cookie made before it is refused.
-// GET /chat/login opens a link once (the nonce is remembered, in memory,
-// until the link's expiry) and sets two cookies: the session
+// GET /chat/login?t= only shows a sign-in page naming the agent and the
+// principal, and consumes nothing; its button POSTs the link to /chat/login,
+// which — from the server's own origin only (login CSRF: another site must
+// not sign a browser into someone else's account) — opens the link once
+// (the nonce is remembered, in memory, until the link's expiry) and sets
+// two cookies: the session
 // (ChatCookie, HttpOnly, SameSite=Strict, Secure over TLS), signed the same
 // way, and the CSRF token (ChatCSRFCookie, readable by the page, derived
 // from the session). A request authenticated by the session cookie that
@@ -61,6 +66,10 @@ var chatFiles embed.FS
 // only, requests to its own origin only, no framing.
 const chatCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// chatLoginCSP is chatCSP for the sign-in page, whose one form posts to
+// its own origin.
+var chatLoginCSP = strings.Replace(chatCSP, "form-action 'none'", "form-action 'self'", 1)
 
 // ChatGate makes and checks the web chat's one-time links and session
 // cookies. One gate serves a process (the main agent's Server and its
@@ -149,6 +158,20 @@ func (g *ChatGate) Link(p Principal, agentName string, ttl time.Duration) (strin
 	exp := g.clock().Add(ttl).Truncate(time.Second)
 	return g.sign("link", chatClaims{Nonce: randomID(), Name: p.Name, Rights: p.Rights, Agents: p.Agents, Agent: agentName,
 		Expires: exp.Unix()}), exp
+}
+
+// peek checks a link token as redeem does, spending nothing.
+func (g *ChatGate) peek(tok string) (chatClaims, error) {
+	c, err := g.open("link", tok)
+	if err != nil {
+		return c, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, used := g.spent[c.Nonce]; used {
+		return c, errors.New("already used")
+	}
+	return c, nil
 }
 
 // redeem opens a link token once: a spent nonce, a bad signature or an
@@ -286,13 +309,19 @@ func (s *Server) chatRoutes(r *gin.Engine) {
 		c.Header("Location", "chat/")
 		c.Status(http.StatusFound)
 	})
-	r.GET("/chat/login", s.hostOnly, s.chatLogin)
+	r.GET("/chat/login", s.hostOnly, s.chatLoginPage)
+	r.POST("/chat/login", s.hostOnly, s.chatLogin)
+	r.GET("/chat/me", s.deploymentGuard(), s.chatMe)
 	r.POST("/chat/links", s.deploymentGuard(RightInvoke, RightControl, RightApprove), s.chatLink)
 	r.POST("/chat/logout", s.deploymentGuard(), s.chatLogout)
 }
 
 func chatHeaders(c *gin.Context) {
-	c.Header("Content-Security-Policy", chatCSP)
+	chatHeadersCSP(c, chatCSP)
+}
+
+func chatHeadersCSP(c *gin.Context, csp string) {
+	c.Header("Content-Security-Policy", csp)
 	c.Header("X-Content-Type-Options", "nosniff")
 	c.Header("Referrer-Policy", "no-referrer")
 	c.Header("X-Frame-Options", "DENY")
@@ -311,17 +340,109 @@ func cookiePath(r *http.Request) string {
 	return MountPrefix(r) + "/"
 }
 
-// chatLogin serves GET /chat/login?t=<link>: it opens the link once, sets
-// the session and CSRF cookies, and sends the browser to the page without
-// the link in its address.
+// chatLinkRefused is the answer to a link that does not open.
+func (s *Server) chatLinkRefused(c *gin.Context, err error) {
+	s.log().Info("web chat link refused", "reason", err.Error())
+	c.Data(http.StatusForbidden, "text/plain; charset=utf-8", []byte("This web chat link does not open: it was used already, it expired, "+
+		"or it was made before the server restarted.\nRun `fastagent chat-link` for a new one.\n"))
+}
+
+// chatLoginTemplate is the sign-in page: no script, one form that posts
+// the link to this origin (the link stays out of every other URL, and no
+// referrer is sent).
+var chatLoginTemplate = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Sign in to {{.Agent}} · fastagent chat</title>
+<link rel="stylesheet" href="app.css">
+</head>
+<body>
+<header><strong>fastagent</strong></header>
+<main class="signin">
+<h1 id="signin-title">Sign in to {{.Agent}} as {{.Principal}}</h1>
+<p>This one-time link signs this browser in as <strong>{{.Principal}}</strong>: everything you type
+in the chat runs as {{.Principal}} and can be read by whoever holds {{.Principal}}'s token.
+Continue only if you asked for this link yourself.</p>
+{{if .Current}}<p class="banner">This browser is signed in as <strong>{{.Current}}</strong> now; signing in here replaces that.</p>
+{{end}}<form method="post" action="login">
+<input type="hidden" name="t" value="{{.Token}}">
+<button id="signin" type="submit">Sign in as {{.Principal}}</button>
+</form>
+<p class="muted">The link opens once, until {{.Expires}}.</p>
+</main>
+</body>
+</html>
+`))
+
+// chatLoginPage serves GET /chat/login?t=<link>: a page naming the agent
+// and the principal the link signs in, whose button posts the link. It
+// spends nothing and sets no cookie, so a link scanner or a preview that
+// fetches the link leaves it usable, and another site cannot sign a
+// browser in by sending it there.
+func (s *Server) chatLoginPage(c *gin.Context) {
+	chatHeadersCSP(c, chatLoginCSP)
+	c.Header("Cache-Control", "no-store")
+	tok := c.Query("t")
+	claims, err := s.Chat.peek(tok)
+	if err != nil {
+		s.chatLinkRefused(c, err)
+		return
+	}
+	agentName := claims.Agent
+	if agentName == "" {
+		agentName = s.Name
+	}
+	if agentName == "" {
+		agentName = "the agent"
+	}
+	current := ""
+	if ck, err := c.Request.Cookie(ChatCookie); err == nil {
+		if cur, err := s.Chat.principal(ck.Value); err == nil && cur.Name != claims.Name {
+			current = cur.Name
+		}
+	}
+	c.Status(http.StatusOK)
+	c.Header("Content-Type", "text/html; charset=utf-8")
+	if err := chatLoginTemplate.Execute(c.Writer, map[string]string{
+		"Agent": agentName, "Principal": claims.Name, "Current": current, "Token": tok,
+		"Expires": time.Unix(claims.Expires, 0).UTC().Format("15:04 MST"),
+	}); err != nil {
+		s.log().Warn("web chat sign-in page", "error", err.Error())
+	}
+}
+
+// loginFromOwnOrigin reports whether a sign-in POST came from a page of
+// this server: its Origin is this server's. A browser that sends no
+// origin ("null", as it does for a form posted under no-referrer) counts
+// only when it says the request is same-origin (Sec-Fetch-Site, which
+// pages cannot set).
+func loginFromOwnOrigin(r *http.Request) bool {
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		return sameOrigin(r, o)
+	}
+	return r.Header.Get("Sec-Fetch-Site") == "same-origin"
+}
+
+// chatLogin serves POST /chat/login (form field t, the link): from this
+// server's own origin only, it opens the link once, sets the session and
+// CSRF cookies, and sends the browser to the page.
 func (s *Server) chatLogin(c *gin.Context) {
 	chatHeaders(c)
 	c.Header("Cache-Control", "no-store")
-	claims, err := s.Chat.redeem(c.Query("t"))
+	if !loginFromOwnOrigin(c.Request) {
+		s.log().Info("web chat sign-in refused", "reason", "not from the server's own origin", "origin", c.GetHeader("Origin"),
+			"fetchSite", c.GetHeader("Sec-Fetch-Site"))
+		c.Data(http.StatusForbidden, "text/plain; charset=utf-8", []byte("This sign-in did not come from this server's own sign-in page. "+
+			"Open the link in your browser and press Sign in.\n"))
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, 16<<10)
+	claims, err := s.Chat.redeem(c.PostForm("t"))
 	if err != nil {
-		s.log().Info("web chat link refused", "reason", err.Error())
-		c.Data(http.StatusForbidden, "text/plain; charset=utf-8", []byte("This web chat link does not open: it was used already, it expired, "+
-			"or it was made before the server restarted.\nRun `fastagent chat-link` for a new one.\n"))
+		s.chatLinkRefused(c, err)
 		return
 	}
 	cookie, csrf, exp := s.Chat.session(claims)
@@ -337,6 +458,19 @@ func (s *Server) chatLogin(c *gin.Context) {
 	}
 	c.Header("Location", loc)
 	c.Status(http.StatusSeeOther)
+}
+
+// ChatMe is the answer of GET /chat/me.
+type ChatMe struct {
+	// Principal is the name of who the request is signed in as.
+	Principal string `json:"principal"`
+}
+
+// chatMe serves GET /chat/me: who the caller is signed in as (the page
+// shows it in its header).
+func (s *Server) chatMe(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, ChatMe{Principal: principalOf(c).Name})
 }
 
 // ChatLinkRequest is the body of POST /chat/links.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -58,21 +59,67 @@ func makeLink(t *testing.T, hs *httptest.Server, token, body string) ingress.Cha
 	return l
 }
 
-// openLink opens a link as a browser would, and returns the response and
-// the cookies it set by name.
-func openLink(t *testing.T, u string) (*http.Response, map[string]*http.Cookie) {
+// getLink fetches a link (the sign-in page) as a browser, a scanner or
+// a preview would: its status, body and the cookies it set by name.
+func getLink(t *testing.T, u string) (*http.Response, string, map[string]*http.Cookie) {
 	t.Helper()
 	resp, err := noRedirect.Get(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	return resp, string(b), cookiesOf(resp)
+}
+
+func cookiesOf(resp *http.Response) map[string]*http.Cookie {
 	cs := map[string]*http.Cookie{}
 	for _, c := range resp.Cookies() {
 		cs[c.Name] = c
 	}
-	return resp, cs
+	return cs
+}
+
+// postLogin posts link u's token to /chat/login with the headers hdr, as
+// the sign-in page's button does: the response and the cookies it set.
+func postLogin(t *testing.T, u string, hdr map[string]string) (*http.Response, map[string]*http.Cookie) {
+	t.Helper()
+	lu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := url.Values{"t": {lu.Query().Get("t")}}.Encode()
+	req, err := http.NewRequest(http.MethodPost, lu.Scheme+"://"+lu.Host+lu.Path, strings.NewReader(form))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, cookiesOf(resp)
+}
+
+// openLink opens a link as a browser would: the sign-in page (which must
+// set no cookie), then its button, posted from the server's own origin.
+// A link the page refuses returns the page's answer.
+func openLink(t *testing.T, u string) (*http.Response, map[string]*http.Cookie) {
+	t.Helper()
+	resp, _, cs := getLink(t, u)
+	if len(cs) != 0 {
+		t.Fatalf("GET %s set cookies %v", u, cs)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp, cs
+	}
+	lu, _ := url.Parse(u)
+	return postLogin(t, u, map[string]string{"Origin": lu.Scheme + "://" + lu.Host})
 }
 
 // signIn makes and opens a link for token: the session and CSRF cookies.
@@ -306,5 +353,118 @@ func TestChatPage(t *testing.T) {
 	}
 	if r, _ := do(t, hs, call{http.MethodPost, "/chat/links", ""}, "", nil); r.StatusCode != http.StatusUnauthorized {
 		t.Errorf("link without a token: %d", r.StatusCode)
+	}
+}
+
+// GET /chat/login only shows who the link signs in, to which agent, with a
+// button that posts the link: it sets no cookie and spends nothing, so a
+// scanner or a preview fetching the link leaves it usable. The page runs
+// no script, loads nothing that carries the link, and sends no referrer.
+func TestChatLoginPageSpendsNothing(t *testing.T) {
+	t.Parallel()
+	g := ingress.NewChatGate()
+	hs, rec := authServer(t, func(s *ingress.Server) { s.Chat, s.Name = g, "helper" })
+	l := makeLink(t, hs, aliceTok, "")
+	tok := strings.TrimPrefix(l.Path, "chat/login?t=")
+	for i := range 3 {
+		resp, body, cs := getLink(t, l.URL)
+		if resp.StatusCode != http.StatusOK || len(cs) != 0 || resp.Header.Get("Set-Cookie") != "" {
+			t.Fatalf("GET %d: %d cookies %v, want 200 and none", i, resp.StatusCode, cs)
+		}
+		if !strings.Contains(body, "Sign in to helper as alice") || !strings.Contains(body, `<form method="post" action="login">`) ||
+			!strings.Contains(body, `name="t" value="`+tok+`"`) {
+			t.Fatalf("sign-in page:\n%s", body)
+		}
+		if strings.Contains(strings.ToLower(body), "<script") || strings.Count(body, tok) != 1 {
+			t.Errorf("the page runs a script or names the link outside its form:\n%s", body)
+		}
+		csp := resp.Header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "form-action 'self'") ||
+			!strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "unsafe") {
+			t.Errorf("CSP %q", csp)
+		}
+		if resp.Header.Get("Referrer-Policy") != "no-referrer" || resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("headers %v", resp.Header)
+		}
+	}
+	// A principal's name is text on the page, never markup.
+	odd, _ := g.Link(ingress.Principal{Name: `<img src=x>"`, Rights: []ingress.Right{ingress.RightInvoke}}, "", time.Minute)
+	resp, body, _ := getLink(t, hs.URL+"/chat/login?t="+odd)
+	if resp.StatusCode != http.StatusOK || strings.Contains(body, "<img") || !strings.Contains(body, "as &lt;img src=x&gt;&#34;") {
+		t.Errorf("page for an odd name: %d\n%s", resp.StatusCode, body)
+	}
+	// A browser signed in as bob is told that alice's link replaces him.
+	bobSess, _ := signIn(t, hs, bobTok)
+	if r, b := withCookie(t, hs, call{http.MethodGet, "/chat/login?t=" + tok, ""}, bobSess, nil); r.StatusCode != http.StatusOK ||
+		!strings.Contains(b, "signed in as <strong>bob</strong> now") || r.Header.Get("Set-Cookie") != "" {
+		t.Errorf("the page with bob's cookie: %d\n%s", r.StatusCode, b)
+	}
+	// The link still signs in, once.
+	if r, cs := openLink(t, l.URL); r.StatusCode != http.StatusSeeOther || len(cs) != 2 {
+		t.Fatalf("sign in after the GETs: %d %v", r.StatusCode, cs)
+	}
+	if r, _, cs := getLink(t, l.URL); r.StatusCode != http.StatusForbidden || len(cs) != 0 {
+		t.Errorf("the page for a used link: %d %v, want 403", r.StatusCode, cs)
+	}
+	if got := rec.took(); len(got) != 0 {
+		t.Errorf("calls %v, want none", got)
+	}
+}
+
+// POST /chat/login signs in only from the server's own origin: another
+// origin, no origin at all, or an opaque one without the browser saying
+// same-origin is refused with 403, sets no cookie and spends nothing —
+// the link then still signs in from the right origin. A form posted under
+// no-referrer (Origin: null) counts when Sec-Fetch-Site says same-origin.
+func TestChatLoginCrossOriginRefused(t *testing.T) {
+	t.Parallel()
+	hs, _, _, _ := chatServer(t)
+	l := makeLink(t, hs, aliceTok, "")
+	for name, hdr := range map[string]map[string]string{
+		"another origin":              {"Origin": "https://evil.example"},
+		"another origin, same-origin": {"Origin": "https://evil.example", "Sec-Fetch-Site": "same-origin"},
+		"another port":                {"Origin": strings.Replace(hs.URL, "127.0.0.1:", "127.0.0.1:1", 1)},
+		"no origin":                   nil,
+		"no origin, cross-site":       {"Sec-Fetch-Site": "cross-site"},
+		"null origin":                 {"Origin": "null"},
+		"null origin, cross-site":     {"Origin": "null", "Sec-Fetch-Site": "cross-site"},
+		"null origin, same-site":      {"Origin": "null", "Sec-Fetch-Site": "same-site"},
+		"not a URL":                   {"Origin": "127.0.0.1"},
+	} {
+		if r, cs := postLogin(t, l.URL, hdr); r.StatusCode != http.StatusForbidden || len(cs) != 0 {
+			t.Errorf("%s: %d cookies %v, want 403 and none", name, r.StatusCode, cs)
+		}
+	}
+	if r, cs := postLogin(t, l.URL, map[string]string{"Origin": hs.URL}); r.StatusCode != http.StatusSeeOther || len(cs) != 2 || r.Header.Get("Location") != "./" {
+		t.Fatalf("the refused link from the right origin: %d %v", r.StatusCode, cs)
+	}
+	if r, cs := postLogin(t, l.URL, map[string]string{"Origin": hs.URL}); r.StatusCode != http.StatusForbidden || len(cs) != 0 {
+		t.Errorf("the link again: %d %v, want 403", r.StatusCode, cs)
+	}
+	// What a browser sends for the page's form under no-referrer.
+	l2 := makeLink(t, hs, aliceTok, "")
+	if r, cs := postLogin(t, l2.URL, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}); r.StatusCode != http.StatusSeeOther || len(cs) != 2 {
+		t.Errorf("opaque origin, same-origin fetch: %d %v", r.StatusCode, cs)
+	}
+}
+
+// GET /chat/me names who the caller is signed in as (the page's header);
+// it needs a session or a token.
+func TestChatMe(t *testing.T) {
+	t.Parallel()
+	hs, _, _, _ := chatServer(t)
+	sess, _ := signIn(t, hs, aliceTok)
+	me := call{http.MethodGet, "/chat/me", ""}
+	if r, b := withCookie(t, hs, me, sess, nil); r.StatusCode != http.StatusOK || b != `{"principal":"alice"}` {
+		t.Errorf("with the cookie: %d %s", r.StatusCode, b)
+	}
+	if r, b := do(t, hs, me, bobTok, nil); r.StatusCode != http.StatusOK || !strings.Contains(b, `"bob"`) {
+		t.Errorf("with bob's token: %d %s", r.StatusCode, b)
+	}
+	if r, b := do(t, hs, me, "", nil); r.StatusCode != http.StatusUnauthorized {
+		t.Errorf("anonymous: %d %s, want 401", r.StatusCode, b)
+	}
+	if r, b := withCookie(t, hs, me, sess, map[string]string{"Origin": "https://evil.example"}); r.StatusCode != http.StatusForbidden {
+		t.Errorf("from another origin: %d %s, want 403", r.StatusCode, b)
 	}
 }

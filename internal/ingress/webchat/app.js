@@ -467,6 +467,18 @@
     ul.replaceChildren(...items);
   }
 
+  // showWho puts the signed-in principal's name in the header.
+  async function showWho() {
+    try {
+      const r = await fetch(root + 'chat/me', { credentials: 'same-origin', cache: 'no-store' });
+      if (!r.ok) return;
+      const me = await r.json();
+      $('who').textContent = me.principal ? 'signed in as ' + me.principal : '';
+    } catch (e) {
+      // the header just shows no name
+    }
+  }
+
   function init() {
     $('agent').textContent = agentName ? 'agent ' + agentName : '';
     $('new').addEventListener('click', () => open(newSessionID(), true));
@@ -488,8 +500,10 @@
     $('signout').addEventListener('click', async () => {
       await fetch(root + 'chat/logout', { method: 'POST', headers: { 'X-CSRF-Token': csrf() }, credentials: 'same-origin' });
       banner('Signed out. Open a new link to sign in again: fastagent chat-link');
+      $('who').textContent = '';
     });
     if (!csrf()) banner('Not signed in. Open a link from: fastagent chat-link');
+    showWho();
     open(newSessionID(), true);
     refreshSessions();
   }
