@@ -636,12 +636,19 @@ func (s *Server) withCharge(c *gin.Context, ctx context.Context) context.Context
 // principal used its limits.perPrincipal.tokensPerDay today; it reports
 // whether it did. Nothing is started or steered.
 func (s *Server) refuseOverTokens(c *gin.Context) bool {
+	return s.refuseOverTokensFor(c, "this turn was not started: ")
+}
+
+// refuseOverTokensFor is refuseOverTokens for a request that is no turn
+// but calls the model (a manual compaction, a rewind's branch summary);
+// prefix says what was not done.
+func (s *Server) refuseOverTokensFor(c *gin.Context, prefix string) bool {
 	if s.PrincipalLimiter == nil {
 		return false
 	}
 	p := principalOf(c)
 	if err := s.PrincipalLimiter.CheckTokens(p.Name, s.NoAuth || p.Admin()); err != nil {
-		refuseWith(c, CodePrincipalLimit, "this turn was not started: ", err)
+		refuseWith(c, CodePrincipalLimit, prefix, err)
 		return true
 	}
 	return false
@@ -928,6 +935,11 @@ func (s *Server) compact(c *gin.Context) {
 	}
 	var req struct{}
 	if !bindOptional(c, &req) || !s.access(c, c.Param("id"), false) {
+		return
+	}
+	// The summary is a model call: checked against the principal's
+	// tokensPerDay (its tokens are not charged).
+	if s.refuseOverTokensFor(c, "nothing was compacted: ") {
 		return
 	}
 	res, err := s.Control.Compact(c.Request.Context(), c.Param("id"))

@@ -34,7 +34,7 @@ func (s spendingSessions) Invoke(ctx context.Context, scope agent.Scope, _ agent
 	s.record("invoke " + scope.Session + " " + key)
 	return func(yield func(agent.Event) bool) {
 		out := s.outcome(key)
-		turnusage.Send(ctx, scope.Session, key, out)
+		turnusage.Send(ctx, nil, scope.Session, key, out)
 		yield(out.Event())
 	}
 }
@@ -42,7 +42,7 @@ func (s spendingSessions) Invoke(ctx context.Context, scope agent.Scope, _ agent
 func (s spendingSessions) Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error) {
 	return func(yield func(agent.Event) bool) {
 		out := s.outcome(key)
-		turnusage.Send(ctx, session, key, out)
+		turnusage.Send(ctx, nil, session, key, out)
 		yield(out.Event())
 	}, nil
 }
@@ -50,7 +50,8 @@ func (s spendingSessions) Attach(ctx context.Context, session, key string) (iter
 // TestPrincipalTokensPerDay: limits.perPrincipal.tokensPerDay. Alice's
 // turns are charged their usage when they end (a key answered again is
 // not charged twice); once she used her day's tokens, a new invoke, a
-// follow-up, a steer and an invoke with whileBusy steer are refused 429
+// follow-up, a steer, an invoke with whileBusy steer, a manual compaction
+// and a rewind (both call the model to summarize) are refused 429
 // principal_limit with Retry-After until 00:00 UTC, before anything is
 // started (the session client sees none of them); bob and an admin are
 // not held back.
@@ -101,6 +102,8 @@ func TestPrincipalTokensPerDay(t *testing.T) {
 		{"invoke while busy: steer", call{http.MethodPost, "/invoke", `{"session":"tok-a","text":"more","whileBusy":"steer"}`}, "k4"},
 		{"follow-up", call{http.MethodPost, "/sessions/tok-a/followup", `{"text":"more"}`}, "k5"},
 		{"steer", call{http.MethodPost, "/sessions/tok-a/steer", `{"text":"more"}`}, ""},
+		{"compact", call{http.MethodPost, "/sessions/tok-a/compact", ``}, ""},
+		{"rewind", call{http.MethodPost, "/sessions/tok-a/rewind", `{"entry":"u-k1"}`}, ""},
 	}
 	for _, r := range refused {
 		h := map[string]string{"Idempotency-Key": r.key}

@@ -333,6 +333,11 @@ func (s *Server) rewind(c *gin.Context) {
 	if !s.access(c, c.Param("id"), false) {
 		return
 	}
+	// The branch summary is a model call: checked against the principal's
+	// tokensPerDay (its tokens are not charged).
+	if s.refuseOverTokensFor(c, "the session was not rewound: ") {
+		return
+	}
 	res, err := s.Sessions.Rewind(c.Request.Context(), c.Param("id"), req.Entry)
 	if err != nil {
 		s.fail(c, err)
