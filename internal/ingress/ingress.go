@@ -632,6 +632,18 @@ func (s *Server) withCharge(c *gin.Context, ctx context.Context) context.Context
 	return turnusage.WithSink(ctx, func(r turnusage.Report) { lim.Charge(p.Name, admin, r) })
 }
 
+// chargeSummary charges the caller's principal what the summary call of a
+// manual compaction or a rewind (what) used (u nil: nothing), once per
+// summary entry.
+func (s *Server) chargeSummary(c *gin.Context, session, what, entry string, u *agent.Usage) {
+	if s.PrincipalLimiter == nil || u == nil || entry == "" {
+		return
+	}
+	p := principalOf(c)
+	s.PrincipalLimiter.Charge(p.Name, s.NoAuth || p.Admin(),
+		turnusage.Report{Session: session, Turn: "\x00" + what, First: entry, Leaf: entry, Usage: *u})
+}
+
 // refuseOverTokens answers 429 principal_limit when the caller's
 // principal used its limits.perPrincipal.tokensPerDay today; it reports
 // whether it did. Nothing is started or steered.
@@ -938,7 +950,7 @@ func (s *Server) compact(c *gin.Context) {
 		return
 	}
 	// The summary is a model call: checked against the principal's
-	// tokensPerDay (its tokens are not charged).
+	// tokensPerDay, and charged to it.
 	if s.refuseOverTokensFor(c, "nothing was compacted: ") {
 		return
 	}
@@ -947,6 +959,7 @@ func (s *Server) compact(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.chargeSummary(c, c.Param("id"), "compact", res.EntryID, res.Usage)
 	c.JSON(http.StatusOK, gin.H{"compacted": res.EntryID != "", "result": res})
 }
 

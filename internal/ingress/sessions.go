@@ -334,7 +334,7 @@ func (s *Server) rewind(c *gin.Context) {
 		return
 	}
 	// The branch summary is a model call: checked against the principal's
-	// tokensPerDay (its tokens are not charged).
+	// tokensPerDay, and charged to it.
 	if s.refuseOverTokensFor(c, "the session was not rewound: ") {
 		return
 	}
@@ -343,6 +343,7 @@ func (s *Server) rewind(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.chargeSummary(c, c.Param("id"), "rewind", res.SummaryEntry, res.Usage)
 	c.JSON(http.StatusOK, res)
 }
 
