@@ -33,6 +33,10 @@ type CompactResult struct {
 	Summarized int `json:"summarized,omitempty"`
 	// Skipped says why nothing was compacted.
 	Skipped string `json:"skipped,omitempty"`
+	// Usage is what the summary's model call used (nil: no call, or an
+	// earlier attempt's entry was the result); the ingress charges a manual
+	// compaction's to the caller (limits.perPrincipal.tokensPerDay).
+	Usage *agent.Usage `json:"usage,omitempty"`
 }
 
 // CompactRequest is the argument of UpdateCompact.

@@ -31,6 +31,9 @@ type RewindResult struct {
 	SummaryEntry string `json:"summaryEntry,omitempty"`
 	Abandoned    int    `json:"abandoned"`
 	Summary      string `json:"summary,omitempty"`
+	// Usage is what the branch summary's model call used (nil: none); the
+	// ingress charges it to the caller (limits.perPrincipal.tokensPerDay).
+	Usage *agent.Usage `json:"usage,omitempty"`
 }
 
 // rewindJob is a rewind waiting in the turn queue.

@@ -171,6 +171,7 @@ func (a *Activities) RunCompact(ctx context.Context, in wire.CompactInput) (work
 		TokensBefore: before,
 		TokensAfter:  models.ContextTokens(def.SystemPrompt(), tools, after, len(after)),
 		Summarized:   len(plan.summarize),
+		Usage:        usageOf(&msg),
 	}
 	a.log().Info("session compacted", "session", in.Session, "reason", in.Reason, "force", in.Force,
 		"tokensBefore", res.TokensBefore, "tokensAfter", res.TokensAfter, "summarized", res.Summarized)
@@ -208,6 +209,15 @@ func (a *Activities) summarize(ctx context.Context, def *workspace.Definition, s
 		a.log().Warn("summary call failed; asking the next model of the chain", "session", session, "model", spec, "next", chain[i+1], "error", err)
 	}
 	return transcript.Message{}, first
+}
+
+// usageOf is what the provider reported for reply msg (nil: nothing).
+func usageOf(msg *transcript.Message) *agent.Usage {
+	u := msg.Usage
+	if u == nil || u.Input+u.Output <= 0 {
+		return nil
+	}
+	return &agent.Usage{Input: int64(u.Input), Output: int64(u.Output), CacheRead: int64(u.CacheRead), CacheWrite: int64(u.CacheWrite), Calls: 1}
 }
 
 // BudgetOf is the context budget of the definition's model (spec as

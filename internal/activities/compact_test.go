@@ -123,7 +123,7 @@ func TestCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	branch := longBranch(e, "s1", "e", 10, 1500)
-	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"## Goal\nread files"}})
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"## Goal\nread files"}, Usage: &modelserver.Usage{PromptTokens: 2000, CompletionTokens: 50}})
 	leaf := branch[len(branch)-1].ID
 	res, err := e.compact(wire.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k1", Reason: wire.CompactThreshold})
 	if err != nil {
@@ -131,6 +131,9 @@ func TestCompact(t *testing.T) {
 	}
 	if res.EntryID != "k1" || res.Summarized == 0 || res.TokensAfter >= res.TokensBefore || res.TokensAfter > 3000 {
 		t.Fatalf("result %+v, want k1 with fewer tokens after (under 3000)", res)
+	}
+	if u := res.Usage; u == nil || u.Input != 2000 || u.Output != 50 || u.Calls != 1 {
+		t.Errorf("result usage %+v, want the summary call's (2000 in, 50 out)", u)
 	}
 	entry, ok := e.stored("s1", "k1")
 	if !ok || entry.Compaction == nil || entry.ParentID != leaf || entry.Compaction.Summary != "## Goal\nread files" {
@@ -159,7 +162,7 @@ func TestCompact(t *testing.T) {
 
 	// A retried attempt finds the entry.
 	again, err := e.compact(wire.CompactInput{Session: "s1", Leaf: leaf, EntryID: "k1", Reason: wire.CompactThreshold})
-	if err != nil || again.EntryID != "k1" || e.kit.Model.Count() != 1 {
+	if err != nil || again.EntryID != "k1" || again.Usage != nil || e.kit.Model.Count() != 1 {
 		t.Errorf("retry: %+v %v after %d requests, want the stored entry and no new request", again, err, e.kit.Model.Count())
 	}
 

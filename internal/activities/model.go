@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -90,7 +91,10 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 			return agentloop.ModelResult{Compact: over, Settings: step.settings}, nil
 		}
 	}
-	msg, streamed, err := a.generate(ctx, step, model, req)
+	msg, streamed, chars, err := a.generate(ctx, step, model, req)
+	if stopped(ctx) {
+		a.reportStopped(ctx, step, a.requestTokens(branch, req), chars, &msg, err)
+	}
 	if err != nil {
 		return agentloop.ModelResult{}, a.modelError(ctx, pub, call, attempt, streamed, err, fallbackOf(def, chain, call.Fallback))
 	}
@@ -177,7 +181,7 @@ func (a *Activities) modelRequest(ctx context.Context, s modelStep) ([]transcrip
 // generate calls the model, streaming its text and thinking deltas to the
 // feed; streamed says whether any delta was sent. The Observer is told what
 // the call measured.
-func (a *Activities) generate(ctx context.Context, s modelStep, model llm.Model, req llm.Request) (msg transcript.Message, streamed bool, err error) {
+func (a *Activities) generate(ctx context.Context, s modelStep, model llm.Model, req llm.Request) (msg transcript.Message, streamed bool, chars int, err error) {
 	sent := time.Now()
 	var firstToken time.Duration
 	msg, err = model.Generate(ctx, req, func(d llm.Delta) {
@@ -185,6 +189,7 @@ func (a *Activities) generate(ctx context.Context, s modelStep, model llm.Model,
 			firstToken = time.Since(sent)
 		}
 		streamed = true
+		chars += utf8.RuneCountInString(d.Text)
 		ev := agent.Text(d.Text)
 		if d.Kind == "thinking" {
 			ev = agent.Thinking(d.Text)
@@ -193,7 +198,7 @@ func (a *Activities) generate(ctx context.Context, s modelStep, model llm.Model,
 		s.pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: s.call.Step, Attempt: s.attempt, Event: &ev})
 	})
 	a.observeModel(model.Name(), firstToken, &msg, err)
-	return msg, streamed, err
+	return msg, streamed, chars, err
 }
 
 // storeReply appends reply msg under the step's leaf with the call's entry
@@ -306,17 +311,23 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 // overBudget sizes the request about to be sent and reports it when it is
 // over the compaction threshold (nil when it fits).
 func (a *Activities) overBudget(def *workspace.Definition, spec string, branch []transcript.Entry, req llm.Request) *agentloop.ContextReport {
+	b := BudgetOf(def, spec)
+	tokens := a.requestTokens(branch, req)
+	if tokens <= b.Threshold() {
+		return nil
+	}
+	return &agentloop.ContextReport{Tokens: tokens, Threshold: b.Threshold(), Window: b.Window}
+}
+
+// requestTokens sizes request req, built from branch: what the provider
+// last reported for the branch plus estimates of what came after it.
+func (a *Activities) requestTokens(branch []transcript.Entry, req llm.Request) int {
 	_, fresh := transcript.ContextOf(branch)
 	if a.Hooks.TransformContext != nil {
 		// The hook may have reshaped the messages: size them by estimate only.
 		fresh = len(req.Messages)
 	}
-	b := BudgetOf(def, spec)
-	tokens := models.ContextTokens(req.System, req.Tools, req.Messages, fresh)
-	if tokens <= b.Threshold() {
-		return nil
-	}
-	return &agentloop.ContextReport{Tokens: tokens, Threshold: b.Threshold(), Window: b.Window}
+	return models.ContextTokens(req.System, req.Tools, req.Messages, fresh)
 }
 
 func storeError(err error) error {

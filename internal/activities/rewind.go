@@ -126,6 +126,7 @@ func (a *Activities) RunRewind(ctx context.Context, in wire.RewindInput) (workfl
 		entry = stored
 	}
 	res.Leaf, res.SummaryEntry, res.Summary = entry.ID, entry.ID, entry.BranchSummary.Summary
+	res.Usage = usageOf(&msg)
 	a.log().Info("session rewound", "session", in.Session, "entry", in.Entry, "from", in.Leaf, "abandoned", res.Abandoned,
 		"summaryTokens", models.EstimateText(summary))
 	return res, nil

@@ -29,7 +29,7 @@ func TestRewind(t *testing.T) {
 		message("a2", "u2", transcript.Message{Role: transcript.RoleAssistant, Text: "tried it"}),
 		message("u3", "a1", transcript.Message{Role: transcript.RoleUser, Text: "sibling"}),
 	)
-	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"## What was tried\n- the second idea"}})
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"## What was tried\n- the second idea"}, Usage: &modelserver.Usage{PromptTokens: 300, CompletionTokens: 40}})
 	rewind := func(in wire.RewindInput) (workflows.RewindResult, error) {
 		var res workflows.RewindResult
 		v, err := e.act.ExecuteActivity(workflows.ActivityRewind, in)
@@ -41,6 +41,9 @@ func TestRewind(t *testing.T) {
 	res, err := rewind(wire.RewindInput{Session: "s1", Leaf: "a2", Entry: "a1", EntryID: "b1"})
 	if err != nil || res.Leaf != "b1" || res.Abandoned != 2 || !strings.Contains(res.Summary, "second idea") {
 		t.Fatalf("rewind: %+v, %v", res, err)
+	}
+	if u := res.Usage; u == nil || u.Input != 300 || u.Output != 40 || u.Calls != 1 {
+		t.Errorf("rewind usage %+v, want the branch summary call's (300 in, 40 out)", u)
 	}
 	got, ok := e.stored("s1", "b1")
 	if !ok || got.Type != transcript.TypeBranchSummary || got.ParentID != "a1" || got.BranchSummary.FromID != "a2" {

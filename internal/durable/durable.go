@@ -131,7 +131,7 @@ func (a *Agent) turn(ctx context.Context, scope agent.Scope, prompt agent.Prompt
 	for {
 		out, err := a.updateTurn(ctx, scope, prompt, key, source)
 		if err == nil {
-			turnusage.Send(ctx, scope.Session, key, out)
+			turnusage.Send(ctx, a.Feed, scope.Session, key, out)
 			return relay.FromOutcome(out, a.stored(scope.Session, out))
 		}
 		if cause := unservedCause(ctx); cause != nil {
@@ -260,7 +260,7 @@ func (a *Agent) Attach(ctx context.Context, session, key string) (iter.Seq[agent
 		relay.Stream(ctx, a.Feed, session, key, a.streamOptions(ctx, session, key, false),
 			func(ctx context.Context) relay.Terminal {
 				if finished != nil {
-					turnusage.Send(ctx, session, key, *finished)
+					turnusage.Send(ctx, a.Feed, session, key, *finished)
 					return relay.FromOutcome(*finished, a.stored(session, *finished))
 				}
 				return a.await(ctx, session, key)
@@ -302,7 +302,7 @@ func (a *Agent) await(ctx context.Context, session, key string) relay.Terminal {
 		WorkflowID: workflows.WorkflowID(session), UpdateID: key,
 	}).Get(ctx, &out)
 	if err == nil {
-		turnusage.Send(ctx, session, key, out)
+		turnusage.Send(ctx, a.Feed, session, key, out)
 		return relay.FromOutcome(out, a.stored(session, out))
 	}
 	var app *temporal.ApplicationError
@@ -317,7 +317,7 @@ func (a *Agent) await(ctx context.Context, session, key string) relay.Terminal {
 			return relay.Terminal{Event: failure(ctx.Err())}
 		case <-tick.C:
 			if o, err := a.recorded(ctx, session, key); err == nil {
-				turnusage.Send(ctx, session, key, *o)
+				turnusage.Send(ctx, a.Feed, session, key, *o)
 				return relay.FromOutcome(*o, a.stored(session, *o))
 			}
 		}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -178,19 +177,21 @@ func TestPrincipalTokensPerDay(t *testing.T) {
 
 // TestPrincipalTokensChargedAfterDisconnect: a turn whose client went away
 // is still charged when it ends — aborted, it is charged what its finished
-// model call used — and the principal's next turn is refused.
+// model call used plus an estimate for the model call its abort stopped
+// while it streamed (the request's size, the streamed characters / 4): the
+// streamed text is not free — and the principal's next turn is refused
+// once that estimate crossed the limit (the finished call alone did not).
 func TestPrincipalTokensChargedAfterDisconnect(t *testing.T) {
 	e := newEnv(t)
 	e.writeConfig(fastRetries)
-	hold := make(chan struct{})
-	t.Cleanup(func() { close(hold) })
+	chunk := strings.Repeat("x", 1000)
 	e.kit.Model.EnqueueFor("walk away",
 		modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: `{"note":"x"}`}},
 			Usage: &modelserver.Usage{PromptTokens: 500, CompletionTokens: 100}},
-		modelserver.Reply{Text: []string{"never"}, Hold: hold})
+		modelserver.Reply{Text: []string{chunk, chunk}, Hang: true}) // 2000 characters: about 500 tokens
 	e.startWorker()
 	srv := e.runtime(func(cfg *serve.Config, _ *serve.Components) {
-		cfg.PerPrincipal = ingress.PrincipalLimits{TokensPerDay: 500, ExemptAdmins: true}
+		cfg.PerPrincipal = ingress.PrincipalLimits{TokensPerDay: 1000, ExemptAdmins: true}
 	}).IngressFor(e.agent)
 	toks := &ingress.Tokens{}
 	toks.AddToken("alice", "alice-token", ingress.RightInvoke, ingress.RightControl)
@@ -200,29 +201,43 @@ func TestPrincipalTokensChargedAfterDisconnect(t *testing.T) {
 	t.Cleanup(hs.Close)
 
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/invoke", strings.NewReader(`{"session":"tpd-gone","text":"walk away"}`))
 	req.Header.Set("Authorization", "Bearer alice-token")
 	req.Header.Set("Content-Type", "application/json")
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	}()
-	wait.For(t, time.Minute, "the turn's second model call", func() bool { return len(e.kit.Model.Requests()) >= 2 })
-	cancel() // the client goes away during the second model call
-	<-done
-	wait.For(t, time.Minute, "the aborted turn to be charged", func() bool {
-		return srv.PrincipalLimiter.CheckTokens("alice", false) != nil
-	})
-	err := srv.PrincipalLimiter.CheckTokens("alice", false)
-	if !strings.Contains(err.Error(), "used 600 tokens") {
-		t.Errorf("charged: %v, want the 600 tokens of the finished model call", err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	// Read until both chunks of the second call's text were relayed.
+	var streamed strings.Builder
+	buf := make([]byte, 4096)
+	for strings.Count(streamed.String(), "x") < 2000 {
+		n, err := resp.Body.Read(buf)
+		streamed.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("the stream ended before the second call's text: %v\n%s", err, streamed.String())
+		}
+	}
+	cancel() // the client goes away while the second model call streams
+	resp.Body.Close()
+	// 600 (the finished call) + the request's estimate + 500 (the streamed text).
+	var used int
+	wait.For(t, time.Minute, "the aborted turn's stopped call to be charged", func() bool {
+		err := srv.PrincipalLimiter.CheckTokens("alice", false)
+		if err == nil {
+			return false
+		}
+		_, after, _ := strings.Cut(err.Error(), "used ")
+		used, _ = strconv.Atoi(strings.Fields(after)[0])
+		return used > 600+500
+	})
+	t.Logf("charged %d tokens", used)
 	st, body, _ := send(t, http.MethodPost, hs.URL+"/invoke", "alice-token", `{"session":"tpd-gone","text":"again"}`, nil)
 	if st != http.StatusTooManyRequests || !strings.Contains(body, ingress.CodePrincipalLimit) {
 		t.Errorf("the next turn: %d %s, want 429 principal_limit", st, body)
+	}
+	if n := len(e.kit.Model.Requests()); n != 2 {
+		t.Errorf("the model was called %d times, want 2: the refused turn reached it", n)
 	}
 }

@@ -37,6 +37,10 @@ const (
 	KindAttach = "attach"
 	// KindOutcome carries the turn's outcome once it is durably recorded.
 	KindOutcome = "outcome"
+	// KindUsage carries the usage of a model call its turn stopped while it
+	// ran (Usage): the provider reported none, so it is an estimate. The
+	// ingress charges it to the turn's principal (limits.perPrincipal).
+	KindUsage = "usage"
 )
 
 // DefaultRetention is how long a turn's log is kept after its last message
@@ -57,6 +61,8 @@ type Message struct {
 	Attach string `json:"attach,omitempty"`
 	// Outcome is the turn's outcome as JSON (KindOutcome).
 	Outcome json.RawMessage `json:"outcome,omitempty"`
+	// Usage is a stopped model call's usage (KindUsage).
+	Usage *agent.Usage `json:"usage,omitempty"`
 	// Seq is the message's position in its turn's log, increasing; set by
 	// the bus on delivery (what a publisher sets is ignored).
 	Seq int64 `json:"-"`

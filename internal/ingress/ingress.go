@@ -632,16 +632,35 @@ func (s *Server) withCharge(c *gin.Context, ctx context.Context) context.Context
 	return turnusage.WithSink(ctx, func(r turnusage.Report) { lim.Charge(p.Name, admin, r) })
 }
 
+// chargeSummary charges the caller's principal what the summary call of a
+// manual compaction or a rewind (what) used (u nil: nothing), once per
+// summary entry.
+func (s *Server) chargeSummary(c *gin.Context, session, what, entry string, u *agent.Usage) {
+	if s.PrincipalLimiter == nil || u == nil || entry == "" {
+		return
+	}
+	p := principalOf(c)
+	s.PrincipalLimiter.Charge(p.Name, s.NoAuth || p.Admin(),
+		turnusage.Report{Session: session, Turn: "\x00" + what, First: entry, Leaf: entry, Usage: *u})
+}
+
 // refuseOverTokens answers 429 principal_limit when the caller's
 // principal used its limits.perPrincipal.tokensPerDay today; it reports
 // whether it did. Nothing is started or steered.
 func (s *Server) refuseOverTokens(c *gin.Context) bool {
+	return s.refuseOverTokensFor(c, "this turn was not started: ")
+}
+
+// refuseOverTokensFor is refuseOverTokens for a request that is no turn
+// but calls the model (a manual compaction, a rewind's branch summary);
+// prefix says what was not done.
+func (s *Server) refuseOverTokensFor(c *gin.Context, prefix string) bool {
 	if s.PrincipalLimiter == nil {
 		return false
 	}
 	p := principalOf(c)
 	if err := s.PrincipalLimiter.CheckTokens(p.Name, s.NoAuth || p.Admin()); err != nil {
-		refuseWith(c, CodePrincipalLimit, "this turn was not started: ", err)
+		refuseWith(c, CodePrincipalLimit, prefix, err)
 		return true
 	}
 	return false
@@ -930,11 +949,17 @@ func (s *Server) compact(c *gin.Context) {
 	if !bindOptional(c, &req) || !s.access(c, c.Param("id"), false) {
 		return
 	}
+	// The summary is a model call: checked against the principal's
+	// tokensPerDay, and charged to it.
+	if s.refuseOverTokensFor(c, "nothing was compacted: ") {
+		return
+	}
 	res, err := s.Control.Compact(c.Request.Context(), c.Param("id"))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.chargeSummary(c, c.Param("id"), "compact", res.EntryID, res.Usage)
 	c.JSON(http.StatusOK, gin.H{"compacted": res.EntryID != "", "result": res})
 }
 

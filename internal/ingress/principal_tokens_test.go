@@ -14,6 +14,7 @@ import (
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/ingress"
 	"github.com/fastagent/fastagent/internal/turnusage"
+	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -34,7 +35,7 @@ func (s spendingSessions) Invoke(ctx context.Context, scope agent.Scope, _ agent
 	s.record("invoke " + scope.Session + " " + key)
 	return func(yield func(agent.Event) bool) {
 		out := s.outcome(key)
-		turnusage.Send(ctx, scope.Session, key, out)
+		turnusage.Send(ctx, nil, scope.Session, key, out)
 		yield(out.Event())
 	}
 }
@@ -42,7 +43,7 @@ func (s spendingSessions) Invoke(ctx context.Context, scope agent.Scope, _ agent
 func (s spendingSessions) Attach(ctx context.Context, session, key string) (iter.Seq[agent.Event], error) {
 	return func(yield func(agent.Event) bool) {
 		out := s.outcome(key)
-		turnusage.Send(ctx, session, key, out)
+		turnusage.Send(ctx, nil, session, key, out)
 		yield(out.Event())
 	}, nil
 }
@@ -50,7 +51,8 @@ func (s spendingSessions) Attach(ctx context.Context, session, key string) (iter
 // TestPrincipalTokensPerDay: limits.perPrincipal.tokensPerDay. Alice's
 // turns are charged their usage when they end (a key answered again is
 // not charged twice); once she used her day's tokens, a new invoke, a
-// follow-up, a steer and an invoke with whileBusy steer are refused 429
+// follow-up, a steer, an invoke with whileBusy steer, a manual compaction
+// and a rewind (both call the model to summarize) are refused 429
 // principal_limit with Retry-After until 00:00 UTC, before anything is
 // started (the session client sees none of them); bob and an admin are
 // not held back.
@@ -101,6 +103,8 @@ func TestPrincipalTokensPerDay(t *testing.T) {
 		{"invoke while busy: steer", call{http.MethodPost, "/invoke", `{"session":"tok-a","text":"more","whileBusy":"steer"}`}, "k4"},
 		{"follow-up", call{http.MethodPost, "/sessions/tok-a/followup", `{"text":"more"}`}, "k5"},
 		{"steer", call{http.MethodPost, "/sessions/tok-a/steer", `{"text":"more"}`}, ""},
+		{"compact", call{http.MethodPost, "/sessions/tok-a/compact", ``}, ""},
+		{"rewind", call{http.MethodPost, "/sessions/tok-a/rewind", `{"entry":"u-k1"}`}, ""},
 	}
 	for _, r := range refused {
 		h := map[string]string{"Idempotency-Key": r.key}
@@ -196,5 +200,61 @@ func TestPrincipalTokensPerDayInWebChat(t *testing.T) {
 	}
 	if got := rec.took()[before:]; len(got) != 0 {
 		t.Errorf("the refused chat message reached the session client: %v", got)
+	}
+}
+
+// summarizingSessions is spendingSessions whose manual compactions and
+// rewinds report their summary call's usage (600 and 500 tokens).
+type summarizingSessions struct {
+	spendingSessions
+}
+
+func (s summarizingSessions) Compact(ctx context.Context, session string) (workflows.CompactResult, error) {
+	res, err := s.spendingSessions.Compact(ctx, session)
+	res.Usage = &agent.Usage{Input: 550, Output: 50, Calls: 1}
+	return res, err
+}
+
+func (s summarizingSessions) Rewind(ctx context.Context, session, entry string) (workflows.RewindResult, error) {
+	res, err := s.spendingSessions.Rewind(ctx, session, entry)
+	res.SummaryEntry = "bs-" + entry
+	res.Usage = &agent.Usage{Input: 450, Output: 50, Calls: 1}
+	return res, err
+}
+
+// A manual compaction and a rewind call the model to summarize: their
+// summary's tokens are charged to the caller's principal, whose next
+// compaction is then refused (429 principal_limit, Retry-After) without
+// reaching the session.
+func TestPrincipalTokensChargeSummaries(t *testing.T) {
+	t.Parallel()
+	rec := summarizingSessions{spendingSessions{&sessionsRecorder{recorder: &recorder{}}}}
+	s := &ingress.Server{Agent: rec, Control: rec, Attacher: rec, Sessions: rec, Principals: headerAuth{},
+		PrincipalLimiter: ingress.NewPrincipalLimiter(ingress.PrincipalLimits{TokensPerDay: 1600})}
+	s.SetReady(true)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	alice := map[string]string{"X-User": "sum-alice", "X-Rights": "invoke,control"}
+	if resp, body := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"sum-a","text":"hi"}`}, "", alice); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the turn that starts the session: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, hs, call{http.MethodPost, "/sessions/sum-a/compact", ``}, "", alice); resp.StatusCode != http.StatusOK {
+		t.Fatalf("compact: %d %s", resp.StatusCode, body)
+	}
+	if err := s.PrincipalLimiter.CheckTokens("sum-alice", false); err != nil {
+		t.Fatalf("after a turn and a compaction (1200 of 1600): %v", err)
+	}
+	if resp, body := do(t, hs, call{http.MethodPost, "/sessions/sum-a/rewind", `{"entry":"e1"}`}, "", alice); resp.StatusCode != http.StatusOK {
+		t.Fatalf("rewind: %d %s", resp.StatusCode, body)
+	}
+	before := len(rec.took())
+	resp, body := do(t, hs, call{http.MethodPost, "/sessions/sum-a/compact", ``}, "", alice)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, ingress.CodePrincipalLimit) ||
+		!strings.Contains(body, "1700 tokens") || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("compact past the day's tokens: %d %s (Retry-After %q), want 429 principal_limit counting 1700 tokens (the turn, the compaction and the rewind)",
+			resp.StatusCode, body, resp.Header.Get("Retry-After"))
+	}
+	if got := rec.took()[before:]; len(got) != 0 {
+		t.Errorf("the refused compaction reached the session client: %v", got)
 	}
 }

@@ -333,11 +333,17 @@ func (s *Server) rewind(c *gin.Context) {
 	if !s.access(c, c.Param("id"), false) {
 		return
 	}
+	// The branch summary is a model call: checked against the principal's
+	// tokensPerDay, and charged to it.
+	if s.refuseOverTokensFor(c, "the session was not rewound: ") {
+		return
+	}
 	res, err := s.Sessions.Rewind(c.Request.Context(), c.Param("id"), req.Entry)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.chargeSummary(c, c.Param("id"), "rewind", res.SummaryEntry, res.Usage)
 	c.JSON(http.StatusOK, res)
 }
 

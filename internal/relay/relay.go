@@ -548,10 +548,10 @@ func (o StreamOptions) withFollow(bus feed.Bus) Options {
 // reporting returns o reporting the turn's usage (turnusage) before its
 // terminal is sent, so a door that charges it sees the charge before the
 // caller can send its next turn.
-func reporting(ctx context.Context, o Options, session, turn string) Options {
+func reporting(ctx context.Context, bus feed.Bus, o Options, session, turn string) Options {
 	o.OnTerminal = func(t Terminal) {
 		if t.Outcome != nil {
-			turnusage.Send(ctx, session, turn, *t.Outcome)
+			turnusage.Send(ctx, bus, session, turn, *t.Outcome)
 		}
 	}
 	return o
@@ -605,7 +605,7 @@ func Stream(ctx context.Context, bus feed.Bus, session, turn string, opt StreamO
 		<-done
 		ended()
 	}
-	ok, r := relayTurn(ctx, sub, outcome, reporting(ctx, opt.withFollow(bus), session, turn), me, yield)
+	ok, r := relayTurn(ctx, sub, outcome, reporting(ctx, bus, opt.withFollow(bus), session, turn), me, yield)
 	if ok {
 		_ = sub.Close()
 		settle(0)

@@ -5,25 +5,36 @@ package turnusage
 
 import (
 	"context"
+	"time"
 
 	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
 // Report is one ended turn's usage. First and Leaf name the run of the
 // turn (its user entry and last entry): a remembered outcome answered
 // again has the same ones, a key run anew (after the idempotency window)
-// new ones, so a sink can charge each run once.
+// new ones, so a sink can charge each run once. Stopped marks the usage of
+// the model call the turn's abort stopped (an estimate, reported on the
+// turn's feed), charged apart from the outcome's.
 type Report struct {
 	Session string
 	Turn    string
 	First   string
 	Leaf    string
+	Stopped bool
 	Usage   agent.Usage
 }
 
 // ID names the run Report describes.
-func (r Report) ID() string { return r.Session + "\x00" + r.Turn + "\x00" + r.First + "\x00" + r.Leaf }
+func (r Report) ID() string {
+	id := r.Session + "\x00" + r.Turn + "\x00" + r.First + "\x00" + r.Leaf
+	if r.Stopped {
+		id += "\x00stopped"
+	}
+	return id
+}
 
 type sinkKey struct{}
 
@@ -33,12 +44,75 @@ func WithSink(ctx context.Context, f func(Report)) context.Context {
 	return context.WithValue(ctx, sinkKey{}, f)
 }
 
+// StoppedWait bounds how long Send waits for an aborted turn's stopped
+// model call to report its usage before returning; StoppedFollow how long
+// it is waited for in all.
+var (
+	StoppedWait   = time.Second
+	StoppedFollow = time.Minute
+)
+
 // Send calls ctx's sink, if any, with the usage of the outcome out of
-// session's turn key (nothing when the outcome used no tokens).
-func Send(ctx context.Context, session, key string, out agentloop.Outcome) {
+// session's turn key (nothing when the outcome used no tokens). When the
+// turn was aborted while a model call ran, the workflow never heard what
+// that call used: its activity reports it on the turn's feed
+// (feed.KindUsage), where Send reads it from bus (nil: not at all) — for
+// up to StoppedWait before returning, so the charge is usually made before
+// the turn's terminal is sent, and for up to StoppedFollow in the
+// background.
+func Send(ctx context.Context, bus feed.Bus, session, key string, out agentloop.Outcome) {
 	f, _ := ctx.Value(sinkKey{}).(func(Report))
-	if f == nil || out.Usage == nil || out.Usage.Tokens() <= 0 {
+	if f == nil {
 		return
 	}
-	f(Report{Session: session, Turn: key, First: out.First, Leaf: out.Leaf, Usage: *out.Usage})
+	if out.Usage != nil && out.Usage.Tokens() > 0 {
+		f(Report{Session: session, Turn: key, First: out.First, Leaf: out.Leaf, Usage: *out.Usage})
+	}
+	if bus == nil || out.Code != agent.CodeAborted || out.Steps <= 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StoppedFollow)
+		defer cancel()
+		if u, ok := StoppedUsage(fctx, bus, session, key, out.Steps); ok {
+			f(Report{Session: session, Turn: key, First: out.First, Leaf: out.Leaf, Stopped: true, Usage: u})
+		}
+	}()
+	t := time.NewTimer(StoppedWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// StoppedUsage reads the turn's feed log for the usage its model call of
+// step (the turn's last) reported when the turn stopped it; false when
+// that call ended without being stopped (its end marker came first: its
+// usage is the outcome's) or ctx ended first.
+func StoppedUsage(ctx context.Context, bus feed.Bus, session, turn string, step int) (agent.Usage, bool) {
+	sub, err := bus.Subscribe(ctx, session, turn)
+	if err != nil {
+		return agent.Usage{}, false
+	}
+	defer func() { _ = sub.Close() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return agent.Usage{}, false
+		case m, ok := <-sub.C():
+			if !ok {
+				return agent.Usage{}, false
+			}
+			switch {
+			case m.Kind == feed.KindUsage && m.Step == step && m.Usage != nil:
+				return *m.Usage, true
+			case m.Kind == feed.KindEnd && m.Step == step:
+				return agent.Usage{}, false
+			}
+		}
+	}
 }
