@@ -644,6 +644,18 @@ func (s *Server) chargeSummary(c *gin.Context, session, what, entry string, u *a
 		turnusage.Report{Session: session, Turn: "\x00" + what, First: entry, Leaf: entry, Usage: *u})
 }
 
+// summaryWait bounds how long a manual compaction or a rewind is waited
+// for once its client has left.
+const summaryWait = 10 * time.Minute
+
+// summaryContext is the context a manual compaction or rewind is waited
+// for with: not cancelled when the client disconnects (the model call
+// runs on in the session, and its usage must still be charged), bounded
+// by summaryWait.
+func summaryContext(c *gin.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(c.Request.Context()), summaryWait)
+}
+
 // refuseOverTokens answers 429 principal_limit when the caller's
 // principal used its limits.perPrincipal.tokensPerDay today; it reports
 // whether it did. Nothing is started or steered.
@@ -954,7 +966,11 @@ func (s *Server) compact(c *gin.Context) {
 	if s.refuseOverTokensFor(c, "nothing was compacted: ") {
 		return
 	}
-	res, err := s.Control.Compact(c.Request.Context(), c.Param("id"))
+	// Waited for even when the client leaves: the summary runs anyway, and
+	// is charged when it ends.
+	ctx, cancel := summaryContext(c)
+	defer cancel()
+	res, err := s.Control.Compact(ctx, c.Param("id"))
 	if err != nil {
 		s.fail(c, err)
 		return

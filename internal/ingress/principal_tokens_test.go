@@ -258,3 +258,62 @@ func TestPrincipalTokensChargeSummaries(t *testing.T) {
 		t.Errorf("the refused compaction reached the session client: %v", got)
 	}
 }
+
+// slowSummaries is summarizingSessions whose compactions wait for gate
+// (entered says one started) and fail when their context ends first.
+type slowSummaries struct {
+	summarizingSessions
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s slowSummaries) Compact(ctx context.Context, session string) (workflows.CompactResult, error) {
+	s.entered <- struct{}{}
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return workflows.CompactResult{}, ctx.Err()
+	}
+	return s.summarizingSessions.Compact(ctx, session)
+}
+
+// A client that leaves while its manual compaction runs does not make the
+// summary free: the ingress waits for it and charges it.
+func TestPrincipalTokensSummaryChargedAfterDisconnect(t *testing.T) {
+	t.Parallel()
+	rec := slowSummaries{summarizingSessions{spendingSessions{&sessionsRecorder{recorder: &recorder{}}}},
+		make(chan struct{}, 1), make(chan struct{})}
+	s := &ingress.Server{Agent: rec, Control: rec, Attacher: rec, Sessions: rec, Principals: headerAuth{},
+		PrincipalLimiter: ingress.NewPrincipalLimiter(ingress.PrincipalLimits{TokensPerDay: 500})}
+	s.SetReady(true)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/sessions/gone/compact", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-User", "sum-leaver")
+	req.Header.Set("X-Rights", "invoke,control")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-rec.entered
+	cancel() // the client leaves while the summary runs
+	if err := <-done; err == nil {
+		t.Fatal("the request finished although its client left")
+	}
+	close(rec.gate)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.PrincipalLimiter.CheckTokens("sum-leaver", false) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the compaction whose client left was never charged")
+		}
+		time.Sleep(10 * time.Millisecond) // polls the condition, bounded by the deadline
+	}
+}

@@ -338,7 +338,9 @@ func (s *Server) rewind(c *gin.Context) {
 	if s.refuseOverTokensFor(c, "the session was not rewound: ") {
 		return
 	}
-	res, err := s.Sessions.Rewind(c.Request.Context(), c.Param("id"), req.Entry)
+	ctx, cancel := summaryContext(c) // charged even when the client leaves
+	defer cancel()
+	res, err := s.Sessions.Rewind(ctx, c.Param("id"), req.Entry)
 	if err != nil {
 		s.fail(c, err)
 		return

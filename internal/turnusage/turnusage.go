@@ -5,6 +5,7 @@ package turnusage
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/fastagent/fastagent/agent"
@@ -47,9 +48,21 @@ func WithSink(ctx context.Context, f func(Report)) context.Context {
 // StoppedWait bounds how long Send waits for an aborted turn's stopped
 // model call to report its usage before returning; StoppedFollow how long
 // it is waited for in all.
+// The model activity publishes the estimate within seconds of the stop,
+// so a short follow is enough. At most one follower runs per turn run,
+// and at most maxFollowers in the process: a client that asks again and
+// again about the same aborted turn (a resume of it) starts nothing more.
 var (
 	StoppedWait   = time.Second
-	StoppedFollow = time.Minute
+	StoppedFollow = 10 * time.Second
+)
+
+// maxFollowers bounds the background followers of a process.
+const maxFollowers = 256
+
+var (
+	following = sync.Map{} // Report.ID → struct{}: runs being followed
+	followers = make(chan struct{}, maxFollowers)
 )
 
 // Send calls ctx's sink, if any, with the usage of the outcome out of
@@ -71,13 +84,25 @@ func Send(ctx context.Context, bus feed.Bus, session, key string, out agentloop.
 	if bus == nil || out.Code != agent.CodeAborted || out.Steps <= 0 {
 		return
 	}
+	run := Report{Session: session, Turn: key, First: out.First, Leaf: out.Leaf, Stopped: true}
+	if _, busy := following.LoadOrStore(run.ID(), struct{}{}); busy {
+		return
+	}
+	select {
+	case followers <- struct{}{}:
+	default:
+		following.Delete(run.ID())
+		return // too many at once: the estimate goes uncharged (a soft limit)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer func() { <-followers; following.Delete(run.ID()) }()
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StoppedFollow)
 		defer cancel()
 		if u, ok := StoppedUsage(fctx, bus, session, key, out.Steps); ok {
-			f(Report{Session: session, Turn: key, First: out.First, Leaf: out.Leaf, Stopped: true, Usage: u})
+			run.Usage = u
+			f(run)
 		}
 	}()
 	t := time.NewTimer(StoppedWait)

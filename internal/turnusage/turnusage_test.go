@@ -2,6 +2,7 @@ package turnusage_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -117,5 +118,34 @@ func TestSendNoStoppedCall(t *testing.T) {
 				t.Errorf("%s: charged a stopped call: %+v", name, r)
 			}
 		}
+	}
+}
+
+// Asked again and again about one aborted turn (a client resuming it in a
+// loop), Send follows its feed once: no goroutine or subscription per
+// request, and the estimate is charged once.
+func TestSendFollowsARunOnce(t *testing.T) {
+	bus := feed.NewInProcess()
+	t.Cleanup(func() { _ = bus.Close() })
+	old := turnusage.StoppedWait
+	turnusage.StoppedWait = 0
+	t.Cleanup(func() { turnusage.StoppedWait = old })
+	s := newSink()
+	before := runtime.NumGoroutine()
+	for range 200 {
+		turnusage.Send(s.ctx(), bus, "s", "again", aborted(1, nil))
+	}
+	if n := runtime.NumGoroutine() - before; n > 20 {
+		t.Errorf("%d goroutines more after 200 asks about one turn, want about one follower", n)
+	}
+	est := agent.Usage{Input: 10, Output: 5, Calls: 1}
+	_ = bus.Publish(context.Background(), feed.Message{Session: "s", Turn: "again", Kind: feed.KindUsage, Step: 1, Usage: &est})
+	select {
+	case <-s.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stopped call's estimate was never charged")
+	}
+	if got := s.reports(); len(got) != 1 {
+		t.Errorf("charged %d times, want once: %+v", len(got), got)
 	}
 }
