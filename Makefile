@@ -51,7 +51,7 @@ test-phases: fmt-check
 	@$(MAKE) --no-print-directory prepare tidy-check vet e2e-bin
 	@rm -f .e2e-status; \
 	 { $(MAKE) --no-print-directory e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test 2>&1; echo $$? > .e2e-status; } | sed -u 's/^/[e2e] /' & \
-	 $(MAKE) --no-print-directory lint unit; rc=$$?; \
+	 $(MAKE) --no-print-directory -k lint unit; rc=$$?; \
 	 echo "== lint and unit done (exit $$rc); waiting for the end-to-end phase"; wait; \
 	 erc=$$(cat .e2e-status 2>/dev/null || echo 1); rm -f .e2e-status; \
 	 if [ $$rc -ne 0 ] || [ "$$erc" -ne 0 ]; then echo "== make test FAILED (lint+unit exit $$rc, end-to-end exit $$erc)"; exit 1; fi
@@ -74,7 +74,8 @@ phase-summary:
 	@printf '%6ss  %s\n' "$(TOTAL)" "total (exit $(RC))"
 
 # prepare: the module downloads, the linters, tctl and the dev server program,
-# PREPARE_JOBS at once (cold, about ... ; warm, a few seconds).
+# PREPARE_JOBS at once (warm, a few seconds; cold, most of a run: tctl and
+# the Temporal server are the largest builds).
 PREPARE_JOBS ?= 4
 prepare:
 	$(call phase,modules + linters + tctl + dev server ($(PREPARE_JOBS) at once),$(MAKE) --no-print-directory -j$(PREPARE_JOBS) modules bin/golangci-lint bin/workflowcheck bin/tctl $(DEVSERVER))
