@@ -54,6 +54,7 @@ failed_only() {
 	awk '
 		/^=== (RUN|CONT|NAME) / { cur = $3; sub(/\/.*/, "", cur); next }
 		/^=== PAUSE / { next }
+		/^[ \t]+--- (PASS|SKIP): / && cur == "" { next }
 		/^--- (PASS|SKIP): / { delete buf[$3]; cur = ""; next }
 		/^--- FAIL: / { printf "%s", buf[$3]; print; delete buf[$3]; cur = ""; next }
 		cur == "" { print; next }
