@@ -10,10 +10,13 @@ DEVSERVER     = bin/fastagent-devserver
 DEVSERVER_DIR = cmd/fastagent-devserver
 export FASTAGENT_DEVSERVER := $(CURDIR)/$(DEVSERVER)
 PKGS_FAST = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /examples/)
-# phase prints a phase's name and, when it ends, how long it took.
-phase = @echo "== $(1)"; start=$$(date +%s); $(2) && echo "== $(1): $$(( $$(date +%s) - start ))s"
+# phase prints a phase's name and, when it ends, how long it took (and adds
+# the time to $(PHASE_TIMES), which `make test` prints as a table at the end).
+PHASE_TIMES ?= $(CURDIR)/.phase-times
+export PHASE_TIMES
+phase = @echo "== $(1)"; start=$$(date +%s); $(2) && { took=$$(( $$(date +%s) - start )); echo "== $(1): $${took}s"; printf '%6ss  %s\n' "$$took" "$(1)" >>$(PHASE_TIMES); }
 
-.PHONY: dev test test-parallel build $(DEVSERVER) lint vet fmt-check tidy-check unit e2e chromium record-histories docs clean
+.PHONY: dev test test-phases prepare test-serial test-parallel phase-summary chromium modules build $(DEVSERVER) lint vet fmt-check tidy-check unit e2e e2e-bin record-histories docs clean
 
 ## dev: run everything (a Temporal dev server + Web UI as a child process, worker, HTTP ingress)
 dev: $(DEVSERVER)
@@ -26,21 +29,68 @@ $(DEVSERVER):
 	@test -x $(DEVSERVER) || echo "building the Temporal dev server ($(DEVSERVER_DIR), once: it links the Temporal server)"
 	cd $(DEVSERVER_DIR) && $(GO) build -o $(CURDIR)/$(DEVSERVER) .
 
-## test: what CI runs — format, vet, lint, unit tests with -race, end-to-end tests on the dev server
-test: fmt-check tidy-check vet lint unit chromium e2e
-	@echo "== make test: all phases passed"
+## test: what CI runs — format, tidy, vet, lint, unit tests with -race, end-to-end tests on the dev
+## server, one phase after another (the tools and modules are fetched and built at once first);
+## per-phase wall times at the end
+test:
+	@rm -f $(PHASE_TIMES); start=$$(date +%s); \
+	 $(MAKE) --no-print-directory fmt-check prepare tidy-check vet e2e-bin lint unit e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test; rc=$$?; \
+	 $(MAKE) --no-print-directory phase-summary TOTAL=$$(( $$(date +%s) - start )) RC=$$rc; \
+	 exit $$rc
 
-## test-parallel: the same phases, the end-to-end phase (which mostly waits) beside lint and
-## the -race unit phase (which mostly compile): faster from a cold cache, but the end-to-end
-## tests then share the CPU with the compiler, so their timing is less predictable
-test-parallel: fmt-check tidy-check vet $(DEVSERVER)
+## test-parallel: the same phases, the end-to-end tests (which mostly wait) in the background
+## beside lint and the unit phase: faster on an idle machine, but the -race unit tests and the
+## end-to-end tests then share the CPU, so timing-sensitive tests are less predictable
+test-parallel:
+	@rm -f $(PHASE_TIMES); start=$$(date +%s); \
+	 $(MAKE) --no-print-directory test-phases; rc=$$?; \
+	 $(MAKE) --no-print-directory phase-summary TOTAL=$$(( $$(date +%s) - start )) RC=$$rc; \
+	 exit $$rc
+
+# The phases of `make test-parallel`. Cold (empty module, build and linter
+# caches), the time goes to downloading modules, compiling (the Temporal
+# server for the dev server program, tctl, the linters, the module's
+# dependencies once without and once with -race) and the end-to-end tests,
+# which mostly wait. So: the downloads and the builds of the tools run at
+# once (make -j), while one compiles the other downloads; the end-to-end
+# test binary is built before lint (which then finds the dependencies
+# compiled); and the shards run in the background (lines prefixed [e2e])
+# beside lint and the unit phase. One verdict at the end names the side
+# that failed.
+test-phases: fmt-check
+	@$(MAKE) --no-print-directory prepare tidy-check vet e2e-bin
 	@rm -f .e2e-status; \
-	 { $(MAKE) --no-print-directory e2e 2>&1; echo $$? > .e2e-status; } | sed -u 's/^/[e2e] /' & \
-	 $(MAKE) --no-print-directory lint unit; rc=$$?; \
+	 { $(MAKE) --no-print-directory e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test 2>&1; echo $$? > .e2e-status; } | sed -u 's/^/[e2e] /' & \
+	 $(MAKE) --no-print-directory -k lint unit; rc=$$?; \
 	 echo "== lint and unit done (exit $$rc); waiting for the end-to-end phase"; wait; \
 	 erc=$$(cat .e2e-status 2>/dev/null || echo 1); rm -f .e2e-status; \
 	 if [ $$rc -ne 0 ] || [ "$$erc" -ne 0 ]; then echo "== make test FAILED (lint+unit exit $$rc, end-to-end exit $$erc)"; exit 1; fi
-	@echo "== make test-parallel: all phases passed"
+	@echo "== make test: all phases passed"
+
+## test-serial: the same phases one after another (each phase's time is its own, not shared with
+## another's: slower, for comparing a phase's time between runs)
+test-serial:
+	@rm -f $(PHASE_TIMES); start=$$(date +%s); \
+	 $(MAKE) --no-print-directory fmt-check prepare PREPARE_JOBS=1 tidy-check vet e2e-bin lint unit e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test; rc=$$?; \
+	 $(MAKE) --no-print-directory phase-summary TOTAL=$$(( $$(date +%s) - start )) RC=$$rc; \
+	 exit $$rc
+
+phase-summary:
+	@echo "== phase wall times (in make test-parallel the end-to-end phase runs beside lint and unit; load average now $$(cut -d' ' -f1-3 /proc/loadavg), $$(nproc) cores):"
+	@cat $(PHASE_TIMES) 2>/dev/null || true
+	@printf '%6ss  %s\n' "$(TOTAL)" "total (exit $(RC))"
+
+# prepare: the module downloads, the linters, tctl and the dev server program,
+# PREPARE_JOBS at once (warm, a few seconds; cold, most of a run: tctl and
+# the Temporal server are the largest builds).
+PREPARE_JOBS ?= 4
+prepare:
+	$(call phase,modules + linters + tctl + dev server ($(PREPARE_JOBS) at once),$(MAKE) --no-print-directory -j$(PREPARE_JOBS) modules bin/golangci-lint bin/workflowcheck bin/tctl $(DEVSERVER))
+
+# modules downloads every module the four modules need (network, not CPU:
+# it runs beside the tool builds).
+modules:
+	@$(GO) mod download && (cd examples && $(GO) mod download) && (cd $(VALIDATE_DIR) && $(GO) mod download) && cd $(DEVSERVER_DIR) && $(GO) mod download
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -50,8 +100,14 @@ fmt-check:
 # target and validates it with its platform's own libraries.
 VALIDATE_DIR = deploy/validate
 
+# go vet runs over the modules lint does not cover (examples/ and
+# deploy/validate). The fastagent module and cmd/fastagent-devserver are
+# vetted by lint: golangci-lint's govet runs go vet's own analyzers (its
+# default set is cmd/vet's), so a second `go vet` over them would only
+# repeat that work (about two minutes cold: vet analyses every dependency
+# for its facts).
 vet:
-	$(call phase,vet,$(GO) vet ./... && (cd examples && $(GO) vet ./...) && (cd $(VALIDATE_DIR) && $(GO) vet ./...) && cd $(DEVSERVER_DIR) && $(GO) vet ./...)
+	$(call phase,vet (examples and deploy/validate; lint vets the rest),(cd examples && $(GO) vet ./...) && cd $(VALIDATE_DIR) && $(GO) vet ./...)
 
 # Linters are pinned, built once per machine into the Go path (shared by
 # every clone, so a fresh clone does not rebuild them) and linked into bin/.
@@ -79,9 +135,10 @@ bin/tctl:
 	@mkdir -p bin
 	ln -sf $$(./internal/e2e/tctl.sh) bin/tctl
 
-## lint: golangci-lint (.golangci.yml) and Temporal's workflowcheck over workflows/
+## lint: golangci-lint (.golangci.yml, go vet's analyzers among its linters) and Temporal's
+## workflowcheck over workflows/
 lint: bin/golangci-lint bin/workflowcheck
-	$(call phase,lint,bin/golangci-lint run ./... && bin/workflowcheck ./workflows/... && cd $(DEVSERVER_DIR) && $(CURDIR)/bin/golangci-lint run --config $(CURDIR)/.golangci.yml ./...)
+	$(call phase,lint (golangci-lint with the go vet analyzers; workflowcheck),bin/golangci-lint run ./... && bin/workflowcheck ./workflows/... && cd $(DEVSERVER_DIR) && $(CURDIR)/bin/golangci-lint run --config $(CURDIR)/.golangci.yml ./...)
 
 # go.mod and go.sum say exactly what the code imports.
 tidy-check:
@@ -104,6 +161,13 @@ unit: $(DEVSERVER)
 # They run without -race: it doubles their CPU time on 2 cores (see README, Tests) for no finding the
 # -race unit phase does not make.
 E2E_SHARDS ?= 3
+# e2e-bin builds the end-to-end test binary (shards.sh runs it when
+# E2E_TEST_BIN names it, else builds its own): `make test` builds it before
+# lint, which then finds the module's dependencies compiled.
+e2e-bin:
+	@mkdir -p bin
+	$(call phase,end-to-end test binary,$(GO) test -c -o bin/e2e.test ./internal/e2e)
+export E2E_TEST_BIN
 e2e: $(DEVSERVER) bin/tctl chromium
 	$(call phase,end-to-end tests ($(E2E_SHARDS) shards) and the examples and deploy/validate modules,\
 	  log=$$(mktemp); { (cd examples && $(GO) test -count=1 ./...) && (cd $(VALIDATE_DIR) && $(GO) test -count=1 ./...); } >$$log 2>&1 & pid=$$!; \
@@ -111,9 +175,6 @@ e2e: $(DEVSERVER) bin/tctl chromium
 	  echo "-- examples and deploy/validate:"; cat $$log; rm -f $$log; \
 	  [ $$rc -eq 0 ] && [ $$prc -eq 0 ])
 
-## chromium: the headless browser the web chat's end-to-end test drives (TestWebChatInBrowser);
-## installed with apt-get when missing and make runs as root, silent when present. Without it
-## the test skips, except with CI set, where it fails
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || \
 	 if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -8,7 +8,7 @@
 # takes (testdata/seconds.txt; a test not listed there counts 2 s): longest
 # first, each to the shard with the fewest seconds so far. Prints each
 # shard's verdict as it finishes and the output of any shard that failed;
-# exits non-zero if any did.
+# exits non-zero if any did; then the slowest tests.
 set -uo pipefail
 n=${1:-3}
 timeout=${E2E_TIMEOUT:-30m}
@@ -16,8 +16,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-go test -c -o "$work/e2e.test" "$here" || exit 1
-mapfile -t tests < <(cd "$here" && "$work/e2e.test" -test.list '.*' | grep -E '^(Test|Example)')
+# E2E_TEST_BIN names a test binary built already (make test builds it before
+# lint); else the script builds its own.
+bin=${E2E_TEST_BIN:-}
+if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+	bin=$work/e2e.test
+	go test -c -o "$bin" "$here" || exit 1
+fi
+mapfile -t tests < <(cd "$here" && "$bin" -test.list '.*' | grep -E '^(Test|Example)')
 if [ "${#tests[@]}" -eq 0 ]; then
 	echo "no end-to-end tests found" >&2
 	exit 1
@@ -42,6 +48,20 @@ if [ "$(cat "$work"/shard* | wc -l)" -ne "${#tests[@]}" ]; then
 	exit 1
 fi
 
+# failed_only filters a -test.v log to the output of the tests that failed
+# (or never finished) and the lines outside any test.
+failed_only() {
+	awk '
+		/^=== (RUN|CONT|NAME) / { cur = $3; sub(/\/.*/, "", cur); next }
+		/^=== PAUSE / { next }
+		/^[ \t]+--- (PASS|SKIP): / && cur == "" { next }
+		/^--- (PASS|SKIP): / { delete buf[$3]; cur = ""; next }
+		/^--- FAIL: / { printf "%s", buf[$3]; print; delete buf[$3]; cur = ""; next }
+		cur == "" { print; next }
+		{ buf[cur] = buf[cur] $0 "\n" }
+		END { for (t in buf) printf "%s", buf[t] }'
+}
+
 declare -A shard_of
 for s in $(seq 0 $((n - 1))); do
 	[ -s "$work/shard$s" ] || continue
@@ -49,7 +69,7 @@ for s in $(seq 0 $((n - 1))); do
 	(
 		cd "$here" || exit 1
 		start=$(date +%s)
-		"$work/e2e.test" -test.count=1 -test.timeout "$timeout" -test.run "$re" >"$work/log$s" 2>&1
+		"$bin" -test.count=1 -test.v -test.timeout "$timeout" -test.run "$re" >"$work/log$s" 2>&1
 		rc=$?
 		echo "$rc $(($(date +%s) - start))" >"$work/rc$s"
 		exit "$rc"
@@ -69,7 +89,9 @@ while [ "${#shard_of[@]}" -gt 0 ]; do
 	else
 		failed=1
 		echo "e2e shard $((s + 1))/$n: FAILED ($count tests, ${took}s); its output:"
-		out=$(grep -v -e '^20[0-9][0-9][-/][0-9][0-9][-/][0-9][0-9] ' "$work/log$s")
+		# The shard ran with -test.v (for the durations): print only the
+		# failed tests' output and what no test printed, as without -v.
+		out=$(grep -v -e '^20[0-9][0-9][-/][0-9][0-9][-/][0-9][0-9] ' "$work/log$s" | failed_only)
 		if [ -z "$out" ]; then
 			# Nothing but log lines: the process died outside a test (the
 			# dev server's own fatal log is in the temporal.log of the
@@ -79,4 +101,11 @@ while [ "${#shard_of[@]}" -gt 0 ]; do
 		printf '%s\n' "$out" | sed "s/^/[shard $((s + 1))] /"
 	fi
 done
+# The slowest tests (-test.v's "--- PASS: TestX (Ns)" lines), to keep
+# testdata/seconds.txt, which balances the shards, up to date.
+echo "e2e slowest tests (seconds, shard):"
+for s in $(seq 0 $((n - 1))); do
+	[ -f "$work/log$s" ] || continue
+	sed -n "s/^--- PASS: \([A-Za-z0-9_]*\) (\([0-9]*\)\.[0-9]*s)$/\2 \1 $((s + 1))/p" "$work/log$s"
+done | sort -k1,1nr | head -n "${E2E_SLOWEST:-12}" | awk '{ printf "  %4d %s (shard %d)\n", $1, $2, $3 }'
 exit "$failed"

@@ -284,10 +284,17 @@ func TestPrincipalTokensSummaryChargedAfterDisconnect(t *testing.T) {
 	rec := slowSummaries{summarizingSessions{spendingSessions{&sessionsRecorder{recorder: &recorder{}}}},
 		make(chan struct{}, 1), make(chan struct{})}
 	s := &ingress.Server{Agent: rec, Control: rec, Attacher: rec, Sessions: rec, Principals: headerAuth{},
-		PrincipalLimiter: ingress.NewPrincipalLimiter(ingress.PrincipalLimits{TokensPerDay: 500})}
+		PrincipalLimiter: ingress.NewPrincipalLimiter(ingress.PrincipalLimits{TokensPerDay: 1000})}
 	s.SetReady(true)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
+	leaver := map[string]string{"X-User": "sum-leaver", "X-Rights": "invoke,control"}
+	if resp, body := do(t, hs, call{http.MethodPost, "/invoke", `{"session":"gone","text":"hi"}`}, "", leaver); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the turn that starts the session: %d %s", resp.StatusCode, body)
+	}
+	if err := s.PrincipalLimiter.CheckTokens("sum-leaver", false); err != nil {
+		t.Fatalf("after one turn (600 of 1000): %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/sessions/gone/compact", nil)
 	if err != nil {
@@ -303,7 +310,11 @@ func TestPrincipalTokensSummaryChargedAfterDisconnect(t *testing.T) {
 		}
 		done <- err
 	}()
-	<-rec.entered
+	select {
+	case <-rec.entered:
+	case err := <-done:
+		t.Fatalf("the compaction never reached the session: %v", err)
+	}
 	cancel() // the client leaves while the summary runs
 	if err := <-done; err == nil {
 		t.Fatal("the request finished although its client left")
