@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -40,7 +41,27 @@ func TestWebChatMounted(t *testing.T) {
 		t.Errorf("link without the gateway's principal: %d", resp.StatusCode)
 	}
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	r, err := noFollow.Get(l.URL)
+	// The link shows a sign-in page (no cookie yet) whose button posts it
+	// from the server's own origin.
+	page, err := noFollow.Get(l.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	if page.StatusCode != http.StatusOK || len(page.Cookies()) != 0 {
+		t.Fatalf("the sign-in page: %d cookies %v", page.StatusCode, page.Cookies())
+	}
+	lu, err := url.Parse(l.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post, err := http.NewRequest(http.MethodPost, hs.URL+lu.Path, strings.NewReader(url.Values{"t": {lu.Query().Get("t")}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	post.Header.Set("Origin", hs.URL)
+	r, err := noFollow.Do(post)
 	if err != nil {
 		t.Fatal(err)
 	}
