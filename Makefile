@@ -16,7 +16,7 @@ PHASE_TIMES ?= $(CURDIR)/.phase-times
 export PHASE_TIMES
 phase = @echo "== $(1)"; start=$$(date +%s); $(2) && { took=$$(( $$(date +%s) - start )); echo "== $(1): $${took}s"; printf '%6ss  %s\n' "$$took" "$(1)" >>$(PHASE_TIMES); }
 
-.PHONY: dev test test-phases prepare test-serial test-parallel phase-summary chromium modules build $(DEVSERVER) lint vet fmt-check tidy-check unit e2e e2e-bin record-histories docs clean
+.PHONY: dev test test-phases prepare test-serial test-parallel phase-summary chromium modules build $(DEVSERVER) lint vet modules-test fmt-check tidy-check unit e2e e2e-bin record-histories docs clean
 
 ## dev: run everything (a Temporal dev server + Web UI as a child process, worker, HTTP ingress)
 dev: $(DEVSERVER)
@@ -27,65 +27,63 @@ dev: $(DEVSERVER)
 $(DEVSERVER):
 	@mkdir -p bin
 	@test -x $(DEVSERVER) || echo "building the Temporal dev server ($(DEVSERVER_DIR), once: it links the Temporal server)"
-	cd $(DEVSERVER_DIR) && $(GO) build -o $(CURDIR)/$(DEVSERVER) .
+	cd $(DEVSERVER_DIR) && $(GO) build -ldflags="-s -w" -o $(CURDIR)/$(DEVSERVER) .
 
-## test: what CI runs — format, tidy, vet, lint, unit tests with -race, end-to-end tests on the dev
-## server, one phase after another (the tools and modules are fetched and built at once first);
-## per-phase wall times at the end
+## test: what CI runs — format, tidy, lint (go vet's analyzers among its linters), unit tests with
+## -race, the examples and deploy/validate modules' tests, and the end-to-end tests on the dev
+## server; the end-to-end tests (which mostly wait) run in the background beside the rest (their
+## lines prefixed [e2e]); per-phase wall times at the end
 test:
-	@rm -f $(PHASE_TIMES); start=$$(date +%s); \
-	 $(MAKE) --no-print-directory fmt-check prepare tidy-check vet e2e-bin lint unit e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test; rc=$$?; \
-	 $(MAKE) --no-print-directory phase-summary TOTAL=$$(( $$(date +%s) - start )) RC=$$rc; \
-	 exit $$rc
-
-## test-parallel: the same phases, the end-to-end tests (which mostly wait) in the background
-## beside lint and the unit phase: faster on an idle machine, but the -race unit tests and the
-## end-to-end tests then share the CPU, so timing-sensitive tests are less predictable
-test-parallel:
 	@rm -f $(PHASE_TIMES); start=$$(date +%s); \
 	 $(MAKE) --no-print-directory test-phases; rc=$$?; \
 	 $(MAKE) --no-print-directory phase-summary TOTAL=$$(( $$(date +%s) - start )) RC=$$rc; \
 	 exit $$rc
 
-# The phases of `make test-parallel`. Cold (empty module, build and linter
-# caches), the time goes to downloading modules, compiling (the Temporal
-# server for the dev server program, tctl, the linters, the module's
-# dependencies once without and once with -race) and the end-to-end tests,
-# which mostly wait. So: the downloads and the builds of the tools run at
-# once (make -j), while one compiles the other downloads; the end-to-end
-# test binary is built before lint (which then finds the dependencies
-# compiled); and the shards run in the background (lines prefixed [e2e])
-# beside lint and the unit phase. One verdict at the end names the side
-# that failed.
+# test-parallel is the name `make test`'s way of running had before it
+# became the default.
+test-parallel: test
+
+# The phases of `make test`. Cold (empty module, build and linter caches),
+# the time goes to downloading modules, compiling (the Temporal server for
+# the dev server program, tctl, the linters, the module's dependencies once
+# without and once with -race, Kubernetes and Helm for deploy/validate) and
+# the end-to-end tests, which mostly wait. So: the downloads and the builds
+# of the tools run at once (make -j), while one compiles the other
+# downloads; the end-to-end test binary is built before lint (which then
+# finds the dependencies compiled); the shards then run in the background
+# (building tctl, which only TestTctlDrivesDev needs, while the first tests
+# run) beside lint, the unit phase and the other modules' tests, which keep
+# both cores busy while the end-to-end tests wait. One verdict at the end
+# names the side that failed.
 test-phases: fmt-check
-	@$(MAKE) --no-print-directory prepare tidy-check vet e2e-bin
+	@$(MAKE) --no-print-directory prepare tidy-check e2e-bin
 	@rm -f .e2e-status; \
 	 { $(MAKE) --no-print-directory e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test 2>&1; echo $$? > .e2e-status; } | sed -u 's/^/[e2e] /' & \
-	 $(MAKE) --no-print-directory -k lint unit; rc=$$?; \
-	 echo "== lint and unit done (exit $$rc); waiting for the end-to-end phase"; wait; \
+	 $(MAKE) --no-print-directory -k lint unit modules-test; rc=$$?; \
+	 echo "== lint, unit and the other modules done (exit $$rc); waiting for the end-to-end phase"; wait; \
 	 erc=$$(cat .e2e-status 2>/dev/null || echo 1); rm -f .e2e-status; \
-	 if [ $$rc -ne 0 ] || [ "$$erc" -ne 0 ]; then echo "== make test FAILED (lint+unit exit $$rc, end-to-end exit $$erc)"; exit 1; fi
+	 if [ $$rc -ne 0 ] || [ "$$erc" -ne 0 ]; then echo "== make test FAILED (lint, unit and modules exit $$rc; end-to-end exit $$erc)"; exit 1; fi
 	@echo "== make test: all phases passed"
 
 ## test-serial: the same phases one after another (each phase's time is its own, not shared with
 ## another's: slower, for comparing a phase's time between runs)
 test-serial:
 	@rm -f $(PHASE_TIMES); start=$$(date +%s); \
-	 $(MAKE) --no-print-directory fmt-check prepare PREPARE_JOBS=1 tidy-check vet e2e-bin lint unit e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test; rc=$$?; \
+	 $(MAKE) --no-print-directory fmt-check prepare PREPARE_JOBS=1 tidy-check e2e-bin lint unit modules-test e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test; rc=$$?; \
 	 $(MAKE) --no-print-directory phase-summary TOTAL=$$(( $$(date +%s) - start )) RC=$$rc; \
 	 exit $$rc
 
 phase-summary:
-	@echo "== phase wall times (in make test-parallel the end-to-end phase runs beside lint and unit; load average now $$(cut -d' ' -f1-3 /proc/loadavg), $$(nproc) cores):"
+	@echo "== phase wall times (in make test the end-to-end phase runs beside lint, unit and the modules; load average now $$(cut -d' ' -f1-3 /proc/loadavg), $$(nproc) cores):"
 	@cat $(PHASE_TIMES) 2>/dev/null || true
 	@printf '%6ss  %s\n' "$(TOTAL)" "total (exit $(RC))"
 
-# prepare: the module downloads, the linters, tctl and the dev server program,
-# PREPARE_JOBS at once (warm, a few seconds; cold, most of a run: tctl and
-# the Temporal server are the largest builds).
+# prepare: the module downloads, the linters and the dev server program,
+# PREPARE_JOBS at once (warm, a few seconds; cold, a third of a run: the
+# Temporal server and golangci-lint are the largest builds).
 PREPARE_JOBS ?= 4
 prepare:
-	$(call phase,modules + linters + tctl + dev server ($(PREPARE_JOBS) at once),$(MAKE) --no-print-directory -j$(PREPARE_JOBS) modules bin/golangci-lint bin/workflowcheck bin/tctl $(DEVSERVER))
+	$(call phase,modules + linters + dev server ($(PREPARE_JOBS) at once),$(MAKE) --no-print-directory -j$(PREPARE_JOBS) modules bin/golangci-lint bin/workflowcheck $(DEVSERVER))
 
 # modules downloads every module the four modules need (network, not CPU:
 # it runs beside the tool builds).
@@ -100,14 +98,23 @@ fmt-check:
 # target and validates it with its platform's own libraries.
 VALIDATE_DIR = deploy/validate
 
-# go vet runs over the modules lint does not cover (examples/ and
+# vet: go vet over the modules lint does not cover (examples/ and
 # deploy/validate). The fastagent module and cmd/fastagent-devserver are
 # vetted by lint: golangci-lint's govet runs go vet's own analyzers (its
-# default set is cmd/vet's), so a second `go vet` over them would only
-# repeat that work (about two minutes cold: vet analyses every dependency
-# for its facts).
+# default set is cmd/vet's). `make test` does not run this target: the
+# other modules' tests run with every analyzer instead (modules-test), one
+# pass where a separate go vet would analyse every dependency a second time.
 vet:
 	$(call phase,vet (examples and deploy/validate; lint vets the rest),(cd examples && $(GO) vet ./...) && cd $(VALIDATE_DIR) && $(GO) vet ./...)
+
+# modules-test: the examples (their own module: a user's program importing
+# only the public packages, run against the dev server program) and
+# deploy/validate (every `fastagent deploy` target rendered and validated
+# with Kubernetes', Helm's and compose's own libraries; most of its time is
+# compiling them), with every go vet analyzer (-vet=all), so their tests are
+# their vet too.
+modules-test: $(DEVSERVER)
+	$(call phase,examples and deploy/validate modules (tests with every go vet analyzer),(cd examples && $(GO) test -vet=all -count=1 ./...) && cd $(VALIDATE_DIR) && $(GO) test -vet=all -count=1 ./...)
 
 # Linters are pinned, built once per machine into the Go path (shared by
 # every clone, so a fresh clone does not rebuild them) and linked into bin/.
@@ -117,20 +124,19 @@ TOOLS_DIR ?= $(shell $(GO) env GOPATH)/pkg/fastagent-tools
 bin/golangci-lint:
 	@mkdir -p bin $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_VERSION)
 	@test -x $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint || \
-		GOBIN=$(TOOLS_DIR)/golangci-lint-$(GOLANGCI_VERSION) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+		GOBIN=$(TOOLS_DIR)/golangci-lint-$(GOLANGCI_VERSION) $(GO) install -ldflags="-s -w" github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 	ln -sf $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_VERSION)/golangci-lint bin/golangci-lint
 bin/workflowcheck:
 	@mkdir -p bin $(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION)
 	@test -x $(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION)/workflowcheck || \
-		GOBIN=$(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+		GOBIN=$(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION) $(GO) install -ldflags="-s -w" go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 	ln -sf $(TOOLS_DIR)/workflowcheck-$(WORKFLOWCHECK_VERSION)/workflowcheck bin/workflowcheck
 
 # tctl, the Temporal CLI's 1.x predecessor, for the end-to-end test that
 # drives `fastagent dev` with it (TestTctlDrivesDev): built once per machine
 # into the Go path by internal/e2e/tctl.sh (TCTL_VERSION, default v1.18.0;
 # cold it downloads about 1.4 GB of modules and compiles for about 160
-# CPU-seconds) and linked into bin/.
-export FASTAGENT_TCTL := $(CURDIR)/bin/tctl
+# CPU-seconds) and linked into bin/ (the e2e phase builds it if needed).
 bin/tctl:
 	@mkdir -p bin
 	ln -sf $$(./internal/e2e/tctl.sh) bin/tctl
@@ -154,12 +160,9 @@ unit: $(DEVSERVER)
 	$(call phase,unit (-race),$(GO) test -race -count=1 -timeout 15m $(PKGS_FAST))
 
 # The end-to-end tests mostly wait, so they run as E2E_SHARDS processes at
-# once (internal/e2e/shards.sh), each with its own dev server child; the
-# embedding examples (their own module: public packages only) and the
-# deployment validation (deploy/validate: mostly compiling Helm and the
-# Kubernetes types) run beside them (their output follows the shards').
-# They run without -race: it doubles their CPU time on 2 cores (see README, Tests) for no finding the
-# -race unit phase does not make.
+# once (internal/e2e/shards.sh), each with its own dev server child. They
+# run without -race: it doubles their CPU time on 2 cores (see README,
+# Tests) for no finding the -race unit phase does not make.
 E2E_SHARDS ?= 3
 # e2e-bin builds the end-to-end test binary (shards.sh runs it when
 # E2E_TEST_BIN names it, else builds its own): `make test` builds it before
@@ -168,12 +171,15 @@ e2e-bin:
 	@mkdir -p bin
 	$(call phase,end-to-end test binary,$(GO) test -c -o bin/e2e.test ./internal/e2e)
 export E2E_TEST_BIN
-e2e: $(DEVSERVER) bin/tctl chromium
-	$(call phase,end-to-end tests ($(E2E_SHARDS) shards) and the examples and deploy/validate modules,\
-	  log=$$(mktemp); { (cd examples && $(GO) test -count=1 ./...) && (cd $(VALIDATE_DIR) && $(GO) test -count=1 ./...); } >$$log 2>&1 & pid=$$!; \
-	  ./internal/e2e/shards.sh $(E2E_SHARDS); rc=$$?; wait $$pid; prc=$$?; \
-	  echo "-- examples and deploy/validate:"; cat $$log; rm -f $$log; \
-	  [ $$rc -eq 0 ] && [ $$prc -eq 0 ])
+# tctl, built once per machine (bin/tctl), is needed only by
+# TestTctlDrivesDev: when it is not built yet, the phase builds it in the
+# background while the shards start, and the test waits for that build
+# (internal/e2e/tctl.sh takes a lock) instead of the whole phase waiting.
+e2e: $(DEVSERVER) chromium
+	$(call phase,end-to-end tests ($(E2E_SHARDS) shards),\
+	  tctl=; if [ -x bin/tctl ]; then tctl=$(CURDIR)/bin/tctl; else \
+	    ( p=$$(./internal/e2e/tctl.sh) && ln -sf "$$p" bin/tctl ) & fi; \
+	  FASTAGENT_TCTL=$$tctl ./internal/e2e/shards.sh $(E2E_SHARDS); rc=$$?; wait; [ $$rc -eq 0 ])
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || \

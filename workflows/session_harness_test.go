@@ -17,6 +17,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/fastagent/fastagent/agent"
@@ -98,6 +99,19 @@ type harness struct {
 	compactFn func(ctx context.Context, in wire.CompactInput) (workflows.CompactResult, error)
 }
 
+// harnessWorkerOptions are the worker options every harness starts with
+// (a test that sets its own keeps the deadlock bound: see withOptions).
+var harnessWorkerOptions = worker.Options{DeadlockDetectionTimeout: time.Minute}
+
+// withOptions sets worker options on the harness's environment, keeping
+// the harness's deadlock bound unless o sets one.
+func (h *harness) withOptions(o worker.Options) {
+	if o.DeadlockDetectionTimeout == 0 {
+		o.DeadlockDetectionTimeout = harnessWorkerOptions.DeadlockDetectionTimeout
+	}
+	h.env.SetWorkerOptions(o)
+}
+
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	return newHarnessWith(t, nil)
@@ -113,7 +127,12 @@ func newHarnessWith(t *testing.T, tune func(*testsuite.WorkflowTestSuite)) *harn
 		tune(&suite)
 	}
 	env := suite.NewTestWorkflowEnvironment()
-	env.SetTestTimeout(30 * time.Second)
+	// Wall-clock bounds, not workflow time: generous, because under -race on
+	// a loaded 2-core machine (the unit phase beside the end-to-end phase) a
+	// workflow task that copies large payloads can take seconds, and the
+	// SDK's default deadlock detector (1 s) would call that a deadlock.
+	env.SetTestTimeout(2 * time.Minute)
+	env.SetWorkerOptions(harnessWorkerOptions)
 
 	h := &harness{t: t, env: env, cancels: map[string]*cancelSignal{}, openLeaf: "leaf-0", stored: map[string]agentloop.Outcome{}}
 	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {

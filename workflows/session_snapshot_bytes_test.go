@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -119,5 +118,5 @@ func TestSessionFailedRepliesFitThePayloadLimit(t *testing.T) {
 // payloads weighed encoded) run past the SDK's 1 s deadlock detector,
 // which measures wall time: under -race on a busy machine it took 1–3 s.
 func heavyTasks(h *harness) {
-	h.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 20 * time.Second})
+	h.withOptions(worker.Options{})
 }

@@ -399,7 +399,7 @@ func stoppedChild(ctx workflow.Context, _ workflows.DelegateInput) (agentloop.Ou
 func TestSubAgentAnswerAfterTheSubAgentEnded(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&slowDecisions{}}})
+	h.withOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&slowDecisions{}}})
 	h.env.RegisterWorkflowWithOptions(stoppedChild, workflow.RegisterOptions{Name: workflows.DelegateWorkflowType})
 	h.model = func(_ context.Context, call agentloop.ModelCall) (agentloop.ModelResult, error) {
 		switch call.Step {

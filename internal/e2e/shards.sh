@@ -91,7 +91,11 @@ while [ "${#shard_of[@]}" -gt 0 ]; do
 		echo "e2e shard $((s + 1))/$n: FAILED ($count tests, ${took}s); its output:"
 		# The shard ran with -test.v (for the durations): print only the
 		# failed tests' output and what no test printed, as without -v.
-		out=$(grep -v -e '^20[0-9][0-9][-/][0-9][0-9][-/][0-9][0-9] ' "$work/log$s" | failed_only)
+		# (-a: a test may log bytes that are not text; grep would then
+		# print only "binary file matches".) The whole log is kept.
+		keep=${TMPDIR:-/tmp}/fastagent-e2e-shard$((s + 1)).log
+		cp "$work/log$s" "$keep"
+		out=$(grep -a -v -e '^20[0-9][0-9][-/][0-9][0-9][-/][0-9][0-9] ' "$work/log$s" | failed_only)
 		if [ -z "$out" ]; then
 			# Nothing but log lines: the process died outside a test (the
 			# dev server's own fatal log is in the temporal.log of the
@@ -99,6 +103,7 @@ while [ "${#shard_of[@]}" -gt 0 ]; do
 			out=$(tail -n 20 "$work/log$s"; echo "(no test output; see temporal.log under ${TMPDIR:-/tmp}/fastagent-e2e-*)")
 		fi
 		printf '%s\n' "$out" | sed "s/^/[shard $((s + 1))] /"
+		echo "e2e shard $((s + 1))/$n: its whole log (-test.v) is $keep"
 	fi
 done
 # The slowest tests (-test.v's "--- PASS: TestX (Ns)" lines), to keep

@@ -23,7 +23,7 @@ if [ ! -x "$bin" ]; then
 	printf 'module fastagent.local/tctl-build\n\ngo 1.19\n\nrequire github.com/temporalio/tctl %s\n' "$version" >"$mod/go.mod"
 	echo "building tctl $version once into $dir (a few minutes on 2 cores)" >&2
 	start=$(date +%s)
-	(cd "$mod" && GOBIN=$gobin GOFLAGS=-mod=mod GOWORK=off go install github.com/temporalio/tctl/cmd/tctl) >&2
+	(cd "$mod" && GOBIN=$gobin GOFLAGS=-mod=mod GOWORK=off go install -ldflags="-s -w" github.com/temporalio/tctl/cmd/tctl) >&2
 	mv "$gobin/tctl" "$bin" # whole or absent
 	echo "built tctl $version in $(($(date +%s) - start))s" >&2
 fi
