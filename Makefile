@@ -9,6 +9,11 @@ BIN      ?= bin/fastagent
 DEVSERVER     = bin/fastagent-devserver
 DEVSERVER_DIR = cmd/fastagent-devserver
 export FASTAGENT_DEVSERVER := $(CURDIR)/$(DEVSERVER)
+# Test binaries are linked without the symbol table and DWARF (-s -w):
+# linking is a large share of a test run (about 60 -race test binaries of
+# 50 to 140 MB), and -s -w halves each link's CPU time. Panics, failures
+# and race reports still name functions and lines (from the pclntab).
+TEST_LDFLAGS = -ldflags="-s -w"
 PKGS_FAST = $(shell $(GO) list ./... | grep -v -e /internal/e2e -e /examples/)
 # phase prints a phase's name and, when it ends, how long it took (and adds
 # the time to $(PHASE_TIMES), which `make test` prints as a table at the end).
@@ -114,7 +119,7 @@ vet:
 # compiling them), with every go vet analyzer (-vet=all), so their tests are
 # their vet too.
 modules-test: $(DEVSERVER)
-	$(call phase,examples and deploy/validate modules (tests with every go vet analyzer),(cd examples && $(GO) test -vet=all -count=1 ./...) && cd $(VALIDATE_DIR) && $(GO) test -vet=all -count=1 ./...)
+	$(call phase,examples and deploy/validate modules (tests with every go vet analyzer),(cd examples && $(GO) test $(TEST_LDFLAGS) -vet=all -count=1 ./...) && cd $(VALIDATE_DIR) && $(GO) test $(TEST_LDFLAGS) -vet=all -count=1 ./...)
 
 # Linters are pinned, built once per machine into the Go path (shared by
 # every clone, so a fresh clone does not rebuild them) and linked into bin/.
@@ -157,7 +162,7 @@ tidy-check:
 # server any more. Those that need a Temporal (the package examples of
 # fastagent.Start, internal/devserver) start the dev server program.
 unit: $(DEVSERVER)
-	$(call phase,unit (-race),$(GO) test -race -count=1 -timeout 15m $(PKGS_FAST))
+	$(call phase,unit (-race),$(GO) test -race $(TEST_LDFLAGS) -count=1 -timeout 15m $(PKGS_FAST))
 
 # The end-to-end tests mostly wait, so they run as E2E_SHARDS processes at
 # once (internal/e2e/shards.sh), each with its own dev server child. They
@@ -169,7 +174,7 @@ E2E_SHARDS ?= 3
 # lint, which then finds the module's dependencies compiled.
 e2e-bin:
 	@mkdir -p bin
-	$(call phase,end-to-end test binary,$(GO) test -c -o bin/e2e.test ./internal/e2e)
+	$(call phase,end-to-end test binary,$(GO) test -c $(TEST_LDFLAGS) -o bin/e2e.test ./internal/e2e)
 export E2E_TEST_BIN
 # tctl, built once per machine (bin/tctl), is needed only by
 # TestTctlDrivesDev: when it is not built yet, the phase builds it in the

@@ -391,21 +391,25 @@ func waitQueued(t *testing.T, e *env, session string, n int) {
 // turn, before its next call.
 func TestSteeringDuringTool(t *testing.T) {
 	forProviders(t, func(t *testing.T, e *env) {
-		e.kit.Counter.Delay = time.Second
+		// The tool runs until the steering message was accepted (not for a
+		// guessed second: on a loaded machine the steer may come late).
+		release := e.kit.Counter.Hold("steer me")
 		e.startWorker()
 		hs := e.ingress()
 		e.kit.Model.Enqueue(
-			modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "counter", Args: `{}`}}},
+			modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "c1", Name: "counter", Args: `{"note":"steer me"}`}}},
 			modelserver.Reply{Text: []string{"steered"}},
 		)
 		done := make(chan []agent.Event, 1)
 		go func() { done <- collect(t, e.agent, context.Background(), e.session("steer"), "count please") }()
-		waitRunning(t, e, e.session("steer"))
+		waitFor(t, 30*time.Second, "the tool to start", func() bool { return e.kit.Counter.Started(e.session("steer")) > 0 })
 		resp, err := http.Post(hs.URL+"/sessions/"+e.session("steer")+"/steer", "application/json", strings.NewReader(`{"text":"also say hi"}`))
 		if err != nil {
+			release()
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		release()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("steer: %s", resp.Status)
 		}
