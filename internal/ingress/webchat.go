@@ -276,10 +276,17 @@ func (s *Server) cookiePrincipal(c *gin.Context) (p Principal, handled bool, bad
 const chatSessionKey = "fastagent.chat"
 
 // sameOrigin reports whether the request's Origin is the server's own
-// (scheme aside: the Host is checked against the allowed hosts already).
+// (the Host is checked against the allowed hosts already).
 func sameOrigin(r *http.Request, origin string) bool {
 	u, err := url.Parse(origin)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return false
+	}
+	// An http:// origin is not the https:// site: over TLS (or behind a
+	// proxy that says so), a page injected into plain http on the same
+	// host must not sign in or post. A proxy that terminates TLS without
+	// saying so still sees https origins accepted.
+	return u.Scheme == "https" || (u.Scheme == "http" && !secureRequest(r))
 }
 
 // secureRequest reports whether the client reached the server over TLS

@@ -430,6 +430,8 @@ func TestChatLoginCrossOriginRefused(t *testing.T) {
 		"null origin, cross-site":     {"Origin": "null", "Sec-Fetch-Site": "cross-site"},
 		"null origin, same-site":      {"Origin": "null", "Sec-Fetch-Site": "same-site"},
 		"not a URL":                   {"Origin": "127.0.0.1"},
+		// A page on plain http of the same host is not the https site.
+		"http origin, https request": {"Origin": hs.URL, "X-Forwarded-Proto": "https"},
 	} {
 		if r, cs := postLogin(t, l.URL, hdr); r.StatusCode != http.StatusForbidden || len(cs) != 0 {
 			t.Errorf("%s: %d cookies %v, want 403 and none", name, r.StatusCode, cs)
@@ -445,6 +447,12 @@ func TestChatLoginCrossOriginRefused(t *testing.T) {
 	l2 := makeLink(t, hs, aliceTok, "")
 	if r, cs := postLogin(t, l2.URL, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}); r.StatusCode != http.StatusSeeOther || len(cs) != 2 {
 		t.Errorf("opaque origin, same-origin fetch: %d %v", r.StatusCode, cs)
+	}
+	// Behind a proxy terminating TLS: the browser's https origin.
+	l3 := makeLink(t, hs, aliceTok, "")
+	https := strings.Replace(hs.URL, "http://", "https://", 1)
+	if r, cs := postLogin(t, l3.URL, map[string]string{"Origin": https, "X-Forwarded-Proto": "https"}); r.StatusCode != http.StatusSeeOther || len(cs) != 2 {
+		t.Errorf("https origin behind a TLS proxy: %d %v", r.StatusCode, cs)
 	}
 }
 

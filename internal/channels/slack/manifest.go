@@ -26,9 +26,11 @@ func BotScopes() []string {
 	}
 }
 
-// BotEvents are the bot events the Slack channel subscribes to.
+// BotEvents are the bot events the Slack channel subscribes to
+// (assistant_thread_started: an assistant thread opened, to suggest its
+// prompts).
 func BotEvents() []string {
-	return []string{"app_mention", "message.im", "message.channels", "message.groups", "message.mpim"}
+	return []string{"app_mention", "message.im", "message.channels", "message.groups", "message.mpim", "assistant_thread_started"}
 }
 
 // ManifestOptions say which Slack app manifest to write.

@@ -73,7 +73,7 @@ func TestManifest(t *testing.T) {
 					t.Errorf("scope %s missing: %v", s, m.OAuth.Scopes.Bot)
 				}
 			}
-			for _, e := range []string{"app_mention", "message.im", "message.channels", "message.groups", "message.mpim"} {
+			for _, e := range []string{"app_mention", "message.im", "message.channels", "message.groups", "message.mpim", "assistant_thread_started"} {
 				if !slices.Contains(m.Settings.Events.BotEvents, e) {
 					t.Errorf("bot event %s missing: %v", e, m.Settings.Events.BotEvents)
 				}
