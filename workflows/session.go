@@ -435,6 +435,10 @@ type session struct {
 	approvals    []*approval
 	questions    []*question
 	turnsThisRun int
+	// settled is the outcome of a turn whose answer is out and whose
+	// channel reply still settles, before the turn is counted: the state
+	// query counts it already (a query reads it, no command depends on it).
+	settled *agentloop.Outcome
 	// rollover is set once continue-as-new is due: new turns are refused
 	// (session_busy) until the queue drains.
 	rollover bool
@@ -673,8 +677,13 @@ func (s *session) serve(ctx workflow.Context, t *pendingTurn, limit int) {
 		// (or continue-as-new) waits for it.
 		s.recordTurn(ctx, t.id, out, started, override)
 	}
+	// The answer is out while its channel reply settles: the state shows
+	// the turn counted already (settled), so a /status sent right after the
+	// answer does not say Turns: 0.
+	s.settled = &out
 	s.followUp(t, out)
 	s.replyTurn(ctx, t, out)
+	s.settled = nil
 	s.turnsThisRun++
 	s.snap.Turns++
 	if out.Usage != nil {
@@ -1104,6 +1113,15 @@ func (s *session) view() (SessionView, error) {
 		WakeLog:   s.snap.WakeLog,
 		Usage:     s.snap.Usage,
 		Today:     s.snap.Today,
+	}
+	if s.settled != nil {
+		v.Turns++
+		if u := s.settled.Usage; u != nil {
+			v.Usage.Add(*u)
+			if v.Today.Day != "" {
+				v.Today.Usage.Add(*u)
+			}
+		}
 	}
 	for _, f := range s.snap.FailedReplies {
 		v.FailedReplies = append(v.FailedReplies, f.FailedReply)

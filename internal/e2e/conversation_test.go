@@ -21,6 +21,7 @@ import (
 	"github.com/fastagent/fastagent/internal/channels/telegram"
 	"github.com/fastagent/fastagent/internal/testsupport/faketelegram"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
+	"github.com/fastagent/fastagent/internal/testsupport/wait"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
@@ -341,11 +342,15 @@ func TestConversationNew(t *testing.T) {
 	// /status and /help answer, about the fresh session.
 	s.send(privateUpdate(user, 4, "/status"))
 	s.send(privateUpdate(user, 5, "/help"))
-	waitFor(t, time.Minute, "the /status and /help answers", func() bool {
+	answered := wait.Until(time.Minute, func() bool {
 		st, help := repliesTo(s.fake, user, 4), repliesTo(s.fake, user, 5)
 		return len(st) == 1 && strings.Contains(st[0].Text, "Nothing is running. Nothing is waiting.") && strings.Contains(st[0].Text, "Turns: 1.") &&
 			len(help) == 1 && strings.Contains(help[0].Text, "/stop") && strings.Contains(help[0].Text, "/new")
 	})
+	if !answered {
+		t.Fatalf("waited 1m0s for the /status and /help answers; /status got %+v, /help got %+v, the chat's messages: %+v",
+			repliesTo(s.fake, user, 4), repliesTo(s.fake, user, 5), s.fake.Messages(user))
+	}
 	if n := s.e.kit.Model.Count(); n != 2 {
 		t.Errorf("model calls = %d, want 2: commands are never turns", n)
 	}

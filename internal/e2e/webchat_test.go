@@ -333,6 +333,10 @@ func TestWebChatLinksFromDev(t *testing.T) {
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	dev := startDev()
+	// The banner's lines follow "ready"; its last one is the Try: line.
+	if err := dev.WaitOutput("Try: fastagent invoke", time.Minute); err != nil {
+		t.Fatalf("fastagent dev printed no banner: %v\n%s", err, dev.Output())
+	}
 	printed := ""
 	for _, line := range strings.Split(dev.Output(), "\n") {
 		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "Chat "); ok {
