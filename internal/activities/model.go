@@ -350,6 +350,7 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 		ToolTaskQueue:     def.Config.Activities.Tools.TaskQueue,
 		ModelTaskQueue:    def.Config.Activities.Model.TaskQueue,
 		Hooks:             hookSettings(def),
+		StepRun:           true,
 	}
 }
 

@@ -1,0 +1,184 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/fastagent/fastagent/agent"
+	"github.com/fastagent/fastagent/internal/store"
+	"github.com/fastagent/fastagent/workflows"
+	"github.com/fastagent/fastagent/workflows/agentloop"
+)
+
+// Step is the Step.Run activity (RunStep): a tool step's calls, then the
+// turn's next model call. It heartbeats with the calls' last progress
+// report, as Tool.Execute does, and stops at once on its turn's stop
+// notice (tools and model stream alike).
+func (a *Activities) Step(ctx context.Context, in agentloop.StepCall) (agentloop.StepResult, error) {
+	var progress progressSlot
+	ctx = withProgressSlot(ctx, &progress)
+	stop := a.heartbeatWith(ctx, func() (any, bool) {
+		p := progress.Load()
+		if p == nil {
+			return nil, false
+		}
+		return *p, true
+	})
+	defer stop()
+	ctx, done := stoppable(ctx, a.Feed, in.Model.Session, in.Model.Turn)
+	defer done()
+	res, err := a.RunStep(ctx, in, int(activity.GetInfo(ctx).Attempt))
+	return res, stoppedError(ctx, err)
+}
+
+// StartedKey is where the session store keeps which attempt of a Step.Run
+// started a non-idempotent call (SaveReply: the first write wins).
+func StartedKey(call agentloop.ToolCall) string { return "started/" + call.ResultEntryID }
+
+// RunStep runs the calls of in (at once, or one after another when
+// Sequential), each as RunTool does — tool_started, its progress and
+// tool_ended on the live feed, its result stored under its ResultEntryID —
+// and then the model call as RunModel does, in attempt attempt. Exactly
+// once lives in the store:
+//
+//   - a call whose result is stored is not run again: a retried attempt
+//     reads it (RunTool);
+//   - a non-idempotent call is marked started (StartedKey) before it runs;
+//     an attempt that finds it started by another attempt and not
+//     finished records its outcome as unknown, as the workflow does for a
+//     lost Tool.Execute, and never runs it;
+//   - an idempotent call runs again in a retried attempt, at most as many
+//     times as its tool's attempts; the last failure is its result.
+//
+// The model is not called once in.Deadline has passed (the turn's time
+// budget): the result then has no Model, and the workflow ends the turn
+// as it would before any model call. Any error fails the attempt: the
+// activity's retry policy (the model's) runs it again, with the calls'
+// results read from the store.
+func (a *Activities) RunStep(ctx context.Context, in agentloop.StepCall, attempt int) (agentloop.StepResult, error) {
+	outs := make([]agentloop.ToolOutcome, len(in.Tools))
+	errs := make([]error, len(in.Tools))
+	if in.Sequential || len(in.Tools) == 1 {
+		for i, c := range in.Tools {
+			if outs[i], errs[i] = a.stepTool(ctx, c, attempt); errs[i] != nil {
+				break
+			}
+		}
+	} else {
+		var wg sync.WaitGroup
+		for i, c := range in.Tools {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[i], errs[i] = a.stepTool(ctx, c, attempt)
+			}()
+		}
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
+		if ctx.Err() != nil {
+			return agentloop.StepResult{}, ctx.Err()
+		}
+		return agentloop.StepResult{}, firstError(errs)
+	}
+	res := agentloop.StepResult{Tools: outs}
+	if !in.Deadline.IsZero() && !time.Now().Before(in.Deadline) {
+		return res, nil
+	}
+	next := in.Model
+	next.Activated = append([]string(nil), next.Activated...)
+	for _, o := range outs {
+		next.Activated = addActivated(next.Activated, o.Activated)
+	}
+	m, err := a.RunModel(ctx, next, attempt)
+	if err != nil {
+		return agentloop.StepResult{}, err
+	}
+	res.Model = &m
+	return res, nil
+}
+
+// stepTool runs one call of a Step.Run attempt at most once (see RunStep).
+func (a *Activities) stepTool(ctx context.Context, call agentloop.ToolCall, attempt int) (agentloop.ToolOutcome, error) {
+	if prev, err := a.Store.Get(ctx, call.Session, call.ResultEntryID); err == nil && prev.Message != nil {
+		return a.RunTool(ctx, call) // its stored result
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return agentloop.ToolOutcome{}, storeError(err)
+	}
+	attempts := 1
+	if call.Call.Idempotent {
+		attempts = call.Call.MaxAttempts
+		if attempts <= 0 {
+			attempts = defaultToolAttempts
+		}
+	}
+	if !call.Call.Idempotent {
+		mine := fmt.Sprintf("attempt %d", attempt)
+		if err := a.Store.SaveReply(ctx, call.Session, StartedKey(call), mine); err != nil {
+			return agentloop.ToolOutcome{}, storeError(err)
+		}
+		got, err := a.Store.Reply(ctx, call.Session, StartedKey(call))
+		if err != nil {
+			return agentloop.ToolOutcome{}, storeError(err)
+		}
+		if got != mine {
+			// Another attempt started it and stored no result: it may have
+			// run. Never run again; its outcome is unknown.
+			lost := workflows.LostToolResult(call.Call, attempts,
+				fmt.Errorf("%s of its step started it and stopped before its result was stored", got))
+			return a.recordResult(ctx, call, lost)
+		}
+	} else if attempt > attempts {
+		lost := workflows.LostToolResult(call.Call, attempts,
+			errors.New("the workers running it stopped or failed before its result was stored"))
+		return a.recordResult(ctx, call, lost)
+	}
+	out, err := a.RunTool(ctx, call)
+	if err != nil && ctx.Err() == nil && call.Call.Idempotent && attempt >= attempts {
+		// Its last attempt: the failure is its result, as when
+		// Tool.Execute's retries run out.
+		return a.recordResult(ctx, call, workflows.LostToolResult(call.Call, attempts, err))
+	}
+	return out, err
+}
+
+// recordResult records res as call's result (a result stored meanwhile
+// stays the call's), as Tool.Execute records one the workflow decided.
+func (a *Activities) recordResult(ctx context.Context, call agentloop.ToolCall, res agent.ToolResult) (agentloop.ToolOutcome, error) {
+	call.Synthetic = &res
+	return a.RunTool(ctx, call)
+}
+
+// defaultToolAttempts is the workflow's default attempts of an idempotent
+// tool call (tools.<name>.maxAttempts unset).
+const defaultToolAttempts = 3
+
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addActivated(have, add []string) []string {
+	for _, n := range add {
+		found := false
+		for _, h := range have {
+			if h == n {
+				found = true
+				break
+			}
+		}
+		if !found {
+			have = append(have, n)
+		}
+	}
+	return have
+}
