@@ -96,6 +96,11 @@ type harness struct {
 	// published are the events Feed.Publish put on turns' feeds.
 	published []wire.PublishInput
 	compactFn func(ctx context.Context, in wire.CompactInput) (workflows.CompactResult, error)
+	// steps are what Step.Run received; stepFn answers it (default: each
+	// call through the tool fake, then the model call through the model
+	// fake, each recorded as those fakes record them).
+	steps  []agentloop.StepCall
+	stepFn func(ctx context.Context, in agentloop.StepCall) (agentloop.StepResult, error)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -126,6 +131,7 @@ func newHarnessWith(t *testing.T, tune func(*testsuite.WorkflowTestSuite)) *harn
 	env.RegisterActivityWithOptions(h.open, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
 	env.RegisterActivityWithOptions(h.generate, activity.RegisterOptions{Name: workflows.ActivityModelGenerate})
 	env.RegisterActivityWithOptions(h.execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
+	env.RegisterActivityWithOptions(h.step, activity.RegisterOptions{Name: workflows.ActivityStepRun})
 	env.RegisterActivityWithOptions(h.beginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
 	env.RegisterActivityWithOptions(h.recordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	env.RegisterActivityWithOptions(h.compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
@@ -245,6 +251,55 @@ func (h *harness) execute(ctx context.Context, call agentloop.ToolCall) (agentlo
 		h.mu.Unlock()
 	}()
 	return fn(ctx, call)
+}
+
+// step is the fake Step.Run.
+func (h *harness) step(ctx context.Context, in agentloop.StepCall) (agentloop.StepResult, error) {
+	h.mu.Lock()
+	h.steps = append(h.steps, in)
+	h.queues = append(h.queues, fmt.Sprintf("%s %s", workflows.ActivityStepRun, activity.GetInfo(ctx).TaskQueue))
+	h.logLocked(fmt.Sprintf("step %s/%d", in.Model.Turn, in.Model.Step))
+	fn := h.stepFn
+	h.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, in)
+	}
+	return h.stepThrough(ctx, in)
+}
+
+// stepThrough runs a Step.Run's calls through the tool fake, one after
+// another, then its model call through the model fake.
+func (h *harness) stepThrough(ctx context.Context, in agentloop.StepCall) (agentloop.StepResult, error) {
+	var res agentloop.StepResult
+	for _, c := range in.Tools {
+		h.mu.Lock()
+		h.tools = append(h.tools, c)
+		h.logLocked(fmt.Sprintf("start run %s", c.Call.ID))
+		fn := h.tool
+		h.mu.Unlock()
+		out, err := fn(ctx, c)
+		if err != nil {
+			return agentloop.StepResult{}, err
+		}
+		res.Tools = append(res.Tools, out)
+	}
+	h.mu.Lock()
+	h.models = append(h.models, in.Model)
+	h.logLocked(fmt.Sprintf("model %s/%d", in.Model.Turn, in.Model.Step))
+	fn := h.model
+	h.mu.Unlock()
+	m, err := fn(ctx, in.Model)
+	if err != nil {
+		return agentloop.StepResult{}, err
+	}
+	res.Model = &m
+	return res, nil
+}
+
+func (h *harness) stepCalls() []agentloop.StepCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]agentloop.StepCall(nil), h.steps...)
 }
 
 func (h *harness) cancelSignalLocked(activityID string) *cancelSignal {

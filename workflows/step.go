@@ -154,17 +154,29 @@ func (r *loopRuntime) stepFailed(call agentloop.StepCall, err error) agentloop.S
 		next.Fallback++
 		res, merr := r.Model(next)
 		out.Model, out.ModelErr = &res, merr
-	case errors.As(err, &app) && app.Type() != agent.CodeContextOverflow:
+	case errors.As(err, &app) && modelCode(app.Type()):
 		// The model call failed as Model.Generate's would have (its
 		// retries spent, or not retryable).
 		out.ModelErr = modelFailure(err, orInt(r.settings().ModelAttempts, defaultModelAttempts))
 	default:
-		// Timed out, or the context overflowed (compacted first): run it
-		// as after any batch.
+		// Lost or timed out, a store that kept failing, or the context
+		// overflowed (compacted first): the model call runs as after any
+		// batch (a reply stored under its entry ID is read, not asked
+		// for again).
 		res, merr := r.Model(next)
 		out.Model, out.ModelErr = &res, merr
 	}
 	return out
+}
+
+// modelCode reports whether an activity error type is one only a model
+// call fails with (not the store's, nor a lost worker's).
+func modelCode(typ string) bool {
+	switch typ {
+	case agent.CodeModel, agent.CodeModelConfig, agent.CodeDefinition, agent.CodeHook:
+		return true
+	}
+	return false
 }
 
 // recordAll records a result for each call, at once (an aborted turn's

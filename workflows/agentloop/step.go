@@ -81,7 +81,11 @@ type ready struct {
 // runtime can; handled says it did (the turn may then have ended: done).
 func (r *run) combine(step int, batch []ToolCall, sequential bool) (handled, done bool) {
 	sr, ok := r.rt.(Stepper)
-	if !ok || len(batch) == 0 || step+1 > r.maxSteps || r.overBudget() != nil {
+	limit := r.maxSteps
+	if limit <= 0 {
+		limit = DefaultMaxSteps
+	}
+	if !ok || len(batch) == 0 || step+1 > limit || r.overBudget() != nil {
 		return false, false
 	}
 	for _, c := range batch {
