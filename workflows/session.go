@@ -454,6 +454,8 @@ type session struct {
 	// over, the turn may be over (as with ending), but a steering message
 	// is still taken (the step's tools may be running).
 	stepping bool
+	// stepRun is the Step.Run in flight (nil: none).
+	stepRun *stepFlight
 	// moved latches that the Worker Deployment's current version is no
 	// longer this run's (see targetMoved).
 	moved bool
@@ -991,8 +993,9 @@ func (s *session) lateToSteer() bool {
 	return s.ending || s.closing
 }
 
-func (s *session) onSteer(_ workflow.Context, req SteerRequest) error {
+func (s *session) onSteer(ctx workflow.Context, req SteerRequest) error {
 	s.steering = append(s.steering, req.Text)
+	s.yieldStep(ctx)
 	return nil
 }
 

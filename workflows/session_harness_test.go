@@ -101,6 +101,8 @@ type harness struct {
 	// fake, each recorded as those fakes record them).
 	steps  []agentloop.StepCall
 	stepFn func(ctx context.Context, in agentloop.StepCall) (agentloop.StepResult, error)
+	// stops are the turn keys of the notices Feed.Stop published.
+	stops []string
 }
 
 func newHarness(t *testing.T) *harness {
@@ -132,6 +134,7 @@ func newHarnessWith(t *testing.T, tune func(*testsuite.WorkflowTestSuite)) *harn
 	env.RegisterActivityWithOptions(h.generate, activity.RegisterOptions{Name: workflows.ActivityModelGenerate})
 	env.RegisterActivityWithOptions(h.execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
 	env.RegisterActivityWithOptions(h.step, activity.RegisterOptions{Name: workflows.ActivityStepRun})
+	env.RegisterActivityWithOptions(h.stop, activity.RegisterOptions{Name: workflows.ActivityFeedStop})
 	env.RegisterActivityWithOptions(h.beginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
 	env.RegisterActivityWithOptions(h.recordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	env.RegisterActivityWithOptions(h.compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
@@ -284,6 +287,11 @@ func (h *harness) stepThrough(ctx context.Context, in agentloop.StepCall) (agent
 		res.Tools = append(res.Tools, out)
 	}
 	h.mu.Lock()
+	if slices.Contains(h.stops, workflows.StepYieldKey(in.Model.Turn, in.Model.Step)) {
+		// Told to leave its model call to the workflow.
+		h.mu.Unlock()
+		return res, nil
+	}
 	h.models = append(h.models, in.Model)
 	h.logLocked(fmt.Sprintf("model %s/%d", in.Model.Turn, in.Model.Step))
 	fn := h.model
@@ -294,6 +302,15 @@ func (h *harness) stepThrough(ctx context.Context, in agentloop.StepCall) (agent
 	}
 	res.Model = &m
 	return res, nil
+}
+
+// stop is the fake Feed.Stop.
+func (h *harness) stop(_ context.Context, in wire.TurnStopInput) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stops = append(h.stops, in.Turn)
+	h.logLocked("stop " + in.Turn)
+	return nil
 }
 
 func (h *harness) stepCalls() []agentloop.StepCall {

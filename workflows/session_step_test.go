@@ -312,10 +312,10 @@ func TestStepRunAbort(t *testing.T) {
 	}
 }
 
-// TestStepRunSteer: a steering message that comes while Step.Run runs is
-// taken (its tools may be running); a step whose model call ended the turn
-// leaves it to the next turn; one whose model call asked for more tools
-// gives it to the model call after them.
+// TestStepRunSteer: a steering message that comes while Step.Run runs
+// its calls is taken, and the step is told to leave its model call to the
+// workflow, which makes it with the message (Model.Generate), as after any
+// batch.
 func TestStepRunSteer(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -339,13 +339,25 @@ func TestStepRunSteer(t *testing.T) {
 	h.requireOK(st, "steer")
 	out := h.outcome(u)
 	requireOutcome(t, out, "t1", agent.TypeCompleted, "", false)
-	// Step 2's model call (in the first Step.Run) asked for c2; the
-	// steering message is read by step 3's, after c2 — the batch was not
-	// combined, a message waiting.
-	equal(t, "Step.Run activities", countQueue(h, workflows.ActivityStepRun), 1)
+	equal(t, "outcome.Steps", out.Steps, 3)
+
+	steps := h.stepCalls()
+	equal(t, "Step.Run activities", len(steps), 2)
+	yield := workflows.StepYieldKey("t1", 2)
+	h.mu.Lock()
+	stops := append([]string(nil), h.stops...)
+	h.mu.Unlock()
+	equalSlice(t, "notices", stops, []string{yield})
+	// Step 2's model call ran as Model.Generate, reading the message
+	// below c1's result; c2 and step 3 ran as one Step.Run again.
 	models := h.modelCalls()
-	last := models[len(models)-1]
-	if last.Step != 3 || len(last.Prepend) != 1 || last.Prepend[0].Message.Text != "use python" {
-		t.Fatalf("last model call = step %d, prepend %+v; want step 3 reading the steering message", last.Step, last.Prepend)
+	if len(models) != 3 {
+		t.Fatalf("model called %d times, want 3", len(models))
 	}
+	m2 := models[1]
+	if m2.Step != 2 || m2.Leaf != steps[0].Tools[0].ResultEntryID || len(m2.Prepend) != 1 || m2.Prepend[0].Message.Text != "use python" {
+		t.Fatalf("step 2's model call = step %d below %q, prepend %+v; want the steering message below c1's result", m2.Step, m2.Leaf, m2.Prepend)
+	}
+	equal(t, "Model.Generate activities", countQueue(h, workflows.ActivityModelGenerate), 2)
+	equal(t, "second Step.Run's model step", steps[1].Model.Step, 3)
 }

@@ -31,6 +31,44 @@ func (s *session) askStepRun(ctx workflow.Context) {
 
 var _ agentloop.Stepper = (*loopRuntime)(nil)
 
+// StepYieldKey is the turn key of the notice (on the live feed's stop
+// board, Feed.Stop) that tells the Step.Run running turn's model step step
+// not to make its model call: a steering message came while its calls ran,
+// and the model call must read it. The workflow then makes that call
+// itself (Model.Generate).
+func StepYieldKey(turn string, step int) string { return fmt.Sprintf("%s#steer-%d", turn, step) }
+
+// stepFlight is the Step.Run in flight: the turn and the model step it
+// runs, and whether it was told to leave its model call to the workflow.
+type stepFlight struct {
+	turn    string
+	step    int
+	yielded bool
+}
+
+// yieldStep tells the running Step.Run, once, not to make its model call
+// (StepYieldKey): a steering message was just taken. Best effort: a lost
+// notice, or one that comes once the model call has begun, leaves the
+// message to the model call after that one (or, when that one ended the
+// turn, to the next turn). The local activity adds at most one action, to
+// the workflow task that takes the message.
+func (s *session) yieldStep(ctx workflow.Context) {
+	f := s.stepRun
+	if f == nil || f.yielded {
+		return
+	}
+	f.yielded = true
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary:             "steer · step " + fmt.Sprint(f.step),
+	})
+	in := wire.TurnStopInput{Session: s.in.Session, Turn: StepYieldKey(f.turn, f.step)}
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityFeedStop, in).Get(lctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("step not told of the steering message; the model call after the next reads it", "turn", f.turn, "error", err)
+	}
+}
+
 // CanStep says whether a batch (of plain calls: agentloop.PlainCall) and
 // the next model call can run as one Step.Run activity: the chain may
 // (changeStepRun), the model workers can (Settings.StepRun: they register
@@ -59,8 +97,9 @@ func (r *loopRuntime) CanStep(calls []agentloop.ToolCall, sequential bool) bool 
 // While it runs, the turn may end (the model call records it, as a model
 // step does): a turn update arriving while the run rolls over is refused
 // as for a model step (session.stepping). A steering message is still
-// taken — the turn's tools may be running — and read after the model call:
-// when that call ended the turn, it runs as the next turn.
+// taken — the turn's tools may be running — and the activity is told to
+// leave its model call to the workflow (yieldStep), which then makes it
+// with the message, as after any batch.
 //
 // When the activity fails (not stopped), each call's result is recorded
 // as the two-activity path records a lost call's (a stored result stays
@@ -102,9 +141,10 @@ func (r *loopRuntime) Step(call agentloop.StepCall) agentloop.StepOutcome {
 	if next.End != nil {
 		r.s.stepping = true
 	}
+	r.s.stepRun = &stepFlight{turn: next.Turn, step: next.Step}
 	var res agentloop.StepResult
 	err := workflow.ExecuteActivity(ctx, ActivityStepRun, call).Get(ctx, &res)
-	r.s.stepping = false
+	r.s.stepping, r.s.stepRun = false, nil
 	if err == nil && len(res.Tools) == len(call.Tools) {
 		r.s.applyWakes(res.Tools)
 		out := agentloop.StepOutcome{Tools: res.Tools}

@@ -30,9 +30,17 @@ func (a *Activities) Step(ctx context.Context, in agentloop.StepCall) (agentloop
 		return *p, true
 	})
 	defer stop()
+	var yield <-chan struct{}
+	if a.Feed != nil && in.Model.Session != "" && in.Model.Turn != "" {
+		// Watched from the start: a notice that comes while the calls run
+		// is seen once they are done.
+		var release func()
+		yield, release = a.Feed.WatchStop(in.Model.Session, workflows.StepYieldKey(in.Model.Turn, in.Model.Step))
+		defer release()
+	}
 	ctx, done := stoppable(ctx, a.Feed, in.Model.Session, in.Model.Turn)
 	defer done()
-	res, err := a.RunStep(ctx, in, int(activity.GetInfo(ctx).Attempt))
+	res, err := a.runStep(ctx, in, int(activity.GetInfo(ctx).Attempt), yield)
 	return res, stoppedError(ctx, err)
 }
 
@@ -61,6 +69,14 @@ func StartedKey(call agentloop.ToolCall) string { return "started/" + call.Resul
 // activity's retry policy (the model's) runs it again, with the calls'
 // results read from the store.
 func (a *Activities) RunStep(ctx context.Context, in agentloop.StepCall, attempt int) (agentloop.StepResult, error) {
+	return a.runStep(ctx, in, attempt, nil)
+}
+
+// runStep is RunStep that, once the calls are done, does not call the
+// model when yield is closed: the workflow took a steering message while
+// the calls ran (workflows.StepYieldKey), which the model call must read —
+// the workflow makes that call itself, the message added.
+func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt int, yield <-chan struct{}) (agentloop.StepResult, error) {
 	outs := make([]agentloop.ToolOutcome, len(in.Tools))
 	errs := make([]error, len(in.Tools))
 	if in.Sequential || len(in.Tools) == 1 {
@@ -89,6 +105,11 @@ func (a *Activities) RunStep(ctx context.Context, in agentloop.StepCall, attempt
 	res := agentloop.StepResult{Tools: outs}
 	if !in.Deadline.IsZero() && !time.Now().Before(in.Deadline) {
 		return res, nil
+	}
+	select {
+	case <-yield:
+		return res, nil
+	default:
 	}
 	next := in.Model
 	next.Activated = append([]string(nil), next.Activated...)

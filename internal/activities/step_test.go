@@ -11,6 +11,7 @@ import (
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
 )
 
@@ -165,5 +166,35 @@ func TestStepPastDeadlineSkipsModel(t *testing.T) {
 	}
 	if _, ok := e.stored(session, "a2"); ok {
 		t.Error("a reply was stored past the deadline")
+	}
+}
+
+// TestStepYieldsModelCall: told that the workflow took a steering message
+// (its notice, workflows.StepYieldKey), Step.Run runs the calls and leaves
+// the model call to the workflow.
+func TestStepYieldsModelCall(t *testing.T) {
+	t.Parallel()
+	const session = "s1"
+	e := newEnv(t)
+	in := stepSetup(e, session)
+	if err := e.bus.Stop(context.Background(), session, workflows.StepYieldKey("t1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.act.ExecuteActivity(workflows.ActivityStepRun, in)
+	if err != nil {
+		t.Fatalf("Step.Run: %v", err)
+	}
+	var res agentloop.StepResult
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Model != nil {
+		t.Errorf("model result = %+v, want none: the model call is the workflow's", res.Model)
+	}
+	if len(res.Tools) != 1 || e.kit.Counter.Runs(session) != 1 {
+		t.Errorf("tool outcomes %+v, counter %d; want the call run once", res.Tools, e.kit.Counter.Runs(session))
+	}
+	if len(e.kit.Model.Requests()) != 0 {
+		t.Errorf("the model was called %d times, want 0", len(e.kit.Model.Requests()))
 	}
 }
