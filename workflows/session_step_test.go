@@ -200,6 +200,7 @@ func TestStepRunFallsBack(t *testing.T) {
 		h.stepFn = func(ctx context.Context, in agentloop.StepCall) (agentloop.StepResult, error) {
 			res, err := h.stepThrough(ctx, in)
 			res.Model = &agentloop.ModelResult{Compact: &agentloop.ContextReport{Leaf: in.Model.Leaf, Tokens: 900, Threshold: 800}}
+			res.ModelAttempts = 2 // its second attempt measured the context
 			return res, err
 		}
 		u := h.turn(ms, "t1", "count")
@@ -210,6 +211,11 @@ func TestStepRunFallsBack(t *testing.T) {
 		equal(t, "outcome.Steps", out.Steps, 2)
 		equal(t, "Step.Run activities", countQueue(h, workflows.ActivityStepRun), 1)
 		equal(t, "Model.Generate activities", countQueue(h, workflows.ActivityModelGenerate), 2)
+		// Its attempts follow those the step may have begun on the feed.
+		models := h.modelCalls()
+		last := models[len(models)-1]
+		equal(t, "step 2's model call", last.Step, 2)
+		equal(t, "model.AttemptBase", last.AttemptBase, 2)
 	})
 }
 
@@ -282,6 +288,7 @@ func TestStepRunFailed(t *testing.T) {
 				t.Fatalf("model called %d times, want 2", len(models))
 			}
 			equal(t, "model.Fallback", models[1].Fallback, tt.wantFallback)
+			equal(t, "model.AttemptBase (after the step's attempts)", models[1].AttemptBase, 6)
 			equal(t, "model.EntryID (the step's own)", models[1].EntryID, h.stepCalls()[0].Model.EntryID)
 		})
 	}

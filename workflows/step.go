@@ -38,6 +38,14 @@ var _ agentloop.Stepper = (*loopRuntime)(nil)
 // itself (Model.Generate).
 func StepYieldKey(turn string, step int) string { return fmt.Sprintf("%s#steer-%d", turn, step) }
 
+// stepAttempts says the model call of a turn's step that a Step.Run left
+// to the loop numbers its attempts after base.
+type stepAttempts struct {
+	turn string
+	step int
+	base int
+}
+
 // stepFlight is the Step.Run in flight: the turn and the model step it
 // runs, and whether it was told to leave its model call to the workflow.
 type stepFlight struct {
@@ -155,6 +163,10 @@ func (r *loopRuntime) Step(call agentloop.StepCall) agentloop.StepOutcome {
 				r.spent.Add(*m.Usage)
 			}
 			out.Model = m
+		} else {
+			// The loop makes the model call: its attempts follow those the
+			// activity may have begun on the live feed.
+			r.attemptBase = stepAttempts{turn: next.Turn, step: next.Step, base: res.ModelAttempts}
 		}
 		return out
 	}
@@ -187,6 +199,10 @@ func (r *loopRuntime) stepFailed(call agentloop.StepCall, err error) agentloop.S
 	out := agentloop.StepOutcome{Tools: outs}
 	next := call.Model
 	next.MaxAttempts, next.CheckContext = 0, false
+	// Every attempt may have begun the model call: the workflow's attempts
+	// are numbered after them on the live feed (a fallback model's are
+	// anyway).
+	next.AttemptBase = orInt(r.settings().ModelAttempts, defaultModelAttempts)
 	var app *temporal.ApplicationError
 	switch {
 	case errors.As(err, &app) && app.Type() == wire.ErrModelFallback:

@@ -102,7 +102,11 @@ func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt
 		}
 		return agentloop.StepResult{}, firstError(errs)
 	}
-	res := agentloop.StepResult{Tools: outs}
+	if slot := progressSlotOf(ctx); slot != nil {
+		slot.Store(nil) // the model call's heartbeats carry no tool's progress
+	}
+	// Earlier attempts may have begun the model call.
+	res := agentloop.StepResult{Tools: outs, ModelAttempts: attempt - 1}
 	if !in.Deadline.IsZero() && !time.Now().Before(in.Deadline) {
 		return res, nil
 	}
@@ -120,7 +124,7 @@ func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt
 	if err != nil {
 		return agentloop.StepResult{}, err
 	}
-	res.Model = &m
+	res.Model, res.ModelAttempts = &m, attempt
 	return res, nil
 }
 
@@ -159,7 +163,23 @@ func (a *Activities) stepTool(ctx context.Context, call agentloop.ToolCall, atte
 			errors.New("the workers running it stopped or failed before its result was stored"))
 		return a.recordResult(ctx, call, lost)
 	}
-	out, err := a.RunTool(ctx, call)
+	// The call's own bound, as Tool.Execute's start-to-close timeout is:
+	// the tool's timeout and a margin.
+	timeout := call.Call.Timeout
+	if timeout <= 0 {
+		timeout = defaultToolTimeout
+	}
+	timeout += toolTimeoutMargin
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := a.RunTool(cctx, call)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		err = fmt.Errorf("the call ran past its timeout of %s", timeout)
+		if !call.Call.Idempotent {
+			// It may have had its effect: never run again.
+			return a.recordResult(ctx, call, workflows.LostToolResult(call.Call, attempts, err))
+		}
+	}
 	if err != nil && ctx.Err() == nil && call.Call.Idempotent && attempt >= attempts {
 		// Its last attempt: the failure is its result, as when
 		// Tool.Execute's retries run out.
@@ -175,9 +195,15 @@ func (a *Activities) recordResult(ctx context.Context, call agentloop.ToolCall, 
 	return a.RunTool(ctx, call)
 }
 
-// defaultToolAttempts is the workflow's default attempts of an idempotent
-// tool call (tools.<name>.maxAttempts unset).
-const defaultToolAttempts = 3
+// defaultToolAttempts, defaultToolTimeout and toolTimeoutMargin are the
+// workflow's defaults for a tool call: attempts of an idempotent one
+// (tools.<name>.maxAttempts unset), its timeout (tools.<name>.timeout
+// unset), and the margin Tool.Execute's start-to-close timeout adds.
+const (
+	defaultToolAttempts = 3
+	defaultToolTimeout  = 10 * time.Minute
+	toolTimeoutMargin   = 30 * time.Second
+)
 
 func firstError(errs []error) error {
 	for _, err := range errs {

@@ -101,8 +101,8 @@ func TestStepRetryReadsStoredResult(t *testing.T) {
 	if len(res.Tools) != 1 || !res.Tools[0].Recorded || res.Tools[0].IsError {
 		t.Errorf("retry's tool outcome = %+v, want the stored result (Recorded)", res.Tools)
 	}
-	if res.Model == nil || res.Model.EntryID != "a2" {
-		t.Errorf("model result = %+v, want the reply a2", res.Model)
+	if res.Model == nil || res.Model.EntryID != "a2" || res.ModelAttempts != 2 {
+		t.Errorf("model result = %+v (attempts %d), want the reply a2 of attempt 2", res.Model, res.ModelAttempts)
 	}
 	if r, ok := e.stored(session, "r1"); !ok || !strings.Contains(r.Message.Text, "count=1") {
 		t.Errorf("stored result = %+v, want count=1", r.Message)

@@ -125,6 +125,10 @@ type ModelCall struct {
 	// Fallback indexes the step's model chain (0 = the primary); the
 	// runtime raises it when a model hands the step on (ModelFallback).
 	Fallback int `json:"fallback,omitempty"`
+	// AttemptBase is how many attempts of this step a combined step
+	// (Stepper) may already have begun and published: the call's attempts
+	// are numbered after them on the live feed.
+	AttemptBase int `json:"attemptBase,omitempty"`
 	// CheckContext is set by runtimes that can compact: the step measures
 	// the context first and, when it is over the compaction threshold,
 	// answers ModelResult.Compact instead of calling the model.

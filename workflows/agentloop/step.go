@@ -31,6 +31,10 @@ type StepCall struct {
 type StepResult struct {
 	Tools []ToolOutcome `json:"tools"`
 	Model *ModelResult  `json:"model,omitempty"`
+	// ModelAttempts is how many attempts of the model call may have begun
+	// (and published their start on the live feed): a model call the
+	// workflow makes for the same step numbers its attempts after them.
+	ModelAttempts int `json:"modelAttempts,omitempty"`
 }
 
 // StepOutcome is what Stepper.Step gives the loop: the calls' outcomes
