@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -105,27 +106,68 @@ func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt
 	if slot := progressSlotOf(ctx); slot != nil {
 		slot.Store(nil) // the model call's heartbeats carry no tool's progress
 	}
-	// Earlier attempts may have begun the model call.
-	res := agentloop.StepResult{Tools: outs, ModelAttempts: attempt - 1}
-	if !in.Deadline.IsZero() && !time.Now().Before(in.Deadline) {
+	res := agentloop.StepResult{Tools: outs}
+	skip := !in.Deadline.IsZero() && !time.Now().Before(in.Deadline)
+	if !skip {
+		select {
+		case <-yield:
+			skip = true
+		default:
+		}
+	}
+	if skip {
+		// Earlier attempts may have begun the model call: the workflow's
+		// attempts are numbered after theirs.
+		if first, err := a.Store.Reply(ctx, in.Model.Session, modelStartedKey(in.Model)); err == nil {
+			if f, err := strconv.Atoi(first); err == nil && f >= 1 && f < attempt {
+				res.ModelAttempts = attempt - f
+			}
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return agentloop.StepResult{}, storeError(err)
+		}
 		return res, nil
 	}
-	select {
-	case <-yield:
-		return res, nil
-	default:
+	// The model call's attempts are numbered from the first attempt that
+	// reached it, as Model.Generate's are from its own first: the live
+	// feed sees attempt 1 begin the step, whatever failed before.
+	first, err := a.firstModelAttempt(ctx, in.Model, attempt)
+	if err != nil {
+		return agentloop.StepResult{}, err
 	}
 	next := in.Model
+	next.MaxAttempts = max(next.MaxAttempts-(first-1), 1)
 	next.Activated = append([]string(nil), next.Activated...)
 	for _, o := range outs {
 		next.Activated = addActivated(next.Activated, o.Activated)
 	}
-	m, err := a.RunModel(ctx, next, attempt)
+	m, err := a.RunModel(ctx, next, attempt-first+1)
 	if err != nil {
 		return agentloop.StepResult{}, err
 	}
-	res.Model, res.ModelAttempts = &m, attempt
+	res.Model, res.ModelAttempts = &m, attempt-first+1
 	return res, nil
+}
+
+// modelStartedKey is where the session store keeps the first Step.Run
+// attempt that reached the model call (SaveReply: the first write wins).
+func modelStartedKey(call agentloop.ModelCall) string { return "model-started/" + call.EntryID }
+
+// firstModelAttempt records attempt as the first to reach the model call
+// unless one did before, and returns the first.
+func (a *Activities) firstModelAttempt(ctx context.Context, call agentloop.ModelCall, attempt int) (int, error) {
+	key := modelStartedKey(call)
+	if err := a.Store.SaveReply(ctx, call.Session, key, strconv.Itoa(attempt)); err != nil {
+		return 0, storeError(err)
+	}
+	got, err := a.Store.Reply(ctx, call.Session, key)
+	if err != nil {
+		return 0, storeError(err)
+	}
+	first, err := strconv.Atoi(got)
+	if err != nil || first < 1 || first > attempt {
+		first = attempt
+	}
+	return first, nil
 }
 
 // stepTool runs one call of a Step.Run attempt at most once (see RunStep).

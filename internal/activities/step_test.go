@@ -144,6 +144,17 @@ func TestStepStartedUnfinishedIsUnknown(t *testing.T) {
 	if res.Model == nil || res.Model.EntryID != "a2" {
 		t.Errorf("model result = %+v, want the reply a2 after the unknown outcome", res.Model)
 	}
+	// The first attempt never reached the model call: the second one's is
+	// its attempt 1 on the feed (the step begins there, as with
+	// Model.Generate), with the attempts left.
+	if res.ModelAttempts != 1 {
+		t.Errorf("model attempts = %d, want 1", res.ModelAttempts)
+	}
+	for _, m := range e.feedUntilN(session, "t1", feed.KindEnd, 2) {
+		if m.Kind == feed.KindAttempt && m.Step == 2 && (m.Attempt != 1 || m.MaxAttempts != 5) {
+			t.Errorf("step 2's attempt on the feed = %d of %d, want 1 of 5", m.Attempt, m.MaxAttempts)
+		}
+	}
 }
 
 // TestStepPastDeadlineSkipsModel: once the turn's time budget has passed,
