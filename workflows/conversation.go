@@ -161,6 +161,7 @@ func (s *session) steerable(ctx workflow.Context, d Delivery) bool {
 // its follow-up, answered where d came from.
 func (s *session) steerDelivery(ctx workflow.Context, d Delivery) {
 	s.steering = append(s.steering, d.Prompt.Text)
+	s.yieldStep(ctx)
 	if d.Reply != nil {
 		s.steerReply = d.Reply
 	}

@@ -18,7 +18,9 @@ type Group string
 // The groups. Model and Tools can run on task queues of their own; the
 // others run beside the workflows (most of them are local activities).
 const (
-	// GroupModel calls models: Model.Generate, Session.Compact, Session.Rewind.
+	// GroupModel calls models: Model.Generate, Session.Compact,
+	// Session.Rewind, and Step.Run (a tool step's calls and the next model
+	// call, scheduled only where the tools group is served too).
 	GroupModel Group = "model"
 	// GroupTools runs tool calls and the agent's hooks: Tool.Execute,
 	// Hook.Run.
@@ -80,6 +82,7 @@ func (s Set) Entries() []Entry {
 			Entry{workflows.ActivityModelGenerate, GroupModel, false, a.Generate},
 			Entry{workflows.ActivityCompact, GroupModel, false, a.Compact},
 			Entry{workflows.ActivityRewind, GroupModel, false, a.Rewind},
+			Entry{workflows.ActivityStepRun, GroupModel, false, a.Step},
 			Entry{workflows.ActivityToolExecute, GroupTools, false, a.Execute},
 			Entry{workflows.ActivityHookRun, GroupTools, false, a.Hook},
 			Entry{workflows.ActivitySessionOpen, GroupSession, true, a.Open},

@@ -43,9 +43,10 @@ func ToolMarker(turn, call string) string { return fmt.Sprintf("%s/t/%s", turn, 
 // The step's model is routed by the definition (Config.ModelFor: chatModel,
 // toolModel after a tool step) and call.Fallback indexes its fallback chain.
 // A fallback's attempts are numbered on the feed after those of the models
-// before it, so the relay treats them as restarts of the same step.
+// before it, so the relay treats them as restarts of the same step; so are
+// the attempts of a call a Step.Run may have begun (call.AttemptBase).
 func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, attempt int) (agentloop.ModelResult, error) {
-	attempt += call.Fallback * max(call.MaxAttempts, 1)
+	attempt += call.Fallback*max(call.MaxAttempts, 1) + call.AttemptBase
 	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
 	pub.send(ctx, feed.Message{Kind: feed.KindAttempt, Step: call.Step, Attempt: attempt, MaxAttempts: call.MaxAttempts})
 
@@ -273,14 +274,14 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 		return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	own := attempt - call.Fallback*max(call.MaxAttempts, 1) // this model's attempt
+	own := attempt - call.Fallback*max(call.MaxAttempts, 1) - call.AttemptBase // this model's attempt
 	exhausted := call.MaxAttempts > 0 && own >= call.MaxAttempts
 	throttled := le.Kind == llm.KindRateLimit && le.RetryAfter > fb.after
 	if fb.next != "" && (exhausted || throttled) {
 		ev := agent.Event{
 			Type:        agent.TypeRetrying,
 			Step:        call.Step,
-			Attempt:     (call.Fallback+1)*max(call.MaxAttempts, 1) + 1,
+			Attempt:     (call.Fallback+1)*max(call.MaxAttempts, 1) + call.AttemptBase + 1,
 			MaxAttempts: call.MaxAttempts,
 			Reason:      fmt.Sprintf("falling back to %s: %s", fb.next, le.Error()),
 		}
@@ -350,6 +351,7 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 		ToolTaskQueue:     def.Config.Activities.Tools.TaskQueue,
 		ModelTaskQueue:    def.Config.Activities.Model.TaskQueue,
 		Hooks:             hookSettings(def),
+		StepRun:           true,
 	}
 }
 
