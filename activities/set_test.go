@@ -49,8 +49,16 @@ func TestRegisterGroups(t *testing.T) {
 	if err := Register(&model, s, GroupModel); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(model.names, []string{workflows.ActivityModelGenerate, workflows.ActivityCompact, workflows.ActivityRewind, workflows.ActivityStepRun}) {
+	// Step.Run runs tools too: never on a worker without the tools group.
+	if !slices.Equal(model.names, []string{workflows.ActivityModelGenerate, workflows.ActivityCompact, workflows.ActivityRewind}) {
 		t.Errorf("the model group registered %v", model.names)
+	}
+	var both registry
+	if err := Register(&both, s, GroupModel, GroupTools); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(both.names, workflows.ActivityStepRun) {
+		t.Errorf("the model and tools groups registered %v, want Step.Run among them", both.names)
 	}
 	var all registry
 	if err := Register(&all, s); err != nil {

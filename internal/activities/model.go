@@ -61,7 +61,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 			agent.CodeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	step := modelStep{call: call, attempt: attempt, pub: pub, def: def, leaf: leaf,
-		settings: settingsOf(def), marker: ModelMarker(call.Turn, call.Step)}
+		settings: a.settingsOf(def), marker: ModelMarker(call.Turn, call.Step)}
 
 	if prev, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && prev.Message != nil {
 		// This attempt shows the stored reply's text: a relay that saw the
@@ -335,7 +335,7 @@ func storeError(err error) error {
 	return temporal.NewApplicationErrorWithOptions("session store: "+err.Error(), agent.CodeStore, temporal.ApplicationErrorOptions{})
 }
 
-func settingsOf(def *workspace.Definition) agentloop.Settings {
+func (a *Activities) settingsOf(def *workspace.Definition) agentloop.Settings {
 	return agentloop.Settings{
 		MaxSteps:      def.Config.MaxSteps,
 		ModelAttempts: def.Config.Retry.ModelAttempts,
@@ -351,7 +351,7 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 		ToolTaskQueue:     def.Config.Activities.Tools.TaskQueue,
 		ModelTaskQueue:    def.Config.Activities.Model.TaskQueue,
 		Hooks:             hookSettings(def),
-		StepRun:           true,
+		StepRun:           a.stepRun.Load(),
 	}
 }
 
