@@ -46,6 +46,16 @@ func ToolMarker(turn, call string) string { return fmt.Sprintf("%s/t/%s", turn, 
 // before it, so the relay treats them as restarts of the same step; so are
 // the attempts of a call a Step.Run may have begun (call.AttemptBase).
 func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, attempt int) (agentloop.ModelResult, error) {
+	if call.AttemptBase > 0 {
+		// After a Step.Run that failed: when none of its attempts reached
+		// the model call, this call's attempts start at 1, so the live
+		// feed sees the step begin.
+		if _, err := a.Store.Reply(ctx, call.Session, modelStartedKey(call)); errors.Is(err, store.ErrNotFound) {
+			call.AttemptBase = 0
+		} else if err != nil {
+			return agentloop.ModelResult{}, storeError(err)
+		}
+	}
 	attempt += call.Fallback*max(call.MaxAttempts, 1) + call.AttemptBase
 	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
 	pub.send(ctx, feed.Message{Kind: feed.KindAttempt, Step: call.Step, Attempt: attempt, MaxAttempts: call.MaxAttempts})

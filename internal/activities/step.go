@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/store"
@@ -116,6 +117,16 @@ func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt
 		}
 	}
 	if skip {
+		// A reply an earlier attempt stored (and perhaps recorded as the
+		// turn's end, published already) is the step's: it is returned, not
+		// left for the workflow to make another model call.
+		if prev, err := a.Store.Get(ctx, in.Model.Session, in.Model.EntryID); err == nil && prev.Message != nil {
+			skip = false
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return agentloop.StepResult{}, storeError(err)
+		}
+	}
+	if skip {
 		// Earlier attempts may have begun the model call: the workflow's
 		// attempts are numbered after theirs.
 		if first, err := a.Store.Reply(ctx, in.Model.Session, modelStartedKey(in.Model)); err == nil {
@@ -140,8 +151,22 @@ func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt
 	for _, o := range outs {
 		next.Activated = addActivated(next.Activated, o.Activated)
 	}
-	m, err := a.RunModel(ctx, next, attempt-first+1)
+	// The model call keeps its own bound (retry.modelTimeout), as
+	// Model.Generate's start-to-close timeout bounds it: the activity's
+	// timeout also holds the calls' time.
+	mctx, bound := ctx, time.Duration(0)
+	if def, err := a.Definitions.Load(ctx); err == nil && def.Config.Retry.ModelTimeout > 0 {
+		var cancel context.CancelFunc
+		bound = time.Duration(def.Config.Retry.ModelTimeout)
+		mctx, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+	}
+	m, err := a.RunModel(mctx, next, attempt-first+1)
 	if err != nil {
+		if ctx.Err() == nil && mctx.Err() != nil {
+			return agentloop.StepResult{}, temporal.NewApplicationError(
+				fmt.Sprintf("the model call took longer than retry.modelTimeout (%s); it is tried again", bound), "model_timeout")
+		}
 		return agentloop.StepResult{}, err
 	}
 	res.Model, res.ModelAttempts = &m, attempt-first+1

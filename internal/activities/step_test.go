@@ -209,3 +209,27 @@ func TestStepYieldsModelCall(t *testing.T) {
 		t.Errorf("the model was called %d times, want 0", len(e.kit.Model.Requests()))
 	}
 }
+
+// An attempt that stored the model's reply and recorded the turn, retried
+// (its completion lost) past the turn's deadline, returns the stored
+// reply: the turn is recorded and answered already, and the workflow must
+// not end it otherwise or make another model call.
+func TestStepRetryAfterRecordedKeepsTheReply(t *testing.T) {
+	const session = "s1"
+	e := newEnv(t)
+	in := stepSetup(e, session)
+	in.Model.End = &agentloop.TurnEnd{}
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"final answer"}})
+	res, err := e.kit.Activities(e.bus).RunStep(context.Background(), in, 1)
+	if err != nil || res.Model == nil || !res.Model.Recorded {
+		t.Fatalf("attempt 1: %+v %v", res.Model, err)
+	}
+	in.Deadline = time.Now().Add(-time.Second)
+	res2, err := e.kit.Activities(e.bus).RunStep(context.Background(), in, 2)
+	if err != nil || res2.Model == nil || res2.Model.EntryID != res.Model.EntryID {
+		t.Fatalf("attempt 2 past the deadline: model %+v, error %v; want the stored reply %s", res2.Model, err, res.Model.EntryID)
+	}
+	if n := e.kit.Model.Count(); n != 1 {
+		t.Errorf("model called %d times, want 1", n)
+	}
+}

@@ -260,6 +260,11 @@ func (a *Activities) execute(ctx context.Context, call agentloop.ToolCall, args 
 		// The frontend of the client this worker runs on is kept from
 		// the tools before one runs, however the client was made.
 		if err := a.ClientSeen(ctx, activity.GetClient(ctx)); err != nil {
+			if ctx.Err() != nil {
+				// Stopped (an abort, the turn's stop notice) before it ran:
+				// the workflow records the interruption, not this.
+				return agent.ToolResult{}, ctx.Err()
+			}
 			return agent.ToolResult{IsError: true, Content: fmt.Sprintf("The %s call was not run: %s", spec.Name, err.Error())}, nil
 		}
 	}

@@ -373,6 +373,9 @@ func historyScenarios() []historyScenario {
 			run: func(t *testing.T, e *env, s string) string {
 				e.kit.Model.Enqueue(modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "x1", Name: testkit.CounterName, Args: `{}`}}})
 				evs := streamUntilTool(t, e, s, "count slowly", func() {
+					// tool_started comes just before the tool runs: abort
+					// once it runs.
+					waitFor(t, 30*time.Second, "the tool to run", func() bool { return e.kit.Counter.Started(s) == 1 })
 					if _, err := e.agent.Abort(context.Background(), s, "", "user pressed stop"); err != nil {
 						t.Errorf("abort: %v", err)
 					}

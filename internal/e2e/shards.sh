@@ -93,8 +93,7 @@ while [ "${#shard_of[@]}" -gt 0 ]; do
 		# failed tests' output and what no test printed, as without -v.
 		# (-a: a test may log bytes that are not text; grep would then
 		# print only "binary file matches".) The whole log is kept.
-		keep=${TMPDIR:-/tmp}/fastagent-e2e-shard$((s + 1)).log
-		cp "$work/log$s" "$keep"
+		keep=$(mktemp -t "fastagent-e2e-shard$((s + 1)).XXXXXX") && cp "$work/log$s" "$keep"
 		out=$(grep -a -v -e '^20[0-9][0-9][-/][0-9][0-9][-/][0-9][0-9] ' "$work/log$s" | failed_only)
 		if [ -z "$out" ]; then
 			# Nothing but log lines: the process died outside a test (the
