@@ -93,7 +93,12 @@ func TestAnotherAgentsSlack(t *testing.T) {
 	if code := post(secret); code != http.StatusOK {
 		t.Fatalf("a signed event: %d", code)
 	}
-	waitFor(t, 90*time.Second, "the answer in the thread", func() bool { return fake.settled(1) })
+	// Settled: the streamed answer finished and the Stop button's message
+	// under it removed (it comes and goes while the answer streams).
+	waitFor(t, 90*time.Second, "the answer in the thread", func() bool {
+		msgs := fake.replies("")
+		return fake.settled(1) && len(msgs) == 1 && strings.Contains(msgs[0].Text, "Reviewed: looks good.")
+	})
 	msgs := fake.replies("")
 	if len(msgs) != 1 || msgs[0].Thread != ts || !strings.Contains(msgs[0].Text, "Reviewed: looks good.") {
 		t.Fatalf("replies %+v, want one answer in thread %s", msgs, ts)
