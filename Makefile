@@ -36,30 +36,28 @@ $(DEVSERVER):
 
 ## test: what CI runs — format, tidy, lint (go vet's analyzers among its linters), unit tests with
 ## -race, the examples and deploy/validate modules' tests, and the end-to-end tests on the dev
-## server; the end-to-end tests (which mostly wait) run in the background beside the rest (their
-## lines prefixed [e2e]); per-phase wall times at the end
+## server, one phase after another (the tools and modules fetched and built at once first);
+## per-phase wall times at the end
 test:
+	@rm -f $(PHASE_TIMES); start=$$(date +%s); \
+	 $(MAKE) --no-print-directory fmt-check prepare tidy-check e2e-bin lint unit modules-test e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test; rc=$$?; \
+	 $(MAKE) --no-print-directory phase-summary TOTAL=$$(( $$(date +%s) - start )) RC=$$rc; \
+	 exit $$rc
+
+## test-parallel: the same phases, the end-to-end tests in the background beside lint, the unit
+## phase and the other modules' tests (lines prefixed [e2e]). On 2 cores it is not faster: the
+## end-to-end shards (three dev servers and their workers) keep a core busy, so the phases beside
+## them take as much longer, and timing-sensitive tests share the CPU
+test-parallel:
 	@rm -f $(PHASE_TIMES); start=$$(date +%s); \
 	 $(MAKE) --no-print-directory test-phases; rc=$$?; \
 	 $(MAKE) --no-print-directory phase-summary TOTAL=$$(( $$(date +%s) - start )) RC=$$rc; \
 	 exit $$rc
 
-# test-parallel is the name `make test`'s way of running had before it
-# became the default.
-test-parallel: test
-
-# The phases of `make test`. Cold (empty module, build and linter caches),
-# the time goes to downloading modules, compiling (the Temporal server for
-# the dev server program, tctl, the linters, the module's dependencies once
-# without and once with -race, Kubernetes and Helm for deploy/validate) and
-# the end-to-end tests, which mostly wait. So: the downloads and the builds
-# of the tools run at once (make -j), while one compiles the other
-# downloads; the end-to-end test binary is built before lint (which then
-# finds the dependencies compiled); the shards then run in the background
-# (building tctl, which only TestTctlDrivesDev needs, while the first tests
-# run) beside lint, the unit phase and the other modules' tests, which keep
-# both cores busy while the end-to-end tests wait. One verdict at the end
-# names the side that failed.
+# The phases of `make test-parallel`: the downloads and the builds of the
+# tools at once (make -j), the end-to-end test binary, then the shards in
+# the background beside lint, the unit phase and the other modules' tests.
+# One verdict at the end names the side that failed.
 test-phases: fmt-check
 	@$(MAKE) --no-print-directory prepare tidy-check e2e-bin
 	@rm -f .e2e-status; \
@@ -70,8 +68,8 @@ test-phases: fmt-check
 	 if [ $$rc -ne 0 ] || [ "$$erc" -ne 0 ]; then echo "== make test FAILED (lint, unit and modules exit $$rc; end-to-end exit $$erc)"; exit 1; fi
 	@echo "== make test: all phases passed"
 
-## test-serial: the same phases one after another (each phase's time is its own, not shared with
-## another's: slower, for comparing a phase's time between runs)
+## test-serial: make test with the tool builds one at a time too (each phase's time is its own:
+## slower, for comparing a phase's time between runs)
 test-serial:
 	@rm -f $(PHASE_TIMES); start=$$(date +%s); \
 	 $(MAKE) --no-print-directory fmt-check prepare PREPARE_JOBS=1 tidy-check e2e-bin lint unit modules-test e2e E2E_TEST_BIN=$(CURDIR)/bin/e2e.test; rc=$$?; \
@@ -79,7 +77,7 @@ test-serial:
 	 exit $$rc
 
 phase-summary:
-	@echo "== phase wall times (in make test the end-to-end phase runs beside lint, unit and the modules; load average now $$(cut -d' ' -f1-3 /proc/loadavg), $$(nproc) cores):"
+	@echo "== phase wall times (in make test-parallel the end-to-end phase runs beside lint, unit and the modules; load average now $$(cut -d' ' -f1-3 /proc/loadavg), $$(nproc) cores):"
 	@cat $(PHASE_TIMES) 2>/dev/null || true
 	@printf '%6ss  %s\n' "$(TOTAL)" "total (exit $(RC))"
 
