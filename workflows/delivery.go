@@ -135,9 +135,17 @@ func (s *session) drainDeliveries() {
 // or is being handled and no busy reply or refusal record runs; in a run
 // that drains on demand it drains the deliveries that come meanwhile.
 func (s *session) awaitSettled(ctx workflow.Context) error {
+	return s.awaitQuiet(ctx, nil)
+}
+
+// awaitQuiet waits until every update handler finished, no delivery waits
+// or is being handled and no busy reply or refusal record runs — or until
+// stop holds (nil: never); deliveries that come meanwhile in a run that
+// drains on demand are drained.
+func (s *session) awaitQuiet(ctx workflow.Context, stop func() bool) error {
 	for {
 		if err := workflow.Await(ctx, func() bool {
-			return s.deliveryWaiting() ||
+			return (stop != nil && stop()) || s.deliveryWaiting() ||
 				workflow.AllHandlersFinished(ctx) && s.waitingDeliveries() == 0 && !s.draining && s.replies == 0 && s.records == 0
 		}); err != nil {
 			return err

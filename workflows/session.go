@@ -579,18 +579,7 @@ func SessionWorkflow(ctx workflow.Context, in SessionInput) error {
 // record running — or a turn came that cannot be carried. In a run that
 // drains deliveries on demand it drains those that come meanwhile.
 func (s *session) awaitRollover(ctx workflow.Context) error {
-	for {
-		if err := workflow.Await(ctx, func() bool {
-			return (len(s.queue) > 0 && !s.carriesAll()) || s.deliveryWaiting() ||
-				workflow.AllHandlersFinished(ctx) && s.waitingDeliveries() == 0 && !s.draining && s.replies == 0 && s.records == 0
-		}); err != nil {
-			return err
-		}
-		if !s.deliveryWaiting() {
-			return nil
-		}
-		s.drainDeliveries()
-	}
+	return s.awaitQuiet(ctx, func() bool { return len(s.queue) > 0 && !s.carriesAll() })
 }
 
 // step runs the next queued turn or, with nothing to run and the idle
