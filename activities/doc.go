@@ -70,7 +70,7 @@
 //	Chat.Route        channels   —      30s                       —                      unlimited (200ms…30s)
 //	Chat.Drop         channels   local  30s                       —                      5 (200ms…10s)
 //	Chat.Stop         channels   local  30s                       —                      5 (200ms…10s)
-//	Channel.Send      channels   —      2m                        20s                    8 (1s…1m)
+//	Channel.Send      channels   —      2m                        —                      8 (1s…1m)
 //	Chat.Command      channels   local  30s                       —                      5 (200ms…10s)
 //	Schedule.Fire     schedules  —      2h                        30s                    10 (1s…1m)
 //

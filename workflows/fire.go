@@ -109,10 +109,6 @@ const (
 	changeFireDeliver = "fire-deliver"
 	sendTimeout       = 2 * time.Minute
 	sendAttempts      = 8
-	// sendHeartbeat bounds how long a lost worker's Channel.Send attempt
-	// holds the delivery before the retry (which finds what was sent and
-	// sends the rest); the activity heartbeats while it sends.
-	sendHeartbeat = 20 * time.Second
 )
 
 // ScheduleFireWorkflow runs one occurrence of a schedule: the
@@ -173,7 +169,6 @@ func deliverAnswer(ctx workflow.Context, in FireInput, key string, rec FireRecor
 	}
 	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: sendTimeout,
-		HeartbeatTimeout:    sendHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,

@@ -176,12 +176,6 @@ func (a *Activities) heartbeatWith(ctx context.Context, details func() (any, boo
 	if every <= 0 {
 		every = heartbeatEvery(ctx)
 	}
-	return heartbeatLoop(ctx, every, details)
-}
-
-// heartbeatLoop records a heartbeat every every (with details' value when
-// it has one) until stopped or ctx ends.
-func heartbeatLoop(ctx context.Context, every time.Duration, details func() (any, bool)) (stop func()) {
 	// No heartbeat at the start: each is an RPC and a history-service write,
 	// and short calls (most tool calls) finish before the first tick.
 	done := make(chan struct{})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/fastagent/fastagent/agent"
@@ -21,14 +20,7 @@ import (
 // retry policy runs it again); when only failures a retry cannot fix are
 // left (a bad target, a channel not configured), the activity fails
 // without retrying. Every failure names its target.
-//
-// It heartbeats while it sends when the workflow gave it a heartbeat
-// timeout, so a lost worker's attempt is retried after that timeout, not
-// after the whole start-to-close timeout.
 func (r *Replies) Send(ctx context.Context, in wire.SendInput) (wire.SendResult, error) {
-	if activity.IsActivity(ctx) && activity.GetInfo(ctx).HeartbeatTimeout > 0 {
-		defer heartbeatLoop(ctx, heartbeatEvery(ctx), nil)()
-	}
 	var res wire.SendResult
 	var failed []string
 	retry := false

@@ -129,8 +129,8 @@ func TestScheduleDeliveryExactlyOnceAcrossWorkerKill(t *testing.T) {
 	e.kit.Model.EnqueueFor("Count the open incidents", modelserver.Reply{Text: []string{"2 open", " incidents"}})
 	w1 := e.startWorkerProcess(t)
 
-	// Channel.Send heartbeats: the retry starts when its 20 s heartbeat
-	// timeout has passed (not its 2-minute start-to-close timeout).
+	// Channel.Send has no heartbeat: the retry starts when its 2-minute
+	// start-to-close timeout has passed.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ex, err := schedules.Trigger(ctx, e.client, name, 0)
