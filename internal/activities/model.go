@@ -43,9 +43,20 @@ func ToolMarker(turn, call string) string { return fmt.Sprintf("%s/t/%s", turn, 
 // The step's model is routed by the definition (Config.ModelFor: chatModel,
 // toolModel after a tool step) and call.Fallback indexes its fallback chain.
 // A fallback's attempts are numbered on the feed after those of the models
-// before it, so the relay treats them as restarts of the same step.
+// before it, so the relay treats them as restarts of the same step; so are
+// the attempts of a call a Step.Run may have begun (call.AttemptBase).
 func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, attempt int) (agentloop.ModelResult, error) {
-	attempt += call.Fallback * max(call.MaxAttempts, 1)
+	if call.AttemptBase > 0 {
+		// After a Step.Run that failed: when none of its attempts reached
+		// the model call, this call's attempts start at 1, so the live
+		// feed sees the step begin.
+		if _, err := a.Store.Reply(ctx, call.Session, modelStartedKey(call)); errors.Is(err, store.ErrNotFound) {
+			call.AttemptBase = 0
+		} else if err != nil {
+			return agentloop.ModelResult{}, storeError(err)
+		}
+	}
+	attempt += call.Fallback*max(call.MaxAttempts, 1) + call.AttemptBase
 	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
 	pub.send(ctx, feed.Message{Kind: feed.KindAttempt, Step: call.Step, Attempt: attempt, MaxAttempts: call.MaxAttempts})
 
@@ -60,7 +71,7 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 			agent.CodeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	step := modelStep{call: call, attempt: attempt, pub: pub, def: def, leaf: leaf,
-		settings: settingsOf(def), marker: ModelMarker(call.Turn, call.Step)}
+		settings: a.settingsOf(def), marker: ModelMarker(call.Turn, call.Step)}
 
 	if prev, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && prev.Message != nil {
 		// This attempt shows the stored reply's text: a relay that saw the
@@ -273,14 +284,14 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 		return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	own := attempt - call.Fallback*max(call.MaxAttempts, 1) // this model's attempt
+	own := attempt - call.Fallback*max(call.MaxAttempts, 1) - call.AttemptBase // this model's attempt
 	exhausted := call.MaxAttempts > 0 && own >= call.MaxAttempts
 	throttled := le.Kind == llm.KindRateLimit && le.RetryAfter > fb.after
 	if fb.next != "" && (exhausted || throttled) {
 		ev := agent.Event{
 			Type:        agent.TypeRetrying,
 			Step:        call.Step,
-			Attempt:     (call.Fallback+1)*max(call.MaxAttempts, 1) + 1,
+			Attempt:     (call.Fallback+1)*max(call.MaxAttempts, 1) + call.AttemptBase + 1,
 			MaxAttempts: call.MaxAttempts,
 			Reason:      fmt.Sprintf("falling back to %s: %s", fb.next, le.Error()),
 		}
@@ -334,7 +345,7 @@ func storeError(err error) error {
 	return temporal.NewApplicationErrorWithOptions("session store: "+err.Error(), agent.CodeStore, temporal.ApplicationErrorOptions{})
 }
 
-func settingsOf(def *workspace.Definition) agentloop.Settings {
+func (a *Activities) settingsOf(def *workspace.Definition) agentloop.Settings {
 	return agentloop.Settings{
 		MaxSteps:      def.Config.MaxSteps,
 		ModelAttempts: def.Config.Retry.ModelAttempts,
@@ -350,6 +361,7 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 		ToolTaskQueue:     def.Config.Activities.Tools.TaskQueue,
 		ModelTaskQueue:    def.Config.Activities.Model.TaskQueue,
 		Hooks:             hookSettings(def),
+		StepRun:           a.stepRun.Load(),
 	}
 }
 
