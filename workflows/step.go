@@ -186,7 +186,17 @@ func (r *loopRuntime) stepFailed(call agentloop.StepCall, err error) agentloop.S
 		outs := r.recordAll(call.Tools, func(ctx workflow.Context, c agentloop.ToolCall) agentloop.ToolOutcome {
 			return r.record(ctx, c, abortedResult(r.s.abortReason))
 		})
-		return agentloop.StepOutcome{Tools: outs, ToolsErr: errAborted}
+		// Every call's own result stored before the abort recorded one:
+		// the activity was past its calls, in (or about to begin) the
+		// model call the abort stopped. That call is the turn's last step,
+		// as a stopped Model.Generate's would be: the usage it reported on
+		// the live feed when stopped (feed.KindUsage) is read for that
+		// step and charged to the turn's principal.
+		begun := true
+		for _, o := range outs {
+			begun = begun && o.Recorded
+		}
+		return agentloop.StepOutcome{Tools: outs, ToolsErr: errAborted, ModelBegun: begun}
 	}
 	outs := r.recordAll(call.Tools, func(ctx workflow.Context, c agentloop.ToolCall) agentloop.ToolOutcome {
 		attempts := 1

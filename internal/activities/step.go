@@ -150,6 +150,17 @@ func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt
 	next.Activated = append([]string(nil), next.Activated...)
 	for _, o := range outs {
 		next.Activated = addActivated(next.Activated, o.Activated)
+		if o.Wake != nil || o.Unwake != "" {
+			// A wake-up the workflow must apply (arm, or cancel) before
+			// the turn is seen to end: were the model call to record the
+			// turn, its answer would be out (a client asking for the
+			// session's wake-ups would not see this one) before the
+			// workflow hears of it, and a worker lost meanwhile would leave
+			// the ended turn's wake-up to the retry. The workflow records
+			// the turn itself (Turn.Record), once it applied the wake-up,
+			// as after Tool.Execute and Model.Generate.
+			next.End = nil
+		}
 	}
 	// The model call keeps its own bound (retry.modelTimeout), as
 	// Model.Generate's start-to-close timeout bounds it: the activity's
@@ -161,7 +172,13 @@ func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt
 		mctx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
 	}
-	m, err := a.RunModel(mctx, next, attempt-first+1)
+	sctx, endSpans := callSpans(mctx, workflows.ActivityModelGenerate, "")
+	took := time.Now()
+	m, stored, err := a.runModel(sctx, next, attempt-first+1)
+	endSpans(err)
+	if o := stepObserverOf(ctx); o != nil {
+		o.StepModel(next, time.Since(took), stored, m, err)
+	}
 	if err != nil {
 		if ctx.Err() == nil && mctx.Err() != nil {
 			return agentloop.StepResult{}, temporal.NewApplicationError(
@@ -239,7 +256,7 @@ func (a *Activities) stepTool(ctx context.Context, call agentloop.ToolCall, atte
 	timeout += toolTimeoutMargin
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out, err := a.RunTool(cctx, call)
+	out, err := a.runTool(cctx, call)
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
 		err = fmt.Errorf("the call ran past its timeout of %s", timeout)
 		if !call.Call.Idempotent {
@@ -255,11 +272,28 @@ func (a *Activities) stepTool(ctx context.Context, call agentloop.ToolCall, atte
 	return out, err
 }
 
+// runTool runs call (RunTool) as Tool.Execute would: in its spans, and
+// told to the StepObserver — unless its stored result was read (another
+// attempt ran it), which Tool.Execute's interceptor does not count either.
+func (a *Activities) runTool(ctx context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+	sctx, endSpans := callSpans(ctx, workflows.ActivityToolExecute, call.Call.ID)
+	out, err := a.RunTool(sctx, call)
+	endSpans(err)
+	if o := stepObserverOf(ctx); o != nil && !out.Recorded {
+		o.StepTool(call, out, err)
+	}
+	return out, err
+}
+
 // recordResult records res as call's result (a result stored meanwhile
-// stays the call's), as Tool.Execute records one the workflow decided.
+// stays the call's), as Tool.Execute records one the workflow decided: in
+// its spans, not counted as a run of the call.
 func (a *Activities) recordResult(ctx context.Context, call agentloop.ToolCall, res agent.ToolResult) (agentloop.ToolOutcome, error) {
 	call.Synthetic = &res
-	return a.RunTool(ctx, call)
+	sctx, endSpans := callSpans(ctx, workflows.ActivityToolExecute, call.Call.ID)
+	out, err := a.RunTool(sctx, call)
+	endSpans(err)
+	return out, err
 }
 
 // defaultToolAttempts, defaultToolTimeout and toolTimeoutMargin are the

@@ -46,6 +46,11 @@ type StepOutcome struct {
 	ToolsErr error
 	Model    *ModelResult
 	ModelErr error
+	// ModelBegun, with ToolsErr, says the step's model call may have
+	// begun (every call's result was stored before the step was stopped):
+	// it counts among the turn's steps (Outcome.Steps), as a model call
+	// the abort stopped does, so that what it used is found and charged.
+	ModelBegun bool
 }
 
 // Stepper is a Runtime that can run a tool batch and the next model call
@@ -126,6 +131,9 @@ func (r *run) combine(step int, batch []ToolCall, sequential bool) (handled, don
 	}
 	notes, stop := toolNotes(r.rt, out.Tools)
 	if out.ToolsErr != nil {
+		if out.ModelBegun {
+			r.out.Steps = step + 1
+		}
 		return true, r.fail(out.ToolsErr)
 	}
 	if stop != "" {
