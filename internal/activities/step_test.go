@@ -2,17 +2,27 @@ package activities_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/fastagent/fastagent/agent"
 	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/feed"
 	"github.com/fastagent/fastagent/internal/testsupport/modelserver"
 	"github.com/fastagent/fastagent/internal/testsupport/testkit"
+	"github.com/fastagent/fastagent/internal/tracing"
+	"github.com/fastagent/fastagent/transcript"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // stepSetup is toolSetup with the next model call: the step after the
@@ -231,5 +241,88 @@ func TestStepRetryAfterRecordedKeepsTheReply(t *testing.T) {
 	}
 	if n := e.kit.Model.Count(); n != 1 {
 		t.Errorf("model called %d times, want 1", n)
+	}
+}
+
+// A call that sets a wake-up (or cancels one) leaves the turn's record to
+// the workflow: the step's model call, though it ends the turn, does not
+// record it (Recorded false), so the turn is not seen to end — its answer
+// out, the session's wake-ups asked for — before the workflow applied the
+// wake-up (as after Tool.Execute, whose wake-up is applied before the next
+// model call is made).
+func TestStepWakeLeavesTheRecordToTheWorkflow(t *testing.T) {
+	t.Parallel()
+	const session = "s1"
+	e := newEnv(t)
+	in := stepSetup(e, session)
+	in.Model.End = &agentloop.TurnEnd{First: "u1"}
+	// The call's result is stored (an earlier attempt ran it): the wake
+	// tool's details carry its directive.
+	details, _ := json.Marshal(wakes.Directive{Wake: &wakes.Wake{ID: "w1", Prompt: "check", FireAt: time.Now().Add(time.Hour)}})
+	e.store(session, message("r1", "a1", transcript.Message{Role: transcript.RoleToolResult, ToolCallID: "c1",
+		ToolName: testkit.CounterName, Text: "wake-up w1 set", Details: details}))
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"I will check in an hour."}})
+	res, err := e.kit.Activities(e.bus).RunStep(context.Background(), in, 1)
+	if err != nil || res.Model == nil {
+		t.Fatalf("RunStep: %+v %v", res, err)
+	}
+	if len(res.Tools) != 1 || res.Tools[0].Wake == nil || res.Tools[0].Wake.ID != "w1" {
+		t.Errorf("tool outcomes = %+v, want the wake-up w1", res.Tools)
+	}
+	if !res.Model.EndsTurn() || res.Model.Recorded {
+		t.Errorf("model result = %+v, want a reply that ends the turn, not recorded", res.Model)
+	}
+}
+
+// TestStepCallSpans: on a traced worker, a Step.Run's calls have the spans
+// their own activities would (below the Step.Run's RunActivity span):
+// StartActivity:Tool.Execute and RunActivity:Tool.Execute below it, the
+// same for Model.Generate, with the SDK's attributes.
+func TestStepCallSpans(t *testing.T) {
+	t.Parallel()
+	const session = "s1"
+	e := newEnv(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	icpt, err := tracing.New(tp).Interceptor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	act := suite.NewTestActivityEnvironment()
+	act.SetWorkerOptions(sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{icpt.(interceptor.WorkerInterceptor)}})
+	e.kit.Activities(e.bus).Register(act)
+	in := stepSetup(e, session)
+	e.kit.Model.Enqueue(modelserver.Reply{Text: []string{"counted"}})
+	if _, err := act.ExecuteActivity(workflows.ActivityStepRun, in); err != nil {
+		t.Fatalf("Step.Run: %v", err)
+	}
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		byName[s.Name()] = s
+	}
+	step := byName["RunActivity:"+workflows.ActivityStepRun]
+	if step == nil {
+		t.Fatalf("no Step.Run span among %v", byName)
+	}
+	for _, name := range []string{workflows.ActivityToolExecute, workflows.ActivityModelGenerate} {
+		start, run := byName["StartActivity:"+name], byName["RunActivity:"+name]
+		if start == nil || run == nil {
+			t.Errorf("no spans StartActivity:%s and RunActivity:%s", name, name)
+			continue
+		}
+		if start.Parent().SpanID() != step.SpanContext().SpanID() || run.Parent().SpanID() != start.SpanContext().SpanID() {
+			t.Errorf("%s: StartActivity hangs from %v, RunActivity from %v", name, start.Parent().SpanID(), run.Parent().SpanID())
+		}
+		attrs := map[string]bool{}
+		for _, a := range run.Attributes() {
+			attrs[string(a.Key)] = true
+		}
+		for _, k := range []string{"temporalWorkflowID", "temporalRunID", "temporalActivityID"} {
+			if !attrs[k] {
+				t.Errorf("RunActivity:%s lacks attribute %s", name, k)
+			}
+		}
 	}
 }
