@@ -319,6 +319,46 @@ func TestStepRunAbort(t *testing.T) {
 	}
 }
 
+// TestStepRunAbortInModelCall: an abort while Step.Run runs, once the
+// call's own result was stored (its record finds it: the activity was in
+// its model call), ends the turn with the model step counted in its
+// steps, as an abort that stops Model.Generate does: the usage the stopped
+// call reports for that step is found and charged to the principal. An
+// abort while the call runs (nothing stored) counts the tool step's only.
+func TestStepRunAbortInModelCall(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		stored bool
+		steps  int
+	}{
+		{"in the model call", true, 2},
+		{"in the tool call", false, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.model = toolSteps(1, stepSettings, bashCall)
+			h.stepFn = func(ctx context.Context, _ agentloop.StepCall) (agentloop.StepResult, error) {
+				return agentloop.StepResult{}, h.blockUntilCancelled(ctx)
+			}
+			h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
+				return agentloop.ToolOutcome{IsError: call.Synthetic != nil && !tt.stored, Recorded: tt.stored}, nil
+			}
+			u := h.turn(ms, "t1", "count")
+			ab := &update{}
+			h.when(func() bool { return len(h.stepCalls()) > 0 }, func() {
+				h.sendNow(ab, workflows.UpdateAbort, "abort-1", workflows.AbortRequest{Reason: "stop"})
+			})
+			h.run(workflows.SessionInput{Session: "s1"})
+			h.requireCancelled()
+			out := h.outcome(u)
+			requireOutcome(t, out, "t1", agent.TypeFailed, agent.CodeAborted, false)
+			equal(t, "outcome.Steps", out.Steps, tt.steps)
+		})
+	}
+}
+
 // TestStepRunSteer: a steering message that comes while Step.Run runs
 // its calls is taken, and the step is told to leave its model call to the
 // workflow, which makes it with the message (Model.Generate), as after any
