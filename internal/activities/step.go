@@ -79,30 +79,9 @@ func (a *Activities) RunStep(ctx context.Context, in agentloop.StepCall, attempt
 // the calls ran (workflows.StepYieldKey), which the model call must read —
 // the workflow makes that call itself, the message added.
 func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt int, yield <-chan struct{}) (agentloop.StepResult, error) {
-	outs := make([]agentloop.ToolOutcome, len(in.Tools))
-	errs := make([]error, len(in.Tools))
-	if in.Sequential || len(in.Tools) == 1 {
-		for i, c := range in.Tools {
-			if outs[i], errs[i] = a.stepTool(ctx, c, attempt); errs[i] != nil {
-				break
-			}
-		}
-	} else {
-		var wg sync.WaitGroup
-		for i, c := range in.Tools {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				outs[i], errs[i] = a.stepTool(ctx, c, attempt)
-			}()
-		}
-		wg.Wait()
-	}
-	if err := errors.Join(errs...); err != nil {
-		if ctx.Err() != nil {
-			return agentloop.StepResult{}, ctx.Err()
-		}
-		return agentloop.StepResult{}, firstError(errs)
+	outs, err := a.stepTools(ctx, in, attempt)
+	if err != nil {
+		return agentloop.StepResult{}, err
 	}
 	if slot := progressSlotOf(ctx); slot != nil {
 		slot.Store(nil) // the model call's heartbeats carry no tool's progress
@@ -188,6 +167,37 @@ func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt
 	}
 	res.Model, res.ModelAttempts = &m, attempt-first+1
 	return res, nil
+}
+
+// stepTools runs the calls of a Step.Run attempt (stepTool): at once, or
+// one after another when sequential (or one). Any error fails the attempt.
+func (a *Activities) stepTools(ctx context.Context, in agentloop.StepCall, attempt int) ([]agentloop.ToolOutcome, error) {
+	outs := make([]agentloop.ToolOutcome, len(in.Tools))
+	errs := make([]error, len(in.Tools))
+	if in.Sequential || len(in.Tools) == 1 {
+		for i, c := range in.Tools {
+			if outs[i], errs[i] = a.stepTool(ctx, c, attempt); errs[i] != nil {
+				break
+			}
+		}
+	} else {
+		var wg sync.WaitGroup
+		for i, c := range in.Tools {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[i], errs[i] = a.stepTool(ctx, c, attempt)
+			}()
+		}
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, firstError(errs)
+	}
+	return outs, nil
 }
 
 // modelStartedKey is where the session store keeps the first Step.Run
