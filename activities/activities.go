@@ -28,7 +28,9 @@ type Group string
 
 // The groups (see the table in the package documentation).
 const (
-	// GroupModel calls models: Model.Generate, Session.Compact, Session.Rewind.
+	// GroupModel calls models: Model.Generate, Session.Compact,
+	// Session.Rewind, and Step.Run (a tool step's calls and the next model
+	// call, scheduled only where the tools group is served too).
 	GroupModel Group = "model"
 	// GroupTools runs tool calls and the agent's hooks: Tool.Execute,
 	// Hook.Run.

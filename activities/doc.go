@@ -53,6 +53,8 @@
 //	Model.Generate    model      —      retry.modelTimeout (10m)  retry.heartbeat (20s)  retry.modelAttempts (6; 1s…1m)
 //	Session.Compact   model      —      retry.modelTimeout (10m)  retry.heartbeat (20s)  retry.modelAttempts (6; 1s…1m)
 //	Session.Rewind    model      —      retry.modelTimeout (10m)  retry.heartbeat (20s)  retry.modelAttempts (6; 1s…1m)
+//	Step.Run          model      —      the calls' timeout (10m)  retry.heartbeat (20s)  retry.modelAttempts (6; 1s…1m)
+//	                                    + 30s + retry.modelTimeout
 //	Tool.Execute      tools      —      the tool's timeout (10m)  retry.heartbeat (20s)  1; an idempotent tool maxAttempts (3; 1s…30s)
 //	                                    + 30s
 //	  (a recorded result: an aborted, denied or lost call's)
@@ -81,7 +83,16 @@
 // — register it and let the workflows call it.
 //
 // A tool that is not idempotent runs at most once: a call whose worker was
-// lost is reported to the model as "outcome unknown", never run again. An
+// lost is reported to the model as "outcome unknown", never run again.
+//
+// Step.Run runs a tool step's calls and then the turn's next model call in
+// one activity (a tool step is then one action, not two). The sessions
+// schedule it only when both groups run on the session's own task queue
+// and nothing between the calls and the model call needs the workflow
+// (approvals, ask_user, delegate, tool hooks); it runs each call at most
+// once through the session store — a retried attempt reads a stored
+// result, and a non-idempotent call an earlier attempt started without
+// storing its result is reported as "outcome unknown". An
 // activity stopped by its turn's abort fails with the non-retryable error
 // type "stopped". The recorded results of tool calls (Tool.Execute of a
 // call the workflow decided: aborted, denied, unknown) stay on the

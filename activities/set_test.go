@@ -49,14 +49,22 @@ func TestRegisterGroups(t *testing.T) {
 	if err := Register(&model, s, GroupModel); err != nil {
 		t.Fatal(err)
 	}
+	// Step.Run runs tools too: never on a worker without the tools group.
 	if !slices.Equal(model.names, []string{workflows.ActivityModelGenerate, workflows.ActivityCompact, workflows.ActivityRewind}) {
 		t.Errorf("the model group registered %v", model.names)
+	}
+	var both registry
+	if err := Register(&both, s, GroupModel, GroupTools); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(both.names, workflows.ActivityStepRun) {
+		t.Errorf("the model and tools groups registered %v, want Step.Run among them", both.names)
 	}
 	var all registry
 	if err := Register(&all, s); err != nil {
 		t.Fatal(err)
 	}
-	if len(all.names) != 21 || !slices.Contains(all.names, workflows.ActivitySessionExpire) || !slices.Contains(all.names, workflows.ActivityChannelSend) || !slices.Contains(all.names, workflows.ActivityScheduleFire) || !slices.Contains(all.names, workflows.ActivityChatRoute) {
+	if len(all.names) != 22 || !slices.Contains(all.names, workflows.ActivitySessionExpire) || !slices.Contains(all.names, workflows.ActivityChannelSend) || !slices.Contains(all.names, workflows.ActivityScheduleFire) || !slices.Contains(all.names, workflows.ActivityChatRoute) {
 		t.Errorf("every group registered %d: %v", len(all.names), all.names)
 	}
 	if err := Register(&registry{}, s, Group("gpus")); err == nil || !strings.Contains(err.Error(), "tools") {

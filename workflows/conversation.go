@@ -160,12 +160,16 @@ func (s *session) steerable(ctx workflow.Context, d Delivery) bool {
 // is told it completed. Text that arrives too late for the turn runs as
 // its follow-up, answered where d came from.
 func (s *session) steerDelivery(ctx workflow.Context, d Delivery) {
+	// Every change to the session's state first: yieldStep waits for a
+	// local activity, and meanwhile the running turn may end (s.running
+	// nil, or its follow-up already built).
 	s.steering = append(s.steering, d.Prompt.Text)
 	if d.Reply != nil {
 		s.steerReply = d.Reply
 	}
 	s.remember(ctx, d.Key, agentloop.Outcome{Turn: d.Key, Status: agent.TypeCompleted,
 		Details: "this message was folded into the running turn " + s.running.id + " (whileBusy: steer)"})
+	s.yieldStep(ctx)
 	if d.Notify != "" {
 		f := workflow.SignalExternalWorkflow(ctx, d.Notify, "", wire.SignalTurnDone, turnDone{Key: d.Key, Completed: true})
 		if err := f.Get(ctx, nil); err != nil {

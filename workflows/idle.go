@@ -155,7 +155,7 @@ func (s *session) expireIdle(ctx workflow.Context) (done bool, err error) {
 	// session of the same ID.
 	s.stopCarriedLive(ctx)
 	s.carryQueue()
-	fresh := snapshot{Queue: s.snap.Queue, DrainOnDemand: s.snap.DrainOnDemand}
+	fresh := snapshot{Queue: s.snap.Queue, DrainOnDemand: s.snap.DrainOnDemand, StepRun: s.snap.StepRun}
 	drainUpgrade(ctx)
 	return true, workflow.NewContinueAsNewErrorWithOptions(ctx, upgradeOnContinue, SessionWorkflowType, SessionInput{
 		Session:           s.in.Session,

@@ -50,6 +50,11 @@ const (
 	ActivityModelGenerate = "Model.Generate"
 	// ActivityToolExecute runs (or records) one tool call.
 	ActivityToolExecute = "Tool.Execute"
+	// ActivityStepRun runs a tool step's calls and then the turn's next
+	// model call in one activity (model group), when nothing between them
+	// needs the workflow; each call runs at most once through the session
+	// store.
+	ActivityStepRun = "Step.Run"
 	// ActivityHookRun runs the agent's hooks (hooks/*.yaml) of one event of
 	// a turn, once: its decision is recorded, never run again.
 	ActivityHookRun = "Hook.Run"

@@ -127,6 +127,17 @@ func TestReplayCoversPaths(t *testing.T) {
 			},
 		},
 		{
+			// Two tool steps, each with the next model call as one
+			// Step.Run (the first retried after a transient model error):
+			// no Tool.Execute, one Model.Generate for the turn's first step.
+			file: "step_run.json",
+			shows: func(_ *testing.T, h *historypb.History) (string, bool) {
+				a := activities(h)
+				return fmt.Sprintf("%d Step.Run, %d Tool.Execute, %d Model.Generate", a[workflows.ActivityStepRun], a[workflows.ActivityToolExecute], a[workflows.ActivityModelGenerate]),
+					a[workflows.ActivityStepRun] == 2 && a[workflows.ActivityToolExecute] == 0 && a[workflows.ActivityModelGenerate] == 1
+			},
+		},
+		{
 			// Three calls in one step, run in parallel: a known tool, an
 			// unknown one and invalid arguments, each with its result.
 			file: "parallel_tools_unknown_tool_and_invalid_args.json",

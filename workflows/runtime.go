@@ -59,6 +59,9 @@ type loopRuntime struct {
 	// session runs no Turn.Record for it.
 	started  time.Time
 	recorded bool
+	// attemptBase numbers the attempts of a model call a Step.Run left to
+	// the loop after those it may have begun.
+	attemptBase stepAttempts
 }
 
 var _ agentloop.Runtime = (*loopRuntime)(nil)
@@ -77,6 +80,9 @@ func (r *loopRuntime) Steering() []string {
 func (r *loopRuntime) Model(call agentloop.ModelCall) (agentloop.ModelResult, error) {
 	if r.aborted() {
 		return agentloop.ModelResult{}, &agent.Failure{Details: "aborted", Code: agent.CodeAborted}
+	}
+	if b := r.attemptBase; b.step == call.Step && b.turn == call.Turn && call.AttemptBase == 0 {
+		call.AttemptBase = b.base
 	}
 	if call.End != nil {
 		end := *call.End

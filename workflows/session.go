@@ -97,6 +97,10 @@ type snapshot struct {
 	// waits (changeDrainDeliveries); carried, so later runs need no
 	// version marker for it.
 	DrainOnDemand bool `json:"drainOnDemand,omitempty"`
+	// StepRun says the chain may run a tool step's calls and the next
+	// model call as one Step.Run activity (changeStepRun); carried, so
+	// later runs need no version marker for it.
+	StepRun bool `json:"stepRun,omitempty"`
 }
 
 // recentTurn is one remembered key: when it was answered and, for the
@@ -449,6 +453,13 @@ type session struct {
 	// closing says the running turn's turn_end hooks run: its last reply
 	// is in (see lateToSteer).
 	closing bool
+	// stepping says a Step.Run activity whose model call may end the
+	// running turn is in flight: for a turn arriving while the run rolls
+	// over, the turn may be over (as with ending), but a steering message
+	// is still taken (the step's tools may be running).
+	stepping bool
+	// stepRun is the Step.Run in flight (nil: none).
+	stepRun *stepFlight
 	// moved latches that the Worker Deployment's current version is no
 	// longer this run's (see targetMoved).
 	moved bool
@@ -779,7 +790,7 @@ func (s *session) validateTurn(ctx workflow.Context, req TurnRequest) error {
 	if err := s.refuseExpiring(); err != nil {
 		return err
 	}
-	if s.rollover && (s.running == nil || s.ending) && len(s.queue) == 0 {
+	if s.rollover && (s.running == nil || s.ending || s.stepping) && len(s.queue) == 0 {
 		// Nothing waits, and nothing runs, or only a turn whose model step
 		// may have ended it: the run continues as new as soon as its
 		// handlers are done, often in this very workflow task. Its last
@@ -980,8 +991,9 @@ func (s *session) lateToSteer() bool {
 	return s.ending || s.closing
 }
 
-func (s *session) onSteer(_ workflow.Context, req SteerRequest) error {
+func (s *session) onSteer(ctx workflow.Context, req SteerRequest) error {
 	s.steering = append(s.steering, req.Text)
+	s.yieldStep(ctx)
 	return nil
 }
 
@@ -1187,6 +1199,7 @@ func (s *session) runTurn(ctx workflow.Context, t *pendingTurn, started time.Tim
 	entry := agentloop.UserEntry(rt, turn)
 	entry.ParentID = s.snap.Loop.Leaf
 	entry.ID = promptID(t.id, entry)
+	s.askStepRun(ctx)
 	res, err := s.beginTurn(tctx, t, entry)
 	rec := res.Outcome
 	switch {

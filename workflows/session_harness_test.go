@@ -97,6 +97,13 @@ type harness struct {
 	// published are the events Feed.Publish put on turns' feeds.
 	published []wire.PublishInput
 	compactFn func(ctx context.Context, in wire.CompactInput) (workflows.CompactResult, error)
+	// steps are what Step.Run received; stepFn answers it (default: each
+	// call through the tool fake, then the model call through the model
+	// fake, each recorded as those fakes record them).
+	steps  []agentloop.StepCall
+	stepFn func(ctx context.Context, in agentloop.StepCall) (agentloop.StepResult, error)
+	// stops are the turn keys of the notices Feed.Stop published.
+	stops []string
 }
 
 // harnessWorkerOptions are the worker options every harness starts with
@@ -145,6 +152,8 @@ func newHarnessWith(t *testing.T, tune func(*testsuite.WorkflowTestSuite)) *harn
 	env.RegisterActivityWithOptions(h.open, activity.RegisterOptions{Name: workflows.ActivitySessionOpen})
 	env.RegisterActivityWithOptions(h.generate, activity.RegisterOptions{Name: workflows.ActivityModelGenerate})
 	env.RegisterActivityWithOptions(h.execute, activity.RegisterOptions{Name: workflows.ActivityToolExecute})
+	env.RegisterActivityWithOptions(h.step, activity.RegisterOptions{Name: workflows.ActivityStepRun})
+	env.RegisterActivityWithOptions(h.stop, activity.RegisterOptions{Name: workflows.ActivityFeedStop})
 	env.RegisterActivityWithOptions(h.beginTurn, activity.RegisterOptions{Name: workflows.ActivityTurnBegin})
 	env.RegisterActivityWithOptions(h.recordTurn, activity.RegisterOptions{Name: workflows.ActivityTurnRecord})
 	env.RegisterActivityWithOptions(h.compact, activity.RegisterOptions{Name: workflows.ActivityCompact})
@@ -264,6 +273,69 @@ func (h *harness) execute(ctx context.Context, call agentloop.ToolCall) (agentlo
 		h.mu.Unlock()
 	}()
 	return fn(ctx, call)
+}
+
+// step is the fake Step.Run.
+func (h *harness) step(ctx context.Context, in agentloop.StepCall) (agentloop.StepResult, error) {
+	h.mu.Lock()
+	h.steps = append(h.steps, in)
+	h.queues = append(h.queues, fmt.Sprintf("%s %s", workflows.ActivityStepRun, activity.GetInfo(ctx).TaskQueue))
+	h.logLocked(fmt.Sprintf("step %s/%d", in.Model.Turn, in.Model.Step))
+	fn := h.stepFn
+	h.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, in)
+	}
+	return h.stepThrough(ctx, in)
+}
+
+// stepThrough runs a Step.Run's calls through the tool fake, one after
+// another, then its model call through the model fake.
+func (h *harness) stepThrough(ctx context.Context, in agentloop.StepCall) (agentloop.StepResult, error) {
+	var res agentloop.StepResult
+	for _, c := range in.Tools {
+		h.mu.Lock()
+		h.tools = append(h.tools, c)
+		h.logLocked(fmt.Sprintf("start run %s", c.Call.ID))
+		fn := h.tool
+		h.mu.Unlock()
+		out, err := fn(ctx, c)
+		if err != nil {
+			return agentloop.StepResult{}, err
+		}
+		res.Tools = append(res.Tools, out)
+	}
+	h.mu.Lock()
+	if slices.Contains(h.stops, workflows.StepYieldKey(in.Model.Turn, in.Model.Step)) {
+		// Told to leave its model call to the workflow.
+		h.mu.Unlock()
+		return res, nil
+	}
+	h.models = append(h.models, in.Model)
+	h.logLocked(fmt.Sprintf("model %s/%d", in.Model.Turn, in.Model.Step))
+	fn := h.model
+	h.mu.Unlock()
+	m, err := fn(ctx, in.Model)
+	if err != nil {
+		return agentloop.StepResult{}, err
+	}
+	res.Model = &m
+	return res, nil
+}
+
+// stop is the fake Feed.Stop.
+func (h *harness) stop(_ context.Context, in wire.TurnStopInput) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stops = append(h.stops, in.Turn)
+	h.logLocked("stop " + in.Turn)
+	return nil
+}
+
+func (h *harness) stepCalls() []agentloop.StepCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]agentloop.StepCall(nil), h.steps...)
 }
 
 func (h *harness) cancelSignalLocked(activityID string) *cancelSignal {

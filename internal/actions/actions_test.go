@@ -107,40 +107,44 @@ func TestOneStepTurnInARunningSession(t *testing.T) {
 }
 
 // A turn with tool steps costs what a one-step turn costs plus one action
-// per further model step and one per tool call (and one per retry):
-// nothing else.
+// per tool step run as one Step.Run (its calls and the next model call),
+// or, where a step falls back to two activities, one per further model
+// step and one per tool call (and one per retry): nothing else.
 func TestToolStep(t *testing.T) {
 	for _, tc := range []struct {
-		history              string
-		models, tools, retry int
+		history                     string
+		models, tools, steps, retry int
 	}{
-		{"sequential_tools", 2, 2, 0},     // two calls run one after another, then one more model step
-		{"tool_turn_with_retry", 2, 1, 1}, // one call; the model step after it was retried once
+		{"step_run", 1, 0, 2, 1},             // two tool steps, each one Step.Run; the first retried once
+		{"sequential_tools", 2, 2, 0, 0},     // recorded before Step.Run: two calls one after another, then one more model step
+		{"tool_turn_with_retry", 2, 1, 0, 1}, // recorded before Step.Run: one call; the model step after it was retried once
 	} {
 		as := Count(load(t, tc.history))
 		k := ByKind(as)
-		var models, tools int
+		var models, tools, steps int
 		for _, a := range as {
 			switch a.What {
 			case "Model.Generate":
 				models++
 			case "Tool.Execute":
 				tools++
+			case "Step.Run":
+				steps++
 			}
 		}
-		if models != tc.models || tools != tc.tools || k["retry_activity"] != tc.retry {
-			t.Errorf("%s: %d model steps, %d tool calls, %d retries; want %d, %d, %d: %s", tc.history,
-				models, tools, k["retry_activity"], tc.models, tc.tools, tc.retry, kinds(as))
+		if models != tc.models || tools != tc.tools || steps != tc.steps || k["retry_activity"] != tc.retry {
+			t.Errorf("%s: %d model steps, %d tool calls, %d combined steps, %d retries; want %d, %d, %d, %d: %s", tc.history,
+				models, tools, steps, k["retry_activity"], tc.models, tc.tools, tc.steps, tc.retry, kinds(as))
 		}
 		// start, update, markers, the run's window timer, then one action
-		// per model step (the last one records the turn), tool call and
-		// retry: no Turn.Record, no status upsert.
+		// per model step (the last one records the turn), tool call,
+		// combined step and retry: no Turn.Record, no status upsert.
 		base := 4
-		if k["upsert_workflow_search_attributes"] != 0 || k["schedule_activity"] != models+tools {
+		if k["upsert_workflow_search_attributes"] != 0 || k["schedule_activity"] != models+tools+steps {
 			t.Errorf("%s: status upserts or activities besides the steps' and calls': %s", tc.history, kinds(as))
 		}
-		if n := Total(as); n != base+models+tools+tc.retry {
-			t.Errorf("%s costs %d actions, want %d: %s", tc.history, n, base+models+tools+tc.retry, kinds(as))
+		if n := Total(as); n != base+models+tools+steps+tc.retry {
+			t.Errorf("%s costs %d actions, want %d: %s", tc.history, n, base+models+tools+steps+tc.retry, kinds(as))
 		}
 	}
 }

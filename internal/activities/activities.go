@@ -13,6 +13,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -71,6 +72,11 @@ type Activities struct {
 	// tools from that client's frontend. An error fails the call, the
 	// tool not run.
 	ClientSeen func(ctx context.Context, c client.Client) error
+
+	// stepRun is set once Step.Run is registered on a worker with these
+	// activities (Set.Registering): only then do the settings the model
+	// calls return allow the workflow to schedule it.
+	stepRun atomic.Bool
 }
 
 // AgentName is the agent's name memories are kept under.

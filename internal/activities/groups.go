@@ -18,7 +18,9 @@ type Group string
 // The groups. Model and Tools can run on task queues of their own; the
 // others run beside the workflows (most of them are local activities).
 const (
-	// GroupModel calls models: Model.Generate, Session.Compact, Session.Rewind.
+	// GroupModel calls models: Model.Generate, Session.Compact,
+	// Session.Rewind, and Step.Run (a tool step's calls and the next model
+	// call, scheduled only where the tools group is served too).
 	GroupModel Group = "model"
 	// GroupTools runs tool calls and the agent's hooks: Tool.Execute,
 	// Hook.Run.
@@ -80,6 +82,7 @@ func (s Set) Entries() []Entry {
 			Entry{workflows.ActivityModelGenerate, GroupModel, false, a.Generate},
 			Entry{workflows.ActivityCompact, GroupModel, false, a.Compact},
 			Entry{workflows.ActivityRewind, GroupModel, false, a.Rewind},
+			Entry{workflows.ActivityStepRun, GroupModel, false, a.Step},
 			Entry{workflows.ActivityToolExecute, GroupTools, false, a.Execute},
 			Entry{workflows.ActivityHookRun, GroupTools, false, a.Hook},
 			Entry{workflows.ActivitySessionOpen, GroupSession, true, a.Open},
@@ -109,11 +112,33 @@ func (s Set) Entries() []Entry {
 	return out
 }
 
+// RegistersOn reports whether a worker serving the groups serves says it
+// serves registers e. Step.Run (model group) runs tool calls too, so it is
+// registered only where the tools group is as well: a worker serving only
+// the model group (its own task queue, model credentials) never runs a
+// tool. Registering Step.Run is noted on the set (StepRunServed): the
+// model calls then tell the workflow that it may schedule Step.Run.
+func RegistersOn(e Entry, serves func(Group) bool) bool {
+	if e.Name == workflows.ActivityStepRun && !serves(GroupTools) {
+		return false
+	}
+	return serves(e.Group)
+}
+
+// Registering notes that e is being registered on a worker (see
+// RegistersOn).
+func (s Set) Registering(e Entry) {
+	if e.Name == workflows.ActivityStepRun && s.Acts != nil {
+		s.Acts.stepRun.Store(true)
+	}
+}
+
 // Register registers on w the activities of s in groups (none: all), each
-// under its name in workflows/names.go.
+// under its name in workflows/names.go (see RegistersOn).
 func Register(w Registrar, s Set, groups ...Group) {
 	for _, e := range s.Entries() {
-		if in(groups, e.Group) {
+		if RegistersOn(e, func(g Group) bool { return in(groups, g) }) {
+			s.Registering(e)
 			w.RegisterActivityWithOptions(e.Fn, activity.RegisterOptions{Name: e.Name})
 		}
 	}

@@ -43,24 +43,42 @@ func ToolMarker(turn, call string) string { return fmt.Sprintf("%s/t/%s", turn, 
 // The step's model is routed by the definition (Config.ModelFor: chatModel,
 // toolModel after a tool step) and call.Fallback indexes its fallback chain.
 // A fallback's attempts are numbered on the feed after those of the models
-// before it, so the relay treats them as restarts of the same step.
+// before it, so the relay treats them as restarts of the same step; so are
+// the attempts of a call a Step.Run may have begun (call.AttemptBase).
 func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, attempt int) (agentloop.ModelResult, error) {
-	attempt += call.Fallback * max(call.MaxAttempts, 1)
+	res, _, err := a.runModel(ctx, call, attempt)
+	return res, err
+}
+
+// runModel is RunModel that also says whether the reply was read from the
+// store (stored: an earlier attempt made the call).
+func (a *Activities) runModel(ctx context.Context, call agentloop.ModelCall, attempt int) (_ agentloop.ModelResult, stored bool, _ error) {
+	if call.AttemptBase > 0 {
+		// After a Step.Run that failed: when none of its attempts reached
+		// the model call, this call's attempts start at 1, so the live
+		// feed sees the step begin.
+		if _, err := a.Store.Reply(ctx, call.Session, modelStartedKey(call)); errors.Is(err, store.ErrNotFound) {
+			call.AttemptBase = 0
+		} else if err != nil {
+			return agentloop.ModelResult{}, false, storeError(err)
+		}
+	}
+	attempt += call.Fallback*max(call.MaxAttempts, 1) + call.AttemptBase
 	pub := publisher{bus: a.Feed, session: call.Session, turn: call.Turn}
 	pub.send(ctx, feed.Message{Kind: feed.KindAttempt, Step: call.Step, Attempt: attempt, MaxAttempts: call.MaxAttempts})
 
 	leaf, err := a.appendPending(ctx, call)
 	if err != nil {
-		return agentloop.ModelResult{}, err
+		return agentloop.ModelResult{}, false, err
 	}
 	def, err := a.Definitions.Load(ctx)
 	if err != nil {
-		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(
+		return agentloop.ModelResult{}, false, temporal.NewApplicationErrorWithOptions(
 			"the agent definition could not be loaded: "+err.Error()+" (fix the file and send the turn again)",
 			agent.CodeDefinition, temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	step := modelStep{call: call, attempt: attempt, pub: pub, def: def, leaf: leaf,
-		settings: settingsOf(def), marker: ModelMarker(call.Turn, call.Step)}
+		settings: a.settingsOf(def), marker: ModelMarker(call.Turn, call.Step)}
 
 	if prev, err := a.Store.Get(ctx, call.Session, call.EntryID); err == nil && prev.Message != nil {
 		// This attempt shows the stored reply's text: a relay that saw the
@@ -69,26 +87,27 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 			ev := agent.Text(prev.Message.Text)
 			pub.send(ctx, feed.Message{Kind: feed.KindEvent, Step: call.Step, Attempt: attempt, Event: &ev})
 		}
-		return a.endTurn(ctx, call, step.done(ctx, prev.Message))
+		res, err := a.endTurn(ctx, call, step.done(ctx, prev.Message))
+		return res, true, err
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return agentloop.ModelResult{}, storeError(err)
+		return agentloop.ModelResult{}, false, storeError(err)
 	}
 
 	chain := def.Config.ModelFor(call.AfterTools)
 	model, err := a.Models.Model(chain[min(call.Fallback, len(chain)-1)])
 	if err != nil {
-		return agentloop.ModelResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig,
+		return agentloop.ModelResult{}, false, temporal.NewApplicationErrorWithOptions(err.Error(), agent.CodeModelConfig,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
 	branch, req, err := a.modelRequest(ctx, step)
 	if err != nil {
-		return agentloop.ModelResult{}, err
+		return agentloop.ModelResult{}, false, err
 	}
 	if call.CheckContext && def.Config.Compaction.On() {
 		if over := a.overBudget(def, model.Name(), branch, req); over != nil {
 			over.Leaf = leaf
 			pub.flush(ctx)
-			return agentloop.ModelResult{Compact: over, Settings: step.settings}, nil
+			return agentloop.ModelResult{Compact: over, Settings: step.settings}, false, nil
 		}
 	}
 	msg, streamed, chars, err := a.generate(ctx, step, model, req)
@@ -96,12 +115,13 @@ func (a *Activities) RunModel(ctx context.Context, call agentloop.ModelCall, att
 		a.reportStopped(ctx, step, a.requestTokens(branch, req), chars, &msg, err)
 	}
 	if err != nil {
-		return agentloop.ModelResult{}, a.modelError(ctx, pub, call, attempt, streamed, err, fallbackOf(def, chain, call.Fallback))
+		return agentloop.ModelResult{}, false, a.modelError(ctx, pub, call, attempt, streamed, err, fallbackOf(def, chain, call.Fallback))
 	}
 	if err := a.storeReply(ctx, step, &msg); err != nil {
-		return agentloop.ModelResult{}, err
+		return agentloop.ModelResult{}, false, err
 	}
-	return a.endTurn(ctx, call, step.done(ctx, &msg))
+	res, err := a.endTurn(ctx, call, step.done(ctx, &msg))
+	return res, false, err
 }
 
 // endTurn records the turn when res, the step's reply, ends it and the
@@ -273,14 +293,14 @@ func (a *Activities) modelError(ctx context.Context, pub publisher, call agentlo
 		return temporal.NewApplicationErrorWithOptions(le.Error(), agent.CodeModel,
 			temporal.ApplicationErrorOptions{NonRetryable: true})
 	}
-	own := attempt - call.Fallback*max(call.MaxAttempts, 1) // this model's attempt
+	own := attempt - call.Fallback*max(call.MaxAttempts, 1) - call.AttemptBase // this model's attempt
 	exhausted := call.MaxAttempts > 0 && own >= call.MaxAttempts
 	throttled := le.Kind == llm.KindRateLimit && le.RetryAfter > fb.after
 	if fb.next != "" && (exhausted || throttled) {
 		ev := agent.Event{
 			Type:        agent.TypeRetrying,
 			Step:        call.Step,
-			Attempt:     (call.Fallback+1)*max(call.MaxAttempts, 1) + 1,
+			Attempt:     (call.Fallback+1)*max(call.MaxAttempts, 1) + call.AttemptBase + 1,
 			MaxAttempts: call.MaxAttempts,
 			Reason:      fmt.Sprintf("falling back to %s: %s", fb.next, le.Error()),
 		}
@@ -334,7 +354,7 @@ func storeError(err error) error {
 	return temporal.NewApplicationErrorWithOptions("session store: "+err.Error(), agent.CodeStore, temporal.ApplicationErrorOptions{})
 }
 
-func settingsOf(def *workspace.Definition) agentloop.Settings {
+func (a *Activities) settingsOf(def *workspace.Definition) agentloop.Settings {
 	return agentloop.Settings{
 		MaxSteps:      def.Config.MaxSteps,
 		ModelAttempts: def.Config.Retry.ModelAttempts,
@@ -350,6 +370,7 @@ func settingsOf(def *workspace.Definition) agentloop.Settings {
 		ToolTaskQueue:     def.Config.Activities.Tools.TaskQueue,
 		ModelTaskQueue:    def.Config.Activities.Model.TaskQueue,
 		Hooks:             hookSettings(def),
+		StepRun:           a.stepRun.Load(),
 	}
 }
 

@@ -33,7 +33,7 @@ func (a *Activities) OpenSession(ctx context.Context, in wire.OpenInput) (wire.O
 	}
 	// A broken definition is reported by the first model call, with advice.
 	if def, err := a.Definitions.Load(ctx); err == nil {
-		res.Settings = settingsOf(def)
+		res.Settings = a.settingsOf(def)
 	}
 	return res, nil
 }

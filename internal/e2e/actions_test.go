@@ -27,7 +27,7 @@ import (
 const (
 	firstTurnActions = 5 // a new session's first one-step turn
 	textTurnActions  = 3 // a later one-step text turn
-	toolStepActions  = 2 // each tool step: Tool.Execute, then Model.Generate again
+	toolStepActions  = 1 // each tool step: Step.Run (the calls, then Model.Generate's work again)
 )
 
 // Billable actions counted two independent ways agree: the embedded
@@ -98,7 +98,8 @@ func TestActionsCountedTwoWays(t *testing.T) {
 		// costs"): a new session's first turn (its start, the update, one
 		// workflow task's markers, the run's window timer, Model.Generate),
 		// a later text turn (the update, the markers, Model.Generate), a
-		// tool step (+ Tool.Execute + Model.Generate).
+		// tool step (+ Step.Run: its calls and the next model call in one
+		// activity).
 		if want := []int{firstTurnActions, textTurnActions, textTurnActions + toolStepActions, textTurnActions, textTurnActions + 3*toolStepActions}[i]; actions.Total(turn) != want {
 			t.Errorf("turn %d (%s) costs %d actions, documented %d: %s", i+1, prompts[i], actions.Total(turn), want, actions.Format(fromHistory))
 		}

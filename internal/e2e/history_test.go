@@ -267,6 +267,22 @@ func historyScenarios() []historyScenario {
 			must(t, collect(t, e.agent, context.Background(), s, "count"), agent.TypeCompleted)
 			return ""
 		}},
+		{name: "step_run", run: func(t *testing.T, e *env, s string) string {
+			// Two tool steps, each run with the next model call as one
+			// Step.Run; the first one's model call fails once and the
+			// retried attempt reads the call's stored result.
+			e.kit.Model.Enqueue(
+				modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "r1", Name: testkit.CounterName, Args: `{"note":"one"}`}}},
+				modelserver.Reply{Status: 500, Message: "a transient failure"},
+				modelserver.Reply{ToolCalls: []modelserver.ToolCall{{ID: "r2", Name: testkit.CounterName, Args: `{"note":"two"}`}}},
+				modelserver.Reply{Text: []string{"counted twice"}},
+			)
+			must(t, collect(t, e.agent, context.Background(), s, "count twice"), agent.TypeCompleted)
+			if n := e.kit.Counter.Runs(s); n != 2 {
+				t.Errorf("counter ran %d times, want 2", n)
+			}
+			return ""
+		}},
 		{name: "parallel_tools_unknown_tool_and_invalid_args", run: func(t *testing.T, e *env, s string) string {
 			e.kit.Model.Enqueue(
 				modelserver.Reply{ToolCalls: []modelserver.ToolCall{

@@ -246,14 +246,20 @@ func TestResetKeepsFullBranch(t *testing.T) {
 	if out := e.sendTurn(session, "r1", "count once", 0); out.Status != agent.TypeCompleted {
 		t.Fatalf("r1: %+v", out)
 	}
-	// The workflow task that scheduled the model step after the tool result.
+	// The workflow task that scheduled the model step after the tool
+	// result: after Tool.Execute, the one that took its result in; when
+	// the tool step ran as one Step.Run (its call, then that model step),
+	// the one that scheduled the Step.Run — no workflow task comes between
+	// the call's result and the model step then (that is the action it
+	// saves). Either way the reset run schedules the model step again with
+	// the same entry IDs.
 	ctx := context.Background()
 	desc, err := e.client.DescribeWorkflowExecution(ctx, workflows.WorkflowID(session), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	runID := desc.WorkflowExecutionInfo.Execution.RunId
-	resetAt := int64(0)
+	resetAt, lastTask := int64(0), int64(0)
 	toolScheduled, sawTool := false, false
 	it := e.client.GetWorkflowHistory(ctx, workflows.WorkflowID(session), runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() && resetAt == 0 {
@@ -263,10 +269,16 @@ func TestResetKeepsFullBranch(t *testing.T) {
 		}
 		switch ev.EventType {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			toolScheduled = toolScheduled || ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == workflows.ActivityToolExecute
+			switch ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() {
+			case workflows.ActivityToolExecute:
+				toolScheduled = true
+			case workflows.ActivityStepRun:
+				resetAt = lastTask
+			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			sawTool = sawTool || toolScheduled
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			lastTask = ev.EventId
 			if sawTool {
 				resetAt = ev.EventId
 			}
@@ -302,6 +314,9 @@ func TestResetKeepsFullBranch(t *testing.T) {
 	}
 	if n := e.kit.Model.Count() - before; n != 1 {
 		t.Errorf("after the reset the model was called %d times, want 1 (r2 only)", n)
+	}
+	if n := e.kit.Counter.Runs(session); n != 1 {
+		t.Errorf("the counter ran %d times, want 1: the reset run read its stored result", n)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 
+	"github.com/fastagent/fastagent/internal/activities"
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
@@ -45,9 +46,15 @@ type activityInbound struct {
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	start := time.Now()
+	name := activity.GetInfo(ctx).ActivityType.Name
+	if name == workflows.ActivityStepRun {
+		// Its calls are counted one by one as it makes them, as the
+		// Tool.Execute and Model.Generate activities would be.
+		ctx = activities.WithStepObserver(ctx, a)
+	}
 	res, err := a.Next.ExecuteActivity(ctx, in)
 	m := a.w.m
-	switch activity.GetInfo(ctx).ActivityType.Name {
+	switch name {
 	case workflows.ActivityTurnBegin:
 		if r, ok := res.(wire.BeginTurnResult); ok && err == nil && r.Outcome == nil {
 			m.turnsStarted.Inc()
@@ -60,33 +67,65 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 			a.turnFinished(ri.Session, ri.Key, ri.Outcome)
 		}
 	case workflows.ActivityModelGenerate:
-		outcome := "ok"
-		if err != nil {
-			outcome = "error"
-		}
-		m.modelLatency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
-		// A step that ended its turn recorded it (no Turn.Record runs).
-		if r, ok := res.(agentloop.ModelResult); ok && err == nil && r.Recorded {
-			if call, ok := arg[agentloop.ModelCall](in); ok && call.End != nil {
-				a.turnFinished(call.Session, call.Turn, call.End.Ended(call, r))
-			}
+		r, _ := res.(agentloop.ModelResult)
+		if call, ok := arg[agentloop.ModelCall](in); ok {
+			a.modelCalled(call, time.Since(start), r, err)
 		}
 	case workflows.ActivityToolExecute:
 		if tc, ok := arg[agentloop.ToolCall](in); ok && tc.Synthetic == nil {
-			outcome := "ok"
-			o, isOutcome := res.(agentloop.ToolOutcome)
-			switch {
-			case err != nil:
-				outcome = "error"
-			case isOutcome && o.Recorded:
-				return res, err // answered from the store: counted when it ran
-			case isOutcome && o.IsError:
-				outcome = "tool_error"
-			}
-			m.toolCalls.WithLabelValues(toolLabel(tc.Call), outcome).Inc()
+			o, _ := res.(agentloop.ToolOutcome)
+			a.toolCalled(tc, o, err)
 		}
 	}
 	return res, err
+}
+
+// modelCalled counts one attempt of a model call (call, which took took):
+// its latency by outcome and, when it ended its turn and recorded it (no
+// Turn.Record runs), the turn's end.
+func (a *activityInbound) modelCalled(call agentloop.ModelCall, took time.Duration, r agentloop.ModelResult, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	a.w.m.modelLatency.WithLabelValues(outcome).Observe(took.Seconds())
+	if err == nil && r.Recorded && call.End != nil {
+		a.turnFinished(call.Session, call.Turn, call.End.Ended(call, r))
+	}
+}
+
+// toolCalled counts one attempt of tool call tc by outcome; one answered
+// from the store (an earlier attempt ran it) was counted when it ran.
+func (a *activityInbound) toolCalled(tc agentloop.ToolCall, o agentloop.ToolOutcome, err error) {
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = "error"
+	case o.Recorded:
+		return
+	case o.IsError:
+		outcome = "tool_error"
+	}
+	a.w.m.toolCalls.WithLabelValues(toolLabel(tc.Call), outcome).Inc()
+}
+
+// StepTool counts a tool call a Step.Run ran as Tool.Execute's is
+// (activities.StepObserver).
+func (a *activityInbound) StepTool(call agentloop.ToolCall, out agentloop.ToolOutcome, err error) {
+	a.toolCalled(call, out, err)
+}
+
+// StepModel counts the model call a Step.Run made as Model.Generate's is
+// (activities.StepObserver): an attempt that read the reply an earlier
+// one stored is not counted again, though the turn it recorded is.
+func (a *activityInbound) StepModel(call agentloop.ModelCall, took time.Duration, stored bool, res agentloop.ModelResult, err error) {
+	if !stored {
+		a.modelCalled(call, took, res, err)
+		return
+	}
+	if err == nil && res.Recorded && call.End != nil {
+		a.turnFinished(call.Session, call.Turn, call.End.Ended(call, res))
+	}
 }
 
 // turnFinished counts a recorded turn and its latency.

@@ -77,3 +77,65 @@ func TestToolCallsCountedOnceByKnownName(t *testing.T) {
 		t.Error("a recorded (synthetic) result was counted as a call")
 	}
 }
+
+// A Step.Run's calls are counted as the Tool.Execute and Model.Generate
+// attempts of the two-activity path are: the tool call by tool and
+// outcome, the model call's attempt by outcome — once: a retry that reads
+// the call's stored result and the model's stored reply counts nothing.
+// The span the worker's tracing gives each call is TestStepCallSpans's
+// (internal/activities).
+func TestStepRunCountedAsItsCalls(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	kit := testkit.New(t)
+	bus := feed.NewInProcess()
+	t.Cleanup(func() { _ = bus.Close() })
+	var suite testsuite.WorkflowTestSuite
+	act := suite.NewTestActivityEnvironment()
+	act.SetWorkerOptions(sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{m.Interceptor()}})
+	kit.Activities(bus).Register(act)
+
+	const session = "step"
+	now := time.Now().UTC()
+	user := transcript.Message{Role: transcript.RoleUser, Text: "go"}
+	reply := transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopToolUse,
+		ToolCalls: []transcript.ToolCall{{ID: "c1", Name: testkit.CounterName, Args: json.RawMessage(`{"note":"x"}`)}}}
+	_ = kit.Store.Append(context.Background(), session,
+		transcript.Entry{ID: "u1", Type: transcript.TypeMessage, Time: now, Message: &user},
+		transcript.Entry{ID: "a1", ParentID: "u1", Type: transcript.TypeMessage, Time: now, Message: &reply})
+	in := agentloop.StepCall{
+		Tools: []agentloop.ToolCall{{
+			Session: session, Turn: "t1", Step: 1,
+			Call:             agentloop.Call{ID: "c1", Name: testkit.CounterName, Known: true},
+			AssistantEntryID: "a1", ResultEntryID: "r1", ParentID: "a1",
+		}},
+		Model: agentloop.ModelCall{Session: session, Turn: "t1", Step: 2, Leaf: "r1", EntryID: "a2", MaxAttempts: 6, AfterTools: true},
+	}
+	for range 2 { // the second: a retry, answered from the store
+		if _, err := act.ExecuteActivity(workflows.ActivityStepRun, in); err != nil {
+			t.Fatalf("Step.Run: %v", err)
+		}
+	}
+	if n := kit.Counter.Runs(session); n != 1 {
+		t.Fatalf("the counter ran %d times, want 1", n)
+	}
+	body := scrape(t, m)
+	for _, want := range []string{
+		`fastagent_tool_calls_total{outcome="ok",tool="` + testkit.CounterName + `"} 1`,
+		`fastagent_model_call_duration_seconds_count{outcome="ok"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s:\n%s", want, grepFastagent(body))
+		}
+	}
+}
+
+func grepFastagent(body string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "fastagent_") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

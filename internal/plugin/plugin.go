@@ -320,7 +320,8 @@ func (p *Plugin) start(ctx context.Context, o temporal.SimplePluginRunContextBef
 		registerWorkflows(o.Registry, done, w.pin)
 	}
 	for _, e := range p.opts.Activities.Entries() {
-		if slices.Contains(groups, e.Group) && !done[e.Name] {
+		if activities.RegistersOn(e, func(g activities.Group) bool { return slices.Contains(groups, g) }) && !done[e.Name] {
+			p.opts.Activities.Registering(e)
 			o.Registry.RegisterActivityWithOptions(e.Fn, activity.RegisterOptions{Name: e.Name})
 		}
 	}

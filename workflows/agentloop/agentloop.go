@@ -70,6 +70,10 @@ type Settings struct {
 	// session's own task queue.
 	ToolTaskQueue  string `json:"toolTaskQueue,omitempty"`
 	ModelTaskQueue string `json:"modelTaskQueue,omitempty"`
+	// StepRun says the model workers run Step.Run (a tool step's calls
+	// and the next model call as one activity): set by those that do, so
+	// a session never schedules it where no worker serves it.
+	StepRun bool `json:"stepRun,omitempty"`
 	// Hooks names the events the definition has hook files for, comma
 	// separated, each with ":deny" when one of its hooks fails closed
 	// (HookEntry; "" none): the loop runs a hook step only for those (tool
@@ -121,6 +125,10 @@ type ModelCall struct {
 	// Fallback indexes the step's model chain (0 = the primary); the
 	// runtime raises it when a model hands the step on (ModelFallback).
 	Fallback int `json:"fallback,omitempty"`
+	// AttemptBase is how many attempts of this step a combined step
+	// (Stepper) may already have begun and published: the call's attempts
+	// are numbered after them on the live feed.
+	AttemptBase int `json:"attemptBase,omitempty"`
 	// CheckContext is set by runtimes that can compact: the step measures
 	// the context first and, when it is over the compaction threshold,
 	// answers ModelResult.Compact instead of calling the model.
@@ -402,6 +410,9 @@ type run struct {
 	// used holds the tool call IDs of the turn's earlier steps (lookups
 	// only: never ranged over, so the loop stays deterministic).
 	used map[string]bool
+	// ready is the next step's model result, brought by a combined step
+	// (Stepper): that step takes it in instead of calling the model.
+	ready *ready
 }
 
 // step runs one model call and the tool batch it asks for; it returns true
@@ -417,7 +428,7 @@ func (r *run) step(step int) bool {
 			Code:    agent.CodeMaxSteps,
 		})
 	}
-	if step > 1 {
+	if step > 1 && r.ready == nil {
 		if f := r.overBudget(); f != nil {
 			r.out.Leftover = texts(r.pending)
 			return r.fail(f)
@@ -446,7 +457,11 @@ func (r *run) step(step int) bool {
 		r.out.Leftover = steer
 		return true
 	}
-	notes, stop, err := r.tools(step, res)
+	batch, sequential := toolBatch(r.rt, r.session, r.turn.ID, step, res, r.used)
+	if handled, done := r.combine(step, batch, sequential); handled {
+		return done
+	}
+	notes, stop, err := r.tools(res, batch, sequential)
 	if err != nil {
 		return r.fail(err)
 	}
@@ -464,29 +479,31 @@ func (r *run) step(step int) bool {
 // model runs the step's model call and takes in its result: usage, the new
 // leaf, the feed marker and the definition's latest settings.
 func (r *run) model(step int) (ModelResult, error) {
-	chain(r.pending, r.leaf)
-	var usage *agent.Usage
-	if r.out.Usage != nil {
-		u := *r.out.Usage
-		usage = &u
+	var res ModelResult
+	var err error
+	if rd := r.ready; rd != nil {
+		// A combined step ran this call with the batch before it.
+		r.ready = nil
+		if rd.res != nil {
+			res = *rd.res
+		}
+		err = rd.err
+	} else {
+		chain(r.pending, r.leaf)
+		// A step may end and record the turn itself, unless turn_end hooks
+		// must hear of its end first (they may give the model more to do).
+		res, err = r.rt.Model(ModelCall{
+			Session:    r.session,
+			Turn:       r.turn.ID,
+			Step:       step,
+			Leaf:       r.leaf,
+			Prepend:    r.pending,
+			EntryID:    r.rt.NewID(),
+			Activated:  r.st.Activated,
+			AfterTools: r.afterTools,
+			End:        r.turnEndCall(),
+		})
 	}
-	// A step may end and record the turn itself, unless turn_end hooks
-	// must hear of its end first (they may give the model more to do).
-	end := &TurnEnd{First: r.out.First, Usage: usage}
-	if _, ok := r.runsHook(HookTurnEnd); ok {
-		end = nil
-	}
-	res, err := r.rt.Model(ModelCall{
-		Session:    r.session,
-		Turn:       r.turn.ID,
-		Step:       step,
-		Leaf:       r.leaf,
-		Prepend:    r.pending,
-		EntryID:    r.rt.NewID(),
-		Activated:  r.st.Activated,
-		AfterTools: r.afterTools,
-		End:        end,
-	})
 	if err != nil {
 		return res, err
 	}
@@ -500,10 +517,9 @@ func (r *run) model(step int) (ModelResult, error) {
 	return res, nil
 }
 
-// tools runs the tool batch of a model step; notes are what hooks said
+// tools runs the tool batch of a model step (made by toolBatch); notes are what hooks said
 // about its calls, stop a hook's reason to end the turn.
-func (r *run) tools(step int, res ModelResult) (notes []transcript.Entry, stop string, err error) {
-	batch, sequential := toolBatch(r.rt, r.session, r.turn.ID, step, res, r.used)
+func (r *run) tools(res ModelResult, batch []ToolCall, sequential bool) (notes []transcript.Entry, stop string, err error) {
 	parent := res.EntryID
 	if len(batch) > 0 {
 		parent = batch[len(batch)-1].ResultEntryID
