@@ -21,6 +21,7 @@ import (
 // --activities tools` polls it; that process runs it, and the turn ends
 // with the tool's result.
 func TestToolsOnTheirOwnWorker(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newProcessEnv(t)
 	toolsQueue := e.queue + "-tools"
 	e.writeConfig(fmt.Sprintf("retry:\n  heartbeat: 3s\nactivities:\n  tools: {taskQueue: %s}\n", toolsQueue))

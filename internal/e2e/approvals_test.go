@@ -299,6 +299,7 @@ func TestAskUserOverHTTP(t *testing.T) {
 // approved (non-idempotent) tool runs once and the turn completes with
 // the stored answer.
 func TestApprovalSurvivesWorkerKill(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newEnv(t)
 	processEnv(t, e)
 	side := filepath.Join(e.kit.Dir, "deploys.txt")

@@ -164,6 +164,7 @@ func processEnv(t *testing.T, e *env) {
 // the store holds each entry once; the tool ran once and the model was told
 // its outcome is unknown.
 func TestCrashWorkerMidStreamAndMidTool(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	forProviders(t, func(t *testing.T, e *env) {
 		processEnv(t, e)
 		sideFile := filepath.Join(e.kit.Dir, "side-effect.txt")
@@ -301,6 +302,7 @@ func describe(evs []agent.Event) string { return lab.Describe(evs) }
 // retries the step, which finds the stored reply (the model is not called
 // again) and records the turn; the next turn then answers as usual.
 func TestWorkerKilledBetweenTurns(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newProcessEnv(t)
 	// The NATS feed outlives test runs: names unique to this run.
 	session, key := "kill-between-turns-"+durable.NewKey(), "first-turn"

@@ -261,6 +261,7 @@ func TestDelegationLimits(t *testing.T) {
 // workflow), the turn's model was not asked again, and the client's answer
 // is the stored one.
 func TestDelegationSurvivesWorkerKill(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newEnv(t)
 	processEnv(t, e)
 	e.writeConfig("retry:\n  heartbeat: 3s\n" + delegationConfig)

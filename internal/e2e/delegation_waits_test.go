@@ -439,6 +439,7 @@ func namedDelegateCall(id, agentName, task, named string) modelserver.ToolCall {
 // worker comes back the sub-agent records its interrupted call, and the
 // sub-session takes tasks again.
 func TestDelegationAbortWithoutTheSubAgentsWorker(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newEnv(t)
 	queue := e.queue + "-helper"
 	e.writeConfig(fastRetries + "delegation:\n  agents:\n    helper: {taskQueue: " + queue + "}\n  timeout: 2m\n")

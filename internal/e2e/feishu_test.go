@@ -376,6 +376,7 @@ func TestFeishuQueuedTurn(t *testing.T) {
 // same card settles to the stored answer, with sequence numbers strictly
 // increasing across the kill, and nothing is replied twice.
 func TestFeishuWorkerKilledMidStream(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newProcessEnv(t)
 	s := newFeishuStack(t, e)
 	if err := os.MkdirAll(filepath.Join(e.kit.Dir, "channels"), 0o755); err != nil {

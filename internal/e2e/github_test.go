@@ -221,6 +221,7 @@ func TestGitHubExactlyOnce(t *testing.T) {
 // comment and before the reference was stored: the retried reply finds
 // the comment by its marker, and there is still exactly one.
 func TestGitHubWorkerKilled(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newProcessEnv(t)
 	s := newGitHubStack(t, e)
 	if err := os.MkdirAll(filepath.Join(e.kit.Dir, "channels"), 0o755); err != nil {

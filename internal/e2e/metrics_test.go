@@ -48,6 +48,7 @@ func (e *env) startMetricsWorker(m *metrics.Metrics) func() {
 // process: it replays the session and sees only what happens next) reports
 // the queue as it is: the depth ends at 0, never negative.
 func TestQueueDepthAfterWorkerRestart(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newEnv(t)
 	first := metrics.New()
 	stopFirst := e.startMetricsWorker(first)

@@ -22,6 +22,7 @@ import (
 // the store keeps for the turn (not the cut-off stream, nor text twice), and
 // the schedule's session holds the prompt once.
 func TestScheduleFireSurvivesWorkerKill(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newProcessEnv(t)
 	name := scheduleName("crash")
 	e.deleteScheduleAtEnd(name)
@@ -90,6 +91,7 @@ func TestScheduleFireSurvivesWorkerKill(t *testing.T) {
 // send: it finds the message already posted, the channel holds the answer
 // exactly once, and the fire's record says it was delivered.
 func TestScheduleDeliveryExactlyOnceAcrossWorkerKill(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newProcessEnv(t)
 	fake := fakeslack.New()
 	t.Cleanup(fake.Close)

@@ -462,6 +462,7 @@ func TestSlackDoorGoneAfterAck(t *testing.T) {
 // thread gets exactly one reply message (one chat.startStream or one
 // chat.postMessage) whose final text is the stored answer.
 func TestSlackWorkerKilledMidStream(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newProcessEnv(t)
 	fake := newFakeSlack(t)
 	if err := os.MkdirAll(filepath.Join(e.kit.Dir, "channels"), 0o755); err != nil {

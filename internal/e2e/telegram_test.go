@@ -316,6 +316,7 @@ func TestTelegramStop(t *testing.T) {
 // the one rendering its preview (Channel.Stream) is SIGKILLed mid-stream.
 // The same message settles to the stored answer; nothing is sent twice.
 func TestTelegramWorkerKilledMidStream(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newProcessEnv(t)
 	s := newTelegramStack(t, e)
 	if err := os.MkdirAll(filepath.Join(e.kit.Dir, "channels"), 0o755); err != nil {

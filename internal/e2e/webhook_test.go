@@ -240,6 +240,7 @@ func TestWebhookNoWorker(t *testing.T) {
 // the other and the receiver gets exactly one callback, equal to the
 // stored answer.
 func TestWebhookWorkerKilled(t *testing.T) {
+	t.Parallel() // it mostly waits out a worker's timeouts: shards.sh runs it beside the others
 	e := newProcessEnv(t)
 	s := newHookStack(t, e, "")
 	dir := filepath.Join(e.kit.Dir, "channels", "webhooks")
