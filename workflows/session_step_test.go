@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/fastagent/fastagent/internal/wire"
 	"github.com/fastagent/fastagent/workflows"
 	"github.com/fastagent/fastagent/workflows/agentloop"
+	"github.com/fastagent/fastagent/workflows/wakes"
 )
 
 // stepSettings are the settings of model workers that run Step.Run.
@@ -342,19 +344,35 @@ func TestStepRunAbortInModelCall(t *testing.T) {
 			h.stepFn = func(ctx context.Context, _ agentloop.StepCall) (agentloop.StepResult, error) {
 				return agentloop.StepResult{}, h.blockUntilCancelled(ctx)
 			}
+			// The call's stored result (its own, recorded before the abort)
+			// set a wake-up: the session keeps it, as on the two-activity path.
+			wake := &wakes.Wake{ID: "w1", Prompt: "check later", FireAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 			h.tool = func(_ context.Context, call agentloop.ToolCall) (agentloop.ToolOutcome, error) {
-				return agentloop.ToolOutcome{IsError: call.Synthetic != nil && !tt.stored, Recorded: tt.stored}, nil
+				out := agentloop.ToolOutcome{IsError: call.Synthetic != nil && !tt.stored, Recorded: tt.stored}
+				if tt.stored {
+					out.Wake = wake
+				}
+				return out, nil
 			}
 			u := h.turn(ms, "t1", "count")
 			ab := &update{}
 			h.when(func() bool { return len(h.stepCalls()) > 0 }, func() {
 				h.sendNow(ab, workflows.UpdateAbort, "abort-1", workflows.AbortRequest{Reason: "stop"})
 			})
+			var view workflows.SessionView
+			h.at(time.Hour, func() { view = h.state() })
 			h.run(workflows.SessionInput{Session: "s1"})
 			h.requireCancelled()
 			out := h.outcome(u)
 			requireOutcome(t, out, "t1", agent.TypeFailed, agent.CodeAborted, false)
 			equal(t, "outcome.Steps", out.Steps, tt.steps)
+			wantWakes := 0
+			if tt.stored {
+				wantWakes = 1
+			}
+			if len(view.Wakes) != wantWakes || (wantWakes == 1 && view.Wakes[0].ID != "w1") {
+				t.Errorf("pending wake-ups after the abort = %+v, want %d (w1)", view.Wakes, wantWakes)
+			}
 		})
 	}
 }

@@ -196,6 +196,10 @@ func (r *loopRuntime) stepFailed(call agentloop.StepCall, err error) agentloop.S
 		for _, o := range outs {
 			begun = begun && o.Recorded
 		}
+		// A wake-up (or its cancellation) a call stored before the abort
+		// is the session's, as on the two-activity path: the transcript
+		// says it is set.
+		r.s.applyWakes(outs)
 		return agentloop.StepOutcome{Tools: outs, ToolsErr: errAborted, ModelBegun: begun}
 	}
 	outs := r.recordAll(call.Tools, func(ctx workflow.Context, c agentloop.ToolCall) agentloop.ToolOutcome {

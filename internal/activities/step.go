@@ -83,6 +83,11 @@ func (a *Activities) runStep(ctx context.Context, in agentloop.StepCall, attempt
 	if err != nil {
 		return agentloop.StepResult{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		// Stopped while the calls ran (a stopped tool may answer rather
+		// than fail): the model call is not begun.
+		return agentloop.StepResult{}, err
+	}
 	if slot := progressSlotOf(ctx); slot != nil {
 		slot.Store(nil) // the model call's heartbeats carry no tool's progress
 	}
