@@ -331,11 +331,13 @@ func TestStepRunAbortInModelCall(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name   string
-		stored bool
+		stored bool // the call's own result was stored before the abort
+		begun  bool // the activity had reached its model call
 		steps  int
 	}{
-		{"in the model call", true, 2},
-		{"in the tool call", false, 1},
+		{"in the model call", true, true, 2},
+		{"in the tool call", false, false, 1},
+		{"in the tool call, the stopped tool answered", true, false, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -351,6 +353,7 @@ func TestStepRunAbortInModelCall(t *testing.T) {
 				out := agentloop.ToolOutcome{IsError: call.Synthetic != nil && !tt.stored, Recorded: tt.stored}
 				if tt.stored {
 					out.Wake = wake
+					out.ModelBegun = tt.begun && call.StepModel != ""
 				}
 				return out, nil
 			}
@@ -366,6 +369,11 @@ func TestStepRunAbortInModelCall(t *testing.T) {
 			out := h.outcome(u)
 			requireOutcome(t, out, "t1", agent.TypeFailed, agent.CodeAborted, false)
 			equal(t, "outcome.Steps", out.Steps, tt.steps)
+			steps := h.stepCalls()
+			records := h.toolCallsFor(bashCall(1).ID)
+			if len(steps) != 1 || len(records) != 1 || records[0].StepModel == "" || records[0].StepModel != steps[0].Model.EntryID {
+				t.Errorf("the abort's records %+v did not ask about the Step.Run's model call (%d Step.Run)", records, len(steps))
+			}
 			wantWakes := 0
 			if tt.stored {
 				wantWakes = 1

@@ -184,17 +184,19 @@ func (r *loopRuntime) Step(call agentloop.StepCall) agentloop.StepOutcome {
 func (r *loopRuntime) stepFailed(call agentloop.StepCall, err error) agentloop.StepOutcome {
 	if r.aborted() {
 		outs := r.recordAll(call.Tools, func(ctx workflow.Context, c agentloop.ToolCall) agentloop.ToolOutcome {
+			c.StepModel = call.Model.EntryID
 			return r.record(ctx, c, abortedResult(r.s.abortReason))
 		})
-		// Every call's own result stored before the abort recorded one:
-		// the activity was past its calls, in (or about to begin) the
-		// model call the abort stopped. That call is the turn's last step,
-		// as a stopped Model.Generate's would be: the usage it reported on
-		// the live feed when stopped (feed.KindUsage) is read for that
-		// step and charged to the turn's principal.
-		begun := true
+		// The activity had reached the model call the abort stopped (the
+		// records read its mark from the store, ModelBegun): that call is
+		// the turn's last step, as a stopped Model.Generate's would be:
+		// the usage it reported on the live feed when stopped
+		// (feed.KindUsage) is read for that step and charged to the
+		// turn's principal. Calls stopped while they ran (a stopped tool
+		// may answer rather than fail, its result stored) leave it unbegun.
+		begun := len(outs) > 0
 		for _, o := range outs {
-			begun = begun && o.Recorded
+			begun = begun && o.Recorded && o.ModelBegun
 		}
 		// A wake-up (or its cancellation) a call stored before the abort
 		// is the session's, as on the two-activity path: the transcript

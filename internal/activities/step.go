@@ -209,6 +209,20 @@ func (a *Activities) stepTools(ctx context.Context, in agentloop.StepCall, attem
 // attempt that reached the model call (SaveReply: the first write wins).
 func modelStartedKey(call agentloop.ModelCall) string { return "model-started/" + call.EntryID }
 
+// stepModelBegun reports whether a Step.Run attempt reached the model call
+// whose entry ID is entryID (it wrote modelStartedKey before calling).
+func (a *Activities) stepModelBegun(ctx context.Context, session, entryID string) (bool, error) {
+	_, err := a.Store.Reply(ctx, session, modelStartedKey(agentloop.ModelCall{EntryID: entryID}))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	default:
+		return false, storeError(err)
+	}
+}
+
 // firstModelAttempt records attempt as the first to reach the model call
 // unless one did before, and returns the first.
 func (a *Activities) firstModelAttempt(ctx context.Context, call agentloop.ModelCall, attempt int) (int, error) {

@@ -326,3 +326,45 @@ func TestStepCallSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestStepAbortRecordSaysWhetherModelBegun: the record of an aborted
+// Step.Run's call (StepModel set) says whether an attempt reached the
+// step's model call — not merely whether the call's own result was stored
+// (a stopped tool may answer rather than fail): the workflow charges the
+// stopped model call's usage only then.
+func TestStepAbortRecordSaysWhetherModelBegun(t *testing.T) {
+	t.Parallel()
+	const session = "s1"
+	e := newEnv(t)
+	in := stepSetup(e, session)
+	acts := e.kit.Activities(e.bus)
+	record := func() agentloop.ToolOutcome {
+		t.Helper()
+		rec := in.Tools[0]
+		rec.StepModel = in.Model.EntryID
+		rec.Synthetic = &agent.ToolResult{IsError: true, Content: "Tool call interrupted: stop."}
+		out, err := acts.RunTool(context.Background(), rec)
+		if err != nil {
+			t.Fatalf("record: %v", err)
+		}
+		return out
+	}
+	// The call ran and stored its result; the model call was not reached.
+	if _, err := acts.RunTool(context.Background(), in.Tools[0]); err != nil {
+		t.Fatalf("RunTool: %v", err)
+	}
+	if out := record(); !out.Recorded || out.ModelBegun {
+		t.Errorf("record before the model call = %+v, want Recorded, not ModelBegun", out)
+	}
+	// A Step.Run attempt reaches the model call (and fails there).
+	e.kit.Model.Enqueue(modelserver.Reply{Status: 500, Message: "upstream down"})
+	if _, err := acts.RunStep(context.Background(), in, 1); err == nil {
+		t.Fatal("RunStep succeeded, want the model's failure")
+	}
+	if out := record(); !out.Recorded || !out.ModelBegun {
+		t.Errorf("record after the model call began = %+v, want Recorded and ModelBegun", out)
+	}
+	if got := e.kit.Counter.Runs(session); got != 1 {
+		t.Errorf("counter ran %d times, want 1", got)
+	}
+}

@@ -53,6 +53,13 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 	if prev, err := a.Store.Get(ctx, call.Session, call.ResultEntryID); err == nil && prev.Message != nil {
 		out := finish(*prev.Message)
 		out.Recorded = true
+		if call.StepModel != "" {
+			begun, err := a.stepModelBegun(ctx, call.Session, call.StepModel)
+			if err != nil {
+				return agentloop.ToolOutcome{}, err
+			}
+			out.ModelBegun = begun
+		}
 		return out, nil
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return agentloop.ToolOutcome{}, storeError(err)

@@ -285,6 +285,10 @@ type ToolCall struct {
 	// Edit, when set, says an approver changed the call's arguments (Args
 	// are the edited ones): the result tells the model what changed.
 	Edit *ApprovalEdit `json:"edit,omitempty"`
+	// StepModel, set on the records of an aborted Step.Run's calls, is the
+	// entry ID of that step's model call: the outcome says whether the
+	// activity had begun it (ToolOutcome.ModelBegun).
+	StepModel string `json:"stepModel,omitempty"`
 }
 
 // ApprovalEdit is an approval with edits: who approved and the arguments
@@ -313,6 +317,10 @@ type ToolOutcome struct {
 	Note string `json:"note,omitempty"`
 	// Stop is the reason a hook gave to end the turn after this batch.
 	Stop string `json:"stop,omitempty"`
+	// ModelBegun answers ToolCall.StepModel: a Step.Run attempt reached
+	// that model call (it may have streamed, and been charged, before the
+	// stop).
+	ModelBegun bool `json:"modelBegun,omitempty"`
 }
 
 // Outcome ends a turn.
