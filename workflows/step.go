@@ -188,7 +188,9 @@ func (r *loopRuntime) stepFailed(call agentloop.StepCall, err error) agentloop.S
 			return r.record(ctx, c, abortedResult(r.s.abortReason))
 		})
 		// The activity had reached the model call the abort stopped (the
-		// records read its mark from the store, ModelBegun): that call is
+		// records settle it through the store, first write wins: an
+		// attempt's mark, or theirs, after which no attempt begins the
+		// call; ModelBegun): that call is
 		// the turn's last step, as a stopped Model.Generate's would be:
 		// the usage it reported on the live feed when stopped
 		// (feed.KindUsage) is read for that step and charged to the

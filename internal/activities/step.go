@@ -209,19 +209,26 @@ func (a *Activities) stepTools(ctx context.Context, in agentloop.StepCall, attem
 // attempt that reached the model call (SaveReply: the first write wins).
 func modelStartedKey(call agentloop.ModelCall) string { return "model-started/" + call.EntryID }
 
-// stepModelBegun reports whether a Step.Run attempt reached the model call
-// whose entry ID is entryID (it wrote modelStartedKey before calling).
-func (a *Activities) stepModelBegun(ctx context.Context, session, entryID string) (bool, error) {
-	_, err := a.Store.Reply(ctx, session, modelStartedKey(agentloop.ModelCall{EntryID: entryID}))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, store.ErrNotFound):
-		return false, nil
-	default:
+// claimStepModel settles, for an aborted Step.Run's records, whether its
+// model call began: the first write of modelStartedKey wins (SaveReply), an
+// attempt's number when an attempt reached the call first, else
+// stoppedMark, after which no attempt begins it (firstModelAttempt). Every
+// record of the step reads the same answer.
+func (a *Activities) claimStepModel(ctx context.Context, session, entryID string) (bool, error) {
+	key := modelStartedKey(agentloop.ModelCall{EntryID: entryID})
+	if err := a.Store.SaveReply(ctx, session, key, stoppedMark); err != nil {
 		return false, storeError(err)
 	}
+	got, err := a.Store.Reply(ctx, session, key)
+	if err != nil {
+		return false, storeError(err)
+	}
+	return got != stoppedMark, nil
 }
+
+// stoppedMark is modelStartedKey's value when an abort's record claimed
+// the model call before any attempt reached it.
+const stoppedMark = "stopped"
 
 // firstModelAttempt records attempt as the first to reach the model call
 // unless one did before, and returns the first.
@@ -233,6 +240,10 @@ func (a *Activities) firstModelAttempt(ctx context.Context, call agentloop.Model
 	got, err := a.Store.Reply(ctx, call.Session, key)
 	if err != nil {
 		return 0, storeError(err)
+	}
+	if got == stoppedMark {
+		// The turn was aborted and its records claimed the call first.
+		return 0, temporal.NewNonRetryableApplicationError("stopped: the turn was aborted before the step's model call", workflows.ErrStopped, nil)
 	}
 	first, err := strconv.Atoi(got)
 	if err != nil || first < 1 || first > attempt {

@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -328,17 +330,16 @@ func TestStepCallSpans(t *testing.T) {
 }
 
 // TestStepAbortRecordSaysWhetherModelBegun: the record of an aborted
-// Step.Run's call (StepModel set) says whether an attempt reached the
+// Step.Run's call (StepModel set) settles whether an attempt reached the
 // step's model call — not merely whether the call's own result was stored
-// (a stopped tool may answer rather than fail): the workflow charges the
-// stopped model call's usage only then.
+// (a stopped tool may answer rather than fail) — and, when none had, no
+// attempt begins it afterwards: every record, and the workflow's charge of
+// a stopped call's usage, see one answer.
 func TestStepAbortRecordSaysWhetherModelBegun(t *testing.T) {
 	t.Parallel()
-	const session = "s1"
 	e := newEnv(t)
-	in := stepSetup(e, session)
 	acts := e.kit.Activities(e.bus)
-	record := func() agentloop.ToolOutcome {
+	record := func(in agentloop.StepCall) agentloop.ToolOutcome {
 		t.Helper()
 		rec := in.Tools[0]
 		rec.StepModel = in.Model.EntryID
@@ -349,22 +350,39 @@ func TestStepAbortRecordSaysWhetherModelBegun(t *testing.T) {
 		}
 		return out
 	}
-	// The call ran and stored its result; the model call was not reached.
-	if _, err := acts.RunTool(context.Background(), in.Tools[0]); err != nil {
+
+	// s1: the call ran and stored its result; the abort's record comes
+	// before any attempt reached the model call, which then never begins.
+	s1 := stepSetup(e, "s1")
+	if _, err := acts.RunTool(context.Background(), s1.Tools[0]); err != nil {
 		t.Fatalf("RunTool: %v", err)
 	}
-	if out := record(); !out.Recorded || out.ModelBegun {
+	if out := record(s1); !out.Recorded || out.ModelBegun {
 		t.Errorf("record before the model call = %+v, want Recorded, not ModelBegun", out)
 	}
-	// A Step.Run attempt reaches the model call (and fails there).
+	_, err := acts.RunStep(context.Background(), s1, 1)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrStopped || !appErr.NonRetryable() {
+		t.Errorf("RunStep after the record = %v, want a non-retryable %s", err, workflows.ErrStopped)
+	}
+	if n := e.kit.Model.Count(); n != 0 {
+		t.Errorf("the model was called %d times after the abort's record, want 0", n)
+	}
+	if out := record(s1); out.ModelBegun {
+		t.Errorf("a second record = %+v, want the same answer (not begun)", out)
+	}
+
+	// s2: an attempt reaches the model call (and fails there) before the
+	// abort's record.
+	s2 := stepSetup(e, "s2")
 	e.kit.Model.Enqueue(modelserver.Reply{Status: 500, Message: "upstream down"})
-	if _, err := acts.RunStep(context.Background(), in, 1); err == nil {
+	if _, err := acts.RunStep(context.Background(), s2, 1); err == nil {
 		t.Fatal("RunStep succeeded, want the model's failure")
 	}
-	if out := record(); !out.Recorded || !out.ModelBegun {
+	if out := record(s2); !out.Recorded || !out.ModelBegun {
 		t.Errorf("record after the model call began = %+v, want Recorded and ModelBegun", out)
 	}
-	if got := e.kit.Counter.Runs(session); got != 1 {
-		t.Errorf("counter ran %d times, want 1", got)
+	if got := e.kit.Counter.Runs("s1") + e.kit.Counter.Runs("s2"); got != 2 {
+		t.Errorf("counter ran %d times, want once per session", got)
 	}
 }

@@ -50,16 +50,18 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 		return out
 	}
 
+	begun := false
+	if call.StepModel != "" {
+		// An aborted Step.Run's record: from here on its model call cannot
+		// begin (the claim), and the outcome says whether it had.
+		var err error
+		if begun, err = a.claimStepModel(ctx, call.Session, call.StepModel); err != nil {
+			return agentloop.ToolOutcome{}, err
+		}
+	}
 	if prev, err := a.Store.Get(ctx, call.Session, call.ResultEntryID); err == nil && prev.Message != nil {
 		out := finish(*prev.Message)
-		out.Recorded = true
-		if call.StepModel != "" {
-			begun, err := a.stepModelBegun(ctx, call.Session, call.StepModel)
-			if err != nil {
-				return agentloop.ToolOutcome{}, err
-			}
-			out.ModelBegun = begun
-		}
+		out.Recorded, out.ModelBegun = true, begun
 		return out, nil
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return agentloop.ToolOutcome{}, storeError(err)
