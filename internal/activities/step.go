@@ -214,7 +214,11 @@ func modelStartedKey(call agentloop.ModelCall) string { return "model-started/" 
 // attempt's number when an attempt reached the call first, else
 // stoppedMark, after which no attempt begins it (firstModelAttempt). Every
 // record of the step reads the same answer.
+// No entry ID (not such a record): nothing to claim.
 func (a *Activities) claimStepModel(ctx context.Context, session, entryID string) (bool, error) {
+	if entryID == "" {
+		return false, nil
+	}
 	key := modelStartedKey(agentloop.ModelCall{EntryID: entryID})
 	if err := a.Store.SaveReply(ctx, session, key, stoppedMark); err != nil {
 		return false, storeError(err)

@@ -50,21 +50,8 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 		return out
 	}
 
-	begun := false
-	if call.StepModel != "" {
-		// An aborted Step.Run's record: from here on its model call cannot
-		// begin (the claim), and the outcome says whether it had.
-		var err error
-		if begun, err = a.claimStepModel(ctx, call.Session, call.StepModel); err != nil {
-			return agentloop.ToolOutcome{}, err
-		}
-	}
-	if prev, err := a.Store.Get(ctx, call.Session, call.ResultEntryID); err == nil && prev.Message != nil {
-		out := finish(*prev.Message)
-		out.Recorded, out.ModelBegun = true, begun
-		return out, nil
-	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return agentloop.ToolOutcome{}, storeError(err)
+	if out, ok, err := a.storedOutcome(ctx, call, finish); err != nil || ok {
+		return out, err
 	}
 
 	args, err := a.callArgs(ctx, call)
@@ -127,6 +114,27 @@ func (a *Activities) RunTool(ctx context.Context, call agentloop.ToolCall) (agen
 		msg = *stored.Message
 	}
 	return finish(msg), nil
+}
+
+// storedOutcome is the outcome of call when its result is stored already
+// (ok): an earlier attempt ran it, this one runs nothing. For an aborted
+// Step.Run's record (StepModel) it first claims the step's model call: from
+// then on no attempt begins it, and the outcome says whether one had.
+func (a *Activities) storedOutcome(ctx context.Context, call agentloop.ToolCall, finish func(transcript.Message) agentloop.ToolOutcome) (agentloop.ToolOutcome, bool, error) {
+	begun, err := a.claimStepModel(ctx, call.Session, call.StepModel)
+	if err != nil {
+		return agentloop.ToolOutcome{}, false, err
+	}
+	prev, err := a.Store.Get(ctx, call.Session, call.ResultEntryID)
+	switch {
+	case err == nil && prev.Message != nil:
+		out := finish(*prev.Message)
+		out.Recorded, out.ModelBegun = true, begun
+		return out, true, nil
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return agentloop.ToolOutcome{}, false, storeError(err)
+	}
+	return agentloop.ToolOutcome{}, false, nil
 }
 
 // progressSlot holds a running call's last progress report for its
